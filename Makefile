@@ -1,0 +1,54 @@
+# Bolide — build, test and measure.
+GO        ?= go
+PKGS      ?= ./...
+FUZZTIME  ?= 10s
+BENCHTIME ?= 1s
+BIN       := bin
+
+.PHONY: all build test race lint fuzz bench bench-store disk-limits clean
+
+all: lint test
+
+## build: compile every package (binaries land in bin/ once cmd/ exists)
+build:
+	$(GO) build $(PKGS)
+	@if [ -d cmd ]; then mkdir -p $(BIN) && $(GO) build -o $(BIN)/ ./cmd/...; fi
+
+## test: vet, then the whole test suite with the race detector
+test: lint
+	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+## race: the suite under the race detector, twice, to shake out flakes
+race:
+	$(GO) test -race -count=2 -timeout 20m $(PKGS)
+
+## lint: gofmt and go vet must be clean
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go') | grep -v '\.pb\.go$$' || true); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+## fuzz: run every Fuzz target for FUZZTIME each (CI uses a short time)
+fuzz:
+	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; \
+	    $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+## bench: every Go benchmark (storage engine figures for docs/BENCHMARKS.md)
+bench:
+	$(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) -benchmem $(PKGS)
+
+## bench-store: the storage engine benchmarks and the recovery measurement
+bench-store:
+	$(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) ./commitlog/ ./consumequeue/ ./indexfile/ ./message/ ./broker/store/
+	BOLIDE_RECOVERY_BENCH=1 $(GO) test -run='^TestRecoveryTimeLargeLog$$' -v -timeout 30m ./broker/store/
+
+## disk-limits: this machine's raw disk figures (dd, fio) for comparison
+disk-limits:
+	bash scripts/disk-limits.sh
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,107 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"time"
+
+	"github.com/bolide-mq/bolide/commitlog"
+	"github.com/bolide-mq/bolide/consumequeue"
+	"github.com/bolide-mq/bolide/indexfile"
+	"github.com/bolide-mq/bolide/message"
+)
+
+// Options configure a Store. Sub-directories of Dir:
+//
+//	commitlog/      CommitLog segments
+//	consumequeue/   ConsumeQueues
+//	index/          IndexFiles
+//	checkpoint      what is durable (see checkpoint.go)
+//	abort           exists while the store is open
+//	lock            flock'ed while the store is open
+type Options struct {
+	Dir          string
+	CommitLog    commitlog.Options
+	ConsumeQueue consumequeue.Options
+	Index        indexfile.Options
+	// IndexEnabled builds IndexFiles (true).
+	IndexEnabled bool
+	Retention    commitlog.RetentionPolicy
+	// RetentionInterval is how often retention runs (10 s).
+	RetentionInterval time.Duration
+	// CheckpointInterval is how often ConsumeQueues and IndexFiles are
+	// flushed and the checkpoint written (1 s).
+	CheckpointInterval time.Duration
+	// RecoverWindow is how far (bytes) behind the durable end of the log the
+	// checkpoint's verification point is kept, so that recovery re-verifies
+	// at least the last RecoverWindow bytes (4 MiB).
+	RecoverWindow int64
+	// StoreHost is written into every record as its store host and used in
+	// offset message ids.
+	StoreHost netip.AddrPort
+	// MaxMessageSize bounds a message body (4 MiB).
+	MaxMessageSize int
+	// TagCode computes the ConsumeQueue tag code of a record; the default is
+	// the tags hash. The broker overrides it for schedule topics.
+	TagCode func(d *message.Dispatch) int64
+	// Now is the clock (time.Now).
+	Now func() time.Time
+}
+
+// DefaultOptions returns production defaults for a store under dir.
+func DefaultOptions(dir string) Options {
+	return Options{
+		Dir:                dir,
+		CommitLog:          commitlog.DefaultOptions(filepath.Join(dir, "commitlog")),
+		ConsumeQueue:       consumequeue.DefaultOptions(),
+		Index:              indexfile.DefaultOptions(),
+		IndexEnabled:       true,
+		Retention:          commitlog.DefaultRetention(),
+		RetentionInterval:  10 * time.Second,
+		CheckpointInterval: time.Second,
+		RecoverWindow:      4 << 20,
+		StoreHost:          netip.MustParseAddrPort("127.0.0.1:10911"),
+		MaxMessageSize:     message.DefaultMaxBodySize,
+		Now:                time.Now,
+	}
+}
+
+// Validate checks the options.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Dir == "" {
+		errs = append(errs, errors.New("store: Dir is empty"))
+	}
+	if o.CommitLog.Dir == "" {
+		o.CommitLog.Dir = filepath.Join(o.Dir, "commitlog")
+	}
+	if err := o.CommitLog.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.ConsumeQueue.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.IndexEnabled {
+		if err := o.Index.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := o.Retention.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.RetentionInterval <= 0 || o.CheckpointInterval <= 0 {
+		errs = append(errs, fmt.Errorf("store: RetentionInterval (%v) and CheckpointInterval (%v) must be positive", o.RetentionInterval, o.CheckpointInterval))
+	}
+	if o.RecoverWindow < 0 {
+		errs = append(errs, fmt.Errorf("store: RecoverWindow %d must not be negative", o.RecoverWindow))
+	}
+	if o.MaxMessageSize <= 0 || o.MaxMessageSize > o.CommitLog.MaxRecordSize()-64<<10 {
+		errs = append(errs, fmt.Errorf("store: MaxMessageSize %d must be positive and leave room in a %d-byte segment", o.MaxMessageSize, o.CommitLog.SegmentSize))
+	}
+	if !o.StoreHost.IsValid() {
+		errs = append(errs, errors.New("store: StoreHost is not set"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,104 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/bolide-mq/bolide/commitlog"
+	"github.com/bolide-mq/bolide/message"
+)
+
+var (
+	// ErrMessageTooLarge rejects a body above MaxMessageSize.
+	ErrMessageTooLarge = errors.New("store: message body too large")
+	// ErrMessageIllegal rejects a message that cannot be stored as it is.
+	ErrMessageIllegal = errors.New("store: illegal message")
+)
+
+// PutResult says where a message was stored.
+type PutResult struct {
+	commitlog.Result
+	// MsgID is the offset message id.
+	MsgID string
+}
+
+var encodePool = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+// Put stores one message. QueueID, Topic, Body, Flag, Properties, SysFlag,
+// BornTimestamp, BornHost, ReconsumeTimes and PreparedTransactionOffset are
+// taken from m; the store sets the store host, timestamp and offsets. In sync
+// flush mode Put returns once the message is durable.
+func (s *Store) Put(ctx context.Context, m *message.Ext) (PutResult, error) {
+	var one [1]PutResult
+	res, err := s.PutBatch(ctx, []*message.Ext{m}, one[:0])
+	if len(res) == 0 {
+		return PutResult{}, err
+	}
+	return res[0], err
+}
+
+// PutBatch stores messages contiguously under one append and (in sync mode)
+// one flush wait. Results are appended to dst.
+func (s *Store) PutBatch(ctx context.Context, msgs []*message.Ext, dst []PutResult) ([]PutResult, error) {
+	if s.closed.Load() {
+		return dst, ErrClosed
+	}
+	entries := make([]*commitlog.Entry, len(msgs))
+	bufs := make([]*[]byte, len(msgs))
+	defer func() {
+		for _, b := range bufs {
+			if b != nil && cap(*b) <= 64<<10 {
+				*b = (*b)[:0]
+				encodePool.Put(b)
+			}
+		}
+	}()
+	for i, m := range msgs {
+		if err := s.check(m); err != nil {
+			return dst, err
+		}
+		m.StoreHost = s.opts.StoreHost
+		if m.BornTimestamp == 0 {
+			m.BornTimestamp = s.opts.Now().UnixMilli()
+		}
+		if !m.BornHost.IsValid() {
+			m.BornHost = s.opts.StoreHost
+		}
+		bufs[i] = encodePool.Get().(*[]byte)
+		rec, err := message.Encode((*bufs[i])[:0], m)
+		if err != nil {
+			return dst, fmt.Errorf("%w: %w", ErrMessageIllegal, err)
+		}
+		*bufs[i] = rec
+		entries[i] = &commitlog.Entry{
+			Record:        rec,
+			Topic:         m.Topic,
+			QueueID:       m.QueueID,
+			NoQueueOffset: !message.Dispatchable(m.SysFlag),
+		}
+	}
+	results, err := s.clog.AppendBatch(ctx, entries, make([]commitlog.Result, 0, len(entries)))
+	for _, r := range results {
+		dst = append(dst, PutResult{Result: r, MsgID: message.OffsetMsgID(s.opts.StoreHost, r.PhysicalOffset)})
+	}
+	return dst, err
+}
+
+// check validates a message before it is encoded.
+func (s *Store) check(m *message.Ext) error {
+	if err := message.ValidateTopic(m.Topic); err != nil {
+		return fmt.Errorf("%w: %w", ErrMessageIllegal, err)
+	}
+	if len(m.Body) > s.opts.MaxMessageSize {
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrMessageTooLarge, len(m.Body), s.opts.MaxMessageSize)
+	}
+	if m.QueueID < 0 {
+		return fmt.Errorf("%w: queue id %d", ErrMessageIllegal, m.QueueID)
+	}
+	if err := message.ValidateProperties(m.Properties); err != nil {
+		return fmt.Errorf("%w: %w", ErrMessageIllegal, err)
+	}
+	return nil
+}

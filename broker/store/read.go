@@ -1,0 +1,298 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/bolide-mq/bolide/consumequeue"
+	"github.com/bolide-mq/bolide/indexfile"
+	"github.com/bolide-mq/bolide/message"
+)
+
+// GetStatus says what GetMessages found (RocketMQ's GetMessageStatus).
+type GetStatus int
+
+const (
+	// Found: at least one message was returned.
+	Found GetStatus = iota
+	// NoMatchedMessage: messages exist from the offset but none passed the
+	// filter within the scan budget; NextOffset moves past them.
+	NoMatchedMessage
+	// OffsetOverflowOne: the offset equals the queue's max offset — nothing
+	// new yet (the long-polling case).
+	OffsetOverflowOne
+	// OffsetOverflowBadly: the offset is beyond the max offset.
+	OffsetOverflowBadly
+	// OffsetTooSmall: the offset is below the queue's min offset.
+	OffsetTooSmall
+	// NoMessageInQueue: the queue does not exist or is empty.
+	NoMessageInQueue
+)
+
+func (s GetStatus) String() string {
+	switch s {
+	case Found:
+		return "FOUND"
+	case NoMatchedMessage:
+		return "NO_MATCHED_MESSAGE"
+	case OffsetOverflowOne:
+		return "OFFSET_OVERFLOW_ONE"
+	case OffsetOverflowBadly:
+		return "OFFSET_OVERFLOW_BADLY"
+	case OffsetTooSmall:
+		return "OFFSET_TOO_SMALL"
+	case NoMessageInQueue:
+		return "NO_MESSAGE_IN_QUEUE"
+	}
+	return fmt.Sprintf("GetStatus(%d)", int(s))
+}
+
+// GetResult is the answer of GetMessages.
+type GetResult struct {
+	Status GetStatus
+	// Records are stored records (copies), in queue order.
+	Records [][]byte
+	// QueueOffsets are the queue offsets of Records.
+	QueueOffsets []int64
+	// NextOffset is where the next pull should start.
+	NextOffset           int64
+	MinOffset, MaxOffset int64
+}
+
+// maxScanUnits bounds how many ConsumeQueue units one GetMessages call looks
+// at when a filter skips most of them.
+const maxScanUnits = 16 * 1024
+
+// GetMessages reads up to maxCount messages (and about maxBytes) from a
+// queue starting at offset. filter, if not nil, sees each unit's tag code and
+// says whether to return it.
+func (s *Store) GetMessages(topic string, queueID int32, offset int64, maxCount, maxBytes int, filter func(tagCode int64) bool) (GetResult, error) {
+	if s.closed.Load() {
+		return GetResult{}, ErrClosed
+	}
+	q, ok := s.cqs.Lookup(topic, queueID)
+	if !ok {
+		return GetResult{Status: NoMessageInQueue}, nil
+	}
+	res := GetResult{MinOffset: q.MinOffset(), MaxOffset: q.MaxOffset(), NextOffset: offset}
+	switch {
+	case res.MaxOffset == res.MinOffset:
+		res.Status, res.NextOffset = NoMessageInQueue, res.MinOffset
+		return res, nil
+	case offset < res.MinOffset:
+		res.Status, res.NextOffset = OffsetTooSmall, res.MinOffset
+		return res, nil
+	case offset == res.MaxOffset:
+		res.Status = OffsetOverflowOne
+		return res, nil
+	case offset > res.MaxOffset:
+		res.Status, res.NextOffset = OffsetOverflowBadly, res.MaxOffset
+		return res, nil
+	}
+	if maxCount <= 0 {
+		maxCount = 32
+	}
+	units := make([]consumequeue.Unit, 0, min(maxCount*2, 1024))
+	bytes := 0
+	next := offset
+	scanned := 0
+	minPhys := s.clog.MinOffset()
+	for len(res.Records) < maxCount && next < res.MaxOffset && scanned < maxScanUnits {
+		var err error
+		units, err = q.Read(next, min(maxCount*2, 1024), units[:0])
+		if err != nil {
+			return res, fmt.Errorf("store: read %s/%d at %d: %w", topic, queueID, next, err)
+		}
+		if len(units) == 0 {
+			break
+		}
+		done := false
+		for i, u := range units {
+			qo := next + int64(i)
+			scanned++
+			if u.Offset < minPhys {
+				continue // its segment was deleted by retention
+			}
+			if filter != nil && !filter(u.TagHash) {
+				continue
+			}
+			if len(res.Records) > 0 && bytes+int(u.Size) > maxBytes {
+				next = qo
+				done = true
+				break
+			}
+			rec, err := s.clog.ReadRecord(u.Offset, make([]byte, 0, u.Size))
+			if err != nil {
+				return res, fmt.Errorf("store: read record of %s/%d@%d at %d: %w", topic, queueID, qo, u.Offset, err)
+			}
+			res.Records = append(res.Records, rec)
+			res.QueueOffsets = append(res.QueueOffsets, qo)
+			bytes += len(rec)
+			if len(res.Records) == maxCount {
+				next = qo + 1
+				done = true
+				break
+			}
+		}
+		if done {
+			break
+		}
+		next += int64(len(units))
+	}
+	res.NextOffset = next
+	if len(res.Records) > 0 {
+		res.Status = Found
+	} else {
+		res.Status = NoMatchedMessage
+	}
+	return res, nil
+}
+
+// ReadRecord returns a copy of the record at a CommitLog offset.
+func (s *Store) ReadRecord(phyOffset int64) ([]byte, error) {
+	return s.clog.ReadRecord(phyOffset, nil)
+}
+
+// ReadMessage decodes the message at a CommitLog offset.
+func (s *Store) ReadMessage(phyOffset int64) (*message.Ext, error) {
+	rec, err := s.clog.ReadRecord(phyOffset, nil)
+	if err != nil {
+		return nil, err
+	}
+	return message.Decode(rec)
+}
+
+// ErrNotFound reports a lookup that found nothing.
+var ErrNotFound = errors.New("store: not found")
+
+// LookupByMsgID finds a message by its offset message id. The id must name
+// this store's host.
+func (s *Store) LookupByMsgID(id string) (*message.Ext, error) {
+	host, off, err := message.ParseOffsetMsgID(id)
+	if err != nil {
+		return nil, err
+	}
+	if host != s.opts.StoreHost {
+		return nil, fmt.Errorf("%w: %s was stored by %s, this store is %s", ErrNotFound, id, host, s.opts.StoreHost)
+	}
+	m, err := s.ReadMessage(off)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrNotFound, id, err)
+	}
+	return m, nil
+}
+
+// QueryByKey finds messages of a topic whose KEYS contain key or whose
+// unique id is key, stored between begin and end (ms, inclusive), newest
+// first, at most max.
+func (s *Store) QueryByKey(topic, key string, begin, end int64, max int) ([]*message.Ext, error) {
+	if s.index == nil {
+		return nil, errors.New("store: message index is disabled")
+	}
+	if max <= 0 {
+		max = 32
+	}
+	// Ask for more than max: hash collisions are filtered out below.
+	offs, err := s.index.Query(indexfile.BuildKey(topic, key), begin, end, max*2+8)
+	if err != nil {
+		return nil, err
+	}
+	minOff := s.clog.MinOffset()
+	var out []*message.Ext
+	for _, off := range offs {
+		if off < minOff || off >= s.clog.Readable() {
+			continue
+		}
+		m, err := s.ReadMessage(off)
+		if err != nil {
+			continue
+		}
+		if m.Topic != topic || (m.UniqueID() != key && !slices.Contains(m.Keys(), key)) {
+			continue
+		}
+		if m.StoreTimestamp < begin || m.StoreTimestamp > end {
+			continue
+		}
+		out = append(out, m)
+		if len(out) == max {
+			break
+		}
+	}
+	return out, nil
+}
+
+// QueueOffsets returns a queue's min and max offsets (both 0 for a queue
+// that does not exist).
+func (s *Store) QueueOffsets(topic string, queueID int32) (minOff, maxOff int64) {
+	q, ok := s.cqs.Lookup(topic, queueID)
+	if !ok {
+		return 0, 0
+	}
+	return q.MinOffset(), q.MaxOffset()
+}
+
+// StoreTimeAt returns the store timestamp of the message at a queue offset.
+func (s *Store) StoreTimeAt(topic string, queueID int32, queueOffset int64) (int64, error) {
+	q, ok := s.cqs.Lookup(topic, queueID)
+	if !ok {
+		return 0, fmt.Errorf("%w: queue %s/%d", ErrNotFound, topic, queueID)
+	}
+	u, err := q.Get(queueOffset)
+	if err != nil {
+		return 0, err
+	}
+	return s.storeTimeOf(u)
+}
+
+func (s *Store) storeTimeOf(u consumequeue.Unit) (int64, error) {
+	var ts int64
+	err := s.clog.View(u.Offset, int(u.Size), func(b []byte) error {
+		if len(b) < message.PosSysFlag+4 {
+			return message.ErrCorrupt
+		}
+		sysFlag := int32(binary.BigEndian.Uint32(b[message.PosSysFlag:]))
+		p := message.StoreTimestampPos(sysFlag)
+		if len(b) < p+8 {
+			return message.ErrCorrupt
+		}
+		ts = int64(binary.BigEndian.Uint64(b[p:]))
+		return nil
+	})
+	return ts, err
+}
+
+// OffsetForTime returns the first queue offset whose message was stored at
+// or after ts (ms); the max offset if none.
+func (s *Store) OffsetForTime(topic string, queueID int32, ts int64) (int64, error) {
+	q, ok := s.cqs.Lookup(topic, queueID)
+	if !ok {
+		return 0, nil
+	}
+	return q.OffsetForTime(ts, s.storeTimeOf)
+}
+
+// QueueInfo describes one ConsumeQueue.
+type QueueInfo struct {
+	Topic                string
+	QueueID              int32
+	MinOffset, MaxOffset int64
+}
+
+// Queues lists every ConsumeQueue.
+func (s *Store) Queues() []QueueInfo {
+	qs := s.cqs.Queues()
+	out := make([]QueueInfo, len(qs))
+	for i, q := range qs {
+		out[i] = QueueInfo{Topic: q.Topic(), QueueID: q.ID(), MinOffset: q.MinOffset(), MaxOffset: q.MaxOffset()}
+	}
+	return out
+}
+
+// DeleteTopic removes a topic's queues. Its records stay in the CommitLog
+// until retention removes them.
+func (s *Store) DeleteTopic(topic string) error {
+	s.clog.DeleteQueueOffsets(topic)
+	return s.cqs.DeleteTopic(topic)
+}

@@ -1,0 +1,321 @@
+// Package store wires Bolide's storage together: the CommitLog, the
+// ConsumeQueues, the IndexFiles, the dispatcher that builds the latter from
+// the former, the checkpoint and abort marker, recovery and retention. It is
+// the broker's message store; it knows nothing of the wire protocol.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/bolide-mq/bolide/commitlog"
+	"github.com/bolide-mq/bolide/consumequeue"
+	"github.com/bolide-mq/bolide/indexfile"
+	"github.com/bolide-mq/bolide/internal/notify"
+)
+
+// ErrClosed is returned by operations on a closed store.
+var ErrClosed = errors.New("store: closed")
+
+// Store is a broker's message store.
+type Store struct {
+	opts Options
+	log  *zap.Logger
+
+	lockFile *os.File
+	clog     *commitlog.Log
+	cqs      *consumequeue.Store
+	index    *indexfile.Store // nil when indexing is off
+
+	// dispatched is the offset up to which every record has been handed to
+	// the ConsumeQueues and IndexFiles; only the dispatcher writes it.
+	dispatched     atomic.Int64
+	lastStoreTime  atomic.Int64
+	dispatchErrors atomic.Int64
+	dispatchedSig  notify.Signal
+	arrival        atomic.Pointer[ArrivalFunc]
+
+	samplesMu sync.Mutex
+	samples   []int64 // recent dispatched record boundaries, oldest first
+	logFrom   int64   // last checkpoint's LogFrom
+
+	recovery  Recovery
+	cpMu      sync.Mutex // serialises checkpoint writes
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+	closed    atomic.Bool
+}
+
+// ArrivalFunc is called by the dispatcher after records of a queue become
+// visible; maxOffset is the queue's new max offset. It must not block.
+type ArrivalFunc func(topic string, queueID int32, maxOffset int64)
+
+// Recovery reports what Open found.
+type Recovery struct {
+	// CleanShutdown is false when the abort marker was present.
+	CleanShutdown bool
+	// Checkpoint reports whether a checkpoint file was found.
+	Checkpoint bool
+	// Log is the CommitLog's own recovery report.
+	Log commitlog.RecoveryInfo
+	// DispatchFrom is where dispatch was rebuilt from; Redispatched counts
+	// the records it rebuilt before Open returned.
+	DispatchFrom int64
+	Redispatched int64
+	Duration     time.Duration
+}
+
+const (
+	lockName       = "lock"
+	abortName      = "abort"
+	checkpointName = "checkpoint"
+)
+
+// Open opens (creating if needed) the store, recovers it and starts the
+// dispatcher, the checkpointer and retention.
+func Open(opts Options, log *zap.Logger) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	start := time.Now()
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	s := &Store{opts: opts, log: log}
+	lf, err := lockDir(filepath.Join(opts.Dir, lockName))
+	if err != nil {
+		return nil, err
+	}
+	s.lockFile = lf
+	if err := s.open(); err != nil {
+		s.closeParts()
+		return nil, err
+	}
+	s.recovery.Duration = time.Since(start)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.wg.Add(3)
+	go s.dispatchLoop()
+	go s.checkpointLoop()
+	go s.retentionLoop()
+	log.Info("store opened", zap.String("dir", opts.Dir),
+		zap.Bool("cleanShutdown", s.recovery.CleanShutdown),
+		zap.Int64("dispatchFrom", s.recovery.DispatchFrom),
+		zap.Int64("redispatched", s.recovery.Redispatched),
+		zap.Duration("took", s.recovery.Duration))
+	return s, nil
+}
+
+func lockDir(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("store: %s is in use by another process: %w", filepath.Dir(path), err)
+	}
+	return f, nil
+}
+
+// open recovers the parts in order: CommitLog from the checkpoint, then the
+// queues and index truncated to what the checkpoint says is durable and
+// rebuilt from the log up to its end.
+func (s *Store) open() error {
+	o := s.opts
+	abortPath := filepath.Join(o.Dir, abortName)
+	_, statErr := os.Stat(abortPath)
+	s.recovery.CleanShutdown = errors.Is(statErr, os.ErrNotExist)
+	cp, found, err := readCheckpoint(filepath.Join(o.Dir, checkpointName))
+	if err != nil {
+		// A torn checkpoint cannot happen with atomic writes, but a damaged
+		// one must not stop the broker: verify the whole log instead.
+		s.log.Warn("checkpoint unreadable; verifying the whole log", zap.Error(err))
+		cp, found = checkpoint{}, false
+	}
+	s.recovery.Checkpoint = found
+	if !s.recovery.CleanShutdown {
+		s.log.Warn("store was not shut down cleanly; recovering from the checkpoint",
+			zap.Int64("logFrom", cp.LogFrom), zap.Int64("dispatchFrom", cp.DispatchFrom))
+	}
+	s.clog, err = commitlog.Open(o.CommitLog, cp.LogFrom, s.log.Named("commitlog"))
+	if err != nil {
+		return err
+	}
+	s.recovery.Log = s.clog.Recovery()
+	s.cqs, err = consumequeue.Open(filepath.Join(o.Dir, "consumequeue"), o.ConsumeQueue, s.log.Named("consumequeue"))
+	if err != nil {
+		return err
+	}
+	if o.IndexEnabled {
+		s.index, err = indexfile.Open(filepath.Join(o.Dir, "index"), o.Index, s.log.Named("index"))
+		if err != nil {
+			return err
+		}
+	}
+	end := s.clog.MaxOffset()
+	from := min(cp.DispatchFrom, end)
+	if from < s.clog.MinOffset() {
+		from = s.clog.MinOffset()
+	}
+	if err := s.cqs.TruncateAfter(from); err != nil {
+		return fmt.Errorf("store: truncate consume queues: %w", err)
+	}
+	if s.index != nil {
+		if err := s.index.TruncateAfter(from); err != nil {
+			return fmt.Errorf("store: truncate index: %w", err)
+		}
+	}
+	s.dispatched.Store(from)
+	s.lastStoreTime.Store(cp.StoreTimestamp)
+	s.recovery.DispatchFrom = from
+	s.logFrom = min(cp.LogFrom, from)
+	s.samples = []int64{s.logFrom}
+	// Rebuild what the checkpoint did not cover, before any append.
+	n, err := s.dispatchAvailable(end)
+	s.recovery.Redispatched = n
+	if err != nil {
+		return fmt.Errorf("store: rebuild queues from %d: %w", from, err)
+	}
+	if s.dispatched.Load() != end {
+		return fmt.Errorf("store: rebuilt queues up to %d, log ends at %d", s.dispatched.Load(), end)
+	}
+	for _, q := range s.cqs.Queues() {
+		s.clog.SetQueueOffset(q.Topic(), q.ID(), q.MaxOffset())
+	}
+	// Make the rebuilt state durable before declaring the store running.
+	if err := s.writeCheckpoint(); err != nil {
+		return err
+	}
+	if err := os.WriteFile(abortPath, nil, 0o644); err != nil {
+		return fmt.Errorf("store: create abort marker: %w", err)
+	}
+	return nil
+}
+
+// CommitLog exposes the log for replication and tools.
+func (s *Store) CommitLog() *commitlog.Log { return s.clog }
+
+// Recovery reports what Open found and did.
+func (s *Store) Recovery() Recovery { return s.recovery }
+
+// Options returns the store's options.
+func (s *Store) Options() Options { return s.opts }
+
+// SetArrivalListener installs the function the dispatcher calls when records
+// become visible in a queue (long polling hooks in here).
+func (s *Store) SetArrivalListener(fn ArrivalFunc) {
+	if fn == nil {
+		s.arrival.Store(nil)
+		return
+	}
+	s.arrival.Store(&fn)
+}
+
+// DispatchedOffset is the CommitLog offset up to which ConsumeQueues and
+// IndexFiles are built.
+func (s *Store) DispatchedOffset() int64 { return s.dispatched.Load() }
+
+// DispatchBehind is how many CommitLog bytes are written but not dispatched.
+func (s *Store) DispatchBehind() int64 { return s.clog.MaxOffset() - s.dispatched.Load() }
+
+// DispatchErrors counts records the dispatcher could not index.
+func (s *Store) DispatchErrors() int64 { return s.dispatchErrors.Load() }
+
+// WaitDispatched blocks until everything below off is dispatched.
+func (s *Store) WaitDispatched(ctx context.Context, off int64) error {
+	for {
+		ch := s.dispatchedSig.C()
+		if s.dispatched.Load() >= off {
+			return nil
+		}
+		if s.closed.Load() {
+			return ErrClosed
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Flush makes the CommitLog durable, then the queues and index, and writes a
+// checkpoint.
+func (s *Store) Flush() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if err := s.clog.Flush(); err != nil {
+		return err
+	}
+	return s.writeCheckpoint()
+}
+
+// Close stops the background work, dispatches and flushes everything,
+// writes a final checkpoint, removes the abort marker and releases the
+// directory lock. It is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		s.cancel()
+		s.wg.Wait()
+		var errs []error
+		if err := s.clog.Flush(); err != nil && !errors.Is(err, commitlog.ErrClosed) {
+			errs = append(errs, err)
+		}
+		if _, err := s.dispatchAvailable(s.clog.Readable()); err != nil {
+			errs = append(errs, err)
+		}
+		if err := s.writeCheckpoint(); err != nil {
+			errs = append(errs, err)
+		}
+		clean := len(errs) == 0 && s.clog.Err() == nil
+		errs = append(errs, s.closeParts())
+		if clean {
+			if err := os.Remove(filepath.Join(s.opts.Dir, abortName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+		if s.lockFile != nil {
+			errs = append(errs, s.lockFile.Close())
+		}
+		s.dispatchedSig.Notify()
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+func (s *Store) closeParts() error {
+	var errs []error
+	if s.clog != nil {
+		errs = append(errs, s.clog.Close())
+	}
+	if s.cqs != nil {
+		errs = append(errs, s.cqs.Close())
+	}
+	if s.index != nil {
+		errs = append(errs, s.index.Close())
+	}
+	if s.ctx == nil && s.lockFile != nil { // failed Open
+		errs = append(errs, s.lockFile.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,99 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/bolide-mq/bolide/commitlog"
+	"github.com/bolide-mq/bolide/message"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func testOptions(dir string, flush commitlog.FlushMode) Options {
+	o := DefaultOptions(dir)
+	o.CommitLog.SegmentSize = 256 << 10
+	o.CommitLog.FlushMode = flush
+	o.CommitLog.FlushInterval = 10 * time.Millisecond
+	o.ConsumeQueue.UnitsPerFile = 100
+	o.Index.SlotCount = 101
+	o.Index.MaxEntries = 500
+	o.MaxMessageSize = 64 << 10
+	o.CheckpointInterval = 20 * time.Millisecond
+	o.RecoverWindow = 16 << 10
+	return o
+}
+
+func newMsg(topic string, queue int32, i int) *message.Ext {
+	m := &message.Ext{Message: message.Message{Topic: topic, Body: []byte(fmt.Sprintf("body-%d", i))}, QueueID: queue}
+	m.SetProperty(message.PropertyKeys, fmt.Sprintf("key-%d shared", i))
+	m.SetProperty(message.PropertyTags, fmt.Sprintf("tag%d", i%2))
+	return m
+}
+
+func TestPutGetQueryReopen(t *testing.T) {
+	for _, flush := range []commitlog.FlushMode{commitlog.FlushAsync, commitlog.FlushSync} {
+		t.Run(flush.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := Open(testOptions(dir, flush), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			var last PutResult
+			for i := 0; i < 600; i++ {
+				if last, err = s.Put(ctx, newMsg("T", int32(i%2), i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.WaitDispatched(ctx, last.End()); err != nil {
+				t.Fatal(err)
+			}
+			res, err := s.GetMessages("T", 0, 0, 10, 1<<20, func(tc int64) bool { return tc == message.TagsHash("tag0") })
+			if err != nil || res.Status != Found || len(res.Records) != 10 || res.NextOffset != 10 {
+				t.Fatalf("get: %+v %v", res.Status, err)
+			}
+			m, _ := message.Decode(res.Records[3])
+			if string(m.Body) != "body-6" || m.QueueOffset != 3 {
+				t.Fatalf("got %q at %d", m.Body, m.QueueOffset)
+			}
+			got, err := s.QueryByKey("T", "key-42", 0, time.Now().UnixMilli()+1000, 5)
+			if err != nil || len(got) != 1 || string(got[0].Body) != "body-42" {
+				t.Fatalf("query: %v %v", got, err)
+			}
+			byID, err := s.LookupByMsgID(last.MsgID)
+			if err != nil || string(byID.Body) != "body-599" {
+				t.Fatalf("by id: %v", err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s, err = Open(testOptions(dir, flush), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if !s.Recovery().CleanShutdown || s.Recovery().Redispatched != 0 {
+				t.Fatalf("recovery %+v", s.Recovery())
+			}
+			if _, max := s.QueueOffsets("T", 1); max != 300 {
+				t.Fatalf("queue 1 max %d", max)
+			}
+			r, err := s.Put(ctx, newMsg("T", 1, 600))
+			if err != nil || r.QueueOffset != 300 {
+				t.Fatalf("put after reopen: %+v %v", r, err)
+			}
+			if err := s.WaitDispatched(ctx, r.End()); err != nil {
+				t.Fatal(err)
+			}
+			got, _ = s.QueryByKey("T", "shared", 0, time.Now().UnixMilli()+1000, 1000)
+			if len(got) != 601 {
+				t.Fatalf("shared key: %d results", len(got))
+			}
+		})
+	}
+}

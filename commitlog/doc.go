@@ -1,0 +1,92 @@
+// Package commitlog is Bolide's append-only message log: every record a
+// broker accepts is written here once, in arrival order, and found again by
+// its physical offset.
+//
+// # Files
+//
+// The log is a directory of segment files of equal size (1 GiB by default):
+//
+//	commitlog/00000000000000000000   bytes [0, 1 GiB)
+//	commitlog/00000000001073741824   bytes [1 GiB, 2 GiB)
+//	…
+//
+// A file's name is the absolute offset of its first byte, as 20 zero-padded
+// decimal digits. Names are contiguous: each starts where the previous one
+// ends. Every file is created at its full size and preallocated with
+// fallocate(2), so a store into its mapping can never fault for lack of disk
+// space; the next file is prepared in the background before the writer needs
+// it. Every file is mapped with MAP_SHARED for reads.
+//
+// # Records
+//
+// Records use RocketMQ's stored-message layout (see package message) and are
+// never split across files. When a record and an 8-byte blank do not both fit
+// in what is left of a file, the writer ends the file with a blank — TOTALSIZE
+// = bytes left, MAGICCODE = 0xCBD43194 — and continues at the start of the
+// next file. Past the last record the preallocated file reads as zeros, so a
+// zero TOTALSIZE marks the end of the written log.
+//
+//	segment: | record | record | … | record | blank (size = rest) 0 0 0 … |
+//
+// # Writing
+//
+// One append lock serialises writers. Inside it the record gets its physical
+// offset, the next offset of its ConsumeQueue (topic, queue id) and the store
+// timestamp; its checksum trailer is resealed; and its bytes are written by
+// one of two paths:
+//
+//   - mmap: copied into the writable mapping. Readable at once; msync makes
+//     it durable.
+//   - pwrite: staged in memory and written with pwrite(2) into the same file
+//     by the flusher, the committer goroutine, or the appender itself once
+//     StageLimit bytes are staged. Readable once written; fdatasync makes it
+//     durable.
+//
+// WriteAuto (the default) uses mmap with async flush and pwrite with sync
+// flush; docs/BENCHMARKS.md has the measurements behind that choice.
+//
+// # Flushing
+//
+// FlushSync is group commit: an append returns only when a flush covering
+// its last byte has completed. One flusher goroutine flushes everything
+// appended so far each time any appender waits, so concurrent appenders
+// share one fdatasync. FlushAsync acknowledges at once; every FlushInterval
+// (500 ms) the flusher flushes if at least FlushLeastPages (4) pages are
+// dirty, and fully every FlushThoroughInterval (10 s).
+//
+// Three offsets describe the log: written (MaxOffset) ≥ committed (bytes in
+// the file or mapping) ≥ flushed (durable). Readable — what readers and the
+// dispatcher may see — is flushed in sync mode and committed in async mode,
+// so with sync flush no consumer ever sees a record that is not durable.
+//
+// A failed write or sync is sticky: the log refuses every later append with
+// ErrWriteFailed. Appends are refused with ErrDiskFull while the disk is more
+// used than DiskFullRatio (90 %) or when a new segment cannot be allocated.
+//
+// # Recovery
+//
+// Open takes an offset from which to verify (the caller's checkpoint: a record
+// boundary known to be durable). From there it walks the records, checking
+// each one's size, magic, structure, body CRC, record checksum trailer and
+// that its PHYSICALOFFSET field equals its position. The first record that
+// fails ends the log: the rest of its segment is cleared (hole punched and
+// reallocated, so it reads as zeros) and every later segment is deleted. A
+// segment file shorter than the segment size (cut by a power loss) is
+// re-extended first. The kept prefix is fdatasync'ed before appends resume.
+// The time recovery takes depends on how far the checkpoint lags the end of
+// the log, never on the log's total size.
+//
+// # Retention
+//
+// DeleteExpired deletes whole segments from the oldest: expired ones (last
+// modified more than MaxAge ago) during the configured hours or at any hour
+// above the high-water disk ratio, and the oldest even unexpired ones above
+// the force ratio. The active segment and segments not fully flushed are
+// never deleted.
+//
+// # Concurrency
+//
+// Append* serialise on the append lock. View, ReadRecord, ReadRaw and Scan
+// may run concurrently with appends and with each other; they hold a read lock
+// on the segment list so retention cannot unmap a file under them.
+package commitlog

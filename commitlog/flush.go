@@ -1,0 +1,277 @@
+package commitlog
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/bolide-mq/bolide/internal/fsutil"
+)
+
+const pageSize = 4096
+
+func float64frombits(b uint64) float64 { return math.Float64frombits(b) }
+
+// startLoops starts the goroutines the log owns; Close stops them.
+func (l *Log) startLoops() {
+	l.wg.Add(2)
+	go l.allocLoop()
+	go l.diskLoop()
+	if l.opts.FlushMode == FlushSync {
+		l.wg.Add(1)
+		go l.groupCommitLoop()
+	} else {
+		l.wg.Add(1)
+		go l.asyncFlushLoop()
+		if l.mode == WritePwrite {
+			l.wg.Add(1)
+			go l.commitLoop()
+		}
+	}
+	// Prepare the segment after the active one straight away.
+	l.mu.Lock()
+	if l.active != nil {
+		l.allocMu.Lock()
+		l.allocWant = l.active.end()
+		l.allocMu.Unlock()
+		signal(l.allocReq)
+	}
+	l.mu.Unlock()
+}
+
+// groupCommitLoop is the sync-mode flusher: whenever appends are waiting it
+// makes everything appended so far durable in one flush and wakes them all.
+func (l *Log) groupCommitLoop() {
+	defer l.wg.Done()
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-l.flushReq:
+		}
+		if err := l.flush(); err != nil {
+			l.flushedSig.Notify()
+		}
+	}
+}
+
+// asyncFlushLoop flushes every FlushInterval when at least FlushLeastPages
+// pages are dirty, and fully every FlushThoroughInterval.
+func (l *Log) asyncFlushLoop() {
+	defer l.wg.Done()
+	t := time.NewTicker(l.opts.FlushInterval)
+	defer t.Stop()
+	lastFull := time.Now()
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-t.C:
+		}
+		dirty := l.committed.Load() - l.flushed.Load()
+		if l.mode == WritePwrite {
+			dirty = l.written.Load() - l.flushed.Load()
+		}
+		full := time.Since(lastFull) >= l.opts.FlushThoroughInterval
+		if dirty <= 0 || (!full && dirty < int64(l.opts.FlushLeastPages)*pageSize) {
+			continue
+		}
+		if full {
+			lastFull = time.Now()
+		}
+		_ = l.flush()
+	}
+}
+
+// commitLoop writes staged bytes to the file as soon as there are any
+// (async mode with the pwrite path), so readers see them without waiting for
+// a flush.
+func (l *Log) commitLoop() {
+	defer l.wg.Done()
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-l.commitReq:
+		}
+		_ = l.commit()
+	}
+}
+
+// commit writes the staged chunks with pwrite and advances the committed
+// offset. In mmap mode there is nothing to stage.
+func (l *Log) commit() error {
+	if l.mode != WritePwrite {
+		return nil
+	}
+	l.commitMu.Lock()
+	defer l.commitMu.Unlock()
+	l.mu.Lock()
+	chunks := l.stage
+	end := l.wpos
+	l.stage = nil
+	l.staged = 0
+	l.mu.Unlock()
+	var err error
+	for _, c := range chunks {
+		if err == nil {
+			if _, werr := c.seg.f.WriteAt(c.buf, c.off); werr != nil {
+				err = l.fail(fmt.Errorf("pwrite %s at %d: %w", c.seg.path, c.off, werr))
+			}
+		}
+	}
+	if len(chunks) > 0 {
+		l.mu.Lock()
+		for _, c := range chunks {
+			if cap(c.buf) <= 2*l.opts.StageLimit && len(l.free) < 4 {
+				l.free = append(l.free, c.buf[:0])
+			}
+		}
+		l.mu.Unlock()
+	}
+	if err != nil {
+		return err
+	}
+	l.advanceCommitted(end)
+	return nil
+}
+
+// flush makes everything committed durable and advances the flushed offset.
+func (l *Log) flush() error {
+	if err := l.commit(); err != nil {
+		return err
+	}
+	from := l.flushed.Load()
+	to := l.committed.Load()
+	if to <= from {
+		return nil
+	}
+	// Collect the segments to sync without holding segMu during the I/O.
+	// Retention never removes a segment that is not fully flushed.
+	l.segMu.RLock()
+	var todo []*segment
+	for _, s := range l.segs {
+		if s.end() > from && s.start < to {
+			todo = append(todo, s)
+		}
+	}
+	l.segMu.RUnlock()
+	for _, s := range todo {
+		var err error
+		if l.mode == WriteMmap {
+			lo := max(from, s.start) - s.start
+			hi := min(to, s.end()) - s.start
+			err = s.m.Sync(int(lo), int(hi-lo))
+		} else {
+			err = fsutil.Fdatasync(s.f)
+		}
+		if err != nil {
+			return l.fail(fmt.Errorf("flush %s: %w", s.path, err))
+		}
+	}
+	l.flushed.Store(to)
+	l.flushedSig.Notify()
+	if l.opts.FlushMode == FlushSync {
+		l.readableSig.Notify()
+	}
+	return nil
+}
+
+// Flush makes everything appended so far durable.
+func (l *Log) Flush() error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	return l.flush()
+}
+
+// WaitFlushed blocks until the log is durable up to end, the context ends,
+// SyncFlushTimeout passes (ErrFlushTimeout) or a write fails.
+func (l *Log) WaitFlushed(ctx context.Context, end int64) error {
+	if l.flushed.Load() >= end {
+		return nil
+	}
+	timer := time.NewTimer(l.opts.SyncFlushTimeout)
+	defer timer.Stop()
+	for {
+		ch := l.flushedSig.C()
+		if l.flushed.Load() >= end {
+			return nil
+		}
+		if err := l.Err(); err != nil {
+			return err
+		}
+		if l.closed.Load() {
+			return ErrClosed
+		}
+		signal(l.flushReq)
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+			return fmt.Errorf("%w: durable up to %d, waiting for %d after %v", ErrFlushTimeout, l.flushed.Load(), end, l.opts.SyncFlushTimeout)
+		}
+	}
+}
+
+// allocLoop prepares the next segment (create, preallocate, map) before the
+// writer needs it.
+func (l *Log) allocLoop() {
+	defer l.wg.Done()
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-l.allocReq:
+		}
+		l.allocMu.Lock()
+		want := l.allocWant
+		if want >= 0 && l.next == nil {
+			seg, err := openSegment(l.opts.Dir, want, l.opts.SegmentSize, true, l.writable)
+			if err != nil {
+				// The writer creates it itself and reports the error then.
+				l.log.Warn("preparing next segment failed", zap.String("segment", SegmentName(want)), zap.Error(err))
+			} else {
+				l.next = seg
+			}
+		}
+		l.allocMu.Unlock()
+	}
+}
+
+// diskLoop samples disk usage and raises or clears the disk-full flag.
+func (l *Log) diskLoop() {
+	defer l.wg.Done()
+	t := time.NewTicker(l.opts.DiskCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-t.C:
+			l.checkDisk()
+		}
+	}
+}
+
+func (l *Log) checkDisk() {
+	used, _, err := fsutil.Usage(l.opts.Dir)
+	if err != nil {
+		l.log.Warn("disk usage check failed", zap.Error(err))
+		return
+	}
+	l.diskUsed.Store(math.Float64bits(used))
+	full := used >= l.opts.DiskFullRatio
+	if l.diskFull.Swap(full) != full {
+		if full {
+			l.log.Error("disk above the full ratio; refusing appends",
+				zap.Float64("used", used), zap.Float64("limit", l.opts.DiskFullRatio))
+		} else {
+			l.log.Info("disk below the full ratio again; accepting appends", zap.Float64("used", used))
+		}
+	}
+}

@@ -1,0 +1,669 @@
+package commitlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/bolide-mq/bolide/internal/fsutil"
+	"github.com/bolide-mq/bolide/internal/notify"
+	"github.com/bolide-mq/bolide/message"
+)
+
+var (
+	// ErrClosed is returned by operations on a closed Log.
+	ErrClosed = errors.New("commitlog: closed")
+	// ErrDiskFull is returned by Append when the disk is above DiskFullRatio
+	// or out of space. Nothing was written.
+	ErrDiskFull = errors.New("commitlog: disk full")
+	// ErrRecordTooLarge is returned for a record that cannot fit in a segment.
+	ErrRecordTooLarge = errors.New("commitlog: record larger than a segment")
+	// ErrFlushTimeout is returned by a sync-mode append whose flush did not
+	// complete within SyncFlushTimeout. The record is in the log and may
+	// still become durable.
+	ErrFlushTimeout = errors.New("commitlog: flush timed out")
+	// ErrOffset is returned for reads outside the readable range or not at a
+	// record boundary.
+	ErrOffset = errors.New("commitlog: offset out of range")
+	// ErrWriteFailed wraps the first write or sync error; it is sticky: every
+	// later append fails with it.
+	ErrWriteFailed = errors.New("commitlog: write failed")
+)
+
+// Entry is one record to append.
+type Entry struct {
+	// Record is an encoded record (message.Encode). Append stamps its queue
+	// offset, physical offset and store timestamp in place.
+	Record []byte
+	// Topic and QueueID name the ConsumeQueue whose next offset the record
+	// takes.
+	Topic   string
+	QueueID int32
+	// NoQueueOffset keeps the queue offset at 0 and does not advance it, for
+	// records that never reach a ConsumeQueue (prepared or rolled-back
+	// transactional records).
+	NoQueueOffset bool
+}
+
+// Result says where an appended record went.
+type Result struct {
+	PhysicalOffset int64
+	QueueOffset    int64
+	Size           int32
+	StoreTimestamp int64
+}
+
+// End is the offset just past the record.
+func (r Result) End() int64 { return r.PhysicalOffset + int64(r.Size) }
+
+type queueKey struct {
+	topic string
+	id    int32
+}
+
+// chunk is staged bytes for one segment in pwrite mode.
+type chunk struct {
+	seg *segment
+	off int64 // offset inside the segment
+	buf []byte
+}
+
+// RecoveryInfo describes what Open found.
+type RecoveryInfo struct {
+	// From is where the scan started and End where the valid log ends.
+	From, End int64
+	// Records is the number of records verified by the scan.
+	Records int64
+	// Torn is true when bytes past End were not a valid record and were
+	// discarded; TornReason says why.
+	Torn       bool
+	TornReason string
+	// RemovedSegments counts segment files past End that were deleted.
+	RemovedSegments int
+}
+
+// Log is a segmented, append-only CommitLog. One writer lock serialises
+// appends; any number of goroutines read concurrently.
+type Log struct {
+	opts     Options
+	mode     WriteMode
+	writable bool // segments mapped read-write
+	log      *zap.Logger
+
+	segMu sync.RWMutex
+	segs  []*segment
+
+	mu      sync.Mutex // the append lock
+	wpos    int64
+	active  *segment
+	qoff    map[queueKey]int64
+	stage   []chunk
+	staged  int
+	free    [][]byte
+	written atomic.Int64 // mirror of wpos for lock-free readers
+
+	commitMu  sync.Mutex
+	committed atomic.Int64
+	flushed   atomic.Int64
+
+	readableSig notify.Signal
+	flushedSig  notify.Signal
+
+	sticky   atomic.Pointer[error]
+	diskFull atomic.Bool
+	diskUsed atomic.Uint64 // float64 bits
+
+	flushReq  chan struct{}
+	commitReq chan struct{}
+	allocReq  chan struct{}
+	allocMu   sync.Mutex
+	allocWant int64
+	next      *segment
+
+	recovery    RecoveryInfo
+	recoveryErr error
+
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens the log in opts.Dir, recovers it by scanning and verifying
+// records from the offset from (a record boundary known to be durable, such
+// as a checkpoint; 0 scans everything), discards a torn tail, and starts the
+// background flusher and segment allocator.
+func Open(opts Options, from int64, log *zap.Logger) (*Log, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("commitlog: %w", err)
+	}
+	l := &Log{
+		opts:      opts,
+		mode:      opts.effectiveWriteMode(),
+		log:       log,
+		qoff:      make(map[queueKey]int64),
+		flushReq:  make(chan struct{}, 1),
+		commitReq: make(chan struct{}, 1),
+		allocReq:  make(chan struct{}, 1),
+		allocWant: -1,
+	}
+	l.writable = l.mode == WriteMmap
+	starts, err := listSegments(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range starts {
+		if s%opts.SegmentSize != 0 || (i > 0 && s != starts[i-1]+opts.SegmentSize) {
+			l.closeSegments()
+			return nil, fmt.Errorf("commitlog: segment %s does not follow %s with segment size %d",
+				SegmentName(s), SegmentName(starts[max(i-1, 0)]), opts.SegmentSize)
+		}
+		seg, err := openSegment(opts.Dir, s, opts.SegmentSize, false, l.writable)
+		if err != nil {
+			l.closeSegments()
+			return nil, fmt.Errorf("commitlog: %w", err)
+		}
+		l.segs = append(l.segs, seg)
+	}
+	if err := l.recover(from); err != nil {
+		l.closeSegments()
+		return nil, err
+	}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	l.checkDisk()
+	l.startLoops()
+	l.log.Info("commitlog opened",
+		zap.String("dir", opts.Dir), zap.String("flush", opts.FlushMode.String()),
+		zap.String("write", l.mode.String()), zap.Int64("segmentSize", opts.SegmentSize),
+		zap.Int64("minOffset", l.MinOffset()), zap.Int64("maxOffset", l.MaxOffset()),
+		zap.Int64("recoveredFrom", l.recovery.From), zap.Int64("records", l.recovery.Records),
+		zap.Bool("torn", l.recovery.Torn))
+	return l, nil
+}
+
+func (l *Log) closeSegments() {
+	for _, s := range l.segs {
+		_ = s.close()
+	}
+	l.segs = nil
+}
+
+// Recovery reports what Open found.
+func (l *Log) Recovery() RecoveryInfo { return l.recovery }
+
+// Options returns the options the log runs with.
+func (l *Log) Options() Options { return l.opts }
+
+// WriteMode returns the write path in use (never WriteAuto).
+func (l *Log) WriteMode() WriteMode { return l.mode }
+
+// MinOffset is the first offset still in the log.
+func (l *Log) MinOffset() int64 {
+	l.segMu.RLock()
+	defer l.segMu.RUnlock()
+	if len(l.segs) == 0 {
+		return l.written.Load()
+	}
+	return l.segs[0].start
+}
+
+// MaxOffset is the offset the next record will take (records may not be
+// readable or durable yet).
+func (l *Log) MaxOffset() int64 { return l.written.Load() }
+
+// FlushedOffset is the end of the durable prefix of the log.
+func (l *Log) FlushedOffset() int64 { return l.flushed.Load() }
+
+// Readable is the end of the prefix that readers and the dispatcher may see:
+// the flushed offset in sync mode (consumers never see what is not durable),
+// everything written in async mode.
+func (l *Log) Readable() int64 {
+	if l.opts.FlushMode == FlushSync {
+		return l.flushed.Load()
+	}
+	return l.committed.Load()
+}
+
+// ReadableChanged returns a channel closed when Readable next advances.
+func (l *Log) ReadableChanged() <-chan struct{} { return l.readableSig.C() }
+
+// Err returns the sticky write error, if any.
+func (l *Log) Err() error {
+	if p := l.sticky.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (l *Log) fail(err error) error {
+	werr := fmt.Errorf("%w: %w", ErrWriteFailed, err)
+	if l.sticky.CompareAndSwap(nil, &werr) {
+		l.log.Error("commitlog write failed; refusing further appends", zap.Error(err))
+	}
+	return *l.sticky.Load()
+}
+
+// SetQueueOffset sets the next queue offset of a ConsumeQueue; the store
+// calls it after recovery with each queue's max offset.
+func (l *Log) SetQueueOffset(topic string, queueID int32, next int64) {
+	l.mu.Lock()
+	l.qoff[queueKey{topic, queueID}] = next
+	l.mu.Unlock()
+}
+
+// QueueOffset returns the next queue offset the log will assign.
+func (l *Log) QueueOffset(topic string, queueID int32) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.qoff[queueKey{topic, queueID}]
+}
+
+// DeleteQueueOffsets forgets every queue of a topic.
+func (l *Log) DeleteQueueOffsets(topic string) {
+	l.mu.Lock()
+	for k := range l.qoff {
+		if k.topic == topic {
+			delete(l.qoff, k)
+		}
+	}
+	l.mu.Unlock()
+}
+
+// Append appends one record. In sync mode it returns once the record is
+// durable; in async mode once it is in the log.
+func (l *Log) Append(ctx context.Context, e *Entry) (Result, error) {
+	var one [1]Result
+	res, err := l.AppendBatch(ctx, []*Entry{e}, one[:0])
+	if len(res) == 0 {
+		return Result{}, err
+	}
+	return res[0], err
+}
+
+// AppendBatch appends records under one acquisition of the append lock, so
+// they are contiguous in the log, and (in sync mode) waits once for all of
+// them to be durable. Results are appended to dst. On error the results of
+// the records that were written are returned with it.
+func (l *Log) AppendBatch(ctx context.Context, entries []*Entry, dst []Result) ([]Result, error) {
+	res, err := l.AppendNoWait(entries, dst)
+	if err != nil || len(res) == len(dst) {
+		return res, err
+	}
+	if l.opts.FlushMode == FlushSync {
+		if err := l.WaitFlushed(ctx, res[len(res)-1].End()); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// AppendNoWait appends records like AppendBatch but never waits for a flush;
+// a caller that pipelines appends calls WaitFlushed itself.
+func (l *Log) AppendNoWait(entries []*Entry, dst []Result) ([]Result, error) {
+	if l.closed.Load() {
+		return dst, ErrClosed
+	}
+	if err := l.Err(); err != nil {
+		return dst, err
+	}
+	if l.diskFull.Load() {
+		return dst, fmt.Errorf("%w: %.1f%% of the disk holding %s is used (limit %.0f%%)",
+			ErrDiskFull, l.DiskUsage()*100, l.opts.Dir, l.opts.DiskFullRatio*100)
+	}
+	maxSize := l.opts.MaxRecordSize()
+	for _, e := range entries {
+		if len(e.Record) > maxSize {
+			return dst, fmt.Errorf("%w: %d bytes, segment holds at most %d", ErrRecordTooLarge, len(e.Record), maxSize)
+		}
+		if len(e.Record) < message.BlankSize {
+			return dst, fmt.Errorf("commitlog: record of %d bytes is too short", len(e.Record))
+		}
+	}
+	now := l.opts.Now().UnixMilli()
+	l.mu.Lock()
+	if l.closed.Load() {
+		l.mu.Unlock()
+		return dst, ErrClosed
+	}
+	var err error
+	for _, e := range entries {
+		var r Result
+		r, err = l.appendLocked(e, now)
+		if err != nil {
+			break
+		}
+		dst = append(dst, r)
+	}
+	wpos := l.wpos
+	staged := l.staged
+	l.mu.Unlock()
+	if l.mode == WriteMmap {
+		l.advanceCommitted(wpos)
+	}
+	switch {
+	case l.opts.FlushMode == FlushSync:
+		signal(l.flushReq)
+	case l.mode == WritePwrite:
+		if staged >= l.opts.StageLimit {
+			if cerr := l.commit(); cerr != nil && err == nil {
+				err = cerr
+			}
+		} else {
+			signal(l.commitReq)
+		}
+	}
+	return dst, err
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// advanceCommitted raises the committed offset (never lowers it) and wakes
+// readers in async mode.
+func (l *Log) advanceCommitted(to int64) {
+	for {
+		cur := l.committed.Load()
+		if to <= cur {
+			return
+		}
+		if l.committed.CompareAndSwap(cur, to) {
+			break
+		}
+	}
+	if l.opts.FlushMode == FlushAsync {
+		l.readableSig.Notify()
+	}
+}
+
+// appendLocked writes one record at wpos, rolling to a new segment when it
+// does not fit. l.mu must be held.
+func (l *Log) appendLocked(e *Entry, now int64) (Result, error) {
+	size := int64(len(e.Record))
+	seg := l.active
+	if seg == nil || seg.end()-l.wpos < size+message.BlankSize {
+		if seg != nil {
+			l.writeBlankLocked(seg)
+		}
+		var err error
+		if seg, err = l.rollLocked(); err != nil {
+			return Result{}, err
+		}
+	}
+	var qo int64
+	var k queueKey
+	if !e.NoQueueOffset {
+		k = queueKey{e.Topic, e.QueueID}
+		qo = l.qoff[k]
+	}
+	message.Stamp(e.Record, qo, l.wpos, now)
+	l.writeLocked(seg, e.Record)
+	r := Result{PhysicalOffset: l.wpos, QueueOffset: qo, Size: int32(size), StoreTimestamp: now}
+	l.wpos += size
+	l.written.Store(l.wpos)
+	if !e.NoQueueOffset {
+		l.qoff[k] = qo + 1
+	}
+	return r, nil
+}
+
+// writeLocked puts b at wpos of seg.
+func (l *Log) writeLocked(seg *segment, b []byte) {
+	rel := l.wpos - seg.start
+	if l.mode == WriteMmap {
+		copy(seg.m.Data[rel:], b)
+		return
+	}
+	n := len(l.stage)
+	if n == 0 || l.stage[n-1].seg != seg {
+		var buf []byte
+		if k := len(l.free); k > 0 {
+			buf, l.free = l.free[k-1][:0], l.free[:k-1]
+		} else {
+			buf = make([]byte, 0, l.opts.StageLimit+l.opts.StageLimit/4)
+		}
+		l.stage = append(l.stage, chunk{seg: seg, off: rel, buf: buf})
+		n++
+	}
+	l.stage[n-1].buf = append(l.stage[n-1].buf, b...)
+	l.staged += len(b)
+}
+
+// writeBlankLocked fills the rest of seg with an end-of-segment blank.
+func (l *Log) writeBlankLocked(seg *segment) {
+	var hdr [message.BlankSize]byte
+	message.EncodeBlank(hdr[:], int32(seg.end()-l.wpos))
+	l.writeLocked(seg, hdr[:])
+	l.wpos = seg.end()
+	l.written.Store(l.wpos)
+	l.active = nil
+}
+
+// rollLocked makes the segment starting at wpos the active one, taking the
+// one the allocator prepared when it is ready.
+func (l *Log) rollLocked() (*segment, error) {
+	start := l.wpos
+	l.allocMu.Lock()
+	seg := l.next
+	l.next = nil
+	l.allocWant = -1 // keep the allocator off the file we may create below
+	if seg != nil && seg.start != start {
+		_ = seg.remove()
+		seg = nil
+	}
+	l.allocMu.Unlock()
+	if seg == nil {
+		var err error
+		seg, err = openSegment(l.opts.Dir, start, l.opts.SegmentSize, true, l.writable)
+		if err != nil {
+			if fsutil.IsNoSpace(err) {
+				return nil, fmt.Errorf("%w: cannot allocate segment %s: %w", ErrDiskFull, SegmentName(start), err)
+			}
+			return nil, fmt.Errorf("commitlog: create segment %s: %w", SegmentName(start), err)
+		}
+	}
+	l.segMu.Lock()
+	l.segs = append(l.segs, seg)
+	l.segMu.Unlock()
+	l.active = seg
+	l.allocMu.Lock()
+	l.allocWant = seg.end()
+	l.allocMu.Unlock()
+	signal(l.allocReq)
+	return seg, nil
+}
+
+// segmentFor returns the segment holding off. segMu must be held.
+func (l *Log) segmentFor(off int64) *segment {
+	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].end() > off })
+	if i == len(l.segs) || l.segs[i].start > off {
+		return nil
+	}
+	return l.segs[i]
+}
+
+// View calls fn with the n bytes at off, straight from the mapping. The slice
+// is valid only during fn and must not be modified. The range must be
+// readable and inside one segment.
+func (l *Log) View(off int64, n int, fn func(b []byte) error) error {
+	if off < 0 || n <= 0 || off+int64(n) > l.Readable() {
+		return fmt.Errorf("%w: [%d, %d) readable up to %d", ErrOffset, off, off+int64(n), l.Readable())
+	}
+	l.segMu.RLock()
+	defer l.segMu.RUnlock()
+	seg := l.segmentFor(off)
+	if seg == nil || off+int64(n) > seg.end() {
+		return fmt.Errorf("%w: [%d, %d) not inside one segment (min offset %d)", ErrOffset, off, off+int64(n), l.minOffsetLocked())
+	}
+	rel := off - seg.start
+	return fn(seg.m.Data[rel : rel+int64(n)])
+}
+
+func (l *Log) minOffsetLocked() int64 {
+	if len(l.segs) == 0 {
+		return l.written.Load()
+	}
+	return l.segs[0].start
+}
+
+// ReadRecord appends the record at off to dst. off must be the start of a
+// record.
+func (l *Log) ReadRecord(off int64, dst []byte) ([]byte, error) {
+	var size int32
+	err := l.View(off, message.BlankSize, func(b []byte) error {
+		h, _ := message.PeekHeader(b)
+		if !h.IsRecord() {
+			return fmt.Errorf("%w: no record at offset %d", ErrOffset, off)
+		}
+		size = h.TotalSize
+		return nil
+	})
+	if err != nil {
+		return dst, err
+	}
+	if size < message.BlankSize {
+		return dst, fmt.Errorf("%w: bad record size %d at offset %d", ErrOffset, size, off)
+	}
+	err = l.View(off, int(size), func(b []byte) error {
+		dst = append(dst, b...)
+		return nil
+	})
+	return dst, err
+}
+
+// ReadRaw copies raw log bytes starting at off into dst, stopping at the end
+// of off's segment and at the readable offset. It returns the number of bytes
+// copied (0 when nothing is readable at off yet). Replication ships these
+// bytes as they are.
+func (l *Log) ReadRaw(off int64, dst []byte) (int, error) {
+	readable := l.Readable()
+	if off >= readable {
+		return 0, nil
+	}
+	l.segMu.RLock()
+	defer l.segMu.RUnlock()
+	seg := l.segmentFor(off)
+	if seg == nil {
+		return 0, fmt.Errorf("%w: %d below min offset %d", ErrOffset, off, l.minOffsetLocked())
+	}
+	end := min(seg.end(), readable, off+int64(len(dst)))
+	return copy(dst, seg.m.Data[off-seg.start:end-seg.start]), nil
+}
+
+// Scan calls fn for every record from the record boundary from up to limit
+// (at most Readable), skipping end-of-segment blanks. rec aliases the
+// mapping and is valid only during fn. It returns the offset after the last
+// record handed to fn. A record that does not parse stops the scan with an
+// error wrapping message.ErrCorrupt.
+func (l *Log) Scan(from, limit int64, fn func(off int64, rec []byte) error) (int64, error) {
+	limit = min(limit, l.Readable())
+	off := from
+	l.segMu.RLock()
+	defer l.segMu.RUnlock()
+	for off < limit {
+		seg := l.segmentFor(off)
+		if seg == nil {
+			return off, fmt.Errorf("%w: %d is not in the log (min %d)", ErrOffset, off, l.minOffsetLocked())
+		}
+		segLimit := min(limit, seg.end())
+		for off < segLimit {
+			rel := off - seg.start
+			if seg.end()-off < message.BlankSize {
+				return off, fmt.Errorf("%w: %d bytes left in segment at %d", message.ErrCorrupt, seg.end()-off, off)
+			}
+			h, _ := message.PeekHeader(seg.m.Data[rel:])
+			if h.IsBlank() {
+				off = seg.end()
+				break
+			}
+			if !h.IsRecord() || h.TotalSize < message.BlankSize || off+int64(h.TotalSize) > segLimit {
+				if h.IsRecord() && off+int64(h.TotalSize) > limit && off+int64(h.TotalSize) <= seg.end() {
+					return off, fmt.Errorf("%w: record at %d ends past limit %d", message.ErrCorrupt, off, limit)
+				}
+				return off, fmt.Errorf("%w: bad header at %d (size %d, magic %#x)", message.ErrCorrupt, off, h.TotalSize, h.Magic)
+			}
+			if err := fn(off, seg.m.Data[rel:rel+int64(h.TotalSize)]); err != nil {
+				return off, err
+			}
+			off += int64(h.TotalSize)
+		}
+	}
+	return off, nil
+}
+
+// SegmentInfo describes one segment file.
+type SegmentInfo struct {
+	Start, End int64
+	Path       string
+}
+
+// Segments lists the segment files, oldest first.
+func (l *Log) Segments() []SegmentInfo {
+	l.segMu.RLock()
+	defer l.segMu.RUnlock()
+	out := make([]SegmentInfo, len(l.segs))
+	for i, s := range l.segs {
+		out[i] = SegmentInfo{Start: s.start, End: s.end(), Path: s.path}
+	}
+	return out
+}
+
+// DiskUsage is the last sampled used fraction of the disk holding the log.
+func (l *Log) DiskUsage() float64 { return float64frombits(l.diskUsed.Load()) }
+
+// Close stops the background work, writes and flushes everything appended,
+// and unmaps and closes the segments. It is idempotent.
+func (l *Log) Close() error {
+	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		l.closed.Store(true)
+		l.mu.Unlock()
+		l.cancel()
+		l.wg.Wait()
+		var errs []error
+		if err := l.flush(); err != nil {
+			errs = append(errs, err)
+		}
+		l.allocMu.Lock()
+		if l.next != nil {
+			if err := l.next.remove(); err != nil {
+				errs = append(errs, err)
+			}
+			l.next = nil
+		}
+		l.allocMu.Unlock()
+		l.segMu.Lock()
+		for _, s := range l.segs {
+			if err := s.close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		l.segs = nil
+		l.segMu.Unlock()
+		l.flushedSig.Notify()
+		l.readableSig.Notify()
+		l.closeErr = errors.Join(errs...)
+	})
+	return l.closeErr
+}

@@ -1,0 +1,125 @@
+package commitlog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"github.com/bolide-mq/bolide/internal/fsutil"
+	"github.com/bolide-mq/bolide/internal/mmap"
+)
+
+// segment is one preallocated, mapped CommitLog file.
+type segment struct {
+	start int64 // absolute offset of the first byte
+	size  int64
+	path  string
+	f     *os.File
+	m     *mmap.Mapping
+}
+
+func (s *segment) end() int64 { return s.start + s.size }
+
+// SegmentName is the file name of the segment starting at offset: the offset
+// as 20 zero-padded decimal digits.
+func SegmentName(offset int64) string { return fmt.Sprintf("%020d", offset) }
+
+// parseSegmentName returns the start offset encoded in a segment file name.
+func parseSegmentName(name string) (int64, bool) {
+	if len(name) != 20 {
+		return 0, false
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] < '0' || name[i] > '9' {
+			return 0, false
+		}
+	}
+	v, err := strconv.ParseInt(name, 10, 64)
+	return v, err == nil
+}
+
+// openSegment opens (create=false) or creates (create=true) the segment
+// starting at start, makes sure it is allocated to its full size and maps it.
+func openSegment(dir string, start, size int64, create, writable bool) (*segment, error) {
+	path := filepath.Join(dir, SegmentName(start))
+	flags := os.O_RDWR
+	if create {
+		flags |= os.O_CREATE | os.O_EXCL
+	}
+	f, err := os.OpenFile(path, flags, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open segment: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("stat segment %s: %w", path, err)
+	}
+	if st.Size() > size {
+		_ = f.Close()
+		return nil, fmt.Errorf("segment %s is %d bytes, larger than the segment size %d", path, st.Size(), size)
+	}
+	// A new file, or one cut short (a simulated power loss, a crash during
+	// creation): allocate the full size so stores into the mapping cannot
+	// fault for lack of space.
+	if err := fsutil.Preallocate(f, size); err != nil {
+		_ = f.Close()
+		if create {
+			_ = os.Remove(path)
+		}
+		return nil, err
+	}
+	if create {
+		if err := fsutil.SyncDir(dir); err != nil {
+			_ = f.Close()
+			_ = os.Remove(path)
+			return nil, err
+		}
+	}
+	m, err := mmap.Map(f, int(size), writable)
+	if err != nil {
+		_ = f.Close()
+		if create {
+			_ = os.Remove(path)
+		}
+		return nil, err
+	}
+	return &segment{start: start, size: size, path: path, f: f, m: m}, nil
+}
+
+// close unmaps and closes the segment.
+func (s *segment) close() error {
+	return errors.Join(s.m.Unmap(), s.f.Close())
+}
+
+// remove closes the segment and deletes its file.
+func (s *segment) remove() error {
+	err := s.close()
+	if rerr := os.Remove(s.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		err = errors.Join(err, fmt.Errorf("remove segment: %w", rerr))
+	}
+	return err
+}
+
+// listSegments returns the start offsets of the segment files in dir, sorted.
+// Other files are ignored.
+func listSegments(dir string) ([]int64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list segments in %s: %w", dir, err)
+	}
+	var starts []int64
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		if v, ok := parseSegmentName(e.Name()); ok {
+			starts = append(starts, v)
+		}
+	}
+	sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
+	return starts, nil
+}

@@ -1,0 +1,74 @@
+// Package mmap maps files into memory and flushes mapped ranges.
+//
+// It is a thin, Linux-first layer over mmap(2), msync(2) and madvise(2) so the
+// storage packages share one implementation and one set of error messages.
+package mmap
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// Mapping is a shared mapping of the first Len bytes of a file.
+// Data is valid until Unmap is called.
+type Mapping struct {
+	Data []byte
+}
+
+// Map maps size bytes of f from offset 0. When writable is true the mapping is
+// PROT_READ|PROT_WRITE and MAP_SHARED, so stores reach the file.
+func Map(f *os.File, size int, writable bool) (*Mapping, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("mmap %s: size %d must be positive", f.Name(), size)
+	}
+	prot := unix.PROT_READ
+	if writable {
+		prot |= unix.PROT_WRITE
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, size, prot, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap %s (%d bytes): %w", f.Name(), size, err)
+	}
+	return &Mapping{Data: data}, nil
+}
+
+// Sync flushes the pages covering [off, off+n) to the file with msync(MS_SYNC).
+func (m *Mapping) Sync(off, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	page := os.Getpagesize()
+	start := off &^ (page - 1)
+	end := off + n
+	if end > len(m.Data) {
+		end = len(m.Data)
+	}
+	if err := unix.Msync(m.Data[start:end], unix.MS_SYNC); err != nil {
+		return fmt.Errorf("msync: %w", err)
+	}
+	return nil
+}
+
+// Advise passes an madvise(2) hint for the whole mapping; errors are returned
+// but callers may treat them as advisory.
+func (m *Mapping) Advise(advice int) error {
+	if err := unix.Madvise(m.Data, advice); err != nil {
+		return fmt.Errorf("madvise: %w", err)
+	}
+	return nil
+}
+
+// Unmap releases the mapping. It is safe to call more than once.
+func (m *Mapping) Unmap() error {
+	if m == nil || m.Data == nil {
+		return nil
+	}
+	err := unix.Munmap(m.Data)
+	m.Data = nil
+	if err != nil {
+		return fmt.Errorf("munmap: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,214 @@
+package message
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Property keys (RocketMQ's MessageConst).
+const (
+	PropertyKeys                    = "KEYS"
+	PropertyTags                    = "TAGS"
+	PropertyWaitStoreMsgOK          = "WAIT"
+	PropertyDelayLevel              = "DELAY"
+	PropertyRetryTopic              = "RETRY_TOPIC"
+	PropertyRealTopic               = "REAL_TOPIC"
+	PropertyRealQueueID             = "REAL_QID"
+	PropertyTransactionPrepared     = "TRAN_MSG"
+	PropertyProducerGroup           = "PGROUP"
+	PropertyMinOffset               = "MIN_OFFSET"
+	PropertyMaxOffset               = "MAX_OFFSET"
+	PropertyUniqueKey               = "UNIQ_KEY"
+	PropertyReconsumeTime           = "RECONSUME_TIME"
+	PropertyMaxReconsumeTimes       = "MAX_RECONSUME_TIMES"
+	PropertyTransactionPreparedQOff = "TRAN_PREPARED_QUEUE_OFFSET"
+	PropertyTransactionID           = "__transactionId__"
+	PropertyTransactionCheckTimes   = "TRANSACTION_CHECK_TIMES"
+	PropertyCheckImmunityTime       = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+	PropertyOriginMessageID         = "ORIGIN_MESSAGE_ID"
+	PropertyConsumeStartTime        = "CONSUME_START_TIME"
+	PropertyShardingKey             = "__SHARDINGKEY"
+	PropertyTimerDeliverMS          = "TIMER_DELIVER_MS"
+	PropertyTimerDelaySec           = "TIMER_DELAY_SEC"
+	PropertyTimerDelayMS            = "TIMER_DELAY_MS"
+	PropertyDLQOriginTopic          = "DLQ_ORIGIN_TOPIC"
+	PropertyDLQOriginMessageID      = "DLQ_ORIGIN_MESSAGE_ID"
+	PropertyCRC32                   = "__CRC32#"
+)
+
+// Separators inside the PROPERTIES field.
+const (
+	NameValueSeparator = '\x01'
+	PropertySeparator  = '\x02'
+	// KeySeparator separates several values of the KEYS property.
+	KeySeparator = " "
+)
+
+// MaxPropertiesSize is the largest PROPERTIES field a record can hold
+// (a signed 16-bit length), the reserved checksum included.
+const MaxPropertiesSize = 32767
+
+// crcReservedLen is the size of the "__CRC32#\x01dddddddddd\x02" trailer.
+const crcReservedLen = len(PropertyCRC32) + 1 + 10 + 1
+
+// ErrBadProperty reports a property name or value that cannot be encoded.
+var ErrBadProperty = errors.New("illegal property")
+
+// ValidateProperties checks that no name or value contains a separator, that
+// names are not empty and do not use the reserved checksum key.
+func ValidateProperties(props map[string]string) error {
+	for k, v := range props {
+		if k == "" {
+			return fmt.Errorf("%w: empty name", ErrBadProperty)
+		}
+		if k == PropertyCRC32 {
+			return fmt.Errorf("%w: %q is reserved", ErrBadProperty, k)
+		}
+		if strings.ContainsAny(k, "\x01\x02") || strings.ContainsAny(v, "\x01\x02") {
+			return fmt.Errorf("%w: %q contains a separator byte", ErrBadProperty, k)
+		}
+	}
+	return nil
+}
+
+// propertiesLen returns the encoded length of props without the checksum
+// trailer.
+func propertiesLen(props map[string]string) int {
+	n := 0
+	for k, v := range props {
+		n += len(k) + len(v) + 2
+	}
+	return n
+}
+
+// encodablePropertiesLen is propertiesLen for a record: it also rejects what
+// would not decode back to the same map — a name containing a separator, a
+// value containing the pair separator, or the reserved checksum name. It is
+// deliberately laxer than ValidateProperties (an empty name or a \x01 in a
+// value survive a round trip, and RocketMQ clients may send them).
+func encodablePropertiesLen(props map[string]string) (int, error) {
+	n := 0
+	for k, v := range props {
+		if strings.IndexByte(k, NameValueSeparator) >= 0 || strings.IndexByte(k, PropertySeparator) >= 0 ||
+			strings.IndexByte(v, PropertySeparator) >= 0 {
+			return 0, fmt.Errorf("%w: %q contains a separator byte", ErrBadProperty, k)
+		}
+		if k == PropertyCRC32 {
+			return 0, fmt.Errorf("%w: %q is reserved", ErrBadProperty, k)
+		}
+		n += len(k) + len(v) + 2
+	}
+	return n, nil
+}
+
+// appendProperties appends k\x01v\x02 pairs in sorted key order, so the same
+// message always encodes to the same bytes.
+func appendProperties(dst []byte, props map[string]string) []byte {
+	if len(props) == 0 {
+		return dst
+	}
+	var small [16]string
+	keys := small[:0]
+	for k := range props {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		dst = append(dst, k...)
+		dst = append(dst, NameValueSeparator)
+		dst = append(dst, props[k]...)
+		dst = append(dst, PropertySeparator)
+	}
+	return dst
+}
+
+// EncodeProperties returns the PROPERTIES encoding of props (without the
+// checksum trailer), in sorted key order.
+func EncodeProperties(props map[string]string) []byte {
+	return appendProperties(make([]byte, 0, propertiesLen(props)), props)
+}
+
+// DecodeProperties parses a PROPERTIES field. It accepts a missing trailing
+// separator and skips empty pairs; a pair without a name/value separator is
+// an error.
+func DecodeProperties(b []byte) (map[string]string, error) {
+	props := make(map[string]string, bytes.Count(b, []byte{PropertySeparator})+1)
+	for len(b) > 0 {
+		end := indexByte(b, PropertySeparator)
+		pair := b
+		if end >= 0 {
+			pair, b = b[:end], b[end+1:]
+		} else {
+			b = nil
+		}
+		if len(pair) == 0 {
+			continue
+		}
+		sep := indexByte(pair, NameValueSeparator)
+		if sep < 0 {
+			return nil, fmt.Errorf("%w: property pair without separator", ErrCorrupt)
+		}
+		props[propertyName(pair[:sep])] = string(pair[sep+1:])
+	}
+	return props, nil
+}
+
+// propertyName returns the name as a string, sharing the constant for the
+// names nearly every message carries instead of allocating.
+func propertyName(b []byte) string {
+	switch string(b) {
+	case PropertyKeys:
+		return PropertyKeys
+	case PropertyTags:
+		return PropertyTags
+	case PropertyWaitStoreMsgOK:
+		return PropertyWaitStoreMsgOK
+	case PropertyDelayLevel:
+		return PropertyDelayLevel
+	case PropertyUniqueKey:
+		return PropertyUniqueKey
+	case PropertyCRC32:
+		return PropertyCRC32
+	case PropertyRealTopic:
+		return PropertyRealTopic
+	case PropertyRealQueueID:
+		return PropertyRealQueueID
+	case PropertyRetryTopic:
+		return PropertyRetryTopic
+	case PropertyTransactionPrepared:
+		return PropertyTransactionPrepared
+	case PropertyProducerGroup:
+		return PropertyProducerGroup
+	case PropertyReconsumeTime:
+		return PropertyReconsumeTime
+	case PropertyMaxReconsumeTimes:
+		return PropertyMaxReconsumeTimes
+	case PropertyOriginMessageID:
+		return PropertyOriginMessageID
+	}
+	return string(b)
+}
+
+func indexByte(b []byte, c byte) int { return bytes.IndexByte(b, c) }
+
+// checkPropertiesStructure reports whether every non-empty pair of an encoded
+// PROPERTIES field (trailer excluded) has a name/value separator, exactly
+// what DecodeProperties requires. It allocates nothing.
+func checkPropertiesStructure(b []byte) error {
+	for len(b) > 0 {
+		end := indexByte(b, PropertySeparator)
+		pair := b
+		if end >= 0 {
+			pair, b = b[:end], b[end+1:]
+		} else {
+			b = nil
+		}
+		if len(pair) > 0 && indexByte(pair, NameValueSeparator) < 0 {
+			return fmt.Errorf("%w: property pair without separator", ErrCorrupt)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,529 @@
+package message
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"net/netip"
+)
+
+// Magic codes of the stored record layout.
+const (
+	MagicV1    uint32 = 0xDAA320A7
+	MagicV2    uint32 = 0xDAA320AB
+	BlankMagic uint32 = 0xCBD43194
+)
+
+// Fixed positions of the record fields that do not move with the host sizes.
+const (
+	PosTotalSize      = 0
+	PosMagic          = 4
+	PosBodyCRC        = 8
+	PosQueueID        = 12
+	PosFlag           = 16
+	PosQueueOffset    = 20
+	PosPhysicalOffset = 28
+	PosSysFlag        = 36
+	PosBornTimestamp  = 40
+	PosBornHost       = 48
+)
+
+// BlankSize is the size of the end-of-segment blank header.
+const BlankSize = 8
+
+// MinRecordSize is the smallest possible record: IPv4 hosts, empty body, a
+// one-byte topic and only the checksum trailer.
+const MinRecordSize = 91 + 1 + crcReservedLen
+
+// MaxTopicLen is the longest topic the V2 layout can carry.
+const MaxTopicLen = 32767
+
+var (
+	// ErrCorrupt reports bytes that are not a valid record.
+	ErrCorrupt = errors.New("corrupt record")
+	// ErrChecksum reports a record whose body or record checksum does not match.
+	ErrChecksum = errors.New("record checksum mismatch")
+	// ErrTooLarge reports a field too large for the record layout.
+	ErrTooLarge = errors.New("record field too large")
+)
+
+var crcTable = crc32.MakeTable(crc32.IEEE)
+
+// Checksum is RocketMQ's UtilAll.crc32: IEEE CRC-32 masked to 31 bits.
+func Checksum(b []byte) uint32 { return crc32.Checksum(b, crcTable) & 0x7FFFFFFF }
+
+func hostLen(v6 bool) int {
+	if v6 {
+		return 20
+	}
+	return 8
+}
+
+func isV6(ap netip.AddrPort) bool { return ap.IsValid() && ap.Addr().Is6() && !ap.Addr().Is4In6() }
+
+// StoreTimestampPos returns the position of STORETIMESTAMP for a sysflag.
+func StoreTimestampPos(sysFlag int32) int {
+	return PosBornHost + hostLen(sysFlag&SysFlagBornHostV6 != 0)
+}
+
+// hostsSysFlag sets the IPv6 bits of sysFlag from the hosts.
+func hostsSysFlag(e *Ext) int32 {
+	f := e.SysFlag &^ (SysFlagBornHostV6 | SysFlagStoreHostV6)
+	if isV6(e.BornHost) {
+		f |= SysFlagBornHostV6
+	}
+	if isV6(e.StoreHost) {
+		f |= SysFlagStoreHostV6
+	}
+	return f
+}
+
+// EncodedLen returns the size of the record Encode would write for e. It
+// fails for an empty or too long topic, properties over MaxPropertiesSize
+// (ErrTooLarge) and properties that would not decode back to the same map
+// (ErrBadProperty: a name containing \x01 or \x02, a value containing \x02,
+// or the reserved name PropertyCRC32).
+func EncodedLen(e *Ext) (int, error) {
+	n, _, err := encodedLen(e)
+	return n, err
+}
+
+// encodedLen returns the record size and the PROPERTIES length field.
+func encodedLen(e *Ext) (n, propLen int, err error) {
+	if len(e.Topic) == 0 || len(e.Topic) > MaxTopicLen {
+		return 0, 0, fmt.Errorf("%w: topic length %d", ErrTooLarge, len(e.Topic))
+	}
+	topicLenSize := 1
+	if len(e.Topic) > 127 {
+		topicLenSize = 2
+	}
+	propLen, err = encodablePropertiesLen(e.Properties)
+	if err != nil {
+		return 0, 0, err
+	}
+	propLen += crcReservedLen
+	if propLen > MaxPropertiesSize {
+		return 0, 0, fmt.Errorf("%w: properties take %d bytes, at most %d", ErrTooLarge, propLen, MaxPropertiesSize)
+	}
+	n = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + hostLen(isV6(e.BornHost)) + 8 + hostLen(isV6(e.StoreHost)) +
+		4 + 8 + 4 + len(e.Body) + topicLenSize + len(e.Topic) + 2 + propLen
+	if n > 1<<31-1 {
+		return 0, 0, fmt.Errorf("%w: record of %d bytes", ErrTooLarge, n)
+	}
+	return n, propLen, nil
+}
+
+// Encode appends the stored record for e to dst and returns the extended
+// slice. BODYCRC and the record checksum are computed; QUEUEOFFSET,
+// PHYSICALOFFSET and STORETIMESTAMP are taken from e and may be changed later
+// with Stamp, which reseals the record.
+func Encode(dst []byte, e *Ext) ([]byte, error) {
+	n, propLen, err := encodedLen(e)
+	if err != nil {
+		return dst, err
+	}
+	sysFlag := hostsSysFlag(e)
+	start := len(dst)
+	be := binary.BigEndian
+	magic := MagicV1
+	if len(e.Topic) > 127 {
+		magic = MagicV2
+	}
+	dst = be.AppendUint32(dst, uint32(n))
+	dst = be.AppendUint32(dst, magic)
+	dst = be.AppendUint32(dst, Checksum(e.Body))
+	dst = be.AppendUint32(dst, uint32(e.QueueID))
+	dst = be.AppendUint32(dst, uint32(e.Flag))
+	dst = be.AppendUint64(dst, uint64(e.QueueOffset))
+	dst = be.AppendUint64(dst, uint64(e.PhysicalOffset))
+	dst = be.AppendUint32(dst, uint32(sysFlag))
+	dst = be.AppendUint64(dst, uint64(e.BornTimestamp))
+	dst = appendHost(dst, e.BornHost)
+	dst = be.AppendUint64(dst, uint64(e.StoreTimestamp))
+	dst = appendHost(dst, e.StoreHost)
+	dst = be.AppendUint32(dst, uint32(e.ReconsumeTimes))
+	dst = be.AppendUint64(dst, uint64(e.PreparedTransactionOffset))
+	dst = be.AppendUint32(dst, uint32(len(e.Body)))
+	dst = append(dst, e.Body...)
+	if magic == MagicV2 {
+		dst = be.AppendUint16(dst, uint16(len(e.Topic)))
+	} else {
+		dst = append(dst, byte(len(e.Topic)))
+	}
+	dst = append(dst, e.Topic...)
+	dst = be.AppendUint16(dst, uint16(propLen))
+	dst = appendProperties(dst, e.Properties)
+	dst = append(dst, PropertyCRC32...)
+	dst = append(dst, NameValueSeparator)
+	dst = append(dst, "0000000000"...)
+	dst = append(dst, PropertySeparator)
+	if len(dst)-start != n {
+		return dst[:start], fmt.Errorf("%w: encoded %d bytes, expected %d", ErrCorrupt, len(dst)-start, n)
+	}
+	Seal(dst[start:])
+	return dst, nil
+}
+
+func appendHost(dst []byte, ap netip.AddrPort) []byte {
+	addr := ap.Addr()
+	if isV6(ap) {
+		b := addr.As16()
+		dst = append(dst, b[:]...)
+	} else {
+		var b [4]byte
+		if addr.IsValid() {
+			b = addr.Unmap().As4()
+		}
+		dst = append(dst, b[:]...)
+	}
+	return binary.BigEndian.AppendUint32(dst, uint32(ap.Port()))
+}
+
+// Stamp writes the queue offset, physical offset and store timestamp into an
+// encoded record and reseals its checksum. It is what the CommitLog does
+// inside its append lock.
+func Stamp(rec []byte, queueOffset, physicalOffset, storeTimestamp int64) {
+	be := binary.BigEndian
+	be.PutUint64(rec[PosQueueOffset:], uint64(queueOffset))
+	be.PutUint64(rec[PosPhysicalOffset:], uint64(physicalOffset))
+	sysFlag := int32(be.Uint32(rec[PosSysFlag:]))
+	be.PutUint64(rec[StoreTimestampPos(sysFlag):], uint64(storeTimestamp))
+	Seal(rec)
+}
+
+// Seal computes the record checksum over rec[:len-20] and writes it into the
+// trailer. rec must be exactly one encoded record.
+func Seal(rec []byte) {
+	crc := Checksum(rec[:len(rec)-crcReservedLen])
+	digits := rec[len(rec)-11 : len(rec)-1]
+	for i := range digits {
+		digits[i] = '0' + byte(crc%10)
+		crc /= 10
+	}
+}
+
+// RecordChecksum returns the checksum stored in a record's trailer, and
+// whether the trailer is present and well formed.
+func RecordChecksum(rec []byte) (uint32, bool) {
+	if len(rec) < crcReservedLen {
+		return 0, false
+	}
+	t := rec[len(rec)-crcReservedLen:]
+	if string(t[:len(PropertyCRC32)]) != PropertyCRC32 || t[len(PropertyCRC32)] != NameValueSeparator ||
+		t[len(t)-1] != PropertySeparator {
+		return 0, false
+	}
+	var crc uint64
+	digits := t[len(PropertyCRC32)+1 : len(t)-1]
+	for i := len(digits) - 1; i >= 0; i-- {
+		d := digits[i]
+		if d < '0' || d > '9' {
+			return 0, false
+		}
+		crc = crc*10 + uint64(d-'0')
+	}
+	if crc > 0x7FFFFFFF {
+		return 0, false
+	}
+	return uint32(crc), true
+}
+
+// Header is the first eight bytes of a record or of a blank.
+type Header struct {
+	TotalSize int32
+	Magic     uint32
+}
+
+// PeekHeader reads TOTALSIZE and MAGICCODE without further checks.
+func PeekHeader(b []byte) (Header, error) {
+	if len(b) < BlankSize {
+		return Header{}, fmt.Errorf("%w: %d bytes, need %d for a header", ErrCorrupt, len(b), BlankSize)
+	}
+	return Header{
+		TotalSize: int32(binary.BigEndian.Uint32(b)),
+		Magic:     binary.BigEndian.Uint32(b[4:]),
+	}, nil
+}
+
+// IsBlank reports whether h is an end-of-segment blank.
+func (h Header) IsBlank() bool { return h.Magic == BlankMagic }
+
+// IsRecord reports whether h starts a message record.
+func (h Header) IsRecord() bool { return h.Magic == MagicV1 || h.Magic == MagicV2 }
+
+// EncodeBlank writes an end-of-segment blank header of the given size into b.
+func EncodeBlank(b []byte, size int32) {
+	binary.BigEndian.PutUint32(b, uint32(size))
+	binary.BigEndian.PutUint32(b[4:], BlankMagic)
+}
+
+// Verify checks that rec is exactly one well-formed record: the size field,
+// the magic, the structure of every field, the body checksum and the record
+// checksum. It allocates nothing.
+func Verify(rec []byte) error {
+	v, err := parse(rec)
+	if err != nil {
+		return err
+	}
+	if got := Checksum(v.body); got != v.bodyCRC {
+		return fmt.Errorf("%w: body crc %d, stored %d", ErrChecksum, got, v.bodyCRC)
+	}
+	want, ok := RecordChecksum(v.props)
+	if !ok {
+		return fmt.Errorf("%w: record checksum trailer missing", ErrCorrupt)
+	}
+	// The trailer must be a pair of its own, and every other pair must be
+	// well formed, so that a verified record always decodes.
+	pairs := v.props[:len(v.props)-crcReservedLen]
+	if len(pairs) > 0 && pairs[len(pairs)-1] != PropertySeparator {
+		return fmt.Errorf("%w: record checksum trailer not separated from the properties", ErrCorrupt)
+	}
+	if err := checkPropertiesStructure(pairs); err != nil {
+		return err
+	}
+	if got := Checksum(rec[:len(rec)-crcReservedLen]); got != want {
+		return fmt.Errorf("%w: record crc %d, stored %d", ErrChecksum, got, want)
+	}
+	return nil
+}
+
+// view is a parsed record that points into the record's bytes.
+type view struct {
+	queueID        int32
+	flag           int32
+	bodyCRC        uint32
+	queueOffset    int64
+	physicalOffset int64
+	sysFlag        int32
+	bornTimestamp  int64
+	bornHost       []byte
+	storeTimestamp int64
+	storeHost      []byte
+	reconsumeTimes int32
+	preparedTxOff  int64
+	body           []byte
+	topic          []byte
+	props          []byte // the whole PROPERTIES field, trailer included
+}
+
+func parse(rec []byte) (view, error) {
+	var v view
+	h, err := PeekHeader(rec)
+	if err != nil {
+		return v, err
+	}
+	if !h.IsRecord() {
+		return v, fmt.Errorf("%w: magic %#x", ErrCorrupt, h.Magic)
+	}
+	if int(h.TotalSize) != len(rec) || int(h.TotalSize) < MinRecordSize-crcReservedLen {
+		return v, fmt.Errorf("%w: size field %d, have %d bytes", ErrCorrupt, h.TotalSize, len(rec))
+	}
+	be := binary.BigEndian
+	v.bodyCRC = be.Uint32(rec[PosBodyCRC:])
+	v.queueID = int32(be.Uint32(rec[PosQueueID:]))
+	v.flag = int32(be.Uint32(rec[PosFlag:]))
+	v.queueOffset = int64(be.Uint64(rec[PosQueueOffset:]))
+	v.physicalOffset = int64(be.Uint64(rec[PosPhysicalOffset:]))
+	v.sysFlag = int32(be.Uint32(rec[PosSysFlag:]))
+	v.bornTimestamp = int64(be.Uint64(rec[PosBornTimestamp:]))
+	p := PosBornHost
+	bl := hostLen(v.sysFlag&SysFlagBornHostV6 != 0)
+	sl := hostLen(v.sysFlag&SysFlagStoreHostV6 != 0)
+	// born host, store ts, store host, reconsume, prepared, body length
+	if len(rec) < p+bl+8+sl+4+8+4 {
+		return v, fmt.Errorf("%w: truncated header", ErrCorrupt)
+	}
+	v.bornHost = rec[p : p+bl]
+	p += bl
+	v.storeTimestamp = int64(be.Uint64(rec[p:]))
+	p += 8
+	v.storeHost = rec[p : p+sl]
+	p += sl
+	v.reconsumeTimes = int32(be.Uint32(rec[p:]))
+	p += 4
+	v.preparedTxOff = int64(be.Uint64(rec[p:]))
+	p += 8
+	bodyLen := int(int32(be.Uint32(rec[p:])))
+	p += 4
+	if bodyLen < 0 || bodyLen > len(rec)-p {
+		return v, fmt.Errorf("%w: body length %d", ErrCorrupt, bodyLen)
+	}
+	v.body = rec[p : p+bodyLen]
+	p += bodyLen
+	var topicLen int
+	if h.Magic == MagicV2 {
+		if len(rec)-p < 2 {
+			return v, fmt.Errorf("%w: truncated topic length", ErrCorrupt)
+		}
+		topicLen = int(int16(be.Uint16(rec[p:])))
+		p += 2
+	} else {
+		if len(rec)-p < 1 {
+			return v, fmt.Errorf("%w: truncated topic length", ErrCorrupt)
+		}
+		topicLen = int(int8(rec[p]))
+		p++
+	}
+	if topicLen <= 0 || topicLen > len(rec)-p {
+		return v, fmt.Errorf("%w: topic length %d", ErrCorrupt, topicLen)
+	}
+	v.topic = rec[p : p+topicLen]
+	p += topicLen
+	if len(rec)-p < 2 {
+		return v, fmt.Errorf("%w: truncated properties length", ErrCorrupt)
+	}
+	propLen := int(int16(be.Uint16(rec[p:])))
+	p += 2
+	if propLen < 0 || propLen != len(rec)-p {
+		return v, fmt.Errorf("%w: properties length %d, %d bytes left", ErrCorrupt, propLen, len(rec)-p)
+	}
+	v.props = rec[p:]
+	return v, nil
+}
+
+func decodeHost(b []byte) netip.AddrPort {
+	port := binary.BigEndian.Uint32(b[len(b)-4:])
+	var addr netip.Addr
+	if len(b) == 20 {
+		addr = netip.AddrFrom16([16]byte(b[:16]))
+	} else {
+		addr = netip.AddrFrom4([4]byte(b[:4]))
+	}
+	return netip.AddrPortFrom(addr, uint16(port))
+}
+
+// Decode parses one record (structure only; use Verify for checksums). The
+// body is copied, so the result does not alias rec. The checksum trailer is
+// not returned among the properties.
+func Decode(rec []byte) (*Ext, error) {
+	v, err := parse(rec)
+	if err != nil {
+		return nil, err
+	}
+	pairs := v.props
+	if _, ok := RecordChecksum(pairs); ok &&
+		(len(pairs) == crcReservedLen || pairs[len(pairs)-crcReservedLen-1] == PropertySeparator) {
+		pairs = pairs[:len(pairs)-crcReservedLen] // skip the trailer: no map slot, no strings
+	}
+	props, err := DecodeProperties(pairs)
+	if err != nil {
+		return nil, err
+	}
+	delete(props, PropertyCRC32)
+	e := &Ext{
+		Message: Message{
+			Topic:      string(v.topic),
+			Flag:       v.flag,
+			Body:       append([]byte(nil), v.body...),
+			Properties: props,
+		},
+		QueueID:                   v.queueID,
+		StoreSize:                 int32(len(rec)),
+		BodyCRC:                   v.bodyCRC,
+		QueueOffset:               v.queueOffset,
+		PhysicalOffset:            v.physicalOffset,
+		SysFlag:                   v.sysFlag,
+		BornTimestamp:             v.bornTimestamp,
+		BornHost:                  decodeHost(v.bornHost),
+		StoreTimestamp:            v.storeTimestamp,
+		StoreHost:                 decodeHost(v.storeHost),
+		ReconsumeTimes:            v.reconsumeTimes,
+		PreparedTransactionOffset: v.preparedTxOff,
+	}
+	return e, nil
+}
+
+// Dispatch is what the dispatcher needs from a record to build ConsumeQueue
+// and IndexFile entries. Strings are copies.
+type Dispatch struct {
+	Topic          string
+	QueueID        int32
+	QueueOffset    int64
+	PhysicalOffset int64
+	Size           int32
+	SysFlag        int32
+	StoreTimestamp int64
+	TagsHash       int64
+	Keys           string // raw KEYS value, space separated
+	UniqueKey      string
+	// DelayLevel is the DELAY property, or 0.
+	DelayLevel int32
+}
+
+// DecodeDispatch extracts the dispatch fields from one record without
+// building the property map.
+func DecodeDispatch(rec []byte) (Dispatch, error) {
+	v, err := parse(rec)
+	if err != nil {
+		return Dispatch{}, err
+	}
+	d := Dispatch{
+		Topic:          string(v.topic),
+		QueueID:        v.queueID,
+		QueueOffset:    v.queueOffset,
+		PhysicalOffset: v.physicalOffset,
+		Size:           int32(len(rec)),
+		SysFlag:        v.sysFlag,
+		StoreTimestamp: v.storeTimestamp,
+	}
+	props := v.props
+	for len(props) > 0 {
+		end := indexByte(props, PropertySeparator)
+		pair := props
+		if end >= 0 {
+			pair, props = props[:end], props[end+1:]
+		} else {
+			props = nil
+		}
+		if len(pair) == 0 {
+			continue
+		}
+		sep := indexByte(pair, NameValueSeparator)
+		if sep < 0 {
+			return Dispatch{}, fmt.Errorf("%w: property pair without separator", ErrCorrupt)
+		}
+		val := pair[sep+1:]
+		switch string(pair[:sep]) {
+		case PropertyTags:
+			d.TagsHash = TagsHash(string(val))
+		case PropertyKeys:
+			d.Keys = string(val)
+		case PropertyUniqueKey:
+			d.UniqueKey = string(val)
+		case PropertyDelayLevel:
+			d.DelayLevel = atoi32(val)
+		}
+	}
+	return d, nil
+}
+
+// atoi32 parses a decimal int32 the way Java's Integer.parseInt does (an
+// optional sign, then digits); anything else, including overflow, is 0.
+func atoi32(b []byte) int32 {
+	neg := false
+	if len(b) > 0 && (b[0] == '-' || b[0] == '+') {
+		neg = b[0] == '-'
+		b = b[1:]
+	}
+	if len(b) == 0 {
+		return 0
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = n*10 + int64(c-'0')
+		if n > 1<<31 {
+			return 0
+		}
+	}
+	if neg {
+		n = -n
+	}
+	if n > 1<<31-1 {
+		return 0
+	}
+	return int32(n)
+}

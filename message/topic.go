@@ -1,0 +1,95 @@
+package message
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// System topics and prefixes.
+const (
+	ScheduleTopic      = "SCHEDULE_TOPIC_XXXX"
+	TransHalfTopic     = "RMQ_SYS_TRANS_HALF_TOPIC"
+	TransOpHalfTopic   = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+	TransCheckMaxTopic = "TRANS_CHECK_MAX_TIME_TOPIC"
+	RetryTopicPrefix   = "%RETRY%"
+	DLQTopicPrefix     = "%DLQ%"
+	MaxUserTopicLen    = 127
+	MaxSystemTopicLen  = 255
+	MaxGroupLen        = 120
+	DefaultMaxBodySize = 4 << 20
+)
+
+// ErrBadTopic reports an illegal topic or group name.
+var ErrBadTopic = errors.New("illegal topic name")
+
+// ErrBadGroup reports an illegal consumer or producer group name.
+var ErrBadGroup = errors.New("illegal group name")
+
+// RetryTopic returns the retry topic of a consumer group.
+func RetryTopic(group string) string { return RetryTopicPrefix + group }
+
+// DLQTopic returns the dead-letter topic of a consumer group.
+func DLQTopic(group string) string { return DLQTopicPrefix + group }
+
+// IsRetryTopic reports whether topic is a %RETRY% topic.
+func IsRetryTopic(topic string) bool { return strings.HasPrefix(topic, RetryTopicPrefix) }
+
+// IsDLQTopic reports whether topic is a %DLQ% topic.
+func IsDLQTopic(topic string) bool { return strings.HasPrefix(topic, DLQTopicPrefix) }
+
+// IsSystemTopic reports whether topic is one the broker owns.
+func IsSystemTopic(topic string) bool {
+	switch topic {
+	case ScheduleTopic, TransHalfTopic, TransOpHalfTopic, TransCheckMaxTopic:
+		return true
+	}
+	return false
+}
+
+func legalNameChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		c == '_' || c == '-' || c == '%' || c == '|'
+}
+
+func checkChars(s string) int {
+	for i := 0; i < len(s); i++ {
+		if !legalNameChar(s[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
+// ValidateTopic checks a topic name: characters [A-Za-z0-9_%|-], at most 127
+// bytes (255 for retry and DLQ topics).
+func ValidateTopic(topic string) error {
+	if topic == "" {
+		return fmt.Errorf("%w: empty", ErrBadTopic)
+	}
+	max := MaxUserTopicLen
+	if IsRetryTopic(topic) || IsDLQTopic(topic) {
+		max = MaxSystemTopicLen
+	}
+	if len(topic) > max {
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrBadTopic, len(topic), max)
+	}
+	if i := checkChars(topic); i >= 0 {
+		return fmt.Errorf("%w: %q has illegal character %q at %d (allowed: A-Z a-z 0-9 _ - %% |)", ErrBadTopic, topic, topic[i], i)
+	}
+	return nil
+}
+
+// ValidateGroup checks a group name: the topic characters, at most 120 bytes.
+func ValidateGroup(group string) error {
+	if group == "" {
+		return fmt.Errorf("%w: empty", ErrBadGroup)
+	}
+	if len(group) > MaxGroupLen {
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrBadGroup, len(group), MaxGroupLen)
+	}
+	if i := checkChars(group); i >= 0 {
+		return fmt.Errorf("%w: %q has illegal character %q at %d", ErrBadGroup, group, group[i], i)
+	}
+	return nil
+}
