@@ -117,7 +117,9 @@ func encodedLen(e *Ext) (n, propLen int, err error) {
 // Encode appends the stored record for e to dst and returns the extended
 // slice. BODYCRC and the record checksum are computed; QUEUEOFFSET,
 // PHYSICALOFFSET and STORETIMESTAMP are taken from e and may be changed later
-// with Stamp, which reseals the record.
+// with Stamp, which reseals the record. The IPv6 bits of e.SysFlag are
+// ignored and set from the hosts; an IPv4-mapped IPv6 host is stored as IPv4
+// and a zero AddrPort as 0.0.0.0. On error dst is returned unchanged.
 func Encode(dst []byte, e *Ext) ([]byte, error) {
 	n, propLen, err := encodedLen(e)
 	if err != nil {
@@ -273,19 +275,16 @@ func Verify(rec []byte) error {
 	if !ok {
 		return fmt.Errorf("%w: record checksum trailer missing", ErrCorrupt)
 	}
+	if got := Checksum(rec[:len(rec)-crcReservedLen]); got != want {
+		return fmt.Errorf("%w: record crc %d, stored %d", ErrChecksum, got, want)
+	}
 	// The trailer must be a pair of its own, and every other pair must be
 	// well formed, so that a verified record always decodes.
 	pairs := v.props[:len(v.props)-crcReservedLen]
 	if len(pairs) > 0 && pairs[len(pairs)-1] != PropertySeparator {
 		return fmt.Errorf("%w: record checksum trailer not separated from the properties", ErrCorrupt)
 	}
-	if err := checkPropertiesStructure(pairs); err != nil {
-		return err
-	}
-	if got := Checksum(rec[:len(rec)-crcReservedLen]); got != want {
-		return fmt.Errorf("%w: record crc %d, stored %d", ErrChecksum, got, want)
-	}
-	return nil
+	return checkPropertiesStructure(pairs)
 }
 
 // view is a parsed record that points into the record's bytes.
