@@ -37,10 +37,12 @@
 //
 //   - mmap: copied into the writable mapping. Readable at once; msync makes
 //     it durable.
-//   - pwrite: staged in memory and written with pwrite(2) into the same file
-//     by the flusher, the committer goroutine, or the appender itself once
-//     StageLimit bytes are staged. Readable once written; fdatasync makes it
-//     durable.
+//   - pwrite: staged in memory and written with pwrite(2) into the same
+//     file. In async mode the appender writes what is staged before it
+//     returns (appenders arriving together share one pwrite), so an
+//     acknowledged record is in the page cache and survives a crash of the
+//     process; in sync mode the group-commit flusher writes and fdatasyncs
+//     it. Readable once written; fdatasync makes it durable.
 //
 // WriteAuto (the default) uses pwrite: on this project's reference machine
 // (ext4) stores into a shared mapping take a write fault per page and reach

@@ -26,10 +26,6 @@ func (l *Log) startLoops() {
 	} else {
 		l.wg.Add(1)
 		go l.asyncFlushLoop()
-		if l.mode == WritePwrite {
-			l.wg.Add(1)
-			go l.commitLoop()
-		}
 	}
 	// Prepare the segment after the active one straight away.
 	l.mu.Lock()
@@ -86,19 +82,13 @@ func (l *Log) asyncFlushLoop() {
 	}
 }
 
-// commitLoop writes staged bytes to the file as soon as there are any
-// (async mode with the pwrite path), so readers see them without waiting for
-// a flush.
-func (l *Log) commitLoop() {
-	defer l.wg.Done()
-	for {
-		select {
-		case <-l.ctx.Done():
-			return
-		case <-l.commitReq:
-		}
-		_ = l.commit()
+// commitUpTo makes sure bytes below end are written to the file, writing
+// everything staged so far if they are not.
+func (l *Log) commitUpTo(end int64) error {
+	if l.committed.Load() >= end {
+		return nil
 	}
+	return l.commit()
 }
 
 // commit writes the staged chunks with pwrite and advances the committed
@@ -110,6 +100,10 @@ func (l *Log) commit() error {
 	l.commitMu.Lock()
 	defer l.commitMu.Unlock()
 	l.mu.Lock()
+	if l.committed.Load() >= l.wpos {
+		l.mu.Unlock()
+		return nil
+	}
 	chunks := l.stage
 	end := l.wpos
 	l.stage = nil

@@ -121,7 +121,6 @@ type Log struct {
 	diskUsed atomic.Uint64 // float64 bits
 
 	flushReq  chan struct{}
-	commitReq chan struct{}
 	allocReq  chan struct{}
 	allocMu   sync.Mutex
 	allocWant int64
@@ -161,7 +160,6 @@ func Open(opts Options, from int64, log *zap.Logger) (*Log, error) {
 		log:       log,
 		qoff:      make(map[queueKey]int64),
 		flushReq:  make(chan struct{}, 1),
-		commitReq: make(chan struct{}, 1),
 		allocReq:  make(chan struct{}, 1),
 		allocWant: -1,
 	}
@@ -359,16 +357,22 @@ func (l *Log) AppendNoWait(entries []*Entry, dst []Result) ([]Result, error) {
 		l.advanceCommitted(wpos)
 	}
 	switch {
+	case l.mode == WritePwrite && l.opts.FlushMode == FlushAsync:
+		// An async acknowledgement means the bytes are in the file (the page
+		// cache), so they survive a crash of this process. Appenders that
+		// arrive together share one pwrite.
+		if cerr := l.commitUpTo(wpos); cerr != nil && err == nil {
+			err = cerr
+		}
 	case l.opts.FlushMode == FlushSync:
-		signal(l.flushReq)
-	case l.mode == WritePwrite:
-		if staged >= l.opts.StageLimit {
-			if cerr := l.commit(); cerr != nil && err == nil {
+		if l.mode == WritePwrite && staged >= l.opts.StageLimit {
+			// Back-pressure: do not let the stage grow without bound while
+			// the flusher is busy.
+			if cerr := l.commitUpTo(wpos); cerr != nil && err == nil {
 				err = cerr
 			}
-		} else {
-			signal(l.commitReq)
 		}
+		signal(l.flushReq)
 	}
 	return dst, err
 }

@@ -121,6 +121,19 @@ func encodedLen(e *Ext) (n, propLen int, err error) {
 // ignored and set from the hosts; an IPv4-mapped IPv6 host is stored as IPv4
 // and a zero AddrPort as 0.0.0.0. On error dst is returned unchanged.
 func Encode(dst []byte, e *Ext) ([]byte, error) {
+	start := len(dst)
+	dst, err := EncodeUnsealed(dst, e)
+	if err != nil {
+		return dst, err
+	}
+	Seal(dst[start:])
+	return dst, nil
+}
+
+// EncodeUnsealed is Encode without the record checksum: the trailer digits
+// are left as zeros. It is for writers that Stamp the record before storing
+// it (Stamp seals), so the checksum is computed once.
+func EncodeUnsealed(dst []byte, e *Ext) ([]byte, error) {
 	n, propLen, err := encodedLen(e)
 	if err != nil {
 		return dst, err
@@ -163,7 +176,6 @@ func Encode(dst []byte, e *Ext) ([]byte, error) {
 	if len(dst)-start != n {
 		return dst[:start], fmt.Errorf("%w: encoded %d bytes, expected %d", ErrCorrupt, len(dst)-start, n)
 	}
-	Seal(dst[start:])
 	return dst, nil
 }
 

@@ -60,7 +60,11 @@ type touched struct {
 func (s *Store) dispatchAvailable(limit int64) (int64, error) {
 	var n int64
 	var last touched
-	seen := make(map[touched]*consumequeue.Queue)
+	if s.seen == nil {
+		s.seen = make(map[touched]*consumequeue.Queue)
+	}
+	seen := s.seen
+	clear(seen)
 	from := s.dispatched.Load()
 	next, err := s.clog.Scan(from, limit, func(off int64, rec []byte) error {
 		d, err := message.DecodeDispatch(rec)
@@ -141,16 +145,19 @@ func (s *Store) dispatchRecord(d *message.Dispatch) {
 	}
 }
 
-// sample remembers record boundaries roughly every sampleEvery bytes.
+// sample remembers record boundaries roughly every sampleEvery bytes. Only
+// the dispatching goroutine calls it.
 func (s *Store) sample(boundary int64) {
-	s.samplesMu.Lock()
-	if n := len(s.samples); n == 0 || boundary-s.samples[n-1] >= sampleEvery {
-		if n == maxSamples {
-			copy(s.samples, s.samples[1:])
-			s.samples = s.samples[:n-1]
-		}
-		s.samples = append(s.samples, boundary)
+	if boundary-s.lastSample < sampleEvery {
+		return
 	}
+	s.lastSample = boundary
+	s.samplesMu.Lock()
+	if n := len(s.samples); n == maxSamples {
+		copy(s.samples, s.samples[1:])
+		s.samples = s.samples[:n-1]
+	}
+	s.samples = append(s.samples, boundary)
 	s.samplesMu.Unlock()
 }
 

@@ -67,7 +67,7 @@ func (s *Store) PutBatch(ctx context.Context, msgs []*message.Ext, dst []PutResu
 			m.BornHost = s.opts.StoreHost
 		}
 		bufs[i] = encodePool.Get().(*[]byte)
-		rec, err := message.Encode((*bufs[i])[:0], m)
+		rec, err := message.EncodeUnsealed((*bufs[i])[:0], m) // the log stamps and seals it
 		if err != nil {
 			return dst, fmt.Errorf("%w: %w", ErrMessageIllegal, err)
 		}

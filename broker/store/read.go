@@ -247,6 +247,10 @@ func (s *Store) StoreTimeAt(topic string, queueID int32, queueOffset int64) (int
 }
 
 func (s *Store) storeTimeOf(u consumequeue.Unit) (int64, error) {
+	if u.Offset < s.clog.MinOffset() {
+		// Deleted by retention: older than anything still stored.
+		return 0, fmt.Errorf("record at %d was deleted: %w", u.Offset, consumequeue.ErrNotFound)
+	}
 	var ts int64
 	err := s.clog.View(u.Offset, int(u.Size), func(b []byte) error {
 		if len(b) < message.PosSysFlag+4 {

@@ -44,9 +44,13 @@ type Store struct {
 	dispatchedSig  notify.Signal
 	arrival        atomic.Pointer[ArrivalFunc]
 
-	samplesMu sync.Mutex
-	samples   []int64 // recent dispatched record boundaries, oldest first
-	logFrom   int64   // last checkpoint's LogFrom
+	samplesMu  sync.Mutex
+	samples    []int64 // recent dispatched record boundaries, oldest first
+	logFrom    int64   // last checkpoint's LogFrom
+	lastSample int64   // dispatcher-owned: newest boundary in samples
+
+	// seen is the dispatcher's scratch map of queues a batch touched.
+	seen map[touched]*consumequeue.Queue
 
 	recovery  Recovery
 	cpMu      sync.Mutex // serialises checkpoint writes
@@ -188,6 +192,7 @@ func (s *Store) open() error {
 	s.recovery.DispatchFrom = from
 	s.logFrom = min(cp.LogFrom, from)
 	s.samples = []int64{s.logFrom}
+	s.lastSample = s.logFrom
 	// Rebuild what the checkpoint did not cover, before any append.
 	n, err := s.dispatchAvailable(end)
 	s.recovery.Redispatched = n

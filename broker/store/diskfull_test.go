@@ -1,0 +1,268 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bolide-mq/bolide/commitlog"
+	"github.com/bolide-mq/bolide/internal/fsutil"
+	"github.com/bolide-mq/bolide/message"
+)
+
+// mountTmpfs mounts a tmpfs of the given size on a new temporary directory
+// and unmounts it when the test ends. It skips the test where mounting is
+// not allowed (not root, no CAP_SYS_ADMIN).
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	dir := t.TempDir()
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput()
+	if err != nil {
+		t.Skipf("cannot mount a tmpfs (need root and CAP_SYS_ADMIN): %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
+// ackedMsg is a message Put acknowledged.
+type ackedMsg struct {
+	PutResult
+	queue int32
+	body  []byte
+}
+
+// closeWithin closes s, failing the test if Close does not return in time.
+func closeWithin(t *testing.T, s *Store, d time.Duration) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- s.Close() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		t.Fatalf("Close did not return within %v", d)
+		return nil
+	}
+}
+
+// fillDisk writes a ballast file under dir until the file system has no
+// free block left, as another process filling the disk would.
+func fillDisk(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "ballast")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, chunk := range []int{1 << 20, 4096} {
+		buf := make([]byte, chunk)
+		for {
+			if _, err := f.Write(buf); err != nil {
+				if !errors.Is(err, syscall.ENOSPC) {
+					t.Fatalf("ballast: %v", err)
+				}
+				break
+			}
+		}
+	}
+	if _, avail, err := fsutil.Usage(dir); err != nil || avail != 0 {
+		t.Fatalf("after the ballast %d bytes are still free (%v)", avail, err)
+	}
+	return path
+}
+
+// TestDiskFull fills a real 24 MiB tmpfs through the store: Put must end
+// with an error wrapping commitlog.ErrDiskFull (not a panic or a SIGBUS),
+// keep failing cleanly, and every acknowledged message must be readable by
+// offset and through GetMessages after the store is closed and reopened on
+// the same file system, still full.
+//
+//   - enospc: DiskFullRatio 1.0, so only a real ENOSPC stops the log (a new
+//     segment cannot be allocated); then a ballast file takes the last free
+//     blocks, so the queues, the index and the checkpoint cannot grow
+//     either.
+//   - ballast: the disk is filled by someone else while the log still has
+//     preallocated room.
+//   - ratio: DiskFullRatio 0.5 refuses appends at half usage, before the
+//     disk is really full; everything else still has room.
+//
+// If reopening on the full disk fails, the test reports it, deletes the
+// ballast (what an operator would do) and checks the data after reopening.
+func TestDiskFull(t *testing.T) {
+	const topic = "DiskFull"
+	const queues = 4
+	for _, tc := range []struct {
+		name    string
+		ratio   float64
+		flush   commitlog.FlushMode
+		ballast string // "", "after" the log is full, "before" it is
+	}{
+		{"enospc-sync", 1.0, commitlog.FlushSync, "after"},
+		{"enospc-async", 1.0, commitlog.FlushAsync, "after"},
+		{"ballast-sync", 1.0, commitlog.FlushSync, "before"},
+		{"ratio-sync", 0.5, commitlog.FlushSync, ""},
+		{"ratio-async", 0.5, commitlog.FlushAsync, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := mountTmpfs(t, "24m")
+			dir := filepath.Join(root, "store")
+			opts := testOptions(dir, tc.flush)
+			opts.CommitLog.SegmentSize = 4 << 20
+			opts.CommitLog.DiskFullRatio = tc.ratio
+			opts.CommitLog.DiskCheckInterval = 10 * time.Millisecond
+			opts.ConsumeQueue.UnitsPerFile = 1000
+			s, err := Open(opts, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			var acked []ackedMsg
+			var putErr error
+			ballast := ""
+			for i := 0; i < 100_000; i++ {
+				if i == 100 && tc.ballast == "before" {
+					ballast = fillDisk(t, root)
+				}
+				q := int32(i % queues)
+				m := newMsg(topic, q, i)
+				m.Body = fmt.Appendf(nil, "msg-%06d-%0990d", i, i)
+				body := bytes.Clone(m.Body)
+				r, err := s.Put(ctx, m)
+				if err != nil {
+					putErr = err
+					break
+				}
+				acked = append(acked, ackedMsg{PutResult: r, queue: q, body: body})
+			}
+			if putErr == nil {
+				t.Fatal("100 000 KiB-messages fit on a 24 MiB file system")
+			}
+			t.Logf("%d messages acknowledged; Put then failed with: %v", len(acked), putErr)
+			if !errors.Is(putErr, commitlog.ErrDiskFull) {
+				t.Fatalf("Put on a full disk: %v, want an error wrapping commitlog.ErrDiskFull", putErr)
+			}
+			if len(acked) < 100 {
+				t.Fatalf("only %d messages before the disk was full", len(acked))
+			}
+			if tc.ballast == "after" {
+				ballast = fillDisk(t, root)
+			}
+			for i := 0; i < 3; i++ {
+				if _, err := s.Put(ctx, newMsg(topic, 0, -1)); !errors.Is(err, commitlog.ErrDiskFull) {
+					t.Fatalf("Put %d after the disk filled: %v, want ErrDiskFull", i, err)
+				}
+			}
+			if err := s.CommitLog().Err(); err != nil {
+				t.Fatalf("a full disk turned into a sticky write error: %v", err)
+			}
+			last := acked[len(acked)-1].End()
+			if err := s.WaitDispatched(ctx, last); err != nil {
+				t.Fatal(err)
+			}
+			if n := s.DispatchErrors(); n > 0 {
+				t.Errorf("%d dispatch errors while the disk was full: acknowledged messages missing from the queues or the index", n)
+			}
+			checkAcked(t, s, topic, queues, acked, "before close")
+
+			closeErr := closeWithin(t, s, 30*time.Second)
+			if closeErr != nil {
+				if ballast == "" {
+					t.Errorf("Close with room left on the disk: %v", closeErr)
+				} else {
+					t.Logf("Close on the full disk: %v", closeErr)
+				}
+			}
+
+			s, err = Open(opts, nil)
+			if err != nil {
+				t.Errorf("reopen on the full disk (nothing deleted) failed: %v", err)
+				if ballast == "" {
+					t.FailNow()
+				}
+				if err := os.Remove(ballast); err != nil {
+					t.Fatal(err)
+				}
+				if s, err = Open(opts, nil); err != nil {
+					t.Fatalf("reopen after deleting the ballast: %v", err)
+				}
+			}
+			defer s.Close()
+			t.Logf("reopened: %+v", s.Recovery())
+			if max := s.CommitLog().MaxOffset(); max < last {
+				t.Fatalf("log ends at %d after reopen, last acknowledged message ends at %d", max, last)
+			}
+			if err := s.WaitDispatched(ctx, last); err != nil {
+				t.Fatal(err)
+			}
+			checkAcked(t, s, topic, queues, acked, "after reopen")
+		})
+	}
+}
+
+// checkAcked reads every acknowledged message by offset and pulls every
+// queue from 0: each must be there, intact, at its queue offset.
+func checkAcked(t *testing.T, s *Store, topic string, queues int32, acked []ackedMsg, when string) {
+	t.Helper()
+	byQueue := make([][]ackedMsg, queues)
+	for i, a := range acked {
+		m, err := s.ReadMessage(a.PhysicalOffset)
+		if err != nil {
+			t.Fatalf("%s: message %d at %d: %v", when, i, a.PhysicalOffset, err)
+		}
+		if !bytes.Equal(m.Body, a.body) || m.QueueID != a.queue || m.QueueOffset != a.QueueOffset || m.Topic != topic {
+			t.Fatalf("%s: message %d at %d differs", when, i, a.PhysicalOffset)
+		}
+		if got, err := s.LookupByMsgID(a.MsgID); err != nil || !bytes.Equal(got.Body, a.body) {
+			t.Fatalf("%s: lookup of %s: %v", when, a.MsgID, err)
+		}
+		if a.QueueOffset != int64(len(byQueue[a.queue])) {
+			t.Fatalf("%s: message %d has queue offset %d, want %d", when, i, a.QueueOffset, len(byQueue[a.queue]))
+		}
+		byQueue[a.queue] = append(byQueue[a.queue], a)
+	}
+	for q := int32(0); q < queues; q++ {
+		want := byQueue[q]
+		var off int64
+		for off < int64(len(want)) {
+			res, err := s.GetMessages(topic, q, off, 32, 1<<20, nil)
+			if err != nil {
+				t.Fatalf("%s: pull %s/%d at %d: %v", when, topic, q, off, err)
+			}
+			if res.Status != Found {
+				minOff, maxOff := s.QueueOffsets(topic, q)
+				t.Fatalf("%s: pull %s/%d at %d: %v (queue holds [%d, %d), %d acknowledged; %d dispatch errors)",
+					when, topic, q, off, res.Status, minOff, maxOff, len(want), s.DispatchErrors())
+			}
+			for i, rec := range res.Records {
+				qo := res.QueueOffsets[i]
+				if qo != off+int64(i) {
+					t.Fatalf("%s: pull %s/%d: queue offset %d at position %d from %d", when, topic, q, qo, i, off)
+				}
+				if qo >= int64(len(want)) {
+					break
+				}
+				m, err := message.Decode(rec)
+				if err != nil {
+					t.Fatalf("%s: pull %s/%d@%d: %v", when, topic, q, qo, err)
+				}
+				if !bytes.Equal(m.Body, want[qo].body) || m.PhysicalOffset != want[qo].PhysicalOffset {
+					t.Fatalf("%s: pull %s/%d@%d returned another message (at %d, want %d)", when, topic, q, qo, m.PhysicalOffset, want[qo].PhysicalOffset)
+				}
+			}
+			off = res.NextOffset
+		}
+	}
+}

@@ -1,0 +1,93 @@
+// Package consumequeue implements Bolide's ConsumeQueue: for every (topic,
+// queue id) a dense, append-only index of the messages of that queue in the
+// CommitLog. Queue offset N is the N-th message of the queue; its unit says
+// where the message lives in the CommitLog. This comment is the on-disk
+// contract; the layout is RocketMQ's, byte for byte.
+//
+// # Unit
+//
+// Every unit is 20 bytes, all fields big-endian (two's complement):
+//
+//	 0               8       12                  20
+//	+---------------+-------+-------------------+
+//	| Offset  int64 | Size  |  TagHash   int64  |
+//	|  CommitLog    | int32 |  tag hash code,   |
+//	|  physical     | bytes |  0 = no tag (the  |
+//	|  offset       |       |  deliver time for |
+//	|               |       |  delay topics)    |
+//	+---------------+-------+-------------------+
+//
+// A unit holds data when Offset >= 0 and Size > 0. The all-zero unit marks
+// the end of data. The "pre-blank" unit (Offset 0, Size 2^31-1, TagHash 0) is
+// RocketMQ's filler for the units of a queue's first file that precede the
+// queue's first real unit; it counts as data for recovery but is never
+// returned (it lies below MinOffset). Put rejects a Size of 2^31-1.
+//
+// # Files
+//
+//	<root>/<topic>/<queueId>/<start>
+//
+//	<root>/orders/0/00000000000000000000   units 0 .. U-1
+//	<root>/orders/0/00000000000006000000   units U .. 2U-1   (U = 300 000)
+//	<root>/orders/3/...
+//
+// queueId is the decimal id without padding. <start> is the byte offset of the
+// file's first unit in the queue's concatenated files, as 20 zero-padded
+// decimal digits; it is a multiple of the file size. Every file is exactly
+// UnitsPerFile*20 bytes (300 000 units = 6 000 000 bytes by default), created
+// at full size with fallocate (so stores through the mapping cannot SIGBUS on
+// a full disk), mapped read/write and shared, and written through the
+// mapping. Unit N lives in the file starting at unit N - N%UnitsPerFile, at
+// byte (N%UnitsPerFile)*20 of it. A queue's files are contiguous: no file is
+// missing between the first and the last.
+//
+// # Writing and flushing
+//
+// Units are appended in CommitLog order by the dispatcher: Put at MaxOffset
+// appends (and rejects a unit whose Offset precedes the end of the previous
+// one); Put below MaxOffset is an idempotent re-dispatch that must match what
+// is stored; Put above MaxOffset is a gap, except on a queue that has no file
+// yet, which starts there: its first file is the one holding that offset, the
+// units before it are pre-blank, and MinOffset is that offset. A new file is
+// created when the first unit past the last file is written. Flush msyncs
+// the units written since the previous flush; until then they are in the page
+// cache only.
+//
+// # Recovery
+//
+// Open walks <root>: entries that are not a topic directory, a decimal queue
+// directory or a numeric file are logged and skipped. In each queue the files
+// must start on a file-size boundary, be no longer than the file size and be
+// contiguous, else Open fails with ErrCorrupt (a changed UnitsPerFile is
+// caught this way). A short file (cut by a crash) loses any partial unit at
+// its end and is re-extended with zeros. Trailing files whose first unit is
+// empty are removed (keeping one). MaxOffset is the first unit of the last
+// file that does not hold data; units after it in that file are zeroed so
+// that stale units can never reappear behind new ones. Earlier files are
+// trusted. MinOffset is the first unit of the first file that is not
+// pre-blank. A unit straddling a page boundary can be torn by a power cut
+// (its tail page lost); the broker therefore truncates the queues back to its
+// checkpoint after an unclean stop and re-dispatches from there.
+//
+// # Truncation and deletion
+//
+// TruncateAfter(phy) zeroes (and msyncs) every unit from the first one whose
+// Offset >= phy to MaxOffset, and deletes the files that lie wholly past that
+// point, newest first, but never the first file; MaxOffset becomes that
+// point (MinOffset when nothing is left). DeleteBefore(minPhy) deletes a
+// queue's oldest files, oldest first, while the last unit of the file ends
+// at or below minPhy, never the last file, and raises MinOffset to the first
+// remaining file. A crash in either leaves a contiguous run of files.
+// MinOffset is not persisted: after a restart it is recomputed as above.
+//
+// # Concurrency
+//
+// Each queue has one writer (Put, TruncateAfter) and any number of readers
+// (Get, Read, MinOffset, MaxOffset, OffsetForTime). MaxOffset is published
+// atomically after the unit's bytes are stored, so a reader never sees a unit
+// that is not fully written. A read-write lock guards each queue's file list
+// and mappings: readers and the writer's stores hold it shared; adding a file,
+// TruncateAfter, DeleteBefore and Close hold it exclusively, so no reader ever
+// touches an unmapped region or a unit being zeroed. Flush may run
+// concurrently with everything. The package starts no goroutine.
+package consumequeue

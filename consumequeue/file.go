@@ -1,0 +1,156 @@
+package consumequeue
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/bolide-mq/bolide/internal/fsutil"
+	"github.com/bolide-mq/bolide/internal/mmap"
+	"go.uber.org/zap"
+)
+
+// fileNameDigits is the width of a file name: the start byte offset, zero padded.
+const fileNameDigits = 20
+
+// segment is one mapped ConsumeQueue file. Its file descriptor is closed as
+// soon as the file is mapped; only the mapping is kept.
+type segment struct {
+	start int64 // queue offset (unit index) of the file's first unit
+	path  string
+	m     *mmap.Mapping
+}
+
+// unit returns the 20 bytes of queue offset off, which must lie in the segment.
+func (s *segment) unit(off int64) []byte {
+	pos := (off - s.start) * UnitSize
+	return s.m.Data[pos : pos+UnitSize : pos+UnitSize]
+}
+
+// span returns the bytes of units [from, to), which must lie in the segment.
+func (s *segment) span(from, to int64) []byte {
+	return s.m.Data[(from-s.start)*UnitSize : (to-s.start)*UnitSize]
+}
+
+// sync msyncs units [from, to) of the segment.
+func (s *segment) sync(from, to int64) error {
+	if to <= from {
+		return nil
+	}
+	if err := s.m.Sync(int((from-s.start)*UnitSize), int((to-from)*UnitSize)); err != nil {
+		return fmt.Errorf("%s: %w", s.path, err)
+	}
+	return nil
+}
+
+func (s *segment) unmap() error {
+	if err := s.m.Unmap(); err != nil {
+		return fmt.Errorf("%s: %w", s.path, err)
+	}
+	return nil
+}
+
+// fileName returns the name of the file whose first byte is at startByte.
+func fileName(startByte int64) string {
+	return fmt.Sprintf("%0*d", fileNameDigits, startByte)
+}
+
+// parseFileName returns the start byte offset encoded in a file name, and
+// false for names that are not all decimal digits.
+func parseFileName(name string) (int64, bool) {
+	if name == "" || len(name) > fileNameDigits {
+		return 0, false
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] < '0' || name[i] > '9' {
+			return 0, false
+		}
+	}
+	v, err := strconv.ParseInt(name, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return v, true
+}
+
+// createSegment creates (or resets) the file at path, preallocates size
+// zero bytes and maps it read/write.
+func createSegment(path string, start, size int64) (*segment, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", path, err)
+	}
+	seg, err := mapFile(f, start, size)
+	if err != nil {
+		_ = os.Remove(path)
+		return nil, err
+	}
+	return seg, nil
+}
+
+// mapFile preallocates f to size bytes, maps it and closes f.
+func mapFile(f *os.File, start, size int64) (*segment, error) {
+	defer f.Close()
+	if err := fsutil.Preallocate(f, size); err != nil {
+		return nil, err
+	}
+	m, err := mmap.Map(f, int(size), true)
+	if err != nil {
+		return nil, err
+	}
+	return &segment{start: start, path: f.Name(), m: m}, nil
+}
+
+// openSegment maps an existing file for recovery. A file longer than size
+// means UnitsPerFile changed and is refused; a shorter one (cut by a crash)
+// loses any partial unit at its end and is re-extended with zeros.
+func openSegment(path string, start, size int64, log *zap.Logger) (*segment, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stat %s: %w", path, err)
+	}
+	if st.Size() > size {
+		f.Close()
+		return nil, fmt.Errorf("%s is %d bytes, want %d (was UnitsPerFile changed?): %w",
+			path, st.Size(), size, ErrCorrupt)
+	}
+	if st.Size() < size {
+		whole := st.Size() - st.Size()%UnitSize
+		log.Warn("consumequeue file is short; re-extending with zeros",
+			zap.String("file", path), zap.Int64("size", st.Size()), zap.Int64("want", size),
+			zap.Int64("keptBytes", whole))
+		if err := f.Truncate(whole); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("truncate %s to %d: %w", path, whole, err)
+		}
+		if err := fsutil.Preallocate(f, size); err != nil {
+			f.Close()
+			return nil, err
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("fsync %s: %w", path, err)
+		}
+	}
+	return mapFile(f, start, size)
+}
+
+var zeroChunk [64 << 10]byte
+
+// allZero reports whether b holds only zero bytes.
+func allZero(b []byte) bool {
+	for len(b) > 0 {
+		n := min(len(b), len(zeroChunk))
+		if !bytes.Equal(b[:n], zeroChunk[:n]) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
+}

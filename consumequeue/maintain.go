@@ -1,0 +1,196 @@
+package consumequeue
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/bolide-mq/bolide/internal/fsutil"
+	"go.uber.org/zap"
+)
+
+// TruncateAfter removes every unit whose Offset >= phyOffset: the units from
+// the first such unit to MaxOffset are zeroed (and msynced), files that lie
+// wholly past it are deleted, except the first file, which is always kept so
+// that MinOffset stays meaningful. Afterwards MaxOffset is the offset of that
+// first removed unit (== MinOffset if nothing is left). Units are in
+// CommitLog order, so the cut point is found by binary search.
+func (q *Queue) TruncateAfter(phyOffset int64) error {
+	q.wmu.Lock()
+	defer q.wmu.Unlock()
+	q.flushMu.Lock()
+	defer q.flushMu.Unlock()
+	q.mu.Lock()
+	if q.closed.Load() {
+		q.mu.Unlock()
+		return q.errf("truncate after %d: %w", phyOffset, ErrClosed)
+	}
+	lo, hi := q.minOff.Load(), q.maxOff.Load()
+	cut := lo + int64(sort.Search(int(hi-lo), func(i int) bool {
+		return q.unitAt(lo+int64(i)).Offset >= phyOffset
+	}))
+	if cut == hi {
+		q.mu.Unlock()
+		return nil
+	}
+	q.maxOff.Store(cut)
+	var errs []error
+	keep := len(q.segs)
+	for i := len(q.segs) - 1; i >= 0; i-- {
+		seg := q.segs[i]
+		if seg.start+q.upf <= cut {
+			break
+		}
+		if seg.start >= cut && i > 0 {
+			keep = i
+			continue
+		}
+		from, to := max(cut, seg.start), min(hi, seg.start+q.upf)
+		clear(seg.span(from, to))
+		errs = append(errs, seg.sync(from, to))
+	}
+	removed := append([]*segment(nil), q.segs[keep:]...)
+	clear(q.segs[keep:])
+	q.segs = q.segs[:keep]
+	q.lastEnd = 0
+	if cut > lo {
+		q.lastEnd = q.unitAt(cut - 1).End()
+	}
+	q.maxPhy.Store(q.lastEnd)
+	q.flushed = min(q.flushed, cut)
+	q.mu.Unlock()
+
+	q.log.Info("consumequeue truncated", zap.Int64("phyOffset", phyOffset),
+		zap.Int64("fromQueueOffset", cut), zap.Int64("oldMaxOffset", hi), zap.Int("filesRemoved", len(removed)))
+	// Newest first, so a crash leaves a contiguous run of files.
+	for i := len(removed) - 1; i >= 0; i-- {
+		seg := removed[i]
+		if err := os.Remove(seg.path); err != nil {
+			// Keep recovery from resurrecting the units: zero the file.
+			clear(seg.m.Data)
+			errs = append(errs, fmt.Errorf("remove truncated file: %w", err), seg.sync(seg.start, seg.start+q.upf))
+		}
+		errs = append(errs, seg.unmap())
+	}
+	if len(removed) > 0 {
+		errs = append(errs, fsutil.SyncDir(q.dir))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return q.errf("truncate after %d: %w", phyOffset, err)
+	}
+	return nil
+}
+
+// DeleteBefore removes the queue's oldest files whose last unit ends at or
+// below minPhyOffset (their messages are gone from the CommitLog), never the
+// last file. MinOffset moves up to the first remaining file. It returns how
+// many files were removed.
+func (q *Queue) DeleteBefore(minPhyOffset int64) (int, error) {
+	q.mu.Lock()
+	if q.closed.Load() {
+		q.mu.Unlock()
+		return 0, q.errf("delete before %d: %w", minPhyOffset, ErrClosed)
+	}
+	hi := q.maxOff.Load()
+	k := 0
+	for k < len(q.segs)-1 {
+		seg := q.segs[k]
+		lastOff := seg.start + q.upf - 1
+		if lastOff >= hi {
+			break
+		}
+		if u := decodeUnit(seg.unit(lastOff)); !u.valid() || u.End() > minPhyOffset {
+			break
+		}
+		k++
+	}
+	if k == 0 {
+		q.mu.Unlock()
+		return 0, nil
+	}
+	removed := append([]*segment(nil), q.segs[:k]...)
+	q.segs = append([]*segment(nil), q.segs[k:]...)
+	if q.minOff.Load() < q.segs[0].start {
+		q.minOff.Store(q.segs[0].start)
+	}
+	q.mu.Unlock()
+
+	var errs []error
+	n := 0
+	// Oldest first, so a crash or a failure leaves a contiguous run of files.
+	for _, seg := range removed {
+		if len(errs) == 0 {
+			if err := os.Remove(seg.path); err != nil {
+				errs = append(errs, fmt.Errorf("remove expired file: %w", err))
+			} else {
+				n++
+			}
+		}
+		if err := seg.unmap(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if n > 0 {
+		errs = append(errs, fsutil.SyncDir(q.dir))
+	}
+	q.log.Info("consumequeue files deleted", zap.Int64("minPhyOffset", minPhyOffset),
+		zap.Int("files", n), zap.Int64("minOffset", q.minOff.Load()))
+	if err := errors.Join(errs...); err != nil {
+		return n, q.errf("delete before %d: %w", minPhyOffset, err)
+	}
+	return n, nil
+}
+
+// Flush msyncs every unit written since the last flush.
+func (q *Queue) Flush() error {
+	q.flushMu.Lock()
+	defer q.flushMu.Unlock()
+	if q.closed.Load() {
+		return q.errf("flush: %w", ErrClosed)
+	}
+	return q.flushLocked()
+}
+
+// flushLocked msyncs units [flushed, MaxOffset). flushMu is held.
+func (q *Queue) flushLocked() error {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if len(q.segs) == 0 {
+		return nil
+	}
+	to := q.maxOff.Load()
+	from := max(q.flushed, q.segs[0].start) // pre-blank units are flushed too
+	for _, seg := range q.segs {
+		lo, hi := max(from, seg.start), min(to, seg.start+q.upf)
+		if err := seg.sync(lo, hi); err != nil {
+			return q.errf("flush: %w", err)
+		}
+	}
+	q.flushed = to
+	return nil
+}
+
+// close flushes (if asked), unmaps every file and marks the queue closed.
+func (q *Queue) close(flush bool) error {
+	q.wmu.Lock()
+	defer q.wmu.Unlock()
+	q.flushMu.Lock()
+	defer q.flushMu.Unlock()
+	if q.closed.Load() {
+		return nil
+	}
+	var errs []error
+	if flush {
+		errs = append(errs, q.flushLocked())
+	}
+	q.mu.Lock()
+	q.closed.Store(true)
+	segs := q.segs
+	q.segs = nil
+	q.mu.Unlock()
+	for _, seg := range segs {
+		errs = append(errs, seg.unmap())
+	}
+	return errors.Join(errs...)
+}

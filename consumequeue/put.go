@@ -1,0 +1,143 @@
+package consumequeue
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/bolide-mq/bolide/internal/fsutil"
+)
+
+// Put stores u at queueOffset.
+//
+//   - queueOffset == MaxOffset: append. u.Offset must not precede the end of
+//     the previous unit (units follow CommitLog order), else ErrCorrupt.
+//   - queueOffset < MaxOffset: an idempotent re-dispatch; nil if the stored
+//     unit equals u, an error wrapping ErrCorrupt if it differs. Offsets
+//     below MinOffset (deleted, or before a pre-blank start) are ignored.
+//   - queueOffset > MaxOffset on a queue with no file: the queue starts
+//     there; earlier units of its first file get RocketMQ's pre-blank marker
+//     and MinOffset becomes queueOffset. On any other queue: ErrOffsetGap.
+//
+// u must have Offset >= 0 and 0 < Size < math.MaxInt32 (ErrInvalid).
+func (q *Queue) Put(queueOffset int64, u Unit) error {
+	if queueOffset < 0 {
+		return q.errf("put %d: negative queue offset: %w", queueOffset, ErrInvalid)
+	}
+	if err := u.checkPut(); err != nil {
+		return q.errf("put %d: %w", queueOffset, err)
+	}
+	q.wmu.Lock()
+	defer q.wmu.Unlock()
+	if q.closed.Load() {
+		return q.errf("put %d: %w", queueOffset, ErrClosed)
+	}
+	hi := q.maxOff.Load()
+	if queueOffset < hi {
+		return q.checkExisting(queueOffset, u)
+	}
+	if queueOffset > hi && q.hasSegments() {
+		return q.errf("put %d: max offset is %d: %w", queueOffset, hi, ErrOffsetGap)
+	}
+	if hi > q.minOff.Load() && u.Offset < q.lastEnd {
+		return q.errf("put %d: physical offset %d precedes the end %d of the previous unit: %w",
+			queueOffset, u.Offset, q.lastEnd, ErrCorrupt)
+	}
+	if err := q.appendUnit(queueOffset, u); err != nil {
+		return q.errf("put %d: %w", queueOffset, err)
+	}
+	q.maxOff.Store(queueOffset + 1) // publish after the bytes are in place
+	q.lastEnd = u.End()
+	q.maxPhy.Store(q.lastEnd)
+	return nil
+}
+
+func (q *Queue) hasSegments() bool {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	return len(q.segs) > 0
+}
+
+// checkExisting compares u with the unit stored at off < MaxOffset. wmu is held.
+func (q *Queue) checkExisting(off int64, u Unit) error {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if off < q.minOff.Load() {
+		return nil
+	}
+	seg := q.segFor(off)
+	if seg == nil {
+		return q.errf("put %d: no file holds it: %w", off, ErrCorrupt)
+	}
+	if got := decodeUnit(seg.unit(off)); got != u {
+		return q.errf("re-put %d: stored unit %+v differs from %+v: %w", off, got, u, ErrCorrupt)
+	}
+	return nil
+}
+
+// appendUnit writes u at off == MaxOffset (or at the start offset of a queue
+// without files), creating the next file when needed. wmu is held; the
+// caller publishes MaxOffset.
+func (q *Queue) appendUnit(off int64, u Unit) error {
+	q.mu.RLock()
+	var last *segment
+	if len(q.segs) > 0 {
+		last = q.segs[len(q.segs)-1]
+	}
+	if last != nil && off < last.start+q.upf {
+		EncodeUnit(last.unit(off), u)
+		q.mu.RUnlock()
+		return nil
+	}
+	q.mu.RUnlock()
+
+	// A new file; nobody else can see it until it joins segs.
+	start := off - off%q.upf
+	seg, err := q.newSegment(start)
+	if err != nil {
+		return err
+	}
+	first := last == nil
+	if first && off > start {
+		var blank [UnitSize]byte
+		EncodeUnit(blank[:], blankUnit)
+		b := seg.span(start, off)
+		for i := 0; i < len(b); i += UnitSize {
+			copy(b[i:], blank[:])
+		}
+	}
+	EncodeUnit(seg.unit(off), u)
+	q.mu.Lock()
+	q.segs = append(q.segs, seg)
+	if first {
+		q.minOff.Store(off)
+		q.maxOff.Store(off)
+	}
+	q.mu.Unlock()
+	return nil
+}
+
+// newSegment creates the file starting at queue offset start. wmu is held.
+func (q *Queue) newSegment(start int64) (*segment, error) {
+	if !q.dirReady {
+		if err := os.MkdirAll(q.dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create queue dir: %w", err)
+		}
+		// Make the new topic and queue directory entries durable.
+		for _, d := range []string{filepath.Dir(q.dir), q.root} {
+			if err := fsutil.SyncDir(d); err != nil {
+				return nil, err
+			}
+		}
+		q.dirReady = true
+	}
+	seg, err := createSegment(filepath.Join(q.dir, fileName(start*UnitSize)), start, q.fsize)
+	if err != nil {
+		return nil, err
+	}
+	if err := fsutil.SyncDir(q.dir); err != nil {
+		_ = seg.unmap()
+		return nil, err
+	}
+	return seg, nil
+}

@@ -1,0 +1,273 @@
+package consumequeue
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/bolide-mq/bolide/internal/fsutil"
+	"go.uber.org/zap"
+)
+
+// maxTopicLen bounds a topic name, which is used as a directory name.
+const maxTopicLen = 255
+
+// Store holds every ConsumeQueue under one root directory.
+type Store struct {
+	root string
+	opts Options
+	log  *zap.Logger
+
+	mu     sync.RWMutex
+	queues map[string]map[int32]*Queue
+	closed bool
+}
+
+// Open opens (creating root if needed) the ConsumeQueues under root and
+// recovers every queue directory found there: stray entries are logged and
+// skipped, short files re-extended, and each queue's MaxOffset is the first
+// empty unit of its last file. A nil log discards logs.
+func Open(root string, opts Options, log *zap.Logger) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	s := &Store{root: root, opts: opts, log: log, queues: make(map[string]map[int32]*Queue)}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, fmt.Errorf("consumequeue open %s: %w", root, err)
+	}
+	topics, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("consumequeue open %s: %w", root, err)
+	}
+	for _, te := range topics {
+		if err := s.loadTopic(te); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *Store) loadTopic(te os.DirEntry) error {
+	topic := te.Name()
+	tdir := filepath.Join(s.root, topic)
+	if !te.IsDir() || validTopic(topic) != nil {
+		s.log.Warn("consumequeue: skipping stray entry", zap.String("path", tdir))
+		return nil
+	}
+	ids, err := os.ReadDir(tdir)
+	if err != nil {
+		return fmt.Errorf("consumequeue open topic %s: %w", topic, err)
+	}
+	for _, ie := range ids {
+		id, err := strconv.ParseInt(ie.Name(), 10, 32)
+		if err != nil || id < 0 || !ie.IsDir() || strconv.FormatInt(id, 10) != ie.Name() {
+			s.log.Warn("consumequeue: skipping stray entry", zap.String("path", filepath.Join(tdir, ie.Name())))
+			continue
+		}
+		q := newQueue(s.root, topic, int32(id), s.opts, s.log)
+		if err := q.recover(); err != nil {
+			return err
+		}
+		if s.queues[topic] == nil {
+			s.queues[topic] = make(map[int32]*Queue)
+		}
+		s.queues[topic][int32(id)] = q
+	}
+	return nil
+}
+
+// validTopic checks that topic is usable as a single directory name.
+func validTopic(topic string) error {
+	switch {
+	case topic == "", topic == ".", topic == "..":
+		return fmt.Errorf("topic %q is not a valid name: %w", topic, ErrInvalid)
+	case len(topic) > maxTopicLen:
+		return fmt.Errorf("topic name longer than %d bytes: %w", maxTopicLen, ErrInvalid)
+	case strings.ContainsAny(topic, "/\\\x00"):
+		return fmt.Errorf("topic %q contains a path separator or NUL: %w", topic, ErrInvalid)
+	}
+	return nil
+}
+
+// Root returns the store's root directory.
+func (s *Store) Root() string { return s.root }
+
+// Queue returns the queue of (topic, queueID), creating it in memory if it
+// does not exist; its directory and first file are created by the first Put.
+func (s *Store) Queue(topic string, queueID int32) (*Queue, error) {
+	if err := validTopic(topic); err != nil {
+		return nil, fmt.Errorf("consumequeue: %w", err)
+	}
+	if queueID < 0 {
+		return nil, fmt.Errorf("consumequeue %s/%d: negative queue id: %w", topic, queueID, ErrInvalid)
+	}
+	s.mu.RLock()
+	q, closed := s.queues[topic][queueID], s.closed
+	s.mu.RUnlock()
+	if closed {
+		return nil, fmt.Errorf("consumequeue %s/%d: %w", topic, queueID, ErrClosed)
+	}
+	if q != nil {
+		return q, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("consumequeue %s/%d: %w", topic, queueID, ErrClosed)
+	}
+	if q := s.queues[topic][queueID]; q != nil {
+		return q, nil
+	}
+	q = newQueue(s.root, topic, queueID, s.opts, s.log)
+	if s.queues[topic] == nil {
+		s.queues[topic] = make(map[int32]*Queue)
+	}
+	s.queues[topic][queueID] = q
+	return q, nil
+}
+
+// Lookup returns the queue of (topic, queueID) if it exists.
+func (s *Store) Lookup(topic string, queueID int32) (*Queue, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	q, ok := s.queues[topic][queueID]
+	return q, ok
+}
+
+// Queues returns a snapshot of every queue, sorted by topic then queue id.
+func (s *Store) Queues() []*Queue {
+	s.mu.RLock()
+	var qs []*Queue
+	for _, m := range s.queues {
+		for _, q := range m {
+			qs = append(qs, q)
+		}
+	}
+	s.mu.RUnlock()
+	sort.Slice(qs, func(i, j int) bool {
+		if qs[i].topic != qs[j].topic {
+			return qs[i].topic < qs[j].topic
+		}
+		return qs[i].id < qs[j].id
+	})
+	return qs
+}
+
+// Topics returns the sorted names of the topics that have queues.
+func (s *Store) Topics() []string {
+	s.mu.RLock()
+	ts := make([]string, 0, len(s.queues))
+	for t := range s.queues {
+		ts = append(ts, t)
+	}
+	s.mu.RUnlock()
+	sort.Strings(ts)
+	return ts
+}
+
+// MaxPhysicalOffset returns the largest Offset+Size of any queue's last
+// unit: the CommitLog position the dispatcher has indexed up to. 0 if empty.
+func (s *Store) MaxPhysicalOffset() int64 {
+	var m int64
+	for _, q := range s.Queues() {
+		m = max(m, q.MaxPhysicalOffset())
+	}
+	return m
+}
+
+// TruncateAfter drops, in every queue, the units whose Offset >= phyOffset
+// (see Queue.TruncateAfter). Used after the CommitLog is cut back.
+func (s *Store) TruncateAfter(phyOffset int64) error {
+	var errs []error
+	for _, q := range s.Queues() {
+		if err := q.TruncateAfter(phyOffset); err != nil && !errors.Is(err, ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// DeleteBefore removes, in every queue, the whole files whose last unit ends
+// at or below minPhyOffset (the CommitLog's new minimum), never a queue's
+// last file. It returns how many files were removed.
+func (s *Store) DeleteBefore(minPhyOffset int64) (removedFiles int, err error) {
+	var errs []error
+	for _, q := range s.Queues() {
+		n, err := q.DeleteBefore(minPhyOffset)
+		removedFiles += n
+		if err != nil && !errors.Is(err, ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return removedFiles, errors.Join(errs...)
+}
+
+// DeleteTopic closes the topic's queues (later use of them fails with
+// ErrClosed) and removes its directory. Deleting an unknown topic is not an
+// error.
+func (s *Store) DeleteTopic(topic string) error {
+	if err := validTopic(topic); err != nil {
+		return fmt.Errorf("consumequeue delete topic: %w", err)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return fmt.Errorf("consumequeue delete topic %s: %w", topic, ErrClosed)
+	}
+	qs := s.queues[topic]
+	delete(s.queues, topic)
+	s.mu.Unlock()
+
+	var errs []error
+	for _, q := range qs {
+		errs = append(errs, q.close(false))
+	}
+	dir := filepath.Join(s.root, topic)
+	if _, err := os.Stat(dir); err == nil {
+		errs = append(errs, os.RemoveAll(dir), fsutil.SyncDir(s.root))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("consumequeue delete topic %s: %w", topic, err)
+	}
+	return nil
+}
+
+// Flush msyncs every queue's unflushed units.
+func (s *Store) Flush() error {
+	var errs []error
+	for _, q := range s.Queues() {
+		if err := q.Flush(); err != nil && !errors.Is(err, ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close flushes and unmaps every queue. It is idempotent; later calls on the
+// store or its queues fail with ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	var errs []error
+	for _, q := range s.Queues() {
+		errs = append(errs, q.close(true))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("consumequeue close: %w", err)
+	}
+	return nil
+}
