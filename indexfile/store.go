@@ -1,0 +1,373 @@
+package indexfile
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Store is a directory of index files, oldest first; only the newest one
+// takes new entries. One goroutine (the dispatcher) calls Put,
+// TruncateAfter and DeleteBefore; any number may call Query,
+// MaxPhysicalOffset and Files concurrently; Flush and Close may be called
+// from any goroutine.
+type Store struct {
+	root string
+	opts Options
+	log  *zap.Logger
+
+	// flushMu serialises msync with unmapping: Flush, the rollover flush,
+	// and anything that closes or removes files hold it. Order: flushMu
+	// before mu.
+	flushMu sync.Mutex
+	// mu guards files, closed and the contents of the files.
+	mu     sync.RWMutex
+	files  []*file
+	closed bool
+
+	// noSync skips fsync and msync; tests that do not test durability set
+	// it right after Open to run at memory speed.
+	noSync bool
+}
+
+// Open loads the index files under root (creating root if needed) in name
+// order. Every header is checked; a file with a broken header is reset to
+// empty, and an empty file other than the newest is removed. The newest
+// file, and any file shorter than its full size, is verified entry by entry
+// and cut back to its longest valid prefix (see doc.go, "Recovery"). No file
+// is created until the first Put. A nil log discards logs.
+func Open(root string, opts Options, log *zap.Logger) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, fmt.Errorf("open index store: %w", err)
+	}
+	names, ignored, err := listFiles(root)
+	if err != nil {
+		return nil, fmt.Errorf("open index store: %w", err)
+	}
+	if len(ignored) > 0 {
+		log.Warn("ignoring entries that are not index files", zap.String("dir", root), zap.Strings("names", ignored))
+	}
+	s := &Store{root: root, opts: opts, log: log}
+	for i, name := range names {
+		newest := i == len(names)-1
+		f, err := loadFile(root, name, opts, newest, log)
+		if err != nil {
+			_ = s.closeFiles()
+			return nil, fmt.Errorf("open index store %s: %w", root, err)
+		}
+		if f.empty() && !newest {
+			log.Warn("removing empty index file that is not the newest", zap.String("file", f.path))
+			if err := f.remove(); err != nil {
+				_ = s.closeFiles()
+				return nil, fmt.Errorf("open index store %s: %w", root, err)
+			}
+			continue
+		}
+		s.files = append(s.files, f)
+	}
+	log.Info("index store opened", zap.String("dir", root), zap.Int("files", len(s.files)),
+		zap.Int64("maxPhyOffset", s.MaxPhysicalOffset()))
+	return s, nil
+}
+
+// Dir returns the directory the store lives in.
+func (s *Store) Dir() string { return s.root }
+
+// Options returns the options the store was opened with.
+func (s *Store) Options() Options { return s.opts }
+
+// Put indexes key (the full key, see BuildKey) for the message at phyOffset
+// stored at storeTimestamp (ms). Entries must come in non-decreasing
+// phyOffset order (several keys of one message share its offset); a smaller
+// offset than MaxPhysicalOffset fails with ErrOutOfOrder. When the newest
+// file is full, it is flushed and a new file is created for the entry.
+func (s *Store) Put(key string, phyOffset int64, storeTimestamp int64) error {
+	if phyOffset < 0 {
+		return fmt.Errorf("index put %q: negative physical offset %d", key, phyOffset)
+	}
+	hash := KeyHash(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if s.closed {
+			return fmt.Errorf("index put: %w", ErrClosed)
+		}
+		if f := s.newestWithEntries(); f != nil && phyOffset < f.hdr.EndPhyOffset {
+			return fmt.Errorf("index put %q at %d, below max %d: %w", key, phyOffset, f.hdr.EndPhyOffset, ErrOutOfOrder)
+		}
+		f := s.newest()
+		if f != nil && !f.full() {
+			return f.put(hash, phyOffset, storeTimestamp)
+		}
+		if f != nil {
+			// Make the full file durable before a newer one exists, so
+			// recovery only ever has to verify the newest file. Readers
+			// are not blocked meanwhile.
+			s.mu.Unlock()
+			err := s.syncFile(f)
+			s.mu.Lock()
+			if err != nil {
+				return fmt.Errorf("index put: roll over: %w", err)
+			}
+			if s.closed || s.newest() != f {
+				continue // changed while unlocked; look again
+			}
+		}
+		nf, err := s.createFile()
+		if err != nil {
+			return fmt.Errorf("index put: roll over: %w", err)
+		}
+		s.files = append(s.files, nf)
+		s.log.Info("index file created", zap.String("file", nf.path), zap.Int("files", len(s.files)))
+	}
+}
+
+// syncFile flushes one file under flushMu. mu must not be held.
+func (s *Store) syncFile(f *file) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	return s.sync(f)
+}
+
+// sync msyncs f unless syncing is off. flushMu must be held.
+func (s *Store) sync(f *file) error {
+	if s.noSync {
+		f.dirty.Store(false)
+		return nil
+	}
+	return f.sync()
+}
+
+// createFile creates the next file. mu must be held for writing.
+func (s *Store) createFile() (*file, error) {
+	last := ""
+	if f := s.newest(); f != nil {
+		last = f.name
+	}
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		var name string
+		name, err = nextFileName(time.Now(), last)
+		if err != nil {
+			return nil, err
+		}
+		var f *file
+		f, err = createFile(s.root, name, s.opts, !s.noSync)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return nil, err
+		}
+		last = name // someone else holds the name: take the next one
+	}
+	return nil, err
+}
+
+func (s *Store) newest() *file {
+	if len(s.files) == 0 {
+		return nil
+	}
+	return s.files[len(s.files)-1]
+}
+
+func (s *Store) newestWithEntries() *file {
+	for i := len(s.files) - 1; i >= 0; i-- {
+		if !s.files[i].empty() {
+			return s.files[i]
+		}
+	}
+	return nil
+}
+
+// Query returns the physical offsets of entries whose key hash equals
+// KeyHash(key) and whose time lies in [begin, end] (ms), newest first, at
+// most max of them (nil when none). An entry's time is its file's
+// BeginTimestamp plus its whole-second TimeDiff, so it may be up to 999 ms
+// earlier than the message's store time. Files are scanned newest to
+// oldest, skipping those whose [BeginTimestamp, EndTimestamp] misses the
+// range.
+//
+// Different keys can share a hash: the caller must read each record and
+// compare its keys before returning it.
+func (s *Store) Query(key string, begin, end int64, max int) ([]int64, error) {
+	hash := KeyHash(key)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, fmt.Errorf("index query: %w", ErrClosed)
+	}
+	if max <= 0 || begin > end {
+		return nil, nil
+	}
+	var out []int64
+	for i := len(s.files) - 1; i >= 0 && len(out) < max; i-- {
+		f := s.files[i]
+		if f.empty() {
+			continue
+		}
+		if f.overlaps(begin, end) {
+			out = f.query(hash, begin, end, max, out)
+		}
+		if f.hdr.BeginTimestamp < begin {
+			break // older files end before this one begins
+		}
+	}
+	return out, nil
+}
+
+// MaxPhysicalOffset returns EndPhyOffset of the newest file with entries:
+// the offset of the last indexed message, 0 when there is none.
+func (s *Store) MaxPhysicalOffset() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if f := s.newestWithEntries(); f != nil {
+		return f.hdr.EndPhyOffset
+	}
+	return 0
+}
+
+// Files returns the number of index files.
+func (s *Store) Files() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.files)
+}
+
+// TruncateAfter removes every entry whose PhyOffset >= phyOffset, newest
+// first: each removed entry's slot goes back to the entry's PrevIndex, the
+// entry is zeroed and indexCount drops; the header end fields then describe
+// the last remaining entry (EndTimestamp rounded down to its whole second).
+// Files left without entries are deleted; a file that was already empty is
+// kept. Afterwards no Query returns an offset >= phyOffset and Put continues
+// from MaxPhysicalOffset.
+func (s *Store) TruncateAfter(phyOffset int64) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("index truncate: %w", ErrClosed)
+	}
+	var errs []error
+	removedEntries, removedFiles := 0, 0
+	for i := len(s.files) - 1; i >= 0; i-- {
+		f := s.files[i]
+		if f.empty() {
+			continue
+		}
+		if f.hdr.EndPhyOffset < phyOffset {
+			break
+		}
+		removedEntries += f.truncateFrom(phyOffset)
+		if !f.empty() {
+			break // it kept entries below phyOffset; older files hold only smaller offsets
+		}
+		if err := f.remove(); err != nil {
+			errs = append(errs, err)
+		}
+		s.files = append(s.files[:i], s.files[i+1:]...)
+		removedFiles++
+	}
+	if removedEntries > 0 {
+		s.log.Info("index truncated", zap.Int64("from", phyOffset), zap.Int("entries", removedEntries),
+			zap.Int("filesRemoved", removedFiles))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("index truncate from %d: %w", phyOffset, err)
+	}
+	return nil
+}
+
+// DeleteBefore removes whole files, oldest first, whose EndPhyOffset is
+// below minPhyOffset (their messages are gone from the CommitLog). The
+// newest file is never removed. It returns how many files it removed.
+func (s *Store) DeleteBefore(minPhyOffset int64) (int, error) {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, fmt.Errorf("index delete: %w", ErrClosed)
+	}
+	n := 0
+	for len(s.files) > 1 {
+		f := s.files[0]
+		if f.hdr.EndPhyOffset >= minPhyOffset {
+			break
+		}
+		s.files = s.files[1:]
+		n++
+		if err := f.remove(); err != nil {
+			return n, fmt.Errorf("index delete before %d: %w", minPhyOffset, err)
+		}
+		s.log.Info("index file deleted", zap.String("file", f.path), zap.Int64("endPhyOffset", f.hdr.EndPhyOffset))
+	}
+	return n, nil
+}
+
+// Flush msyncs every file written since its last flush. It does not block
+// Put or Query while the data is written out.
+func (s *Store) Flush() error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return fmt.Errorf("index flush: %w", ErrClosed)
+	}
+	files := append([]*file(nil), s.files...)
+	s.mu.RUnlock()
+	var errs []error
+	for _, f := range files {
+		if err := s.sync(f); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close flushes and unmaps every file. It is idempotent; later calls other
+// than Close fail with ErrClosed.
+func (s *Store) Close() error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var errs []error
+	for _, f := range s.files {
+		if err := s.sync(f); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := s.closeFiles(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// closeFiles unmaps and closes every file without flushing.
+func (s *Store) closeFiles() error {
+	var errs []error
+	for _, f := range s.files {
+		if err := f.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.files = nil
+	return errors.Join(errs...)
+}
