@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/bolide-mq/bolide/internal/fsutil"
 )
@@ -73,19 +75,91 @@ func decodeCheckpoint(b []byte) (checkpoint, error) {
 	return c, nil
 }
 
-// readCheckpoint loads the checkpoint; a missing file is a zero checkpoint.
-func readCheckpoint(path string) (checkpoint, bool, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return checkpoint{}, false, nil
-	}
-	if err != nil {
-		return checkpoint{}, false, fmt.Errorf("read checkpoint: %w", err)
-	}
-	c, err := decodeCheckpoint(b)
-	return c, true, err
+// The checkpoint file holds two fixed-size slots written alternately in
+// place, each with a sequence number and a CRC. Reading picks the valid slot
+// with the higher sequence, so a torn write of one slot leaves the other.
+// Writing in place into a file allocated once needs no new disk space, so
+// checkpoints keep working on a full disk (temp-file-and-rename would not).
+//
+//	offset 0   slot A: seq int64 | checkpoint encoding (52 bytes)
+//	offset 512 slot B: same
+const (
+	checkpointSlot     = 512
+	checkpointFileSize = 2 * checkpointSlot
+)
+
+// checkpointFile is the open checkpoint file and the next slot to write.
+type checkpointFile struct {
+	f   *os.File
+	seq int64
 }
 
-func writeCheckpoint(path string, c checkpoint) error {
-	return fsutil.WriteFileAtomic(path, c.encode(), 0o644)
+// openCheckpoint opens (creating and allocating if needed) the checkpoint
+// file and returns the newest valid checkpoint in it.
+func openCheckpoint(path string) (*checkpointFile, checkpoint, bool, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, checkpoint{}, false, fmt.Errorf("open checkpoint: %w", err)
+	}
+	buf := make([]byte, checkpointFileSize)
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		_ = f.Close()
+		return nil, checkpoint{}, false, fmt.Errorf("read checkpoint: %w", err)
+	}
+	var best checkpoint
+	var bestSeq int64 = -1
+	for slot := 0; slot < 2; slot++ {
+		off := slot * checkpointSlot
+		if n < off+8+checkpointSize {
+			continue
+		}
+		seq := int64(binary.BigEndian.Uint64(buf[off:]))
+		c, err := decodeCheckpoint(buf[off+8 : off+8+checkpointSize])
+		if err == nil && seq > bestSeq {
+			best, bestSeq = c, seq
+		}
+	}
+	if n < checkpointFileSize {
+		if err := fsutil.Preallocate(f, checkpointFileSize); err != nil {
+			_ = f.Close()
+			return nil, checkpoint{}, false, err
+		}
+		if err := fsutil.SyncDir(filepath.Dir(path)); err != nil {
+			_ = f.Close()
+			return nil, checkpoint{}, false, err
+		}
+	}
+	cf := &checkpointFile{f: f, seq: bestSeq + 1}
+	if bestSeq < 0 {
+		return cf, checkpoint{}, n > 0 && !allZero(buf[:n]), nil
+	}
+	return cf, best, true, nil
 }
+
+func allZero(b []byte) bool {
+	for _, x := range b {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// write stores c in the slot after the last one written and makes it durable.
+func (cf *checkpointFile) write(c checkpoint) error {
+	rec := make([]byte, 8, 8+checkpointSize)
+	binary.BigEndian.PutUint64(rec, uint64(cf.seq))
+	rec = append(rec, c.encode()...)
+	off := int64(cf.seq%2) * checkpointSlot
+	if _, err := cf.f.WriteAt(rec, off); err != nil {
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	if err := fsutil.Fdatasync(cf.f); err != nil {
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	cf.seq++
+	return nil
+}
+
+func (cf *checkpointFile) close() error { return cf.f.Close() }

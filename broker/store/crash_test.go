@@ -234,8 +234,11 @@ func powerLoss(t *testing.T, dir string, segSize int64, acks []ack) int64 {
 	for _, a := range acks {
 		durable = max(durable, a.flushedAfterAck)
 	}
-	if cp, ok, err := readCheckpoint(filepath.Join(dir, checkpointName)); err == nil && ok {
-		durable = max(durable, cp.FlushedOffset)
+	if cf, cp, ok, err := openCheckpoint(filepath.Join(dir, checkpointName)); err == nil {
+		if ok {
+			durable = max(durable, cp.FlushedOffset)
+		}
+		cf.close()
 	}
 	entries, err := os.ReadDir(filepath.Join(dir, "commitlog"))
 	if err != nil {

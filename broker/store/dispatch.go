@@ -1,8 +1,8 @@
 package store
 
 import (
+	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"go.uber.org/zap"
@@ -19,6 +19,10 @@ const sampleEvery = 256 << 10
 // maxSamples bounds the boundary ring.
 const maxSamples = 256
 
+// dispatchRetryDelay is how long the dispatcher waits before retrying a
+// record it could not index.
+const dispatchRetryDelay = 200 * time.Millisecond
+
 // dispatchLoop tails the CommitLog: whenever its readable end moves, it
 // builds the ConsumeQueue and IndexFile entries of the new records and wakes
 // whoever waits for them.
@@ -29,13 +33,13 @@ func (s *Store) dispatchLoop() {
 		readable := s.clog.Readable()
 		if s.dispatched.Load() < readable {
 			if _, err := s.dispatchAvailable(readable); err != nil {
-				s.log.Error("dispatch stopped at a bad record", zap.Int64("offset", s.dispatched.Load()), zap.Error(err))
-				// The log verified this record on append; a parse failure
-				// here is a bug. Retry later rather than spin.
+				// A full disk or an I/O error: keep the record and retry;
+				// consumers lag until it succeeds, nothing is skipped.
+				s.log.Error("dispatch stopped; retrying", zap.Int64("offset", s.dispatched.Load()), zap.Error(err))
 				select {
 				case <-s.ctx.Done():
 					return
-				case <-time.After(time.Second):
+				case <-time.After(dispatchRetryDelay):
 				}
 			}
 			continue
@@ -66,13 +70,22 @@ func (s *Store) dispatchAvailable(limit int64) (int64, error) {
 	seen := s.seen
 	clear(seen)
 	from := s.dispatched.Load()
+	if s.dispatchFailed && s.index != nil {
+		// The last attempt may have indexed some keys of the record it
+		// failed on; drop them so the retry does not index them twice.
+		if err := s.index.TruncateAfter(from); err != nil {
+			return 0, &retryableError{off: from, err: err}
+		}
+	}
 	next, err := s.clog.Scan(from, limit, func(off int64, rec []byte) error {
 		d, err := message.DecodeDispatch(rec)
 		if err != nil {
 			return fmt.Errorf("record at %d: %w", off, err)
 		}
+		if err := s.dispatchRecord(&d); err != nil {
+			return &retryableError{off: off, err: err}
+		}
 		n++
-		s.dispatchRecord(&d)
 		s.lastStoreTime.Store(d.StoreTimestamp)
 		if message.Dispatchable(d.SysFlag) {
 			k := touched{d.Topic, d.QueueID}
@@ -103,13 +116,30 @@ func (s *Store) dispatchAvailable(limit int64) (int64, error) {
 			}
 		}
 	}
+	var rerr *retryableError
+	s.dispatchFailed = errors.As(err, &rerr)
 	return n, err
 }
 
+// retryableError stops dispatch at a record that could not be indexed yet.
+type retryableError struct {
+	off int64
+	err error
+}
+
+func (e *retryableError) Error() string {
+	return fmt.Sprintf("dispatch of record at %d: %v", e.off, e.err)
+}
+
+func (e *retryableError) Unwrap() error { return e.err }
+
 // dispatchRecord builds the ConsumeQueue unit and the index entries of one
-// record. Errors are logged and counted: the record stays in the log and a
-// later recovery rebuilds its entries.
-func (s *Store) dispatchRecord(d *message.Dispatch) {
+// record. An error it returns is transient (an I/O error, a full disk): the
+// dispatcher stops at this record and retries it later, so no acknowledged
+// record is ever left out of its queue. Inconsistencies that a retry cannot
+// fix (a gap in queue offsets) are logged, counted and skipped, as RocketMQ
+// does, so one bad record cannot stall every consumer.
+func (s *Store) dispatchRecord(d *message.Dispatch) error {
 	tt := message.TransactionType(d.SysFlag)
 	if message.Dispatchable(d.SysFlag) {
 		tag := d.TagsHash
@@ -121,28 +151,48 @@ func (s *Store) dispatchRecord(d *message.Dispatch) {
 			err = q.Put(d.QueueOffset, consumequeue.Unit{Offset: d.PhysicalOffset, Size: d.Size, TagHash: tag})
 		}
 		if err != nil {
+			if !permanentDispatchError(err) {
+				return fmt.Errorf("consume queue %s/%d: %w", d.Topic, d.QueueID, err)
+			}
 			s.dispatchErrors.Add(1)
-			s.log.Error("consume queue dispatch failed", zap.String("topic", d.Topic),
+			s.log.Error("consume queue dispatch failed; record skipped", zap.String("topic", d.Topic),
 				zap.Int32("queue", d.QueueID), zap.Int64("queueOffset", d.QueueOffset),
 				zap.Int64("offset", d.PhysicalOffset), zap.Error(err))
 		}
 	}
 	if s.index == nil || tt == message.SysFlagTransRollback {
-		return
+		return nil
 	}
-	put := func(key string) {
-		if err := s.index.Put(indexfile.BuildKey(d.Topic, key), d.PhysicalOffset, d.StoreTimestamp); err != nil {
-			s.dispatchErrors.Add(1)
-			s.log.Error("index dispatch failed", zap.String("topic", d.Topic), zap.String("key", key),
-				zap.Int64("offset", d.PhysicalOffset), zap.Error(err))
+	put := func(key string) error {
+		err := s.index.Put(indexfile.BuildKey(d.Topic, key), d.PhysicalOffset, d.StoreTimestamp)
+		if err == nil {
+			return nil
 		}
+		if !permanentDispatchError(err) {
+			return fmt.Errorf("index %s#%s: %w", d.Topic, key, err)
+		}
+		s.dispatchErrors.Add(1)
+		s.log.Error("index dispatch failed; key skipped", zap.String("topic", d.Topic), zap.String("key", key),
+			zap.Int64("offset", d.PhysicalOffset), zap.Error(err))
+		return nil
 	}
 	if d.UniqueKey != "" {
-		put(d.UniqueKey)
+		if err := put(d.UniqueKey); err != nil {
+			return err
+		}
 	}
 	for _, k := range message.SplitKeys(d.Keys) {
-		put(k)
+		if err := put(k); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// permanentDispatchError reports errors a retry cannot fix.
+func permanentDispatchError(err error) bool {
+	return errors.Is(err, consumequeue.ErrOffsetGap) || errors.Is(err, consumequeue.ErrCorrupt) ||
+		errors.Is(err, consumequeue.ErrInvalid) || errors.Is(err, indexfile.ErrOutOfOrder)
 }
 
 // sample remembers record boundaries roughly every sampleEvery bytes. Only
@@ -201,7 +251,7 @@ func (s *Store) writeCheckpoint() error {
 		StoreTimestamp: s.lastStoreTime.Load(),
 		WrittenAt:      s.opts.Now().UnixMilli(),
 	}
-	if err := writeCheckpoint(filepath.Join(s.opts.Dir, checkpointName), cp); err != nil {
+	if err := s.cpFile.write(cp); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	return nil

@@ -32,6 +32,7 @@ type Store struct {
 	log  *zap.Logger
 
 	lockFile *os.File
+	cpFile   *checkpointFile
 	clog     *commitlog.Log
 	cqs      *consumequeue.Store
 	index    *indexfile.Store // nil when indexing is off
@@ -51,6 +52,8 @@ type Store struct {
 
 	// seen is the dispatcher's scratch map of queues a batch touched.
 	seen map[touched]*consumequeue.Queue
+	// dispatchFailed: the last dispatch attempt stopped at a record.
+	dispatchFailed bool
 
 	recovery  Recovery
 	cpMu      sync.Mutex // serialises checkpoint writes
@@ -147,12 +150,13 @@ func (s *Store) open() error {
 	abortPath := filepath.Join(o.Dir, abortName)
 	_, statErr := os.Stat(abortPath)
 	s.recovery.CleanShutdown = errors.Is(statErr, os.ErrNotExist)
-	cp, found, err := readCheckpoint(filepath.Join(o.Dir, checkpointName))
+	cpFile, cp, found, err := openCheckpoint(filepath.Join(o.Dir, checkpointName))
 	if err != nil {
-		// A torn checkpoint cannot happen with atomic writes, but a damaged
-		// one must not stop the broker: verify the whole log instead.
-		s.log.Warn("checkpoint unreadable; verifying the whole log", zap.Error(err))
-		cp, found = checkpoint{}, false
+		return err
+	}
+	s.cpFile = cpFile
+	if !found {
+		s.log.Warn("no valid checkpoint; verifying the whole log")
 	}
 	s.recovery.Checkpoint = found
 	if !s.recovery.CleanShutdown {
@@ -318,6 +322,9 @@ func (s *Store) closeParts() error {
 	}
 	if s.index != nil {
 		errs = append(errs, s.index.Close())
+	}
+	if s.cpFile != nil {
+		errs = append(errs, s.cpFile.close())
 	}
 	if s.ctx == nil && s.lockFile != nil { // failed Open
 		errs = append(errs, s.lockFile.Close())
