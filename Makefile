@@ -5,7 +5,7 @@ FUZZTIME  ?= 10s
 BENCHTIME ?= 1s
 BIN       := bin
 
-.PHONY: all build test race lint fuzz bench bench-store disk-limits clean
+.PHONY: all build test race lint fuzz bench bench-store disk-limits clean proto
 
 all: lint test
 
@@ -52,3 +52,15 @@ disk-limits:
 
 clean:
 	rm -rf $(BIN)
+
+## proto: regenerate proto/bolidev1 from proto/bolide/v1/*.proto
+## (protoc from Debian's protobuf-compiler; plugins pinned as go tools)
+proto:
+	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install -y protobuf-compiler"; exit 1; }
+	$(GO) build -o $(BIN)/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go
+	$(GO) build -o $(BIN)/protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc
+	protoc -I proto --plugin=$(BIN)/protoc-gen-go --plugin=$(BIN)/protoc-gen-go-grpc \
+	  --go_out=proto --go_opt=paths=source_relative \
+	  --go-grpc_out=proto --go-grpc_opt=paths=source_relative \
+	  proto/bolide/v1/*.proto
+	rm -rf proto/bolidev1 && mkdir -p proto/bolidev1 && mv proto/bolide/v1/*.pb.go proto/bolidev1/

@@ -1,0 +1,143 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"time"
+
+	"github.com/bolide-mq/bolide/broker/store"
+	"github.com/bolide-mq/bolide/message"
+)
+
+// Options configure a Broker.
+type Options struct {
+	Cluster    string
+	BrokerName string
+	// BrokerID 0 is the master of its group; > 0 a slave.
+	BrokerID int64
+	// ListenAddr is the gRPC address; ":0" picks a free port.
+	ListenAddr string
+	// AdvertiseAddr is the address registered with NameServers (default:
+	// the bound listen address).
+	AdvertiseAddr string
+	// NameServers are registered with at start and every RegisterInterval.
+	NameServers      []string
+	RegisterInterval time.Duration
+	// RegisterTimeout bounds one registration call.
+	RegisterTimeout time.Duration
+	// BrokerTimeout is the heartbeat timeout the NameServers apply (0 =
+	// theirs, 120 s).
+	BrokerTimeout time.Duration
+	// GossipAddr is the memberlist address ("" = derived from ListenAddr,
+	// "off" = no membership); GossipProfile "lan" or "fast" (tests).
+	GossipAddr    string
+	GossipProfile string
+	// StoreDir holds the message store and config/ metadata.
+	StoreDir string
+	// Store configures the message store; Dir and StoreHost are filled in.
+	Store store.Options
+	// AutoCreateTopic creates unknown topics on first send (off).
+	AutoCreateTopic  bool
+	DefaultQueueNums int
+	// MaxMessageSize bounds a body (4 MiB); MaxPropertiesSize the encoded
+	// properties (32 KiB).
+	MaxMessageSize    int
+	MaxPropertiesSize int
+	// MaxBatchMessages bounds one send request.
+	MaxBatchMessages int
+	// LongPollMax caps a pull's suspend timeout (30 s); PullMaxMessages and
+	// PullMaxBytes cap one pull (32, 256 KiB unless the client asks for
+	// less; at most 1024 and 4 MiB).
+	LongPollMax     time.Duration
+	PullMaxMessages int
+	PullMaxBytes    int
+	// OffsetPersistInterval is how often consumer offsets are written (5 s).
+	OffsetPersistInterval time.Duration
+	// ClientExpiry drops a client whose connection sent nothing for this long
+	// (120 s); LockExpiry is the orderly-queue lock lifetime (60 s).
+	ClientExpiry time.Duration
+	LockExpiry   time.Duration
+	// Version is reported to NameServers and tools.
+	Version string
+}
+
+// DefaultOptions returns the defaults for a broker storing under dir.
+func DefaultOptions(dir string) Options {
+	return Options{
+		Cluster:               "DefaultCluster",
+		BrokerName:            "broker-a",
+		BrokerID:              0,
+		ListenAddr:            "127.0.0.1:10911",
+		NameServers:           []string{"127.0.0.1:9876"},
+		RegisterInterval:      30 * time.Second,
+		RegisterTimeout:       5 * time.Second,
+		GossipProfile:         "lan",
+		StoreDir:              dir,
+		Store:                 store.DefaultOptions(filepath.Join(dir, "store")),
+		DefaultQueueNums:      8,
+		MaxMessageSize:        message.DefaultMaxBodySize,
+		MaxPropertiesSize:     32 << 10,
+		MaxBatchMessages:      1024,
+		LongPollMax:           30 * time.Second,
+		PullMaxMessages:       32,
+		PullMaxBytes:          256 << 10,
+		OffsetPersistInterval: 5 * time.Second,
+		ClientExpiry:          120 * time.Second,
+		LockExpiry:            60 * time.Second,
+		Version:               "dev",
+	}
+}
+
+// Validate checks the options and names the offending field.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Cluster == "" || o.BrokerName == "" {
+		errs = append(errs, errors.New("broker: cluster and broker name must be set"))
+	}
+	if err := message.ValidateGroup(o.BrokerName); err != nil {
+		errs = append(errs, fmt.Errorf("broker: broker name: %w", err))
+	}
+	if o.BrokerID < 0 {
+		errs = append(errs, fmt.Errorf("broker: broker id %d must not be negative", o.BrokerID))
+	}
+	if o.ListenAddr == "" {
+		errs = append(errs, errors.New("broker: listen address is empty"))
+	}
+	if o.StoreDir == "" {
+		errs = append(errs, errors.New("broker: store dir is empty"))
+	}
+	if o.RegisterInterval <= 0 || o.RegisterTimeout <= 0 {
+		errs = append(errs, errors.New("broker: register interval and timeout must be positive"))
+	}
+	if o.DefaultQueueNums <= 0 || o.DefaultQueueNums > 1024 {
+		errs = append(errs, fmt.Errorf("broker: default queue nums %d not in 1..1024", o.DefaultQueueNums))
+	}
+	if o.MaxMessageSize <= 0 || o.MaxPropertiesSize <= 0 || o.MaxBatchMessages <= 0 {
+		errs = append(errs, errors.New("broker: message, properties and batch limits must be positive"))
+	}
+	if o.LongPollMax <= 0 || o.PullMaxMessages <= 0 || o.PullMaxBytes <= 0 {
+		errs = append(errs, errors.New("broker: pull limits must be positive"))
+	}
+	if o.OffsetPersistInterval <= 0 || o.ClientExpiry <= 0 || o.LockExpiry <= 0 {
+		errs = append(errs, errors.New("broker: offset persist interval, client expiry and lock expiry must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// storeOptions fills in what the store needs from the broker's options.
+func (o *Options) storeOptions(host netip.AddrPort) store.Options {
+	so := o.Store
+	if so.Dir == "" {
+		so.Dir = filepath.Join(o.StoreDir, "store")
+	}
+	if so.CommitLog.Dir == "" {
+		so.CommitLog.Dir = filepath.Join(so.Dir, "commitlog")
+	}
+	so.StoreHost = host
+	if o.MaxMessageSize > 0 {
+		so.MaxMessageSize = o.MaxMessageSize
+	}
+	return so
+}

@@ -1,0 +1,317 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/bolide-mq/bolide/broker/store"
+	"github.com/bolide-mq/bolide/commitlog"
+	"github.com/bolide-mq/bolide/internal/wire"
+	"github.com/bolide-mq/bolide/message"
+	pb "github.com/bolide-mq/bolide/proto/bolidev1"
+)
+
+// storeError gives store and log errors their wire codes.
+func storeError(err error) error {
+	var we *wire.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &we):
+		return err
+	case errors.Is(err, commitlog.ErrDiskFull):
+		return wire.Errorf(pb.Code_DISK_FULL, "%v", err)
+	case errors.Is(err, commitlog.ErrFlushTimeout):
+		return wire.Errorf(pb.Code_FLUSH_DISK_TIMEOUT, "%v", err)
+	case errors.Is(err, store.ErrMessageTooLarge), errors.Is(err, commitlog.ErrRecordTooLarge):
+		return wire.Errorf(pb.Code_MESSAGE_TOO_LARGE, "%v", err)
+	case errors.Is(err, message.ErrBadTopic):
+		return wire.Errorf(pb.Code_ILLEGAL_TOPIC, "%v", err)
+	case errors.Is(err, message.ErrBadProperty), errors.Is(err, message.ErrTooLarge):
+		return wire.Errorf(pb.Code_MESSAGE_ILLEGAL, "%v", err)
+	case errors.Is(err, store.ErrMessageIllegal):
+		return wire.Errorf(pb.Code_MESSAGE_ILLEGAL, "%v", err)
+	case errors.Is(err, store.ErrClosed), errors.Is(err, commitlog.ErrClosed):
+		return wire.Errorf(pb.Code_SHUTTING_DOWN, "%v", err)
+	case errors.Is(err, commitlog.ErrWriteFailed):
+		return wire.Errorf(pb.Code_SERVICE_NOT_AVAILABLE, "%v", err)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return wire.Errorf(pb.Code_TIMEOUT, "%v", err)
+	}
+	return wire.Errorf(pb.Code_SYSTEM_ERROR, "%v", err)
+}
+
+// checkMessage validates one message against the topic and the limits.
+func (b *Broker) checkMessage(m *message.Ext) (TopicConfig, error) {
+	if err := message.ValidateTopic(m.Topic); err != nil {
+		return TopicConfig{}, wire.Errorf(pb.Code_ILLEGAL_TOPIC, "%v", err)
+	}
+	if message.IsSystemTopic(m.Topic) {
+		return TopicConfig{}, wire.Errorf(pb.Code_NO_PERMISSION, "topic %s is reserved for the broker", m.Topic)
+	}
+	if len(m.Body) == 0 {
+		return TopicConfig{}, wire.Errorf(pb.Code_MESSAGE_ILLEGAL, "message to %s has an empty body", m.Topic)
+	}
+	if len(m.Body) > b.opts.MaxMessageSize {
+		return TopicConfig{}, wire.Errorf(pb.Code_MESSAGE_TOO_LARGE, "message body of %d bytes exceeds the limit of %d", len(m.Body), b.opts.MaxMessageSize)
+	}
+	if n := propertiesSize(m.Properties); n > b.opts.MaxPropertiesSize {
+		return TopicConfig{}, wire.Errorf(pb.Code_PROPERTIES_TOO_LARGE, "properties take %d bytes, the limit is %d", n, b.opts.MaxPropertiesSize)
+	}
+	if err := message.ValidateProperties(m.Properties); err != nil {
+		return TopicConfig{}, wire.Errorf(pb.Code_MESSAGE_ILLEGAL, "%v", err)
+	}
+	tc, ok := b.topics.get(m.Topic)
+	if !ok {
+		if !b.opts.AutoCreateTopic || message.IsRetryTopic(m.Topic) || message.IsDLQTopic(m.Topic) {
+			return TopicConfig{}, wire.Errorf(pb.Code_TOPIC_NOT_EXIST, "topic %s does not exist on broker %s", m.Topic, b.opts.BrokerName)
+		}
+		tc = TopicConfig{Name: m.Topic, ReadQueueNums: int32(b.opts.DefaultQueueNums), WriteQueueNums: int32(b.opts.DefaultQueueNums), Perm: PermReadWrite}
+		if err := b.topics.put(tc, true); err != nil {
+			return TopicConfig{}, err
+		}
+		b.reg.trigger()
+	}
+	if !tc.Writable() {
+		return TopicConfig{}, wire.Errorf(pb.Code_NO_PERMISSION, "topic %s is not writable on broker %s", m.Topic, b.opts.BrokerName)
+	}
+	if m.QueueID < 0 || m.QueueID >= tc.WriteQueueNums {
+		return TopicConfig{}, wire.Errorf(pb.Code_INVALID_PARAMETER, "queue %d of %s does not exist (write queues: %d)", m.QueueID, m.Topic, tc.WriteQueueNums)
+	}
+	return tc, nil
+}
+
+func propertiesSize(p map[string]string) int {
+	n := 0
+	for k, v := range p {
+		n += len(k) + len(v) + 2
+	}
+	return n
+}
+
+// Send stores messages (one, or a batch for one topic queue) and returns
+// their results once the flush mode says they are stored.
+func (b *Broker) Send(ctx context.Context, msgs []*message.Ext) ([]store.PutResult, error) {
+	if len(msgs) == 0 {
+		return nil, wire.Errorf(pb.Code_INVALID_PARAMETER, "send request holds no message")
+	}
+	if len(msgs) > b.opts.MaxBatchMessages {
+		return nil, wire.Errorf(pb.Code_INVALID_PARAMETER, "batch of %d messages exceeds the limit of %d", len(msgs), b.opts.MaxBatchMessages)
+	}
+	if b.opts.BrokerID != 0 {
+		return nil, wire.Errorf(pb.Code_NOT_MASTER, "broker %s/%d is a slave", b.opts.BrokerName, b.opts.BrokerID)
+	}
+	first := msgs[0]
+	for _, m := range msgs {
+		if m.Topic != first.Topic || m.QueueID != first.QueueID {
+			return nil, wire.Errorf(pb.Code_INVALID_PARAMETER, "a batch must go to one topic queue")
+		}
+		if _, err := b.checkMessage(m); err != nil {
+			return nil, err
+		}
+		m.SysFlag &^= message.SysFlagTransPrepared | message.SysFlagTransRollback
+	}
+	res, err := b.store.PutBatch(ctx, msgs, make([]store.PutResult, 0, len(msgs)))
+	return res, storeError(err)
+}
+
+// PullRequest is a protocol-independent pull.
+type PullRequest struct {
+	Group, Topic   string
+	QueueID        int32
+	Offset         int64
+	MaxMessages    int
+	MaxBytes       int
+	TagExpression  string
+	SuspendTimeout time.Duration
+	CommitOffset   int64 // < 0: none
+}
+
+// PullResult is what a pull found.
+type PullResult struct {
+	Status               pb.PullStatus
+	Records              [][]byte
+	NextOffset           int64
+	MinOffset, MaxOffset int64
+}
+
+// parseTagExpression turns "*" or "a || b" into a hash filter (nil = all).
+func parseTagExpression(expr string) (func(int64) bool, error) {
+	expr = strings.TrimSpace(expr)
+	if expr == "" || expr == "*" {
+		return nil, nil
+	}
+	codes := make(map[int64]bool)
+	for _, t := range strings.Split(expr, "||") {
+		t = strings.TrimSpace(t)
+		if t == "" {
+			return nil, wire.Errorf(pb.Code_SUBSCRIPTION_PARSE_FAILED, "tag expression %q has an empty tag", expr)
+		}
+		if t == "*" {
+			return nil, nil
+		}
+		codes[message.TagsHash(t)] = true
+	}
+	return func(code int64) bool { return codes[code] }, nil
+}
+
+// Pull reads a queue, holding the request up to SuspendTimeout (capped by
+// LongPollMax) while there is nothing new.
+func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) {
+	if err := message.ValidateTopic(req.Topic); err != nil {
+		return PullResult{}, wire.Errorf(pb.Code_ILLEGAL_TOPIC, "%v", err)
+	}
+	if req.Group != "" {
+		if err := message.ValidateGroup(req.Group); err != nil {
+			return PullResult{}, wire.Errorf(pb.Code_ILLEGAL_GROUP, "%v", err)
+		}
+	}
+	tc, ok := b.topics.get(req.Topic)
+	if !ok {
+		return PullResult{}, wire.Errorf(pb.Code_TOPIC_NOT_EXIST, "topic %s does not exist on broker %s", req.Topic, b.opts.BrokerName)
+	}
+	if !tc.Readable() {
+		return PullResult{}, wire.Errorf(pb.Code_NO_PERMISSION, "topic %s is not readable on broker %s", req.Topic, b.opts.BrokerName)
+	}
+	if req.QueueID < 0 || req.QueueID >= tc.ReadQueueNums {
+		return PullResult{}, wire.Errorf(pb.Code_INVALID_PARAMETER, "queue %d of %s does not exist (read queues: %d)", req.QueueID, req.Topic, tc.ReadQueueNums)
+	}
+	filter, err := parseTagExpression(req.TagExpression)
+	if err != nil {
+		return PullResult{}, err
+	}
+	if req.CommitOffset >= 0 && req.Group != "" {
+		b.offsets.commit(req.Group, req.Topic, req.QueueID, req.CommitOffset)
+	}
+	maxMsgs := req.MaxMessages
+	if maxMsgs <= 0 || maxMsgs > b.opts.PullMaxMessages {
+		maxMsgs = b.opts.PullMaxMessages
+	}
+	maxBytes := req.MaxBytes
+	if maxBytes <= 0 || maxBytes > b.opts.PullMaxBytes {
+		maxBytes = b.opts.PullMaxBytes
+	}
+	hold := min(req.SuspendTimeout, b.opts.LongPollMax)
+	var deadline <-chan time.Time
+	if hold > 0 {
+		t := time.NewTimer(hold)
+		defer t.Stop()
+		deadline = t.C
+	}
+	sig := b.arrivalSignal(req.Topic, req.QueueID)
+	offset := req.Offset
+	for {
+		// Take the arrival channel before reading, so an arrival between
+		// the read and the wait is not missed.
+		arrived := sig.C()
+		res, err := b.store.GetMessages(req.Topic, req.QueueID, offset, maxMsgs, maxBytes, filter)
+		if err != nil {
+			return PullResult{}, storeError(err)
+		}
+		out := PullResult{Records: res.Records, NextOffset: res.NextOffset, MinOffset: res.MinOffset, MaxOffset: res.MaxOffset}
+		switch res.Status {
+		case store.Found:
+			out.Status = pb.PullStatus_FOUND
+			return out, nil
+		case store.OffsetTooSmall, store.OffsetOverflowBadly:
+			out.Status = pb.PullStatus_OFFSET_ILLEGAL
+			return out, nil
+		case store.NoMatchedMessage:
+			// Everything up to NextOffset was filtered out: keep waiting
+			// from there while the hold lasts.
+			offset = res.NextOffset
+			if offset < res.MaxOffset {
+				continue
+			}
+			out.Status = pb.PullStatus_NO_MATCHED_MESSAGE
+			if deadline == nil {
+				return out, nil
+			}
+		case store.NoMessageInQueue:
+			if offset != 0 && offset != res.MinOffset {
+				out.Status = pb.PullStatus_OFFSET_ILLEGAL
+				return out, nil
+			}
+			out.Status = pb.PullStatus_NO_NEW_MESSAGE
+			out.NextOffset = offset
+			if deadline == nil {
+				return out, nil
+			}
+		default: // OffsetOverflowOne
+			out.Status = pb.PullStatus_NO_NEW_MESSAGE
+			if deadline == nil {
+				return out, nil
+			}
+		}
+		select {
+		case <-arrived:
+		case <-deadline:
+			out.NextOffset = offset
+			return out, nil
+		case <-ctx.Done():
+			return out, nil
+		case <-b.ctx.Done():
+			return out, nil
+		}
+	}
+}
+
+// lastStoreTime returns the store time of a queue's newest message.
+func (b *Broker) lastStoreTime(topic string, queueID int32) int64 {
+	_, maxOff := b.store.QueueOffsets(topic, queueID)
+	if maxOff == 0 {
+		return 0
+	}
+	ts, err := b.store.StoreTimeAt(topic, queueID, maxOff-1)
+	if err != nil {
+		return 0
+	}
+	return ts
+}
+
+// resetOffset moves a group's offsets of a topic to a time, the earliest or
+// the latest offset of each queue; dryRun only reports.
+func (b *Broker) resetOffset(group, topic string, ts int64, earliest, latest, dryRun bool) ([]*pb.OffsetChange, error) {
+	tc, ok := b.topics.get(topic)
+	if !ok {
+		return nil, wire.Errorf(pb.Code_TOPIC_NOT_EXIST, "topic %s does not exist on broker %s", topic, b.opts.BrokerName)
+	}
+	n := 0
+	for _, v := range []bool{ts > 0, earliest, latest} {
+		if v {
+			n++
+		}
+	}
+	if n != 1 {
+		return nil, wire.Errorf(pb.Code_INVALID_PARAMETER, "give exactly one of a timestamp, earliest or latest")
+	}
+	var changes []*pb.OffsetChange
+	for q := int32(0); q < tc.ReadQueueNums; q++ {
+		minOff, maxOff := b.store.QueueOffsets(topic, q)
+		var to int64
+		switch {
+		case earliest:
+			to = minOff
+		case latest:
+			to = maxOff
+		default:
+			off, err := b.store.OffsetForTime(topic, q, ts)
+			if err != nil {
+				return nil, storeError(err)
+			}
+			to = off
+		}
+		changes = append(changes, &pb.OffsetChange{QueueId: q, Before: b.offsets.query(group, topic, q), After: to})
+		if !dryRun {
+			b.offsets.commit(group, topic, q, to)
+		}
+	}
+	if !dryRun {
+		if err := b.offsets.persist(); err != nil {
+			return changes, storeError(err)
+		}
+	}
+	return changes, nil
+}
