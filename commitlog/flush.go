@@ -99,6 +99,11 @@ func (l *Log) commit() error {
 	}
 	l.commitMu.Lock()
 	defer l.commitMu.Unlock()
+	if err := l.Err(); err != nil {
+		// Bytes staged before a failed write are gone: never let the
+		// committed offset move over them.
+		return err
+	}
 	l.mu.Lock()
 	if l.committed.Load() >= l.wpos {
 		l.mu.Unlock()
@@ -106,7 +111,7 @@ func (l *Log) commit() error {
 	}
 	chunks := l.stage
 	end := l.wpos
-	l.stage = nil
+	l.stage, l.spareStage = l.spareStage[:0], nil
 	l.staged = 0
 	l.mu.Unlock()
 	var err error
@@ -119,10 +124,14 @@ func (l *Log) commit() error {
 	}
 	if len(chunks) > 0 {
 		l.mu.Lock()
-		for _, c := range chunks {
+		for i, c := range chunks {
 			if cap(c.buf) <= 2*l.opts.StageLimit && len(l.free) < 4 {
 				l.free = append(l.free, c.buf[:0])
 			}
+			chunks[i] = chunk{}
+		}
+		if l.spareStage == nil {
+			l.spareStage = chunks[:0]
 		}
 		l.mu.Unlock()
 	}
@@ -134,7 +143,18 @@ func (l *Log) commit() error {
 }
 
 // flush makes everything committed durable and advances the flushed offset.
+// Flushes are serialised by flushMu, which Close and retention also take
+// before they close or remove a segment, so no segment is unmapped or
+// closed while it is being synced and the flushed offset only grows.
 func (l *Log) flush() error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	if l.segmentsClosed {
+		return ErrClosed
+	}
+	if err := l.Err(); err != nil {
+		return err
+	}
 	if err := l.commit(); err != nil {
 		return err
 	}

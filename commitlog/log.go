@@ -21,7 +21,8 @@ var (
 	// ErrClosed is returned by operations on a closed Log.
 	ErrClosed = errors.New("commitlog: closed")
 	// ErrDiskFull is returned by Append when the disk is above DiskFullRatio
-	// or out of space. Nothing was written.
+	// or out of space. The record was not written (the log may have closed
+	// its current segment with a blank before a new one failed to allocate).
 	ErrDiskFull = errors.New("commitlog: disk full")
 	// ErrRecordTooLarge is returned for a record that cannot fit in a segment.
 	ErrRecordTooLarge = errors.New("commitlog: record larger than a segment")
@@ -100,18 +101,24 @@ type Log struct {
 	segMu sync.RWMutex
 	segs  []*segment
 
-	mu      sync.Mutex // the append lock
-	wpos    int64
-	active  *segment
-	qoff    map[queueKey]int64
-	stage   []chunk
-	staged  int
-	free    [][]byte
-	written atomic.Int64 // mirror of wpos for lock-free readers
+	mu     sync.Mutex // the append lock
+	wpos   int64
+	active *segment
+	qoff   map[queueKey]int64
+	stage  []chunk
+	// spareStage is the other half of a double buffer of chunk lists.
+	spareStage []chunk
+	staged     int
+	free       [][]byte
+	written    atomic.Int64 // mirror of wpos for lock-free readers
 
 	commitMu  sync.Mutex
 	committed atomic.Int64
-	flushed   atomic.Int64
+	// flushMu serialises flushes with each other and with closing or
+	// removing segments; segmentsClosed is set under it by Close.
+	flushMu        sync.Mutex
+	segmentsClosed bool
+	flushed        atomic.Int64
 
 	readableSig notify.Signal
 	flushedSig  notify.Signal
@@ -657,6 +664,8 @@ func (l *Log) Close() error {
 			l.next = nil
 		}
 		l.allocMu.Unlock()
+		l.flushMu.Lock()
+		l.segmentsClosed = true
 		l.segMu.Lock()
 		for _, s := range l.segs {
 			if err := s.close(); err != nil {
@@ -665,6 +674,7 @@ func (l *Log) Close() error {
 		}
 		l.segs = nil
 		l.segMu.Unlock()
+		l.flushMu.Unlock()
 		l.flushedSig.Notify()
 		l.readableSig.Notify()
 		l.closeErr = errors.Join(errs...)

@@ -95,14 +95,22 @@ func (l *Log) DeleteExpired(now time.Time, p RetentionPolicy) (int, error) {
 		if !(force || expired && (inHour || used >= p.HighWaterRatio)) {
 			break
 		}
+		l.flushMu.Lock()
+		if l.segmentsClosed {
+			l.flushMu.Unlock()
+			return deleted, ErrClosed
+		}
 		l.segMu.Lock()
 		if len(l.segs) < 2 || l.segs[0] != s {
 			l.segMu.Unlock()
+			l.flushMu.Unlock()
 			continue
 		}
 		l.segs = l.segs[1:]
 		l.segMu.Unlock()
-		if err := s.remove(); err != nil {
+		err = s.remove()
+		l.flushMu.Unlock()
+		if err != nil {
 			return deleted, fmt.Errorf("retention: %w", err)
 		}
 		deleted++

@@ -1,0 +1,135 @@
+package commitlog
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// benchRecordSize is the size of every benchmark record, headers included.
+const benchRecordSize = 1024
+
+func benchOptions(b *testing.B, flush FlushMode, write WriteMode) Options {
+	o := DefaultOptions(b.TempDir())
+	o.SegmentSize = 64 << 20
+	o.FlushMode = flush
+	o.WriteMode = write
+	return o
+}
+
+func benchOpen(b *testing.B, opts Options) *Log {
+	b.Helper()
+	l, err := Open(opts, 0, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return l
+}
+
+// BenchmarkAppendAsync: one writer, 1 KiB records, async flush; segments of
+// 64 MiB, so long runs roll.
+func BenchmarkAppendAsync(b *testing.B) {
+	for _, write := range []WriteMode{WriteMmap, WritePwrite} {
+		b.Run(write.String(), func(b *testing.B) {
+			l := benchOpen(b, benchOptions(b, FlushAsync, write))
+			e := sizedRecord(b, "BenchTopic", 0, benchRecordSize, 'x')
+			ctx := context.Background()
+			b.SetBytes(benchRecordSize)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := l.Append(ctx, e); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+			if err := l.Close(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// BenchmarkAppendSync64: 64 writers (a fixed pool pulling from a counter),
+// 1 KiB records, sync flush (group commit). Reports records/s and the 99th
+// percentile of the time an append waits for its acknowledgement.
+func BenchmarkAppendSync64(b *testing.B) {
+	const writers = 64
+	for _, write := range []WriteMode{WriteMmap, WritePwrite} {
+		b.Run(write.String(), func(b *testing.B) {
+			l := benchOpen(b, benchOptions(b, FlushSync, write))
+			records := make([]*Entry, writers)
+			for i := range records {
+				records[i] = sizedRecord(b, "BenchTopic", int32(i%8), benchRecordSize, 'x')
+			}
+			lat := make([]time.Duration, b.N)
+			var next atomic.Int64
+			ctx := context.Background()
+			b.SetBytes(benchRecordSize)
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for w := 0; w < writers; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					e := records[w]
+					for {
+						i := next.Add(1) - 1
+						if i >= int64(b.N) {
+							return
+						}
+						start := time.Now()
+						if _, err := l.Append(ctx, e); err != nil {
+							b.Error(err)
+							return
+						}
+						lat[i] = time.Since(start)
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+			slices.Sort(lat)
+			p99 := lat[min(len(lat)-1, len(lat)*99/100)]
+			b.ReportMetric(float64(p99.Nanoseconds())/1e3, "p99-µs")
+			if err := l.Close(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// BenchmarkReadRecord reads 1 KiB records at random offsets among 100 000.
+func BenchmarkReadRecord(b *testing.B) {
+	const n = 100_000
+	l := benchOpen(b, benchOptions(b, FlushAsync, WriteMmap))
+	defer l.Close()
+	e := sizedRecord(b, "BenchTopic", 0, benchRecordSize, 'x')
+	offs := make([]int64, n)
+	ctx := context.Background()
+	for i := range offs {
+		r, err := l.Append(ctx, e)
+		if err != nil {
+			b.Fatal(err)
+		}
+		offs[i] = r.PhysicalOffset
+	}
+	if err := l.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	buf := make([]byte, 0, benchRecordSize)
+	b.SetBytes(benchRecordSize)
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if buf, err = l.ReadRecord(offs[rng.IntN(n)], buf[:0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
