@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"time"
 
 	"go.uber.org/zap"
@@ -48,9 +49,31 @@ func (l *Log) groupCommitLoop() {
 			return
 		case <-l.flushReq:
 		}
+		l.gather()
 		if err := l.flush(); err != nil {
 			l.flushedSig.Notify()
 		}
+	}
+}
+
+// gather lets appenders that are about to append join the coming flush.
+// Right after a flush wakes its waiters they append again one by one; a
+// flush started by the first of them would carry one record and make the
+// rest wait a whole extra flush. So the flusher yields until the log stops
+// growing between two yields, for at most GroupCommitWait.
+func (l *Log) gather() {
+	if l.opts.GroupCommitWait <= 0 {
+		return
+	}
+	deadline := time.Now().Add(l.opts.GroupCommitWait)
+	last := l.written.Load()
+	for time.Now().Before(deadline) {
+		runtime.Gosched()
+		cur := l.written.Load()
+		if cur == last {
+			return
+		}
+		last = cur
 	}
 }
 

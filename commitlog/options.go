@@ -94,6 +94,9 @@ type Options struct {
 	FlushLeastPages int
 	// FlushThoroughInterval forces a full async flush at least this often (10 s).
 	FlushThoroughInterval time.Duration
+	// GroupCommitWait bounds how long the sync-mode flusher waits for
+	// concurrent appenders to join a flush (200 µs; 0 flushes at once).
+	GroupCommitWait time.Duration
 	// SyncFlushTimeout bounds how long a sync-mode append waits for its flush
 	// before it fails with ErrFlushTimeout (5 s).
 	SyncFlushTimeout time.Duration
@@ -119,6 +122,7 @@ func DefaultOptions(dir string) Options {
 		FlushInterval:         500 * time.Millisecond,
 		FlushLeastPages:       4,
 		FlushThoroughInterval: 10 * time.Second,
+		GroupCommitWait:       200 * time.Microsecond,
 		SyncFlushTimeout:      5 * time.Second,
 		DiskFullRatio:         0.90,
 		DiskCheckInterval:     time.Second,
@@ -151,6 +155,9 @@ func (o *Options) Validate() error {
 	}
 	if o.FlushThoroughInterval <= 0 {
 		errs = append(errs, fmt.Errorf("commitlog: FlushThoroughInterval %v must be positive", o.FlushThoroughInterval))
+	}
+	if o.GroupCommitWait < 0 || o.GroupCommitWait > time.Second {
+		errs = append(errs, fmt.Errorf("commitlog: GroupCommitWait %v must be in [0, 1s]", o.GroupCommitWait))
 	}
 	if o.SyncFlushTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("commitlog: SyncFlushTimeout %v must be positive", o.SyncFlushTimeout))
