@@ -24,6 +24,7 @@ func testBroker(t *testing.T, mutate ...func(*Options)) (*Broker, pb.BrokerClien
 	opts := DefaultOptions(t.TempDir())
 	opts.ListenAddr = "127.0.0.1:0"
 	opts.NameServers = nil
+	opts.GossipAddr = "off"
 	opts.Store.CommitLog.SegmentSize = 4 << 20
 	opts.Store.ConsumeQueue.UnitsPerFile = 1000
 	opts.Store.Index.SlotCount = 1000
@@ -226,5 +227,42 @@ func TestBadInput(t *testing.T) {
 	resp, _ := c.Send(ctx, &pb.SendRequest{Messages: []*pb.Message{msg("ok", 0, "still", "", "")}})
 	if wire.FromStatus(resp.Status) != nil {
 		t.Fatal(resp.Status)
+	}
+}
+
+// rawCodec sends bytes as they are, to put garbage on the wire.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return *(v.(*[]byte)), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*(v.(*[]byte)) = append([]byte(nil), data...)
+	return nil
+}
+func (rawCodec) Name() string { return "proto" }
+
+func TestGarbagePayloadIsRejected(t *testing.T) {
+	b, c := testBroker(t)
+	conn, err := grpc.NewClient(b.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := context.Background()
+	for _, garbage := range [][]byte{
+		{0xff, 0xff, 0xff, 0xff, 0x0f},             // a varint that never ends
+		{0x1a, 0x80, 0x80, 0x80, 0x80, 0x10},       // a length far past the end
+		[]byte("this is not a protobuf message!!"), // text
+	} {
+		in, out := garbage, []byte(nil)
+		err := conn.Invoke(ctx, "/bolide.v1.Broker/Send", &in, &out, grpc.ForceCodec(rawCodec{}))
+		if err == nil {
+			t.Fatalf("garbage %x accepted", garbage)
+		}
+	}
+	// Still serving.
+	createTopic(t, c, "after-garbage", 1)
+	resp, err := c.Send(ctx, &pb.SendRequest{Messages: []*pb.Message{msg("after-garbage", 0, "ok", "", "")}})
+	if err != nil || wire.FromStatus(resp.Status) != nil {
+		t.Fatalf("broker stopped serving after garbage: %v %v", err, resp.GetStatus())
 	}
 }
