@@ -1,7 +1,3 @@
-// Package store wires Bolide's storage together: the CommitLog, the
-// ConsumeQueues, the IndexFiles, the dispatcher that builds the latter from
-// the former, the checkpoint and abort marker, recovery and retention. It is
-// the broker's message store; it knows nothing of the wire protocol.
 package store
 
 import (
