@@ -40,7 +40,8 @@ type Broker struct {
 
 	arrivals sync.Map // queueKey → *notify.Signal
 
-	reg *registrar
+	reg    *registrar
+	gossip *gossip
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -108,6 +109,9 @@ func New(opts Options, log *zap.Logger) (*Broker, error) {
 	pb.RegisterBrokerServer(b.grpcSrv, &grpcServer{b: b})
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.reg = newRegistrar(b)
+	if err := b.startGossip(); err != nil {
+		return fail(err)
+	}
 	return b, nil
 }
 
@@ -187,6 +191,9 @@ func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		var errs []error
 		b.reg.stop()
+		if err := b.stopGossip(); err != nil {
+			errs = append(errs, err)
+		}
 		b.cancel() // ends Connect streams and parked pulls
 		stopped := make(chan struct{})
 		go func() { b.grpcSrv.GracefulStop(); close(stopped) }()

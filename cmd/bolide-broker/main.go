@@ -1,0 +1,218 @@
+// Command bolide-broker runs a Bolide broker: it stores messages, serves
+// producers and consumers over gRPC and registers with the NameServers.
+//
+//	bolide-broker --namesrv 127.0.0.1:9876 --listen 127.0.0.1:10911 \
+//	    --store-dir ./data/broker-a --broker-name broker-a --broker-id 0 --cluster DefaultCluster
+//
+// Every flag can also come from a BOLIDE_* environment variable
+// (BOLIDE_NAMESRV, BOLIDE_STORE_DIR, ...) or a YAML file given with --config
+// whose keys are the flag names; flags win over the environment, which wins
+// over the file. SIGTERM or SIGINT drains and exits 0; a second one forces.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/cmd/internal/daemon"
+	"github.com/bolide-mq/bolide/commitlog"
+)
+
+// Exit statuses.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitConfig = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+type flags struct {
+	config           string
+	namesrv          string
+	listen           string
+	advertise        string
+	storeDir         string
+	brokerName       string
+	brokerID         int64
+	cluster          string
+	flush            string
+	segmentSize      int64
+	registerInterval time.Duration
+	brokerTimeout    time.Duration
+	gossip           string
+	gossipProfile    string
+	autoCreateTopic  bool
+	defaultQueues    int
+	maxMessageSize   int
+	retentionHours   int
+	drainTimeout     time.Duration
+	logLevel         string
+	logFormat        string
+	addrFile         string
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	code := exitOK
+	cmd, _ := newCommand(&code)
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	if err := cmd.Execute(); err != nil {
+		fmt.Fprintln(stderr, "bolide-broker:", err)
+		return exitConfig
+	}
+	return code
+}
+
+func newCommand(code *int) (*cobra.Command, *flags) {
+	f := &flags{}
+	cmd := &cobra.Command{
+		Use:           "bolide-broker",
+		Short:         "Run a Bolide broker",
+		Version:       daemon.Version,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts, cfg, err := loadOptions(cmd, f)
+			if err != nil {
+				return err
+			}
+			lg, err := daemon.NewLogger(f.logLevel, f.logFormat)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = lg.Sync() }()
+			lg.Info("bolide-broker starting", append([]zap.Field{zap.String("version", daemon.Version)}, cfg.LogFields()...)...)
+			*code = serve(opts, f, lg)
+			return nil
+		},
+	}
+	d := broker.DefaultOptions("./data/broker-a")
+	fs := cmd.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&f.config, "config", "", "YAML config file; keys are flag names")
+	fs.StringVar(&f.namesrv, "namesrv", strings.Join(d.NameServers, ";"), `NameServer addresses, separated by ";" or ","`)
+	fs.StringVar(&f.listen, "listen", d.ListenAddr, "gRPC listen address (port 0 picks one; see --addr-file)")
+	fs.StringVar(&f.advertise, "advertise", "", "address registered with the NameServers (default: the bound address)")
+	fs.StringVar(&f.storeDir, "store-dir", d.StoreDir, "data directory (store and metadata)")
+	fs.StringVar(&f.brokerName, "broker-name", d.BrokerName, "broker group name")
+	fs.Int64Var(&f.brokerID, "broker-id", d.BrokerID, "0 for the master, > 0 for a slave")
+	fs.StringVar(&f.cluster, "cluster", d.Cluster, "cluster name")
+	fs.StringVar(&f.flush, "flush", d.Store.CommitLog.FlushMode.String(), "sync (acknowledge once durable) or async (flush every 500 ms)")
+	fs.Int64Var(&f.segmentSize, "segment-size", d.Store.CommitLog.SegmentSize, "CommitLog segment size in bytes")
+	fs.DurationVar(&f.registerInterval, "register-interval", d.RegisterInterval, "how often to register with the NameServers")
+	fs.DurationVar(&f.brokerTimeout, "broker-timeout", 0, "heartbeat timeout the NameServers apply to this broker (0: theirs)")
+	fs.StringVar(&f.gossip, "gossip", "", `gossip (memberlist) address: "" derives listen port + 3, "off" disables`)
+	fs.StringVar(&f.gossipProfile, "gossip-profile", d.GossipProfile, `failure detection timings: "lan" or "fast" (tests)`)
+	fs.BoolVar(&f.autoCreateTopic, "auto-create-topic", d.AutoCreateTopic, "create unknown topics on first send")
+	fs.IntVar(&f.defaultQueues, "default-queues", d.DefaultQueueNums, "queues of an auto-created topic")
+	fs.IntVar(&f.maxMessageSize, "max-message-size", d.MaxMessageSize, "largest message body in bytes")
+	fs.IntVar(&f.retentionHours, "retention-hours", int(d.Store.Retention.MaxAge/time.Hour), "delete CommitLog segments older than this")
+	fs.DurationVar(&f.drainTimeout, "drain-timeout", daemon.DefaultDrainTimeout, "how long SIGTERM waits for in-flight calls")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "console", "console or json")
+	fs.StringVar(&f.addrFile, "addr-file", "", "write the bound gRPC address to this file once serving")
+	return cmd, f
+}
+
+// splitList splits a ";"- or ","-separated list, dropping empties.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.FieldsFunc(s, func(r rune) bool { return r == ';' || r == ',' }) {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func loadOptions(cmd *cobra.Command, f *flags) (broker.Options, *daemon.Config, error) {
+	cfg := daemon.BindCommand(cmd)
+	if err := cfg.Load(f.config); err != nil {
+		return broker.Options{}, nil, err
+	}
+	opts := broker.DefaultOptions(f.storeDir)
+	opts.NameServers = splitList(f.namesrv)
+	opts.ListenAddr = f.listen
+	opts.AdvertiseAddr = f.advertise
+	opts.BrokerName = f.brokerName
+	opts.BrokerID = f.brokerID
+	opts.Cluster = f.cluster
+	opts.RegisterInterval = f.registerInterval
+	opts.BrokerTimeout = f.brokerTimeout
+	opts.GossipAddr = f.gossip
+	opts.GossipProfile = f.gossipProfile
+	opts.AutoCreateTopic = f.autoCreateTopic
+	opts.DefaultQueueNums = f.defaultQueues
+	opts.MaxMessageSize = f.maxMessageSize
+	opts.Version = daemon.Version
+	mode, err := commitlog.ParseFlushMode(f.flush)
+	if err != nil {
+		return broker.Options{}, nil, fmt.Errorf("flush: %w", err)
+	}
+	opts.Store.CommitLog.FlushMode = mode
+	opts.Store.CommitLog.SegmentSize = f.segmentSize
+	if f.retentionHours <= 0 {
+		return broker.Options{}, nil, fmt.Errorf("retention-hours must be > 0, not %d", f.retentionHours)
+	}
+	opts.Store.Retention.MaxAge = time.Duration(f.retentionHours) * time.Hour
+	if f.drainTimeout <= 0 {
+		return broker.Options{}, nil, fmt.Errorf("drain-timeout must be > 0, not %v", f.drainTimeout)
+	}
+	if err := opts.Validate(); err != nil {
+		return broker.Options{}, nil, err
+	}
+	if err := opts.Store.CommitLog.Validate(); err != nil {
+		return broker.Options{}, nil, fmt.Errorf("segment-size: %w", err)
+	}
+	return opts, cfg, nil
+}
+
+func serve(opts broker.Options, f *flags, lg *zap.Logger) int {
+	if f.addrFile != "" {
+		if err := daemon.RemoveAddrFile(f.addrFile); err != nil {
+			lg.Error("stale address file", zap.Error(err))
+			return exitFailed
+		}
+	}
+	b, err := broker.New(opts, lg)
+	if err != nil {
+		lg.Error("broker", zap.Error(err))
+		return exitFailed
+	}
+	start := func() error {
+		if err := b.Start(); err != nil {
+			_ = b.Close()
+			return err
+		}
+		if f.addrFile != "" {
+			if err := daemon.WriteAddrFile(f.addrFile, b.Addr()); err != nil {
+				_ = b.Close()
+				return err
+			}
+		}
+		return nil
+	}
+	stop := func(context.Context) error {
+		err := b.Close()
+		if f.addrFile != "" {
+			if rerr := daemon.RemoveAddrFile(f.addrFile); rerr != nil && err == nil {
+				err = rerr
+			}
+		}
+		return err
+	}
+	return daemon.RunUntilSignal(context.Background(), start, stop, lg, daemon.WithDrainTimeout(f.drainTimeout))
+}

@@ -1,0 +1,169 @@
+// Command bolide-nameserver runs a Bolide NameServer: the route table that
+// brokers register with and clients ask for routes.
+//
+//	bolide-nameserver --listen 127.0.0.1:9876
+//
+// Every flag can also come from a BOLIDE_* environment variable
+// (BOLIDE_LISTEN, BOLIDE_BROKER_TIMEOUT, ...) or a YAML file given with
+// --config whose keys are the flag names; flags win over the environment,
+// which wins over the file. SIGTERM or SIGINT drains and exits 0.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/bolide-mq/bolide/cmd/internal/daemon"
+	"github.com/bolide-mq/bolide/nameserver"
+)
+
+// Exit statuses.
+const (
+	exitOK     = 0
+	exitFailed = 1 // start or stop failed
+	exitConfig = 2 // bad flags or configuration
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// flags are the command line; Config fills the ones not given from the
+// environment and the file.
+type flags struct {
+	config        string
+	listen        string
+	gossip        string
+	gossipSeeds   []string
+	gossipProfile string
+	scanInterval  time.Duration
+	brokerTimeout time.Duration
+	drainTimeout  time.Duration
+	logLevel      string
+	logFormat     string
+	addrFile      string
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	code := exitOK
+	cmd, _ := newCommand(&code)
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	if err := cmd.Execute(); err != nil {
+		fmt.Fprintln(stderr, "bolide-nameserver:", err)
+		return exitConfig
+	}
+	return code
+}
+
+// newCommand builds the root command; RunE stores the exit status in
+// *code. The flags are returned for tests.
+func newCommand(code *int) (*cobra.Command, *flags) {
+	f := &flags{}
+	cmd := &cobra.Command{
+		Use:           "bolide-nameserver",
+		Short:         "Run a Bolide NameServer",
+		Version:       daemon.Version,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts, cfg, err := loadOptions(cmd, f)
+			if err != nil {
+				return err
+			}
+			lg, err := daemon.NewLogger(f.logLevel, f.logFormat)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = lg.Sync() }()
+			lg.Info("bolide-nameserver starting", append([]zap.Field{zap.String("version", daemon.Version)}, cfg.LogFields()...)...)
+			*code = serve(opts, f, lg)
+			return nil
+		},
+	}
+	d := nameserver.DefaultOptions()
+	fs := cmd.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&f.config, "config", "", "YAML config file; keys are flag names")
+	fs.StringVar(&f.listen, "listen", d.ListenAddr, "gRPC listen address (port 0 picks one; see --addr-file)")
+	fs.StringVar(&f.gossip, "gossip", "", `gossip (memberlist) address: "" derives listen port + 1, "off" disables`)
+	fs.StringSliceVar(&f.gossipSeeds, "gossip-seeds", nil, "gossip addresses of other NameServers or brokers to join")
+	fs.StringVar(&f.gossipProfile, "gossip-profile", d.GossipProfile, `failure detection timings: "lan" or "fast" (tests)`)
+	fs.DurationVar(&f.scanInterval, "scan-interval", d.ScanInterval, "how often silent brokers are evicted")
+	fs.DurationVar(&f.brokerTimeout, "broker-timeout", d.BrokerTimeout, "a broker silent this long is evicted (unless it asks for its own)")
+	fs.DurationVar(&f.drainTimeout, "drain-timeout", daemon.DefaultDrainTimeout, "how long SIGTERM waits for in-flight calls")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "console", "console or json")
+	fs.StringVar(&f.addrFile, "addr-file", "", "write the bound gRPC address to this file once serving")
+	return cmd, f
+}
+
+// loadOptions resolves the flags (flag > env > file > default) and turns
+// them into validated NameServer options.
+func loadOptions(cmd *cobra.Command, f *flags) (nameserver.Options, *daemon.Config, error) {
+	cfg := daemon.BindCommand(cmd)
+	if err := cfg.Load(f.config); err != nil {
+		return nameserver.Options{}, nil, err
+	}
+	opts := nameserver.Options{
+		ListenAddr:    f.listen,
+		GossipAddr:    f.gossip,
+		GossipSeeds:   f.gossipSeeds,
+		GossipProfile: f.gossipProfile,
+		ScanInterval:  f.scanInterval,
+		BrokerTimeout: f.brokerTimeout,
+	}
+	if err := opts.Validate(); err != nil {
+		return nameserver.Options{}, nil, err
+	}
+	if f.drainTimeout <= 0 {
+		return nameserver.Options{}, nil, fmt.Errorf("drain-timeout must be > 0, not %v", f.drainTimeout)
+	}
+	return opts, cfg, nil
+}
+
+// serve runs the NameServer until a signal and returns the exit status.
+func serve(opts nameserver.Options, f *flags, lg *zap.Logger) int {
+	if f.addrFile != "" {
+		if err := daemon.RemoveAddrFile(f.addrFile); err != nil {
+			lg.Error("stale address file", zap.Error(err))
+			return exitFailed
+		}
+	}
+	srv, err := nameserver.New(opts, lg.Named("nameserver"))
+	if err != nil {
+		lg.Error("nameserver", zap.Error(err))
+		return exitFailed
+	}
+	start := func() error {
+		if err := srv.Start(); err != nil {
+			_ = srv.Close()
+			return err
+		}
+		if f.addrFile != "" {
+			if err := daemon.WriteAddrFile(f.addrFile, srv.Addr()); err != nil {
+				_ = srv.Close()
+				return err
+			}
+		}
+		return nil
+	}
+	stop := func(ctx context.Context) error {
+		err := srv.Shutdown(ctx)
+		if f.addrFile != "" {
+			if rerr := daemon.RemoveAddrFile(f.addrFile); rerr != nil && err == nil {
+				err = rerr
+			}
+		}
+		return err
+	}
+	return daemon.RunUntilSignal(context.Background(), start, stop, lg, daemon.WithDrainTimeout(f.drainTimeout))
+}

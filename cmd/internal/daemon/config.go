@@ -1,0 +1,212 @@
+package daemon
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+	"go.uber.org/zap"
+)
+
+// EnvPrefix prefixes every environment variable a daemon reads:
+// --broker-timeout is BOLIDE_BROKER_TIMEOUT.
+const EnvPrefix = "BOLIDE"
+
+// Where a setting came from.
+const (
+	SourceDefault = "default"
+	SourceFile    = "file"
+	SourceEnv     = "env"
+	SourceFlag    = "flag"
+)
+
+// Config layers a command's flags over environment variables over a YAML
+// file over the flags' defaults (flag > env > file > default). Every flag is
+// a setting: the file uses the flag's name as its key ("broker-timeout:
+// 30s"; "broker_timeout" works too) and the environment variable is the
+// prefix plus the name in upper case with dashes as underscores. Resolved
+// values are written back into the flags, so a main reads its flag
+// variables as usual, and a bad value from any source fails with pflag's
+// parse error naming the setting and the source.
+type Config struct {
+	fs      *pflag.FlagSet
+	v       *viper.Viper
+	prefix  string
+	exempt  map[string]bool   // flags that are not settings (help, version, config)
+	sources map[string]string // flag name -> Source*
+}
+
+// NewConfig binds fs. Flags named in exempt are not settings: they cannot
+// be set from the file or the environment.
+func NewConfig(fs *pflag.FlagSet, envPrefix string, exempt ...string) *Config {
+	c := &Config{
+		fs:      fs,
+		v:       viper.New(),
+		prefix:  envPrefix,
+		exempt:  map[string]bool{"help": true, "version": true},
+		sources: map[string]string{},
+	}
+	for _, e := range exempt {
+		c.exempt[e] = true
+	}
+	c.v.SetEnvPrefix(envPrefix)
+	c.v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	c.v.AutomaticEnv()
+	return c
+}
+
+// BindCommand binds a cobra command's flags with the BOLIDE prefix; the
+// flag "config", if the command has one, names the file and is not itself
+// a setting. Call it in RunE (after cobra parsed the flags), then Load.
+func BindCommand(cmd *cobra.Command) *Config {
+	return NewConfig(cmd.Flags(), EnvPrefix, "config")
+}
+
+// EnvName is the environment variable of a flag.
+func (c *Config) EnvName(flag string) string {
+	return c.prefix + "_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// Load reads the YAML file at path ("" for none), rejects keys that are
+// not settings, and resolves every flag the command line did not set from
+// the environment, then from the file.
+func (c *Config) Load(path string) error {
+	if err := c.v.BindPFlags(c.fs); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	var file map[string]any
+	if path != "" {
+		var err error
+		if file, err = c.readFile(path); err != nil {
+			return err
+		}
+		if err := c.v.MergeConfigMap(file); err != nil {
+			return fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	var errs []string
+	c.fs.VisitAll(func(f *pflag.Flag) {
+		if c.exempt[f.Name] {
+			return
+		}
+		if f.Changed {
+			c.sources[f.Name] = SourceFlag
+			return
+		}
+		env := c.EnvName(f.Name)
+		if val, ok := os.LookupEnv(env); ok && val != "" {
+			c.sources[f.Name] = SourceEnv
+			if err := c.fs.Set(f.Name, val); err != nil {
+				errs = append(errs, fmt.Sprintf("%s=%q: invalid value for %s: %v", env, val, f.Name, err))
+			}
+			return
+		}
+		if _, ok := file[f.Name]; ok {
+			c.sources[f.Name] = SourceFile
+			val := stringify(c.v.Get(f.Name))
+			if err := c.fs.Set(f.Name, val); err != nil {
+				errs = append(errs, fmt.Sprintf("%s: key %q: invalid value %q: %v", path, f.Name, val, err))
+			}
+			return
+		}
+		c.sources[f.Name] = SourceDefault
+	})
+	if len(errs) > 0 {
+		return fmt.Errorf("config: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// readFile reads a YAML file into a map keyed by flag name. Keys are case
+// insensitive and may use underscores for dashes; a key that is not a
+// setting is an error that names it.
+func (c *Config) readFile(path string) (map[string]any, error) {
+	fv := viper.New()
+	fv.SetConfigFile(path)
+	fv.SetConfigType("yaml")
+	if err := fv.ReadInConfig(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	out := map[string]any{}
+	var unknown []string
+	for key, val := range fv.AllSettings() {
+		name := strings.ReplaceAll(strings.ToLower(key), "_", "-")
+		if f := c.fs.Lookup(name); f == nil || c.exempt[name] {
+			unknown = append(unknown, key)
+			continue
+		}
+		out[name] = val
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return nil, fmt.Errorf("config %s: unknown key %q (known: %s)", path, strings.Join(unknown, `", "`),
+			strings.Join(c.settingNames(), ", "))
+	}
+	return out, nil
+}
+
+func (c *Config) settingNames() []string {
+	var names []string
+	c.fs.VisitAll(func(f *pflag.Flag) {
+		if !c.exempt[f.Name] {
+			names = append(names, f.Name)
+		}
+	})
+	slices.Sort(names)
+	return names
+}
+
+// stringify renders a YAML value the way the flag would be typed: lists
+// are comma-separated.
+func stringify(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = fmt.Sprint(e)
+		}
+		return strings.Join(parts, ",")
+	case []string:
+		return strings.Join(x, ",")
+	}
+	return fmt.Sprint(v)
+}
+
+// Source tells where a setting's value came from (after Load).
+func (c *Config) Source(flag string) string { return c.sources[flag] }
+
+// Effective returns every setting's value as text, by flag name.
+func (c *Config) Effective() map[string]string {
+	out := map[string]string{}
+	c.fs.VisitAll(func(f *pflag.Flag) {
+		if !c.exempt[f.Name] {
+			out[f.Name] = f.Value.String()
+		}
+	})
+	return out
+}
+
+// LogFields are zap fields for the one startup line that records the
+// effective configuration and where each value that is not a default came
+// from.
+func (c *Config) LogFields() []zap.Field {
+	set := map[string]string{}
+	for name, src := range c.sources {
+		if src != SourceDefault {
+			set[name] = src
+		}
+	}
+	eff := c.Effective()
+	fields := make([]zap.Field, 0, len(eff)+1)
+	for _, name := range slices.Sorted(maps.Keys(eff)) {
+		fields = append(fields, zap.String(name, eff[name]))
+	}
+	return append(fields, zap.Any("sources", set))
+}

@@ -1,0 +1,10 @@
+// Package daemon is what every Bolide daemon's main shares: the logger,
+// configuration from flags, BOLIDE_* environment variables and an optional
+// YAML file, the version string, the address file, and the run-until-signal
+// lifecycle. Only cmd/ imports it; libraries take plain Options structs.
+package daemon
+
+// Version is the build's version, set at link time:
+//
+//	go build -ldflags "-X github.com/bolide-mq/bolide/cmd/internal/daemon.Version=v1.2.3" ./cmd/...
+var Version = "dev"

@@ -1,0 +1,104 @@
+package nameserver
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/bolide-mq/bolide/internal/membership"
+)
+
+// GossipOff as Options.GossipAddr disables membership.
+const GossipOff = "off"
+
+// Options configure a Server.
+type Options struct {
+	// ListenAddr is the gRPC address; port 0 picks a free port.
+	ListenAddr string
+	// GossipAddr is the memberlist address: "" derives it from ListenAddr
+	// (same host, port + 1; port 0 stays 0), GossipOff disables membership.
+	GossipAddr string
+	// GossipSeeds are gossip addresses of other NameServers or brokers to
+	// join. Optional: brokers join a NameServer through the gossip address
+	// it returns from RegisterBroker.
+	GossipSeeds []string
+	// GossipProfile is "lan" (default) or "fast" (tests).
+	GossipProfile string
+	// ScanInterval is how often brokers silent longer than their heartbeat
+	// timeout are evicted.
+	ScanInterval time.Duration
+	// BrokerTimeout is the heartbeat timeout of a broker that does not ask
+	// for its own.
+	BrokerTimeout time.Duration
+}
+
+// DefaultOptions returns RocketMQ's defaults on loopback.
+func DefaultOptions() Options {
+	return Options{
+		ListenAddr:    "127.0.0.1:9876",
+		GossipProfile: membership.ProfileLAN,
+		ScanInterval:  10 * time.Second,
+		BrokerTimeout: 120 * time.Second,
+	}
+}
+
+// Validate checks every field and reports all problems at once.
+func (o *Options) Validate() error {
+	var errs []error
+	if err := checkHostPort(o.ListenAddr); err != nil {
+		errs = append(errs, fmt.Errorf("nameserver: listen_addr: %w", err))
+	}
+	switch o.GossipAddr {
+	case GossipOff:
+	case "":
+		if err := checkHostPort(o.ListenAddr); err == nil && membership.DeriveGossipAddr(o.ListenAddr, 1) == "" {
+			errs = append(errs, fmt.Errorf("nameserver: gossip_addr: cannot derive from %q; set it", o.ListenAddr))
+		}
+	default:
+		if err := checkHostPort(o.GossipAddr); err != nil {
+			errs = append(errs, fmt.Errorf("nameserver: gossip_addr: %w", err))
+		}
+	}
+	for _, s := range o.GossipSeeds {
+		if err := checkHostPort(s); err != nil {
+			errs = append(errs, fmt.Errorf("nameserver: gossip_seeds: %w", err))
+		}
+	}
+	switch o.GossipProfile {
+	case "", membership.ProfileLAN, membership.ProfileFast:
+	default:
+		errs = append(errs, fmt.Errorf("nameserver: gossip_profile must be %q or %q, not %q",
+			membership.ProfileLAN, membership.ProfileFast, o.GossipProfile))
+	}
+	if o.ScanInterval <= 0 {
+		errs = append(errs, fmt.Errorf("nameserver: scan_interval must be > 0, not %v", o.ScanInterval))
+	}
+	if o.BrokerTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("nameserver: broker_timeout must be > 0, not %v", o.BrokerTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// gossipBindAddr is the address membership binds, or "" when it is off.
+func (o *Options) gossipBindAddr() string {
+	switch o.GossipAddr {
+	case GossipOff:
+		return ""
+	case "":
+		return membership.DeriveGossipAddr(o.ListenAddr, 1)
+	}
+	return o.GossipAddr
+}
+
+func checkHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %w", addr, err)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("%q: bad port", addr)
+	}
+	return nil
+}

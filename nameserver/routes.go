@@ -1,0 +1,512 @@
+package nameserver
+
+import (
+	"maps"
+	"net"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/bolide-mq/bolide/internal/wire"
+	"github.com/bolide-mq/bolide/message"
+	pb "github.com/bolide-mq/bolide/proto/bolidev1"
+)
+
+// MasterID is the broker id of a group's master.
+const MasterID = 0
+
+// QueueData is one broker group's queues of a topic.
+type QueueData struct {
+	BrokerName  string
+	ReadQueues  int32
+	WriteQueues int32
+	Perm        int32
+	SysFlag     int32
+}
+
+// BrokerData is a broker group: its addresses by broker id (0 = master).
+type BrokerData struct {
+	Cluster    string
+	BrokerName string
+	Addrs      map[int64]string
+}
+
+// TopicConfig is a topic as a broker registers it.
+type TopicConfig struct {
+	Name        string
+	ReadQueues  int32
+	WriteQueues int32
+	Perm        int32
+	SysFlag     int32
+}
+
+// DataVersion identifies a broker's topic table; it changes whenever the
+// table does.
+type DataVersion struct {
+	Timestamp int64
+	Counter   int64
+}
+
+// Registration is one RegisterBroker call.
+type Registration struct {
+	Cluster    string
+	BrokerName string
+	Addr       string
+	ID         int64
+	HAAddr     string
+	AdminAddr  string
+	Version    string
+	GossipAddr string
+	Topics     []TopicConfig
+	// DataVersion gates topic updates: a master's topics are applied when it
+	// first registers, when its id changes, or when this version differs
+	// from the last one. nil applies them every time.
+	DataVersion *DataVersion
+	// Timeout is this broker's heartbeat timeout (0: the table's default).
+	Timeout time.Duration
+}
+
+// RegisterResult is what a registering broker is told back.
+type RegisterResult struct {
+	// MasterAddr and MasterHAAddr are the group master's addresses, for a
+	// slave when the master is registered.
+	MasterAddr   string
+	MasterHAAddr string
+	// New is true when this address was not registered before.
+	New bool
+	// Displaced is the address that held this broker id until now, if any.
+	Displaced string
+	// TopicsApplied is true when a master's topics replaced its queue data.
+	TopicsApplied bool
+}
+
+// LiveBroker is what the table knows of one registered broker.
+type LiveBroker struct {
+	Cluster     string
+	BrokerName  string
+	ID          int64
+	Addr        string
+	HAAddr      string
+	AdminAddr   string
+	Version     string
+	GossipAddr  string
+	LastUpdate  time.Time
+	Timeout     time.Duration
+	DataVersion DataVersion
+	TopicCount  int
+}
+
+// Route is a topic's route: queue data per broker group and those groups.
+// Both lists are sorted by broker name.
+type Route struct {
+	Queues  []QueueData
+	Brokers []BrokerData
+}
+
+// ClusterInfo is the whole broker side of the table.
+type ClusterInfo struct {
+	Brokers  map[string]BrokerData // by broker name
+	Clusters map[string][]string   // cluster -> sorted broker names
+	Live     []LiveBroker          // sorted by address
+}
+
+// Routes is the route table. All methods are safe for concurrent use; one
+// RWMutex guards every map, as RocketMQ's RouteInfoManager does. Invariant:
+// every address in a group's Addrs has exactly one live entry, and every
+// live entry's address appears in exactly one group, under one id.
+type Routes struct {
+	defaultTimeout time.Duration
+
+	mu       sync.RWMutex                    // mu protects the maps below
+	topics   map[string]map[string]QueueData // topic -> broker name -> queues
+	groups   map[string]*brokerGroup         // broker name -> group
+	clusters map[string]map[string]struct{}  // cluster -> broker names
+	live     map[string]*LiveBroker          // broker addr -> liveness
+}
+
+type brokerGroup struct {
+	cluster string
+	name    string
+	addrs   map[int64]string
+}
+
+// NewRoutes returns an empty table whose brokers expire after
+// defaultTimeout unless they register with their own timeout.
+func NewRoutes(defaultTimeout time.Duration) *Routes {
+	return &Routes{
+		defaultTimeout: defaultTimeout,
+		topics:         make(map[string]map[string]QueueData),
+		groups:         make(map[string]*brokerGroup),
+		clusters:       make(map[string]map[string]struct{}),
+		live:           make(map[string]*LiveBroker),
+	}
+}
+
+// Register records or refreshes a broker at time now. Invalid input is
+// rejected with a coded error (INVALID_PARAMETER, ILLEGAL_TOPIC) and
+// changes nothing.
+func (r *Routes) Register(reg Registration, now time.Time) (RegisterResult, error) {
+	if err := validateRegistration(&reg); err != nil {
+		return RegisterResult{}, err
+	}
+	timeout := reg.Timeout
+	if timeout == 0 {
+		timeout = r.defaultTimeout
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g, ok := r.groups[reg.BrokerName]; ok && g.cluster != reg.Cluster {
+		// A group lives in one cluster. Its only broker may move to another
+		// (a restart with a new config); otherwise this is a misconfiguration.
+		if len(g.addrs) != 1 || !slices.Contains(slices.Collect(maps.Values(g.addrs)), reg.Addr) {
+			return RegisterResult{}, wire.Errorf(pb.Code_INVALID_PARAMETER,
+				"broker %q is registered in cluster %q, not %q", reg.BrokerName, g.cluster, reg.Cluster)
+		}
+		r.removeAddrLocked(reg.Addr)
+	}
+	var res RegisterResult
+	prev := r.live[reg.Addr]
+	if prev != nil && prev.BrokerName != reg.BrokerName {
+		// The address now belongs to another group (the old broker died
+		// without unregistering and a new one took its port).
+		r.removeAddrLocked(reg.Addr)
+		prev = nil
+	}
+	res.New = prev == nil
+
+	g := r.groupLocked(reg.Cluster, reg.BrokerName)
+	for id, a := range g.addrs {
+		if a == reg.Addr && id != reg.ID {
+			delete(g.addrs, id) // same broker, new id: a slave promoted or a master demoted
+		}
+	}
+	if old, ok := g.addrs[reg.ID]; ok && old != reg.Addr {
+		delete(r.live, old) // another broker takes this id over
+		res.Displaced = old
+	}
+	g.addrs[reg.ID] = reg.Addr
+
+	changed := prev == nil || prev.ID != reg.ID || reg.DataVersion == nil || prev.DataVersion != *reg.DataVersion
+	lb := &LiveBroker{
+		Cluster:    reg.Cluster,
+		BrokerName: reg.BrokerName,
+		ID:         reg.ID,
+		Addr:       reg.Addr,
+		HAAddr:     reg.HAAddr,
+		AdminAddr:  reg.AdminAddr,
+		Version:    reg.Version,
+		GossipAddr: reg.GossipAddr,
+		LastUpdate: now,
+		Timeout:    timeout,
+		TopicCount: len(reg.Topics),
+	}
+	if reg.DataVersion != nil {
+		lb.DataVersion = *reg.DataVersion
+	}
+	r.live[reg.Addr] = lb
+
+	if reg.ID == MasterID && changed {
+		r.applyTopicsLocked(reg.BrokerName, reg.Topics)
+		res.TopicsApplied = true
+	}
+	if reg.ID != MasterID {
+		if m, ok := g.addrs[MasterID]; ok {
+			res.MasterAddr = m
+			if ml := r.live[m]; ml != nil {
+				res.MasterHAAddr = ml.HAAddr
+			}
+		}
+	}
+	return res, nil
+}
+
+func validateRegistration(reg *Registration) error {
+	switch {
+	case reg.Cluster == "":
+		return wire.Errorf(pb.Code_INVALID_PARAMETER, "cluster is empty")
+	case reg.BrokerName == "":
+		return wire.Errorf(pb.Code_INVALID_PARAMETER, "broker name is empty")
+	case reg.ID < 0:
+		return wire.Errorf(pb.Code_INVALID_PARAMETER, "broker id %d is negative", reg.ID)
+	case reg.Timeout < 0:
+		return wire.Errorf(pb.Code_INVALID_PARAMETER, "heartbeat timeout %v is negative", reg.Timeout)
+	}
+	if err := checkAddr("broker address", reg.Addr); err != nil {
+		return err
+	}
+	seen := make(map[string]bool, len(reg.Topics))
+	for _, t := range reg.Topics {
+		if err := message.ValidateTopic(t.Name); err != nil {
+			return wire.Errorf(pb.Code_ILLEGAL_TOPIC, "%v", err)
+		}
+		if seen[t.Name] {
+			return wire.Errorf(pb.Code_INVALID_PARAMETER, "topic %q registered twice", t.Name)
+		}
+		seen[t.Name] = true
+		if t.ReadQueues < 0 || t.WriteQueues < 0 {
+			return wire.Errorf(pb.Code_INVALID_PARAMETER, "topic %q: negative queue count", t.Name)
+		}
+	}
+	return nil
+}
+
+func checkAddr(what, addr string) error {
+	if addr == "" {
+		return wire.Errorf(pb.Code_INVALID_PARAMETER, "%s is empty", what)
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return wire.Errorf(pb.Code_INVALID_PARAMETER, "%s %q is not host:port", what, addr)
+	}
+	return nil
+}
+
+// groupLocked returns the group, creating it (and its cluster entry).
+func (r *Routes) groupLocked(cluster, name string) *brokerGroup {
+	g := r.groups[name]
+	if g == nil {
+		g = &brokerGroup{cluster: cluster, name: name, addrs: make(map[int64]string)}
+		r.groups[name] = g
+	}
+	set := r.clusters[cluster]
+	if set == nil {
+		set = make(map[string]struct{})
+		r.clusters[cluster] = set
+	}
+	set[name] = struct{}{}
+	return g
+}
+
+// applyTopicsLocked makes topics the complete list of the group's queue
+// data: a master's registration carries its whole topic table, so a topic it
+// no longer lists loses the group.
+func (r *Routes) applyTopicsLocked(name string, topics []TopicConfig) {
+	keep := make(map[string]bool, len(topics))
+	for _, t := range topics {
+		keep[t.Name] = true
+		m := r.topics[t.Name]
+		if m == nil {
+			m = make(map[string]QueueData)
+			r.topics[t.Name] = m
+		}
+		m[name] = QueueData{BrokerName: name, ReadQueues: t.ReadQueues, WriteQueues: t.WriteQueues, Perm: t.Perm, SysFlag: t.SysFlag}
+	}
+	for topic, m := range r.topics {
+		if _, ok := m[name]; ok && !keep[topic] {
+			r.dropQueuesLocked(topic, m, name)
+		}
+	}
+}
+
+// dropQueuesLocked removes a group's queues of a topic, and the topic when
+// no group serves it any more.
+func (r *Routes) dropQueuesLocked(topic string, m map[string]QueueData, name string) {
+	delete(m, name)
+	if len(m) == 0 {
+		delete(r.topics, topic)
+	}
+}
+
+// removeAddrLocked removes a registered address; a group left without
+// addresses goes, with its queue data and, if it was the last, its cluster.
+func (r *Routes) removeAddrLocked(addr string) (LiveBroker, bool) {
+	lb, ok := r.live[addr]
+	if !ok {
+		return LiveBroker{}, false
+	}
+	delete(r.live, addr)
+	g := r.groups[lb.BrokerName]
+	if g == nil {
+		return *lb, true
+	}
+	for id, a := range g.addrs {
+		if a == addr {
+			delete(g.addrs, id)
+		}
+	}
+	if len(g.addrs) > 0 {
+		return *lb, true
+	}
+	delete(r.groups, g.name)
+	if set := r.clusters[g.cluster]; set != nil {
+		delete(set, g.name)
+		if len(set) == 0 {
+			delete(r.clusters, g.cluster)
+		}
+	}
+	for topic, m := range r.topics {
+		if _, ok := m[g.name]; ok {
+			r.dropQueuesLocked(topic, m, g.name)
+		}
+	}
+	return *lb, true
+}
+
+// Unregister removes the broker at addr, as a broker does on a clean stop.
+// It reports whether anything was removed: unregistering an unknown
+// address, or one that now belongs to another group, changes nothing.
+func (r *Routes) Unregister(cluster, brokerName, addr string, id int64) (bool, error) {
+	switch {
+	case cluster == "":
+		return false, wire.Errorf(pb.Code_INVALID_PARAMETER, "cluster is empty")
+	case brokerName == "":
+		return false, wire.Errorf(pb.Code_INVALID_PARAMETER, "broker name is empty")
+	case id < 0:
+		return false, wire.Errorf(pb.Code_INVALID_PARAMETER, "broker id %d is negative", id)
+	}
+	if err := checkAddr("broker address", addr); err != nil {
+		return false, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	lb := r.live[addr]
+	if lb == nil || lb.BrokerName != brokerName || lb.Cluster != cluster {
+		return false, nil
+	}
+	_, ok := r.removeAddrLocked(addr)
+	return ok, nil
+}
+
+// Sweep evicts every broker whose last registration is older than its
+// timeout at time now, and returns them sorted by address.
+func (r *Routes) Sweep(now time.Time) []LiveBroker {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []LiveBroker
+	for addr, lb := range r.live {
+		if now.Sub(lb.LastUpdate) > lb.Timeout {
+			if gone, ok := r.removeAddrLocked(addr); ok {
+				out = append(out, gone)
+			}
+		}
+	}
+	sortLive(out)
+	return out
+}
+
+// RemoveByGossipAddr removes every broker registered with the given gossip
+// address, when membership reports that node gone, and returns them. A
+// broker that registered no gossip address is matched by its service
+// address instead, when serviceAddr is not empty.
+func (r *Routes) RemoveByGossipAddr(gossipAddr, serviceAddr string) []LiveBroker {
+	if gossipAddr == "" && serviceAddr == "" {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []LiveBroker
+	for addr, lb := range r.live {
+		match := lb.GossipAddr != "" && lb.GossipAddr == gossipAddr
+		if lb.GossipAddr == "" && serviceAddr != "" && addr == serviceAddr {
+			match = true
+		}
+		if match {
+			if gone, ok := r.removeAddrLocked(addr); ok {
+				out = append(out, gone)
+			}
+		}
+	}
+	sortLive(out)
+	return out
+}
+
+// Route returns a topic's route; TOPIC_NOT_EXIST when no group serves it.
+func (r *Routes) Route(topic string) (Route, error) {
+	if err := message.ValidateTopic(topic); err != nil {
+		return Route{}, wire.Errorf(pb.Code_ILLEGAL_TOPIC, "%v", err)
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	m := r.topics[topic]
+	if len(m) == 0 {
+		return Route{}, wire.Errorf(pb.Code_TOPIC_NOT_EXIST, "topic %q not exist", topic)
+	}
+	var rt Route
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		rt.Queues = append(rt.Queues, m[name])
+		if g := r.groups[name]; g != nil {
+			rt.Brokers = append(rt.Brokers, g.data())
+		}
+	}
+	return rt, nil
+}
+
+func (g *brokerGroup) data() BrokerData {
+	return BrokerData{Cluster: g.cluster, BrokerName: g.name, Addrs: maps.Clone(g.addrs)}
+}
+
+// Topics returns every topic some group serves, sorted.
+func (r *Routes) Topics() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Sorted(maps.Keys(r.topics))
+}
+
+// ClusterInfo returns a copy of the broker side of the table.
+func (r *Routes) ClusterInfo() ClusterInfo {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	ci := ClusterInfo{
+		Brokers:  make(map[string]BrokerData, len(r.groups)),
+		Clusters: make(map[string][]string, len(r.clusters)),
+		Live:     make([]LiveBroker, 0, len(r.live)),
+	}
+	for name, g := range r.groups {
+		ci.Brokers[name] = g.data()
+	}
+	for c, set := range r.clusters {
+		ci.Clusters[c] = slices.Sorted(maps.Keys(set))
+	}
+	for _, lb := range r.live {
+		ci.Live = append(ci.Live, *lb)
+	}
+	sortLive(ci.Live)
+	return ci
+}
+
+// DeleteTopic removes a topic's queue data: of every group, or of the
+// groups of one cluster. TOPIC_NOT_EXIST when there was nothing to remove.
+// A master that still has the topic brings it back when its topic table
+// next changes; deleting it on the brokers is the admin's job.
+func (r *Routes) DeleteTopic(topic, cluster string) error {
+	if err := message.ValidateTopic(topic); err != nil {
+		return wire.Errorf(pb.Code_ILLEGAL_TOPIC, "%v", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.topics[topic]
+	if len(m) == 0 {
+		return wire.Errorf(pb.Code_TOPIC_NOT_EXIST, "topic %q not exist", topic)
+	}
+	if cluster == "" {
+		delete(r.topics, topic)
+		return nil
+	}
+	removed := 0
+	for name := range m {
+		if g := r.groups[name]; g != nil && g.cluster == cluster {
+			r.dropQueuesLocked(topic, m, name)
+			removed++
+		}
+	}
+	if removed == 0 {
+		return wire.Errorf(pb.Code_TOPIC_NOT_EXIST, "topic %q not served by cluster %q", topic, cluster)
+	}
+	return nil
+}
+
+// Live returns the live entry of a broker address.
+func (r *Routes) Live(addr string) (LiveBroker, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	lb, ok := r.live[addr]
+	if !ok {
+		return LiveBroker{}, false
+	}
+	return *lb, true
+}
+
+func sortLive(l []LiveBroker) {
+	sort.Slice(l, func(i, j int) bool { return l[i].Addr < l[j].Addr })
+}

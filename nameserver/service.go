@@ -1,0 +1,140 @@
+package nameserver
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/bolide-mq/bolide/internal/wire"
+	pb "github.com/bolide-mq/bolide/proto/bolidev1"
+)
+
+// service is the gRPC front end of the route table. Errors travel in the
+// response's Status (wire codes); the gRPC call itself succeeds.
+type service struct {
+	pb.UnimplementedNameServerServer
+	s *Server
+}
+
+func (v *service) RegisterBroker(_ context.Context, req *pb.RegisterBrokerRequest) (*pb.RegisterBrokerResponse, error) {
+	resp := &pb.RegisterBrokerResponse{GossipAddr: v.s.GossipAddr()}
+	res, err := v.s.routes.Register(registrationFromProto(req), time.Now())
+	resp.Status = wire.Status(err)
+	if err != nil {
+		v.s.lg.Warn("register broker rejected", zap.String("broker_name", req.BrokerName),
+			zap.String("broker_addr", req.BrokerAddr), zap.Error(err))
+		return resp, nil
+	}
+	fields := []zap.Field{
+		zap.String("cluster", req.Cluster), zap.String("broker_name", req.BrokerName),
+		zap.Int64("broker_id", req.BrokerId), zap.String("broker_addr", req.BrokerAddr),
+		zap.String("gossip_addr", req.GossipAddr), zap.Int("topics", len(req.Topics)),
+	}
+	switch {
+	case res.New:
+		v.s.lg.Info("broker registered", fields...)
+	case res.TopicsApplied:
+		v.s.lg.Info("broker topics updated", fields...)
+	default:
+		v.s.lg.Debug("broker heartbeat", fields...)
+	}
+	if res.Displaced != "" {
+		v.s.lg.Warn("broker id taken over by another address", append(fields, zap.String("displaced", res.Displaced))...)
+	}
+	v.s.ensureMember(req.GossipAddr)
+	resp.MasterAddr = res.MasterAddr
+	resp.MasterHaAddr = res.MasterHAAddr
+	return resp, nil
+}
+
+func registrationFromProto(req *pb.RegisterBrokerRequest) Registration {
+	reg := Registration{
+		Cluster:    req.Cluster,
+		BrokerName: req.BrokerName,
+		Addr:       req.BrokerAddr,
+		ID:         req.BrokerId,
+		HAAddr:     req.HaAddr,
+		AdminAddr:  req.AdminAddr,
+		Version:    req.Version,
+		GossipAddr: req.GossipAddr,
+		Timeout:    time.Duration(req.HeartbeatTimeoutMs) * time.Millisecond,
+	}
+	if dv := req.DataVersion; dv != nil {
+		reg.DataVersion = &DataVersion{Timestamp: dv.Timestamp, Counter: dv.Counter}
+	}
+	reg.Topics = make([]TopicConfig, 0, len(req.Topics))
+	for _, t := range req.Topics {
+		reg.Topics = append(reg.Topics, TopicConfig{
+			Name: t.Name, ReadQueues: t.ReadQueueNums, WriteQueues: t.WriteQueueNums,
+			Perm: t.Perm, SysFlag: t.TopicSysFlag,
+		})
+	}
+	return reg
+}
+
+func (v *service) UnregisterBroker(_ context.Context, req *pb.UnregisterBrokerRequest) (*pb.UnregisterBrokerResponse, error) {
+	removed, err := v.s.routes.Unregister(req.Cluster, req.BrokerName, req.BrokerAddr, req.BrokerId)
+	if err == nil {
+		v.s.lg.Info("broker unregistered", zap.String("cluster", req.Cluster), zap.String("broker_name", req.BrokerName),
+			zap.Int64("broker_id", req.BrokerId), zap.String("broker_addr", req.BrokerAddr), zap.Bool("was_registered", removed))
+	}
+	return &pb.UnregisterBrokerResponse{Status: wire.Status(err)}, nil
+}
+
+func (v *service) GetRoute(_ context.Context, req *pb.GetRouteRequest) (*pb.GetRouteResponse, error) {
+	rt, err := v.s.routes.Route(req.Topic)
+	if err != nil {
+		return &pb.GetRouteResponse{Status: wire.Status(err)}, nil
+	}
+	out := &pb.TopicRoute{}
+	for _, q := range rt.Queues {
+		out.QueueDatas = append(out.QueueDatas, &pb.QueueData{
+			BrokerName: q.BrokerName, ReadQueueNums: q.ReadQueues, WriteQueueNums: q.WriteQueues,
+			Perm: q.Perm, TopicSysFlag: q.SysFlag,
+		})
+	}
+	for _, b := range rt.Brokers {
+		out.BrokerDatas = append(out.BrokerDatas, brokerDataToProto(b))
+	}
+	return &pb.GetRouteResponse{Status: wire.Status(nil), Route: out}, nil
+}
+
+func brokerDataToProto(b BrokerData) *pb.BrokerData {
+	return &pb.BrokerData{Cluster: b.Cluster, BrokerName: b.BrokerName, BrokerAddrs: b.Addrs}
+}
+
+func (v *service) GetClusterInfo(context.Context, *pb.GetClusterInfoRequest) (*pb.GetClusterInfoResponse, error) {
+	ci := v.s.routes.ClusterInfo()
+	resp := &pb.GetClusterInfoResponse{
+		Status:   wire.Status(nil),
+		Brokers:  make(map[string]*pb.BrokerData, len(ci.Brokers)),
+		Clusters: make(map[string]*pb.ClusterBrokers, len(ci.Clusters)),
+	}
+	for name, b := range ci.Brokers {
+		resp.Brokers[name] = brokerDataToProto(b)
+	}
+	for c, names := range ci.Clusters {
+		resp.Clusters[c] = &pb.ClusterBrokers{BrokerNames: names}
+	}
+	for _, lb := range ci.Live {
+		resp.Live = append(resp.Live, &pb.BrokerLiveInfo{
+			Cluster: lb.Cluster, BrokerName: lb.BrokerName, BrokerId: lb.ID, BrokerAddr: lb.Addr,
+			HaAddr: lb.HAAddr, AdminAddr: lb.AdminAddr, Version: lb.Version,
+			LastUpdateMs: lb.LastUpdate.UnixMilli(), TopicCount: int32(lb.TopicCount),
+		})
+	}
+	return resp, nil
+}
+
+func (v *service) ListTopics(context.Context, *pb.ListTopicsRequest) (*pb.ListTopicsResponse, error) {
+	return &pb.ListTopicsResponse{Status: wire.Status(nil), Topics: v.s.routes.Topics()}, nil
+}
+
+func (v *service) DeleteTopic(_ context.Context, req *pb.DeleteTopicRequest) (*pb.DeleteTopicResponse, error) {
+	err := v.s.routes.DeleteTopic(req.Topic, req.Cluster)
+	if err == nil {
+		v.s.lg.Info("topic deleted from routes", zap.String("topic", req.Topic), zap.String("cluster", req.Cluster))
+	}
+	return &pb.DeleteTopicResponse{Status: wire.Status(err)}, nil
+}
