@@ -62,8 +62,9 @@ proto:
 	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install -y protobuf-compiler"; exit 1; }
 	$(GO) build -o $(BIN)/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go
 	$(GO) build -o $(BIN)/protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc
+	@tmp=$$(mktemp -d) && \
 	protoc -I proto --plugin=$(BIN)/protoc-gen-go --plugin=$(BIN)/protoc-gen-go-grpc \
-	  --go_out=proto --go_opt=paths=source_relative \
-	  --go-grpc_out=proto --go-grpc_opt=paths=source_relative \
-	  proto/bolide/v1/*.proto
-	rm -rf proto/bolidev1 && mkdir -p proto/bolidev1 && mv proto/bolide/v1/*.pb.go proto/bolidev1/
+	  --go_out=$$tmp --go_opt=paths=source_relative \
+	  --go-grpc_out=$$tmp --go-grpc_opt=paths=source_relative \
+	  proto/bolide/v1/*.proto && \
+	mkdir -p proto/bolidev1 && cp $$tmp/bolide/v1/*.pb.go proto/bolidev1/ && rm -rf $$tmp

@@ -137,6 +137,11 @@ func (b *Broker) Start() error {
 			}
 		}()
 		go b.housekeeping()
+		for _, start := range []func() error{b.startReplication, b.startTransactions, b.startDelay} {
+			if err = start(); err != nil {
+				return
+			}
+		}
 		err = b.reg.start()
 		b.log.Info("broker started", zap.String("addr", b.addr), zap.String("cluster", b.opts.Cluster),
 			zap.Strings("nameServers", b.opts.NameServers))
@@ -191,6 +196,11 @@ func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		var errs []error
 		b.reg.stop()
+		for _, stop := range []func() error{b.stopDelay, b.stopTransactions, b.stopReplication} {
+			if err := stop(); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		if err := b.stopGossip(); err != nil {
 			errs = append(errs, err)
 		}

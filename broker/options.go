@@ -61,6 +61,10 @@ type Options struct {
 	LockExpiry   time.Duration
 	// Version is reported to NameServers and tools.
 	Version string
+	// Delay, Transaction and Replication configure those features.
+	Delay       DelayOptions
+	Transaction TransactionOptions
+	Replication ReplicationOptions
 }
 
 // DefaultOptions returns the defaults for a broker storing under dir.
@@ -87,6 +91,9 @@ func DefaultOptions(dir string) Options {
 		ClientExpiry:          120 * time.Second,
 		LockExpiry:            60 * time.Second,
 		Version:               "dev",
+		Delay:                 defaultDelayOptions(),
+		Transaction:           defaultTransactionOptions(),
+		Replication:           defaultReplicationOptions(),
 	}
 }
 
@@ -122,6 +129,11 @@ func (o *Options) Validate() error {
 	}
 	if o.OffsetPersistInterval <= 0 || o.ClientExpiry <= 0 || o.LockExpiry <= 0 {
 		errs = append(errs, errors.New("broker: offset persist interval, client expiry and lock expiry must be positive"))
+	}
+	for _, err := range []error{o.Delay.validate(), o.Transaction.validate(), o.Replication.validate()} {
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -111,10 +111,21 @@ func (b *Broker) Send(ctx context.Context, msgs []*message.Ext) ([]store.PutResu
 		if _, err := b.checkMessage(m); err != nil {
 			return nil, err
 		}
-		m.SysFlag &^= message.SysFlagTransPrepared | message.SysFlagTransRollback
+	}
+	if err := b.rewriteTransactional(msgs); err != nil {
+		return nil, err
+	}
+	if err := b.rewriteDelayed(msgs); err != nil {
+		return nil, err
 	}
 	res, err := b.store.PutBatch(ctx, msgs, make([]store.PutResult, 0, len(msgs)))
-	return res, storeError(err)
+	if err != nil {
+		return res, storeError(err)
+	}
+	if err := b.waitReplicated(ctx, res); err != nil {
+		return res, err
+	}
+	return res, nil
 }
 
 // PullRequest is a protocol-independent pull.
