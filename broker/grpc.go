@@ -51,6 +51,7 @@ const maxStreamInflight = 1024
 
 // SendStream handles pipelined sends: each request is stored concurrently
 // (they meet in the CommitLog's group commit) and answered as it completes.
+// The stream ends when the client closes it or the broker stops.
 func (s *grpcServer) SendStream(stream pb.Broker_SendStreamServer) error {
 	ctx := stream.Context()
 	var sendMu sync.Mutex
@@ -58,13 +59,34 @@ func (s *grpcServer) SendStream(stream pb.Broker_SendStreamServer) error {
 	sem := make(chan struct{}, maxStreamInflight)
 	var sendErr error
 	defer wg.Wait()
+	reqs := make(chan *pb.SendRequest)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-ctx.Done():
+				recvErr <- ctx.Err()
+				return
+			}
+		}
+	}()
 	for {
-		req, err := stream.Recv()
-		if err != nil {
+		var req *pb.SendRequest
+		select {
+		case req = <-reqs:
+		case err := <-recvErr:
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			return err
+		case <-s.b.ctx.Done():
+			return wire.Errorf(pb.Code_SHUTTING_DOWN, "broker %s is stopping", s.b.opts.BrokerName)
 		}
 		select {
 		case sem <- struct{}{}:

@@ -66,6 +66,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if opts.Logs {
 		c.log = zaptest.NewLogger(t)
 	}
+	// The data root is made before Stop is registered, so cleanups (run
+	// last-registered first) stop the daemons before their files go.
+	root := t.TempDir()
 	t.Cleanup(c.Stop)
 	for i := 0; i < opts.NameServers; i++ {
 		o := nameserver.DefaultOptions()
@@ -90,8 +93,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 		c.NameServers = append(c.NameServers, ns)
 	}
 	for i := 0; i < opts.BrokerGroups; i++ {
-		bo := broker.DefaultOptions(t.TempDir())
-		bo.BrokerName = fmt.Sprintf("broker-%c", 'a'+i)
+		name := fmt.Sprintf("broker-%c", 'a'+i)
+		bo := broker.DefaultOptions(filepath.Join(root, name))
+		bo.BrokerName = name
 		bo.ListenAddr = "127.0.0.1:0"
 		bo.NameServers = c.NameServerAddrs()
 		bo.RegisterInterval = opts.RegisterInterval

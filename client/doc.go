@@ -1,0 +1,46 @@
+// Package client is Bolide's Go SDK: a Producer, a PushConsumer, a lite
+// PullConsumer and an Admin, speaking the gRPC protocol of proto/bolidev1 to
+// NameServers and brokers.
+//
+// Every client follows one lifecycle: New… with functional options (nothing
+// is dialled yet), Start(ctx) (Producer, consumers), the blocking calls —
+// each takes a context.Context first — and Close, which stops and waits for
+// every goroutine the client started.
+//
+// # Routes
+//
+// Clients learn where a topic lives from the NameServers given with
+// WithNameServers (tried in turn until one answers). Routes are cached per
+// topic, refreshed every WithRouteRefreshInterval (30 s) and again at once
+// after a send or pull error. Brokers are reached over one gRPC connection
+// per address, shared by everything the client does.
+//
+// # Sending
+//
+// Producer.Send multiplexes concurrent sends over one Broker.SendStream per
+// broker, so throughput is not bounded by unary calls. Queues are picked
+// round-robin across brokers; a broker that failed or answered slowly is
+// avoided for a while (RocketMQ's latency fault tolerance), and a retryable
+// failure is retried on another broker (WithSendRetries, default 2). Ordered
+// sends (WithShardingKey, WithQueueSelector, WithQueue) always use the
+// queue they select and are never retried elsewhere.
+//
+// # Consuming
+//
+// Consumers of one group share the topic's queues (Clustering, the default:
+// queues are allocated by an AllocateStrategy, average by default, and
+// re-allocated when members join or leave) or each take all of them
+// (Broadcasting). Clustering offsets are committed to the brokers,
+// broadcasting offsets to a JSON file on the client. PushConsumer pulls with
+// long polling and calls a ConcurrentListener from a worker pool, or an
+// OrderlyListener one queue at a time while holding the queue's broker-side
+// lock. PullConsumer hands messages to Poll and commits what Poll returned.
+//
+// # Errors
+//
+// Errors that come from a broker or NameServer carry a wire code and match
+// the sentinels of this package with errors.Is (ErrTopicNotExist,
+// ErrMessageTooLarge, ...). Local validation failures use the same codes,
+// so a bad message is rejected with the error the broker would have given,
+// without a round trip.
+package client

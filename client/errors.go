@@ -1,0 +1,125 @@
+package client
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/bolide-mq/bolide/internal/wire"
+	pb "github.com/bolide-mq/bolide/proto/bolidev1"
+)
+
+// Coded errors. A failure reported by a broker or NameServer, or found by
+// the client's own validation, matches one of these with errors.Is.
+var (
+	ErrSystem              = wire.ErrSystem
+	ErrBusy                = wire.ErrBusy
+	ErrNotSupported        = wire.ErrNotSupported
+	ErrFlushDiskTimeout    = wire.ErrFlushDiskTimeout
+	ErrSlaveNotAvailable   = wire.ErrSlaveNotAvailable
+	ErrFlushSlaveTimeout   = wire.ErrFlushSlaveTimeout
+	ErrMessageIllegal      = wire.ErrMessageIllegal
+	ErrServiceNotAvailable = wire.ErrServiceNotAvailable
+	ErrNoPermission        = wire.ErrNoPermission
+	ErrTopicNotExist       = wire.ErrTopicNotExist
+	ErrTopicExists         = wire.ErrTopicExists
+	ErrQueryNotFound       = wire.ErrQueryNotFound
+	ErrSubscriptionParse   = wire.ErrSubscriptionParse
+	ErrGroupNotExist       = wire.ErrGroupNotExist
+	ErrInvalidParameter    = wire.ErrInvalidParameter
+	ErrBrokerNotExist      = wire.ErrBrokerNotExist
+	ErrMessageTooLarge     = wire.ErrMessageTooLarge
+	ErrIllegalTopic        = wire.ErrIllegalTopic
+	ErrIllegalGroup        = wire.ErrIllegalGroup
+	ErrPropertiesTooLarge  = wire.ErrPropertiesTooLarge
+	ErrDiskFull            = wire.ErrDiskFull
+	ErrNotMaster           = wire.ErrNotMaster
+	ErrInSyncReplicas      = wire.ErrInSyncReplicasLacking
+	ErrShuttingDown        = wire.ErrShuttingDown
+	ErrTimeout             = wire.ErrTimeout
+	ErrLockNotHeld         = wire.ErrLockNotHeld
+)
+
+// Client-side errors.
+var (
+	// ErrNoRoute: no NameServer knows a route for the topic, or the route
+	// has no queue usable for the operation. When the NameServer said the
+	// topic does not exist the error also matches ErrTopicNotExist.
+	ErrNoRoute = errors.New("no route for topic")
+	// ErrClosed is returned by calls on a closed client.
+	ErrClosed = errors.New("client closed")
+	// ErrNotStarted is returned by calls that need Start first.
+	ErrNotStarted = errors.New("client not started")
+	// ErrAlreadyStarted is returned by a second Start.
+	ErrAlreadyStarted = errors.New("client already started")
+	// ErrNoNameServer: no NameServer answered.
+	ErrNoNameServer = errors.New("no NameServer available")
+)
+
+// codeErr builds a coded error; it matches the sentinel of its code.
+func codeErr(code pb.Code, format string, args ...any) error {
+	return wire.Errorf(code, format, args...)
+}
+
+// isCoded reports whether err carries a wire code (a broker's or
+// NameServer's answer, as opposed to a transport failure).
+func isCoded(err error) bool {
+	var we *wire.Error
+	return errors.As(err, &we)
+}
+
+// isTransport reports whether err is a failure to reach the peer or a
+// broken stream, as opposed to an answer. Context errors of the caller are
+// not transport errors: check the caller's context first.
+func isTransport(err error) bool {
+	if err == nil || isCoded(err) {
+		return false
+	}
+	// A stream that broke while a request waited on it, or an attempt
+	// that ran out of its own time.
+	var se *streamError
+	if errors.As(err, &se) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	switch st.Code() {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Aborted,
+		codes.Internal, codes.Unknown:
+		return true
+	}
+	return false
+}
+
+// retryableSend reports whether a failed send may be retried on another
+// broker: the message was certainly or probably not stored, and another
+// broker may accept it.
+func retryableSend(err error) bool {
+	if isTransport(err) {
+		return true
+	}
+	switch wire.CodeOf(err) {
+	case pb.Code_SYSTEM_BUSY, pb.Code_SERVICE_NOT_AVAILABLE, pb.Code_SYSTEM_ERROR,
+		pb.Code_NOT_MASTER, pb.Code_DISK_FULL, pb.Code_TOPIC_NOT_EXIST,
+		pb.Code_NO_PERMISSION, pb.Code_SHUTTING_DOWN:
+		return isCoded(err)
+	}
+	return false
+}
+
+// streamError reports a send stream that broke while a request waited on
+// it.
+type streamError struct {
+	addr string
+	err  error
+}
+
+func (e *streamError) Error() string {
+	return "send stream to " + e.addr + " broken: " + e.err.Error()
+}
+
+func (e *streamError) Unwrap() error { return e.err }

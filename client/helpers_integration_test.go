@@ -1,0 +1,189 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/bolide-mq/bolide/internal/cluster"
+)
+
+// Short intervals so that integration tests converge quickly.
+func fastOptions(ns []string) []Option {
+	return []Option{
+		WithNameServers(ns...),
+		WithRouteRefreshInterval(300 * time.Millisecond),
+		WithHeartbeatInterval(500 * time.Millisecond),
+		WithRebalanceInterval(time.Second),
+		WithCommitInterval(200 * time.Millisecond),
+		WithLongPollTimeout(3 * time.Second),
+		WithRetryDelay(200 * time.Millisecond),
+		WithSuspendDelay(100 * time.Millisecond),
+		WithLockInterval(time.Second),
+	}
+}
+
+type env struct {
+	t     *testing.T
+	c     *cluster.Cluster
+	ns    []string
+	admin *Admin
+}
+
+func startEnv(t *testing.T, nameServers, brokers int) *env {
+	t.Helper()
+	c := cluster.Start(t, cluster.Options{NameServers: nameServers, BrokerGroups: brokers})
+	// cluster.Start registers its Stop before the brokers' temporary
+	// directories, so they would be removed before the brokers persist on
+	// close; stopping (idempotently) here runs first.
+	t.Cleanup(c.Stop)
+	e := &env{t: t, c: c, ns: c.NameServerAddrs()}
+	a, err := NewAdmin(e.opts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	e.admin = a
+	return e
+}
+
+func (e *env) opts(extra ...Option) []Option {
+	o := fastOptions(e.ns)
+	if testing.Verbose() {
+		o = append(o, WithLogger(zaptest.NewLogger(e.t)))
+	}
+	return append(o, extra...)
+}
+
+func (e *env) topic(queues int) string {
+	e.t.Helper()
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(e.t.Name())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := e.admin.CreateTopic(ctx, TopicSpec{Name: name, Queues: queues}); err != nil {
+		e.t.Fatalf("create topic: %v", err)
+	}
+	return name
+}
+
+func (e *env) producer(extra ...Option) *Producer {
+	e.t.Helper()
+	p, err := NewProducer("pg", e.opts(extra...)...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func (e *env) push(group, topic, expr string, listener any, extra ...Option) *PushConsumer {
+	e.t.Helper()
+	c, err := NewPushConsumer(group, e.opts(extra...)...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := c.Subscribe(topic, expr, listener); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func (e *env) waitFor(d time.Duration, what string, cond func() error) {
+	e.t.Helper()
+	if err := cluster.Poll(d, cond); err != nil {
+		e.t.Fatalf("%s: not within %v: %v", what, d, err)
+	}
+}
+
+func (e *env) sendN(p *Producer, topic string, n int, mk func(i int) *Message) []*SendResult {
+	e.t.Helper()
+	out := make([]*SendResult, n)
+	for i := 0; i < n; i++ {
+		m := &Message{Topic: topic, Body: []byte(fmt.Sprintf("m%d", i))}
+		if mk != nil {
+			m = mk(i)
+		}
+		r, err := p.Send(context.Background(), m)
+		if err != nil {
+			e.t.Fatalf("send %d: %v", i, err)
+		}
+		out[i] = r
+	}
+	return out
+}
+
+// collector records consumed messages per consumer.
+type collector struct {
+	mu    sync.Mutex
+	seen  map[string]map[string]int // consumer → unique id → deliveries
+	total map[string]int            // unique id → deliveries over all consumers
+	msgs  []*MessageExt
+}
+
+func newCollector() *collector {
+	return &collector{seen: make(map[string]map[string]int), total: make(map[string]int)}
+}
+
+func (c *collector) listener(name string) ConcurrentListener {
+	return func(_ context.Context, msgs []*MessageExt) ConsumeResult {
+		c.add(name, msgs)
+		return ConsumeSuccess
+	}
+}
+
+func (c *collector) add(name string, msgs []*MessageExt) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen[name] == nil {
+		c.seen[name] = make(map[string]int)
+	}
+	for _, m := range msgs {
+		c.seen[name][m.UniqueID]++
+		c.total[m.UniqueID]++
+		c.msgs = append(c.msgs, m)
+	}
+}
+
+// distinct returns how many different messages were consumed.
+func (c *collector) distinct() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.total)
+}
+
+func (c *collector) count(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.seen[name])
+}
+
+// waitAll waits until every result was consumed at least once.
+func (c *collector) waitAll(e *env, d time.Duration, results []*SendResult) {
+	e.t.Helper()
+	e.waitFor(d, "all messages consumed", func() error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		missing := 0
+		for _, r := range results {
+			if c.total[r.UniqueID] == 0 {
+				missing++
+			}
+		}
+		if missing > 0 {
+			return fmt.Errorf("%d of %d missing", missing, len(results))
+		}
+		return nil
+	})
+}

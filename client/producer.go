@@ -1,0 +1,461 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/bolide-mq/bolide/internal/wire"
+	"github.com/bolide-mq/bolide/message"
+	pb "github.com/bolide-mq/bolide/proto/bolidev1"
+)
+
+// Client lifecycle states.
+const (
+	stateNew int32 = iota
+	stateStarted
+	stateClosed
+)
+
+// Producer sends messages. It is safe for concurrent use.
+type Producer struct {
+	b        *base
+	group    string
+	faults   *faultTracker
+	ids      *message.UniqueIDGenerator
+	bornHost string
+	rr       atomic.Uint64
+	state    atomic.Int32
+
+	muxMu sync.Mutex
+	muxes map[string]*sendMux
+
+	// asyncMu orders SendAsync's asyncWG.Add before Close's Wait.
+	asyncMu  sync.RWMutex
+	asyncWG  sync.WaitGroup
+	asyncSem chan struct{}
+	closed   bool
+}
+
+// NewProducer returns a producer of group. Nothing is contacted until
+// Start.
+func NewProducer(group string, opts ...Option) (*Producer, error) {
+	if err := message.ValidateGroup(group); err != nil {
+		return nil, codeErr(pb.Code_ILLEGAL_GROUP, "producer group: %v", err)
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	b := newBase(o, o.instanceName)
+	b.log = b.log.With(zap.String("producer_group", group))
+	ip := localAddr()
+	return &Producer{
+		b:        b,
+		group:    group,
+		faults:   newFaultTracker(o.faultIsolation),
+		ids:      message.NewUniqueIDGenerator(ip),
+		bornHost: netip.AddrPortFrom(ip, 0).String(),
+		muxes:    make(map[string]*sendMux),
+		asyncSem: make(chan struct{}, o.asyncSendsLimit),
+	}, nil
+}
+
+// ClientID returns the producer's client id.
+func (p *Producer) ClientID() string { return p.b.clientID }
+
+// Start starts the route refresher. Routes are fetched on first send.
+func (p *Producer) Start(ctx context.Context) error {
+	if !p.state.CompareAndSwap(stateNew, stateStarted) {
+		if p.state.Load() == stateClosed {
+			return ErrClosed
+		}
+		return ErrAlreadyStarted
+	}
+	p.b.startRouteRefresher()
+	p.b.log.Info("producer started", zap.Strings("name_servers", p.b.opts.nameServers))
+	return nil
+}
+
+// Close waits for the SendAsync callbacks in flight, then closes the
+// streams and connections. Sends still waiting fail.
+func (p *Producer) Close() error {
+	p.asyncMu.Lock()
+	if p.closed {
+		p.asyncMu.Unlock()
+		return nil
+	}
+	p.closed = true
+	p.asyncMu.Unlock()
+	p.asyncWG.Wait()
+	p.state.Store(stateClosed)
+	err := p.b.close()
+	p.b.log.Info("producer closed")
+	return err
+}
+
+func (p *Producer) checkState() error {
+	switch p.state.Load() {
+	case stateNew:
+		return ErrNotStarted
+	case stateClosed:
+		return ErrClosed
+	}
+	return nil
+}
+
+// SendOption modifies one send.
+type SendOption func(*sendOptions)
+
+type sendOptions struct {
+	shardingKey string
+	selector    QueueSelector
+	queue       *MessageQueue
+}
+
+// ordered reports whether the send must go to the queue it selects, with
+// no retry elsewhere.
+func (s *sendOptions) ordered() bool {
+	return s.shardingKey != "" || s.selector != nil || s.queue != nil
+}
+
+// WithShardingKey sends the message to the queue selected by a hash of key
+// (see HashQueueSelector), so that messages with the same key stay in
+// order. It overrides Message.ShardingKey.
+func WithShardingKey(key string) SendOption {
+	return func(s *sendOptions) { s.shardingKey = key }
+}
+
+// WithQueueSelector sends the message to the queue sel picks among the
+// topic's writable queues (sorted by broker name and queue id).
+func WithQueueSelector(sel QueueSelector) SendOption {
+	return func(s *sendOptions) { s.selector = sel }
+}
+
+// WithQueue sends the message to q.
+func WithQueue(q MessageQueue) SendOption {
+	return func(s *sendOptions) { s.queue = &q }
+}
+
+func buildSendOptions(msg *Message, opts []SendOption) *sendOptions {
+	s := &sendOptions{}
+	if msg != nil {
+		s.shardingKey = msg.ShardingKey
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(s)
+		}
+	}
+	return s
+}
+
+// Send sends one message and returns where it was stored. A retryable
+// failure is retried on another broker (WithSendRetries), except for
+// ordered sends.
+func (p *Producer) Send(ctx context.Context, msg *Message, opts ...SendOption) (*SendResult, error) {
+	if err := p.checkState(); err != nil {
+		return nil, err
+	}
+	so := buildSendOptions(msg, opts)
+	pm, err := p.toWire(msg, so.shardingKey)
+	if err != nil {
+		return nil, err
+	}
+	res, err := p.send(ctx, msg, []*pb.Message{pm}, so)
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
+}
+
+// SendBatch sends messages of one topic to one queue in one request. The
+// bodies together must not exceed the maximum body size.
+func (p *Producer) SendBatch(ctx context.Context, msgs []*Message, opts ...SendOption) ([]*SendResult, error) {
+	if err := p.checkState(); err != nil {
+		return nil, err
+	}
+	if len(msgs) == 0 {
+		return nil, codeErr(pb.Code_MESSAGE_ILLEGAL, "empty batch")
+	}
+	so := buildSendOptions(msgs[0], opts)
+	total := 0
+	pms := make([]*pb.Message, 0, len(msgs))
+	for i, m := range msgs {
+		if m == nil {
+			return nil, codeErr(pb.Code_MESSAGE_ILLEGAL, "batch message %d is nil", i)
+		}
+		if m.Topic != msgs[0].Topic {
+			return nil, codeErr(pb.Code_MESSAGE_ILLEGAL, "batch mixes topics %q and %q", msgs[0].Topic, m.Topic)
+		}
+		pm, err := p.toWire(m, so.shardingKey)
+		if err != nil {
+			return nil, fmt.Errorf("batch message %d: %w", i, err)
+		}
+		total += len(m.Body)
+		pms = append(pms, pm)
+	}
+	if total > p.b.opts.maxBodySize {
+		return nil, codeErr(pb.Code_MESSAGE_TOO_LARGE, "batch bodies total %d bytes, at most %d", total, p.b.opts.maxBodySize)
+	}
+	return p.send(ctx, msgs[0], pms, so)
+}
+
+// SendAsync sends one message in the background and calls callback exactly
+// once with the outcome, on another goroutine — except on a closed producer,
+// where it is called at once with ErrClosed. It returns at once unless
+// WithAsyncSendLimit sends are already in flight. Close waits for the
+// callbacks in flight.
+func (p *Producer) SendAsync(ctx context.Context, msg *Message, callback func(*SendResult, error), opts ...SendOption) {
+	if callback == nil {
+		callback = func(*SendResult, error) {}
+	}
+	p.asyncMu.RLock()
+	if p.closed {
+		p.asyncMu.RUnlock()
+		p.safeCallback(callback, nil, ErrClosed)
+		return
+	}
+	p.asyncWG.Add(1)
+	p.asyncMu.RUnlock()
+
+	var acquired bool
+	select {
+	case p.asyncSem <- struct{}{}:
+		acquired = true
+	case <-ctx.Done():
+	}
+	go func() {
+		defer p.asyncWG.Done()
+		if !acquired {
+			p.safeCallback(callback, nil, ctx.Err())
+			return
+		}
+		defer func() { <-p.asyncSem }()
+		res, err := p.Send(ctx, msg, opts...)
+		p.safeCallback(callback, res, err)
+	}()
+}
+
+func (p *Producer) safeCallback(cb func(*SendResult, error), res *SendResult, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.b.log.Error("SendAsync callback panicked", zap.Any("panic", r))
+		}
+	}()
+	cb(res, err)
+}
+
+// SendOneway writes one message to a broker without waiting for the
+// outcome and without retry.
+func (p *Producer) SendOneway(ctx context.Context, msg *Message, opts ...SendOption) error {
+	if err := p.checkState(); err != nil {
+		return err
+	}
+	so := buildSendOptions(msg, opts)
+	pm, err := p.toWire(msg, so.shardingKey)
+	if err != nil {
+		return err
+	}
+	ri, err := p.b.routes.get(ctx, msg.Topic)
+	if err != nil {
+		return err
+	}
+	q, err := p.selectQueue(ri, msg, so, "")
+	if err != nil {
+		return err
+	}
+	addr := ri.brokers[q.BrokerName].MasterAddr()
+	if addr == "" {
+		return codeErr(pb.Code_SERVICE_NOT_AVAILABLE, "broker %s has no master", q.BrokerName)
+	}
+	pm.QueueId = q.QueueID
+	m, err := p.mux(addr)
+	if err == nil {
+		_, err = m.do(ctx, &pb.SendRequest{ProducerGroup: p.group, Messages: []*pb.Message{pm}}, true)
+	}
+	if err != nil {
+		p.b.routes.markStale(msg.Topic)
+		return fmt.Errorf("send oneway to %s (%s): %w", q, addr, err)
+	}
+	return nil
+}
+
+// toWire validates a message and converts it, with a new unique id.
+func (p *Producer) toWire(m *Message, shardingKey string) (*pb.Message, error) {
+	if m == nil {
+		return nil, codeErr(pb.Code_MESSAGE_ILLEGAL, "nil message")
+	}
+	if err := message.ValidateTopic(m.Topic); err != nil {
+		return nil, codeErr(pb.Code_ILLEGAL_TOPIC, "%v", err)
+	}
+	if len(m.Body) == 0 {
+		return nil, codeErr(pb.Code_MESSAGE_ILLEGAL, "message body is empty")
+	}
+	if len(m.Body) > p.b.opts.maxBodySize {
+		return nil, codeErr(pb.Code_MESSAGE_TOO_LARGE, "message body is %d bytes, at most %d", len(m.Body), p.b.opts.maxBodySize)
+	}
+	for _, k := range m.Keys {
+		if k == "" || strings.Contains(k, message.KeySeparator) {
+			return nil, codeErr(pb.Code_MESSAGE_ILLEGAL, "message key %q is empty or contains a space", k)
+		}
+	}
+	props := wireProperties(m, shardingKey, p.ids.Next())
+	if err := message.ValidateProperties(props); err != nil {
+		return nil, codeErr(pb.Code_MESSAGE_ILLEGAL, "%v", err)
+	}
+	if n := len(message.EncodeProperties(props)); n > message.MaxPropertiesSize-32 {
+		return nil, codeErr(pb.Code_PROPERTIES_TOO_LARGE, "properties take %d bytes, at most %d", n, message.MaxPropertiesSize-32)
+	}
+	mm := message.Message{Topic: m.Topic, Body: m.Body, Properties: props}
+	return wire.MessageToProto(&mm, 0, time.Now().UnixMilli(), p.bornHost), nil
+}
+
+// selectQueue picks the queue of one attempt. avoid is the broker the
+// previous attempt failed on.
+func (p *Producer) selectQueue(ri *routeInfo, msg *Message, so *sendOptions, avoid string) (MessageQueue, error) {
+	switch {
+	case so.queue != nil:
+		q := *so.queue
+		q.Topic = msg.Topic
+		return q, nil
+	case so.selector != nil || so.shardingKey != "":
+		if len(ri.ordered) == 0 {
+			return MessageQueue{}, fmt.Errorf("%w %q: no writable queue", ErrNoRoute, msg.Topic)
+		}
+		sel := so.selector
+		m := msg
+		if sel == nil {
+			sel = HashQueueSelector
+			if msg.ShardingKey != so.shardingKey {
+				cp := *msg
+				cp.ShardingKey = so.shardingKey
+				m = &cp
+			}
+		}
+		return sel(append([]MessageQueue(nil), ri.ordered...), m), nil
+	}
+	if len(ri.publish) == 0 {
+		return MessageQueue{}, fmt.Errorf("%w %q: no writable queue", ErrNoRoute, msg.Topic)
+	}
+	var avail func(string) bool
+	if p.b.opts.faultTolerance {
+		avail = p.faults.available
+	}
+	return pickQueue(ri.publish, p.rr.Add(1)-1, avoid, avail), nil
+}
+
+// send runs the attempts of one send (one attempt for ordered sends).
+func (p *Producer) send(ctx context.Context, msg *Message, pms []*pb.Message, so *sendOptions) ([]*SendResult, error) {
+	attempts := 1 + p.b.opts.sendRetries
+	if so.ordered() {
+		attempts = 1
+	}
+	var lastErr error
+	avoid := ""
+	for i := 0; i < attempts; i++ {
+		if err := ctx.Err(); err != nil {
+			if lastErr != nil {
+				return nil, fmt.Errorf("send to topic %q: %w (after %w)", msg.Topic, err, lastErr)
+			}
+			return nil, err
+		}
+		ri, err := p.b.routes.get(ctx, msg.Topic)
+		if err != nil {
+			if lastErr != nil {
+				return nil, fmt.Errorf("%w (after %w)", err, lastErr)
+			}
+			return nil, err
+		}
+		q, err := p.selectQueue(ri, msg, so, avoid)
+		if err != nil {
+			return nil, err
+		}
+		res, err := p.sendToQueue(ctx, ri, q, pms)
+		if err == nil {
+			return res, nil
+		}
+		lastErr = fmt.Errorf("send to %s: %w", q, err)
+		if ctx.Err() != nil || !retryableSend(err) {
+			return nil, lastErr
+		}
+		p.b.routes.markStale(msg.Topic)
+		avoid = q.BrokerName
+		if i+1 < attempts {
+			p.b.log.Debug("send failed, retrying on another broker", zap.Stringer("queue", q), zap.Error(err))
+		}
+	}
+	return nil, lastErr
+}
+
+// sendToQueue makes one attempt.
+func (p *Producer) sendToQueue(ctx context.Context, ri *routeInfo, q MessageQueue, pms []*pb.Message) ([]*SendResult, error) {
+	addr := ri.brokers[q.BrokerName].MasterAddr()
+	if addr == "" {
+		if p.b.opts.faultTolerance {
+			p.faults.update(q.BrokerName, 0, true)
+		}
+		return nil, codeErr(pb.Code_SERVICE_NOT_AVAILABLE, "broker %s has no master", q.BrokerName)
+	}
+	for _, pm := range pms {
+		pm.QueueId = q.QueueID
+	}
+	actx, cancel := withTimeout(ctx, p.b.opts.sendTimeout)
+	defer cancel()
+	m, err := p.mux(addr)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	resp, err := m.do(actx, &pb.SendRequest{ProducerGroup: p.group, Messages: pms}, false)
+	if err == nil {
+		err = wire.FromStatus(resp.GetStatus())
+	}
+	if err == nil && len(resp.GetResults()) != len(pms) {
+		err = codeErr(pb.Code_SYSTEM_ERROR, "broker %s answered %d results for %d messages", addr, len(resp.GetResults()), len(pms))
+	}
+	if p.b.opts.faultTolerance && ctx.Err() == nil {
+		p.faults.update(q.BrokerName, time.Since(start), err != nil && retryableSend(err))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("broker %s: %w", addr, err)
+	}
+	brokerName := resp.GetBrokerName()
+	if brokerName == "" {
+		brokerName = q.BrokerName
+	}
+	out := make([]*SendResult, len(pms))
+	for i, r := range resp.GetResults() {
+		uid := r.GetUniqueId()
+		if uid == "" {
+			uid = pms[i].GetProperties()[message.PropertyUniqueKey]
+		}
+		out[i] = &SendResult{
+			MsgID: r.GetMsgId(), UniqueID: uid, BrokerName: brokerName,
+			QueueID: r.GetQueueId(), QueueOffset: r.GetQueueOffset(), CommitLogOffset: r.GetCommitLogOffset(),
+		}
+	}
+	return out, nil
+}
+
+// mux returns the send multiplexer of a broker address.
+func (p *Producer) mux(addr string) (*sendMux, error) {
+	p.muxMu.Lock()
+	defer p.muxMu.Unlock()
+	if m := p.muxes[addr]; m != nil {
+		return m, nil
+	}
+	c, err := p.b.broker(addr)
+	if err != nil {
+		return nil, err
+	}
+	m := &sendMux{addr: addr, client: c, parent: p.b.ctx, goRun: p.b.goRun, log: p.b.log}
+	p.muxes[addr] = m
+	return m, nil
+}

@@ -1,0 +1,207 @@
+package client
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bolide-mq/bolide/message"
+)
+
+// Message is what a producer sends.
+type Message struct {
+	Topic string
+	// Tag is one tag consumers can filter on (property TAGS).
+	Tag string
+	// Keys are indexed for lookup by key (property KEYS, joined by " ");
+	// a key must not contain a space.
+	Keys []string
+	Body []byte
+	// Properties are user properties; names used by the system (TAGS,
+	// KEYS, UNIQ_KEY, __SHARDINGKEY) are overwritten by the fields above.
+	Properties map[string]string
+	// ShardingKey routes ordered messages: messages with the same key go to
+	// the same queue (property __SHARDINGKEY).
+	ShardingKey string
+}
+
+// MessageExt is a consumed or looked-up message: the Message plus what the
+// producer and broker recorded about it.
+type MessageExt struct {
+	Message
+	// MsgID is the offset message id (store host + CommitLog offset).
+	MsgID string
+	// UniqueID is the producer-assigned id (UNIQ_KEY).
+	UniqueID        string
+	BrokerName      string
+	QueueID         int32
+	QueueOffset     int64
+	CommitLogOffset int64
+	BornTimestamp   time.Time
+	StoreTimestamp  time.Time
+	ReconsumeTimes  int32
+	// StoreHost and BornHost are "ip:port".
+	StoreHost string
+	BornHost  string
+	// StoreSize is the size of the stored record.
+	StoreSize int32
+}
+
+// Queue returns the queue the message was stored in.
+func (m *MessageExt) Queue() MessageQueue {
+	return MessageQueue{Topic: m.Topic, BrokerName: m.BrokerName, QueueID: m.QueueID}
+}
+
+// SendResult is where a message was stored.
+type SendResult struct {
+	// MsgID is the offset message id, UniqueID the producer's UNIQ_KEY.
+	MsgID           string
+	UniqueID        string
+	BrokerName      string
+	QueueID         int32
+	QueueOffset     int64
+	CommitLogOffset int64
+}
+
+// Queue returns the queue the message was stored in.
+func (r *SendResult) Queue(topic string) MessageQueue {
+	return MessageQueue{Topic: topic, BrokerName: r.BrokerName, QueueID: r.QueueID}
+}
+
+// MessageQueue is one queue of a topic on one broker group.
+type MessageQueue struct {
+	Topic      string
+	BrokerName string
+	QueueID    int32
+}
+
+// String formats the queue as topic@broker#id.
+func (q MessageQueue) String() string {
+	return fmt.Sprintf("%s@%s#%d", q.Topic, q.BrokerName, q.QueueID)
+}
+
+// lessQueue orders queues by topic, broker name and queue id.
+func lessQueue(a, b MessageQueue) bool {
+	if a.Topic != b.Topic {
+		return a.Topic < b.Topic
+	}
+	if a.BrokerName != b.BrokerName {
+		return a.BrokerName < b.BrokerName
+	}
+	return a.QueueID < b.QueueID
+}
+
+func compareQueue(a, b MessageQueue) int {
+	switch {
+	case lessQueue(a, b):
+		return -1
+	case lessQueue(b, a):
+		return 1
+	}
+	return 0
+}
+
+// Properties that have their own field in Message or MessageExt.
+var fieldProperties = []string{
+	message.PropertyTags, message.PropertyKeys, message.PropertyShardingKey, message.PropertyUniqueKey,
+}
+
+// extFromRecord decodes a stored record pulled from, or looked up on, the
+// broker group brokerName.
+func extFromRecord(rec []byte, brokerName string) (*MessageExt, error) {
+	e, err := message.Decode(rec)
+	if err != nil {
+		return nil, fmt.Errorf("decode record from %s: %w", brokerName, err)
+	}
+	return extFromDecoded(e, brokerName), nil
+}
+
+func extFromDecoded(e *message.Ext, brokerName string) *MessageExt {
+	props := e.Properties
+	m := &MessageExt{
+		Message: Message{
+			Topic:       e.Topic,
+			Tag:         props[message.PropertyTags],
+			Keys:        message.SplitKeys(props[message.PropertyKeys]),
+			Body:        e.Body,
+			ShardingKey: props[message.PropertyShardingKey],
+		},
+		UniqueID:        props[message.PropertyUniqueKey],
+		BrokerName:      brokerName,
+		QueueID:         e.QueueID,
+		QueueOffset:     e.QueueOffset,
+		CommitLogOffset: e.PhysicalOffset,
+		BornTimestamp:   time.UnixMilli(e.BornTimestamp),
+		StoreTimestamp:  time.UnixMilli(e.StoreTimestamp),
+		ReconsumeTimes:  e.ReconsumeTimes,
+		StoreSize:       e.StoreSize,
+	}
+	if e.StoreHost.IsValid() {
+		m.StoreHost = e.StoreHost.String()
+		m.MsgID = e.MsgID()
+	}
+	if e.BornHost.IsValid() {
+		m.BornHost = e.BornHost.String()
+	}
+	for k, v := range props {
+		if isFieldProperty(k) {
+			continue
+		}
+		if m.Properties == nil {
+			m.Properties = make(map[string]string, len(props))
+		}
+		m.Properties[k] = v
+	}
+	return m
+}
+
+func isFieldProperty(k string) bool {
+	for _, f := range fieldProperties {
+		if k == f {
+			return true
+		}
+	}
+	return false
+}
+
+// size is what the message counts for in flow control.
+func (m *MessageExt) size() int64 {
+	if m.StoreSize > 0 {
+		return int64(m.StoreSize)
+	}
+	return int64(len(m.Body))
+}
+
+// wireProperties builds the properties a message travels with: the user's,
+// then the fields that have their own property. It does not modify m.
+func wireProperties(m *Message, shardingKey, uniqueID string) map[string]string {
+	props := make(map[string]string, len(m.Properties)+4)
+	for k, v := range m.Properties {
+		props[k] = v
+	}
+	if m.Tag != "" {
+		props[message.PropertyTags] = m.Tag
+	} else {
+		delete(props, message.PropertyTags)
+	}
+	if len(m.Keys) > 0 {
+		props[message.PropertyKeys] = strings.Join(m.Keys, message.KeySeparator)
+	} else {
+		delete(props, message.PropertyKeys)
+	}
+	if shardingKey != "" {
+		props[message.PropertyShardingKey] = shardingKey
+	} else {
+		delete(props, message.PropertyShardingKey)
+	}
+	if uniqueID != "" {
+		props[message.PropertyUniqueKey] = uniqueID
+	}
+	return props
+}
+
+// sortQueues sorts queues by topic, broker name and queue id.
+func sortQueues(qs []MessageQueue) {
+	slices.SortFunc(qs, compareQueue)
+}
