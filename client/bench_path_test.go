@@ -3,9 +3,9 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
-	"slices"
 	"testing"
 	"time"
 
