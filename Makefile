@@ -5,7 +5,7 @@ FUZZTIME  ?= 10s
 BENCHTIME ?= 1s
 BIN       := bin
 
-.PHONY: all build test race lint fuzz bench bench-store disk-limits clean proto
+.PHONY: all build test race lint fuzz bench bench-store disk-limits clean proto run cluster-up cluster-down e2e
 
 all: lint test
 
@@ -52,6 +52,34 @@ bench-store:
 ## disk-limits: this machine's raw disk figures (dd, fio) for comparison
 disk-limits:
 	bash scripts/disk-limits.sh
+
+## run: build, then a NameServer and one broker on loopback in the foreground
+## (data in ./data); Ctrl-C stops both cleanly
+run: build
+	@scripts/run.sh
+
+## cluster-up / cluster-down: a local cluster of real processes (NameServer,
+## broker-a, broker-b) under CLUSTER_DIR (default ./data/cluster); see the
+## scripts for the ports and other settings
+cluster-up: build
+	@scripts/cluster-up.sh
+
+cluster-down:
+	@scripts/cluster-down.sh
+
+## e2e: the end-to-end suite: real binaries started by scripts/cluster-up.sh,
+## driven through bin/bolide only (test/e2e). The cluster lives in a fresh
+## directory under $$TMPDIR, stopped afterwards even if the test binary dies;
+## it is removed after a pass and kept (its logs) after a failure.
+E2E_TIMEOUT ?= 5m
+e2e:
+	@mkdir -p $(BIN) && $(GO) build -o $(BIN)/ ./cmd/...
+	@dir=$$(mktemp -d "$${TMPDIR:-/tmp}/bolide-e2e.XXXXXX"); \
+	BOLIDE_E2E_DIR=$$dir BOLIDE_BIN=$(CURDIR)/$(BIN) $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/; \
+	status=$$?; \
+	CLUSTER_DIR=$$dir/cluster scripts/cluster-down.sh >/dev/null 2>&1 || true; \
+	if [ $$status -eq 0 ]; then rm -rf "$$dir"; else echo "e2e failed: cluster logs in $$dir/cluster"; fi; \
+	exit $$status
 
 clean:
 	rm -rf $(BIN)

@@ -1,0 +1,484 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bolide-mq/bolide/client"
+	"github.com/bolide-mq/bolide/message"
+)
+
+func newBenchCmd(a *app) *cobra.Command {
+	return groupCmd("bench", "Measure the cluster: produce or consume throughput and latency",
+		`  bolide bench produce --topic bench --count 100000 --producers 4
+  bolide bench consume --topic bench`,
+		newBenchProduceCmd(a),
+		newBenchConsumeCmd(a),
+	)
+}
+
+// benchJSON is the one object bench prints with -o json.
+type benchJSON struct {
+	Bench      string      `json:"bench"`
+	Topic      string      `json:"topic"`
+	Group      string      `json:"group,omitempty"`
+	Clients    int         `json:"clients"`
+	Size       int         `json:"size,omitempty"`
+	Batch      int         `json:"batch,omitempty"`
+	Async      bool        `json:"async,omitempty"`
+	Messages   int64       `json:"messages"`
+	Bytes      int64       `json:"bytes"`
+	Errors     int64       `json:"errors"`
+	Seconds    float64     `json:"seconds"`
+	MsgsPerSec float64     `json:"msgsPerSec"`
+	MiBPerSec  float64     `json:"mibPerSec"`
+	Latency    latencyJSON `json:"latencyMs"`
+	// LatencyKind says what was timed: "ack" (send to acknowledgement,
+	// one per request) or "end-to-end" (born timestamp to receipt).
+	LatencyKind string `json:"latencyKind"`
+	FirstError  string `json:"firstError,omitempty"`
+}
+
+type benchProduceFlags struct {
+	topic     string
+	size      int
+	count     int
+	duration  time.Duration
+	producers int
+	batch     int
+	async     bool
+	inflight  int
+}
+
+func newBenchProduceCmd(a *app) *cobra.Command {
+	f := &benchProduceFlags{}
+	c := &cobra.Command{
+		Use:   "produce --topic TOPIC [--size B] [--count N | --duration D] [--producers N] [--batch N] [--async]",
+		Short: "Send messages as fast as possible and report throughput and ack latency",
+		Long: `Send --count messages (or for --duration) of --size bytes with --producers producers,
+each its own client, and report messages/s, MiB/s and the latency of acknowledgements
+(p50, p90, p99, p99.9: one per request, so one per batch with --batch). --batch N sends N
+messages per request (to one queue); --async keeps up to --inflight requests in flight per
+producer instead of one. Progress goes to stderr while it runs (not with -o json).`,
+		Example: `  bolide topic create bench --queues 8
+  bolide bench produce --topic bench --count 100000
+  bolide bench produce --topic bench --duration 30s --producers 4 --size 4096 --async
+  bolide bench produce --topic bench --count 1000000 --batch 32 -o json`,
+		Args: exactArgs(0, ""),
+		RunE: func(*cobra.Command, []string) error { return a.runBenchProduce(f) },
+	}
+	fs := c.Flags()
+	fs.StringVarP(&f.topic, "topic", "t", "", "topic to send to (required; create it first)")
+	fs.IntVar(&f.size, "size", 1024, "message body size in bytes")
+	fs.IntVarP(&f.count, "count", "c", 100000, "messages to send in all (ignored with --duration)")
+	fs.DurationVar(&f.duration, "duration", 0, "send for this long instead of --count messages")
+	fs.IntVar(&f.producers, "producers", 1, "concurrent producers (each its own client)")
+	fs.IntVar(&f.batch, "batch", 1, "messages per send request")
+	fs.BoolVar(&f.async, "async", false, "keep --inflight requests in flight per producer")
+	fs.IntVar(&f.inflight, "inflight", 256, "requests in flight per producer with --async")
+	_ = c.RegisterFlagCompletionFunc("topic", a.topicCompletion)
+	return c
+}
+
+func (a *app) runBenchProduce(f *benchProduceFlags) error {
+	switch {
+	case f.topic == "":
+		return usageErrorf("--topic is required")
+	case f.size < 1 || f.size > message.DefaultMaxBodySize:
+		return usageErrorf("--size must be in 1..%d", message.DefaultMaxBodySize)
+	case f.count < 1 && f.duration == 0:
+		return usageErrorf("--count must be positive")
+	case f.duration < 0:
+		return usageErrorf("--duration must not be negative")
+	case f.producers < 1 || f.batch < 1 || f.inflight < 1:
+		return usageErrorf("--producers, --batch and --inflight must be positive")
+	case f.batch*f.size > message.DefaultMaxBodySize:
+		return usageErrorf("--batch %d × --size %d exceeds the %d bytes a request may carry", f.batch, f.size, message.DefaultMaxBodySize)
+	}
+	if err := a.checkTopic(f.topic); err != nil {
+		return err
+	}
+	body := make([]byte, f.size)
+	for i := range body {
+		body[i] = 'a' + byte(i%26)
+	}
+	producers := make([]*client.Producer, f.producers)
+	for i := range producers {
+		p, err := client.NewProducer("bolide-bench", a.clientOptions()...)
+		if err != nil {
+			return err
+		}
+		if err := p.Start(a.ctx); err != nil {
+			return err
+		}
+		a.onClose(p.Close)
+		producers[i] = p
+	}
+
+	ctx := a.ctx
+	if f.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(a.ctx, f.duration)
+		defer cancel()
+	}
+	var (
+		remaining atomic.Int64 // messages not yet claimed (count mode)
+		acked     atomic.Int64
+		errs      atomic.Int64
+		errMu     sync.Mutex
+		firstErr  error
+	)
+	remaining.Store(int64(f.count))
+	claim := func() int {
+		if f.duration > 0 {
+			if ctx.Err() != nil {
+				return 0
+			}
+			return f.batch
+		}
+		left := remaining.Add(-int64(f.batch))
+		return int(min(int64(f.batch), max(0, left+int64(f.batch))))
+	}
+	fail := func(err error) {
+		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			return // the duration ended (or Ctrl-C) while the request was in flight
+		}
+		errs.Add(1)
+		errMu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		errMu.Unlock()
+	}
+	hists := make([]*histogram, f.producers)
+	histMu := make([]sync.Mutex, f.producers)
+	stopProgress := a.progress(func() string {
+		if f.duration > 0 {
+			return fmt.Sprintf("sent %d msgs", acked.Load())
+		}
+		return fmt.Sprintf("sent %d/%d msgs", acked.Load(), f.count)
+	}, acked.Load)
+
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i, p := range producers {
+		hists[i] = newHistogram()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h, mu := hists[i], &histMu[i]
+			sendOne := func(k int) {
+				t0 := time.Now()
+				var err error
+				if k == 1 {
+					_, err = p.Send(ctx, &client.Message{Topic: f.topic, Tag: "bench", Body: body})
+				} else {
+					msgs := make([]*client.Message, k)
+					for j := range msgs {
+						msgs[j] = &client.Message{Topic: f.topic, Tag: "bench", Body: body}
+					}
+					_, err = p.SendBatch(ctx, msgs)
+				}
+				lat := time.Since(t0)
+				if err != nil {
+					fail(err)
+					return
+				}
+				mu.Lock()
+				h.record(lat)
+				mu.Unlock()
+				acked.Add(int64(k))
+			}
+			if !f.async {
+				for k := claim(); k > 0; k = claim() {
+					sendOne(k)
+				}
+				return
+			}
+			// Asynchronous: up to --inflight requests at once, each timed
+			// from when it is sent (not from when it waited for a slot).
+			sem := make(chan struct{}, f.inflight)
+			var inner sync.WaitGroup
+			for k := claim(); k > 0; k = claim() {
+				sem <- struct{}{}
+				inner.Add(1)
+				go func() {
+					defer func() { <-sem; inner.Done() }()
+					sendOne(k)
+				}()
+			}
+			inner.Wait()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	stopProgress()
+	if a.ctx.Err() != nil {
+		a.handledInterrupt = true // report what was measured until Ctrl-C
+	}
+	h := newHistogram()
+	for _, x := range hists {
+		h.merge(x)
+	}
+	n := acked.Load()
+	out := benchJSON{Bench: "produce", Topic: f.topic, Clients: f.producers, Size: f.size, Batch: f.batch, Async: f.async,
+		Messages: n, Bytes: n * int64(f.size), Errors: errs.Load(), Seconds: elapsed.Seconds(),
+		Latency: h.summary(), LatencyKind: "ack"}
+	out.MsgsPerSec, out.MiBPerSec = rates(n, out.Bytes, elapsed)
+	if firstErr != nil {
+		out.FirstError = oneLine(firstErr.Error())
+	}
+	if n == 0 && firstErr != nil {
+		return forTopic(f.topic, fmt.Errorf("no message was sent: %w", firstErr))
+	}
+	return a.printBench(out)
+}
+
+func rates(msgs, bytes int64, elapsed time.Duration) (float64, float64) {
+	s := elapsed.Seconds()
+	if s <= 0 {
+		return 0, 0
+	}
+	return float64(msgs) / s, float64(bytes) / s / (1 << 20)
+}
+
+type benchConsumeFlags struct {
+	topic     string
+	group     string
+	count     int
+	duration  time.Duration
+	consumers int
+	idle      time.Duration
+}
+
+func newBenchConsumeCmd(a *app) *cobra.Command {
+	f := &benchConsumeFlags{}
+	c := &cobra.Command{
+		Use:   "consume --topic TOPIC [--count N | --duration D] [--consumers N]",
+		Short: "Read a topic's backlog with a fresh group and report throughput and end-to-end latency",
+		Long: `Read the messages already stored in a topic (the backlog when the command starts, or
+--count messages) with a fresh consumer group starting from the first message, and report
+messages/s, MiB/s of bodies, and end-to-end latency: from each message's born timestamp
+(set by its producer, in milliseconds) to its receipt — for an old backlog this is mostly
+the backlog's age. Offsets are not committed. Progress goes to stderr (not with -o json).`,
+		Example: `  bolide bench produce --topic bench --count 100000
+  bolide bench consume --topic bench
+  bolide bench consume --topic bench --consumers 2 --count 50000 -o json`,
+		Args: exactArgs(0, ""),
+		RunE: func(*cobra.Command, []string) error { return a.runBenchConsume(f) },
+	}
+	fs := c.Flags()
+	fs.StringVarP(&f.topic, "topic", "t", "", "topic to read (required)")
+	fs.StringVarP(&f.group, "group", "g", "", "consumer group (default: a fresh bolide-bench-<time> group)")
+	fs.IntVarP(&f.count, "count", "c", 0, "messages to read (default: the backlog when the command starts)")
+	fs.DurationVar(&f.duration, "duration", 0, "stop after this long")
+	fs.IntVar(&f.consumers, "consumers", 1, "concurrent consumers of the group (each its own client)")
+	fs.DurationVar(&f.idle, "idle", 5*time.Second, "stop when nothing arrives for this long")
+	_ = c.RegisterFlagCompletionFunc("topic", a.topicCompletion)
+	return c
+}
+
+func (a *app) runBenchConsume(f *benchConsumeFlags) error {
+	switch {
+	case f.topic == "":
+		return usageErrorf("--topic is required")
+	case f.count < 0 || f.duration < 0 || f.idle <= 0:
+		return usageErrorf("--count and --duration must not be negative, --idle must be positive")
+	case f.consumers < 1:
+		return usageErrorf("--consumers must be positive")
+	}
+	group := f.group
+	if group == "" {
+		group = fmt.Sprintf("bolide-bench-%d", time.Now().UnixMilli())
+	}
+	if err := message.ValidateGroup(group); err != nil {
+		return usageErrorf("--group: %v", err)
+	}
+	target := int64(f.count)
+	if target == 0 {
+		adm, err := a.adminClient()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := a.opCtx()
+		qs, err := adm.QueueStatus(ctx, f.topic)
+		cancel()
+		if err != nil {
+			return forTopic(f.topic, err)
+		}
+		for _, q := range qs {
+			target += q.MaxOffset - q.MinOffset
+		}
+		if target == 0 {
+			return fmt.Errorf("topic %s is empty: fill it first, e.g. with 'bolide bench produce --topic %s'", f.topic, f.topic)
+		}
+	} else if err := a.checkTopic(f.topic); err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(a.ctx)
+	defer cancel()
+	if f.duration > 0 {
+		var c2 context.CancelFunc
+		ctx, c2 = context.WithTimeout(ctx, f.duration)
+		defer c2()
+	}
+	consumers := make([]*client.PullConsumer, f.consumers)
+	for i := range consumers {
+		c, err := client.NewPullConsumer(group, a.clientOptions(client.WithConsumeFrom(client.ConsumeFromFirst),
+			client.WithAutoCommit(false), client.WithPollBatchSize(256), client.WithPullBatchSize(32))...)
+		if err != nil {
+			return err
+		}
+		if err := c.Subscribe(f.topic, "*"); err != nil {
+			return err
+		}
+		if err := c.Start(a.ctx); err != nil {
+			return err
+		}
+		a.onClose(c.Close)
+		consumers[i] = c
+	}
+	var (
+		received atomic.Int64
+		bytes    atomic.Int64
+		first    atomic.Int64 // unix nanos of the first receipt
+		lastNs   atomic.Int64
+	)
+	stopProgress := a.progress(func() string { return fmt.Sprintf("received %d/%d msgs", received.Load(), target) }, received.Load)
+	hists := make([]*histogram, len(consumers))
+	var wg sync.WaitGroup
+	for i, c := range consumers {
+		hists[i] = newHistogram()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := hists[i]
+			for ctx.Err() == nil {
+				pctx, pcancel := context.WithTimeout(ctx, f.idle)
+				msgs, err := c.Poll(pctx)
+				pcancel()
+				if err != nil {
+					if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+						cancel() // idle: the backlog is read
+					}
+					return
+				}
+				now := time.Now()
+				first.CompareAndSwap(0, now.UnixNano())
+				lastNs.Store(now.UnixNano())
+				var nb int64
+				for _, m := range msgs {
+					h.record(now.Sub(m.BornTimestamp))
+					nb += int64(len(m.Body))
+				}
+				bytes.Add(nb)
+				if received.Add(int64(len(msgs))) >= target {
+					cancel()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	stopProgress()
+	if a.ctx.Err() != nil {
+		a.handledInterrupt = true
+	}
+	h := newHistogram()
+	for _, x := range hists {
+		h.merge(x)
+	}
+	n := received.Load()
+	var elapsed time.Duration
+	if f0 := first.Load(); f0 > 0 {
+		elapsed = time.Duration(lastNs.Load() - f0)
+	}
+	out := benchJSON{Bench: "consume", Topic: f.topic, Group: group, Clients: f.consumers, Messages: n, Bytes: bytes.Load(),
+		Seconds: elapsed.Seconds(), Latency: h.summary(), LatencyKind: "end-to-end"}
+	out.MsgsPerSec, out.MiBPerSec = rates(n, out.Bytes, elapsed)
+	if n == 0 {
+		return fmt.Errorf("no message received from %s within %v", f.topic, f.idle)
+	}
+	return a.printBench(out)
+}
+
+// progress prints a progress line on stderr every second until the
+// returned function is called (nothing with -o json). On a terminal the
+// line is redrawn in place.
+func (a *app) progress(status func() string, count func() int64) func() {
+	if a.json() {
+		return func() {}
+	}
+	tty := isTerminal(a.stderr)
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		prev, prevT := count(), time.Now()
+		for {
+			select {
+			case <-done:
+				if tty {
+					fmt.Fprint(a.stderr, "\r\033[K")
+				}
+				return
+			case now := <-t.C:
+				n := count()
+				rate := float64(n-prev) / now.Sub(prevT).Seconds()
+				prev, prevT = n, now
+				line := fmt.Sprintf("bench: %s, %.0f msgs/s", status(), rate)
+				if tty {
+					fmt.Fprint(a.stderr, "\r\033[K"+line)
+				} else {
+					fmt.Fprintln(a.stderr, line)
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
+}
+
+func (a *app) printBench(b benchJSON) error {
+	if a.json() {
+		return a.emit(b)
+	}
+	w := a.stdout
+	switch b.Bench {
+	case "produce":
+		mode := "sync"
+		if b.Async {
+			mode = "async"
+		}
+		fmt.Fprintf(w, "Produced %d messages of %d bytes to %s in %.2fs: %d producer(s), batch %d, %s\n",
+			b.Messages, b.Size, b.Topic, b.Seconds, b.Clients, b.Batch, mode)
+	default:
+		fmt.Fprintf(w, "Consumed %d messages (%s) from %s in %.2fs: %d consumer(s), group %s\n",
+			b.Messages, humanBytes(b.Bytes), b.Topic, b.Seconds, b.Clients, b.Group)
+	}
+	t := &table{} // no header: label and value rows
+	t.row("Throughput:", fmt.Sprintf("%.0f msgs/s, %.2f MiB/s", b.MsgsPerSec, b.MiBPerSec))
+	l := b.Latency
+	t.row(strings.ToUpper(b.LatencyKind[:1])+b.LatencyKind[1:]+" latency:",
+		fmt.Sprintf("p50 %s  p90 %s  p99 %s  p99.9 %s  (min %s, mean %s, max %s; %d samples)",
+			fmtMs(l.P50), fmtMs(l.P90), fmtMs(l.P99), fmtMs(l.P999), fmtMs(l.Min), fmtMs(l.Mean), fmtMs(l.Max), l.Count))
+	t.row("Errors:", b.Errors)
+	if b.FirstError != "" {
+		t.row("First error:", b.FirstError)
+	}
+	return t.write(w)
+}
+
+func fmtMs(v float64) string { return fmt.Sprintf("%.3fms", v) }

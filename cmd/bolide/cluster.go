@@ -1,0 +1,126 @@
+package main
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bolide-mq/bolide/client"
+)
+
+func newClusterCmd(a *app) *cobra.Command {
+	return groupCmd("cluster", "Inspect the cluster's brokers",
+		"  bolide cluster list",
+		newClusterListCmd(a),
+	)
+}
+
+// brokerJSON is one broker of cluster list.
+type brokerJSON struct {
+	Cluster         string  `json:"cluster"`
+	Broker          string  `json:"broker"`
+	BrokerID        int64   `json:"brokerId"`
+	Role            string  `json:"role"`
+	Addr            string  `json:"addr"`
+	Version         string  `json:"version"`
+	Flush           string  `json:"flush"`
+	DiskUsedRatio   float64 `json:"diskUsedRatio"`
+	StoreBytes      int64   `json:"storeBytes"`
+	CommitLogMin    int64   `json:"commitLogMinOffset"`
+	CommitLogMax    int64   `json:"commitLogMaxOffset"`
+	DispatchBehind  int64   `json:"dispatchBehindBytes"`
+	Topics          int32   `json:"topics"`
+	StartTime       string  `json:"startTime"`
+	LastHeartbeat   string  `json:"lastHeartbeat"`
+	Error           string  `json:"error,omitempty"`
+	brokerStarted   time.Time
+	brokerHeartbeat time.Time
+}
+
+func newClusterListCmd(a *app) *cobra.Command {
+	var cluster string
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "List broker groups: addresses, roles, versions, flush mode and disk use",
+		Long: `List every broker registered with the NameServer, asking each broker about itself.
+A broker that does not answer is listed with its error (and the command still succeeds).`,
+		Example: `  bolide cluster list
+  bolide cluster list --cluster DefaultCluster -o json`,
+		Args: exactArgs(0, ""),
+	}
+	c.RunE = func(*cobra.Command, []string) error {
+		adm, err := a.adminClient()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := a.opCtx()
+		defer cancel()
+		ci, err := adm.ClusterInfo(ctx)
+		if err != nil {
+			return err
+		}
+		var live []client.BrokerLive
+		for _, l := range ci.Live {
+			if cluster == "" || l.Cluster == cluster {
+				live = append(live, l)
+			}
+		}
+		if cluster != "" && len(ci.Clusters[cluster]) == 0 && len(live) == 0 {
+			return fmt.Errorf("cluster %q is not registered", cluster)
+		}
+		rows := make([]brokerJSON, len(live))
+		var wg sync.WaitGroup
+		for i, l := range live {
+			rows[i] = brokerJSON{Cluster: l.Cluster, Broker: l.BrokerName, BrokerID: l.BrokerID, Addr: l.Addr,
+				Version: l.Version, Topics: l.TopicCount, LastHeartbeat: jsonTime(l.LastUpdate), brokerHeartbeat: l.LastUpdate}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				bi, err := adm.BrokerInfo(ctx, l.Addr)
+				r := &rows[i]
+				if err != nil {
+					r.Error = oneLine(err.Error())
+					return
+				}
+				r.Role, r.Flush, r.DiskUsedRatio, r.StoreBytes = bi.Role, bi.FlushMode, bi.DiskUsedRatio, bi.StoreBytes
+				r.CommitLogMin, r.CommitLogMax, r.DispatchBehind = bi.CommitLogMinOffset, bi.CommitLogMaxOffset, bi.DispatchBehindBytes
+				r.StartTime, r.brokerStarted = jsonTime(bi.StartTime), bi.StartTime
+				if bi.Version != "" {
+					r.Version = bi.Version
+				}
+			}()
+		}
+		wg.Wait()
+		if a.json() {
+			for _, r := range rows {
+				if err := a.emit(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if len(rows) == 0 {
+			a.info("no broker is registered with %s", a.namesrv)
+			return nil
+		}
+		now := time.Now()
+		// LOG is the CommitLog's data, SEGMENTS the space its segment
+		// files take (preallocated), DISK USED the file system's use.
+		t := newTable("CLUSTER", "BROKER", "ID", "ROLE", "ADDRESS", "VERSION", "FLUSH", "LOG", "SEGMENTS", "DISK USED", "TOPICS", "UP", "HEARTBEAT")
+		for _, r := range rows {
+			if r.Error != "" {
+				t.row(r.Cluster, r.Broker, r.BrokerID, "?", r.Addr, r.Version, "?", "?", "?", "?", r.Topics, "?", age(r.brokerHeartbeat, now)+" ago")
+				a.warn("broker %s (%s) did not answer: %s", r.Broker, r.Addr, r.Error)
+				continue
+			}
+			t.row(r.Cluster, r.Broker, r.BrokerID, r.Role, r.Addr, r.Version, r.Flush, humanBytes(r.CommitLogMax-r.CommitLogMin),
+				humanBytes(r.StoreBytes), fmt.Sprintf("%.1f%%", 100*r.DiskUsedRatio), r.Topics,
+				age(r.brokerStarted, now), age(r.brokerHeartbeat, now)+" ago")
+		}
+		return t.write(a.stdout)
+	}
+	c.Flags().StringVar(&cluster, "cluster", "", "only the brokers of this cluster")
+	return c
+}

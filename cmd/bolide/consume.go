@@ -1,0 +1,242 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bolide-mq/bolide/client"
+	"github.com/bolide-mq/bolide/message"
+)
+
+type consumeFlags struct {
+	topic     string
+	group     string
+	tag       string
+	from      string
+	count     int
+	idle      time.Duration
+	broadcast bool
+}
+
+func newConsumeCmd(a *app) *cobra.Command {
+	f := &consumeFlags{}
+	c := &cobra.Command{
+		Use:   "consume --topic TOPIC --group GROUP [flags]",
+		Short: "Consume messages as a member of a consumer group and print them",
+		Long: `Consume messages of a topic as a member of a consumer group, print each one, and exit
+after --count messages or when --timeout passes with nothing new (0: run until Ctrl-C).
+Before exiting the group's offsets are committed, so the next consume of the same group
+continues where this one stopped.
+
+Several consumes of one group share the topic's queues (each message goes to one of
+them); with --broadcast each gets every message and offsets are kept in
+~/.bolide/offsets instead of on the brokers. --from says where a group starts on queues
+it has never consumed: first (the default here), last, or a time.
+
+With -o json each line is one message: msgId, uniqId, topic, broker, queueId,
+queueOffset, commitLogOffset, tags, keys, properties, body (text; base64 with
+"bodyEncoding":"base64" when the body is not UTF-8), bodySize, bornTimestamp and
+storeTimestamp (RFC 3339 with milliseconds, UTC), bornHost, storeHost, reconsumeTimes.`,
+		Example: `  bolide consume --topic orders --group billing
+  bolide consume --topic orders --group billing --tag 'paid || refunded' --count 10
+  bolide consume --topic orders --group audit --from -1h --timeout 0    # follow
+  bolide consume --topic orders --group replay --from 2026-01-02T15:00:00Z -o json | jq .body`,
+		Args: exactArgs(0, ""),
+		RunE: func(*cobra.Command, []string) error { return a.runConsume(f) },
+	}
+	fs := c.Flags()
+	fs.StringVarP(&f.topic, "topic", "t", "", "topic to consume (required)")
+	fs.StringVarP(&f.group, "group", "g", "", "consumer group (required)")
+	fs.StringVar(&f.tag, "tag", "*", `tag expression: "*" or tags joined by "||"`)
+	fs.StringVar(&f.from, "from", "first", "where a new group starts: first, last or a time")
+	fs.IntVarP(&f.count, "count", "c", 0, "exit after this many messages (0: no limit)")
+	fs.DurationVar(&f.idle, "timeout", 5*time.Second, "exit when nothing new arrives for this long (0: never); also bounds each request")
+	fs.BoolVar(&f.broadcast, "broadcast", false, "broadcasting: get every message, keep offsets locally")
+	_ = c.RegisterFlagCompletionFunc("topic", a.topicCompletion)
+	_ = c.RegisterFlagCompletionFunc("from", fixedCompletion("first", "last", "-1h", "now"))
+	return c
+}
+
+func (a *app) runConsume(f *consumeFlags) error {
+	if f.topic == "" || f.group == "" {
+		return usageErrorf("--topic and --group are required")
+	}
+	if err := message.ValidateTopic(f.topic); err != nil {
+		return usageErrorf("--topic: %v", err)
+	}
+	if err := message.ValidateGroup(f.group); err != nil {
+		return usageErrorf("--group: %v", err)
+	}
+	if f.count < 0 || f.idle < 0 {
+		return usageErrorf("--count and --timeout must not be negative")
+	}
+	from, err := parseFrom(f.from, time.Now())
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	if f.idle > 0 {
+		// consume's --timeout shadows the global one: it bounds the wait
+		// for the cluster to answer as well.
+		a.timeout = f.idle
+	}
+	if err := a.checkTopic(f.topic); err != nil {
+		return err
+	}
+	// Poll hands out at most this many messages at once; with --count the
+	// batch never exceeds what is still wanted (but see leftovers below).
+	batch := 32
+	if f.count > 0 {
+		batch = min(batch, f.count)
+	}
+	model := client.Clustering
+	if f.broadcast {
+		model = client.Broadcasting
+	}
+	c, err := client.NewPullConsumer(f.group, a.clientOptions(
+		client.WithConsumeFrom(from),
+		client.WithMessageModel(model),
+		client.WithPollBatchSize(batch),
+		client.WithCommitInterval(time.Second),
+	)...)
+	if err != nil {
+		return err
+	}
+	if err := c.Subscribe(f.topic, f.tag); err != nil {
+		_ = c.Close()
+		return usageErrorf("--tag: %v", err)
+	}
+	if err := c.Start(a.ctx); err != nil {
+		_ = c.Close()
+		return err
+	}
+	stopWatch := a.watchAssignment(c)
+
+	n := 0
+	headerDone := false
+	last := time.Now()
+	var leftovers []*client.MessageExt
+	var loopErr error
+	for f.count == 0 || n < f.count {
+		pctx, cancel := a.ctx, context.CancelFunc(func() {})
+		if f.idle > 0 {
+			pctx, cancel = context.WithDeadline(a.ctx, last.Add(f.idle))
+		}
+		msgs, err := c.Poll(pctx)
+		cancel()
+		if err != nil {
+			if a.ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+				loopErr = err
+			}
+			break // idle, interrupted (Ctrl-C ends a consume normally) or failed
+		}
+		last = time.Now()
+		for i, m := range msgs {
+			if f.count > 0 && n >= f.count {
+				leftovers = msgs[i:]
+				break
+			}
+			if err := a.printMessage(m, &headerDone); err != nil {
+				loopErr = err
+				break
+			}
+			n++
+		}
+		if loopErr != nil {
+			break
+		}
+	}
+	a.handledInterrupt = true
+	stopWatch()
+	// Commit what was printed, and nothing else: Poll may have returned
+	// more than --count wanted; rewind those queues to the first message
+	// not printed. (Interrupted or not: a fresh context.)
+	cctx, cancel := context.WithTimeout(context.Background(), a.timeout)
+	defer cancel()
+	cerr := a.rewind(cctx, c, leftovers)
+	if cerr == nil {
+		cerr = c.Commit(cctx)
+	}
+	if err := c.Close(); err != nil && cerr == nil {
+		cerr = err
+	}
+	if loopErr != nil {
+		return forTopic(f.topic, loopErr)
+	}
+	if cerr != nil {
+		return fmt.Errorf("commit the offsets of group %s: %w", f.group, cerr)
+	}
+	a.info("consumed %d messages from %s as group %s", n, f.topic, f.group)
+	return nil
+}
+
+// rewind moves each queue of msgs back to its first message in msgs, so
+// that a commit does not pass messages that were fetched but not printed.
+func (a *app) rewind(ctx context.Context, c *client.PullConsumer, msgs []*client.MessageExt) error {
+	first := make(map[client.MessageQueue]int64)
+	for _, m := range msgs {
+		q := m.Queue()
+		if off, ok := first[q]; !ok || m.QueueOffset < off {
+			first[q] = m.QueueOffset
+		}
+	}
+	for q, off := range first {
+		if err := c.Seek(ctx, q, off); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *app) printMessage(m *client.MessageExt, headerDone *bool) error {
+	if a.json() {
+		return a.emit(toMessageJSON(m))
+	}
+	if !*headerDone {
+		*headerDone = true
+		writeMessageLineHeader(a.stdout)
+	}
+	writeMessageLine(a.stdout, m)
+	return nil
+}
+
+// watchAssignment reports on stderr, with --verbose, the queues the
+// consumer holds each time they change. The returned function stops it.
+func (a *app) watchAssignment(c interface{ Assignment() []client.MessageQueue }) func() {
+	if !a.verbose {
+		return func() {}
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		var prev []client.MessageQueue
+		for {
+			cur := c.Assignment()
+			if !slices.Equal(cur, prev) {
+				prev = cur
+				names := make([]string, len(cur))
+				for i, q := range cur {
+					names[i] = fmt.Sprintf("%s#%d", q.BrokerName, q.QueueID)
+				}
+				fmt.Fprintf(a.stderr, "bolide: assigned %d queues: %s\n", len(cur), strings.Join(names, " "))
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
+}

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bolide-mq/bolide/client"
+	"github.com/bolide-mq/bolide/message"
+)
+
+func newMsgCmd(a *app) *cobra.Command {
+	return groupCmd("msg", "Find messages: by id, by key, or at a queue offset",
+		`  bolide msg get 7F00000100002A9F0000000000000000
+  bolide msg query --topic orders --key order-42 --since 1h
+  bolide msg at --topic orders --broker broker-a --queue 3 --offset 120`,
+		newMsgGetCmd(a),
+		newMsgQueryCmd(a),
+		newMsgAtCmd(a),
+	)
+}
+
+// idKindJSON names how msg get matched an id in JSON.
+func idKindJSON(k client.IDKind) string {
+	switch k {
+	case client.ByOffsetID:
+		return "offsetId"
+	case client.ByUniqueID:
+		return "uniqueId"
+	}
+	return ""
+}
+
+func newMsgGetCmd(a *app) *cobra.Command {
+	var topic string
+	c := &cobra.Command{
+		Use:   "get ID",
+		Short: "Show a message by id: an offset message id or a unique id (the output says which matched)",
+		Long: `Show a message by id. ID may be the offset message id (msgId: the store host and
+CommitLog offset, as send prints it) or the producer's unique id (uniqId, UNIQ_KEY). An
+offset id is asked of the broker it names; otherwise the id is looked up as a unique id in
+every topic (or only in --topic). "Matched by" (JSON: matchedBy) says which it was. A
+unique id can match more than one stored copy of a message a producer sent twice.`,
+		Example: `  bolide msg get 7F00000100002A9F00000000000A1B2C
+  bolide msg get 0A0000017B2A18B4AAC2641F1E2A0000 --topic orders -o json`,
+		Args:              exactArgs(1, "an ID"),
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(_ *cobra.Command, args []string) error {
+			id := args[0]
+			adm, err := a.adminClient()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.opCtx()
+			defer cancel()
+			var opts []client.ViewOption
+			if topic != "" {
+				opts = append(opts, client.InTopic(topic))
+			}
+			res, err := adm.ViewMessage(ctx, id, opts...)
+			if errors.Is(err, client.ErrQueryNotFound) {
+				return fmt.Errorf("no message with id %s", id)
+			}
+			if host, _, perr := message.ParseOffsetMsgID(id); perr == nil && errors.Is(err, context.DeadlineExceeded) {
+				// The SDK asks the host an offset id names first, and a
+				// host that does not answer takes the whole --timeout.
+				return fmt.Errorf("message %s: no answer within %v; read as an offset id it names the broker at %s", id, a.timeout, host)
+			}
+			if err != nil {
+				if topic != "" {
+					return forTopic(topic, err)
+				}
+				return err
+			}
+			for i, m := range res.Messages {
+				if a.json() {
+					j := toMessageJSON(m)
+					j.MatchedBy = idKindJSON(res.MatchedBy)
+					if err := a.emit(j); err != nil {
+						return err
+					}
+					continue
+				}
+				if i > 0 {
+					fmt.Fprintln(a.stdout)
+				}
+				writeMessageDetail(a.stdout, m, res.MatchedBy.String())
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&topic, "topic", "t", "", "look a unique id up in this topic only")
+	_ = c.RegisterFlagCompletionFunc("topic", a.topicCompletion)
+	return c
+}
+
+func newMsgQueryCmd(a *app) *cobra.Command {
+	var topic, key, since, begin, end string
+	var max int
+	c := &cobra.Command{
+		Use:   "query --topic TOPIC --key KEY [--since D | --begin T --end T] [--max N]",
+		Short: "Find the messages of a topic with a key, oldest first",
+		Long: `Find the messages of a topic that have KEY among their keys (or as their unique id),
+through the brokers' key indexes, oldest first. --since limits the search to recent
+messages ("1h": stored in the last hour); --begin and --end give a time range. An empty
+result is not an error.`,
+		Example: `  bolide msg query --topic orders --key order-42
+  bolide msg query --topic orders --key order-42 --since 2h --max 10
+  bolide msg query --topic orders --key order-42 --begin 2026-01-02T00:00:00Z --end 2026-01-03T00:00:00Z -o json`,
+		Args: exactArgs(0, ""),
+	}
+	c.RunE = func(*cobra.Command, []string) error {
+		if topic == "" || key == "" {
+			return usageErrorf("--topic and --key are required")
+		}
+		if err := message.ValidateTopic(topic); err != nil {
+			return usageErrorf("--topic: %v", err)
+		}
+		if max < 1 {
+			return usageErrorf("--max must be positive, not %d", max)
+		}
+		if since != "" && (begin != "" || end != "") {
+			return usageErrorf("give --since or --begin/--end, not both")
+		}
+		now := time.Now()
+		var from, to time.Time
+		var err error
+		if since != "" {
+			if from, err = parseTime(since, now); err != nil {
+				return usageErrorf("--since: %v", err)
+			}
+		}
+		if begin != "" {
+			if from, err = parseTime(begin, now); err != nil {
+				return usageErrorf("--begin: %v", err)
+			}
+		}
+		if end != "" {
+			if to, err = parseTime(end, now); err != nil {
+				return usageErrorf("--end: %v", err)
+			}
+		}
+		if !from.IsZero() && !to.IsZero() && to.Before(from) {
+			return usageErrorf("--end %s is before --begin %s", formatTime(to), formatTime(from))
+		}
+		adm, err := a.adminClient()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := a.opCtx()
+		defer cancel()
+		msgs, err := adm.QueryMessageByKey(ctx, topic, key, from, to, max)
+		if err != nil {
+			return forTopic(topic, err)
+		}
+		if a.json() {
+			for _, m := range msgs {
+				if err := a.emit(toMessageJSON(m)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if len(msgs) == 0 {
+			a.info("no message of %s has the key %s", topic, key)
+			return nil
+		}
+		t := newTable("MSGID", "BROKER", "QUEUE", "OFFSET", "STORED", "TAG", "KEYS", "BODY")
+		for _, m := range msgs {
+			t.row(m.MsgID, m.BrokerName, m.QueueID, m.QueueOffset, m.StoreTimestamp, m.Tag, joinOrDash(m.Keys, ","),
+				displayBody(m.Body, 40))
+		}
+		return t.write(a.stdout)
+	}
+	fs := c.Flags()
+	fs.StringVarP(&topic, "topic", "t", "", "topic to search (required)")
+	fs.StringVarP(&key, "key", "k", "", "key to find (required)")
+	fs.StringVar(&since, "since", "", `only messages stored since this time ("1h": in the last hour)`)
+	fs.StringVar(&begin, "begin", "", "only messages stored at or after this time")
+	fs.StringVar(&end, "end", "", "only messages stored before this time")
+	fs.IntVar(&max, "max", 64, "at most this many messages")
+	_ = c.RegisterFlagCompletionFunc("topic", a.topicCompletion)
+	return c
+}
+
+func newMsgAtCmd(a *app) *cobra.Command {
+	var topic, broker string
+	var queue int32
+	var offset int64
+	c := &cobra.Command{
+		Use:   "at --topic TOPIC [--broker B] --queue Q --offset O",
+		Short: "Show the message at an offset of a queue",
+		Long: `Show the message stored at --offset of queue --queue of a topic. Queue ids are per broker
+group: --broker names the group, and may be left out when the topic lives on one group.`,
+		Example: `  bolide msg at --topic orders --queue 3 --offset 120 --broker broker-a
+  bolide msg at --topic orders --queue 0 --offset 0 -o json`,
+		Args: exactArgs(0, ""),
+	}
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		if topic == "" || !cmd.Flags().Changed("queue") || !cmd.Flags().Changed("offset") {
+			return usageErrorf("--topic, --queue and --offset are required")
+		}
+		if queue < 0 || offset < 0 {
+			return usageErrorf("--queue and --offset must not be negative")
+		}
+		r, err := a.route(topic)
+		if err != nil {
+			return err
+		}
+		var qd *client.QueueData
+		var names []string
+		for i := range r.Queues {
+			names = append(names, r.Queues[i].BrokerName)
+			if r.Queues[i].BrokerName == broker || broker == "" && len(r.Queues) == 1 {
+				qd = &r.Queues[i]
+			}
+		}
+		if qd == nil && broker == "" {
+			return usageErrorf("topic %s lives on broker groups %s: give --broker", topic, strings.Join(names, ", "))
+		}
+		if qd == nil {
+			return fmt.Errorf("topic %s is not on broker group %q (it is on %s)", topic, broker, strings.Join(names, ", "))
+		}
+		if queue >= qd.ReadQueues {
+			return fmt.Errorf("topic %s has queues 0..%d on %s, not %d", topic, qd.ReadQueues-1, qd.BrokerName, queue)
+		}
+		var addr string
+		for _, b := range r.Brokers {
+			if b.BrokerName == qd.BrokerName {
+				addr = b.ReadAddr()
+			}
+		}
+		if addr == "" {
+			return fmt.Errorf("broker group %s has no reachable broker", qd.BrokerName)
+		}
+		ctx, cancel := a.opCtx()
+		defer cancel()
+		mq := client.MessageQueue{Topic: topic, BrokerName: qd.BrokerName, QueueID: queue}
+		m, err := pullMessageAt(ctx, addr, mq, offset)
+		if err != nil {
+			return forTopic(topic, err)
+		}
+		if a.json() {
+			return a.emit(toMessageJSON(m))
+		}
+		writeMessageDetail(a.stdout, m, "")
+		return nil
+	}
+	fs := c.Flags()
+	fs.StringVarP(&topic, "topic", "t", "", "topic (required)")
+	fs.StringVar(&broker, "broker", "", "broker group of the queue (needed when the topic is on several)")
+	fs.Int32Var(&queue, "queue", 0, "queue id (required)")
+	fs.Int64Var(&offset, "offset", 0, "queue offset (required)")
+	_ = c.RegisterFlagCompletionFunc("topic", a.topicCompletion)
+	return c
+}

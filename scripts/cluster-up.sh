@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# cluster-up.sh — start a local Bolide cluster of real processes on loopback:
+# NameServers and two broker groups (broker-a, broker-b, one master each),
+# with every file under one directory:
+#
+#   $CLUSTER_DIR/namesrv-<port>.{log,pid,addr,exit}
+#   $CLUSTER_DIR/broker-a/            the broker's store
+#   $CLUSTER_DIR/broker-a.{log,pid,addr,exit}
+#
+# It returns once every daemon serves (its --addr-file exists) and every
+# NameServer lists both brokers (polled with `bin/bolide cluster list`).
+# scripts/cluster-down.sh stops the cluster. Settings (environment):
+#
+#   CLUSTER_DIR     data, logs and pids        (default ./data/cluster)
+#   NAMESRV_PORTS   NameServer ports, 1 or 2   (default "9876"; e.g. "9876 9886")
+#   BROKER_A_PORT   broker-a's port            (default 10911)
+#   BROKER_B_PORT   broker-b's port            (default 10921)
+#   CLUSTER_NAME    cluster name               (default DefaultCluster)
+#   FLUSH           sync or async              (default async)
+#   SEGMENT_SIZE    CommitLog segment bytes    (default 134217728 = 128 MiB)
+#   BIN             directory of the binaries  (default ./bin; run `make build` first)
+#   UP_TIMEOUT      seconds to wait for it all (default 30)
+#
+# Gossip ports are derived: NameServer port + 1, broker port + 3.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+BIN=${BIN:-$root/bin}
+CLUSTER_DIR=${CLUSTER_DIR:-./data/cluster}
+NAMESRV_PORTS=${NAMESRV_PORTS:-9876}
+BROKER_A_PORT=${BROKER_A_PORT:-10911}
+BROKER_B_PORT=${BROKER_B_PORT:-10921}
+CLUSTER_NAME=${CLUSTER_NAME:-DefaultCluster}
+FLUSH=${FLUSH:-async}
+SEGMENT_SIZE=${SEGMENT_SIZE:-134217728}
+UP_TIMEOUT=${UP_TIMEOUT:-30}
+
+say() { echo "cluster-up: $*"; }
+die() { echo "cluster-up: $*" >&2; exit 1; }
+
+for b in bolide-nameserver bolide-broker bolide; do
+  [[ -x $BIN/$b ]] || die "$BIN/$b is missing: run 'make build' first"
+done
+read -r -a ns_ports <<<"$NAMESRV_PORTS"
+(( ${#ns_ports[@]} >= 1 && ${#ns_ports[@]} <= 2 )) || die "NAMESRV_PORTS must name 1 or 2 ports, not '$NAMESRV_PORTS'"
+
+mkdir -p "$CLUSTER_DIR"
+CLUSTER_DIR=$(cd "$CLUSTER_DIR" && pwd)
+
+# Refuse to start over a running cluster.
+for pidfile in "$CLUSTER_DIR"/*.pid; do
+  [[ -e $pidfile ]] || continue
+  pid=$(cat "$pidfile" 2>/dev/null || true)
+  if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
+    die "a cluster is already running in $CLUSTER_DIR ($(basename "$pidfile" .pid) is pid $pid): run scripts/cluster-down.sh first"
+  fi
+done
+
+started=()   # names of the daemons started, for the cleanup on failure
+
+# cleanup stops what this run started when a later step fails.
+cleanup() {
+  local status=$?
+  if (( status != 0 )) && (( ${#started[@]} > 0 )); then
+    echo "cluster-up: failed; stopping what was started" >&2
+    CLUSTER_DIR=$CLUSTER_DIR "$here/cluster-down.sh" >&2 || true
+  fi
+}
+trap cleanup EXIT
+
+# start NAME BINARY ARGS... runs a daemon in its own session, in the
+# background, through a small wrapper shell that records the daemon's pid
+# and, once it ends, its exit status (cluster-down reports it).
+start() {
+  local name=$1; shift
+  local base=$CLUSTER_DIR/$name
+  rm -f "$base.addr" "$base.exit" "$base.pid"
+  setsid bash -c '
+    base=$1; shift
+    "$@" --addr-file "$base.addr" >>"$base.log" 2>&1 &
+    pid=$!
+    echo "$pid" >"$base.pid"
+    wait "$pid"
+    echo $? >"$base.exit"
+  ' wrapper "$base" "$@" </dev/null >/dev/null 2>&1 &
+  started+=("$name")
+}
+
+# wait_served NAME waits for the daemon's address file; if the daemon
+# exits first its log's tail is shown.
+wait_served() {
+  local name=$1 base=$CLUSTER_DIR/$1
+  local deadline=$((SECONDS + UP_TIMEOUT))
+  while [[ ! -s $base.addr ]]; do
+    if [[ -e $base.exit ]]; then
+      echo "cluster-up: $name exited with status $(cat "$base.exit") before serving; last lines of $base.log:" >&2
+      tail -n 15 "$base.log" >&2 || true
+      return 1
+    fi
+    (( SECONDS < deadline )) || { echo "cluster-up: $name did not serve within ${UP_TIMEOUT}s (see $base.log)" >&2; return 1; }
+    sleep 0.05
+  done
+  say "$name serves on $(cat "$base.addr") (pid $(cat "$base.pid"))"
+}
+
+namesrvs=()
+seed=""
+for port in "${ns_ports[@]}"; do
+  args=(--listen "127.0.0.1:$port")
+  [[ -n $seed ]] && args+=(--gossip-seeds "$seed")
+  start "namesrv-$port" "$BIN/bolide-nameserver" "${args[@]}"
+  namesrvs+=("127.0.0.1:$port")
+  [[ -n $seed ]] || seed="127.0.0.1:$((port + 1))"
+done
+for port in "${ns_ports[@]}"; do
+  wait_served "namesrv-$port"
+done
+namesrv_list=$(IFS=';'; echo "${namesrvs[*]}")
+
+brokers=(broker-a broker-b)
+broker_ports=("$BROKER_A_PORT" "$BROKER_B_PORT")
+for i in 0 1; do
+  name=${brokers[$i]}
+  start "$name" "$BIN/bolide-broker" --namesrv "$namesrv_list" --listen "127.0.0.1:${broker_ports[$i]}" \
+    --store-dir "$CLUSTER_DIR/$name" --broker-name "$name" --broker-id 0 --cluster "$CLUSTER_NAME" \
+    --flush "$FLUSH" --segment-size "$SEGMENT_SIZE"
+done
+for name in "${brokers[@]}"; do
+  wait_served "$name"
+done
+
+# Every NameServer must list both brokers.
+deadline=$((SECONDS + UP_TIMEOUT))
+for ns in "${namesrvs[@]}"; do
+  while :; do
+    out=$("$BIN/bolide" cluster list --namesrv "$ns" --timeout 2s -o json 2>/dev/null || true)
+    n=0
+    for name in "${brokers[@]}"; do
+      grep -q "\"broker\":\"$name\"" <<<"$out" && n=$((n + 1))
+    done
+    (( n == ${#brokers[@]} )) && break
+    (( SECONDS < deadline )) || die "NameServer $ns does not list ${brokers[*]} after ${UP_TIMEOUT}s (see $CLUSTER_DIR/*.log)"
+    sleep 0.1
+  done
+done
+
+trap - EXIT
+say "cluster $CLUSTER_NAME is up: NameServer(s) $namesrv_list; brokers ${brokers[*]} on ports ${broker_ports[*]}"
+say "data, logs and pids in $CLUSTER_DIR; stop it with scripts/cluster-down.sh"
+say "export BOLIDE_NAMESRV='$namesrv_list'   # for bin/bolide"
