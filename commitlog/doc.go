@@ -84,10 +84,11 @@
 // # Retention
 //
 // DeleteExpired deletes whole segments from the oldest: expired ones (last
-// modified more than MaxAge ago) during the configured hours or at any hour
-// above the high-water disk ratio, and the oldest even unexpired ones above
-// the force ratio. The active segment and segments not fully flushed are
-// never deleted.
+// modified more than MaxAge ago) during the configured hours, or at any hour
+// above the high-water disk ratio. A segment that has not expired is never
+// deleted, however full the disk: appends are refused instead, so nothing
+// acknowledged is lost to make room (RocketMQ would delete it). The active
+// segment and segments not fully flushed are never deleted.
 //
 // # Concurrency
 //

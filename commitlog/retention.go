@@ -21,11 +21,11 @@ type RetentionPolicy struct {
 	// deleted ([4]).
 	DeleteHours []int
 	// HighWaterRatio: above this disk usage expired segments are deleted at
-	// any hour (0.75).
+	// any hour (0.75). Segments that have not expired are never deleted,
+	// however full the disk: a full disk refuses new appends instead
+	// (Options.DiskFullRatio), so nothing acknowledged is ever lost to make
+	// room. (RocketMQ deletes unexpired files above 85 %; Bolide does not.)
 	HighWaterRatio float64
-	// ForceRatio: above this disk usage the oldest segments are deleted even
-	// if they have not expired, until usage drops below it (0.85).
-	ForceRatio float64
 	// MaxPerRun bounds how many segments one run deletes (10).
 	MaxPerRun int
 }
@@ -36,7 +36,6 @@ func DefaultRetention() RetentionPolicy {
 		MaxAge:         72 * time.Hour,
 		DeleteHours:    []int{4},
 		HighWaterRatio: 0.75,
-		ForceRatio:     0.85,
 		MaxPerRun:      10,
 	}
 }
@@ -52,8 +51,8 @@ func (p RetentionPolicy) Validate() error {
 			errs = append(errs, fmt.Errorf("retention: delete hour %d not in 0..23", h))
 		}
 	}
-	if p.HighWaterRatio <= 0 || p.HighWaterRatio > 1 || p.ForceRatio < p.HighWaterRatio || p.ForceRatio > 1 {
-		errs = append(errs, fmt.Errorf("retention: need 0 < HighWaterRatio (%v) <= ForceRatio (%v) <= 1", p.HighWaterRatio, p.ForceRatio))
+	if p.HighWaterRatio <= 0 || p.HighWaterRatio > 1 {
+		errs = append(errs, fmt.Errorf("retention: HighWaterRatio %v must be in (0, 1]", p.HighWaterRatio))
 	}
 	if p.MaxPerRun <= 0 {
 		errs = append(errs, fmt.Errorf("retention: MaxPerRun %d must be positive", p.MaxPerRun))
@@ -91,8 +90,7 @@ func (l *Log) DeleteExpired(now time.Time, p RetentionPolicy) (int, error) {
 			return deleted, fmt.Errorf("retention: %w", err)
 		}
 		expired := !st.ModTime().Add(p.MaxAge).After(now)
-		force := used >= p.ForceRatio
-		if !(force || expired && (inHour || used >= p.HighWaterRatio)) {
+		if !expired || !(inHour || used >= p.HighWaterRatio) {
 			break
 		}
 		l.flushMu.Lock()
@@ -115,12 +113,7 @@ func (l *Log) DeleteExpired(now time.Time, p RetentionPolicy) (int, error) {
 		}
 		deleted++
 		l.log.Info("deleted commitlog segment", zap.String("segment", s.path),
-			zap.Bool("expired", expired), zap.Bool("forced", force), zap.Float64("diskUsed", used))
-		if force {
-			if used, _, err = fsutil.Usage(l.opts.Dir); err != nil {
-				return deleted, err
-			}
-		}
+			zap.Float64("diskUsed", used))
 	}
 	return deleted, nil
 }

@@ -43,7 +43,7 @@ func setAges(t *testing.T, segs []SegmentInfo, ages ...time.Duration) {
 }
 
 func policy(hours ...int) RetentionPolicy {
-	return RetentionPolicy{MaxAge: time.Hour, DeleteHours: hours, HighWaterRatio: 0.99, ForceRatio: 1, MaxPerRun: 10}
+	return RetentionPolicy{MaxAge: time.Hour, DeleteHours: hours, HighWaterRatio: 0.99, MaxPerRun: 10}
 }
 
 // checkRetained checks MinOffset, that records below it are gone (ErrOffset)
@@ -137,10 +137,10 @@ func TestRetentionDeleteHours(t *testing.T) {
 	}
 }
 
-// TestRetentionHighWaterAndForce: outside the delete hours expired segments
-// go only above the high-water ratio; above the force ratio even unexpired
-// ones go; MaxPerRun bounds one run.
-func TestRetentionHighWaterAndForce(t *testing.T) {
+// TestRetentionHighWater: outside the delete hours expired segments go only
+// above the high-water ratio; unexpired ones never go, however full the
+// disk; MaxPerRun bounds one run.
+func TestRetentionHighWater(t *testing.T) {
 	l, recs := retentionLog(t, testOptions(t.TempDir(), FlushAsync, WriteMmap), 6)
 	segs := l.Segments()
 	setAges(t, segs, 3*time.Hour, 3*time.Hour, 10*time.Minute, 10*time.Minute, 10*time.Minute, 10*time.Minute)
@@ -157,16 +157,21 @@ func TestRetentionHighWaterAndForce(t *testing.T) {
 	}
 	checkRetained(t, l, recs, segs[2].Start)
 
-	p.ForceRatio = 0.0001
+	if n, err := l.DeleteExpired(retentionNow, p); err != nil || n != 0 {
+		t.Fatalf("above high water: deleted %d unexpired segments (%v)", n, err)
+	}
+	checkRetained(t, l, recs, segs[2].Start)
+
+	setAges(t, segs[2:], 3*time.Hour, 3*time.Hour, 3*time.Hour, 3*time.Hour)
 	p.MaxPerRun = 1
 	if n, err := l.DeleteExpired(retentionNow, p); err != nil || n != 1 {
-		t.Fatalf("forced with MaxPerRun 1: deleted %d, %v", n, err)
+		t.Fatalf("MaxPerRun 1: deleted %d, %v", n, err)
 	}
 	checkRetained(t, l, recs, segs[3].Start)
 	p.MaxPerRun = 10
 	n, err = l.DeleteExpired(retentionNow, p)
 	if err != nil || n != len(segs)-4 {
-		t.Fatalf("forced: deleted %d (%v), want %d (all but the active one)", n, err, len(segs)-4)
+		t.Fatalf("deleted %d (%v), want %d (all but the active one)", n, err, len(segs)-4)
 	}
 	checkRetained(t, l, recs, segs[len(segs)-1].Start)
 }
@@ -189,7 +194,7 @@ func TestRetentionKeepsUnflushed(t *testing.T) {
 	segs := l.Segments()
 	setAges(t, segs, 3*time.Hour, 3*time.Hour, 3*time.Hour, 3*time.Hour)
 	p := policy(retentionNow.Hour())
-	p.ForceRatio, p.HighWaterRatio = 0.0001, 0.0001
+	p.HighWaterRatio = 0.0001
 	if n, err := l.DeleteExpired(retentionNow, p); err != nil || n != 0 {
 		t.Fatalf("deleted %d unflushed segments (%v)", n, err)
 	}
@@ -208,10 +213,10 @@ func TestRetentionPolicyValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, p := range map[string]RetentionPolicy{
-		"max age":     {MaxAge: 0, HighWaterRatio: 0.5, ForceRatio: 0.6, MaxPerRun: 1},
-		"hour":        {MaxAge: time.Hour, DeleteHours: []int{24}, HighWaterRatio: 0.5, ForceRatio: 0.6, MaxPerRun: 1},
-		"ratios":      {MaxAge: time.Hour, HighWaterRatio: 0.7, ForceRatio: 0.6, MaxPerRun: 1},
-		"max per run": {MaxAge: time.Hour, HighWaterRatio: 0.5, ForceRatio: 0.6},
+		"max age":     {MaxAge: 0, HighWaterRatio: 0.5, MaxPerRun: 1},
+		"hour":        {MaxAge: time.Hour, DeleteHours: []int{24}, HighWaterRatio: 0.5, MaxPerRun: 1},
+		"ratio":       {MaxAge: time.Hour, HighWaterRatio: 1.5, MaxPerRun: 1},
+		"max per run": {MaxAge: time.Hour, HighWaterRatio: 0.5},
 	} {
 		if p.Validate() == nil {
 			t.Errorf("%s: invalid policy accepted", name)
@@ -231,7 +236,7 @@ func TestRetentionConcurrentWithAppendsAndReads(t *testing.T) {
 			opts.FlushLeastPages = 0
 			l := openTestLog(t, opts, 0)
 			ctx := context.Background()
-			p := RetentionPolicy{MaxAge: time.Nanosecond, HighWaterRatio: 0.0001, ForceRatio: 0.0001, MaxPerRun: 10}
+			p := RetentionPolicy{MaxAge: time.Nanosecond, HighWaterRatio: 0.0001, MaxPerRun: 10}
 			stop := make(chan struct{})
 			var bg sync.WaitGroup
 			loop := func(fn func() error) {
