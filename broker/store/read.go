@@ -1,10 +1,12 @@
 package store
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/bolide-mq/bolide/consumequeue"
 	"github.com/bolide-mq/bolide/indexfile"
@@ -267,9 +269,18 @@ func (s *Store) storeTimeOf(u consumequeue.Unit) (int64, error) {
 	return ts, err
 }
 
+// offsetForTimeWait bounds how long OffsetForTime waits for dispatch.
+const offsetForTimeWait = time.Second
+
 // OffsetForTime returns the first queue offset whose message was stored at
-// or after ts (ms); the max offset if none.
+// or after ts (ms); the max offset if none. It first lets dispatch catch up
+// (up to a second) with everything acknowledged so far, so a message stored
+// before ts but not yet in its ConsumeQueue cannot be mistaken for the
+// queue's end.
 func (s *Store) OffsetForTime(topic string, queueID int32, ts int64) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), offsetForTimeWait)
+	_ = s.WaitDispatched(ctx, s.clog.Readable())
+	cancel()
 	q, ok := s.cqs.Lookup(topic, queueID)
 	if !ok {
 		return 0, nil
