@@ -32,6 +32,9 @@ type Broker struct {
 	offsets   *offsetTable
 	consumers *consumerRegistry
 	locks     *queueLocks
+	delay     delayRef    // delay.go
+	repl      *replicator // replication.go
+	txn       *txnService // transaction.go
 
 	lis     net.Listener
 	grpcSrv *grpc.Server
@@ -85,6 +88,9 @@ func New(opts Options, log *zap.Logger) (*Broker, error) {
 	}
 	fail := func(err error) (*Broker, error) {
 		_ = lis.Close()
+		if b.repl != nil {
+			_ = b.stopReplication()
+		}
 		if b.store != nil {
 			_ = b.store.Close()
 		}
@@ -105,8 +111,14 @@ func New(opts Options, log *zap.Logger) (*Broker, error) {
 		return fail(err)
 	}
 	b.store.SetArrivalListener(b.onArrival)
+	if b.repl, err = newReplicator(b); err != nil {
+		return fail(err)
+	}
 	b.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(maxFrame), grpc.MaxSendMsgSize(maxFrame))
 	pb.RegisterBrokerServer(b.grpcSrv, &grpcServer{b: b})
+	pb.RegisterDelayServer(b.grpcSrv, &delayServer{b: b})
+	pb.RegisterBrokerHAServer(b.grpcSrv, &haGRPC{b: b})
+	pb.RegisterTransactionServer(b.grpcSrv, newTransactionServer(b))
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.reg = newRegistrar(b)
 	if err := b.startGossip(); err != nil {

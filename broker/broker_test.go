@@ -190,8 +190,10 @@ func TestBadInput(t *testing.T) {
 		{"separator in property", &pb.Message{Topic: "ok", Body: []byte("x"), Properties: map[string]string{"a\x01": "b"}}, pb.Code_MESSAGE_ILLEGAL},
 		{"queue out of range", msg("ok", 5, "x", "", ""), pb.Code_INVALID_PARAMETER},
 		{"system topic", msg(message.ScheduleTopic, 0, "x", "", ""), pb.Code_NO_PERMISSION},
-		{"delay not built yet", &pb.Message{Topic: "ok", Body: []byte("x"), Properties: map[string]string{message.PropertyDelayLevel: "2"}}, pb.Code_REQUEST_NOT_SUPPORTED},
-		{"half message not built yet", &pb.Message{Topic: "ok", Body: []byte("x"), SysFlag: message.SysFlagTransPrepared}, pb.Code_REQUEST_NOT_SUPPORTED},
+		{"delay level not a number", &pb.Message{Topic: "ok", Body: []byte("x"), Properties: map[string]string{message.PropertyDelayLevel: "two"}}, pb.Code_MESSAGE_ILLEGAL},
+		{"timer beyond the maximum delay", &pb.Message{Topic: "ok", Body: []byte("x"), Properties: map[string]string{message.PropertyTimerDelaySec: "34560001"}}, pb.Code_ILLEGAL_DELIVERY_TIME},
+		{"timer system topic", msg(message.TimerTopic, 0, "x", "", ""), pb.Code_NO_PERMISSION},
+		{"half message without producer group", &pb.Message{Topic: "ok", Body: []byte("x"), SysFlag: message.SysFlagTransPrepared}, pb.Code_MESSAGE_ILLEGAL},
 	}
 	for _, tc := range cases {
 		resp, err := c.Send(ctx, &pb.SendRequest{Messages: []*pb.Message{tc.m}})

@@ -1,33 +1,357 @@
 package broker
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/bolide-mq/bolide/broker/delay"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
+// Delayed delivery (package broker/delay has the design and the on-disk
+// formats):
+//
+//   - Delay levels, as RocketMQ: a message with property DELAY = n (1..18 by
+//     default, capped at the highest level) is stored in SCHEDULE_TOPIC_XXXX
+//     queue n−1 with REAL_TOPIC and REAL_QID; its ConsumeQueue tag code is
+//     the time it is due (store time + the level's delay). One goroutine per
+//     level walks its queue from the offset kept in config/delayOffset.json
+//     and stores each due message in its real topic and queue, in order.
+//   - Timers: a message with TIMER_DELIVER_MS (absolute, ms), TIMER_DELAY_MS
+//     or TIMER_DELAY_SEC (relative) is stored once, in rmq_sys_wheel_timer
+//     queue 0 with REAL_TOPIC, REAL_QID and TIMER_OUT_MS (its due time, also
+//     its tag code). The timer engine (broker/delay) indexes that queue
+//     into time buckets on disk and delivers each message when due. A time
+//     in the past is delivered at once; one beyond MaxDelay is refused
+//     (ILLEGAL_DELIVERY_TIME), never clamped. A pending timer message can be
+//     cancelled by its unique id (the Delay gRPC service).
+
 // DelayOptions configure delayed delivery.
-type DelayOptions struct{}
+type DelayOptions struct {
+	// Levels are the delays of the delay levels, in RocketMQ's
+	// messageDelayLevel syntax (delay.DefaultLevels).
+	Levels string
+	// OffsetPersistInterval is how often config/delayOffset.json is written
+	// (1 s); it is also written at Close.
+	OffsetPersistInterval time.Duration
+	// TimerEnabled turns on delivery at an arbitrary time (true).
+	TimerEnabled bool
+	// MaxDelay bounds how far in the future a timer message may be due
+	// (400 days).
+	MaxDelay time.Duration
+	// Timer tunes the timer engine; its Dir and Clock are filled in
+	// (Dir: <StoreDir>/timerwheel).
+	Timer delay.Options
+	// RollAhead: a pending timer message is stored again when the
+	// CommitLog segment holding it may be deleted by retention within
+	// RollAhead and it is due after that (12 h; see delay_roll.go);
+	// RollMargin is the safety margin on the due time (10 min);
+	// RollInterval how often segments are checked (1 min).
+	RollAhead, RollMargin, RollInterval time.Duration
+	// Clock is the delay code's clock (nil: the wall clock). Tests use a
+	// delay.VirtualClock, with the store's clocks set to the same.
+	Clock delay.Clock
 
-func defaultDelayOptions() DelayOptions { return DelayOptions{} }
+	levels delay.Levels
+}
 
-func (o *DelayOptions) validate() error { return nil }
+func defaultDelayOptions() DelayOptions {
+	return DelayOptions{
+		Levels:                delay.DefaultLevels,
+		OffsetPersistInterval: time.Second,
+		TimerEnabled:          true,
+		MaxDelay:              400 * 24 * time.Hour,
+		Timer:                 delay.DefaultOptions(""),
+		RollAhead:             12 * time.Hour,
+		RollMargin:            10 * time.Minute,
+		RollInterval:          time.Minute,
+	}
+}
+
+func (o *DelayOptions) validate() error {
+	var errs []error
+	levels, err := delay.ParseLevels(o.Levels)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("broker: %w", err))
+	}
+	o.levels = levels
+	if o.OffsetPersistInterval <= 0 {
+		errs = append(errs, fmt.Errorf("broker: delay offset persist interval %v must be positive", o.OffsetPersistInterval))
+	}
+	if o.MaxDelay <= 0 {
+		errs = append(errs, fmt.Errorf("broker: max delay %v must be positive", o.MaxDelay))
+	}
+	if o.RollAhead <= 0 || o.RollMargin < 0 || o.RollInterval <= 0 {
+		errs = append(errs, fmt.Errorf("broker: delay roll ahead %v and interval %v must be positive, margin %v not negative", o.RollAhead, o.RollInterval, o.RollMargin))
+	}
+	if o.TimerEnabled {
+		t := o.Timer
+		t.Dir = "-"
+		if err := t.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("broker: timer: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (o *DelayOptions) clock() delay.Clock {
+	if o.Clock == nil {
+		return delay.RealClock
+	}
+	return o.Clock
+}
+
+// tagCode wraps the store's tag code hook: the units of SCHEDULE_TOPIC_XXXX
+// and of the timer topic carry the time their message is due.
+func (o *DelayOptions) tagCode(next func(*message.Dispatch) int64) func(*message.Dispatch) int64 {
+	levels := o.levels
+	return func(d *message.Dispatch) int64 {
+		switch d.Topic {
+		case message.ScheduleTopic:
+			return d.StoreTimestamp + levels.Delay(int(d.QueueID)+1).Milliseconds()
+		case message.TimerTopic:
+			return d.TimerOutMS
+		}
+		if next != nil {
+			return next(d)
+		}
+		return d.TagsHash
+	}
+}
 
 // rewriteDelayed turns messages that ask for delayed delivery into their
-// stored form. Delayed delivery is not built yet, so such messages are
-// refused rather than delivered at once.
+// stored form (see scheduleDelayed).
 func (b *Broker) rewriteDelayed(msgs []*message.Ext) error {
 	for _, m := range msgs {
-		for _, k := range []string{message.PropertyDelayLevel, message.PropertyTimerDeliverMS,
-			message.PropertyTimerDelaySec, message.PropertyTimerDelayMS} {
-			if v := m.Properties[k]; v != "" && v != "0" {
-				return wire.Errorf(pb.Code_REQUEST_NOT_SUPPORTED, "delayed delivery (%s) is not supported by this broker yet", k)
-			}
+		if err := b.scheduleDelayed(m); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-func (b *Broker) startDelay() error { return nil }
+// scheduleDelayed rewrites one message that asks for delayed delivery: a
+// delay level goes to SCHEDULE_TOPIC_XXXX (queue level−1), a delivery time
+// to the timer topic; both remember the real topic and queue. A message
+// without a delay, or one already in a system topic, is left as it is.
+// Internal writers (the retry path: DELAY = 3 + reconsume times) call it
+// before they store a message.
+func (b *Broker) scheduleDelayed(m *message.Ext) error {
+	if message.IsSystemTopic(m.Topic) || m.Properties == nil {
+		return nil
+	}
+	props := m.Properties
+	if v, ok := props[message.PropertyDelayLevel]; ok {
+		// A level wins over a delivery time, as in RocketMQ.
+		delete(props, message.PropertyTimerDeliverMS)
+		delete(props, message.PropertyTimerDelayMS)
+		delete(props, message.PropertyTimerDelaySec)
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return wire.Errorf(pb.Code_MESSAGE_ILLEGAL, "property %s = %q is not a delay level", message.PropertyDelayLevel, v)
+		}
+		if n <= 0 {
+			delete(props, message.PropertyDelayLevel)
+			return nil
+		}
+		n = b.opts.Delay.levels.Cap(n)
+		props[message.PropertyDelayLevel] = strconv.Itoa(n)
+		props[message.PropertyRealTopic] = m.Topic
+		props[message.PropertyRealQueueID] = strconv.Itoa(int(m.QueueID))
+		m.Topic = message.ScheduleTopic
+		m.QueueID = int32(n - 1)
+		return nil
+	}
+	now := b.opts.Delay.clock().Now().UnixMilli()
+	due, ok, err := timerDue(props, now, b.opts.Delay.MaxDelay)
+	if err != nil || !ok {
+		return err
+	}
+	delete(props, message.PropertyTimerDeliverMS)
+	delete(props, message.PropertyTimerDelayMS)
+	delete(props, message.PropertyTimerDelaySec)
+	props[message.PropertyTimerOutMS] = strconv.FormatInt(due, 10)
+	if due <= now {
+		return nil // due already: delivered at once
+	}
+	if !b.opts.Delay.TimerEnabled {
+		return wire.Errorf(pb.Code_REQUEST_NOT_SUPPORTED, "delivery at a time is turned off on broker %s", b.opts.BrokerName)
+	}
+	props[message.PropertyRealTopic] = m.Topic
+	props[message.PropertyRealQueueID] = strconv.Itoa(int(m.QueueID))
+	m.Topic = message.TimerTopic
+	m.QueueID = 0
+	return nil
+}
 
-func (b *Broker) stopDelay() error { return nil }
+// timerDue computes the due time (ms) a message asks for with
+// TIMER_DELIVER_MS, TIMER_DELAY_MS or TIMER_DELAY_SEC (in that order of
+// precedence); ok is false if it asks for none.
+func timerDue(props map[string]string, now int64, maxDelay time.Duration) (due int64, ok bool, err error) {
+	maxMS := maxDelay.Milliseconds()
+	parse := func(k string) (int64, error) {
+		n, err := strconv.ParseInt(props[k], 10, 64)
+		if err != nil || n < 0 {
+			return 0, wire.Errorf(pb.Code_ILLEGAL_DELIVERY_TIME, "property %s = %q is not a non-negative integer", k, props[k])
+		}
+		return n, nil
+	}
+	var delayMS int64
+	switch {
+	case props[message.PropertyTimerDeliverMS] != "":
+		at, err := parse(message.PropertyTimerDeliverMS)
+		if err != nil {
+			return 0, false, err
+		}
+		if at-now > maxMS {
+			return 0, false, wire.Errorf(pb.Code_ILLEGAL_DELIVERY_TIME, "delivery time %s is %v from now, more than the maximum delay of %v",
+				time.UnixMilli(at).UTC().Format(time.RFC3339Nano), time.Duration(at-now)*time.Millisecond, maxDelay)
+		}
+		return at, true, nil
+	case props[message.PropertyTimerDelayMS] != "":
+		if delayMS, err = parse(message.PropertyTimerDelayMS); err != nil {
+			return 0, false, err
+		}
+	case props[message.PropertyTimerDelaySec] != "":
+		s, err := parse(message.PropertyTimerDelaySec)
+		if err != nil {
+			return 0, false, err
+		}
+		if s > maxMS/1000+1 {
+			delayMS = maxMS + 1
+		} else {
+			delayMS = s * 1000
+		}
+	default:
+		return 0, false, nil
+	}
+	if delayMS > maxMS {
+		return 0, false, wire.Errorf(pb.Code_ILLEGAL_DELIVERY_TIME, "a delay of %v is more than the maximum delay of %v",
+			time.Duration(min(delayMS, 1<<62/int64(time.Millisecond)))*time.Millisecond, maxDelay)
+	}
+	return now + delayMS, true, nil
+}
+
+// delayRef holds the running delay service (nil on a slave or before
+// Start).
+type delayRef struct{ p atomic.Pointer[delayService] }
+
+func (r *delayRef) Load() *delayService   { return r.p.Load() }
+func (r *delayRef) Store(d *delayService) { r.p.Store(d) }
+
+// delayService runs the delay levels and the timer engine of a master.
+type delayService struct {
+	b       *Broker
+	log     *zap.Logger
+	levels  delay.Levels
+	clock   delay.Clock
+	offsets *delay.LevelOffsets
+	engine  *delay.Engine // nil when timers are off
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// startDelay starts delayed delivery on a master.
+func (b *Broker) startDelay() error {
+	if b.opts.BrokerID != 0 {
+		return nil
+	}
+	o := b.opts.Delay
+	d := &delayService{b: b, log: b.log.Named("delay"), levels: o.levels, clock: o.clock()}
+	var err error
+	var timerDir string
+	if d.offsets, err = delay.LoadLevelOffsets(filepath.Join(b.opts.StoreDir, "config", "delayOffset.json")); err != nil {
+		return err
+	}
+	if o.TimerEnabled {
+		to := o.Timer
+		if to.Dir == "" {
+			to.Dir = filepath.Join(b.opts.StoreDir, "timerwheel")
+		}
+		timerDir = to.Dir
+		to.Clock = d.clock
+		if d.engine, err = delay.Open(to, timerHost{b}, d.log.Named("timer")); err != nil {
+			return err
+		}
+	}
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	for level := 1; level <= d.levels.Max(); level++ {
+		d.wg.Add(1)
+		go d.runLevel(level)
+	}
+	d.wg.Add(1)
+	go d.persistLoop()
+	if d.engine != nil {
+		d.engine.Start()
+		d.wg.Add(1)
+		go d.rollLoop(timerDir)
+	}
+	b.delay.Store(d)
+	return nil
+}
+
+// stopDelay stops delivery and persists the level offsets.
+func (b *Broker) stopDelay() error {
+	d := b.delay.Load()
+	if d == nil {
+		return nil
+	}
+	b.delay.Store(nil)
+	d.cancel()
+	d.wg.Wait()
+	var errs []error
+	if d.engine != nil {
+		errs = append(errs, d.engine.Close())
+	}
+	errs = append(errs, d.offsets.Persist())
+	return errors.Join(errs...)
+}
+
+func (d *delayService) persistLoop() {
+	defer d.wg.Done()
+	t := time.NewTicker(d.b.opts.Delay.OffsetPersistInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := d.offsets.Persist(); err != nil {
+			d.log.Error("persist delay offsets", zap.Error(err))
+		}
+	}
+}
+
+// fixRealQueue keeps a delivered message inside its topic's write queues
+// (the topic may have shrunk since it was sent).
+func (b *Broker) fixRealQueue(m *message.Ext) {
+	if tc, ok := b.topics.get(m.Topic); ok && tc.WriteQueueNums > 0 && m.QueueID >= tc.WriteQueueNums {
+		m.QueueID %= tc.WriteQueueNums
+	}
+}
+
+// deliverDelayed stores due messages in their real topics, as a send is
+// stored (flush and replication).
+func (b *Broker) deliverDelayed(ctx context.Context, msgs []*message.Ext) error {
+	for _, m := range msgs {
+		b.fixRealQueue(m)
+	}
+	res, err := b.store.PutBatch(ctx, msgs, nil)
+	if err != nil {
+		return storeError(err)
+	}
+	return b.waitReplicated(ctx, res)
+}

@@ -209,7 +209,7 @@ func (s *grpcServer) CommitOffsets(_ context.Context, req *pb.CommitOffsetsReque
 		}
 	}
 	for _, o := range req.Offsets {
-		s.b.offsets.commit(req.Group, o.Topic, o.QueueId, o.Offset)
+		s.b.commitOffset(req.Group, o.Topic, o.QueueId, o.Offset)
 	}
 	return &pb.CommitOffsetsResponse{Status: wire.OK}, nil
 }
@@ -315,6 +315,9 @@ func (s *grpcServer) CreateTopic(_ context.Context, req *pb.CreateTopicRequest) 
 	if req.Topic == nil {
 		return &pb.CreateTopicResponse{Status: wire.Status(wire.Errorf(pb.Code_INVALID_PARAMETER, "no topic given"))}, nil
 	}
+	if err := s.b.checkWritable(); err != nil {
+		return &pb.CreateTopicResponse{Status: wire.Status(err)}, nil
+	}
 	tc := topicFromProto(req.Topic)
 	if tc.Perm == 0 {
 		tc.Perm = PermReadWrite
@@ -332,6 +335,9 @@ func (s *grpcServer) CreateTopic(_ context.Context, req *pb.CreateTopicRequest) 
 }
 
 func (s *grpcServer) DeleteTopic(_ context.Context, req *pb.BrokerDeleteTopicRequest) (*pb.BrokerDeleteTopicResponse, error) {
+	if err := s.b.checkWritable(); err != nil {
+		return &pb.BrokerDeleteTopicResponse{Status: wire.Status(err)}, nil
+	}
 	existed, err := s.b.topics.remove(req.Topic)
 	if err != nil {
 		return &pb.BrokerDeleteTopicResponse{Status: wire.Status(err)}, nil
@@ -358,17 +364,15 @@ func (s *grpcServer) GetTopicConfigs(context.Context, *pb.GetTopicConfigsRequest
 func (s *grpcServer) GetBrokerInfo(context.Context, *pb.GetBrokerInfoRequest) (*pb.GetBrokerInfoResponse, error) {
 	b := s.b
 	clog := b.store.CommitLog()
-	role := "MASTER"
-	if b.opts.BrokerID != 0 {
-		role = "SLAVE"
-	}
+	repl := b.replicationInfo()
 	var storeBytes int64
 	for _, seg := range clog.Segments() {
 		storeBytes += seg.End - seg.Start
 	}
 	return &pb.GetBrokerInfoResponse{
-		Status: wire.OK, Cluster: b.opts.Cluster, BrokerName: b.opts.BrokerName, BrokerId: b.opts.BrokerID,
-		Addr: b.addr, Version: b.opts.Version, Role: role, FlushMode: clog.Options().FlushMode.String(),
+		Status: wire.OK, Cluster: b.opts.Cluster, BrokerName: b.opts.BrokerName, BrokerId: b.brokerID(),
+		Addr: b.addr, Version: b.opts.Version, Role: repl.Role, FlushMode: clog.Options().FlushMode.String(),
+		MasterAddr: repl.MasterAddr, Epoch: repl.Epoch, Replication: repl,
 		CommitLogMinOffset: clog.MinOffset(), CommitLogMaxOffset: clog.MaxOffset(),
 		DispatchBehindBytes: b.store.DispatchBehind(), DiskUsedRatio: clog.DiskUsage(),
 		StoreBytes: storeBytes, StartTimeMs: b.started.UnixMilli(),

@@ -148,6 +148,7 @@ func (o *Options) storeOptions(host netip.AddrPort) store.Options {
 		so.CommitLog.Dir = filepath.Join(so.Dir, "commitlog")
 	}
 	so.StoreHost = host
+	so.TagCode = o.Delay.tagCode(so.TagCode)
 	if o.MaxMessageSize > 0 {
 		so.MaxMessageSize = o.MaxMessageSize
 	}

@@ -80,7 +80,9 @@ func (r *registrar) request() *pb.RegisterBrokerRequest {
 		Cluster:            b.opts.Cluster,
 		BrokerName:         b.opts.BrokerName,
 		BrokerAddr:         b.addr,
-		BrokerId:           b.opts.BrokerID,
+		BrokerId:           b.brokerID(),
+		HaAddr:             b.HAAddr(),
+		Epoch:              b.Epoch(),
 		Version:            b.opts.Version,
 		HeartbeatTimeoutMs: b.opts.BrokerTimeout.Milliseconds(),
 		GossipAddr:         b.gossipAddr(),
@@ -107,6 +109,7 @@ func (r *registrar) registerAll() {
 			if err == nil {
 				err = wire.FromStatus(resp.GetStatus())
 			}
+			r.b.repl.onRegistered(ns, req, resp, err)
 			r.mu.Lock()
 			prev := r.lastErr[ns]
 			r.lastErr[ns] = err
@@ -143,7 +146,7 @@ func (r *registrar) stop() {
 	r.cancel()
 	r.wg.Wait()
 	req := &pb.UnregisterBrokerRequest{Cluster: r.b.opts.Cluster, BrokerName: r.b.opts.BrokerName,
-		BrokerAddr: r.b.addr, BrokerId: r.b.opts.BrokerID}
+		BrokerAddr: r.b.addr, BrokerId: r.b.brokerID()}
 	var wg sync.WaitGroup
 	for ns, conn := range r.conns {
 		wg.Add(1)

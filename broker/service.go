@@ -100,8 +100,8 @@ func (b *Broker) Send(ctx context.Context, msgs []*message.Ext) ([]store.PutResu
 	if len(msgs) > b.opts.MaxBatchMessages {
 		return nil, wire.Errorf(pb.Code_INVALID_PARAMETER, "batch of %d messages exceeds the limit of %d", len(msgs), b.opts.MaxBatchMessages)
 	}
-	if b.opts.BrokerID != 0 {
-		return nil, wire.Errorf(pb.Code_NOT_MASTER, "broker %s/%d is a slave", b.opts.BrokerName, b.opts.BrokerID)
+	if err := b.checkWritable(); err != nil {
+		return nil, err
 	}
 	first := msgs[0]
 	for _, m := range msgs {
@@ -116,6 +116,9 @@ func (b *Broker) Send(ctx context.Context, msgs []*message.Ext) ([]store.PutResu
 		return nil, err
 	}
 	if err := b.rewriteDelayed(msgs); err != nil {
+		return nil, err
+	}
+	if err := b.checkInSync(); err != nil {
 		return nil, err
 	}
 	res, err := b.store.PutBatch(ctx, msgs, make([]store.PutResult, 0, len(msgs)))
@@ -174,6 +177,9 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 	if err := message.ValidateTopic(req.Topic); err != nil {
 		return PullResult{}, wire.Errorf(pb.Code_ILLEGAL_TOPIC, "%v", err)
 	}
+	if message.IsSystemTopic(req.Topic) {
+		return PullResult{}, wire.Errorf(pb.Code_NO_PERMISSION, "topic %s is internal to the broker and cannot be pulled", req.Topic)
+	}
 	if req.Group != "" {
 		if err := message.ValidateGroup(req.Group); err != nil {
 			return PullResult{}, wire.Errorf(pb.Code_ILLEGAL_GROUP, "%v", err)
@@ -194,7 +200,7 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 		return PullResult{}, err
 	}
 	if req.CommitOffset >= 0 && req.Group != "" {
-		b.offsets.commit(req.Group, req.Topic, req.QueueID, req.CommitOffset)
+		b.commitOffset(req.Group, req.Topic, req.QueueID, req.CommitOffset)
 	}
 	maxMsgs := req.MaxMessages
 	if maxMsgs <= 0 || maxMsgs > b.opts.PullMaxMessages {

@@ -117,6 +117,7 @@ type sendOptions struct {
 	shardingKey string
 	selector    QueueSelector
 	queue       *MessageQueue
+	delay       *delaySpec // delay.go
 }
 
 // ordered reports whether the send must go to the queue it selects, with
@@ -165,6 +166,9 @@ func (p *Producer) Send(ctx context.Context, msg *Message, opts ...SendOption) (
 	}
 	so := buildSendOptions(msg, opts)
 	pm, err := p.toWire(msg, so.shardingKey)
+	if err == nil {
+		err = so.applyDelay(pm)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -195,6 +199,9 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message, opts ...SendO
 			return nil, codeErr(pb.Code_MESSAGE_ILLEGAL, "batch mixes topics %q and %q", msgs[0].Topic, m.Topic)
 		}
 		pm, err := p.toWire(m, so.shardingKey)
+		if err == nil {
+			err = so.applyDelay(pm)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("batch message %d: %w", i, err)
 		}
@@ -260,6 +267,9 @@ func (p *Producer) SendOneway(ctx context.Context, msg *Message, opts ...SendOpt
 	}
 	so := buildSendOptions(msg, opts)
 	pm, err := p.toWire(msg, so.shardingKey)
+	if err == nil {
+		err = so.applyDelay(pm)
+	}
 	if err != nil {
 		return err
 	}

@@ -90,6 +90,34 @@
 // acknowledged is lost to make room (RocketMQ would delete it). The active
 // segment and segments not fully flushed are never deleted.
 //
+// # Replication
+//
+// A master ships its log to slaves (package ha) and a slave's log receives
+// it; both stay byte-identical, segment boundaries and blanks included.
+//
+//   - CommittedOffset is the end of the bytes in the files (pwritten or in
+//     the mapping), at a record boundary; CommittedChanged fires when it
+//     moves. The master ships up to it, before its own flush completes.
+//   - ReadChunk(off, max, dst) copies the whole records starting at off,
+//     up to max bytes (at least one record), never across a segment end;
+//     an end-of-segment blank comes alone, as its 8-byte header.
+//   - AppendRaw(ctx, off, data) appends such bytes at off == MaxOffset,
+//     verifying each record (structure, body and record checksums,
+//     PHYSICALOFFSET equal to its position, fitting its segment as on the
+//     master) and writing it unchanged; a blank header ends the segment.
+//     It honours the log's flush mode like Append (AppendRawNoWait does
+//     not wait). Queue offsets travel inside the records: AppendRaw does
+//     not advance the map Append uses, so a slave that becomes master sets
+//     it from its ConsumeQueues (SetQueueOffset) before its first Append.
+//   - StartAt(off) makes an empty log start at off, a segment start, so a
+//     new slave of a master whose oldest segments were deleted begins
+//     where the master's log begins; reopening finds the first segment
+//     there.
+//   - LastRecord and RecordAt describe a record (offset, size, the
+//     checksum in its trailer, store timestamp): the slave's handshake
+//     names its last record and the master checks it has the same one at
+//     the same offset.
+//
 // # Concurrency
 //
 // Append* serialise on the append lock. View, ReadRecord, ReadRaw and Scan

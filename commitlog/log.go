@@ -120,8 +120,16 @@ type Log struct {
 	segmentsClosed bool
 	flushed        atomic.Int64
 
-	readableSig notify.Signal
-	flushedSig  notify.Signal
+	readableSig  notify.Signal
+	flushedSig   notify.Signal
+	committedSig notify.Signal
+
+	// The last record in the log, for replication (see replica.go):
+	// lastStart and lastSize are valid when lastKnown; mu guards them.
+	lastStart   int64
+	lastSize    int32
+	lastKnown   bool
+	lastStoreTs atomic.Int64
 
 	sticky   atomic.Pointer[error]
 	diskFull atomic.Bool
@@ -403,6 +411,7 @@ func (l *Log) advanceCommitted(to int64) {
 			break
 		}
 	}
+	l.committedSig.Notify()
 	if l.opts.FlushMode == FlushAsync {
 		l.readableSig.Notify()
 	}
@@ -431,6 +440,8 @@ func (l *Log) appendLocked(e *Entry, now int64) (Result, error) {
 	message.Stamp(e.Record, qo, l.wpos, now)
 	l.writeLocked(seg, e.Record)
 	r := Result{PhysicalOffset: l.wpos, QueueOffset: qo, Size: int32(size), StoreTimestamp: now}
+	l.lastStart, l.lastSize, l.lastKnown = l.wpos, int32(size), true
+	l.lastStoreTs.Store(now)
 	l.wpos += size
 	l.written.Store(l.wpos)
 	if !e.NoQueueOffset {
@@ -677,6 +688,7 @@ func (l *Log) Close() error {
 		l.flushMu.Unlock()
 		l.flushedSig.Notify()
 		l.readableSig.Notify()
+		l.committedSig.Notify()
 		l.closeErr = errors.Join(errs...)
 	})
 	return l.closeErr

@@ -30,6 +30,7 @@ func (l *Log) recover(from int64) error {
 	}
 	info.From = from
 	off := from
+	lastRec := int64(-1)
 	var reason string
 	for reason == "" {
 		seg := l.segmentFor(off)
@@ -68,6 +69,7 @@ func (l *Log) recover(from int64) error {
 				reason = fmt.Sprintf("record at %d says it is at %d", off, phys)
 				break
 			}
+			lastRec = off
 			off += size
 			info.Records++
 		default:
@@ -81,6 +83,9 @@ func (l *Log) recover(from int64) error {
 		l.log.Warn("commitlog tail is torn; truncating", zap.Int64("validEnd", off), zap.String("reason", reason))
 	}
 	l.setRecovered(off, l.truncateAfter(off, &info), info)
+	if lastRec >= 0 {
+		l.rememberLastRecord(lastRec)
+	}
 	return l.recoveryErr
 }
 

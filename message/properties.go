@@ -39,6 +39,16 @@ const (
 	PropertyCRC32                   = "__CRC32#"
 )
 
+// Properties the broker sets on timer messages.
+const (
+	// PropertyTimerOutMS is the due time (ms since the epoch) the broker
+	// computed for a timer message.
+	PropertyTimerOutMS = "TIMER_OUT_MS"
+	// PropertyTimerOrigin is set on a copy of a timer message the broker
+	// wrote again: the CommitLog offset of the first copy.
+	PropertyTimerOrigin = "TIMER_ORIGIN"
+)
+
 // Separators inside the PROPERTIES field.
 const (
 	NameValueSeparator = '\x01'

@@ -460,6 +460,8 @@ type Dispatch struct {
 	UniqueKey      string
 	// DelayLevel is the DELAY property, or 0.
 	DelayLevel int32
+	// TimerOutMS is the TIMER_OUT_MS property, or 0.
+	TimerOutMS int64
 }
 
 // DecodeDispatch extracts the dispatch fields from one record without
@@ -504,9 +506,26 @@ func DecodeDispatch(rec []byte) (Dispatch, error) {
 			d.UniqueKey = string(val)
 		case PropertyDelayLevel:
 			d.DelayLevel = atoi32(val)
+		case PropertyTimerOutMS:
+			d.TimerOutMS = atoi64(val)
 		}
 	}
 	return d, nil
+}
+
+// atoi64 parses a non-negative decimal int64; anything else is 0.
+func atoi64(b []byte) int64 {
+	if len(b) == 0 || len(b) > 18 {
+		return 0
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n
 }
 
 // atoi32 parses a decimal int32 the way Java's Integer.parseInt does (an

@@ -12,6 +12,10 @@ const (
 	TransHalfTopic     = "RMQ_SYS_TRANS_HALF_TOPIC"
 	TransOpHalfTopic   = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 	TransCheckMaxTopic = "TRANS_CHECK_MAX_TIME_TOPIC"
+	// TimerTopic holds messages to be delivered at an arbitrary time
+	// (TIMER_DELIVER_MS, TIMER_DELAY_MS, TIMER_DELAY_SEC) until they are due;
+	// the name is RocketMQ 5's.
+	TimerTopic         = "rmq_sys_wheel_timer"
 	RetryTopicPrefix   = "%RETRY%"
 	DLQTopicPrefix     = "%DLQ%"
 	MaxUserTopicLen    = 127
@@ -41,7 +45,7 @@ func IsDLQTopic(topic string) bool { return strings.HasPrefix(topic, DLQTopicPre
 // IsSystemTopic reports whether topic is one the broker owns.
 func IsSystemTopic(topic string) bool {
 	switch topic {
-	case ScheduleTopic, TransHalfTopic, TransOpHalfTopic, TransCheckMaxTopic:
+	case ScheduleTopic, TransHalfTopic, TransOpHalfTopic, TransCheckMaxTopic, TimerTopic:
 		return true
 	}
 	return false

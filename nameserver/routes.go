@@ -58,7 +58,10 @@ type Registration struct {
 	AdminAddr  string
 	Version    string
 	GossipAddr string
-	Topics     []TopicConfig
+	// Epoch fences old masters: a master (id 0) registering with an epoch
+	// below the highest seen for its broker name is refused (NOT_MASTER).
+	Epoch  int64
+	Topics []TopicConfig
 	// DataVersion gates topic updates: a master's topics are applied when it
 	// first registers, when its id changes, or when this version differs
 	// from the last one. nil applies them every time.
@@ -95,6 +98,7 @@ type LiveBroker struct {
 	Timeout     time.Duration
 	DataVersion DataVersion
 	TopicCount  int
+	Epoch       int64
 }
 
 // Route is a topic's route: queue data per broker group and those groups.
@@ -123,6 +127,11 @@ type Routes struct {
 	groups   map[string]*brokerGroup         // broker name -> group
 	clusters map[string]map[string]struct{}  // cluster -> broker names
 	live     map[string]*LiveBroker          // broker addr -> liveness
+	// epochs is the highest master epoch seen per broker name. It outlives
+	// the group's registrations so that an old master coming back after
+	// its successor registered is still fenced (until this NameServer
+	// restarts: NameServers keep no state).
+	epochs map[string]int64
 }
 
 type brokerGroup struct {
@@ -140,6 +149,7 @@ func NewRoutes(defaultTimeout time.Duration) *Routes {
 		groups:         make(map[string]*brokerGroup),
 		clusters:       make(map[string]map[string]struct{}),
 		live:           make(map[string]*LiveBroker),
+		epochs:         make(map[string]int64),
 	}
 }
 
@@ -157,6 +167,15 @@ func (r *Routes) Register(reg Registration, now time.Time) (RegisterResult, erro
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if reg.ID == MasterID {
+		// Fencing: a master whose epoch is below the newest master's was
+		// replaced (a slave was promoted); it must not take writes again.
+		if hi, ok := r.epochs[reg.BrokerName]; ok && reg.Epoch < hi {
+			return RegisterResult{}, wire.Errorf(pb.Code_NOT_MASTER,
+				"broker %s at %s is fenced: its epoch %d is lower than epoch %d of the group's newest master",
+				reg.BrokerName, reg.Addr, reg.Epoch, hi)
+		}
+	}
 	if g, ok := r.groups[reg.BrokerName]; ok && g.cluster != reg.Cluster {
 		// A group lives in one cluster. Its only broker may move to another
 		// (a restart with a new config); otherwise this is a misconfiguration.
@@ -201,6 +220,10 @@ func (r *Routes) Register(reg Registration, now time.Time) (RegisterResult, erro
 		LastUpdate: now,
 		Timeout:    timeout,
 		TopicCount: len(reg.Topics),
+		Epoch:      reg.Epoch,
+	}
+	if reg.ID == MasterID {
+		r.epochs[reg.BrokerName] = max(r.epochs[reg.BrokerName], reg.Epoch)
 	}
 	if reg.DataVersion != nil {
 		lb.DataVersion = *reg.DataVersion
@@ -232,6 +255,8 @@ func validateRegistration(reg *Registration) error {
 		return wire.Errorf(pb.Code_INVALID_PARAMETER, "broker id %d is negative", reg.ID)
 	case reg.Timeout < 0:
 		return wire.Errorf(pb.Code_INVALID_PARAMETER, "heartbeat timeout %v is negative", reg.Timeout)
+	case reg.Epoch < 0:
+		return wire.Errorf(pb.Code_INVALID_PARAMETER, "epoch %d is negative", reg.Epoch)
 	}
 	if err := checkAddr("broker address", reg.Addr); err != nil {
 		return err

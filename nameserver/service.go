@@ -58,6 +58,7 @@ func registrationFromProto(req *pb.RegisterBrokerRequest) Registration {
 		AdminAddr:  req.AdminAddr,
 		Version:    req.Version,
 		GossipAddr: req.GossipAddr,
+		Epoch:      req.Epoch,
 		Timeout:    time.Duration(req.HeartbeatTimeoutMs) * time.Millisecond,
 	}
 	if dv := req.DataVersion; dv != nil {
@@ -121,7 +122,7 @@ func (v *service) GetClusterInfo(context.Context, *pb.GetClusterInfoRequest) (*p
 		resp.Live = append(resp.Live, &pb.BrokerLiveInfo{
 			Cluster: lb.Cluster, BrokerName: lb.BrokerName, BrokerId: lb.ID, BrokerAddr: lb.Addr,
 			HaAddr: lb.HAAddr, AdminAddr: lb.AdminAddr, Version: lb.Version,
-			LastUpdateMs: lb.LastUpdate.UnixMilli(), TopicCount: int32(lb.TopicCount),
+			LastUpdateMs: lb.LastUpdate.UnixMilli(), TopicCount: int32(lb.TopicCount), Epoch: lb.Epoch,
 		})
 	}
 	return resp, nil

@@ -57,6 +57,16 @@
 // were damaged afterwards is still caught. Recovery time depends on how far
 // the checkpoint trails the log, not on the log's size.
 //
+// # Replicas
+//
+// A slave's store is an ordinary store whose CommitLog is fed by
+// replication (CommitLog().AppendRaw) instead of Put: the dispatcher builds
+// its ConsumeQueues and IndexFiles from the replicated records as from its
+// own, since records carry their queue offsets. StartAt starts an empty
+// store at the master's minimum offset. AdoptQueueOffsets, called when a
+// slave becomes master, waits until everything is dispatched and makes the
+// CommitLog's next queue offsets those of the ConsumeQueues.
+//
 // # Retention
 //
 // Every RetentionInterval (10 s) the CommitLog's retention policy runs; when

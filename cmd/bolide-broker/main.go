@@ -56,7 +56,22 @@ type flags struct {
 	defaultQueues    int
 	maxMessageSize   int
 	retentionHours   int
+	delayLevels      string
+	maxDelay         time.Duration
+	txnTimeout       time.Duration
+	txnInterval      time.Duration
+	txnCheckMax      int
 	drainTimeout     time.Duration
+	replication      string
+	inSyncReplicas   int
+	slaveTimeout     time.Duration
+	haMaxLagBytes    int64
+	haListen         string
+	haAdvertise      string
+	masterHAAddr     string
+	haHeartbeat      time.Duration
+	haTimeout        time.Duration
+	metadataSync     time.Duration
 	logLevel         string
 	logFormat        string
 	addrFile         string
@@ -120,7 +135,23 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs.IntVar(&f.defaultQueues, "default-queues", d.DefaultQueueNums, "queues of an auto-created topic")
 	fs.IntVar(&f.maxMessageSize, "max-message-size", d.MaxMessageSize, "largest message body in bytes")
 	fs.IntVar(&f.retentionHours, "retention-hours", int(d.Store.Retention.MaxAge/time.Hour), "delete CommitLog segments older than this")
+	fs.StringVar(&f.delayLevels, "delay-levels", d.Delay.Levels, "delays of the delay levels 1, 2, ... (RocketMQ's messageDelayLevel)")
+	fs.DurationVar(&f.maxDelay, "max-delay", d.Delay.MaxDelay, "latest delivery time a timer message may ask for, from now")
+	fs.DurationVar(&f.txnTimeout, "transaction-timeout", d.Transaction.Timeout, "how long a half message waits for its outcome before the first check-back")
+	fs.DurationVar(&f.txnInterval, "transaction-check-interval", d.Transaction.CheckInterval, "time between two check-backs of an undecided half message")
+	fs.IntVar(&f.txnCheckMax, "transaction-check-max", d.Transaction.CheckMax, "check-backs before an undecided half message is discarded")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", daemon.DefaultDrainTimeout, "how long SIGTERM waits for in-flight calls")
+	r := d.Replication
+	fs.StringVar(&f.replication, "replication", r.Mode, "master: async (acknowledge after the own flush) or sync (acknowledge once in-sync slaves have it)")
+	fs.IntVar(&f.inSyncReplicas, "in-sync-replicas", r.InSyncReplicas, "sync replication: in-sync slaves that must hold a message before it is acknowledged")
+	fs.DurationVar(&f.slaveTimeout, "slave-timeout", r.SlaveTimeout, "sync replication: how long a send waits for its slaves (then FLUSH_SLAVE_TIMEOUT)")
+	fs.Int64Var(&f.haMaxLagBytes, "ha-max-lag-bytes", r.MaxLagBytes, "a slave further behind leaves the in-sync set")
+	fs.StringVar(&f.haListen, "ha-listen", r.HAListenAddr, `replication (HA) listen address: "" derives listen port + 1`)
+	fs.StringVar(&f.haAdvertise, "ha-advertise", r.HAAdvertiseAddr, "HA address registered with the NameServers (default: the bound one)")
+	fs.StringVar(&f.masterHAAddr, "master-ha-addr", r.MasterHAAddr, "slave: the master's HA address (default: learned from the NameServers)")
+	fs.DurationVar(&f.haHeartbeat, "ha-heartbeat", r.HeartbeatInterval, "replication heartbeat interval")
+	fs.DurationVar(&f.haTimeout, "ha-timeout", r.Timeout, "drop a replication connection silent this long")
+	fs.DurationVar(&f.metadataSync, "metadata-sync-interval", r.MetadataSyncInterval, "slave: how often topics and consumer offsets are fetched from the master")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "console", "console or json")
 	fs.StringVar(&f.addrFile, "addr-file", "", "write the bound gRPC address to this file once serving")
@@ -158,6 +189,19 @@ func loadOptions(cmd *cobra.Command, f *flags) (broker.Options, *daemon.Config, 
 	opts.DefaultQueueNums = f.defaultQueues
 	opts.MaxMessageSize = f.maxMessageSize
 	opts.Version = daemon.Version
+	opts.Replication.Mode = f.replication
+	opts.Replication.InSyncReplicas = f.inSyncReplicas
+	opts.Replication.SlaveTimeout = f.slaveTimeout
+	opts.Replication.MaxLagBytes = f.haMaxLagBytes
+	opts.Replication.HAListenAddr = f.haListen
+	opts.Replication.HAAdvertiseAddr = f.haAdvertise
+	opts.Replication.MasterHAAddr = f.masterHAAddr
+	opts.Replication.HeartbeatInterval = f.haHeartbeat
+	opts.Replication.Timeout = f.haTimeout
+	opts.Replication.MetadataSyncInterval = f.metadataSync
+	opts.Transaction.Timeout = f.txnTimeout
+	opts.Transaction.CheckInterval = f.txnInterval
+	opts.Transaction.CheckMax = f.txnCheckMax
 	mode, err := commitlog.ParseFlushMode(f.flush)
 	if err != nil {
 		return broker.Options{}, nil, fmt.Errorf("flush: %w", err)
@@ -168,6 +212,8 @@ func loadOptions(cmd *cobra.Command, f *flags) (broker.Options, *daemon.Config, 
 		return broker.Options{}, nil, fmt.Errorf("retention-hours must be > 0, not %d", f.retentionHours)
 	}
 	opts.Store.Retention.MaxAge = time.Duration(f.retentionHours) * time.Hour
+	opts.Delay.Levels = f.delayLevels
+	opts.Delay.MaxDelay = f.maxDelay
 	if f.drainTimeout <= 0 {
 		return broker.Options{}, nil, fmt.Errorf("drain-timeout must be > 0, not %v", f.drainTimeout)
 	}

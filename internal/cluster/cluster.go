@@ -105,6 +105,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 		bo.Store.Index.SlotCount = 100_000
 		bo.Store.Index.MaxEntries = 400_000
 		bo.OffsetPersistInterval = 200 * time.Millisecond
+		// A restart pins the listen port; the HA port must not be derived
+		// from it (port + 1 may be taken), so it is picked afresh.
+		bo.Replication.HAListenAddr = "127.0.0.1:0"
 		if opts.Membership {
 			bo.GossipAddr = "127.0.0.1:0"
 			bo.GossipProfile = "fast"

@@ -875,6 +875,7 @@ type BrokerMessage struct {
 	// Types that are valid to be assigned to Kind:
 	//
 	//	*BrokerMessage_ConsumerIdsChanged
+	//	*BrokerMessage_CheckTransaction
 	Kind          isBrokerMessage_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -926,6 +927,15 @@ func (x *BrokerMessage) GetConsumerIdsChanged() *ConsumerIdsChanged {
 	return nil
 }
 
+func (x *BrokerMessage) GetCheckTransaction() *TransactionCheck {
+	if x != nil {
+		if x, ok := x.Kind.(*BrokerMessage_CheckTransaction); ok {
+			return x.CheckTransaction
+		}
+	}
+	return nil
+}
+
 type isBrokerMessage_Kind interface {
 	isBrokerMessage_Kind()
 }
@@ -934,7 +944,15 @@ type BrokerMessage_ConsumerIdsChanged struct {
 	ConsumerIdsChanged *ConsumerIdsChanged `protobuf:"bytes,1,opt,name=consumer_ids_changed,json=consumerIdsChanged,proto3,oneof"`
 }
 
+type BrokerMessage_CheckTransaction struct {
+	// check_transaction asks a producer of the group for the outcome of a
+	// half message (see service Transaction).
+	CheckTransaction *TransactionCheck `protobuf:"bytes,2,opt,name=check_transaction,json=checkTransaction,proto3,oneof"`
+}
+
 func (*BrokerMessage_ConsumerIdsChanged) isBrokerMessage_Kind() {}
+
+func (*BrokerMessage_CheckTransaction) isBrokerMessage_Kind() {}
 
 type GetConsumerListRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2363,8 +2381,13 @@ type GetBrokerInfoResponse struct {
 	DiskUsedRatio       float64                `protobuf:"fixed64,12,opt,name=disk_used_ratio,json=diskUsedRatio,proto3" json:"disk_used_ratio,omitempty"`
 	StoreBytes          int64                  `protobuf:"varint,13,opt,name=store_bytes,json=storeBytes,proto3" json:"store_bytes,omitempty"`
 	StartTimeMs         int64                  `protobuf:"varint,14,opt,name=start_time_ms,json=startTimeMs,proto3" json:"start_time_ms,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Replication (see ha.proto): the master's client address for a slave,
+	// this broker's epoch, and the replication state in full.
+	MasterAddr    string           `protobuf:"bytes,20,opt,name=master_addr,json=masterAddr,proto3" json:"master_addr,omitempty"`
+	Epoch         int64            `protobuf:"varint,21,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Replication   *ReplicationInfo `protobuf:"bytes,22,opt,name=replication,proto3" json:"replication,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetBrokerInfoResponse) Reset() {
@@ -2493,6 +2516,27 @@ func (x *GetBrokerInfoResponse) GetStartTimeMs() int64 {
 		return x.StartTimeMs
 	}
 	return 0
+}
+
+func (x *GetBrokerInfoResponse) GetMasterAddr() string {
+	if x != nil {
+		return x.MasterAddr
+	}
+	return ""
+}
+
+func (x *GetBrokerInfoResponse) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *GetBrokerInfoResponse) GetReplication() *ReplicationInfo {
+	if x != nil {
+		return x.Replication
+	}
+	return nil
 }
 
 type ListConsumerGroupsRequest struct {
@@ -3042,7 +3086,7 @@ var File_bolide_v1_broker_proto protoreflect.FileDescriptor
 
 const file_bolide_v1_broker_proto_rawDesc = "" +
 	"\n" +
-	"\x16bolide/v1/broker.proto\x12\tbolide.v1\x1a\x16bolide/v1/common.proto\"\x83\x01\n" +
+	"\x16bolide/v1/broker.proto\x12\tbolide.v1\x1a\x16bolide/v1/common.proto\x1a\x12bolide/v1/ha.proto\x1a\x1bbolide/v1/transaction.proto\"\x83\x01\n" +
 	"\vSendRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12%\n" +
@@ -3102,9 +3146,10 @@ const file_bolide_v1_broker_proto_rawDesc = "" +
 	"\theartbeat\x18\x01 \x01(\v2\x14.bolide.v1.HeartbeatH\x00R\theartbeatB\x06\n" +
 	"\x04kind\"*\n" +
 	"\x12ConsumerIdsChanged\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\"j\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\xb6\x01\n" +
 	"\rBrokerMessage\x12Q\n" +
-	"\x14consumer_ids_changed\x18\x01 \x01(\v2\x1d.bolide.v1.ConsumerIdsChangedH\x00R\x12consumerIdsChangedB\x06\n" +
+	"\x14consumer_ids_changed\x18\x01 \x01(\v2\x1d.bolide.v1.ConsumerIdsChangedH\x00R\x12consumerIdsChanged\x12J\n" +
+	"\x11check_transaction\x18\x02 \x01(\v2\x1b.bolide.v1.TransactionCheckH\x00R\x10checkTransactionB\x06\n" +
 	"\x04kind\".\n" +
 	"\x16GetConsumerListRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"c\n" +
@@ -3189,7 +3234,7 @@ const file_bolide_v1_broker_proto_rawDesc = "" +
 	"\x17GetTopicConfigsResponse\x12)\n" +
 	"\x06status\x18\x01 \x01(\v2\x11.bolide.v1.StatusR\x06status\x12.\n" +
 	"\x06topics\x18\x02 \x03(\v2\x16.bolide.v1.TopicConfigR\x06topics\"\x16\n" +
-	"\x14GetBrokerInfoRequest\"\x82\x04\n" +
+	"\x14GetBrokerInfoRequest\"\xf7\x04\n" +
 	"\x15GetBrokerInfoResponse\x12)\n" +
 	"\x06status\x18\x01 \x01(\v2\x11.bolide.v1.StatusR\x06status\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1f\n" +
@@ -3208,7 +3253,11 @@ const file_bolide_v1_broker_proto_rawDesc = "" +
 	"\x0fdisk_used_ratio\x18\f \x01(\x01R\rdiskUsedRatio\x12\x1f\n" +
 	"\vstore_bytes\x18\r \x01(\x03R\n" +
 	"storeBytes\x12\"\n" +
-	"\rstart_time_ms\x18\x0e \x01(\x03R\vstartTimeMs\"\x1b\n" +
+	"\rstart_time_ms\x18\x0e \x01(\x03R\vstartTimeMs\x12\x1f\n" +
+	"\vmaster_addr\x18\x14 \x01(\tR\n" +
+	"masterAddr\x12\x14\n" +
+	"\x05epoch\x18\x15 \x01(\x03R\x05epoch\x12<\n" +
+	"\vreplication\x18\x16 \x01(\v2\x1a.bolide.v1.ReplicationInfoR\vreplication\"\x1b\n" +
 	"\x19ListConsumerGroupsRequest\"\xdf\x01\n" +
 	"\x11ConsumerGroupInfo\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12<\n" +
@@ -3353,7 +3402,9 @@ var file_bolide_v1_broker_proto_goTypes = []any{
 	(*ResetOffsetResponse)(nil),        // 50: bolide.v1.ResetOffsetResponse
 	(*Message)(nil),                    // 51: bolide.v1.Message
 	(*Status)(nil),                     // 52: bolide.v1.Status
-	(*TopicConfig)(nil),                // 53: bolide.v1.TopicConfig
+	(*TransactionCheck)(nil),           // 53: bolide.v1.TransactionCheck
+	(*TopicConfig)(nil),                // 54: bolide.v1.TopicConfig
+	(*ReplicationInfo)(nil),            // 55: bolide.v1.ReplicationInfo
 }
 var file_bolide_v1_broker_proto_depIdxs = []int32{
 	51, // 0: bolide.v1.SendRequest.messages:type_name -> bolide.v1.Message
@@ -3367,78 +3418,80 @@ var file_bolide_v1_broker_proto_depIdxs = []int32{
 	9,  // 8: bolide.v1.Heartbeat.consumers:type_name -> bolide.v1.ConsumerData
 	10, // 9: bolide.v1.ClientMessage.heartbeat:type_name -> bolide.v1.Heartbeat
 	12, // 10: bolide.v1.BrokerMessage.consumer_ids_changed:type_name -> bolide.v1.ConsumerIdsChanged
-	52, // 11: bolide.v1.GetConsumerListResponse.status:type_name -> bolide.v1.Status
-	16, // 12: bolide.v1.CommitOffsetsRequest.offsets:type_name -> bolide.v1.QueueOffset
-	52, // 13: bolide.v1.CommitOffsetsResponse.status:type_name -> bolide.v1.Status
-	52, // 14: bolide.v1.QueryOffsetResponse.status:type_name -> bolide.v1.Status
-	52, // 15: bolide.v1.GetQueueOffsetsResponse.status:type_name -> bolide.v1.Status
-	52, // 16: bolide.v1.SearchOffsetResponse.status:type_name -> bolide.v1.Status
-	25, // 17: bolide.v1.LockQueuesRequest.queues:type_name -> bolide.v1.QueueRef
-	52, // 18: bolide.v1.LockQueuesResponse.status:type_name -> bolide.v1.Status
-	25, // 19: bolide.v1.LockQueuesResponse.locked:type_name -> bolide.v1.QueueRef
-	25, // 20: bolide.v1.UnlockQueuesRequest.queues:type_name -> bolide.v1.QueueRef
-	52, // 21: bolide.v1.UnlockQueuesResponse.status:type_name -> bolide.v1.Status
-	52, // 22: bolide.v1.ViewMessageResponse.status:type_name -> bolide.v1.Status
-	52, // 23: bolide.v1.QueryMessageResponse.status:type_name -> bolide.v1.Status
-	53, // 24: bolide.v1.CreateTopicRequest.topic:type_name -> bolide.v1.TopicConfig
-	52, // 25: bolide.v1.CreateTopicResponse.status:type_name -> bolide.v1.Status
-	52, // 26: bolide.v1.BrokerDeleteTopicResponse.status:type_name -> bolide.v1.Status
-	52, // 27: bolide.v1.GetTopicConfigsResponse.status:type_name -> bolide.v1.Status
-	53, // 28: bolide.v1.GetTopicConfigsResponse.topics:type_name -> bolide.v1.TopicConfig
-	52, // 29: bolide.v1.GetBrokerInfoResponse.status:type_name -> bolide.v1.Status
-	1,  // 30: bolide.v1.ConsumerGroupInfo.message_model:type_name -> bolide.v1.MessageModel
-	8,  // 31: bolide.v1.ConsumerGroupInfo.subscriptions:type_name -> bolide.v1.Subscription
-	52, // 32: bolide.v1.ListConsumerGroupsResponse.status:type_name -> bolide.v1.Status
-	43, // 33: bolide.v1.ListConsumerGroupsResponse.groups:type_name -> bolide.v1.ConsumerGroupInfo
-	52, // 34: bolide.v1.GetConsumeStatsResponse.status:type_name -> bolide.v1.Status
-	46, // 35: bolide.v1.GetConsumeStatsResponse.queues:type_name -> bolide.v1.QueueStats
-	52, // 36: bolide.v1.ResetOffsetResponse.status:type_name -> bolide.v1.Status
-	49, // 37: bolide.v1.ResetOffsetResponse.changes:type_name -> bolide.v1.OffsetChange
-	3,  // 38: bolide.v1.Broker.Send:input_type -> bolide.v1.SendRequest
-	3,  // 39: bolide.v1.Broker.SendStream:input_type -> bolide.v1.SendRequest
-	6,  // 40: bolide.v1.Broker.Pull:input_type -> bolide.v1.PullRequest
-	11, // 41: bolide.v1.Broker.Connect:input_type -> bolide.v1.ClientMessage
-	14, // 42: bolide.v1.Broker.GetConsumerList:input_type -> bolide.v1.GetConsumerListRequest
-	17, // 43: bolide.v1.Broker.CommitOffsets:input_type -> bolide.v1.CommitOffsetsRequest
-	19, // 44: bolide.v1.Broker.QueryOffset:input_type -> bolide.v1.QueryOffsetRequest
-	21, // 45: bolide.v1.Broker.GetQueueOffsets:input_type -> bolide.v1.GetQueueOffsetsRequest
-	23, // 46: bolide.v1.Broker.SearchOffset:input_type -> bolide.v1.SearchOffsetRequest
-	26, // 47: bolide.v1.Broker.LockQueues:input_type -> bolide.v1.LockQueuesRequest
-	28, // 48: bolide.v1.Broker.UnlockQueues:input_type -> bolide.v1.UnlockQueuesRequest
-	30, // 49: bolide.v1.Broker.ViewMessage:input_type -> bolide.v1.ViewMessageRequest
-	32, // 50: bolide.v1.Broker.QueryMessage:input_type -> bolide.v1.QueryMessageRequest
-	34, // 51: bolide.v1.Broker.CreateTopic:input_type -> bolide.v1.CreateTopicRequest
-	36, // 52: bolide.v1.Broker.DeleteTopic:input_type -> bolide.v1.BrokerDeleteTopicRequest
-	38, // 53: bolide.v1.Broker.GetTopicConfigs:input_type -> bolide.v1.GetTopicConfigsRequest
-	40, // 54: bolide.v1.Broker.GetBrokerInfo:input_type -> bolide.v1.GetBrokerInfoRequest
-	42, // 55: bolide.v1.Broker.ListConsumerGroups:input_type -> bolide.v1.ListConsumerGroupsRequest
-	45, // 56: bolide.v1.Broker.GetConsumeStats:input_type -> bolide.v1.GetConsumeStatsRequest
-	48, // 57: bolide.v1.Broker.ResetOffset:input_type -> bolide.v1.ResetOffsetRequest
-	5,  // 58: bolide.v1.Broker.Send:output_type -> bolide.v1.SendResponse
-	5,  // 59: bolide.v1.Broker.SendStream:output_type -> bolide.v1.SendResponse
-	7,  // 60: bolide.v1.Broker.Pull:output_type -> bolide.v1.PullResponse
-	13, // 61: bolide.v1.Broker.Connect:output_type -> bolide.v1.BrokerMessage
-	15, // 62: bolide.v1.Broker.GetConsumerList:output_type -> bolide.v1.GetConsumerListResponse
-	18, // 63: bolide.v1.Broker.CommitOffsets:output_type -> bolide.v1.CommitOffsetsResponse
-	20, // 64: bolide.v1.Broker.QueryOffset:output_type -> bolide.v1.QueryOffsetResponse
-	22, // 65: bolide.v1.Broker.GetQueueOffsets:output_type -> bolide.v1.GetQueueOffsetsResponse
-	24, // 66: bolide.v1.Broker.SearchOffset:output_type -> bolide.v1.SearchOffsetResponse
-	27, // 67: bolide.v1.Broker.LockQueues:output_type -> bolide.v1.LockQueuesResponse
-	29, // 68: bolide.v1.Broker.UnlockQueues:output_type -> bolide.v1.UnlockQueuesResponse
-	31, // 69: bolide.v1.Broker.ViewMessage:output_type -> bolide.v1.ViewMessageResponse
-	33, // 70: bolide.v1.Broker.QueryMessage:output_type -> bolide.v1.QueryMessageResponse
-	35, // 71: bolide.v1.Broker.CreateTopic:output_type -> bolide.v1.CreateTopicResponse
-	37, // 72: bolide.v1.Broker.DeleteTopic:output_type -> bolide.v1.BrokerDeleteTopicResponse
-	39, // 73: bolide.v1.Broker.GetTopicConfigs:output_type -> bolide.v1.GetTopicConfigsResponse
-	41, // 74: bolide.v1.Broker.GetBrokerInfo:output_type -> bolide.v1.GetBrokerInfoResponse
-	44, // 75: bolide.v1.Broker.ListConsumerGroups:output_type -> bolide.v1.ListConsumerGroupsResponse
-	47, // 76: bolide.v1.Broker.GetConsumeStats:output_type -> bolide.v1.GetConsumeStatsResponse
-	50, // 77: bolide.v1.Broker.ResetOffset:output_type -> bolide.v1.ResetOffsetResponse
-	58, // [58:78] is the sub-list for method output_type
-	38, // [38:58] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	53, // 11: bolide.v1.BrokerMessage.check_transaction:type_name -> bolide.v1.TransactionCheck
+	52, // 12: bolide.v1.GetConsumerListResponse.status:type_name -> bolide.v1.Status
+	16, // 13: bolide.v1.CommitOffsetsRequest.offsets:type_name -> bolide.v1.QueueOffset
+	52, // 14: bolide.v1.CommitOffsetsResponse.status:type_name -> bolide.v1.Status
+	52, // 15: bolide.v1.QueryOffsetResponse.status:type_name -> bolide.v1.Status
+	52, // 16: bolide.v1.GetQueueOffsetsResponse.status:type_name -> bolide.v1.Status
+	52, // 17: bolide.v1.SearchOffsetResponse.status:type_name -> bolide.v1.Status
+	25, // 18: bolide.v1.LockQueuesRequest.queues:type_name -> bolide.v1.QueueRef
+	52, // 19: bolide.v1.LockQueuesResponse.status:type_name -> bolide.v1.Status
+	25, // 20: bolide.v1.LockQueuesResponse.locked:type_name -> bolide.v1.QueueRef
+	25, // 21: bolide.v1.UnlockQueuesRequest.queues:type_name -> bolide.v1.QueueRef
+	52, // 22: bolide.v1.UnlockQueuesResponse.status:type_name -> bolide.v1.Status
+	52, // 23: bolide.v1.ViewMessageResponse.status:type_name -> bolide.v1.Status
+	52, // 24: bolide.v1.QueryMessageResponse.status:type_name -> bolide.v1.Status
+	54, // 25: bolide.v1.CreateTopicRequest.topic:type_name -> bolide.v1.TopicConfig
+	52, // 26: bolide.v1.CreateTopicResponse.status:type_name -> bolide.v1.Status
+	52, // 27: bolide.v1.BrokerDeleteTopicResponse.status:type_name -> bolide.v1.Status
+	52, // 28: bolide.v1.GetTopicConfigsResponse.status:type_name -> bolide.v1.Status
+	54, // 29: bolide.v1.GetTopicConfigsResponse.topics:type_name -> bolide.v1.TopicConfig
+	52, // 30: bolide.v1.GetBrokerInfoResponse.status:type_name -> bolide.v1.Status
+	55, // 31: bolide.v1.GetBrokerInfoResponse.replication:type_name -> bolide.v1.ReplicationInfo
+	1,  // 32: bolide.v1.ConsumerGroupInfo.message_model:type_name -> bolide.v1.MessageModel
+	8,  // 33: bolide.v1.ConsumerGroupInfo.subscriptions:type_name -> bolide.v1.Subscription
+	52, // 34: bolide.v1.ListConsumerGroupsResponse.status:type_name -> bolide.v1.Status
+	43, // 35: bolide.v1.ListConsumerGroupsResponse.groups:type_name -> bolide.v1.ConsumerGroupInfo
+	52, // 36: bolide.v1.GetConsumeStatsResponse.status:type_name -> bolide.v1.Status
+	46, // 37: bolide.v1.GetConsumeStatsResponse.queues:type_name -> bolide.v1.QueueStats
+	52, // 38: bolide.v1.ResetOffsetResponse.status:type_name -> bolide.v1.Status
+	49, // 39: bolide.v1.ResetOffsetResponse.changes:type_name -> bolide.v1.OffsetChange
+	3,  // 40: bolide.v1.Broker.Send:input_type -> bolide.v1.SendRequest
+	3,  // 41: bolide.v1.Broker.SendStream:input_type -> bolide.v1.SendRequest
+	6,  // 42: bolide.v1.Broker.Pull:input_type -> bolide.v1.PullRequest
+	11, // 43: bolide.v1.Broker.Connect:input_type -> bolide.v1.ClientMessage
+	14, // 44: bolide.v1.Broker.GetConsumerList:input_type -> bolide.v1.GetConsumerListRequest
+	17, // 45: bolide.v1.Broker.CommitOffsets:input_type -> bolide.v1.CommitOffsetsRequest
+	19, // 46: bolide.v1.Broker.QueryOffset:input_type -> bolide.v1.QueryOffsetRequest
+	21, // 47: bolide.v1.Broker.GetQueueOffsets:input_type -> bolide.v1.GetQueueOffsetsRequest
+	23, // 48: bolide.v1.Broker.SearchOffset:input_type -> bolide.v1.SearchOffsetRequest
+	26, // 49: bolide.v1.Broker.LockQueues:input_type -> bolide.v1.LockQueuesRequest
+	28, // 50: bolide.v1.Broker.UnlockQueues:input_type -> bolide.v1.UnlockQueuesRequest
+	30, // 51: bolide.v1.Broker.ViewMessage:input_type -> bolide.v1.ViewMessageRequest
+	32, // 52: bolide.v1.Broker.QueryMessage:input_type -> bolide.v1.QueryMessageRequest
+	34, // 53: bolide.v1.Broker.CreateTopic:input_type -> bolide.v1.CreateTopicRequest
+	36, // 54: bolide.v1.Broker.DeleteTopic:input_type -> bolide.v1.BrokerDeleteTopicRequest
+	38, // 55: bolide.v1.Broker.GetTopicConfigs:input_type -> bolide.v1.GetTopicConfigsRequest
+	40, // 56: bolide.v1.Broker.GetBrokerInfo:input_type -> bolide.v1.GetBrokerInfoRequest
+	42, // 57: bolide.v1.Broker.ListConsumerGroups:input_type -> bolide.v1.ListConsumerGroupsRequest
+	45, // 58: bolide.v1.Broker.GetConsumeStats:input_type -> bolide.v1.GetConsumeStatsRequest
+	48, // 59: bolide.v1.Broker.ResetOffset:input_type -> bolide.v1.ResetOffsetRequest
+	5,  // 60: bolide.v1.Broker.Send:output_type -> bolide.v1.SendResponse
+	5,  // 61: bolide.v1.Broker.SendStream:output_type -> bolide.v1.SendResponse
+	7,  // 62: bolide.v1.Broker.Pull:output_type -> bolide.v1.PullResponse
+	13, // 63: bolide.v1.Broker.Connect:output_type -> bolide.v1.BrokerMessage
+	15, // 64: bolide.v1.Broker.GetConsumerList:output_type -> bolide.v1.GetConsumerListResponse
+	18, // 65: bolide.v1.Broker.CommitOffsets:output_type -> bolide.v1.CommitOffsetsResponse
+	20, // 66: bolide.v1.Broker.QueryOffset:output_type -> bolide.v1.QueryOffsetResponse
+	22, // 67: bolide.v1.Broker.GetQueueOffsets:output_type -> bolide.v1.GetQueueOffsetsResponse
+	24, // 68: bolide.v1.Broker.SearchOffset:output_type -> bolide.v1.SearchOffsetResponse
+	27, // 69: bolide.v1.Broker.LockQueues:output_type -> bolide.v1.LockQueuesResponse
+	29, // 70: bolide.v1.Broker.UnlockQueues:output_type -> bolide.v1.UnlockQueuesResponse
+	31, // 71: bolide.v1.Broker.ViewMessage:output_type -> bolide.v1.ViewMessageResponse
+	33, // 72: bolide.v1.Broker.QueryMessage:output_type -> bolide.v1.QueryMessageResponse
+	35, // 73: bolide.v1.Broker.CreateTopic:output_type -> bolide.v1.CreateTopicResponse
+	37, // 74: bolide.v1.Broker.DeleteTopic:output_type -> bolide.v1.BrokerDeleteTopicResponse
+	39, // 75: bolide.v1.Broker.GetTopicConfigs:output_type -> bolide.v1.GetTopicConfigsResponse
+	41, // 76: bolide.v1.Broker.GetBrokerInfo:output_type -> bolide.v1.GetBrokerInfoResponse
+	44, // 77: bolide.v1.Broker.ListConsumerGroups:output_type -> bolide.v1.ListConsumerGroupsResponse
+	47, // 78: bolide.v1.Broker.GetConsumeStats:output_type -> bolide.v1.GetConsumeStatsResponse
+	50, // 79: bolide.v1.Broker.ResetOffset:output_type -> bolide.v1.ResetOffsetResponse
+	60, // [60:80] is the sub-list for method output_type
+	40, // [40:60] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_bolide_v1_broker_proto_init() }
@@ -3447,11 +3500,14 @@ func file_bolide_v1_broker_proto_init() {
 		return
 	}
 	file_bolide_v1_common_proto_init()
+	file_bolide_v1_ha_proto_init()
+	file_bolide_v1_transaction_proto_init()
 	file_bolide_v1_broker_proto_msgTypes[8].OneofWrappers = []any{
 		(*ClientMessage_Heartbeat)(nil),
 	}
 	file_bolide_v1_broker_proto_msgTypes[10].OneofWrappers = []any{
 		(*BrokerMessage_ConsumerIdsChanged)(nil),
+		(*BrokerMessage_CheckTransaction)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -57,6 +57,16 @@ const (
 	Code_SHUTTING_DOWN               Code = 1007
 	Code_TIMEOUT                     Code = 1008
 	Code_LOCK_NOT_HELD               Code = 1009
+	// Delayed delivery: a delivery time beyond the broker's maximum delay;
+	// a cancel that came after the message was (or is being) delivered.
+	Code_ILLEGAL_DELIVERY_TIME   Code = 1100
+	Code_DELAY_ALREADY_DELIVERED Code = 1101
+	// Transactions: an end (commit or rollback) that contradicts how the
+	// transaction already ended (rolled back, committed or discarded after
+	// the maximum number of checks); an end that names no half message this
+	// broker holds as pending or ended.
+	Code_TRANSACTION_STATE_CONFLICT Code = 1200
+	Code_TRANSACTION_NOT_FOUND      Code = 1201
 )
 
 // Enum value maps for Code.
@@ -92,6 +102,10 @@ var (
 		1007: "SHUTTING_DOWN",
 		1008: "TIMEOUT",
 		1009: "LOCK_NOT_HELD",
+		1100: "ILLEGAL_DELIVERY_TIME",
+		1101: "DELAY_ALREADY_DELIVERED",
+		1200: "TRANSACTION_STATE_CONFLICT",
+		1201: "TRANSACTION_NOT_FOUND",
 	}
 	Code_value = map[string]int32{
 		"OK":                           0,
@@ -124,6 +138,10 @@ var (
 		"SHUTTING_DOWN":                1007,
 		"TIMEOUT":                      1008,
 		"LOCK_NOT_HELD":                1009,
+		"ILLEGAL_DELIVERY_TIME":        1100,
+		"DELAY_ALREADY_DELIVERED":      1101,
+		"TRANSACTION_STATE_CONFLICT":   1200,
+		"TRANSACTION_NOT_FOUND":        1201,
 	}
 )
 
@@ -504,7 +522,7 @@ const file_bolide_v1_common_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"E\n" +
 	"\vDataVersion\x12\x1c\n" +
 	"\ttimestamp\x18\x01 \x01(\x03R\ttimestamp\x12\x18\n" +
-	"\acounter\x18\x02 \x01(\x03R\acounter*\xa6\x05\n" +
+	"\acounter\x18\x02 \x01(\x03R\acounter*\x9d\x06\n" +
 	"\x04Code\x12\x06\n" +
 	"\x02OK\x10\x00\x12\x10\n" +
 	"\fSYSTEM_ERROR\x10\x01\x12\x0f\n" +
@@ -537,7 +555,11 @@ const file_bolide_v1_common_proto_rawDesc = "" +
 	"\x1bIN_SYNC_REPLICAS_NOT_ENOUGH\x10\xee\a\x12\x12\n" +
 	"\rSHUTTING_DOWN\x10\xef\a\x12\f\n" +
 	"\aTIMEOUT\x10\xf0\a\x12\x12\n" +
-	"\rLOCK_NOT_HELD\x10\xf1\aB5Z3github.com/bolide-mq/bolide/proto/bolidev1;bolidev1b\x06proto3"
+	"\rLOCK_NOT_HELD\x10\xf1\a\x12\x1a\n" +
+	"\x15ILLEGAL_DELIVERY_TIME\x10\xcc\b\x12\x1c\n" +
+	"\x17DELAY_ALREADY_DELIVERED\x10\xcd\b\x12\x1f\n" +
+	"\x1aTRANSACTION_STATE_CONFLICT\x10\xb0\t\x12\x1a\n" +
+	"\x15TRANSACTION_NOT_FOUND\x10\xb1\tB5Z3github.com/bolide-mq/bolide/proto/bolidev1;bolidev1b\x06proto3"
 
 var (
 	file_bolide_v1_common_proto_rawDescOnce sync.Once

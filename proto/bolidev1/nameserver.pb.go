@@ -39,7 +39,12 @@ type RegisterBrokerRequest struct {
 	HeartbeatTimeoutMs int64 `protobuf:"varint,10,opt,name=heartbeat_timeout_ms,json=heartbeatTimeoutMs,proto3" json:"heartbeat_timeout_ms,omitempty"`
 	// gossip_addr is the broker's memberlist address, used to match
 	// membership events to registrations.
-	GossipAddr    string `protobuf:"bytes,11,opt,name=gossip_addr,json=gossipAddr,proto3" json:"gossip_addr,omitempty"`
+	GossipAddr string `protobuf:"bytes,11,opt,name=gossip_addr,json=gossipAddr,proto3" json:"gossip_addr,omitempty"`
+	// epoch fences old masters: for broker id 0 a NameServer refuses
+	// (NOT_MASTER, "fenced") a registration whose epoch is lower than the
+	// highest it has seen for the broker name. A promoted slave registers
+	// with a higher epoch than its old master.
+	Epoch         int64 `protobuf:"varint,12,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -149,6 +154,13 @@ func (x *RegisterBrokerRequest) GetGossipAddr() string {
 		return x.GossipAddr
 	}
 	return ""
+}
+
+func (x *RegisterBrokerRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 type RegisterBrokerResponse struct {
@@ -667,6 +679,7 @@ type BrokerLiveInfo struct {
 	Version       string                 `protobuf:"bytes,7,opt,name=version,proto3" json:"version,omitempty"`
 	LastUpdateMs  int64                  `protobuf:"varint,8,opt,name=last_update_ms,json=lastUpdateMs,proto3" json:"last_update_ms,omitempty"`
 	TopicCount    int32                  `protobuf:"varint,9,opt,name=topic_count,json=topicCount,proto3" json:"topic_count,omitempty"`
+	Epoch         int64                  `protobuf:"varint,10,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -760,6 +773,13 @@ func (x *BrokerLiveInfo) GetLastUpdateMs() int64 {
 func (x *BrokerLiveInfo) GetTopicCount() int32 {
 	if x != nil {
 		return x.TopicCount
+	}
+	return 0
+}
+
+func (x *BrokerLiveInfo) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
 	}
 	return 0
 }
@@ -1065,7 +1085,7 @@ var File_bolide_v1_nameserver_proto protoreflect.FileDescriptor
 
 const file_bolide_v1_nameserver_proto_rawDesc = "" +
 	"\n" +
-	"\x1abolide/v1/nameserver.proto\x12\tbolide.v1\x1a\x16bolide/v1/common.proto\"\xa0\x03\n" +
+	"\x1abolide/v1/nameserver.proto\x12\tbolide.v1\x1a\x16bolide/v1/common.proto\"\xb6\x03\n" +
 	"\x15RegisterBrokerRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1f\n" +
 	"\vbroker_name\x18\x02 \x01(\tR\n" +
@@ -1082,7 +1102,8 @@ const file_bolide_v1_nameserver_proto_rawDesc = "" +
 	"\x14heartbeat_timeout_ms\x18\n" +
 	" \x01(\x03R\x12heartbeatTimeoutMs\x12\x1f\n" +
 	"\vgossip_addr\x18\v \x01(\tR\n" +
-	"gossipAddr\"\xab\x01\n" +
+	"gossipAddr\x12\x14\n" +
+	"\x05epoch\x18\f \x01(\x03R\x05epoch\"\xab\x01\n" +
 	"\x16RegisterBrokerResponse\x12)\n" +
 	"\x06status\x18\x01 \x01(\v2\x11.bolide.v1.StatusR\x06status\x12\x1f\n" +
 	"\vmaster_addr\x18\x02 \x01(\tR\n" +
@@ -1125,7 +1146,7 @@ const file_bolide_v1_nameserver_proto_rawDesc = "" +
 	"\x10GetRouteResponse\x12)\n" +
 	"\x06status\x18\x01 \x01(\v2\x11.bolide.v1.StatusR\x06status\x12+\n" +
 	"\x05route\x18\x02 \x01(\v2\x15.bolide.v1.TopicRouteR\x05route\"\x17\n" +
-	"\x15GetClusterInfoRequest\"\xa2\x02\n" +
+	"\x15GetClusterInfoRequest\"\xb8\x02\n" +
 	"\x0eBrokerLiveInfo\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1f\n" +
 	"\vbroker_name\x18\x02 \x01(\tR\n" +
@@ -1139,7 +1160,9 @@ const file_bolide_v1_nameserver_proto_rawDesc = "" +
 	"\aversion\x18\a \x01(\tR\aversion\x12$\n" +
 	"\x0elast_update_ms\x18\b \x01(\x03R\flastUpdateMs\x12\x1f\n" +
 	"\vtopic_count\x18\t \x01(\x05R\n" +
-	"topicCount\"3\n" +
+	"topicCount\x12\x14\n" +
+	"\x05epoch\x18\n" +
+	" \x01(\x03R\x05epoch\"3\n" +
 	"\x0eClusterBrokers\x12!\n" +
 	"\fbroker_names\x18\x01 \x03(\tR\vbrokerNames\"\xb4\x03\n" +
 	"\x16GetClusterInfoResponse\x12)\n" +

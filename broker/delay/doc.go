@@ -1,0 +1,121 @@
+// Package delay is Bolide's delayed delivery: the delay levels' offsets
+// and clock, and the timer engine that delivers a message at any time up to
+// the broker's maximum delay (400 days by default) through a durable timing
+// wheel, after QMQ's delay server (reference delay.md §1 and §5.4).
+//
+// # Delay levels
+//
+// A message with property DELAY = n is stored by the broker in
+// SCHEDULE_TOPIC_XXXX queue n−1 (RocketMQ's layout); its ConsumeQueue tag
+// code is its due time. One goroutine per level (broker/delay_levels.go)
+// walks the queue from a persisted offset and stores due messages in their
+// real topic, in order. The offsets are config/delayOffset.json:
+//
+//	{"offsetTable":{"1":1042,"2":0,...}}
+//
+// level (1-based, as a string) → next queue offset to deliver; written
+// atomically (temp file, fsync, rename, fsync dir) every second and at
+// close. After a crash, at most the last second of deliveries repeats.
+//
+// # Timer messages
+//
+// A message with TIMER_DELIVER_MS (absolute), TIMER_DELAY_MS or
+// TIMER_DELAY_SEC is stored once, in the CommitLog, as a message of topic
+// rmq_sys_wheel_timer queue 0 with REAL_TOPIC, REAL_QID and TIMER_OUT_MS
+// (its due time, also its ConsumeQueue tag code). The send is acknowledged
+// as any send is (flush mode, replication): durability comes from the
+// CommitLog. The Engine then works in three stages:
+//
+//  1. Index. One goroutine tails the timer queue and appends a 32-byte
+//     entry per message to a time bucket file. Every second the bucket
+//     files are synced and the queue offset reached is checkpointed; after
+//     a crash the queue is re-read from the checkpoint, so the index is
+//     rebuilt from the ConsumeQueue and copies it leaves are folded
+//     together when loaded.
+//  2. Load. Buckets form a hierarchy of wheels on disk: level 0 spans 10 s,
+//     level 1 10 min, level 2 one day. A message goes to the coarsest level
+//     whose bucket is not yet due to be split; a level-1 bucket is split
+//     into level-0 buckets 20 min before it starts, a level-2 bucket into
+//     level-1 buckets a day before. Level-0 buckets starting within
+//     LoadAhead (30 s) are loaded into memory: the in-memory wheel is these
+//     10-second slots, each sorted by due time (Varghese & Lauck's scheme 5,
+//     a hashed wheel with sorted slots), plus a heap per slot for messages
+//     indexed after it was loaded. Memory is bounded by the messages due in
+//     the next ~40 s, not by how many are pending.
+//  3. Fire. One goroutine takes due entries in (due time, CommitLog offset)
+//     order, at most BatchSize at a time, reads the messages back from the
+//     CommitLog and hands the batch to the deliverer, which stores it in
+//     the real topics (one append) and then appends the entries' positions
+//     to the bucket's fired log. A crash between the two repeats at most
+//     that batch. A level-0 bucket whose time is over, whose entries are
+//     all fired or cancelled and which the checkpoint covers is deleted.
+//
+// Delivered messages keep their properties except DELAY, REAL_TOPIC,
+// REAL_QID, TIMER_DELIVER_MS, TIMER_DELAY_MS, TIMER_DELAY_SEC and
+// TIMER_ORIGIN; TIMER_OUT_MS tells the consumer when the message was due.
+// A message is never stored in its topic before its due time: the engine
+// fires an entry only when its clock reads at or after the due time.
+//
+// # Files (Options.Dir, <StoreDir>/timerwheel by default)
+//
+// All integers are big-endian.
+//
+//	L<level>-<start ms, 15 digits>.idx    bucket index file
+//	L0-<start ms, 15 digits>.fired        fired log of a level-0 bucket
+//	L<level>-<start>.<n>.split            a split bucket, deleted once the
+//	                                      entries it gave away are synced
+//	                                      (split again if found at start)
+//	cancel.log                            cancellations
+//	checkpoint.json                       how far the timer queue is indexed
+//
+// A bucket index file is a sequence of 32-byte entries, appended:
+//
+//	0  8  due time, ms since the epoch
+//	8  8  location: CommitLog offset of the stored message
+//	16 8  origin: CommitLog offset of the message's first copy (= location
+//	      unless the broker stored the message again); entries with the
+//	      same origin are one message
+//	24 4  size of the stored record
+//	28 4  CRC-32C of bytes 0..28
+//
+// A torn last entry (not 32 bytes) is cut when the file is next opened; an
+// entry that fails its CRC is skipped.
+//
+// A fired log is a sequence of 4-byte entry positions (index into the
+// bucket file) of delivered entries, appended after each delivery batch is
+// stored. When a bucket is loaded, an origin is delivered if any of its
+// entries' positions is in the log.
+//
+// The cancel log is a sequence of 32-byte records, appended and fdatasync'ed
+// before a cancel is acknowledged (concurrent cancels share the sync):
+//
+//	0  8  origin of the cancelled message
+//	8  8  its due time, ms
+//	16 8  its location
+//	24 4  zero
+//	28 4  CRC-32C of bytes 0..28
+//
+// Records failing the CRC are ignored (a torn record was never
+// acknowledged). Cancellations whose bucket is reclaimed and which the
+// checkpoint covers are forgotten, and the log is rewritten (atomically)
+// when most of it is forgotten.
+//
+// checkpoint.json is {"version":1,"queueOffset":N,"location":L}: every
+// message of the timer queue below offset N is in a synced bucket file; L
+// is the CommitLog offset of the last one. It is written atomically after
+// the bucket files and fired logs are synced.
+//
+// # Cancel
+//
+// The broker finds the stored copies of a message by its unique id (the
+// IndexFile of the timer topic) and hands them to Engine.Cancel: a message
+// pending anywhere (on disk, in the wheel, not yet indexed) is recorded in
+// the cancel log, synced, and marked in the wheel before Cancel returns, so
+// it is never delivered; one in flight or delivered is reported as such.
+//
+// # Clock
+//
+// All timing goes through a Clock (Now, NewTimer); VirtualClock lets tests
+// run 400 days in seconds. Timers fire at or after their time, never
+// before.
+package delay

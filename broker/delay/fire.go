@@ -1,0 +1,227 @@
+package delay
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/bolide-mq/bolide/message"
+)
+
+// batch is one delivery: due entries and their real messages.
+type batch struct {
+	refs []fireRef
+	msgs []*message.Ext
+}
+
+type fireRef struct {
+	lb *lbucket
+	i  int32
+}
+
+// fireLoop takes due entries from the wheel in (due time, offset) order,
+// reads their messages and hands them to the deliverer in batches.
+func (e *Engine) fireLoop() {
+	defer e.wg.Done()
+	for {
+		e.mu.Lock()
+		now := e.clock.Now()
+		refs, next := e.takeDueLocked(now.UnixMilli(), e.opts.BatchSize)
+		e.mu.Unlock()
+		if len(refs) > 0 {
+			b := e.prepare(refs)
+			if len(b.refs) == 0 {
+				continue
+			}
+			select {
+			case e.batches <- b:
+			case <-e.ctx.Done():
+				return
+			}
+			continue
+		}
+		var tc <-chan time.Time
+		var t Timer
+		if next != 0 {
+			t = TimerAt(e.clock, time.UnixMilli(next))
+			tc = t.C()
+		}
+		select {
+		case <-e.ctx.Done():
+			if t != nil {
+				t.Stop()
+			}
+			return
+		case <-e.wake:
+		case <-tc:
+		}
+		if t != nil {
+			t.Stop()
+		}
+	}
+}
+
+// takeDueLocked marks up to max due entries in flight and returns them; if
+// none is due it returns the due time of the next one (0: none loaded).
+func (e *Engine) takeDueLocked(now int64, max int) ([]fireRef, int64) {
+	var refs []fireRef
+	for _, lb := range e.loaded {
+		for len(refs) < max {
+			i, fromLate, ok := lb.peek()
+			if !ok {
+				break
+			}
+			w := &lb.ents[i]
+			if w.deliverMS > now {
+				if len(refs) > 0 {
+					return refs, 0
+				}
+				return nil, w.deliverMS
+			}
+			lb.pop(fromLate)
+			if _, c := e.cancels[w.origin]; c {
+				w.state = stCancelled
+				lb.open--
+				continue
+			}
+			w.state = stInflight
+			lb.inflight++
+			e.inflight++
+			refs = append(refs, fireRef{lb, i})
+		}
+		if len(refs) >= max {
+			break
+		}
+	}
+	return refs, 0
+}
+
+// prepare reads the messages of a batch. A message that cannot be read (its
+// CommitLog segment is gone) is counted lost and marked done.
+func (e *Engine) prepare(refs []fireRef) *batch {
+	b := &batch{refs: refs[:0:0], msgs: make([]*message.Ext, 0, len(refs))}
+	var lost []fireRef
+	for _, r := range refs {
+		e.mu.Lock()
+		w := r.lb.ents[r.i]
+		e.mu.Unlock()
+		m, err := e.host.ReadMessage(w.loc)
+		if err == nil {
+			m, err = RealMessage(m, w.deliverMS)
+		}
+		if err != nil {
+			e.log.Error("timer message lost: cannot read it back", zap.Int64("location", w.loc),
+				zap.Int64("deliverMs", w.deliverMS), zap.Error(err))
+			lost = append(lost, r)
+			continue
+		}
+		b.refs = append(b.refs, r)
+		b.msgs = append(b.msgs, m)
+	}
+	if len(lost) > 0 {
+		e.lost.Add(int64(len(lost)))
+		e.finish(lost)
+	}
+	return b
+}
+
+// deliverLoop stores batches in order. A batch is retried until it is
+// stored; its entries are then recorded in the fired logs.
+func (e *Engine) deliverLoop() {
+	defer e.wg.Done()
+	backoff := 50 * time.Millisecond
+	for {
+		var b *batch
+		select {
+		case <-e.ctx.Done():
+			return
+		case b = <-e.batches:
+		}
+		for {
+			// Not the engine's context: a batch begun is finished, so a
+			// clean stop repeats nothing.
+			ctx, cancel := context.WithTimeout(context.Background(), e.opts.DeliverTimeout)
+			err := e.host.Deliver(ctx, b.msgs)
+			cancel()
+			if err == nil {
+				backoff = 50 * time.Millisecond
+				break
+			}
+			e.log.Error("timer delivery failed; retrying", zap.Int("messages", len(b.msgs)), zap.Error(err))
+			if !e.sleep(backoff) {
+				return // stays in flight: not in the fired log, so delivered after a restart
+			}
+			backoff = min(2*backoff, 2*time.Second)
+		}
+		e.delivered.Add(int64(len(b.refs)))
+		e.finish(b.refs)
+	}
+}
+
+// finish marks entries done and appends them to their fired logs.
+func (e *Engine) finish(refs []fireRef) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	byBucket := make(map[*lbucket][]uint32, 2)
+	var order []*lbucket
+	for _, r := range refs {
+		w := &r.lb.ents[r.i]
+		w.state = stDone
+		r.lb.inflight--
+		r.lb.open--
+		e.inflight--
+		if _, ok := byBucket[r.lb]; !ok {
+			order = append(order, r.lb)
+		}
+		byBucket[r.lb] = append(byBucket[r.lb], w.idx)
+	}
+	for _, lb := range order {
+		if lb.fired == nil {
+			continue
+		}
+		if err := lb.appendFired(byBucket[lb]); err != nil {
+			e.log.Error("fired log write failed", zap.Error(err))
+		}
+	}
+}
+
+// RealMessage turns a stored timer or delay-level message back into the
+// message its producer sent: its real topic and queue, without the
+// properties that asked for the delay or that the broker added, except
+// TIMER_OUT_MS (for timer messages, set to deliverMS), which tells the
+// consumer when it was due.
+func RealMessage(m *message.Ext, deliverMS int64) (*message.Ext, error) {
+	topic := m.Properties[message.PropertyRealTopic]
+	if topic == "" {
+		return nil, fmt.Errorf("delay: message at %d of %s has no %s", m.PhysicalOffset, m.Topic, message.PropertyRealTopic)
+	}
+	qid, err := strconv.Atoi(m.Properties[message.PropertyRealQueueID])
+	if err != nil || qid < 0 || qid > 1<<20 {
+		return nil, fmt.Errorf("delay: message at %d has a bad %s %q", m.PhysicalOffset, message.PropertyRealQueueID, m.Properties[message.PropertyRealQueueID])
+	}
+	props := make(map[string]string, len(m.Properties))
+	for k, v := range m.Properties {
+		switch k {
+		case message.PropertyRealTopic, message.PropertyRealQueueID, message.PropertyDelayLevel,
+			message.PropertyTimerDeliverMS, message.PropertyTimerDelayMS, message.PropertyTimerDelaySec,
+			message.PropertyTimerOrigin:
+			continue
+		}
+		props[k] = v
+	}
+	if deliverMS > 0 {
+		props[message.PropertyTimerOutMS] = strconv.FormatInt(deliverMS, 10)
+	}
+	return &message.Ext{
+		Message:                   message.Message{Topic: topic, Flag: m.Flag, Body: m.Body, Properties: props},
+		QueueID:                   int32(qid),
+		SysFlag:                   m.SysFlag,
+		BornTimestamp:             m.BornTimestamp,
+		BornHost:                  m.BornHost,
+		ReconsumeTimes:            m.ReconsumeTimes,
+		PreparedTransactionOffset: m.PreparedTransactionOffset,
+	}, nil
+}

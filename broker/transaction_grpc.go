@@ -1,0 +1,102 @@
+package broker
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/bolide-mq/bolide/internal/wire"
+	"github.com/bolide-mq/bolide/message"
+	pb "github.com/bolide-mq/bolide/proto/bolidev1"
+)
+
+// transactionServer is the gRPC front end of the transaction service
+// (service Transaction in transaction.proto).
+type transactionServer struct {
+	pb.UnimplementedTransactionServer
+	b *Broker
+}
+
+// newTransactionServer creates the broker's transaction service and
+// returns its gRPC front end.
+func newTransactionServer(b *Broker) *transactionServer {
+	b.txn = newTxnService(b)
+	return &transactionServer{b: b}
+}
+
+func (s *transactionServer) EndTransaction(ctx context.Context, req *pb.EndTransactionRequest) (*pb.EndTransactionResponse, error) {
+	res, err := s.b.EndTransaction(ctx, EndTransactionRequest{
+		ProducerGroup: req.ProducerGroup, Topic: req.Topic, CommitLogOffset: req.CommitLogOffset,
+		HalfQueueOffset: req.TranStateTableOffset, MsgID: req.MsgId, TransactionID: req.TransactionId,
+		State: req.State, FromCheck: req.FromCheck,
+	})
+	if err != nil {
+		return &pb.EndTransactionResponse{Status: wire.Status(err)}, nil
+	}
+	resp := &pb.EndTransactionResponse{Status: wire.OK, Duplicate: res.Duplicate}
+	if r := res.Stored; r != nil {
+		resp.MsgId, resp.QueueId, resp.QueueOffset, resp.CommitLogOffset = r.MsgID, res.QueueID, r.QueueOffset, r.PhysicalOffset
+	}
+	return resp, nil
+}
+
+func (s *transactionServer) ListDiscarded(_ context.Context, req *pb.ListDiscardedRequest) (*pb.ListDiscardedResponse, error) {
+	max := int(req.Max)
+	if max <= 0 {
+		max = 32
+	}
+	max = min(max, 1024)
+	entries, next, minOff, maxOff, err := s.b.DiscardedTransactions(req.Offset, max, req.ProducerGroup, req.Topic)
+	if err != nil {
+		return &pb.ListDiscardedResponse{Status: wire.Status(err)}, nil
+	}
+	resp := &pb.ListDiscardedResponse{Status: wire.OK, NextOffset: next, MinOffset: minOff, MaxOffset: maxOff}
+	for _, e := range entries {
+		m := e.Msg
+		qid, _ := strconv.Atoi(m.Properties[message.PropertyRealQueueID])
+		ct, _ := strconv.Atoi(m.Properties[message.PropertyTransactionCheckTimes])
+		at, _ := strconv.ParseInt(m.Properties[PropertyDiscardTime], 10, 64)
+		if at == 0 {
+			at = m.StoreTimestamp
+		}
+		resp.Transactions = append(resp.Transactions, &pb.DiscardedTransaction{
+			QueueOffset: m.QueueOffset, Topic: m.Properties[message.PropertyRealTopic], QueueId: int32(qid),
+			ProducerGroup: m.Properties[message.PropertyProducerGroup], TransactionId: halfID(m),
+			UniqueId: m.UniqueID(), CheckTimes: int32(ct), BornTimestampMs: m.BornTimestamp, DiscardedAtMs: at,
+			Tags: m.Tags(), Keys: m.Properties[message.PropertyKeys], BodySize: int32(len(m.Body)), Record: e.Record,
+		})
+	}
+	return resp, nil
+}
+
+func (s *transactionServer) ListPending(ctx context.Context, req *pb.ListPendingRequest) (*pb.ListPendingResponse, error) {
+	max := int(req.Max)
+	if max <= 0 {
+		max = 100
+	}
+	max = min(max, 10000)
+	list, total, err := s.b.PendingTransactions(ctx, req.ProducerGroup, req.Topic, max)
+	if err != nil {
+		return &pb.ListPendingResponse{Status: wire.Status(err)}, nil
+	}
+	resp := &pb.ListPendingResponse{Status: wire.OK, Total: int64(total)}
+	for _, p := range list {
+		resp.Transactions = append(resp.Transactions, &pb.PendingTransaction{
+			Topic: p.Topic, QueueId: p.QueueID, ProducerGroup: p.Group, TransactionId: p.ID,
+			CommitLogOffset: p.CommitLogOffset, TranStateTableOffset: p.HalfQueueOffset, CheckTimes: p.CheckTimes,
+			BornTimestampMs: p.BornMS, NextCheckMs: p.NextCheckMS,
+		})
+	}
+	return resp, nil
+}
+
+func (s *transactionServer) Stats(context.Context, *pb.TransactionStatsRequest) (*pb.TransactionStatsResponse, error) {
+	st := s.b.TransactionStats()
+	return &pb.TransactionStatsResponse{
+		Status: wire.OK, Pending: st.Pending, OldestPendingAgeMs: st.OldestPendingAgeMS,
+		HalfMessages: st.HalfMessages, Checks: st.Checks, ChecksSent: st.ChecksSent, ChecksWithoutProducer: st.ChecksNoProd,
+		Commits: st.Commits, Rollbacks: st.Rollbacks, Discards: st.Discards,
+		DuplicateEnds: st.Duplicates, ConflictingEnds: st.Conflicts, UnknownAnswers: st.UnknownAnswers,
+		HalfConsumeOffset: st.HalfConsumeOffset, HalfMaxOffset: st.HalfMaxOffset,
+		OpConsumeOffset: st.OpConsumeOffset, OpMaxOffset: st.OpMaxOffset, DiscardedTotal: st.DiscardedTotal,
+	}, nil
+}
