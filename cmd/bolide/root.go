@@ -62,6 +62,7 @@ units ns us ms s m h d), "now", or epoch milliseconds.`,
 		newGroupCmd(a),
 		newOffsetCmd(a),
 		newBenchCmd(a),
+		newTxnCmd(a),
 		newCompletionCmd(),
 	)
 	root.SetHelpCommand(newHelpCmd(root))
