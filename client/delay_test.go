@@ -133,9 +133,9 @@ func TestTimerWithConsumerAndCancel(t *testing.T) {
 	var cancelled []string
 	want := map[string]bool{}
 	for i := 0; i < n; i++ {
-		opt := WithDelay(time.Duration(500+i*10) * time.Millisecond)
+		opt := WithDelay(time.Duration(3000+i*10) * time.Millisecond) // far enough out that every cancel lands before its message is due, even on a loaded machine
 		if i%7 == 0 {
-			opt = WithDeliverAt(time.Now().Add(time.Duration(800+i*5) * time.Millisecond))
+			opt = WithDeliverAt(time.Now().Add(time.Duration(3300+i*5) * time.Millisecond))
 		}
 		res, err := p.Send(ctx, &Message{Topic: topic, Body: []byte(strconv.Itoa(i))}, opt)
 		if err != nil {
