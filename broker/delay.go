@@ -346,6 +346,11 @@ func (b *Broker) fixRealQueue(m *message.Ext) {
 // deliverDelayed stores due messages in their real topics, as a send is
 // stored (flush and replication).
 func (b *Broker) deliverDelayed(ctx context.Context, msgs []*message.Ext) error {
+	if !b.IsMaster() {
+		// Fenced or demoted: the new master delivers; this one retries
+		// until it stops.
+		return wire.Errorf(pb.Code_NOT_MASTER, "broker %s is not the master; delayed delivery paused", b.opts.BrokerName)
+	}
 	for _, m := range msgs {
 		b.fixRealQueue(m)
 	}

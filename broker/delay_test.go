@@ -382,7 +382,7 @@ func TestTimerHorizonThroughStore(t *testing.T) {
 		n = 1_000_000
 	}
 	vc := delay.NewVirtualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	db := startDelayBroker(t, t.TempDir(), func(o *Options) {
+	db := startDelayBroker(t, shmTempDir(t), func(o *Options) {
 		o.Delay.Clock = vc
 		o.Store.Now = vc.Now
 		o.Store.CommitLog.Now = vc.Now

@@ -116,7 +116,7 @@ func (e *Engine) stateLocked(t CancelTarget) uint8 {
 	if key <= e.frontier && t.Location <= e.lastLoc {
 		// Indexed into a bucket of the loaded range that is gone: it was
 		// reclaimed after every entry was delivered.
-		if _, exists := e.files.m[bucketKey{0, key}]; !exists {
+		if bf, exists := e.files.m[bucketKey{0, key}]; !exists || bf.removing {
 			return stDone
 		}
 	}

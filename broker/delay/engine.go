@@ -123,6 +123,7 @@ type Engine struct {
 	clock Clock
 
 	mu       sync.Mutex
+	amu      sync.Mutex // serialises appends to bucket files (taken before mu)
 	files    *fileSet
 	loaded   []*lbucket // by start
 	frontier int64      // every level-0 file starting at or before it is loaded
@@ -134,6 +135,9 @@ type Engine struct {
 	ckpt     checkpoint
 	inflight int
 	closed   bool
+	// sleepUntil is the due time the firer waits for (0: none, −1: it is
+	// not waiting).
+	sleepUntil int64
 	// tombs are split buckets to delete at the next checkpoint; resplits
 	// are tombstones found at start, to split again.
 	tombs    []string
@@ -164,6 +168,7 @@ const checkpointName = "checkpoint.json"
 // bucket files, the cancel log and the checkpoint. Nothing runs until
 // Start.
 func Open(opts Options, host Host, log *zap.Logger) (*Engine, error) {
+	start := time.Now()
 	if opts.Clock == nil {
 		opts.Clock = RealClock
 	}
@@ -206,7 +211,7 @@ func Open(opts Options, host Host, log *zap.Logger) (*Engine, error) {
 		return nil, err
 	}
 	log.Info("timer index opened", zap.String("dir", opts.Dir), zap.Int("buckets", len(e.files.m)),
-		zap.Int64("queueOffset", e.qoff), zap.Int("cancels", len(e.cancels)))
+		zap.Int64("queueOffset", e.qoff), zap.Int("cancels", len(e.cancels)), zap.Duration("took", time.Since(start)))
 	return e, nil
 }
 
@@ -334,9 +339,9 @@ func (e *Engine) index(units []Unit, next int64) error {
 		groups[k] = append(groups[k], en)
 	}
 	for _, k := range order {
-		e.mu.Lock()
-		err := e.appendLocked(k, groups[k], now)
-		e.mu.Unlock()
+		e.amu.Lock()
+		err := e.appendEntries(k, groups[k], now)
+		e.amu.Unlock()
 		if err != nil {
 			return err
 		}
@@ -348,12 +353,22 @@ func (e *Engine) index(units []Unit, next int64) error {
 	return nil
 }
 
-// appendLocked appends entries to bucket k (or a finer one if k is being
+// appendEntries appends entries to bucket k (or finer ones if k is being
 // split) and, for a level-0 bucket in the loaded range, puts them in the
-// wheel.
-func (e *Engine) appendLocked(k bucketKey, ents []Entry, now int64) error {
+// wheel. The caller holds e.amu (appends are serialised) but not e.mu: the
+// file-system calls (open, write) happen without the engine lock, which
+// the firer needs.
+func (e *Engine) appendEntries(k bucketKey, ents []Entry, now int64) error {
+	e.mu.Lock()
 	bf := e.files.get(k, true)
+	for bf.removing { // being reclaimed: a late entry recreates it after
+		e.mu.Unlock()
+		time.Sleep(time.Millisecond)
+		e.mu.Lock()
+		bf = e.files.get(k, true)
+	}
 	if bf.splitting {
+		e.mu.Unlock()
 		// Placed with a clock reading from before the split began: go to
 		// the levels below, as the split does.
 		regroup := make(map[bucketKey][]Entry)
@@ -362,20 +377,59 @@ func (e *Engine) appendLocked(k bucketKey, ents []Entry, now int64) error {
 			regroup[kk] = append(regroup[kk], en)
 		}
 		for kk, g := range regroup {
-			if err := e.appendLocked(kk, g, now); err != nil {
+			if err := e.appendEntries(kk, g, now); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
+	bf.pins++ // its descriptor stays open, it is not reclaimed
+	f, path := bf.f, e.files.path(k, idxSuffix)
+	e.mu.Unlock()
+	unpin := func() {
+		e.mu.Lock()
+		bf.pins--
+		e.mu.Unlock()
+	}
+	if f == nil {
+		nf, err := openBucketFile(path)
+		if err != nil {
+			unpin()
+			return err
+		}
+		e.mu.Lock()
+		if bf.f == nil {
+			err = e.files.install(bf, nf)
+		} else {
+			err = nf.Close()
+		}
+		f = bf.f
+		e.mu.Unlock()
+		if err != nil {
+			unpin()
+			return err
+		}
+	} else {
+		e.mu.Lock()
+		e.files.lru.MoveToFront(bf.elem)
+		e.mu.Unlock()
+	}
 	buf := make([]byte, len(ents)*EntrySize)
 	for i, en := range ents {
 		en.Encode(buf[i*EntrySize:])
 	}
-	first := bf.n
-	if err := e.files.append(bf, buf); err != nil {
-		return err
+	first := bf.n // only appenders (serialised by amu) change it
+	if _, err := f.WriteAt(buf, first*EntrySize); err != nil {
+		unpin()
+		return fmt.Errorf("delay: append to bucket %s: %w", k.name(), err)
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	bf.pins--
+	bf.n += int64(len(ents))
+	bf.dirty = true
+	e.files.bytes += int64(len(buf))
+	e.files.evict()
 	if k.level != 0 {
 		return nil
 	}
@@ -391,11 +445,13 @@ func (e *Engine) appendLocked(k bucketKey, ents []Entry, now int64) error {
 	if lb == nil {
 		return nil
 	}
-	added := false
+	wake := false
 	for i, en := range ents {
 		_, cancelled := e.cancels[en.Origin]
 		if lb.addLate(en, first+int64(i), false) {
-			added = true
+			// Wake the firer only for an entry due before what it waits
+			// for (0: it waits for nothing; −1: it is busy).
+			wake = wake || e.sleepUntil == 0 || (e.sleepUntil > 0 && en.DeliverMS < e.sleepUntil)
 			if cancelled {
 				w := &lb.ents[lb.byOrigin[en.Origin]]
 				w.state = stCancelled
@@ -403,7 +459,7 @@ func (e *Engine) appendLocked(k bucketKey, ents []Entry, now int64) error {
 			}
 		}
 	}
-	if added {
+	if wake {
 		e.notify()
 	}
 	return nil
@@ -505,15 +561,18 @@ func cmpInt64(a, b int64) int {
 // found at start is split again. Copies a repeated split leaves are folded
 // together when the level-0 bucket is loaded.
 func (e *Engine) split(k bucketKey, now int64) error {
+	e.amu.Lock() // no append to it is in progress
 	e.mu.Lock()
 	bf := e.files.m[k]
 	if bf == nil {
 		e.mu.Unlock()
+		e.amu.Unlock()
 		return nil
 	}
 	bf.splitting = true
 	n := bf.n
 	e.mu.Unlock()
+	e.amu.Unlock()
 	if err := e.moveEntries(e.files.path(k, idxSuffix), k.level, n, now); err != nil {
 		e.mu.Lock()
 		bf.splitting = false
@@ -547,17 +606,20 @@ func (e *Engine) moveEntries(path string, level int, n, now int64) error {
 	}
 	groups := make(map[bucketKey][]Entry)
 	flush := func() error {
-		e.mu.Lock()
-		defer e.mu.Unlock()
 		for kk, g := range groups {
+			e.mu.Lock()
 			live := g[:0]
 			for _, en := range g {
 				if _, c := e.cancels[en.Origin]; !c {
 					live = append(live, en)
 				}
 			}
+			e.mu.Unlock()
 			if len(live) > 0 {
-				if err := e.appendLocked(kk, live, now); err != nil {
+				e.amu.Lock()
+				err := e.appendEntries(kk, live, now)
+				e.amu.Unlock()
+				if err != nil {
 					return err
 				}
 			}
@@ -705,9 +767,12 @@ func (e *Engine) installLocked(bf *bfile, lb *lbucket, n int64) error {
 		if err != nil {
 			return err
 		}
-		err = readEntries(e.files.path(bf.key, idxSuffix), n, bf.n, func(i int64, en Entry) {
-			lb.addLate(en, i, bitSet(fired, i))
-		})
+		add := func(i int64, en Entry) { lb.addLate(en, i, bitSet(fired, i)) }
+		if bf.f != nil {
+			err = readEntriesFrom(bf.f, e.files.path(bf.key, idxSuffix), n, bf.n, add)
+		} else {
+			err = readEntries(e.files.path(bf.key, idxSuffix), n, bf.n, add)
+		}
 		if err != nil {
 			return err
 		}
@@ -729,16 +794,14 @@ func (e *Engine) installLocked(bf *bfile, lb *lbucket, n int64) error {
 			}
 		}
 	}
-	f, err := os.OpenFile(e.files.path(bf.key, firedSuffix), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
+	// The fired log is opened (created) at the first delivery.
+	lb.firedPath = e.files.path(bf.key, firedSuffix)
+	switch st, err := os.Stat(lb.firedPath); {
+	case err == nil:
+		lb.firedN = st.Size() / 4
+	case !errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("delay: fired log: %w", err)
 	}
-	st, err := f.Stat()
-	if err != nil {
-		_ = f.Close()
-		return fmt.Errorf("delay: fired log: %w", err)
-	}
-	lb.fired, lb.firedN = f, st.Size()/4
 	bf.lb = lb
 	delete(e.files.l0, bf.key.start)
 	i, _ := slices.BinarySearchFunc(e.loaded, lb.key.start, func(x *lbucket, s int64) int { return cmpInt64(x.key.start, s) })
@@ -858,8 +921,7 @@ func (e *Engine) checkpointOnce() error {
 func (e *Engine) reclaim() error {
 	now := e.clock.Now().UnixMilli()
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	var errs []error
+	var gone []*bfile
 	keep := e.loaded[:0]
 	for _, lb := range e.loaded {
 		if lb.key.end() <= now && lb.open == 0 && lb.inflight == 0 && lb.maxLoc <= e.ckpt.Location &&
@@ -868,13 +930,27 @@ func (e *Engine) reclaim() error {
 				_ = lb.fired.Close()
 				lb.fired = nil
 			}
-			errs = append(errs, e.files.remove(lb.bf))
+			lb.bf.lb = nil
+			e.files.startRemove(lb.bf)
+			gone = append(gone, lb.bf)
 			continue
 		}
 		keep = append(keep, lb)
 	}
 	clear(e.loaded[len(keep):])
 	e.loaded = keep
-	errs = append(errs, e.compactCancelsLocked())
+	err := e.compactCancelsLocked()
+	e.mu.Unlock()
+	// Unlinking can be slow: not under the lock (appenders to these
+	// buckets wait for finishRemove).
+	errs := []error{err}
+	for _, bf := range gone {
+		errs = append(errs, e.files.deleteBucketFiles(bf.key))
+	}
+	e.mu.Lock()
+	for _, bf := range gone {
+		e.files.finishRemove(bf)
+	}
+	e.mu.Unlock()
 	return errors.Join(errs...)
 }

@@ -69,7 +69,7 @@ func TestHorizonVirtualClock(t *testing.T) {
 	}
 	vc := NewVirtualClock(t0)
 	h := newFakeHost(vc)
-	dir := t.TempDir()
+	dir := fastTempDir(t)
 	e := testEngine(t, dir, h)
 	defer e.Close()
 	rng := rand.New(rand.NewPCG(1, 2))

@@ -26,8 +26,9 @@ type bfile struct {
 	pins  int
 	elem  *list.Element
 	// splitting: the bucket (level ≥ 1) is being split; nothing is
-	// appended to it any more.
+	// appended to it any more. removing: its files are being deleted.
 	splitting bool
+	removing  bool
 	// lb is the loaded level-0 bucket, nil while not loaded.
 	lb *lbucket
 }
@@ -125,17 +126,31 @@ func (fs *fileSet) get(k bucketKey, create bool) *bfile {
 }
 
 // open makes sure bf has an open descriptor, creating the file if needed
-// and cutting a torn last entry.
+// and cutting a torn last entry. Callers that may not block under the
+// engine lock open the file first (openBucketFile) and install it.
 func (fs *fileSet) open(bf *bfile) error {
 	if bf.f != nil {
 		fs.lru.MoveToFront(bf.elem)
 		return nil
 	}
-	path := fs.path(bf.key, idxSuffix)
+	f, err := openBucketFile(fs.path(bf.key, idxSuffix))
+	if err != nil {
+		return err
+	}
+	return fs.install(bf, f)
+}
+
+// openBucketFile opens (creating) a bucket file.
+func openBucketFile(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return fmt.Errorf("delay: open bucket: %w", err)
+		return nil, fmt.Errorf("delay: open bucket: %w", err)
 	}
+	return f, nil
+}
+
+// install gives bf an open descriptor of its file.
+func (fs *fileSet) install(bf *bfile, f *os.File) error {
 	st, err := f.Stat()
 	if err != nil {
 		_ = f.Close()
@@ -175,21 +190,6 @@ func (fs *fileSet) evict() {
 	}
 }
 
-// append writes whole entries at the end of a bucket file.
-func (fs *fileSet) append(bf *bfile, buf []byte) error {
-	if err := fs.open(bf); err != nil {
-		return err
-	}
-	if _, err := bf.f.WriteAt(buf, bf.n*EntrySize); err != nil {
-		return fmt.Errorf("delay: append to bucket %s at %d (%d bytes): %w", bf.key.name(), bf.n, len(buf), err)
-	}
-	bf.n += int64(len(buf) / EntrySize)
-	bf.dirty = true
-	fs.bytes += int64(len(buf))
-	fs.evict()
-	return nil
-}
-
 // tombstone renames a split bucket's file out of the way (a new bucket of
 // the same key may be created at once) and forgets it.
 func (fs *fileSet) tombstone(bf *bfile) (string, error) {
@@ -209,22 +209,32 @@ func (fs *fileSet) tombstone(bf *bfile) (string, error) {
 	return path, nil
 }
 
-// remove closes and deletes a bucket's files.
-func (fs *fileSet) remove(bf *bfile) error {
+// startRemove closes a bucket's descriptor and marks it removing: nothing
+// is appended to it (appenders wait) until finishRemove, called after
+// deleteBucketFiles without the lock, forgets it.
+func (fs *fileSet) startRemove(bf *bfile) {
 	if bf.f != nil {
 		_ = bf.f.Close()
 		bf.f = nil
 		fs.lru.Remove(bf.elem)
 		bf.elem = nil
 	}
+	bf.removing = true
+}
+
+func (fs *fileSet) finishRemove(bf *bfile) {
 	delete(fs.m, bf.key)
 	if bf.key.level == 0 {
 		delete(fs.l0, bf.key.start)
 	}
 	fs.bytes -= bf.n * EntrySize
+}
+
+// deleteBucketFiles deletes a bucket's index file and fired log.
+func (fs *fileSet) deleteBucketFiles(k bucketKey) error {
 	var errs []error
 	for _, s := range []string{idxSuffix, firedSuffix} {
-		if err := os.Remove(fs.path(bf.key, s)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(fs.path(k, s)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
@@ -258,6 +268,12 @@ func readEntries(path string, from, to int64, fn func(i int64, e Entry)) error {
 		return fmt.Errorf("delay: %w", err)
 	}
 	defer f.Close()
+	return readEntriesFrom(f, path, from, to, fn)
+}
+
+// readEntriesFrom is readEntries with an open descriptor (pread: its
+// offset is not used).
+func readEntriesFrom(f *os.File, path string, from, to int64, fn func(i int64, e Entry)) error {
 	const chunk = 8192
 	buf := make([]byte, chunk*EntrySize)
 	for i := from; i < to; {

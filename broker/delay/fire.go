@@ -3,6 +3,8 @@ package delay
 import (
 	"context"
 	"fmt"
+	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -13,13 +15,16 @@ import (
 
 // batch is one delivery: due entries and their real messages.
 type batch struct {
-	refs []fireRef
-	msgs []*message.Ext
+	taken time.Time
+	refs  []fireRef
+	msgs  []*message.Ext
 }
 
 type fireRef struct {
-	lb *lbucket
-	i  int32
+	lb        *lbucket
+	i         int32
+	loc       int64 // copied when taken (a taken entry does not change)
+	deliverMS int64
 }
 
 // fireLoop takes due entries from the wheel in (due time, offset) order,
@@ -30,6 +35,11 @@ func (e *Engine) fireLoop() {
 		e.mu.Lock()
 		now := e.clock.Now()
 		refs, next := e.takeDueLocked(now.UnixMilli(), e.opts.BatchSize)
+		// What the firer sleeps until: entries due later need not wake it.
+		e.sleepUntil = next
+		if len(refs) > 0 {
+			e.sleepUntil = -1
+		}
 		e.mu.Unlock()
 		if len(refs) > 0 {
 			b := e.prepare(refs)
@@ -90,7 +100,7 @@ func (e *Engine) takeDueLocked(now int64, max int) ([]fireRef, int64) {
 			w.state = stInflight
 			lb.inflight++
 			e.inflight++
-			refs = append(refs, fireRef{lb, i})
+			refs = append(refs, fireRef{lb: lb, i: i, loc: w.loc, deliverMS: w.deliverMS})
 		}
 		if len(refs) >= max {
 			break
@@ -105,16 +115,13 @@ func (e *Engine) prepare(refs []fireRef) *batch {
 	b := &batch{refs: refs[:0:0], msgs: make([]*message.Ext, 0, len(refs))}
 	var lost []fireRef
 	for _, r := range refs {
-		e.mu.Lock()
-		w := r.lb.ents[r.i]
-		e.mu.Unlock()
-		m, err := e.host.ReadMessage(w.loc)
+		m, err := e.host.ReadMessage(r.loc)
 		if err == nil {
-			m, err = RealMessage(m, w.deliverMS)
+			m, err = RealMessage(m, r.deliverMS)
 		}
 		if err != nil {
-			e.log.Error("timer message lost: cannot read it back", zap.Int64("location", w.loc),
-				zap.Int64("deliverMs", w.deliverMS), zap.Error(err))
+			e.log.Error("timer message lost: cannot read it back", zap.Int64("location", r.loc),
+				zap.Int64("deliverMs", r.deliverMS), zap.Error(err))
 			lost = append(lost, r)
 			continue
 		}
@@ -156,8 +163,37 @@ func (e *Engine) deliverLoop() {
 			}
 			backoff = min(2*backoff, 2*time.Second)
 		}
+		e.openFiredLogs(b.refs)
 		e.delivered.Add(int64(len(b.refs)))
 		e.finish(b.refs)
+	}
+}
+
+// openFiredLogs creates the fired logs a batch needs, without the lock.
+func (e *Engine) openFiredLogs(refs []fireRef) {
+	var need []*lbucket
+	e.mu.Lock()
+	for _, r := range refs {
+		if r.lb.fired == nil && !slices.Contains(need, r.lb) {
+			need = append(need, r.lb)
+		}
+	}
+	e.mu.Unlock()
+	for _, lb := range need {
+		f, err := os.OpenFile(lb.firedPath, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			continue // finish retries under the lock and logs
+		}
+		e.mu.Lock()
+		if lb.fired == nil {
+			lb.fired = f
+			e.files.created = true
+			f = nil
+		}
+		e.mu.Unlock()
+		if f != nil {
+			_ = f.Close()
+		}
 	}
 }
 
@@ -180,7 +216,7 @@ func (e *Engine) finish(refs []fireRef) {
 	}
 	for _, lb := range order {
 		if lb.fired == nil {
-			continue
+			e.files.created = true // the directory gains a file
 		}
 		if err := lb.appendFired(byBucket[lb]); err != nil {
 			e.log.Error("fired log write failed", zap.Error(err))

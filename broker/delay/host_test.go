@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -23,7 +24,7 @@ type fakeHost struct {
 
 	mu        sync.Mutex
 	units     []Unit
-	msgs      map[int64]*message.Ext
+	msgs      map[int64]fakeMsg
 	nextLoc   int64
 	arrival   notify.Signal
 	delivered []delivery
@@ -34,6 +35,12 @@ type fakeHost struct {
 	early          int
 }
 
+// fakeMsg is a stored timer message (small: tests hold a million).
+type fakeMsg struct {
+	id  int
+	due int64
+}
+
 type delivery struct {
 	id  int
 	due int64
@@ -41,7 +48,7 @@ type delivery struct {
 }
 
 func newFakeHost(c Clock) *fakeHost {
-	return &fakeHost{clock: c, msgs: make(map[int64]*message.Ext), nextLoc: 1000}
+	return &fakeHost{clock: c, msgs: make(map[int64]fakeMsg), nextLoc: 1000}
 }
 
 // send stores a timer message with id due at due and returns its location.
@@ -49,12 +56,7 @@ func (h *fakeHost) send(id int, due int64) int64 {
 	h.mu.Lock()
 	loc := h.nextLoc
 	h.nextLoc += 200
-	h.msgs[loc] = &message.Ext{
-		Message: message.Message{Topic: message.TimerTopic, Body: []byte("x"), Properties: map[string]string{
-			message.PropertyRealTopic: "real", message.PropertyRealQueueID: "0",
-			message.PropertyTimerOutMS: strconv.FormatInt(due, 10), "id": strconv.Itoa(id)}},
-		PhysicalOffset: loc,
-	}
+	h.msgs[loc] = fakeMsg{id: id, due: due}
 	h.units = append(h.units, Unit{QueueOffset: int64(len(h.units)), Location: loc, Size: 200, DeliverMS: due})
 	h.mu.Unlock()
 	h.arrival.Notify()
@@ -86,12 +88,12 @@ func (h *fakeHost) ReadMessage(loc int64) (*message.Ext, error) {
 	if !ok {
 		return nil, fmt.Errorf("no message at %d", loc)
 	}
-	cp := *m
-	cp.Properties = make(map[string]string, len(m.Properties))
-	for k, v := range m.Properties {
-		cp.Properties[k] = v
-	}
-	return &cp, nil
+	return &message.Ext{
+		Message: message.Message{Topic: message.TimerTopic, Body: []byte("x"), Properties: map[string]string{
+			message.PropertyRealTopic: "real", message.PropertyRealQueueID: "0",
+			message.PropertyTimerOutMS: strconv.FormatInt(m.due, 10), "id": strconv.Itoa(m.id)}},
+		PhysicalOffset: loc,
+	}, nil
 }
 
 func (h *fakeHost) Deliver(_ context.Context, msgs []*message.Ext) error {
@@ -166,6 +168,20 @@ func (e *Engine) crash() {
 		_ = e.clog.f.Close()
 		e.mu.Unlock()
 	})
+}
+
+// fastTempDir is a temporary directory on tmpfs when /dev/shm exists: the
+// virtual-clock tests create and delete a file per bucket they pass, which
+// the disk's journal makes slow, and durability is not what they test.
+func fastTempDir(t testing.TB) string {
+	t.Helper()
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		if dir, err := os.MkdirTemp("/dev/shm", "bolide-delay-"); err == nil {
+			t.Cleanup(func() { _ = os.RemoveAll(dir) })
+			return dir
+		}
+	}
+	return t.TempDir()
 }
 
 // waitFor polls cond every millisecond until it holds or d passes.

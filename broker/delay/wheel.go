@@ -50,7 +50,8 @@ type lbucket struct {
 	inflight int
 	maxLoc   int64
 
-	fired      *os.File
+	fired      *os.File // nil until the first delivery
+	firedPath  string
 	firedN     int64
 	firedDirty bool
 	firedPins  int
@@ -193,6 +194,13 @@ func (lb *lbucket) pop(fromLate bool) {
 func (lb *lbucket) appendFired(idx []uint32) error {
 	if len(idx) == 0 {
 		return nil
+	}
+	if lb.fired == nil {
+		f, err := os.OpenFile(lb.firedPath, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return fmt.Errorf("delay: fired log: %w", err)
+		}
+		lb.fired = f
 	}
 	buf := make([]byte, 4*len(idx))
 	for i, x := range idx {
