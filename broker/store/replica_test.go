@@ -75,6 +75,9 @@ func TestReplicaStoreBuildsQueuesAndPromotes(t *testing.T) {
 			if err := slave.WaitDispatched(ctx, master.CommitLog().MaxOffset()); err != nil {
 				t.Fatal(err)
 			}
+			if err := master.WaitDispatched(ctx, master.CommitLog().MaxOffset()); err != nil {
+				t.Fatal(err)
+			}
 			for q := int32(0); q < 3; q++ {
 				mMin, mMax := master.QueueOffsets("R", q)
 				sMin, sMax := slave.QueueOffsets("R", q)

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -73,6 +74,11 @@ type Proc struct {
 // cleanup if still running.
 func StartProc(t testing.TB, name string, args ...string) *Proc {
 	t.Helper()
+	if name == "bolide-broker" && !slices.Contains(args, "--ha-listen") {
+		// The derived HA port (listen port + 1) may belong to another
+		// process on a busy machine.
+		args = append(append([]string{}, args...), "--ha-listen", "127.0.0.1:0")
+	}
 	p := &Proc{t: t, name: name, bin: filepath.Join(Binaries(t), name), args: args,
 		addrFile: filepath.Join(t.TempDir(), name+".addr")}
 	p.start()
