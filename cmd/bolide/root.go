@@ -63,6 +63,7 @@ units ns us ms s m h d), "now", or epoch milliseconds.`,
 		newOffsetCmd(a),
 		newBenchCmd(a),
 		newTxnCmd(a),
+		newDelayCmd(a),
 		newCompletionCmd(),
 	)
 	root.SetHelpCommand(newHelpCmd(root))

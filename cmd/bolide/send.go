@@ -40,6 +40,9 @@ type sendFlags struct {
 	shardingKey string
 	count       int
 	concurrency int
+	delayLevel  int
+	deliverAt   string
+	delay       string
 }
 
 func newSendCmd(a *app) *cobra.Command {
@@ -57,12 +60,21 @@ are sent as they are).
 
 Messages are sent --concurrency at a time and printed in input order. With
 --sharding-key every message goes to the queue the key selects, one at a time, so that
-they stay in order.`,
+they stay in order.
+
+Delayed delivery (at most one of): --delay-level N uses the broker's delay levels
+(1s 5s 10s 30s 1m 2m ... 2h by default); --delay D delivers D after the broker stores
+the message (1500ms, 90s, 2h, 3d); --deliver-at T delivers at a point in time (RFC 3339,
+"+10m", or epoch milliseconds). Timer messages (--delay, --deliver-at) can be cancelled
+until they are due with 'bolide delay cancel' and the UNIQID printed here.`,
 		Example: `  bolide send --topic orders --tag paid --keys order-42 'hello'
   bolide send --topic orders --keys 'order-{{Count}}' --count 1000 'order {{Count}}'
   bolide send --topic orders --property source=web --property region=eu '{"id":42}'
   bolide send --topic orders --sharding-key customer-7 'step 1'
-  seq 1 100 | bolide send --topic orders -o json -`,
+  seq 1 100 | bolide send --topic orders -o json -
+  bolide send --topic orders --delay-level 3 'in 10 seconds'
+  bolide send --topic orders --delay 90m 'in an hour and a half'
+  bolide send --topic orders --deliver-at 2027-01-01T00:00:00Z 'happy new year'`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -77,6 +89,10 @@ they stay in order.`,
 	fs.StringVar(&f.shardingKey, "sharding-key", "", "send in order to the queue this key selects")
 	fs.IntVarP(&f.count, "count", "c", 0, "how many messages to send (BODY: default 1; stdin: default all lines)")
 	fs.IntVar(&f.concurrency, "concurrency", 16, "messages in flight at once (1 with --sharding-key)")
+	fs.IntVar(&f.delayLevel, "delay-level", 0, "deliver after this delay level (1 = 1s, 2 = 5s, 3 = 10s, ...)")
+	fs.StringVar(&f.delay, "delay", "", "deliver this long after the broker stores the message (90s, 2h, 3d)")
+	fs.StringVar(&f.deliverAt, "deliver-at", "", `deliver at this time (RFC 3339, "+10m", epoch ms)`)
+	c.MarkFlagsMutuallyExclusive("delay-level", "delay", "deliver-at")
 	_ = c.RegisterFlagCompletionFunc("topic", a.topicCompletion)
 	return c
 }
@@ -111,6 +127,10 @@ func (a *app) runSend(cmd *cobra.Command, f *sendFlags, args []string) error {
 	props, err := parseProperties(f.props)
 	if err != nil {
 		return usageErrorf("--property: %v", err)
+	}
+	sendOpts, err := sendDelayOptions(f, time.Now())
+	if err != nil {
+		return err
 	}
 	fromStdin := args[0] == "-"
 	if !fromStdin && args[0] == "" {
@@ -168,7 +188,7 @@ func (a *app) runSend(cmd *cobra.Command, f *sendFlags, args []string) error {
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				res, err := p.Send(ctx, j.msg)
+				res, err := p.Send(ctx, j.msg, sendOpts...)
 				results <- sendOut{seq: j.seq, res: res, err: err}
 			}
 		}()
@@ -225,6 +245,35 @@ func (a *app) runSend(cmd *cobra.Command, f *sendFlags, args []string) error {
 		a.info("sent %d messages to %s in %v", sent, f.topic, elapsed.Round(time.Millisecond))
 	}
 	return nil
+}
+
+// sendDelayOptions turns --delay-level, --delay and --deliver-at into send
+// options (cobra refuses more than one of them).
+func sendDelayOptions(f *sendFlags, now time.Time) ([]client.SendOption, error) {
+	switch {
+	case f.delayLevel < 0:
+		return nil, usageErrorf("--delay-level must be positive, not %d", f.delayLevel)
+	case f.delayLevel > 0:
+		return []client.SendOption{client.WithDelayLevel(f.delayLevel)}, nil
+	case f.delay != "":
+		d, err := parseDuration(f.delay)
+		if err != nil || d < 0 {
+			return nil, usageErrorf("--delay %q: want a duration such as 1500ms, 90s, 2h or 3d", f.delay)
+		}
+		return []client.SendOption{client.WithDelay(d)}, nil
+	case f.deliverAt != "":
+		s := f.deliverAt
+		if d, sign, ok := parseRelative(s); ok && sign < 0 && !strings.HasPrefix(s, "-") {
+			// A bare duration means from now on here, not ago.
+			return []client.SendOption{client.WithDeliverAt(now.Add(d))}, nil
+		}
+		t, err := parseTime(s, now)
+		if err != nil {
+			return nil, usageErrorf("--deliver-at: %v", err)
+		}
+		return []client.SendOption{client.WithDeliverAt(t)}, nil
+	}
+	return nil, nil
 }
 
 // readSendJobs produces the messages to send: BODY count times, or the
