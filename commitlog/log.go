@@ -368,6 +368,16 @@ func (l *Log) AppendNoWait(entries []*Entry, dst []Result) ([]Result, error) {
 	wpos := l.wpos
 	staged := l.staged
 	l.mu.Unlock()
+	if cerr := l.afterAppend(wpos, staged); cerr != nil && err == nil {
+		err = cerr
+	}
+	return dst, err
+}
+
+// afterAppend moves appended bytes (the log ends at wpos, staged bytes are
+// not yet written to the file) on their way to the disk, as the write
+// mode and flush mode say, and returns a write error.
+func (l *Log) afterAppend(wpos int64, staged int) error {
 	if l.mode == WriteMmap {
 		l.advanceCommitted(wpos)
 	}
@@ -376,20 +386,18 @@ func (l *Log) AppendNoWait(entries []*Entry, dst []Result) ([]Result, error) {
 		// An async acknowledgement means the bytes are in the file (the page
 		// cache), so they survive a crash of this process. Appenders that
 		// arrive together share one pwrite.
-		if cerr := l.commitUpTo(wpos); cerr != nil && err == nil {
-			err = cerr
-		}
+		return l.commitUpTo(wpos)
 	case l.opts.FlushMode == FlushSync:
+		var err error
 		if l.mode == WritePwrite && staged >= l.opts.StageLimit {
 			// Back-pressure: do not let the stage grow without bound while
 			// the flusher is busy.
-			if cerr := l.commitUpTo(wpos); cerr != nil && err == nil {
-				err = cerr
-			}
+			err = l.commitUpTo(wpos)
 		}
 		signal(l.flushReq)
+		return err
 	}
-	return dst, err
+	return nil
 }
 
 func signal(ch chan struct{}) {

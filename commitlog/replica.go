@@ -338,21 +338,8 @@ func (l *Log) AppendRawNoWait(off int64, data []byte) (int64, error) {
 	if wpos == off {
 		return wpos, err
 	}
-	if l.mode == WriteMmap {
-		l.advanceCommitted(wpos)
-	}
-	switch {
-	case l.mode == WritePwrite && l.opts.FlushMode == FlushAsync:
-		if cerr := l.commitUpTo(wpos); cerr != nil && err == nil {
-			err = cerr
-		}
-	case l.opts.FlushMode == FlushSync:
-		if l.mode == WritePwrite && staged >= l.opts.StageLimit {
-			if cerr := l.commitUpTo(wpos); cerr != nil && err == nil {
-				err = cerr
-			}
-		}
-		signal(l.flushReq)
+	if cerr := l.afterAppend(wpos, staged); cerr != nil && err == nil {
+		err = cerr
 	}
 	return wpos, err
 }
