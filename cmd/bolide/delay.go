@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -123,7 +124,7 @@ Levels with nothing ever sent are left out unless --all.`,
 
 func fillDelayStatus(j *delayStatusJSON, st *client.DelayStatus, all bool) {
 	t := st.Timer
-	j.TimerEnabled, j.MaxDelay, j.TimerPending = t.Enabled, t.MaxDelay.String(), t.Pending
+	j.TimerEnabled, j.MaxDelay, j.TimerPending = t.Enabled, shortDuration(t.MaxDelay), t.Pending
 	j.IndexedOffset, j.QueueMaxOffset = t.IndexedOffset, t.QueueMaxOffset
 	j.Buckets, j.LoadedBuckets, j.LoadedEntries, j.IndexBytes = t.Buckets, t.LoadedBuckets, t.LoadedEntries, t.IndexBytes
 	j.Delivered, j.Cancelled, j.Lost = t.Delivered, t.Cancelled, t.Lost
@@ -134,7 +135,7 @@ func fillDelayStatus(j *delayStatusJSON, st *client.DelayStatus, all bool) {
 		if !all && l.MaxOffset == 0 {
 			continue
 		}
-		lj := delayLevelJSON{Level: l.Level, Delay: l.Delay.String(), Offset: l.Offset, MaxOffset: l.MaxOffset, Pending: l.Pending}
+		lj := delayLevelJSON{Level: l.Level, Delay: shortDuration(l.Delay), Offset: l.Offset, MaxOffset: l.MaxOffset, Pending: l.Pending}
 		if !l.NextDeliver.IsZero() {
 			lj.NextDeliver, lj.nextDeliver = jsonTime(l.NextDeliver), l.NextDeliver
 		}
@@ -218,4 +219,20 @@ command fails.`,
 	c.Flags().StringVarP(&topic, "topic", "t", "", "the topic the messages were sent to (required)")
 	_ = c.RegisterFlagCompletionFunc("topic", a.topicCompletion)
 	return c
+}
+
+// shortDuration prints d without zero units ("1m", "1h30m", "2h") and whole
+// days as days ("400d").
+func shortDuration(d time.Duration) string {
+	const day = 24 * time.Hour
+	if d >= day && d%day == 0 {
+		return fmt.Sprintf("%dd", d/day)
+	}
+	s := d.String()
+	for _, z := range []string{"0s", "0m"} {
+		if len(s) > len(z) && strings.HasSuffix(s, z) && (s[len(s)-len(z)-1] < '0' || s[len(s)-len(z)-1] > '9') {
+			s = s[:len(s)-len(z)]
+		}
+	}
+	return s
 }

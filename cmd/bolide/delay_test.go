@@ -97,7 +97,7 @@ func TestSendDelayedAndDelayCommands(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 	out = cli("delay", "status", "--all")
-	for _, want := range []string{"pending, next due", "LEVEL", "2h0m0s", "cancelled"} {
+	for _, want := range []string{"pending, next due", "LEVEL", "2h", "cancelled"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("delay status lacks %q:\n%s", want, out)
 		}
@@ -110,5 +110,17 @@ func TestSendDelayedAndDelayCommands(t *testing.T) {
 	code, _, stderr = runCLI(t, "", "--namesrv", ns, "send", "--topic", "cli-delay", "--deliver-at", "someday", "x")
 	if code != exitUsage || !strings.Contains(stderr, "--deliver-at") {
 		t.Fatalf("bad --deliver-at: exit %d, %q", code, stderr)
+	}
+}
+
+func TestShortDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		time.Second: "1s", 10 * time.Second: "10s", time.Minute: "1m", 20 * time.Minute: "20m",
+		2 * time.Hour: "2h", 90 * time.Minute: "1h30m", 400 * 24 * time.Hour: "400d",
+		1500 * time.Millisecond: "1.5s", 61 * time.Second: "1m1s", 3*time.Hour + 5*time.Second: "3h0m5s",
+	} {
+		if got := shortDuration(d); got != want {
+			t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
+		}
 	}
 }
