@@ -51,6 +51,13 @@ bench-store:
 	$(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) ./commitlog/ ./consumequeue/ ./indexfile/ ./message/ ./broker/store/
 	BOLIDE_RECOVERY_BENCH=1 $(GO) test -run='^TestRecoveryTimeLargeLog$$' -v -timeout 30m ./broker/store/
 
+## bench-vs-nats: Bolide and NATS JetStream side by side in one run on this
+## machine (scripts/bench-vs-nats.sh: builds nats-server and natscli into
+## .bench/ once, prints a markdown table); QUICK=1 checks it in a minute or two
+.PHONY: bench-vs-nats
+bench-vs-nats:
+	bash scripts/bench-vs-nats.sh
+
 ## disk-limits: this machine's raw disk figures (dd, fio) for comparison
 disk-limits:
 	bash scripts/disk-limits.sh

@@ -16,11 +16,13 @@ import (
 )
 
 func newBenchCmd(a *app) *cobra.Command {
-	return groupCmd("bench", "Measure the cluster: produce or consume throughput and latency",
+	return groupCmd("bench", "Measure the cluster: produce or consume throughput, end-to-end latency",
 		`  bolide bench produce --topic bench --count 100000 --producers 4
-  bolide bench consume --topic bench`,
+  bolide bench consume --topic bench
+  bolide bench e2e --topic bench --rate 10000 --duration 30s`,
 		newBenchProduceCmd(a),
 		newBenchConsumeCmd(a),
+		newBenchE2ECmd(a),
 	)
 }
 
@@ -44,6 +46,11 @@ type benchJSON struct {
 	// one per request) or "end-to-end" (born timestamp to receipt).
 	LatencyKind string `json:"latencyKind"`
 	FirstError  string `json:"firstError,omitempty"`
+	// TargetRate, Sent and Missing describe an e2e run: the rate asked
+	// for, the messages acknowledged, and those of them never received.
+	TargetRate float64 `json:"targetRate,omitempty"`
+	Sent       int64   `json:"sent,omitempty"`
+	Missing    int64   `json:"missing,omitempty"`
 }
 
 type benchProduceFlags struct {
@@ -256,6 +263,7 @@ type benchConsumeFlags struct {
 	duration  time.Duration
 	consumers int
 	idle      time.Duration
+	pullBatch int
 }
 
 func newBenchConsumeCmd(a *app) *cobra.Command {
@@ -281,6 +289,7 @@ the backlog's age. Offsets are not committed. Progress goes to stderr (not with 
 	fs.DurationVar(&f.duration, "duration", 0, "stop after this long")
 	fs.IntVar(&f.consumers, "consumers", 1, "concurrent consumers of the group (each its own client)")
 	fs.DurationVar(&f.idle, "idle", 5*time.Second, "stop when nothing arrives for this long")
+	fs.IntVar(&f.pullBatch, "pull-batch", 32, "messages asked for per pull request (the broker caps it: 32 unless configured)")
 	_ = c.RegisterFlagCompletionFunc("topic", a.topicCompletion)
 	return c
 }
@@ -291,8 +300,8 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 		return usageErrorf("--topic is required")
 	case f.count < 0 || f.duration < 0 || f.idle <= 0:
 		return usageErrorf("--count and --duration must not be negative, --idle must be positive")
-	case f.consumers < 1:
-		return usageErrorf("--consumers must be positive")
+	case f.consumers < 1 || f.pullBatch < 1:
+		return usageErrorf("--consumers and --pull-batch must be positive")
 	}
 	group := f.group
 	if group == "" {
@@ -333,7 +342,7 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 	consumers := make([]*client.PullConsumer, f.consumers)
 	for i := range consumers {
 		c, err := client.NewPullConsumer(group, a.clientOptions(client.WithConsumeFrom(client.ConsumeFromFirst),
-			client.WithAutoCommit(false), client.WithPollBatchSize(256), client.WithPullBatchSize(32))...)
+			client.WithAutoCommit(false), client.WithPollBatchSize(max(256, f.pullBatch)), client.WithPullBatchSize(f.pullBatch))...)
 		if err != nil {
 			return err
 		}
@@ -464,12 +473,18 @@ func (a *app) printBench(b benchJSON) error {
 		}
 		fmt.Fprintf(w, "Produced %d messages of %d bytes to %s in %.2fs: %d producer(s), batch %d, %s\n",
 			b.Messages, b.Size, b.Topic, b.Seconds, b.Clients, b.Batch, mode)
+	case "e2e":
+		fmt.Fprintf(w, "Sent %d messages of %d bytes to %s at %.0f msgs/s for %.2fs and consumed them\n",
+			b.Sent, b.Size, b.Topic, b.TargetRate, b.Seconds)
 	default:
 		fmt.Fprintf(w, "Consumed %d messages (%s) from %s in %.2fs: %d consumer(s), group %s\n",
 			b.Messages, humanBytes(b.Bytes), b.Topic, b.Seconds, b.Clients, b.Group)
 	}
 	t := &table{} // no header: label and value rows
 	t.row("Throughput:", fmt.Sprintf("%.0f msgs/s, %.2f MiB/s", b.MsgsPerSec, b.MiBPerSec))
+	if b.Bench == "e2e" {
+		t.row("Received:", fmt.Sprintf("%d (%d missing)", b.Messages, b.Missing))
+	}
 	l := b.Latency
 	t.row(strings.ToUpper(b.LatencyKind[:1])+b.LatencyKind[1:]+" latency:",
 		fmt.Sprintf("p50 %s  p90 %s  p99 %s  p99.9 %s  (min %s, mean %s, max %s; %d samples)",

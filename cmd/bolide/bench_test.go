@@ -1,0 +1,96 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/bolide-mq/bolide/internal/cluster"
+)
+
+// runBench runs one bench command with -o json and decodes its one line.
+func runBench(t *testing.T, ns string, args ...string) benchJSON {
+	t.Helper()
+	args = append(args, "--namesrv", ns, "-o", "json")
+	code, out, errb := runCLI(t, "", args...)
+	if code != 0 || errb != "" {
+		t.Fatalf("%q: exit %d, stderr %q", args, code, errb)
+	}
+	if strings.Count(out, "\n") != 1 {
+		t.Fatalf("%q: want one JSON line, got %q", args, out)
+	}
+	var b benchJSON
+	if err := json.Unmarshal([]byte(out), &b); err != nil {
+		t.Fatalf("%q: %v in %q", args, err, out)
+	}
+	return b
+}
+
+// TestBenchAgainstCluster runs every bench mode against a real in-process
+// cluster with small counts and checks what each one counted.
+func TestBenchAgainstCluster(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{})
+	c.CreateTopic("bench-cli", 4)
+	ns := strings.Join(c.NameServerAddrs(), ",")
+
+	p := runBench(t, ns, "bench", "produce", "--topic", "bench-cli", "--count", "200", "--producers", "2", "--size", "100")
+	if p.Bench != "produce" || p.Messages != 200 || p.Bytes != 200*100 || p.Errors != 0 || p.Clients != 2 ||
+		p.LatencyKind != "ack" || p.Latency.Count != 200 {
+		t.Errorf("produce: %+v", p)
+	}
+	b := runBench(t, ns, "bench", "produce", "--topic", "bench-cli", "--count", "256", "--batch", "8", "--async", "--inflight", "4")
+	if b.Messages != 256 || b.Errors != 0 || !b.Async || b.Batch != 8 || b.Latency.Count != 256/8 {
+		t.Errorf("produce --batch --async: %+v", b)
+	}
+	cs := runBench(t, ns, "bench", "consume", "--topic", "bench-cli", "--pull-batch", "16")
+	if cs.Bench != "consume" || cs.Messages != 456 || cs.LatencyKind != "end-to-end" || cs.Latency.Count != 456 {
+		t.Errorf("consume: %+v", cs)
+	}
+
+	// Messages already in the topic (and the other run's) are not read:
+	// each run reads only its own.
+	e := runBench(t, ns, "bench", "e2e", "--topic", "bench-cli", "--rate", "200", "--duration", "1s", "--warmup", "0")
+	if e.Bench != "e2e" || e.Sent != 200 || e.Messages != 200 || e.Missing != 0 || e.Errors != 0 ||
+		e.LatencyKind != "end-to-end" || e.Latency.Count != 200 || e.TargetRate != 200 || e.Size != 1024 {
+		t.Errorf("e2e: %+v", e)
+	}
+	// Messages scheduled in the warm-up (the first 100 of 200 here) are
+	// received but not timed.
+	w := runBench(t, ns, "bench", "e2e", "--topic", "bench-cli", "--rate", "200", "--duration", "1s", "--warmup", "500ms", "--size", "64")
+	if w.Sent != 200 || w.Messages != 200 || w.Latency.Count != 100 || w.Bytes != 200*64 {
+		t.Errorf("e2e --warmup: %+v", w)
+	}
+
+	code, out, errb := runCLI(t, "", "bench", "e2e", "--topic", "bench-cli", "--rate", "50", "--duration", "200ms",
+		"--warmup", "0", "--namesrv", ns)
+	if code != 0 || errb != "" {
+		t.Fatalf("e2e table: exit %d, stderr %q", code, errb)
+	}
+	for _, want := range []string{"Sent 10 messages of 1024 bytes to bench-cli at 50 msgs/s", "Received:", "10 (0 missing)",
+		"End-to-end latency:", "10 samples"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("e2e table output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestBenchUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "e2e"}, "--topic is required"},
+		{[]string{"bench", "e2e", "--topic", "t", "--rate", "0"}, "--rate must be positive"},
+		{[]string{"bench", "e2e", "--topic", "t", "--size", "0"}, "--size"},
+		{[]string{"bench", "e2e", "--topic", "t", "--duration", "0s"}, "--duration must be positive"},
+		{[]string{"bench", "e2e", "--topic", "t", "--duration", "1s", "--warmup", "1s"}, "--warmup"},
+		{[]string{"bench", "e2e", "--topic", "t", "--inflight", "0"}, "--inflight"},
+		{[]string{"bench", "consume", "--topic", "t", "--pull-batch", "0"}, "--pull-batch must be positive"},
+	} {
+		for _, extra := range [][]string{nil, {"-o", "json"}} {
+			args := append(append([]string{}, c.args...), extra...)
+			code, out, errb := runCLI(t, "", args...)
+			checkOneLineError(t, args, code, out, errb, exitUsage, c.want)
+		}
+	}
+}

@@ -1,0 +1,396 @@
+#!/usr/bin/env bash
+# bench-vs-nats.sh — Bolide and NATS JetStream side by side, in one run, on
+# this machine: 1 KiB messages, one replica, file storage, client and server
+# on loopback. It builds nats-server and natscli from the Go module proxy
+# (once; cached under .bench/tools/), builds Bolide's binaries into
+# .bench/bolide/, and compares like with like:
+#
+#   Bolide async flush  vs  NATS default config (acks before fsync)
+#   Bolide sync flush   vs  NATS sync_interval: always (fsync before each ack)
+#
+# Workloads (Bolide: `bolide bench`; NATS: `nats bench js`; median of REPS):
+#
+#   1 producer, synchronous send      produce --producers 1        | pub sync --clients 1
+#   16 producers, synchronous send    produce --producers 16       | pub sync --clients 16
+#   batched asynchronous producer     produce --batch B --async    | pub async --batch 500 (and, for
+#                                                                    reference, pub fast --batch 500)
+#   16 producers, durable ack         produce --producers 16       | pub sync --clients 16 (always)
+#   consume a backlog                 consume (fresh group)        | ordered (ephemeral ordered consumer)
+#   end-to-end latency at a rate      e2e --rate R --duration D    | n/a (natscli has no JetStream
+#                                                                    end-to-end mode)
+#
+# It prints one markdown table (Bolide, NATS, ratio, target) and writes it,
+# with every command's raw output, under .bench/results/<time>/; the table is
+# also copied to $OUT. Each step runs under `timeout`.
+#
+# Settings (environment; QUICK=1 shrinks the defaults to check the script
+# in a minute or two — its figures mean nothing):
+#
+#   QUICK            1: small counts, one repetition            (default 0)
+#   REPS             repetitions of each measurement            (3; QUICK 1)
+#   MSGS_1           messages, 1 producer                       (100000; QUICK 2000)
+#   MSGS_16          messages, 16 producers                     (200000; QUICK 10000)
+#   MSGS_ASYNC       messages, batched/async producer           (1000000; QUICK 50000)
+#   MSGS_DURABLE     messages, 16 producers with durable acks   (100000; QUICK 5000)
+#   BACKLOG          messages in the backlog to consume         (1000000; QUICK 50000)
+#   E2E_RATE         end-to-end run: messages/s                 (10000)
+#   E2E_DURATION     end-to-end run: how long                   (30s; QUICK 5s)
+#   E2E_WARMUP       end-to-end run: untimed start              (1s)
+#   ASYNC_BATCH      Bolide messages per request                (64)
+#   ASYNC_INFLIGHT   Bolide requests in flight                  (16)
+#   PULL_BATCH       Bolide messages per pull when consuming    (32; the broker caps it at 32)
+#   NATS_BATCH       NATS outstanding acks / batch size         (500)
+#   NATS_STREAM_BYTES  size limit of each NATS stream           (4GB)
+#   QUEUES           queues of each Bolide topic                (8)
+#   SIZE             message body bytes                         (1024)
+#   STEP_TIMEOUT     seconds for one step                       (600; QUICK 120)
+#   BUILD_TIMEOUT    seconds for one build                      (1200)
+#   DATA_DIR         where both systems store data (same disk as a real
+#                    deployment; not tmpfs)                     (.bench/data)
+#   OUT              copy of the table                          (.bench/bench-vs-nats.md)
+#   KEEP             1: keep DATA_DIR afterwards                (0)
+#   NATS_SERVER_VERSION / NATSCLI_VERSION                       (v2.15.2 / v0.5.0)
+#
+# Usage: scripts/bench-vs-nats.sh        (or: make bench-vs-nats QUICK=1)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+QUICK=${QUICK:-0}
+q() { if [[ $QUICK == 1 ]]; then echo "$2"; else echo "$1"; fi; }
+REPS=${REPS:-$(q 3 1)}
+MSGS_1=${MSGS_1:-$(q 100000 2000)}
+MSGS_16=${MSGS_16:-$(q 200000 10000)}
+MSGS_ASYNC=${MSGS_ASYNC:-$(q 1000000 50000)}
+MSGS_DURABLE=${MSGS_DURABLE:-$(q 100000 5000)}
+BACKLOG=${BACKLOG:-$(q 1000000 50000)}
+E2E_RATE=${E2E_RATE:-10000}
+E2E_DURATION=${E2E_DURATION:-$(q 30s 5s)}
+E2E_WARMUP=${E2E_WARMUP:-1s}
+ASYNC_BATCH=${ASYNC_BATCH:-64}
+ASYNC_INFLIGHT=${ASYNC_INFLIGHT:-16}
+PULL_BATCH=${PULL_BATCH:-32}
+NATS_BATCH=${NATS_BATCH:-500}
+NATS_STREAM_BYTES=${NATS_STREAM_BYTES:-4GB}
+QUEUES=${QUEUES:-8}
+SIZE=${SIZE:-1024}
+STEP_TIMEOUT=${STEP_TIMEOUT:-$(q 600 120)}
+BUILD_TIMEOUT=${BUILD_TIMEOUT:-1200}
+NATS_SERVER_VERSION=${NATS_SERVER_VERSION:-v2.15.2}
+NATSCLI_VERSION=${NATSCLI_VERSION:-v0.5.0}
+BENCH_DIR=$root/.bench
+DATA_DIR=${DATA_DIR:-$BENCH_DIR/data}
+OUT=${OUT:-$BENCH_DIR/bench-vs-nats.md}
+KEEP=${KEEP:-0}
+
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+res=$BENCH_DIR/results/$stamp
+mkdir -p "$res"
+say() { echo "bench-vs-nats: $*" >&2; }
+die() { say "$*"; exit 1; }
+for c in go timeout awk sed; do
+  command -v "$c" >/dev/null || die "$c is missing"
+done
+
+# ---------------------------------------------------------------- builds
+tools=$BENCH_DIR/tools
+nats_server=$tools/nats-server-$NATS_SERVER_VERSION/nats-server
+nats=$tools/natscli-$NATSCLI_VERSION/nats
+bolide_bin=$BENCH_DIR/bolide
+bolide=$bolide_bin/bolide
+
+# install BINARY MODULE@VERSION builds a tool once into BINARY's directory.
+install_tool() {
+  local bin=$1 pkg=$2
+  [[ -x $bin ]] && return 0
+  say "building $pkg (once; cached in $(dirname "$bin"))"
+  mkdir -p "$(dirname "$bin")"
+  GOBIN=$(dirname "$bin") timeout -k 10 "$BUILD_TIMEOUT" go install "$pkg" >"$res/build-$(basename "$bin").log" 2>&1 ||
+    die "go install $pkg failed; see $res/build-$(basename "$bin").log"
+}
+install_tool "$nats_server" "github.com/nats-io/nats-server/v2@$NATS_SERVER_VERSION"
+install_tool "$nats" "github.com/nats-io/natscli/nats@$NATSCLI_VERSION"
+say "building Bolide into $bolide_bin"
+mkdir -p "$bolide_bin"
+timeout -k 10 "$BUILD_TIMEOUT" go build -o "$bolide_bin/" ./cmd/bolide ./cmd/bolide-nameserver ./cmd/bolide-broker ||
+  die "building Bolide failed"
+
+# ------------------------------------------------------------- processes
+pids=()   # every daemon this run started
+stop_pid() {
+  local pid=$1 i
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for ((i = 0; i < 300; i++)); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+stop_all() {
+  local pid
+  for pid in "${pids[@]}"; do stop_pid "$pid"; done
+  pids=()
+}
+cleanup() {
+  stop_all
+  if [[ $KEEP != 1 ]]; then rm -rf "$DATA_DIR"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# wait_file FILE PID NAME waits for a daemon to write FILE.
+wait_file() {
+  local file=$1 pid=$2 name=$3 deadline=$((SECONDS + 60))
+  while [[ ! -s $file ]]; do
+    kill -0 "$pid" 2>/dev/null || die "$name exited before serving; see its log in $res"
+    ((SECONDS < deadline)) || die "$name did not start within 60s; see its log in $res"
+    sleep 0.05
+  done
+}
+
+# start_bolide FLUSH starts one NameServer and one broker (flush mode FLUSH)
+# on free loopback ports; sets NS.
+start_bolide() {
+  local flush=$1 dir=$DATA_DIR/bolide-$1
+  rm -rf "$dir" && mkdir -p "$dir"
+  "$bolide_bin/bolide-nameserver" --listen 127.0.0.1:0 --gossip off --addr-file "$dir/ns.addr" \
+    >"$res/bolide-$flush-nameserver.log" 2>&1 &
+  pids+=($!)
+  wait_file "$dir/ns.addr" $! "bolide-nameserver"
+  NS=$(cat "$dir/ns.addr")
+  "$bolide_bin/bolide-broker" --namesrv "$NS" --listen 127.0.0.1:0 --ha-listen 127.0.0.1:0 --gossip off \
+    --store-dir "$dir/broker-a" --broker-name broker-a --flush "$flush" --addr-file "$dir/broker.addr" \
+    >"$res/bolide-$flush-broker.log" 2>&1 &
+  pids+=($!)
+  wait_file "$dir/broker.addr" $! "bolide-broker"
+  local deadline=$((SECONDS + 60))
+  until "$bolide" cluster list -n "$NS" --timeout 2s -o json 2>/dev/null | grep -q '"broker":"broker-a"'; do
+    ((SECONDS < deadline)) || die "the NameServer does not list broker-a after 60s"
+    sleep 0.1
+  done
+  say "Bolide ($flush flush): NameServer $NS, broker $(cat "$dir/broker.addr")"
+}
+
+# start_nats NAME [EXTRA-JETSTREAM-SETTING] starts nats-server with file
+# storage on a free loopback port; sets NATS_URL.
+start_nats() {
+  local name=$1 extra=${2:-} dir=$DATA_DIR/nats-$1
+  rm -rf "$dir" && mkdir -p "$dir/ports"
+  cat >"$dir/nats.conf" <<EOF
+listen: 127.0.0.1:-1
+server_name: bench-$name
+jetstream {
+  store_dir: "$dir/store"
+  max_file_store: 64GB
+  max_memory_store: 1GB
+  $extra
+}
+EOF
+  "$nats_server" -c "$dir/nats.conf" --ports_file_dir "$dir/ports" >"$res/nats-$name-server.log" 2>&1 &
+  local pid=$!
+  pids+=("$pid")
+  wait_file "$dir/ports/nats-server_$pid.ports" "$pid" "nats-server ($name)"
+  NATS_URL=$(grep -o 'nats://[^"]*' "$dir/ports/nats-server_$pid.ports" | head -n 1)
+  say "NATS ($name${extra:+, $extra}): $NATS_URL"
+}
+
+# ------------------------------------------------------------- measuring
+failed=0
+# step NAME CMD... runs one measurement under timeout; its stdout goes to
+# $res/NAME.out. A failure is reported and the run goes on.
+# CMD "b ARGS" is `bolide ARGS` against this run's NameServer, "nb ARGS" is
+# `nats bench js ARGS` against this run's NATS server.
+step() {
+  local name=$1; shift
+  local cmd=("$@") status=0
+  case $1 in
+    b) cmd=("$bolide" -n "$NS" "${@:2}") ;;
+    nb) cmd=("$nats" --no-context -s "$NATS_URL" bench js "${@:2}" --size="$SIZE" --no-progress) ;;
+  esac
+  say "$name: ${cmd[*]#"$root"/}"
+  echo "${cmd[*]}" >"$res/$name.cmd"
+  timeout -k 10 "$STEP_TIMEOUT" "${cmd[@]}" >"$res/$name.out" 2>"$res/$name.err" || status=$?
+  if ((status != 0)); then
+    if ((status == 124)); then say "  timed out after ${STEP_TIMEOUT}s"; else say "  failed (status $status)"; fi
+    tail -n 5 "$res/$name.err" >&2 || true
+    failed=$((failed + 1))
+    return 1
+  fi
+}
+
+# record KEY VALUE appends one figure of KEY (one line per repetition).
+record() { if [[ -n $2 ]]; then echo "$2" >>"$res/fig-$1"; fi; }
+# jnum FILE FIELD reads a number from Bolide's JSON line.
+jnum() { sed -n "s/.*\"$2\":\([-0-9.eE+]*\).*/\1/p" "$1" | head -n 1; }
+# natsrate FILE reads the aggregate msgs/s of a `nats bench` report.
+natsrate() {
+  local line
+  line=$(grep 'aggregated stats:' "$1" || grep ' stats: ' "$1" || true)
+  sed -n 's/.*stats: \([0-9,]*\) msgs\/sec.*/\1/p' <<<"$line" | head -n 1 | tr -d ,
+}
+
+b() { "$bolide" -n "$NS" "$@"; }
+# Each stream reserves its --maxbytes of the server's max_file_store.
+pubflags=(--create --purge --storage=file --replicas=1 --maxbytes="$NATS_STREAM_BYTES")
+
+# bolide_produce KEY TOPIC COUNT ARGS... / nats_pub KEY KIND COUNT ARGS...
+bolide_produce() {
+  local key=$1 topic=$2 count=$3 r=$4; shift 4
+  step "$key-bolide-$r" b bench produce --topic "$topic" --count "$count" --size "$SIZE" -o json "$@" &&
+    record "$key-bolide" "$(jnum "$res/$key-bolide-$r.out" msgsPerSec)"
+}
+nats_pub() {
+  local key=$1 kind=$2 count=$3 r=$4; shift 4
+  step "$key-nats-$r" nb pub "$kind" "bench.$key" --stream="bench$key" "${pubflags[@]}" --msgs="$count" "$@" &&
+    record "$key-nats" "$(natsrate "$res/$key-nats-$r.out")"
+}
+
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# Phase 1: Bolide async flush, NATS default (no fsync before the ack).
+start_bolide async
+start_nats default
+for t in p1 p16 async backlog e2e; do
+  b topic create "$t" --queues "$QUEUES" >/dev/null
+done
+for ((r = 1; r <= REPS; r++)); do
+  bolide_produce p1 p1 "$MSGS_1" "$r" --producers 1 || true
+  nats_pub p1 sync "$MSGS_1" "$r" --clients=1 || true
+done
+for ((r = 1; r <= REPS; r++)); do
+  bolide_produce p16 p16 "$MSGS_16" "$r" --producers 16 || true
+  nats_pub p16 sync "$MSGS_16" "$r" --clients=16 || true
+done
+for ((r = 1; r <= REPS; r++)); do
+  bolide_produce async async "$MSGS_ASYNC" "$r" --producers 1 --batch "$ASYNC_BATCH" --async --inflight "$ASYNC_INFLIGHT" || true
+  nats_pub async async "$MSGS_ASYNC" "$r" --batch="$NATS_BATCH" || true
+  nats_pub fast fast "$MSGS_ASYNC" "$r" --batch="$NATS_BATCH" || true
+done
+# The backlog: written once by each system, then read REPS times from the
+# first message (Bolide: a fresh group each time; NATS: an ephemeral
+# ordered consumer).
+step fill-bolide b bench produce --topic backlog --count "$BACKLOG" --size "$SIZE" --batch "$ASYNC_BATCH" --async \
+  --inflight "$ASYNC_INFLIGHT" -o json || true
+step fill-nats nb pub async bench.backlog --stream=benchbacklog "${pubflags[@]}" --msgs="$BACKLOG" --batch="$NATS_BATCH" || true
+for ((r = 1; r <= REPS; r++)); do
+  step "consume-bolide-$r" b bench consume --topic backlog --count "$BACKLOG" --pull-batch "$PULL_BATCH" -o json &&
+    record consume-bolide "$(jnum "$res/consume-bolide-$r.out" msgsPerSec)" || true
+  step "consume-nats-$r" nb ordered --stream=benchbacklog --msgs="$BACKLOG" --batch="$NATS_BATCH" &&
+    record consume-nats "$(natsrate "$res/consume-nats-$r.out")" || true
+done
+for ((r = 1; r <= REPS; r++)); do
+  if step "e2e-bolide-$r" b bench e2e --topic e2e --rate "$E2E_RATE" --duration "$E2E_DURATION" --warmup "$E2E_WARMUP" \
+    --size "$SIZE" -o json; then
+    for f in p50 p99 p999 msgsPerSec missing; do
+      record "e2e-$f" "$(jnum "$res/e2e-bolide-$r.out" "$f")"
+    done
+  fi
+done
+stop_all
+if [[ $KEEP != 1 ]]; then rm -rf "$DATA_DIR"; fi
+
+# Phase 2: Bolide sync flush, NATS sync_interval: always.
+start_bolide sync
+start_nats always "sync_interval: always"
+b topic create durable --queues "$QUEUES" >/dev/null
+for ((r = 1; r <= REPS; r++)); do
+  bolide_produce durable durable "$MSGS_DURABLE" "$r" --producers 16 || true
+  nats_pub durable sync "$MSGS_DURABLE" "$r" --clients=16 || true
+done
+stop_all
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# ---------------------------------------------------------------- report
+# stat KEY prints "median min max" of KEY's figures (nothing if none).
+stat() {
+  [[ -s $res/fig-$1 ]] || return 0
+  sort -g "$res/fig-$1" | awk '{v[NR] = $1} END {
+    m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+    printf "%s %s %s\n", m, v[1], v[NR] }'
+}
+
+# grp N prints N with its digits in groups of three ("1 000 000").
+grp() { sed -e :a -e 's/\([0-9]\)\([0-9]\{3\}\)\($\| \)/\1 \2\3/; ta' <<<"$1"; }
+
+# row LABEL BOLIDE-KEY NATS-KEY TARGET-RATIO [MIN-ABSOLUTE]
+row() {
+  local label=$1 bs ns
+  bs=$(stat "$2")
+  ns=$(stat "$3")
+  awk -v label="$label" -v bs="$bs" -v ns="$ns" -v target="$4" -v abs="${5:-0}" -v reps="$REPS" '
+    function group(x,   s, r) {
+      s = sprintf("%.0f", x); r = ""
+      while (length(s) > 3) { r = " " substr(s, length(s) - 2) r; s = substr(s, 1, length(s) - 3) }
+      return s r
+    }
+    function cell(st,   f) {
+      if (st == "") return "failed"
+      split(st, f, " ")
+      if (reps > 1) return group(f[1]) " (" group(f[2]) "–" group(f[3]) ")"
+      return group(f[1])
+    }
+    BEGIN {
+      split(bs, B, " "); split(ns, N, " ")
+      ratio = "–"; met = "–"
+      if (bs != "" && ns != "" && N[1] > 0) {
+        x = B[1] / N[1]; ratio = sprintf("%.2f×", x)
+        if (target > 0) {
+          ok = x >= target && (abs == 0 || B[1] >= abs)
+          met = ok ? "yes" : "**no**"
+        }
+      }
+      t = target > 0 ? sprintf("≥ %s×", target) : "(reference)"
+      if (abs > 0) t = t " and ≥ " group(abs) " msgs/s"
+      printf "| %s | %s | %s | %s | %s | %s |\n", label, cell(bs), cell(ns), ratio, t, met
+    }'
+}
+
+e2e_row() {
+  local p50 p99 p999 rate missing
+  p50=$(stat e2e-p50); p99=$(stat e2e-p99); p999=$(stat e2e-p999); rate=$(stat e2e-msgsPerSec); missing=$(stat e2e-missing)
+  awk -v p50="$p50" -v p99="$p99" -v p999="$p999" -v rate="$rate" -v missing="$missing" -v want="$(grp "$E2E_RATE")" '
+    BEGIN {
+      if (p99 == "") { printf "| end-to-end latency at %s msgs/s | failed | n/a | – | p99 ≤ 5 ms | – |\n", want; exit }
+      split(p50, a, " "); split(p99, b, " "); split(p999, c, " "); split(rate, d, " "); split(missing, e, " ")
+      note = sprintf("p50 %.2f / p99 %.2f / p99.9 %.2f ms (sent %.0f msgs/s", a[1], b[1], c[1], d[1])
+      if (e[1] > 0) note = note sprintf(", %d missing", e[1])
+      note = note ")"
+      met = b[1] <= 5 ? "yes" : "**no**"
+      printf "| end-to-end latency at %s msgs/s (async flush) | %s | n/a | – | p99 ≤ 5 ms | %s |\n", want, note, met
+    }'
+}
+
+table=$res/table.md
+{
+  echo "### Bolide vs NATS JetStream, side by side ($(date -u '+%Y-%m-%d %H:%M UTC'))"
+  echo
+  echo "Machine: $(nproc) vCPU, $(uname -r), $(go version | awk '{print $3}'); load average $load_start at the start," \
+    "$load_end at the end. Bolide $(git describe --always --dirty 2>/dev/null || echo '?')," \
+    "nats-server $NATS_SERVER_VERSION, natscli $NATSCLI_VERSION. $SIZE-byte messages, one replica, file storage," \
+    "client and server on loopback; one Bolide NameServer and one broker, topics of $QUEUES queues." \
+    "Figures are msgs/s, the median of $REPS run(s)$( ((REPS > 1)) && echo ' (min–max)')."
+  ((QUICK == 1)) && echo && echo "**QUICK mode: small counts, one run; the figures are not meaningful.**"
+  echo
+  echo "| workload | Bolide | NATS JetStream | Bolide / NATS | target | met |"
+  echo "|---|---|---|---|---|---|"
+  row "1 producer, synchronous send (async flush / NATS default)" p1-bolide p1-nats 1.2
+  row "16 producers, synchronous send (async flush / NATS default)" p16-bolide p16-nats 1.5
+  row "batched producer: batch $ASYNC_BATCH, $ASYNC_INFLIGHT in flight / NATS async publish, $NATS_BATCH outstanding" \
+    async-bolide async-nats 2 300000
+  row "… the same Bolide figure / NATS fast batch publish, batch $NATS_BATCH" async-bolide fast-nats 0
+  row "16 producers, durable ack (sync flush / NATS sync_interval: always)" durable-bolide durable-nats 5
+  row "consume a backlog of $(grp "$BACKLOG") (fresh group / NATS ordered consumer)" consume-bolide consume-nats 2
+  e2e_row
+  echo
+  echo "Messages per run: $(grp "$MSGS_1") (1 producer), $(grp "$MSGS_16") (16 producers), $(grp "$MSGS_ASYNC") (batched)," \
+    "$(grp "$MSGS_DURABLE") (durable), $(grp "$BACKLOG") (backlog); end-to-end: $(grp "$E2E_RATE") msgs/s for $E2E_DURATION," \
+    "the first $E2E_WARMUP untimed; its latency runs from each message's scheduled send time to its receipt." \
+    "natscli has no JetStream end-to-end latency mode ('nats latency' times core NATS without storage), hence n/a." \
+    "Commands and raw outputs: .bench/results/$stamp/ (made by scripts/bench-vs-nats.sh)."
+} >"$table"
+cp "$table" "$OUT"
+echo
+cat "$table"
+echo
+say "table written to $table and $OUT"
+((failed == 0)) || die "$failed step(s) failed; see $res"
