@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/bolide-mq/bolide/commitlog"
 	"github.com/bolide-mq/bolide/consumequeue"
 	"github.com/bolide-mq/bolide/indexfile"
 	"github.com/bolide-mq/bolide/message"
@@ -269,6 +270,28 @@ func (s *Store) checkpointLoop() {
 		}
 		if err := s.writeCheckpoint(); err != nil {
 			s.log.Error("checkpoint failed", zap.Error(err))
+		}
+	}
+}
+
+// releaseLoop drops old mapped CommitLog pages from the resident set (see
+// Options.ResidentTail).
+func (s *Store) releaseLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.opts.ReleaseInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		before := s.dispatched.Load() - s.opts.ResidentTail
+		if before <= 0 {
+			continue
+		}
+		if _, err := s.clog.ReleaseResident(before); err != nil && !errors.Is(err, commitlog.ErrClosed) {
+			s.log.Warn("release resident CommitLog pages", zap.Error(err))
 		}
 	}
 }

@@ -34,6 +34,14 @@ type Options struct {
 	// CheckpointInterval is how often ConsumeQueues and IndexFiles are
 	// flushed and the checkpoint written (1 s).
 	CheckpointInterval time.Duration
+	// ResidentTail and ReleaseInterval: every ReleaseInterval the mapped
+	// CommitLog pages more than ResidentTail bytes behind the dispatched
+	// end are dropped from the process's resident set (the page cache
+	// keeps them; see commitlog.Log.ReleaseResident), so the broker's RSS
+	// does not grow with the log it has read (64 MiB, 10 s; a zero
+	// interval turns it off).
+	ResidentTail    int64
+	ReleaseInterval time.Duration
 	// RecoverWindow is how far (bytes) behind the durable end of the log the
 	// checkpoint's verification point is kept, so that recovery re-verifies
 	// at least the last RecoverWindow bytes (4 MiB).
@@ -62,6 +70,8 @@ func DefaultOptions(dir string) Options {
 		RetentionInterval:  10 * time.Second,
 		CheckpointInterval: time.Second,
 		RecoverWindow:      4 << 20,
+		ResidentTail:       64 << 20,
+		ReleaseInterval:    10 * time.Second,
 		StoreHost:          netip.MustParseAddrPort("127.0.0.1:10911"),
 		MaxMessageSize:     message.DefaultMaxBodySize,
 		Now:                time.Now,

@@ -118,6 +118,10 @@ func Open(opts Options, log *zap.Logger) (*Store, error) {
 	go s.dispatchLoop()
 	go s.checkpointLoop()
 	go s.retentionLoop()
+	if s.opts.ReleaseInterval > 0 {
+		s.wg.Add(1)
+		go s.releaseLoop()
+	}
 	log.Info("store opened", zap.String("dir", opts.Dir),
 		zap.Bool("cleanShutdown", s.recovery.CleanShutdown),
 		zap.Int64("dispatchFrom", s.recovery.DispatchFrom),

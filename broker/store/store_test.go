@@ -1,14 +1,17 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/bolide-mq/bolide/commitlog"
+	"github.com/bolide-mq/bolide/internal/mmap"
 	"github.com/bolide-mq/bolide/message"
 )
 
@@ -96,4 +99,63 @@ func TestPutGetQueryReopen(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReleaseLoopDropsResidentPages: the store drops mapped CommitLog pages
+// it has read from the resident set, and the messages still read back.
+func TestReleaseLoopDropsResidentPages(t *testing.T) {
+	dir := t.TempDir()
+	o := testOptions(dir, commitlog.FlushAsync)
+	o.CommitLog.SegmentSize = 4 << 20
+	o.ResidentTail = 0
+	o.ReleaseInterval = 20 * time.Millisecond
+	s, err := Open(o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	body := bytes.Repeat([]byte("r"), 2000)
+	for i := 0; i < 1500; i++ { // about 3 MiB
+		m := newMsg("RS", 0, i)
+		m.Body = body
+		if _, err := s.Put(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.WaitDispatched(ctx, s.CommitLog().MaxOffset()); err != nil {
+		t.Fatal(err)
+	}
+	read := func() {
+		for off := int64(0); off < 1500; {
+			res, err := s.GetMessages("RS", 0, off, 32, 1<<20, nil)
+			if err != nil || res.Status != Found {
+				t.Fatalf("read at %d: %v %v", off, res.Status, err)
+			}
+			for _, r := range res.Records {
+				m, err := message.Decode(r)
+				if err != nil || !bytes.Equal(m.Body, body) || m.QueueOffset != off {
+					t.Fatalf("message at %d: %v", off, err)
+				}
+				off++
+			}
+		}
+	}
+	read()
+	clogDir := filepath.Join(dir, "commitlog")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := mmap.ResidentUnder(clogDir)
+		if err != nil {
+			t.Skip(err)
+		}
+		if n < 256<<10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes of the CommitLog still resident", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	read()
 }

@@ -60,6 +60,24 @@ func (m *Mapping) Advise(advice int) error {
 	return nil
 }
 
+// Release drops the pages covering whole pages of [off, off+n) from this
+// process's page tables (madvise MADV_DONTNEED): they stop counting in its
+// resident set. For a shared file mapping nothing is lost: the data stays in
+// the file and the page cache (dirty pages keep their dirty state), and a
+// later access maps the page again from the cache.
+func (m *Mapping) Release(off, n int) error {
+	page := os.Getpagesize()
+	start := (off + page - 1) &^ (page - 1)
+	end := min(off+n, len(m.Data)) &^ (page - 1)
+	if end <= start {
+		return nil
+	}
+	if err := unix.Madvise(m.Data[start:end], unix.MADV_DONTNEED); err != nil {
+		return fmt.Errorf("madvise dontneed: %w", err)
+	}
+	return nil
+}
+
 // Unmap releases the mapping. It is safe to call more than once.
 func (m *Mapping) Unmap() error {
 	if m == nil || m.Data == nil {
