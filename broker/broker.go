@@ -32,9 +32,11 @@ type Broker struct {
 	offsets   *offsetTable
 	consumers *consumerRegistry
 	locks     *queueLocks
-	delay     delayRef    // delay.go
-	repl      *replicator // replication.go
-	txn       *txnService // transaction.go
+	delay     delayRef      // delay.go
+	repl      *replicator   // replication.go
+	txn       *txnService   // transaction.go
+	metrics   brokerMetrics // metrics.go
+	dlqMarks  replayMarks   // dlq.go
 
 	lis     net.Listener
 	grpcSrv *grpc.Server
@@ -107,7 +109,13 @@ func New(opts Options, log *zap.Logger) (*Broker, error) {
 	if b.offsets, err = loadOffsets(filepath.Join(opts.StoreDir, "config", "consumerOffset.json")); err != nil {
 		return fail(err)
 	}
-	if b.store, err = store.Open(opts.storeOptions(host), log.Named("store")); err != nil {
+	so := opts.storeOptions(host)
+	if next := so.CommitLog.OnFlush; next != nil {
+		so.CommitLog.OnFlush = func(took time.Duration, n int64) { b.metrics.observeFlush(took, n); next(took, n) }
+	} else {
+		so.CommitLog.OnFlush = b.metrics.observeFlush
+	}
+	if b.store, err = store.Open(so, log.Named("store")); err != nil {
 		return fail(err)
 	}
 	b.store.SetArrivalListener(b.onArrival)
@@ -119,6 +127,7 @@ func New(opts Options, log *zap.Logger) (*Broker, error) {
 	pb.RegisterDelayServer(b.grpcSrv, &delayServer{b: b})
 	pb.RegisterBrokerHAServer(b.grpcSrv, &haGRPC{b: b})
 	pb.RegisterTransactionServer(b.grpcSrv, newTransactionServer(b))
+	pb.RegisterDeadLetterServer(b.grpcSrv, &deadLetterServer{b: b})
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.reg = newRegistrar(b)
 	if err := b.startGossip(); err != nil {
@@ -135,6 +144,27 @@ func (b *Broker) Store() *store.Store { return b.store }
 
 // Options returns the broker's options.
 func (b *Broker) Options() Options { return b.opts }
+
+// Ready reports nil when the broker serves: started (the store recovered),
+// registered with at least one NameServer, and its role settled (a slave
+// knows its master; a fenced master is not ready). Otherwise the reason.
+func (b *Broker) Ready() error {
+	if b.reg.ctx.Err() != nil {
+		return errors.New("stopping")
+	}
+	if err := b.reg.registeredAny(); err != nil {
+		return err
+	}
+	switch b.Role() {
+	case RoleFenced:
+		return errors.New("fenced: a newer master of the group registered")
+	case RoleSlave:
+		if b.repl.masterHAAddr() == "" {
+			return errors.New("slave: master not known yet")
+		}
+	}
+	return nil
+}
 
 // Start serves gRPC, registers with the NameServers and starts the periodic
 // work. It returns once serving has begun.

@@ -118,6 +118,19 @@ func TestSendPullOffsetsLookup(t *testing.T) {
 	if q.Offset != 3 {
 		t.Fatalf("offset %d", q.Offset)
 	}
+	// A topic the broker does not know is skipped; alone it is refused.
+	cr, err := c.CommitOffsets(ctx, &pb.CommitOffsetsRequest{Group: "g", Offsets: []*pb.QueueOffset{
+		{Topic: "gone", QueueId: 0, Offset: 9}, {Topic: "orders", QueueId: 0, Offset: 4}}})
+	if err != nil || wire.FromStatus(cr.Status) != nil {
+		t.Fatalf("commit with an unknown topic: %v %v", err, cr.GetStatus())
+	}
+	if q, _ := c.QueryOffset(ctx, &pb.QueryOffsetRequest{Group: "g", Topic: "orders", QueueId: 0}); q.Offset != 4 {
+		t.Fatalf("offset %d after a commit next to an unknown topic", q.Offset)
+	}
+	cr, err = c.CommitOffsets(ctx, &pb.CommitOffsetsRequest{Group: "g", Offsets: []*pb.QueueOffset{{Topic: "gone", QueueId: 0, Offset: 9}}})
+	if err != nil || cr.GetStatus().GetCode() != pb.Code_TOPIC_NOT_EXIST {
+		t.Fatalf("commit of an unknown topic alone: %v %v", err, cr.GetStatus())
+	}
 	view, _ := c.ViewMessage(ctx, &pb.ViewMessageRequest{MsgId: ids[7]})
 	if m, err := message.Decode(view.Record); err != nil || string(m.Body) != "m7" {
 		t.Fatalf("view: %v", err)
@@ -135,7 +148,7 @@ func TestSendPullOffsetsLookup(t *testing.T) {
 		t.Fatalf("query: %v", err)
 	}
 	stats, _ := c.GetConsumeStats(ctx, &pb.GetConsumeStatsRequest{Group: "g", Topic: "orders"})
-	if len(stats.Queues) != 2 || stats.Queues[0].BrokerOffset != 5 || stats.Queues[0].ConsumerOffset != 3 {
+	if len(stats.Queues) != 2 || stats.Queues[0].BrokerOffset != 5 || stats.Queues[0].ConsumerOffset != 4 {
 		t.Fatalf("stats %+v", stats.Queues)
 	}
 }

@@ -29,7 +29,7 @@ func (s *grpcServer) send(ctx context.Context, req *pb.SendRequest) *pb.SendResp
 		}
 		msgs[i] = wire.MessageFromProto(pm)
 	}
-	res, err := s.b.Send(ctx, msgs)
+	res, err := s.b.sendObserved(ctx, msgs)
 	resp := &pb.SendResponse{RequestId: req.RequestId, Status: wire.Status(err), BrokerName: s.b.opts.BrokerName}
 	if err != nil {
 		return resp
@@ -108,7 +108,7 @@ func (s *grpcServer) SendStream(stream pb.Broker_SendStreamServer) error {
 }
 
 func (s *grpcServer) Pull(ctx context.Context, req *pb.PullRequest) (*pb.PullResponse, error) {
-	res, err := s.b.Pull(ctx, PullRequest{
+	res, err := s.b.pullObserved(ctx, PullRequest{
 		Group: req.Group, Topic: req.Topic, QueueID: req.QueueId, Offset: req.Offset,
 		MaxMessages: int(req.MaxMessages), MaxBytes: int(req.MaxBytes), TagExpression: req.TagExpression,
 		SuspendTimeout: time.Duration(req.SuspendTimeoutMs) * time.Millisecond, CommitOffset: req.CommitOffset,
@@ -136,6 +136,7 @@ func (s *grpcServer) Connect(stream pb.Broker_ConnectServer) error {
 		return err
 	}
 	c := &clientConn{notify: make(chan *pb.BrokerMessage, 16)}
+	b.ensureRetryTopics(hb)
 	b.consumers.heartbeat(c, hb, time.Now())
 	defer b.consumers.disconnect(c)
 	recvErr := make(chan error, 1)
@@ -147,6 +148,7 @@ func (s *grpcServer) Connect(stream pb.Broker_ConnectServer) error {
 				return
 			}
 			if hb := m.GetHeartbeat(); hb != nil && hb.ClientId == c.id && validateHeartbeat(hb) == nil {
+				b.ensureRetryTopics(hb)
 				b.consumers.heartbeat(c, hb, time.Now())
 			}
 		}
@@ -201,15 +203,27 @@ func (s *grpcServer) CommitOffsets(_ context.Context, req *pb.CommitOffsetsReque
 		return &pb.CommitOffsetsResponse{Status: wire.Status(wire.Errorf(pb.Code_ILLEGAL_GROUP, "%v", err))}, nil
 	}
 	for _, o := range req.Offsets {
-		if _, ok := s.b.topics.get(o.Topic); !ok {
-			return &pb.CommitOffsetsResponse{Status: wire.Status(wire.Errorf(pb.Code_TOPIC_NOT_EXIST, "topic %s does not exist on broker %s", o.Topic, s.b.opts.BrokerName))}, nil
-		}
 		if o.Offset < 0 {
 			return &pb.CommitOffsetsResponse{Status: wire.Status(wire.Errorf(pb.Code_INVALID_PARAMETER, "negative offset %d", o.Offset))}, nil
 		}
 	}
+	// Offsets of topics this broker does not know are skipped (a topic
+	// deleted while a consumer still held it), and the request fails only
+	// when none is known. A slave takes them all: the topic may be created
+	// on the master a moment before the slave's metadata sync brings it.
+	master := s.b.IsMaster()
+	var unknown string
+	committed := 0
 	for _, o := range req.Offsets {
+		if _, ok := s.b.topics.get(o.Topic); !ok && master {
+			unknown = o.Topic
+			continue
+		}
 		s.b.commitOffset(req.Group, o.Topic, o.QueueId, o.Offset)
+		committed++
+	}
+	if committed == 0 && unknown != "" {
+		return &pb.CommitOffsetsResponse{Status: wire.Status(wire.Errorf(pb.Code_TOPIC_NOT_EXIST, "topic %s does not exist on broker %s", unknown, s.b.opts.BrokerName))}, nil
 	}
 	return &pb.CommitOffsetsResponse{Status: wire.OK}, nil
 }
@@ -402,7 +416,8 @@ func (s *grpcServer) GetConsumeStats(_ context.Context, req *pb.GetConsumeStatsR
 	if req.Topic == "" {
 		seen := make(map[string]bool)
 		topics = topics[:0]
-		for _, t := range append(b.offsets.topicsOf(req.Group), b.consumers.subscribedTopics(req.Group)...) {
+		// The group's retry and dead-letter topics count too (groupTopics).
+		for _, t := range append(append(b.offsets.topicsOf(req.Group), b.consumers.subscribedTopics(req.Group)...), b.groupTopics(req.Group)...) {
 			if !seen[t] {
 				seen[t] = true
 				topics = append(topics, t)

@@ -61,10 +61,11 @@ type Options struct {
 	LockExpiry   time.Duration
 	// Version is reported to NameServers and tools.
 	Version string
-	// Delay, Transaction and Replication configure those features.
+	// Delay, Transaction, Replication and Retry configure those features.
 	Delay       DelayOptions
 	Transaction TransactionOptions
 	Replication ReplicationOptions
+	Retry       RetryOptions
 }
 
 // DefaultOptions returns the defaults for a broker storing under dir.
@@ -94,6 +95,7 @@ func DefaultOptions(dir string) Options {
 		Delay:                 defaultDelayOptions(),
 		Transaction:           defaultTransactionOptions(),
 		Replication:           defaultReplicationOptions(),
+		Retry:                 defaultRetryOptions(),
 	}
 }
 
@@ -130,7 +132,7 @@ func (o *Options) Validate() error {
 	if o.OffsetPersistInterval <= 0 || o.ClientExpiry <= 0 || o.LockExpiry <= 0 {
 		errs = append(errs, errors.New("broker: offset persist interval, client expiry and lock expiry must be positive"))
 	}
-	for _, err := range []error{o.Delay.validate(), o.Transaction.validate(), o.Replication.validate()} {
+	for _, err := range []error{o.Delay.validate(), o.Transaction.validate(), o.Replication.validate(), o.Retry.validate()} {
 		if err != nil {
 			errs = append(errs, err)
 		}

@@ -45,6 +45,7 @@ type consumerCore struct {
 	orderly     bool
 	handler     queueHandler
 	offsets     offsetStore
+	reads       *readSelector // master or slave, per broker group (readfrom.go)
 
 	mu          sync.Mutex
 	subs        map[string]*subscription
@@ -74,6 +75,7 @@ func newConsumerCore(group string, o options, consumeType pb.ConsumeType) (*cons
 		sessions: make(map[string]*session), rebalanceNow: newSignal(), loopDone: make(chan struct{}),
 	}
 	c.log = c.log.With(zap.String("group", group))
+	c.reads = newReadSelector(o.masterRetry, c.log)
 	c.loopCtx, c.loopCancel = context.WithCancel(c.ctx)
 	if o.model == Broadcasting {
 		path, err := o.offsetFile(c.clientID, group)
@@ -327,30 +329,28 @@ func (c *consumerCore) rebalance(ctx context.Context) bool {
 
 // consumerList returns the group's client ids, sorted, from the first
 // broker of the topic (in name order, so that every member asks the same
-// broker) that answers.
+// broker; within a group the one read from first) that answers.
 func (c *consumerCore) consumerList(ctx context.Context, ri *routeInfo) ([]string, error) {
 	var errs []error
 	for _, bd := range ri.route.Brokers {
-		addr := bd.ReadAddr()
-		if addr == "" {
-			continue
+		for _, addr := range c.listAddrs(bd) {
+			cli, err := c.broker(addr)
+			if err != nil {
+				return nil, err
+			}
+			rctx, cancel := c.rpcContext(ctx)
+			resp, err := cli.GetConsumerList(rctx, &pb.GetConsumerListRequest{Group: c.group})
+			cancel()
+			if err == nil {
+				err = wire.FromStatus(resp.GetStatus())
+			}
+			if err == nil {
+				cids := append([]string(nil), resp.GetClientIds()...)
+				sort.Strings(cids)
+				return slices.Compact(cids), nil
+			}
+			errs = append(errs, fmt.Errorf("%s (%s): %w", bd.BrokerName, addr, err))
 		}
-		cli, err := c.broker(addr)
-		if err != nil {
-			return nil, err
-		}
-		rctx, cancel := c.rpcContext(ctx)
-		resp, err := cli.GetConsumerList(rctx, &pb.GetConsumerListRequest{Group: c.group})
-		cancel()
-		if err == nil {
-			err = wire.FromStatus(resp.GetStatus())
-		}
-		if err == nil {
-			cids := append([]string(nil), resp.GetClientIds()...)
-			sort.Strings(cids)
-			return slices.Compact(cids), nil
-		}
-		errs = append(errs, fmt.Errorf("%s (%s): %w", bd.BrokerName, addr, err))
 	}
 	if len(errs) == 0 {
 		return nil, fmt.Errorf("%w %q: no broker address", ErrNoRoute, ri.route.Topic)
@@ -359,27 +359,17 @@ func (c *consumerCore) consumerList(ctx context.Context, ri *routeInfo) ([]strin
 }
 
 // brokerFor returns a client for the broker group of mq: its master, or
-// with master=false the master or else a slave. The route is looked up in
-// the cache first.
+// with master=false the broker the group is read from (readfrom.go): the
+// master, or a slave while the master is unavailable; offsets are read and
+// committed there too. The route is looked up in the cache first.
 func (c *consumerCore) brokerFor(ctx context.Context, mq MessageQueue, master bool) (pb.BrokerClient, string, error) {
-	bd, ok := BrokerData{}, false
-	if ri := c.routes.cached(mq.Topic); ri != nil {
-		bd, ok = ri.brokers[mq.BrokerName]
-	}
-	if !ok {
-		if ri, err := c.routes.get(ctx, mq.Topic); err == nil {
-			bd, ok = ri.brokers[mq.BrokerName]
-		}
-	}
-	if !ok {
-		bd, ok = c.routes.broker(mq.BrokerName)
-	}
+	bd, ok := c.brokerData(ctx, mq)
 	addr := ""
 	if ok {
 		if master {
 			addr = bd.MasterAddr()
 		} else {
-			addr = bd.ReadAddr()
+			_, addr = c.reads.pick(bd, c.orderly)
 		}
 	}
 	if addr == "" {
@@ -461,16 +451,24 @@ type pullResult struct {
 }
 
 // pull makes one (long polling) pull of mq from offset. commitOffset, when
-// ≥ 0, is committed by the broker first (only sent to masters).
+// ≥ 0, is committed by the broker first (the broker read from holds the
+// offsets). A pull the master cannot serve is made again on a slave.
 func (c *consumerCore) pull(ctx context.Context, mq MessageQueue, sub *subscription, offset, commitOffset int64, maxMsgs int) (*pullResult, error) {
-	cli, addr, err := c.brokerFor(ctx, mq, false)
+	res, id, err := c.pullOnce(ctx, mq, sub, offset, commitOffset, maxMsgs)
+	if err != nil && c.readFailed(ctx, mq, id, err) {
+		res, _, err = c.pullOnce(ctx, mq, sub, offset, commitOffset, maxMsgs)
+	}
+	return res, err
+}
+
+// pullOnce is one pull; it returns the id of the broker asked (-1: none).
+func (c *consumerCore) pullOnce(ctx context.Context, mq MessageQueue, sub *subscription, offset, commitOffset int64, maxMsgs int) (*pullResult, int64, error) {
+	t, err := c.readFrom(ctx, mq)
 	if err != nil {
-		return nil, err
+		return nil, t.id, err
 	}
-	if bd, ok := c.routes.broker(mq.BrokerName); !ok || bd.MasterAddr() != addr {
-		commitOffset = -1
-	}
-	suspend := c.opts.longPollTimeout
+	cli, addr := t.cli, t.addr
+	suspend := c.reads.suspend(t.id, c.opts.longPollTimeout)
 	pctx, cancel := context.WithTimeout(ctx, suspend+c.opts.rpcTimeout+5*time.Second)
 	defer cancel()
 	resp, err := cli.Pull(pctx, &pb.PullRequest{
@@ -482,24 +480,30 @@ func (c *consumerCore) pull(ctx context.Context, mq MessageQueue, sub *subscript
 		err = wire.FromStatus(resp.GetStatus())
 	}
 	if err != nil {
-		return nil, fmt.Errorf("pull %s at %d from %s: %w", mq, offset, addr, err)
+		return nil, t.id, fmt.Errorf("pull %s at %d from %s: %w", mq, offset, addr, err)
 	}
 	res := &pullResult{status: resp.GetPullStatus(), next: resp.GetNextOffset(), min: resp.GetMinOffset(), max: resp.GetMaxOffset()}
+	if t.id > 0 && res.status == pb.PullStatus_OFFSET_ILLEGAL {
+		// A slave behind its master must not move the consumer's offset:
+		// only a master's queue bounds are authoritative.
+		return nil, t.id, codeErr(pb.Code_SERVICE_NOT_AVAILABLE, "slave %d of %s cannot serve offset %d of queue %d (it holds %d..%d)",
+			t.id, mq.BrokerName, offset, mq.QueueID, res.min, res.max)
+	}
 	if res.status != pb.PullStatus_FOUND {
-		return res, nil
+		return res, t.id, nil
 	}
 	res.msgs = make([]*MessageExt, 0, len(resp.GetRecords()))
 	for _, rec := range resp.GetRecords() {
 		m, err := extFromRecord(rec, mq.BrokerName)
 		if err != nil {
-			return nil, fmt.Errorf("pull %s at %d from %s: %w", mq, offset, addr, err)
+			return nil, t.id, fmt.Errorf("pull %s at %d from %s: %w", mq, offset, addr, err)
 		}
 		if m.QueueOffset < offset || !sub.filter.match(m.Tag) {
 			continue
 		}
 		res.msgs = append(res.msgs, m)
 	}
-	return res, nil
+	return res, t.id, nil
 }
 
 // heartbeat is this consumer's registration.

@@ -557,7 +557,7 @@ func TestOrderlySuspendRedeliversInOrder(t *testing.T) {
 }
 
 func TestRetryLaterAndPanicRedeliver(t *testing.T) {
-	e := startEnv(t, 1, 1)
+	e := startRetryEnv(t, retryLevels) // retries go through the broker's delay levels
 	topic := e.topic(2)
 	p := e.producer()
 	var mu sync.Mutex

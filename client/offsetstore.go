@@ -113,7 +113,7 @@ func newRemoteOffsetStore(c *consumerCore) *remoteOffsetStore {
 }
 
 func (s *remoteOffsetStore) read(ctx context.Context, mq MessageQueue) (int64, error) {
-	cli, addr, err := s.c.brokerFor(ctx, mq, true)
+	cli, addr, err := s.c.brokerFor(ctx, mq, false) // the master, or the slave read from
 	if err != nil {
 		return -1, err
 	}
@@ -169,7 +169,7 @@ func (s *remoteOffsetStore) commit(ctx context.Context, broker string, offs map[
 		a, b := req.Offsets[i], req.Offsets[j]
 		return a.Topic < b.Topic || a.Topic == b.Topic && a.QueueId < b.QueueId
 	})
-	cli, addr, err := s.c.brokerFor(ctx, any, true)
+	cli, addr, err := s.c.brokerFor(ctx, any, false) // the master, or the slave read from
 	if err != nil {
 		return fmt.Errorf("commit offsets to %s: %w", broker, err)
 	}

@@ -115,10 +115,13 @@ type options struct {
 	queueMaxBytes     int64
 	retryDelay        time.Duration
 	suspendDelay      time.Duration
+	maxReconsumeTimes int           // retry.go; 0 = the broker's setting
+	consumeTimeout    time.Duration // retry.go
 	lockInterval      time.Duration
 	lockRetryInterval time.Duration
 	pullBackoff       time.Duration
 	pollBatchSize     int
+	masterRetry       time.Duration
 }
 
 func defaultOptions() options {
@@ -149,10 +152,12 @@ func defaultOptions() options {
 		queueMaxBytes:     100 << 20,
 		retryDelay:        time.Second,
 		suspendDelay:      time.Second,
+		consumeTimeout:    15 * time.Minute,
 		lockInterval:      20 * time.Second,
 		lockRetryInterval: 500 * time.Millisecond,
 		pullBackoff:       time.Second,
 		pollBatchSize:     32,
+		masterRetry:       3 * time.Second,
 	}
 }
 
@@ -187,10 +192,12 @@ func (o *options) validate() error {
 		{"queue max bytes", o.queueMaxBytes},
 		{"retry delay", int64(o.retryDelay)},
 		{"suspend delay", int64(o.suspendDelay)},
+		{"consume timeout", int64(o.consumeTimeout)},
 		{"lock interval", int64(o.lockInterval)},
 		{"lock retry interval", int64(o.lockRetryInterval)},
 		{"pull backoff", int64(o.pullBackoff)},
 		{"poll batch size", int64(o.pollBatchSize)},
+		{"master retry interval", int64(o.masterRetry)},
 	}
 	for _, p := range positive {
 		if p.v <= 0 {
@@ -355,8 +362,10 @@ func WithPullThreshold(msgs int, bytes int64) Option {
 	return func(o *options) { o.queueMaxMessages, o.queueMaxBytes = msgs, bytes }
 }
 
-// WithRetryDelay sets how long a message whose listener returned
-// ConsumeRetryLater (or panicked) waits before it is delivered again.
+// WithRetryDelay sets how long a failed message that could not be sent
+// back to the broker (or any failed message of a broadcasting consumer)
+// waits before it is delivered again locally. Sent-back messages come back
+// through the group's retry topic after their delay level (retry.go).
 // Default 1 s.
 func WithRetryDelay(d time.Duration) Option { return func(o *options) { o.retryDelay = d } }
 
@@ -372,6 +381,11 @@ func WithLockInterval(d time.Duration) Option { return func(o *options) { o.lock
 // WithPollBatchSize sets the most messages one PullConsumer.Poll returns.
 // Default 32.
 func WithPollBatchSize(n int) Option { return func(o *options) { o.pollBatchSize = n } }
+
+// WithMasterRetryInterval sets how often a consumer reading from a slave
+// (its master unavailable) fetches the route again and tries to return to
+// the master; pulls from a slave are held at most this long. Default 3 s.
+func WithMasterRetryInterval(d time.Duration) Option { return func(o *options) { o.masterRetry = d } }
 
 func buildOptions(opts []Option) (options, error) {
 	o := defaultOptions()

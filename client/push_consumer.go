@@ -60,6 +60,8 @@ type PushConsumer struct {
 
 	mu     sync.Mutex
 	queues map[MessageQueue]*pushQueue
+	// running are the listener calls in progress (retry.go).
+	running runningTasks
 	// closeMu makes Subscribe and Close exclusive.
 	closeMu sync.Mutex
 }
@@ -81,8 +83,9 @@ type pushQueue struct {
 }
 
 type consumeTask struct {
-	q    *pushQueue
-	msgs []*MessageExt
+	q     *pushQueue
+	msgs  []*MessageExt
+	state atomic.Int32 // taskRunning, taskFinished or taskExpired (retry.go)
 }
 
 // lockLease is how long the client trusts a broker lock since it was last
@@ -109,9 +112,9 @@ func NewPushConsumer(group string, opts ...Option) (*PushConsumer, error) {
 func (p *PushConsumer) ClientID() string { return p.c.clientID }
 
 // Subscribe subscribes to topic with a tag expression ("*" or "" for all,
-// or "a || b") and a listener: a ConcurrentListener or an OrderlyListener
-// (or a func with either signature). All subscriptions of one consumer
-// use the same kind of listener. Subscribing again to a topic replaces its
+// or "a || b") and a listener: a ConcurrentListener, an ErrorListener or
+// an OrderlyListener (or a func with one of their signatures). All
+// subscriptions of one consumer use the same kind of listener. Subscribing again to a topic replaces its
 // expression and listener.
 func (p *PushConsumer) Subscribe(topic, expression string, listener any) error {
 	p.closeMu.Lock()
@@ -140,8 +143,18 @@ func (p *PushConsumer) Subscribe(topic, expression string, listener any) error {
 			return codeErr(pb.Code_INVALID_PARAMETER, "nil listener")
 		}
 		listener, orderly = OrderlyListener(l), true
+	case ErrorListener:
+		if l == nil {
+			return codeErr(pb.Code_INVALID_PARAMETER, "nil listener")
+		}
+		listener = l.concurrent()
+	case func(context.Context, []*MessageExt) error:
+		if l == nil {
+			return codeErr(pb.Code_INVALID_PARAMETER, "nil listener")
+		}
+		listener = ErrorListener(l).concurrent()
 	default:
-		return codeErr(pb.Code_INVALID_PARAMETER, "listener of type %T: want ConcurrentListener or OrderlyListener", listener)
+		return codeErr(pb.Code_INVALID_PARAMETER, "listener of type %T: want ConcurrentListener, ErrorListener or OrderlyListener", listener)
 	}
 	if p.kindSet && orderly != p.orderly {
 		return codeErr(pb.Code_INVALID_PARAMETER, "a consumer's listeners must all be concurrent or all orderly")
@@ -187,6 +200,9 @@ func (p *PushConsumer) Start(ctx context.Context) error {
 		return errNoSubscription
 	}
 	p.c.orderly = p.orderly
+	if err := p.subscribeRetry(); err != nil {
+		return err
+	}
 	if p.orderly {
 		p.c.goRun(p.lockLoop)
 	} else {
@@ -196,6 +212,7 @@ func (p *PushConsumer) Start(ctx context.Context) error {
 			p.workersWG.Add(1)
 			go p.worker()
 		}
+		p.c.goRun(p.timeoutLoop)
 	}
 	p.c.goRun(p.commitLoop)
 	p.state.Store(stateStarted)
@@ -206,8 +223,9 @@ func (p *PushConsumer) Start(ctx context.Context) error {
 	return nil
 }
 
-// Assignment returns the queues this consumer currently holds.
-func (p *PushConsumer) Assignment() []MessageQueue { return p.c.assignment() }
+// Assignment returns the queues of the subscribed topics this consumer
+// currently holds (the group's retry queues it also holds are not listed).
+func (p *PushConsumer) Assignment() []MessageQueue { return withoutRetryQueues(p.c.assignment()) }
 
 // Close stops pulling, waits for the listeners to return, commits offsets,
 // releases orderly locks and closes the connections.
@@ -386,6 +404,7 @@ func (p *PushConsumer) pullLoop(q *pushQueue) {
 		backoff = opts.pullBackoff / 8
 		switch res.status {
 		case pb.PullStatus_FOUND:
+			restoreRetried(q.mq, res.msgs)
 			msgs := q.pq.put(res.msgs, res.next)
 			offset = max(res.next, offset)
 			if !p.orderly && len(msgs) > 0 && !p.submit(q, msgs) {
@@ -405,9 +424,8 @@ func (p *PushConsumer) pullLoop(q *pushQueue) {
 
 // submit hands pulled messages to the worker pool in batches.
 func (p *PushConsumer) submit(q *pushQueue, msgs []*MessageExt) bool {
-	n := p.c.opts.consumeBatchSize
-	for i := 0; i < len(msgs); i += n {
-		t := &consumeTask{q: q, msgs: msgs[i:min(i+n, len(msgs))]}
+	for _, b := range batches(msgs, p.c.opts.consumeBatchSize) {
+		t := &consumeTask{q: q, msgs: b}
 		select {
 		case p.tasks <- t:
 		case <-q.ctx.Done():
@@ -433,47 +451,28 @@ func (p *PushConsumer) consumeConcurrently(t *consumeTask) {
 	if t.q.pq.isDropped() {
 		return
 	}
-	sub := p.c.subscription(t.q.mq.Topic)
-	if sub == nil {
+	l, subscribed, why := p.concurrentListener(t)
+	if !subscribed {
+		return // unsubscribed: the next rebalance releases the queue
+	}
+	if l == nil {
+		t.state.Store(taskFinished)
+		p.failed(t, 0, why)
 		return
 	}
-	l, _ := sub.listener.(ConcurrentListener)
-	res := ConsumeRetryLater
-	func() {
-		defer func() {
-			if r := recover(); r != nil {
-				p.c.log.Error("listener panicked; the messages will be retried", zap.Any("panic", r),
-					zap.Stringer("queue", t.q.mq), zap.ByteString("stack", debug.Stack()))
-				res = ConsumeRetryLater
-			}
-		}()
-		res = l(p.workersCtx, t.msgs)
-	}()
+	res, oc, panicked, owned := p.runListener(t, l)
+	if !owned {
+		return // expired: the watchdog sent the messages back
+	}
 	if res == ConsumeSuccess {
 		t.q.pq.remove(t.msgs)
 		return
 	}
-	p.retryLater(t)
-}
-
-// retryLater delivers messages whose listener asked for a retry again after
-// the retry delay. They stay in flight meanwhile, so the committed offset
-// never passes them and they are never dropped; if the queue is released
-// first, its next owner consumes them from the committed offset.
-// (Sending them back to %RETRY%<group> replaces this in a later issue.)
-func (p *PushConsumer) retryLater(t *consumeTask) {
-	for _, m := range t.msgs {
-		m.ReconsumeTimes++
+	level, reason := oc.get()
+	if reason == "" {
+		reason = panicked
 	}
-	p.c.goRun(func() {
-		if !sleepCtx(t.q.ctx, p.c.opts.retryDelay) {
-			return
-		}
-		select {
-		case p.tasks <- t:
-		case <-t.q.ctx.Done():
-		}
-	})
+	p.failed(t, level, reason)
 }
 
 // orderlyLoop consumes one queue in order while its lock is held.
@@ -504,23 +503,28 @@ func (p *PushConsumer) orderlyLoop(q *pushQueue) {
 			continue
 		}
 		l, _ := sub.listener.(OrderlyListener)
-		res := OrderlySuspend
+		res, reason := OrderlySuspend, ""
+		lctx, oc := withOutcome(ctx)
 		func() {
 			defer func() {
 				if r := recover(); r != nil {
 					p.c.log.Error("orderly listener panicked; suspending the queue", zap.Any("panic", r),
 						zap.Stringer("queue", q.mq), zap.ByteString("stack", debug.Stack()))
-					res = OrderlySuspend
+					res, reason = OrderlySuspend, fmt.Sprintf("panic: %v", r)
 				}
 			}()
-			res = l(ctx, batch)
+			res = l(lctx, batch)
 		}()
 		if res == OrderlySuccess {
 			q.pq.remove(batch)
 			continue
 		}
-		for _, m := range batch {
-			m.ReconsumeTimes++
+		if _, r := oc.get(); r != "" {
+			reason = r
+		}
+		// Retried in place up to the limit, then dead-lettered.
+		if !p.orderlyFailed(q, batch, reason) {
+			continue
 		}
 		if !sleepCtx(ctx, p.c.opts.suspendDelay) {
 			return

@@ -67,13 +67,23 @@ func (b BrokerData) ReadAddr() string {
 	if a := b.Addrs[0]; a != "" {
 		return a
 	}
-	best := int64(-1)
-	for id := range b.Addrs {
-		if best < 0 || id < best {
+	_, a := b.lowestSlave()
+	return a
+}
+
+// lowestSlave returns the slave (id > 0) with the lowest id and its
+// address, or (0, "") when the group has none.
+func (b BrokerData) lowestSlave() (int64, string) {
+	best := int64(0)
+	for id, a := range b.Addrs {
+		if id > 0 && a != "" && (best == 0 || id < best) {
 			best = id
 		}
 	}
-	return b.Addrs[best]
+	if best == 0 {
+		return 0, ""
+	}
+	return best, b.Addrs[best]
 }
 
 func brokerDataFromProto(bd *pb.BrokerData) BrokerData {
@@ -357,6 +367,20 @@ func (c *routeCache) refreshAll(ctx context.Context) {
 			c.log.Warn("route refresh failed", zap.String("topic", t), zap.Error(err))
 		}
 	}
+}
+
+// topicsOf lists the cached topics routed to broker group name.
+func (c *routeCache) topicsOf(name string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for t, e := range c.topics {
+		if _, ok := e.info.brokers[name]; ok {
+			out = append(out, t)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // broker returns the last known addresses of a broker group.

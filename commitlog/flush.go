@@ -237,6 +237,7 @@ func (l *Log) flush() error {
 		}
 	}
 	l.segMu.RUnlock()
+	start := time.Now()
 	for _, s := range todo {
 		var err error
 		if l.mode == WriteMmap {
@@ -249,6 +250,9 @@ func (l *Log) flush() error {
 		if err != nil {
 			return l.fail(fmt.Errorf("flush %s: %w", s.path, err))
 		}
+	}
+	if l.opts.OnFlush != nil {
+		l.opts.OnFlush(time.Since(start), to-from)
 	}
 	l.flushed.Store(to)
 	if l.kicked.Load() < to {

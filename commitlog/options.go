@@ -116,6 +116,9 @@ type Options struct {
 	WritebackBytes int64
 	// Now is the clock for store timestamps; time.Now by default.
 	Now func() time.Time
+	// OnFlush, if set, is told how long each flush that made bytes durable
+	// took and how many bytes it covered (for metrics; it must not block).
+	OnFlush func(took time.Duration, bytes int64)
 }
 
 // DefaultOptions returns the production defaults for dir.

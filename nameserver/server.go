@@ -34,6 +34,8 @@ type Server struct {
 	// members is the gossip node, nil when membership is off. Atomic:
 	// membership callbacks may run before New has stored it.
 	members atomic.Pointer[membership.Node]
+	// metrics are the RPC histograms (metrics.go).
+	metrics serverMetrics
 
 	quit  chan struct{} // closed by Close: stops the loops
 	joinc chan string   // gossip addresses of registered brokers missing from the pool
@@ -87,6 +89,7 @@ func New(opts Options, lg *zap.Logger) (*Server, error) {
 	}
 	s.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(maxRecvMsgSize),
+		grpc.ChainUnaryInterceptor(s.observeRPC),
 		// Clients and brokers may keep idle connections alive with pings.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	)

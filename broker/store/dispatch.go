@@ -258,9 +258,10 @@ func (s *Store) writeCheckpoint() error {
 	return nil
 }
 
-func (s *Store) checkpointLoop() {
+// every runs fn every d until the store closes (a goroutine of s.wg).
+func (s *Store) every(d time.Duration, fn func()) {
 	defer s.wg.Done()
-	t := time.NewTicker(s.opts.CheckpointInterval)
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -268,49 +269,34 @@ func (s *Store) checkpointLoop() {
 			return
 		case <-t.C:
 		}
-		if err := s.writeCheckpoint(); err != nil {
-			s.log.Error("checkpoint failed", zap.Error(err))
-		}
+		fn()
 	}
 }
 
-// releaseLoop drops old mapped CommitLog pages from the resident set (see
-// Options.ResidentTail).
-func (s *Store) releaseLoop() {
-	defer s.wg.Done()
-	t := time.NewTicker(s.opts.ReleaseInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-t.C:
-		}
-		before := s.dispatched.Load() - s.opts.ResidentTail
-		if before <= 0 {
-			continue
-		}
-		if _, err := s.clog.ReleaseResident(before); err != nil && !errors.Is(err, commitlog.ErrClosed) {
-			s.log.Warn("release resident CommitLog pages", zap.Error(err))
-		}
+// checkpointOnce flushes the queues and indexes and writes the checkpoint.
+func (s *Store) checkpointOnce() {
+	if err := s.writeCheckpoint(); err != nil {
+		s.log.Error("checkpoint failed", zap.Error(err))
 	}
 }
 
-// retentionLoop deletes expired CommitLog segments and then the queue and
+// releaseResident drops old mapped CommitLog pages from the resident set
+// (see Options.ResidentTail).
+func (s *Store) releaseResident() {
+	before := s.dispatched.Load() - s.opts.ResidentTail
+	if before <= 0 {
+		return
+	}
+	if _, err := s.clog.ReleaseResident(before); err != nil && !errors.Is(err, commitlog.ErrClosed) {
+		s.log.Warn("release resident CommitLog pages", zap.Error(err))
+	}
+}
+
+// retentionOnce deletes expired CommitLog segments and then the queue and
 // index files that only referred to them.
-func (s *Store) retentionLoop() {
-	defer s.wg.Done()
-	t := time.NewTicker(s.opts.RetentionInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-t.C:
-		}
-		if _, err := s.RunRetention(s.opts.Now()); err != nil {
-			s.log.Error("retention failed", zap.Error(err))
-		}
+func (s *Store) retentionOnce() {
+	if _, err := s.RunRetention(s.opts.Now()); err != nil {
+		s.log.Error("retention failed", zap.Error(err))
 	}
 }
 

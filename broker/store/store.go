@@ -116,11 +116,11 @@ func Open(opts Options, log *zap.Logger) (*Store, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(3)
 	go s.dispatchLoop()
-	go s.checkpointLoop()
-	go s.retentionLoop()
+	go s.every(s.opts.CheckpointInterval, s.checkpointOnce)
+	go s.every(s.opts.RetentionInterval, s.retentionOnce)
 	if s.opts.ReleaseInterval > 0 {
 		s.wg.Add(1)
-		go s.releaseLoop()
+		go s.every(s.opts.ReleaseInterval, s.releaseResident)
 	}
 	log.Info("store opened", zap.String("dir", opts.Dir),
 		zap.Bool("cleanShutdown", s.recovery.CleanShutdown),

@@ -75,6 +75,12 @@ type flags struct {
 	logLevel         string
 	logFormat        string
 	addrFile         string
+	registerTimeout  time.Duration
+	adminListen      string
+	adminAddrFile    string
+	maxReconsume     int
+	pullMaxMessages  int
+	pullMaxBytes     int
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -128,6 +134,7 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs.StringVar(&f.flush, "flush", d.Store.CommitLog.FlushMode.String(), "sync (acknowledge once durable) or async (flush every 500 ms)")
 	fs.Int64Var(&f.segmentSize, "segment-size", d.Store.CommitLog.SegmentSize, "CommitLog segment size in bytes")
 	fs.DurationVar(&f.registerInterval, "register-interval", d.RegisterInterval, "how often to register with the NameServers")
+	fs.DurationVar(&f.registerTimeout, "register-timeout", d.RegisterTimeout, "bound of one registration or unregistration call")
 	fs.DurationVar(&f.brokerTimeout, "broker-timeout", 0, "heartbeat timeout the NameServers apply to this broker (0: theirs)")
 	fs.StringVar(&f.gossip, "gossip", "", `gossip (memberlist) address: "" derives listen port + 3, "off" disables`)
 	fs.StringVar(&f.gossipProfile, "gossip-profile", d.GossipProfile, `failure detection timings: "lan" or "fast" (tests)`)
@@ -140,6 +147,9 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs.DurationVar(&f.txnTimeout, "transaction-timeout", d.Transaction.Timeout, "how long a half message waits for its outcome before the first check-back")
 	fs.DurationVar(&f.txnInterval, "transaction-check-interval", d.Transaction.CheckInterval, "time between two check-backs of an undecided half message")
 	fs.IntVar(&f.txnCheckMax, "transaction-check-max", d.Transaction.CheckMax, "check-backs before an undecided half message is discarded")
+	fs.IntVar(&f.maxReconsume, "max-reconsume-times", d.Retry.MaxReconsumeTimes, "retries of a failed message before it goes to %DLQ%<group>, unless the consumer says")
+	fs.IntVar(&f.pullMaxMessages, "pull-max-messages", d.PullMaxMessages, "most messages one pull returns")
+	fs.IntVar(&f.pullMaxBytes, "pull-max-bytes", d.PullMaxBytes, "most bytes one pull returns (at least one message is always returned)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", daemon.DefaultDrainTimeout, "how long SIGTERM waits for in-flight calls")
 	r := d.Replication
 	fs.StringVar(&f.replication, "replication", r.Mode, "master: async (acknowledge after the own flush) or sync (acknowledge once in-sync slaves have it)")
@@ -155,6 +165,8 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "console", "console or json")
 	fs.StringVar(&f.addrFile, "addr-file", "", "write the bound gRPC address to this file once serving")
+	fs.StringVar(&f.adminListen, "admin-listen", daemon.AdminAuto, daemon.AdminFlagHelp)
+	fs.StringVar(&f.adminAddrFile, "admin-addr-file", "", "write the bound admin address to this file once serving")
 	return cmd, f
 }
 
@@ -169,9 +181,26 @@ func splitList(s string) []string {
 	return out
 }
 
+// positiveSettings must be above zero; a bad value is refused naming the
+// setting and its source before the broker's own validation runs.
+var positiveSettings = []string{
+	"segment-size", "register-interval", "register-timeout", "default-queues", "max-message-size",
+	"retention-hours", "max-delay", "transaction-timeout", "transaction-check-interval", "drain-timeout",
+	"in-sync-replicas", "slave-timeout", "ha-max-lag-bytes", "ha-heartbeat", "ha-timeout", "metadata-sync-interval",
+	"pull-max-messages", "pull-max-bytes",
+}
+
+// loadOptions resolves the flags (flag > env > file > default) and turns
+// them into validated broker options.
 func loadOptions(cmd *cobra.Command, f *flags) (broker.Options, *daemon.Config, error) {
 	cfg := daemon.BindCommand(cmd)
 	if err := cfg.Load(f.config); err != nil {
+		return broker.Options{}, nil, err
+	}
+	if err := cfg.RequirePositive(positiveSettings...); err != nil {
+		return broker.Options{}, nil, err
+	}
+	if _, _, err := daemon.ResolveAdminAddr(f.adminListen, f.listen); err != nil {
 		return broker.Options{}, nil, err
 	}
 	opts := broker.DefaultOptions(f.storeDir)
@@ -182,6 +211,7 @@ func loadOptions(cmd *cobra.Command, f *flags) (broker.Options, *daemon.Config, 
 	opts.BrokerID = f.brokerID
 	opts.Cluster = f.cluster
 	opts.RegisterInterval = f.registerInterval
+	opts.RegisterTimeout = f.registerTimeout
 	opts.BrokerTimeout = f.brokerTimeout
 	opts.GossipAddr = f.gossip
 	opts.GossipProfile = f.gossipProfile
@@ -202,6 +232,9 @@ func loadOptions(cmd *cobra.Command, f *flags) (broker.Options, *daemon.Config, 
 	opts.Transaction.Timeout = f.txnTimeout
 	opts.Transaction.CheckInterval = f.txnInterval
 	opts.Transaction.CheckMax = f.txnCheckMax
+	opts.Retry.MaxReconsumeTimes = f.maxReconsume
+	opts.PullMaxMessages = f.pullMaxMessages
+	opts.PullMaxBytes = f.pullMaxBytes
 	mode, err := commitlog.ParseFlushMode(f.flush)
 	if err != nil {
 		return broker.Options{}, nil, fmt.Errorf("flush: %w", err)
@@ -223,6 +256,12 @@ func loadOptions(cmd *cobra.Command, f *flags) (broker.Options, *daemon.Config, 
 	if err := opts.Store.CommitLog.Validate(); err != nil {
 		return broker.Options{}, nil, fmt.Errorf("segment-size: %w", err)
 	}
+	// The store's rule: the largest body plus 64 KiB of headroom fits a
+	// segment. Checked here to name the two settings.
+	if room := opts.Store.CommitLog.MaxRecordSize() - 64<<10; f.maxMessageSize > room {
+		return broker.Options{}, nil, fmt.Errorf("max-message-size %d does not fit segment-size %d (at most %d for that segment size)",
+			f.maxMessageSize, f.segmentSize, max(room, 0))
+	}
 	return opts, cfg, nil
 }
 
@@ -238,6 +277,15 @@ func serve(opts broker.Options, f *flags, lg *zap.Logger) int {
 		lg.Error("broker", zap.Error(err))
 		return exitFailed
 	}
+	// The admin listener comes up before Start, so /readyz can say what
+	// the broker waits for; it goes down last, so a drain can be watched.
+	adminAddr, derived, _ := daemon.ResolveAdminAddr(f.adminListen, opts.ListenAddr)
+	adm, err := daemon.StartAdmin(adminAddr, derived, f.adminAddrFile, b.Collector(), b.Ready, lg)
+	if err != nil {
+		lg.Error("admin listener", zap.Error(err))
+		_ = b.Close()
+		return exitFailed
+	}
 	start := func() error {
 		if err := b.Start(); err != nil {
 			_ = b.Close()
@@ -251,14 +299,24 @@ func serve(opts broker.Options, f *flags, lg *zap.Logger) int {
 		}
 		return nil
 	}
-	stop := func(context.Context) error {
+	stop := func(ctx context.Context) error {
+		// Close unregisters, then drains in-flight calls, then flushes.
 		err := b.Close()
 		if f.addrFile != "" {
 			if rerr := daemon.RemoveAddrFile(f.addrFile); rerr != nil && err == nil {
 				err = rerr
 			}
 		}
+		// A scrape or profile still running when the drain ends is cut
+		// off; that does not make the stop unclean.
+		if aerr := adm.Close(ctx); aerr != nil {
+			lg.Warn("admin listener", zap.Error(aerr))
+		}
 		return err
 	}
-	return daemon.RunUntilSignal(context.Background(), start, stop, lg, daemon.WithDrainTimeout(f.drainTimeout))
+	code := daemon.RunUntilSignal(context.Background(), start, stop, lg, daemon.WithDrainTimeout(f.drainTimeout))
+	if code != exitOK {
+		_ = adm.Close(context.Background()) // start failed: stop was not called
+	}
+	return code
 }

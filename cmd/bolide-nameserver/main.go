@@ -48,6 +48,8 @@ type flags struct {
 	logLevel      string
 	logFormat     string
 	addrFile      string
+	adminListen   string
+	adminAddrFile string
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -103,6 +105,8 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "console", "console or json")
 	fs.StringVar(&f.addrFile, "addr-file", "", "write the bound gRPC address to this file once serving")
+	fs.StringVar(&f.adminListen, "admin-listen", daemon.AdminAuto, daemon.AdminFlagHelp)
+	fs.StringVar(&f.adminAddrFile, "admin-addr-file", "", "write the bound admin address to this file once serving")
 	return cmd, f
 }
 
@@ -111,6 +115,12 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 func loadOptions(cmd *cobra.Command, f *flags) (nameserver.Options, *daemon.Config, error) {
 	cfg := daemon.BindCommand(cmd)
 	if err := cfg.Load(f.config); err != nil {
+		return nameserver.Options{}, nil, err
+	}
+	if err := cfg.RequirePositive("scan-interval", "broker-timeout", "drain-timeout"); err != nil {
+		return nameserver.Options{}, nil, err
+	}
+	if _, _, err := daemon.ResolveAdminAddr(f.adminListen, f.listen); err != nil {
 		return nameserver.Options{}, nil, err
 	}
 	opts := nameserver.Options{
@@ -143,6 +153,13 @@ func serve(opts nameserver.Options, f *flags, lg *zap.Logger) int {
 		lg.Error("nameserver", zap.Error(err))
 		return exitFailed
 	}
+	adminAddr, derived, _ := daemon.ResolveAdminAddr(f.adminListen, opts.ListenAddr)
+	adm, err := daemon.StartAdmin(adminAddr, derived, f.adminAddrFile, srv.Collector(), srv.Ready, lg)
+	if err != nil {
+		lg.Error("admin listener", zap.Error(err))
+		_ = srv.Close()
+		return exitFailed
+	}
 	start := func() error {
 		if err := srv.Start(); err != nil {
 			_ = srv.Close()
@@ -163,7 +180,16 @@ func serve(opts nameserver.Options, f *flags, lg *zap.Logger) int {
 				err = rerr
 			}
 		}
+		// A scrape or profile still running when the drain ends is cut
+		// off; that does not make the stop unclean.
+		if aerr := adm.Close(ctx); aerr != nil {
+			lg.Warn("admin listener", zap.Error(aerr))
+		}
 		return err
 	}
-	return daemon.RunUntilSignal(context.Background(), start, stop, lg, daemon.WithDrainTimeout(f.drainTimeout))
+	code := daemon.RunUntilSignal(context.Background(), start, stop, lg, daemon.WithDrainTimeout(f.drainTimeout))
+	if code != exitOK {
+		_ = adm.Close(context.Background()) // start failed: stop was not called
+	}
+	return code
 }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/bolide-mq/bolide/cmd/internal/daemon"
 	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -236,7 +237,7 @@ broker-timeout: 1m
 	}
 	cmd, f = newCommand(&code)
 	_ = cmd.ParseFlags([]string{"--config", cfg})
-	if _, _, err := loadOptions(cmd, f); err == nil || !strings.Contains(err.Error(), "scan_interval") {
+	if _, _, err := loadOptions(cmd, f); err == nil || !strings.Contains(err.Error(), "scan-interval") {
 		t.Fatalf("negative scan interval: %v", err)
 	}
 	if err := os.WriteFile(cfg, []byte("listen: 127.0.0.1:0\nlisten-addr: 127.0.0.1:0\n"), 0o644); err != nil {
@@ -246,5 +247,18 @@ broker-timeout: 1m
 	_ = cmd.ParseFlags([]string{"--config", cfg})
 	if _, _, err := loadOptions(cmd, f); err == nil || !strings.Contains(err.Error(), `"listen-addr"`) {
 		t.Fatalf("unknown key: %v", err)
+	}
+}
+
+// TestConfigDoc fails when docs/config.md does not list every setting with
+// its default and environment variable; BOLIDE_UPDATE_CONFIG_DOC=1
+// rewrites the table.
+func TestConfigDoc(t *testing.T) {
+	code := 0
+	cmd, _ := newCommand(&code)
+	table := daemon.BindCommand(cmd).DocTable()
+	err := daemon.SyncDocTable("../../docs/config.md", "bolide-nameserver", table, os.Getenv("BOLIDE_UPDATE_CONFIG_DOC") == "1")
+	if err != nil {
+		t.Fatalf("%v: run BOLIDE_UPDATE_CONFIG_DOC=1 go test -run TestConfigDoc ./cmd/bolide-nameserver/", err)
 	}
 }

@@ -17,12 +17,19 @@ func newClusterCmd(a *app) *cobra.Command {
 	)
 }
 
-// brokerJSON is one broker of cluster list.
+// brokerJSON is one broker of cluster list. LagBytes is how far a slave's
+// log is behind its master's; a master has InSyncSlaves of its Slaves in
+// sync.
 type brokerJSON struct {
 	Cluster         string  `json:"cluster"`
 	Broker          string  `json:"broker"`
 	BrokerID        int64   `json:"brokerId"`
 	Role            string  `json:"role"`
+	Epoch           int64   `json:"epoch"`
+	ReplicationMode string  `json:"replicationMode"`
+	LagBytes        int64   `json:"lagBytes"`
+	InSyncSlaves    int32   `json:"inSyncSlaves"`
+	Slaves          int     `json:"slaves"`
 	Addr            string  `json:"addr"`
 	Version         string  `json:"version"`
 	Flush           string  `json:"flush"`
@@ -43,9 +50,14 @@ func newClusterListCmd(a *app) *cobra.Command {
 	var cluster string
 	c := &cobra.Command{
 		Use:   "list",
-		Short: "List broker groups: addresses, roles, versions, flush mode and disk use",
+		Short: "List broker groups: addresses, roles, replication, versions, flush mode and disk use",
 		Long: `List every broker registered with the NameServer, asking each broker about itself.
-A broker that does not answer is listed with its error (and the command still succeeds).`,
+A broker that does not answer is listed with its error (and the command still succeeds).
+
+ROLE is MASTER, SLAVE, or FENCED (a master replaced by a newer one: read-only); EPOCH is
+the group's master epoch as the broker knows it; REPLICATION the group's mode (async, or
+sync: sends wait for the in-sync slaves). LAG is, for a slave, how many bytes of the
+master's CommitLog it has not yet; for a master, how many of its slaves are in sync.`,
 		Example: `  bolide cluster list
   bolide cluster list --cluster DefaultCluster -o json`,
 		Args: exactArgs(0, ""),
@@ -90,6 +102,13 @@ A broker that does not answer is listed with its error (and the command still su
 				if bi.Version != "" {
 					r.Version = bi.Version
 				}
+				ri, err := brokerReplication(ctx, l.Addr)
+				if err != nil {
+					r.Error = oneLine(err.Error())
+					return
+				}
+				r.Role, r.Epoch, r.ReplicationMode = ri.GetRole(), ri.GetEpoch(), ri.GetMode()
+				r.LagBytes, r.InSyncSlaves, r.Slaves = ri.GetLagBytes(), ri.GetInSyncSlaves(), len(ri.GetSlaves())
 			}()
 		}
 		wg.Wait()
@@ -108,14 +127,17 @@ A broker that does not answer is listed with its error (and the command still su
 		now := time.Now()
 		// LOG is the CommitLog's data, SEGMENTS the space its segment
 		// files take (preallocated), DISK USED the file system's use.
-		t := newTable("CLUSTER", "BROKER", "ID", "ROLE", "ADDRESS", "VERSION", "FLUSH", "LOG", "SEGMENTS", "DISK USED", "TOPICS", "UP", "HEARTBEAT")
+		t := newTable("CLUSTER", "BROKER", "ID", "ROLE", "EPOCH", "REPLICATION", "LAG", "ADDRESS", "VERSION", "FLUSH", "LOG",
+			"SEGMENTS", "DISK USED", "TOPICS", "UP", "HEARTBEAT")
 		for _, r := range rows {
 			if r.Error != "" {
-				t.row(r.Cluster, r.Broker, r.BrokerID, "?", r.Addr, r.Version, "?", "?", "?", "?", r.Topics, "?", age(r.brokerHeartbeat, now)+" ago")
+				t.row(r.Cluster, r.Broker, r.BrokerID, "?", "?", "?", "?", r.Addr, r.Version, "?", "?", "?", "?", r.Topics, "?",
+					age(r.brokerHeartbeat, now)+" ago")
 				a.warn("broker %s (%s) did not answer: %s", r.Broker, r.Addr, r.Error)
 				continue
 			}
-			t.row(r.Cluster, r.Broker, r.BrokerID, r.Role, r.Addr, r.Version, r.Flush, humanBytes(r.CommitLogMax-r.CommitLogMin),
+			t.row(r.Cluster, r.Broker, r.BrokerID, r.Role, r.Epoch, r.ReplicationMode, replicationLag(r), r.Addr, r.Version, r.Flush,
+				humanBytes(r.CommitLogMax-r.CommitLogMin),
 				humanBytes(r.StoreBytes), fmt.Sprintf("%.1f%%", 100*r.DiskUsedRatio), r.Topics,
 				age(r.brokerStarted, now), age(r.brokerHeartbeat, now)+" ago")
 		}
@@ -123,4 +145,16 @@ A broker that does not answer is listed with its error (and the command still su
 	}
 	c.Flags().StringVar(&cluster, "cluster", "", "only the brokers of this cluster")
 	return c
+}
+
+// replicationLag is cluster list's LAG: a slave's bytes behind its master,
+// a master's in-sync slaves.
+func replicationLag(r brokerJSON) string {
+	if r.Role == "SLAVE" {
+		return humanBytes(r.LagBytes) + " behind"
+	}
+	if r.Slaves == 0 {
+		return "no slaves"
+	}
+	return fmt.Sprintf("%d of %d in sync", r.InSyncSlaves, r.Slaves)
 }

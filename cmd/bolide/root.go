@@ -63,6 +63,8 @@ units ns us ms s m h d), "now", or epoch milliseconds.`,
 		newOffsetCmd(a),
 		newBenchCmd(a),
 		newTxnCmd(a),
+		newBrokerCmd(a),
+		newDLQCmd(a),
 		newDelayCmd(a),
 		newCompletionCmd(),
 	)

@@ -10,6 +10,10 @@ package main
 //   - brokerTopicOrder: read a topic's configuration (the order flag is not
 //     in the route) — wanted as Admin.TopicConfig(ctx, topic), so that
 //     topic update can keep the settings it is not given.
+//   - brokerReplication, promoteBroker: the BrokerHA service (replication
+//     status, promotion of a slave) — wanted as
+//     Admin.ReplicationStatus(ctx, addr) and Admin.Promote(ctx, addr, name,
+//     epoch).
 
 import (
 	"context"
@@ -135,4 +139,39 @@ func brokerTopicOrder(ctx context.Context, addr, topic string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// brokerReplication asks the broker at addr for its replication state.
+func brokerReplication(ctx context.Context, addr string) (*pb.ReplicationInfo, error) {
+	cc, _, err := dialBroker(addr)
+	if err != nil {
+		return nil, err
+	}
+	defer cc.Close()
+	resp, err := pb.NewBrokerHAClient(cc).ReplicationStatus(ctx, &pb.ReplicationStatusRequest{})
+	if err == nil {
+		err = wire.FromStatus(resp.GetStatus())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("replication status of %s: %w", addr, err)
+	}
+	return resp.GetReplication(), nil
+}
+
+// promoteBroker makes the slave at addr the master of its group: name, when
+// not empty, must be its group; epoch 0 takes the next epoch.
+func promoteBroker(ctx context.Context, addr, name string, epoch int64) (*pb.PromoteResponse, error) {
+	cc, _, err := dialBroker(addr)
+	if err != nil {
+		return nil, err
+	}
+	defer cc.Close()
+	resp, err := pb.NewBrokerHAClient(cc).Promote(ctx, &pb.PromoteRequest{BrokerName: name, Epoch: epoch})
+	if err == nil {
+		err = wire.FromStatus(resp.GetStatus())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("promote %s: %w", addr, err)
+	}
+	return resp, nil
 }

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -209,4 +210,73 @@ func (c *Config) LogFields() []zap.Field {
 		fields = append(fields, zap.String(name, eff[name]))
 	}
 	return append(fields, zap.Any("sources", set))
+}
+
+// RequirePositive fails, naming the setting and where its value came from,
+// when one of the named integer or duration settings is not above zero.
+func (c *Config) RequirePositive(names ...string) error {
+	var errs []string
+	for _, name := range names {
+		f := c.fs.Lookup(name)
+		if f == nil {
+			errs = append(errs, fmt.Sprintf("%s: no such setting", name))
+			continue
+		}
+		var positive bool
+		switch f.Value.Type() {
+		case "duration":
+			d, err := c.fs.GetDuration(name)
+			positive = err == nil && d > 0
+		case "int", "int32", "int64", "uint", "uint32", "uint64":
+			n, err := strconv.ParseInt(f.Value.String(), 10, 64)
+			positive = err == nil && n > 0
+		default:
+			errs = append(errs, fmt.Sprintf("%s: not a number", name))
+			continue
+		}
+		if !positive {
+			errs = append(errs, fmt.Sprintf("%s must be > 0, not %s%s", name, f.Value.String(), c.from(name)))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("config: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// from says where a non-default value came from, for error messages.
+func (c *Config) from(name string) string {
+	switch c.sources[name] {
+	case SourceEnv:
+		return " (from " + c.EnvName(name) + ")"
+	case SourceFile:
+		return " (from the config file)"
+	case SourceFlag:
+		return " (from --" + name + ")"
+	}
+	return ""
+}
+
+// DocTable renders the settings as a Markdown table (key, default,
+// environment variable, description), in flag order; docs/config.md holds
+// one per daemon and a test keeps them in step with the flags.
+func (c *Config) DocTable() string {
+	var b strings.Builder
+	b.WriteString("| key | default | environment | description |\n|---|---|---|---|\n")
+	c.fs.VisitAll(func(f *pflag.Flag) {
+		if c.exempt[f.Name] {
+			return
+		}
+		def := f.DefValue
+		if def == "[]" {
+			def = ""
+		}
+		if def == "" {
+			def = `""`
+		} else {
+			def = "`" + def + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s |\n", f.Name, def, c.EnvName(f.Name), strings.ReplaceAll(f.Usage, "|", `\|`))
+	})
+	return b.String()
 }

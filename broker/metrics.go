@@ -1,0 +1,308 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bolide-mq/bolide/broker/store"
+	"github.com/bolide-mq/bolide/internal/wire"
+	"github.com/bolide-mq/bolide/message"
+)
+
+// Metrics. Names follow RocketMQ 5's (rocketmq_*) where it has one, with
+// its labels and units (latencies in milliseconds), so dashboards made for
+// RocketMQ read them; the rest are bolide_*, in base units. Only the send
+// and pull paths update anything as they run (sendObserved, pullObserved);
+// every other figure is read from the broker when Prometheus scrapes
+// (Collector), so idle features cost nothing.
+
+// latencyBucketsMS are the rpc latency buckets, in milliseconds; pulls that
+// are held (long polling) land in the upper ones.
+var latencyBucketsMS = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 3000, 10000, 30000}
+
+// brokerMetrics are the counters and histograms of the send and pull paths.
+// The zero value is ready: the vectors are made on first use.
+type brokerMetrics struct {
+	once       sync.Once
+	msgsIn     *prometheus.CounterVec   // topic
+	bytesIn    *prometheus.CounterVec   // topic
+	msgsOut    *prometheus.CounterVec   // topic, consumer_group
+	bytesOut   *prometheus.CounterVec   // topic, consumer_group
+	rpcLatency *prometheus.HistogramVec // protocol_type, request_code, response_code, is_long_polling
+	msgSize    prometheus.Histogram
+	flush      prometheus.Histogram
+}
+
+func (m *brokerMetrics) init() *brokerMetrics {
+	m.once.Do(func() {
+		m.msgsIn = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rocketmq_messages_in_total",
+			Help: "Messages producers stored, by topic (as sent, before delay or transaction rewriting).",
+		}, []string{"topic"})
+		m.bytesIn = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rocketmq_throughput_in_total",
+			Help: "Body bytes producers stored, by topic.",
+		}, []string{"topic"})
+		m.msgsOut = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rocketmq_messages_out_total",
+			Help: "Messages pulled by consumers, by topic and consumer group.",
+		}, []string{"topic", "consumer_group"})
+		m.bytesOut = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rocketmq_throughput_out_total",
+			Help: "Stored-record bytes pulled by consumers, by topic and consumer group.",
+		}, []string{"topic", "consumer_group"})
+		m.rpcLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "rocketmq_rpc_latency",
+			Help:    "Latency of send and pull calls in milliseconds, by request and response code; held pulls have is_long_polling=\"true\".",
+			Buckets: latencyBucketsMS,
+		}, []string{"protocol_type", "request_code", "response_code", "is_long_polling"})
+		m.msgSize = prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "rocketmq_message_size",
+			Help:    "Body size of stored messages in bytes.",
+			Buckets: []float64{1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20},
+		})
+		m.flush = prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "bolide_storage_flush_seconds",
+			Help:    "Time the CommitLog took to make appended bytes durable (fdatasync or msync), per flush.",
+			Buckets: []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 1},
+		})
+	})
+	return m
+}
+
+func (m *brokerMetrics) collectors() []prometheus.Collector {
+	m.init()
+	return []prometheus.Collector{m.msgsIn, m.bytesIn, m.msgsOut, m.bytesOut, m.rpcLatency, m.msgSize, m.flush}
+}
+
+// observeFlush is the CommitLog's OnFlush hook.
+func (m *brokerMetrics) observeFlush(took time.Duration, _ int64) {
+	m.init().flush.Observe(took.Seconds())
+}
+
+func responseCode(err error) string { return wire.CodeOf(err).String() }
+
+func sinceMS(start time.Time) float64 { return float64(time.Since(start)) / float64(time.Millisecond) }
+
+// sendObserved is Send, counted: the front ends call it.
+func (b *Broker) sendObserved(ctx context.Context, msgs []*message.Ext) ([]store.PutResult, error) {
+	start := time.Now()
+	var topic string
+	var body int
+	if len(msgs) > 0 && msgs[0] != nil {
+		topic = msgs[0].Topic // Send may rewrite it (delay, transactions)
+	}
+	for _, m := range msgs {
+		if m != nil {
+			body += len(m.Body)
+		}
+	}
+	res, err := b.Send(ctx, msgs)
+	m := b.metrics.init()
+	m.rpcLatency.WithLabelValues("grpc", "send", responseCode(err), "false").Observe(sinceMS(start))
+	if err == nil {
+		m.msgsIn.WithLabelValues(topic).Add(float64(len(msgs)))
+		m.bytesIn.WithLabelValues(topic).Add(float64(body))
+		for _, msg := range msgs {
+			m.msgSize.Observe(float64(len(msg.Body)))
+		}
+	}
+	return res, err
+}
+
+// pullObserved is Pull, counted: the front ends call it.
+func (b *Broker) pullObserved(ctx context.Context, req PullRequest) (PullResult, error) {
+	start := time.Now()
+	res, err := b.Pull(ctx, req)
+	m := b.metrics.init()
+	m.rpcLatency.WithLabelValues("grpc", "pull", responseCode(err), strconv.FormatBool(req.SuspendTimeout > 0)).Observe(sinceMS(start))
+	if err == nil && len(res.Records) > 0 {
+		n := 0
+		for _, r := range res.Records {
+			n += len(r)
+		}
+		m.msgsOut.WithLabelValues(req.Topic, req.Group).Add(float64(len(res.Records)))
+		m.bytesOut.WithLabelValues(req.Topic, req.Group).Add(float64(n))
+	}
+	return res, err
+}
+
+// registeredAny reports nil once the last registration with at least one
+// NameServer succeeded, else the errors of the last attempts.
+func (r *registrar) registeredAny() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.conns) == 0 {
+		return errors.New("no name server configured")
+	}
+	var errs []error
+	for ns := range r.conns {
+		err, ok := r.lastErr[ns]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("%s: not registered yet", ns))
+		case err == nil:
+			return nil
+		default:
+			errs = append(errs, fmt.Errorf("%s: %w", ns, err))
+		}
+	}
+	return fmt.Errorf("not registered with a name server: %w", errors.Join(errs...))
+}
+
+// Collector is the broker's Prometheus collector: the send and pull
+// counters and histograms, and the storage, consumer, replication, delay
+// and transaction figures read at scrape time.
+func (b *Broker) Collector() prometheus.Collector { return &collector{b: b} }
+
+type collector struct{ b *Broker }
+
+// Descriptions of the figures read at scrape time.
+var (
+	descStorageSize = prometheus.NewDesc("rocketmq_storage_size",
+		"Bytes of CommitLog data the broker holds (min to max offset).", nil, nil)
+	descDiskRatio = prometheus.NewDesc("bolide_storage_disk_used_ratio",
+		"Used fraction of the file system holding the CommitLog; sends are refused past the disk-full ratio.", nil, nil)
+	descMaxOffset = prometheus.NewDesc("bolide_commitlog_max_offset_bytes",
+		"CommitLog max (write) offset.", nil, nil)
+	descDispatchBehind = prometheus.NewDesc("rocketmq_storage_dispatch_behind_bytes",
+		"CommitLog bytes not yet dispatched to ConsumeQueue and IndexFile (dispatch lag).", nil, nil)
+	descFlushBehind = prometheus.NewDesc("rocketmq_storage_flush_behind_bytes",
+		"CommitLog bytes written but not yet flushed to disk.", nil, nil)
+	descDispatchErrors = prometheus.NewDesc("bolide_dispatch_errors_total",
+		"Records dispatch could not index.", nil, nil)
+	descTopics = prometheus.NewDesc("rocketmq_topic_number",
+		"Topics in the broker's topic table.", nil, nil)
+	descGroups = prometheus.NewDesc("rocketmq_consumer_group_number",
+		"Consumer groups with committed offsets on the broker.", nil, nil)
+	descLag = prometheus.NewDesc("rocketmq_consumer_lag_messages",
+		"Messages stored but not yet committed by a consumer group, by topic and group.", []string{"topic", "consumer_group"}, nil)
+	descReady = prometheus.NewDesc("bolide_broker_ready",
+		"1 when the broker is ready to serve (as /readyz answers), else 0.", nil, nil)
+	descRole = prometheus.NewDesc("bolide_broker_role",
+		"1 for the broker's current role (master, slave or fenced).", []string{"role"}, nil)
+	descReplLag = prometheus.NewDesc("bolide_replication_lag_bytes",
+		"CommitLog bytes a slave is behind its master: on a master one series per slave, on a slave its own.", []string{"slave_id"}, nil)
+	descReplInSync = prometheus.NewDesc("bolide_replication_in_sync_slaves",
+		"Slaves a master counts as in sync.", nil, nil)
+	descDelayPending = prometheus.NewDesc("bolide_delay_level_pending_messages",
+		"Messages waiting in a delay level.", []string{"level"}, nil)
+	descTimerPending = prometheus.NewDesc("bolide_timer_pending_messages",
+		"Timer (arbitrary delay) messages neither delivered nor cancelled (approximate).", nil, nil)
+	descTimerDelivered = prometheus.NewDesc("bolide_timer_delivered_total",
+		"Timer messages delivered since the engine started.", nil, nil)
+	descHalf = prometheus.NewDesc("rocketmq_half_messages",
+		"Transactional half messages waiting for their outcome.", nil, nil)
+	descTxnChecks = prometheus.NewDesc("bolide_transaction_checks_total",
+		"Transaction check-backs made, by result (sent to a producer, or no producer connected).", []string{"result"}, nil)
+	descTxnEnds = prometheus.NewDesc("bolide_transaction_ends_total",
+		"Transactions ended, by outcome.", []string{"outcome"}, nil)
+)
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, col := range c.b.metrics.collectors() {
+		col.Describe(ch)
+	}
+	for _, d := range []*prometheus.Desc{descStorageSize, descDiskRatio, descMaxOffset, descDispatchBehind,
+		descFlushBehind, descDispatchErrors, descTopics, descGroups, descLag, descReady, descRole, descReplLag,
+		descReplInSync, descDelayPending, descTimerPending, descTimerDelivered, descHalf, descTxnChecks, descTxnEnds} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	b := c.b
+	for _, col := range b.metrics.collectors() {
+		col.Collect(ch)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+
+	clog := b.store.CommitLog()
+	gauge(descStorageSize, float64(clog.MaxOffset()-clog.MinOffset()))
+	gauge(descDiskRatio, clog.DiskUsage())
+	gauge(descMaxOffset, float64(clog.MaxOffset()))
+	gauge(descDispatchBehind, float64(max(0, b.store.DispatchBehind())))
+	gauge(descFlushBehind, float64(max(0, clog.MaxOffset()-clog.FlushedOffset())))
+	counter(descDispatchErrors, float64(b.store.DispatchErrors()))
+
+	gauge(descTopics, float64(len(b.topics.all())))
+	groups := b.offsets.groups()
+	gauge(descGroups, float64(len(groups)))
+	for _, g := range groups {
+		for _, t := range b.offsets.topicsOf(g) {
+			var lag int64
+			for q, off := range b.offsets.queues(g, t) {
+				_, maxOff := b.store.QueueOffsets(t, q)
+				lag += max(0, maxOff-max(off, 0))
+			}
+			gauge(descLag, float64(lag), t, g)
+		}
+	}
+
+	ready := 0.0
+	if b.Ready() == nil {
+		ready = 1
+	}
+	gauge(descReady, ready)
+	role := b.Role()
+	for _, r := range []Role{RoleMaster, RoleSlave, RoleFenced} {
+		v := 0.0
+		if r == role {
+			v = 1
+		}
+		gauge(descRole, v, r.String())
+	}
+	c.collectReplication(ch, gauge)
+	c.collectDelay(gauge, counter)
+
+	if b.txn != nil {
+		st := b.TransactionStats()
+		gauge(descHalf, float64(st.Pending))
+		counter(descTxnChecks, float64(st.ChecksSent), "sent")
+		counter(descTxnChecks, float64(st.ChecksNoProd), "no_producer")
+		counter(descTxnEnds, float64(st.Commits), "commit")
+		counter(descTxnEnds, float64(st.Rollbacks), "rollback")
+		counter(descTxnEnds, float64(st.Discards), "discard")
+	}
+}
+
+func (c *collector) collectReplication(_ chan<- prometheus.Metric, gauge func(*prometheus.Desc, float64, ...string)) {
+	info := c.b.replicationInfo()
+	if c.b.Role() == RoleSlave {
+		gauge(descReplLag, float64(max(0, info.LagBytes)), strconv.FormatInt(c.b.brokerID(), 10))
+		return
+	}
+	for _, s := range info.Slaves {
+		gauge(descReplLag, float64(max(0, s.LagBytes)), strconv.FormatInt(s.BrokerId, 10))
+	}
+	gauge(descReplInSync, float64(info.InSyncSlaves))
+}
+
+// collectDelay reads the delay levels' offsets (not their next due time,
+// which would read the store) and the timing wheel's status.
+func (c *collector) collectDelay(gauge, counter func(*prometheus.Desc, float64, ...string)) {
+	d := c.b.delay.Load()
+	if d == nil {
+		return
+	}
+	for level := 1; level <= d.levels.Max(); level++ {
+		_, maxOff := c.b.store.QueueOffsets(message.ScheduleTopic, int32(level-1))
+		gauge(descDelayPending, float64(max(0, maxOff-d.offsets.Get(level))), strconv.Itoa(level))
+	}
+	if d.engine != nil {
+		st := d.engine.Status()
+		gauge(descTimerPending, float64(st.Pending))
+		counter(descTimerDelivered, float64(st.Delivered))
+	}
+}

@@ -1,0 +1,189 @@
+package broker
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/bolide-mq/bolide/internal/wire"
+	"github.com/bolide-mq/bolide/message"
+	pb "github.com/bolide-mq/bolide/proto/bolidev1"
+)
+
+// openBroker starts a broker storing in dir, with no NameServers.
+func openBroker(t *testing.T, dir string) *Broker {
+	t.Helper()
+	opts := DefaultOptions(dir)
+	opts.ListenAddr = "127.0.0.1:0"
+	opts.NameServers = nil
+	opts.GossipAddr = "off"
+	opts.Store.CommitLog.SegmentSize = 4 << 20
+	opts.Store.ConsumeQueue.UnitsPerFile = 1000
+	opts.Store.Index.SlotCount = 1000
+	opts.Store.Index.MaxEntries = 4000
+	opts.MaxMessageSize = 1 << 20
+	b, err := New(opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(); err != nil {
+		_ = b.Close()
+		t.Fatal(err)
+	}
+	return b
+}
+
+func wantCode(t *testing.T, what string, err error, code pb.Code) {
+	t.Helper()
+	if wire.CodeOf(err) != code {
+		t.Errorf("%s: %v, want %v", what, err, code)
+	}
+}
+
+// deadLetters lists a group's DLQ, waiting for dispatch to catch up.
+func deadLetters(t *testing.T, b *Broker, group string, n int) []*pb.DeadLetterEntry {
+	t.Helper()
+	if err := b.store.WaitDispatched(context.Background(), b.store.CommitLog().MaxOffset()); err != nil {
+		t.Fatal(err)
+	}
+	list, _, _, _, err := b.DeadLetters(DeadLetterQuery{Group: group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != n {
+		t.Fatalf("%d dead letters, want %d", len(list), n)
+	}
+	return list
+}
+
+func TestSendBackRetryDeadLetterAndReplayMarks(t *testing.T) {
+	dir := t.TempDir()
+	b := openBroker(t, dir)
+	defer func() { _ = b.Close() }()
+	ctx := context.Background()
+	if err := b.topics.put(TopicConfig{Name: "orders", ReadQueueNums: 1, WriteQueueNums: 1, Perm: PermReadWrite}, false); err != nil {
+		t.Fatal(err)
+	}
+	send := func(body string) (*message.Ext, int64) {
+		m := &message.Ext{Message: message.Message{Topic: "orders", Body: []byte(body),
+			Properties: map[string]string{message.PropertyUniqueKey: "U-" + body, message.PropertyTags: "paid"}}}
+		res, err := b.Send(ctx, []*message.Ext{m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m, res[0].PhysicalOffset
+	}
+	_, off1 := send("one")
+	_, off2 := send("two")
+	first, err := b.store.ReadMessage(off1)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A first failure goes to the retry topic, delayed by level 3.
+	res, err := b.SendBack(ctx, SendBackRequest{Group: "billing", CommitLogOffset: off1, UniqueID: "U-one", MaxReconsumeTimes: 1, Reason: "db\ndown"})
+	if err != nil || res.DeadLettered || res.Topic != "%RETRY%billing" || res.ReconsumeTimes != 1 {
+		t.Fatalf("first send-back: %+v %v", res, err)
+	}
+	if tc, ok := b.topics.get("%RETRY%billing"); !ok || tc.ReadQueueNums != 1 || tc.Perm != PermReadWrite {
+		t.Fatalf("retry topic %+v %v", tc, ok)
+	}
+	copyMsg, err := b.store.LookupByMsgID(res.MsgID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := copyMsg.Properties
+	if copyMsg.Topic != message.ScheduleTopic || copyMsg.QueueID != 2 || p[message.PropertyRealTopic] != "%RETRY%billing" ||
+		p[message.PropertyRetryTopic] != "orders" || p[message.PropertyOriginMessageID] != first.MsgID() ||
+		p[PropertyFailureReason] != "db down" || copyMsg.ReconsumeTimes != 1 || string(copyMsg.Body) != "one" {
+		t.Fatalf("retry copy: topic %s queue %d props %v reconsume %d", copyMsg.Topic, copyMsg.QueueID, p, copyMsg.ReconsumeTimes)
+	}
+
+	// Past the limit (the consumer's count counts), or asked: the DLQ.
+	res, err = b.SendBack(ctx, SendBackRequest{Group: "billing", CommitLogOffset: off1, ReconsumeTimes: 1, MaxReconsumeTimes: 1, Reason: "still down"})
+	if err != nil || !res.DeadLettered || res.Topic != "%DLQ%billing" || res.ReconsumeTimes != 2 {
+		t.Fatalf("second send-back: %+v %v", res, err)
+	}
+	if res, err = b.SendBack(ctx, SendBackRequest{Group: "billing", CommitLogOffset: off2, DelayLevel: -1}); err != nil || !res.DeadLettered {
+		t.Fatalf("send-back to the DLQ: %+v %v", res, err)
+	}
+
+	// Bad requests change nothing.
+	_, err = b.SendBack(ctx, SendBackRequest{Group: "billing", CommitLogOffset: off1, UniqueID: "U-other"})
+	wantCode(t, "wrong unique id", err, pb.Code_QUERY_NOT_FOUND)
+	_, err = b.SendBack(ctx, SendBackRequest{Group: "bad group", CommitLogOffset: off1})
+	wantCode(t, "bad group", err, pb.Code_ILLEGAL_GROUP)
+	_, err = b.SendBack(ctx, SendBackRequest{Group: "billing", CommitLogOffset: 1 << 40})
+	wantCode(t, "no message", err, pb.Code_QUERY_NOT_FOUND)
+
+	list := deadLetters(t, b, "billing", 2)
+	d := list[0]
+	if d.OriginTopic != "orders" || d.OriginMsgId != first.MsgID() || d.UniqueId != "U-one" || d.Reason != "still down" ||
+		d.ReconsumeTimes != 2 || d.FirstFailureMs == 0 || d.FirstFailureMs > d.LastFailureMs || d.Replayed != nil {
+		t.Fatalf("dead letter %+v", d)
+	}
+	if got, _, _, _, _ := b.DeadLetters(DeadLetterQuery{Group: "billing", IDs: []string{"U-two"}}); len(got) != 1 || got[0].UniqueId != "U-two" {
+		t.Fatalf("by id: %+v", got)
+	}
+	if got, _, _, _, _ := b.DeadLetters(DeadLetterQuery{Group: "nobody"}); len(got) != 0 {
+		t.Fatalf("unknown group: %+v", got)
+	}
+
+	// Marks: the first wins; a wrong id is refused.
+	mark := &pb.ReplayMark{AtMs: 1000, Topic: "orders", MsgId: "NEW1"}
+	if m, already, err := b.MarkReplayed(ctx, "billing", d.QueueOffset, d.MsgId, mark); err != nil || already || m.MsgId != "NEW1" {
+		t.Fatalf("mark: %+v %v %v", m, already, err)
+	}
+	if m, already, err := b.MarkReplayed(ctx, "billing", d.QueueOffset, "", &pb.ReplayMark{AtMs: 2000, MsgId: "NEW2"}); err != nil || !already || m.MsgId != "NEW1" {
+		t.Fatalf("mark again: %+v %v %v", m, already, err)
+	}
+	_, _, err = b.MarkReplayed(ctx, "billing", list[1].QueueOffset, d.MsgId, mark)
+	wantCode(t, "mark with a wrong id", err, pb.Code_QUERY_NOT_FOUND)
+	_, _, err = b.MarkReplayed(ctx, "billing", 99, "", mark)
+	wantCode(t, "mark past the end", err, pb.Code_QUERY_NOT_FOUND)
+
+	// Marks are durable: a restarted broker still knows them.
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b = openBroker(t, dir)
+	list = deadLetters(t, b, "billing", 2)
+	if r := list[0].Replayed; r == nil || r.MsgId != "NEW1" || r.AtMs != 1000 || r.Topic != "orders" {
+		t.Fatalf("after restart, mark %+v", r)
+	}
+	if list[1].Replayed != nil {
+		t.Fatalf("after restart, the unreplayed entry is marked: %+v", list[1].Replayed)
+	}
+	// The mark topic is internal: not a topic of the table.
+	if _, ok := b.topics.get(ReplayMarkTopic); ok {
+		t.Fatalf("%s is in the topic table", ReplayMarkTopic)
+	}
+}
+
+func TestCleanReason(t *testing.T) {
+	long := strings.Repeat("é", 400) // 800 bytes
+	for _, c := range []struct{ in, want string }{
+		{"", ""},
+		{"  timeout  ", "timeout"},
+		{"a\nb\rc\x01d\x02e", "a b c d e"},
+		{long, strings.Repeat("é", 256)},
+	} {
+		if got := cleanReason(c.in); got != c.want {
+			t.Errorf("cleanReason(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestRetryOptionsValidate(t *testing.T) {
+	o := defaultRetryOptions()
+	o.GroupMaxReconsumeTimes = map[string]int{"billing": 3}
+	if err := o.validate(); err != nil || o.maxReconsumeTimes("billing") != 3 || o.maxReconsumeTimes("other") != 16 {
+		t.Fatalf("valid options: %v", err)
+	}
+	o.MaxReconsumeTimes = -1
+	o.GroupMaxReconsumeTimes["bad group"] = -2
+	err := o.validate()
+	if err == nil || !strings.Contains(err.Error(), "max reconsume times -1") || !strings.Contains(err.Error(), "bad group") {
+		t.Fatalf("invalid options: %v", err)
+	}
+}
