@@ -48,8 +48,8 @@ type Options struct {
 	// MaxBatchMessages bounds one send request.
 	MaxBatchMessages int
 	// LongPollMax caps a pull's suspend timeout (30 s); PullMaxMessages and
-	// PullMaxBytes cap one pull (32, 256 KiB unless the client asks for
-	// less; at most 1024 and 4 MiB).
+	// PullMaxBytes cap one pull (1024 and 1 MiB: the client's pull batch
+	// size, 32 by default, usually asks for less; at most 1024 and 4 MiB).
 	LongPollMax     time.Duration
 	PullMaxMessages int
 	PullMaxBytes    int
@@ -86,8 +86,8 @@ func DefaultOptions(dir string) Options {
 		MaxPropertiesSize:     32 << 10,
 		MaxBatchMessages:      1024,
 		LongPollMax:           30 * time.Second,
-		PullMaxMessages:       32,
-		PullMaxBytes:          256 << 10,
+		PullMaxMessages:       1024,
+		PullMaxBytes:          1 << 20,
 		OffsetPersistInterval: 5 * time.Second,
 		ClientExpiry:          120 * time.Second,
 		LockExpiry:            60 * time.Second,

@@ -38,7 +38,7 @@
 #   E2E_WARMUP       end-to-end run: untimed start              (1s)
 #   ASYNC_BATCH      Bolide messages per request                (64)
 #   ASYNC_INFLIGHT   Bolide requests in flight                  (16)
-#   PULL_BATCH       Bolide messages per pull when consuming    (32; the broker caps it at 32)
+#   PULL_BATCH       Bolide messages per pull when consuming    (500, like NATS_BATCH; the broker caps it at --pull-max-messages, 1024)
 #   NATS_BATCH       NATS outstanding acks / batch size         (500)
 #   NATS_STREAM_BYTES  size limit of each NATS stream           (4GB)
 #   QUEUES           queues of each Bolide topic                (8)
@@ -69,7 +69,7 @@ E2E_DURATION=${E2E_DURATION:-$(q 30s 5s)}
 E2E_WARMUP=${E2E_WARMUP:-1s}
 ASYNC_BATCH=${ASYNC_BATCH:-64}
 ASYNC_INFLIGHT=${ASYNC_INFLIGHT:-16}
-PULL_BATCH=${PULL_BATCH:-32}
+PULL_BATCH=${PULL_BATCH:-500}
 NATS_BATCH=${NATS_BATCH:-500}
 NATS_STREAM_BYTES=${NATS_STREAM_BYTES:-4GB}
 QUEUES=${QUEUES:-8}
