@@ -137,19 +137,12 @@ func BenchmarkReadRecord(b *testing.B) {
 // BenchmarkAppendAsyncBatch: one writer appending 1 KiB records 32 at a
 // time with AppendBatch (what a broker does with a batched send), async
 // flush, across segment rolls. records/s counts appends; durable-records/s
-// also waits for the final flush (what the disk sustains). pwrite-no-kick
-// turns off the early writeback (Options.WritebackBytes = 0).
+// also waits for the final flush (what the disk sustains).
 func BenchmarkAppendAsyncBatch(b *testing.B) {
 	const batch = 32
-	for _, v := range []struct {
-		name      string
-		write     WriteMode
-		writeback int64
-	}{{"mmap", WriteMmap, 0}, {"pwrite", WritePwrite, DefaultOptions("").WritebackBytes}, {"pwrite-no-kick", WritePwrite, 0}} {
-		b.Run(v.name, func(b *testing.B) {
-			o := benchOptions(b, FlushAsync, v.write)
-			o.WritebackBytes = v.writeback
-			l := benchOpen(b, o)
+	for _, write := range []WriteMode{WriteMmap, WritePwrite} {
+		b.Run(write.String(), func(b *testing.B) {
+			l := benchOpen(b, benchOptions(b, FlushAsync, write))
 			entries := make([]*Entry, batch)
 			for i := range entries {
 				entries[i] = sizedRecord(b, "BenchTopic", 0, benchRecordSize, 'x')

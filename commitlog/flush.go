@@ -88,9 +88,6 @@ func (l *Log) asyncFlushLoop() {
 		select {
 		case <-l.ctx.Done():
 			return
-		case <-l.kickReq:
-			l.startWriteback()
-			continue
 		case <-t.C:
 		}
 		dirty := l.committed.Load() - l.flushed.Load()
@@ -165,45 +162,7 @@ func (l *Log) commit() error {
 		return err
 	}
 	l.advanceCommitted(end)
-	if l.opts.FlushMode == FlushAsync && l.opts.WritebackBytes > 0 && end-l.kicked.Load() >= l.opts.WritebackBytes {
-		signal(l.kickReq)
-	}
 	return nil
-}
-
-// startWriteback asks the kernel to start writing the bytes committed since
-// the last call to the disk, without waiting for them (the async flush
-// still makes them durable). Errors are left to that flush to report.
-func (l *Log) startWriteback() {
-	l.flushMu.Lock()
-	defer l.flushMu.Unlock()
-	if l.segmentsClosed {
-		return
-	}
-	from := max(l.kicked.Load(), l.flushed.Load())
-	// Whole pages only: the writer is still filling the last one, and a
-	// page under writeback can make a write into it wait.
-	to := l.committed.Load() &^ (pageSize - 1)
-	if to <= from {
-		return
-	}
-	l.segMu.RLock()
-	var todo []*segment
-	for _, s := range l.segs {
-		if s.end() > from && s.start < to {
-			todo = append(todo, s)
-		}
-	}
-	l.segMu.RUnlock()
-	for _, s := range todo {
-		lo := max(from, s.start) - s.start
-		hi := min(to, s.end()) - s.start
-		if err := fsutil.StartWriteback(s.f, lo, hi-lo); err != nil {
-			l.log.Debug("start writeback", zap.String("segment", s.path), zap.Error(err))
-			break
-		}
-	}
-	l.kicked.Store(to)
 }
 
 // flush makes everything committed durable and advances the flushed offset.
@@ -255,9 +214,6 @@ func (l *Log) flush() error {
 		l.opts.OnFlush(time.Since(start), to-from)
 	}
 	l.flushed.Store(to)
-	if l.kicked.Load() < to {
-		l.kicked.Store(to) // only flush and startWriteback (under flushMu) store it
-	}
 	l.flushedSig.Notify()
 	if l.opts.FlushMode == FlushSync {
 		l.readableSig.Notify()

@@ -135,12 +135,8 @@ type Log struct {
 	diskFull atomic.Bool
 	diskUsed atomic.Uint64 // float64 bits
 
-	flushReq chan struct{}
-	allocReq chan struct{}
-	// kickReq asks the async flusher to start writeback of what was
-	// written since kicked (see Options.WritebackBytes).
-	kickReq   chan struct{}
-	kicked    atomic.Int64
+	flushReq  chan struct{}
+	allocReq  chan struct{}
 	allocMu   sync.Mutex
 	allocWant int64
 	next      *segment
@@ -179,7 +175,6 @@ func Open(opts Options, from int64, log *zap.Logger) (*Log, error) {
 		log:       log,
 		qoff:      make(map[queueKey]int64),
 		flushReq:  make(chan struct{}, 1),
-		kickReq:   make(chan struct{}, 1),
 		allocReq:  make(chan struct{}, 1),
 		allocWant: -1,
 	}

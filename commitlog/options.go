@@ -108,12 +108,6 @@ type Options struct {
 	// StageLimit is how many bytes the pwrite path stages before an appender
 	// writes them itself (1 MiB).
 	StageLimit int
-	// WritebackBytes: in async flush mode with the pwrite path, once this
-	// many bytes were written since the last time, the flusher asks the
-	// kernel to start writing them to the disk (sync_file_range, without
-	// waiting), so the disk works all the time instead of in bursts at each
-	// flush and dirty pages do not pile up (8 MiB; 0 turns it off).
-	WritebackBytes int64
 	// Now is the clock for store timestamps; time.Now by default.
 	Now func() time.Time
 	// OnFlush, if set, is told how long each flush that made bytes durable
@@ -136,7 +130,6 @@ func DefaultOptions(dir string) Options {
 		DiskFullRatio:         0.90,
 		DiskCheckInterval:     time.Second,
 		StageLimit:            1 << 20,
-		WritebackBytes:        8 << 20,
 		Now:                   time.Now,
 	}
 }

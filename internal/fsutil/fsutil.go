@@ -166,27 +166,6 @@ func ZeroRange(f *os.File, off, n int64) error {
 	return nil
 }
 
-// StartWriteback asks the kernel to start writing the dirty pages of
-// [off, off+n) of f to the disk and returns without waiting for them
-// (sync_file_range with SYNC_FILE_RANGE_WRITE). It makes nothing durable:
-// it only spreads the work of a later fdatasync over time.
-func StartWriteback(f *os.File, off, n int64) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return fmt.Errorf("start writeback %s: %w", f.Name(), err)
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SyncFileRange(int(fd), off, n, unix.SYNC_FILE_RANGE_WRITE)
-	}); err != nil {
-		return fmt.Errorf("start writeback %s: %w", f.Name(), err)
-	}
-	if serr != nil {
-		return fmt.Errorf("start writeback %s at %d (%d bytes): %w", f.Name(), off, n, serr)
-	}
-	return nil
-}
-
 // Fdatasync flushes f's data (and the metadata needed to read it back).
 func Fdatasync(f *os.File) error {
 	if err := unix.Fdatasync(int(f.Fd())); err != nil {
