@@ -113,20 +113,7 @@ time, whether they were replayed, and the start of the body.`,
 		Example: "  bolide dlq list --group billing\n  bolide dlq list --group billing --since 1h -o json",
 		Args:    exactArgs(0, ""),
 		RunE: func(*cobra.Command, []string) error {
-			if err := requireGroup(group); err != nil {
-				return err
-			}
-			from, err := sinceFlag(since)
-			if err != nil {
-				return err
-			}
-			adm, err := a.adminClient()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.opCtx()
-			defer cancel()
-			list, err := adm.DeadLetters(ctx, group, client.DeadLetterQuery{Since: from, Max: max})
+			list, err := a.deadLetters(group, since, max)
 			if err != nil {
 				return err
 			}
@@ -398,23 +385,10 @@ properties, the body (bodyBase64 when it is not UTF-8) and the replay mark.`,
 		Example: "  bolide dlq export --group billing --format jsonl > billing-dlq.jsonl",
 		Args:    exactArgs(0, ""),
 		RunE: func(*cobra.Command, []string) error {
-			if err := requireGroup(group); err != nil {
-				return err
-			}
 			if format != "jsonl" {
 				return usageErrorf("--format must be jsonl, not %q", format)
 			}
-			from, err := sinceFlag(since)
-			if err != nil {
-				return err
-			}
-			adm, err := a.adminClient()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.opCtx()
-			defer cancel()
-			list, err := adm.DeadLetters(ctx, group, client.DeadLetterQuery{Since: from})
+			list, err := a.deadLetters(group, since, 0)
 			if err != nil {
 				return err
 			}
@@ -432,4 +406,23 @@ properties, the body (bodyBase64 when it is not UTF-8) and the replay mark.`,
 	f.StringVar(&format, "format", "jsonl", "output format: jsonl")
 	f.StringVar(&since, "since", "", "only messages dead-lettered since this time")
 	return c
+}
+
+// deadLetters lists the dead letters of group stored since --since (at
+// most max; 0: all), for dlq list and export.
+func (a *app) deadLetters(group, since string, max int) ([]client.DeadLetter, error) {
+	if err := requireGroup(group); err != nil {
+		return nil, err
+	}
+	from, err := sinceFlag(since)
+	if err != nil {
+		return nil, err
+	}
+	adm, err := a.adminClient()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := a.opCtx()
+	defer cancel()
+	return adm.DeadLetters(ctx, group, client.DeadLetterQuery{Since: from, Max: max})
 }
