@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -92,20 +93,8 @@ func queueMessages(t *testing.T, b *Broker, topic string, q int32) []*message.Ex
 	return out
 }
 
-func waitCond(t *testing.T, d time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %v", what, d, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// waitCond polls cond until it returns nil or d passes.
+var waitCond = testutil.WaitFor
 
 func codeIs(err error, code pb.Code) bool { return wire.CodeOf(err) == code && err != nil }
 

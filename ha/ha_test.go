@@ -14,6 +14,8 @@ import (
 
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/bolide-mq/bolide/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -65,20 +67,8 @@ func startClient(t *testing.T, o ClientOptions, rl ReplicaLog) *Client {
 	return c
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %v", what, d, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// waitFor polls cond until it returns nil or d passes.
+var waitFor = testutil.WaitFor
 
 func caughtUp(master, slave *memLog) func() error {
 	return func() error {

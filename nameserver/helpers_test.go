@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/bolide-mq/bolide/internal/testutil"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -45,21 +46,8 @@ func (w *testWriter) off() {
 	w.mu.Unlock()
 }
 
-// waitFor polls cond until it returns nil or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not done after %v: %v", what, d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitFor polls cond until it returns nil or d passes.
+var waitFor = testutil.WaitFor
 
 // startServer starts a NameServer on 127.0.0.1:0 with gossip on a free
 // port and the fast profile, closed when the test ends.

@@ -3,10 +3,11 @@ package membership
 import (
 	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/bolide-mq/bolide/internal/testutil"
 )
 
 // testLogger logs into t until the test ends, then drops lines, so that a
@@ -40,18 +41,5 @@ func (w *testWriter) off() {
 	w.mu.Unlock()
 }
 
-// waitFor polls cond until it returns nil or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not done after %v: %v", what, d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitFor polls cond until it returns nil or d passes.
+var waitFor = testutil.WaitFor
