@@ -94,24 +94,20 @@ func sinceMS(start time.Time) float64 { return float64(time.Since(start)) / floa
 func (b *Broker) sendObserved(ctx context.Context, msgs []*message.Ext) ([]store.PutResult, error) {
 	start := time.Now()
 	var topic string
-	var body int
 	if len(msgs) > 0 && msgs[0] != nil {
 		topic = msgs[0].Topic // Send may rewrite it (delay, transactions)
-	}
-	for _, m := range msgs {
-		if m != nil {
-			body += len(m.Body)
-		}
 	}
 	res, err := b.Send(ctx, msgs)
 	m := b.metrics.init()
 	m.rpcLatency.WithLabelValues("grpc", "send", responseCode(err), "false").Observe(sinceMS(start))
 	if err == nil {
-		m.msgsIn.WithLabelValues(topic).Add(float64(len(msgs)))
-		m.bytesIn.WithLabelValues(topic).Add(float64(body))
+		body := 0
 		for _, msg := range msgs {
+			body += len(msg.Body)
 			m.msgSize.Observe(float64(len(msg.Body)))
 		}
+		m.msgsIn.WithLabelValues(topic).Add(float64(len(msgs)))
+		m.bytesIn.WithLabelValues(topic).Add(float64(body))
 	}
 	return res, err
 }
