@@ -182,11 +182,6 @@ func cancelDelayed(ctx context.Context, b *base, addrs []string, topic, uniqueID
 		}
 		errs = append(errs, fmt.Errorf("broker %s: %w", addr, err))
 	}
-	for _, err := range errs {
-		if !errors.Is(err, ErrQueryNotFound) {
-			return fmt.Errorf("cancel %s of %s: %w", uniqueID, topic, errors.Join(errs...))
-		}
-	}
 	return fmt.Errorf("cancel %s of %s: %w", uniqueID, topic, errors.Join(errs...))
 }
 

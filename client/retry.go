@@ -284,7 +284,7 @@ func (p *PushConsumer) failed(t *consumeTask, level int32, reason string) {
 			if t.q.pq.isDropped() {
 				return // the queue's next owner consumes it from the committed offset
 			}
-			if _, err := p.c.sendBack(p.c.ctx, t.q.mq, m, level, m.ReconsumeTimes, reason); err != nil {
+			if err := p.c.sendBack(p.c.ctx, t.q.mq, m, level, m.ReconsumeTimes, reason); err != nil {
 				if p.c.ctx.Err() == nil {
 					p.c.log.Warn("send back failed; retrying the message locally", zap.Stringer("queue", t.q.mq),
 						zap.String("uniqueId", m.UniqueID), zap.Error(err))
@@ -340,7 +340,7 @@ func (p *PushConsumer) orderlyFailed(q *pushQueue, batch []*MessageExt, reason s
 			left = true
 			continue
 		}
-		if _, err := p.c.sendBack(q.ctx, q.mq, m, -1, m.ReconsumeTimes, reason); err != nil {
+		if err := p.c.sendBack(q.ctx, q.mq, m, -1, m.ReconsumeTimes, reason); err != nil {
 			if q.ctx.Err() == nil {
 				p.c.log.Warn("dead-lettering an orderly message failed; retrying", zap.Stringer("queue", q.mq),
 					zap.String("uniqueId", m.UniqueID), zap.Error(err))
@@ -360,19 +360,19 @@ func (p *PushConsumer) orderlyFailed(q *pushQueue, batch []*MessageExt, reason s
 // in the group's retry (or dead-letter) topic. level < 0 dead-letters it;
 // times is the client's count of failed attempts (the broker keeps the
 // larger of it and the stored count).
-func (c *consumerCore) sendBack(ctx context.Context, mq MessageQueue, m *MessageExt, level, times int32, reason string) (*pb.SendBackResponse, error) {
+func (c *consumerCore) sendBack(ctx context.Context, mq MessageQueue, m *MessageExt, level, times int32, reason string) error {
 	if h := sendBackHook.Load(); h != nil {
 		if err := (*h)(c.group, m); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	_, addr, err := c.brokerFor(ctx, mq, true)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cc, err := c.pool.get(addr)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if reason == "" {
 		reason = "the listener asked to retry later"
@@ -389,9 +389,9 @@ func (c *consumerCore) sendBack(ctx context.Context, mq MessageQueue, m *Message
 	}
 	if err != nil {
 		c.routes.markStale(mq.Topic)
-		return nil, fmt.Errorf("send back %s to %s: %w", m.UniqueID, addr, err)
+		return fmt.Errorf("send back %s to %s: %w", m.UniqueID, addr, err)
 	}
-	return resp, nil
+	return nil
 }
 
 // withoutRetryQueues drops the queues of retry topics.

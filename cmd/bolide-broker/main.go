@@ -241,15 +241,9 @@ func loadOptions(cmd *cobra.Command, f *flags) (broker.Options, *daemon.Config, 
 	}
 	opts.Store.CommitLog.FlushMode = mode
 	opts.Store.CommitLog.SegmentSize = f.segmentSize
-	if f.retentionHours <= 0 {
-		return broker.Options{}, nil, fmt.Errorf("retention-hours must be > 0, not %d", f.retentionHours)
-	}
 	opts.Store.Retention.MaxAge = time.Duration(f.retentionHours) * time.Hour
 	opts.Delay.Levels = f.delayLevels
 	opts.Delay.MaxDelay = f.maxDelay
-	if f.drainTimeout <= 0 {
-		return broker.Options{}, nil, fmt.Errorf("drain-timeout must be > 0, not %v", f.drainTimeout)
-	}
 	if err := opts.Validate(); err != nil {
 		return broker.Options{}, nil, err
 	}

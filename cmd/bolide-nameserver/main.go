@@ -134,9 +134,6 @@ func loadOptions(cmd *cobra.Command, f *flags) (nameserver.Options, *daemon.Conf
 	if err := opts.Validate(); err != nil {
 		return nameserver.Options{}, nil, err
 	}
-	if f.drainTimeout <= 0 {
-		return nameserver.Options{}, nil, fmt.Errorf("drain-timeout must be > 0, not %v", f.drainTimeout)
-	}
 	return opts, cfg, nil
 }
 

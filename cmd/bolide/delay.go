@@ -146,7 +146,7 @@ func fillDelayStatus(j *delayStatusJSON, st *client.DelayStatus, all bool) {
 // writeDelayStatus prints one broker: a summary line for the timing wheel,
 // then a table of levels.
 func writeDelayStatus(a *app, j delayStatusJSON, now time.Time) error {
-	fmt.Fprintf(a.stdout, "%s (%s)\n", j.Broker, orDash(j.Addr))
+	fmt.Fprintf(a.stdout, "%s (%s)\n", j.Broker, cell(j.Addr))
 	if j.Error != "" {
 		_, err := fmt.Fprintf(a.stdout, "  error: %s\n", j.Error)
 		return err

@@ -130,7 +130,7 @@ time, whether they were replayed, and the start of the body.`,
 				if d.Replayed != nil {
 					replayed = formatTime(d.Replayed.At)
 				}
-				t.row(d.MsgID, orDash(d.OriginTopic), d.ReconsumeTimes, formatTime(d.FirstFailure), formatTime(d.LastFailure),
+				t.row(d.MsgID, cell(d.OriginTopic), d.ReconsumeTimes, formatTime(d.FirstFailure), formatTime(d.LastFailure),
 					replayed, displayBody(d.Message.Body, 40))
 			}
 			if a.json() {
@@ -212,19 +212,19 @@ func (a *app) showDeadLetter(d *client.DeadLetter) error {
 	line("ID", j.ID)
 	line("Group", j.Group)
 	line("Broker", fmt.Sprintf("%s (offset %d in %s)", j.Broker, j.QueueOffset, message.DLQTopic(j.Group)))
-	line("Unique ID", orDash(j.UniqueID))
-	line("Original topic", orDash(j.OriginTopic))
-	line("Original msg id", orDash(j.OriginMsgID))
+	line("Unique ID", cell(j.UniqueID))
+	line("Original topic", cell(j.OriginTopic))
+	line("Original msg id", cell(j.OriginMsgID))
 	line("Reconsumes", j.ReconsumeTimes)
 	line("First failure", formatTime(d.FirstFailure))
 	line("Last failure", formatTime(d.LastFailure))
-	line("Reason", orDash(j.Reason))
+	line("Reason", cell(j.Reason))
 	if r := d.Replayed; r != nil {
-		line("Replayed", fmt.Sprintf("%s to %s as %s", formatTime(r.At), r.Topic, orDash(r.MsgID)))
+		line("Replayed", fmt.Sprintf("%s to %s as %s", formatTime(r.At), r.Topic, cell(r.MsgID)))
 	} else {
 		line("Replayed", "no")
 	}
-	line("Tag", orDash(j.Tags))
+	line("Tag", cell(j.Tags))
 	line("Keys", joinOrDash(j.Keys, ","))
 	keys := make([]string, 0, len(j.Properties))
 	for k := range j.Properties {

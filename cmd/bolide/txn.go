@@ -72,7 +72,7 @@ within the maximum number of check-backs (they sit in TRANS_CHECK_MAX_TIME_TOPIC
 					continue
 				}
 				t.row(j.Broker, j.Offset, j.Topic, j.QueueID, j.Group, j.TransactionID, j.CheckTimes,
-					j.BornTimestamp, j.DiscardedAt, joinOrDash(j.Keys, ","), orDash(j.Tags))
+					j.BornTimestamp, j.DiscardedAt, joinOrDash(j.Keys, ","), cell(j.Tags))
 			}
 			if a.json() {
 				return nil
@@ -86,12 +86,4 @@ within the maximum number of check-backs (they sit in TRANS_CHECK_MAX_TIME_TOPIC
 	f.StringVar(&q.Topic, "topic", "", "only this (real) topic")
 	f.IntVar(&q.Max, "max", 1000, "at most this many entries per broker")
 	return c
-}
-
-// orDash returns s, or "-" when it is empty.
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
