@@ -169,10 +169,10 @@ func (b *Broker) DeadLetters(q DeadLetterQuery) (entries []*pb.DeadLetterEntry, 
 				b.log.Warn("dead letter unreadable; skipped", zap.Int64("queueOffset", res.QueueOffsets[i]), zap.Error(err))
 				continue
 			}
-			e := deadLetterEntry(m, rec)
 			if q.SinceMS > 0 && m.StoreTimestamp < q.SinceMS {
 				continue
 			}
+			e := deadLetterEntry(m, rec)
 			if len(q.IDs) > 0 && !slices.Contains(q.IDs, e.MsgId) && !slices.Contains(q.IDs, e.UniqueId) && !slices.Contains(q.IDs, e.OriginMsgId) {
 				continue
 			}

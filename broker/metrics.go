@@ -259,7 +259,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descRole, v, r.String())
 	}
-	c.collectReplication(ch, gauge)
+	c.collectReplication(gauge)
 	c.collectDelay(gauge, counter)
 
 	if b.txn != nil {
@@ -273,7 +273,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (c *collector) collectReplication(_ chan<- prometheus.Metric, gauge func(*prometheus.Desc, float64, ...string)) {
+func (c *collector) collectReplication(gauge func(*prometheus.Desc, float64, ...string)) {
 	info := c.b.replicationInfo()
 	if c.b.Role() == RoleSlave {
 		gauge(descReplLag, float64(max(0, info.LagBytes)), strconv.FormatInt(c.b.brokerID(), 10))

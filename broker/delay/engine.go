@@ -1,6 +1,7 @@
 package delay
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -500,7 +501,7 @@ func (e *Engine) loadStep(now int64) error {
 			}
 		}
 		e.mu.Unlock()
-		slices.SortFunc(due, func(a, b bucketKey) int { return cmpInt64(a.start, b.start) })
+		slices.SortFunc(due, func(a, b bucketKey) int { return cmp.Compare(a.start, b.start) })
 		for _, k := range due {
 			if e.ctx.Err() != nil {
 				return nil
@@ -543,16 +544,6 @@ func (e *Engine) loadStep(now int64) error {
 	e.loadedAt = now
 	e.notify()
 	return nil
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // split moves the entries of a coarse bucket into buckets of the levels
@@ -804,7 +795,7 @@ func (e *Engine) installLocked(bf *bfile, lb *lbucket, n int64) error {
 	}
 	bf.lb = lb
 	delete(e.files.l0, bf.key.start)
-	i, _ := slices.BinarySearchFunc(e.loaded, lb.key.start, func(x *lbucket, s int64) int { return cmpInt64(x.key.start, s) })
+	i, _ := slices.BinarySearchFunc(e.loaded, lb.key.start, func(x *lbucket, s int64) int { return cmp.Compare(x.key.start, s) })
 	e.loaded = slices.Insert(e.loaded, i, lb)
 	e.frontier = max(e.frontier, bf.key.start)
 	e.notify()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"strconv"
 	"sync"
 
@@ -65,18 +64,6 @@ func (o *LevelOffsets) Set(level int, off int64) {
 		o.dirty = true
 	}
 	o.mu.Unlock()
-}
-
-// Levels lists the levels that have an offset, ascending.
-func (o *LevelOffsets) Levels() []int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	out := make([]int, 0, len(o.table))
-	for l := range o.table {
-		out = append(out, l)
-	}
-	sort.Ints(out)
-	return out
 }
 
 // Persist writes the table (atomically: temp file, fsync, rename, fsync of
