@@ -15,9 +15,22 @@
 //	HeaderSize + SlotCount*4 + MaxEntries*20
 //	= 40 + 5,000,000*4 + 20,000,000*20 = 420,000,040 bytes by default
 //
-// from creation: it is preallocated (fallocate), fsynced with its
-// directory, mapped read-write and shared, written only through the mapping,
-// and msynced by Flush, before a newer file is created, and by Close.
+// from creation: it is preallocated (fallocate) and fsynced with its
+// directory, and mapped shared for reading.
+//
+// # Writing
+//
+// Only the newest file takes entries; it is the active file. Its slot table
+// is kept in memory and its new entries in a buffer; Flush writes the
+// buffered entries and then the header into the file with pwrite and
+// fdatasyncs it. The slot table is written into the file (and synced) once
+// the file is full, before a newer file is created, and by Close; between
+// those the active file's slots on disk are stale, which recovery allows
+// for (it rebuilds the newest file's slots from its entries). Nothing is
+// stored through the mapping except by recovery, at Open: a store into a
+// mapped page that a flush has just cleaned faults, and under load those
+// faults waited for the flush's writeback, stalling dispatch for tens of
+// milliseconds (docs/BENCHMARKS.md).
 // Options (SlotCount, MaxEntries) are not recorded in the file and must not
 // change for an existing directory; a file larger than the options allow
 // makes Open fail with ErrCorrupt.
@@ -110,7 +123,8 @@
 // beginPhyOffset with timeDiff 0, and each prevIndex equals the head its
 // slot had after the entries before it. The slot table is rebuilt from that
 // prefix, the rest is zeroed and the header fixed. Older files need no
-// check: each was msynced before the next one was created.
+// check: each was written out whole (entries, slots, header) and synced
+// before the next one was created.
 //
 // The index is rebuilt from the CommitLog, not trusted past it: after an
 // unclean stop the broker's dispatcher must call TruncateAfter(checkpoint)
@@ -125,7 +139,8 @@
 // One goroutine, the dispatcher, calls Put, TruncateAfter and
 // DeleteBefore; any number of goroutines call Query. A Store-wide RWMutex
 // guards the files: Put and the other writers hold it exclusively for
-// the few stores they make, Query holds it shared. msync (Flush and the
-// rollover flush) runs without it, serialised with unmapping by a second
-// mutex, so flushing never blocks queries.
+// the few stores they make, Query holds it shared. A flush holds it only
+// to hand the entry buffer over and to take it back; its writes and its
+// fdatasync run without it, serialised with unmapping by a second mutex,
+// so flushing never blocks queries or Put for the length of the I/O.
 package indexfile

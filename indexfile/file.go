@@ -7,16 +7,27 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/bolide-mq/bolide/internal/fsutil"
 	"github.com/bolide-mq/bolide/internal/mmap"
 )
 
-// file is one mapped index file. Its mutable state is guarded by the Store:
+// file is one index file. Its mutable state is guarded by the Store:
 // writes under Store.mu held for writing, reads under Store.mu held for
 // reading; closing additionally holds Store.flushMu.
+//
+// The file is mapped for reading. Only recovery (Open) writes through the
+// mapping. The newest file, the only one that takes entries, is "active":
+// its slot table lives in memory (slots) and its new entries in a buffer
+// (pending) until a flush writes them with pwrite. So the dispatcher never
+// stores into a mapped page: after a flush cleans a mapped page, the next
+// store into it faults and can wait for the flush's writeback and journal,
+// which stalled dispatch for tens of milliseconds under load. The slot
+// table of the active file reaches the file when the file is full (before
+// a newer one is created) and at Close; recovery rebuilds the newest file's
+// slots from its entries anyway (doc.go, "Recovery").
 type file struct {
 	name    string // base name, yyyyMMddHHmmssSSS
 	path    string
@@ -27,10 +38,20 @@ type file struct {
 	m    *mmap.Mapping
 	data []byte
 
-	// hdr mirrors data[:HeaderSize]; it is the copy readers use.
+	// hdr is the header readers use; the file gets it at the next flush.
 	hdr Header
 
-	dirty  atomic.Bool // written since the last sync
+	// slots is the active file's slot table; nil for older files, whose
+	// slots are read from the mapping.
+	slots []int32
+	// Entries below written are in the file. Entries from written on are
+	// in flushing (while a flush writes them) and then pending.
+	written  int32
+	flushing []byte
+	pending  []byte
+	spare    []byte // a recycled entry buffer
+
+	dirty  atomic.Bool // changed since the last sync
 	closed bool
 }
 
@@ -65,7 +86,8 @@ func createFile(root, name string, opts Options, durable bool) (*file, error) {
 		return fail(err)
 	}
 	f := &file{name: name, path: path, opts: opts, entBase: opts.entriesOffset(), f: osf, m: m, data: m.Data}
-	f.writeHeader(Header{IndexCount: 1})
+	f.setHeader(Header{IndexCount: 1})
+	f.activate(make([]int32, opts.SlotCount))
 	return f, nil
 }
 
@@ -108,20 +130,65 @@ func mapExisting(root, name string, opts Options) (f *file, short bool, err erro
 	return f, short, nil
 }
 
+// activate makes f the file that takes entries, with slots as its slot
+// table (nil: copy it from the mapping).
+func (f *file) activate(slots []int32) {
+	if slots == nil {
+		slots = make([]int32, f.opts.SlotCount)
+		for s := range slots {
+			slots[s] = f.mappedSlot(s)
+		}
+	}
+	f.slots = slots
+	f.written = max(f.hdr.IndexCount, 1)
+	f.pending = f.pending[:0]
+}
+
+// deactivate turns a full active file, whose entries and slots are all in
+// the file, into an older one that is read through the mapping.
+func (f *file) deactivate() {
+	f.slots, f.pending, f.spare = nil, nil, nil
+}
+
 func (f *file) empty() bool { return f.hdr.IndexCount <= 1 }
 func (f *file) full() bool  { return int(f.hdr.IndexCount) >= f.opts.MaxEntries }
 
 func (f *file) slotOf(hash int32) int { return int(hash) % f.opts.SlotCount }
 
 func (f *file) slot(s int) int32 {
+	if f.slots != nil {
+		return f.slots[s]
+	}
+	return f.mappedSlot(s)
+}
+
+func (f *file) mappedSlot(s int) int32 {
 	return int32(binary.BigEndian.Uint32(f.data[HeaderSize+s*SlotSize:]))
 }
 
+// setSlot changes a slot: in memory for the active file, else (recovery of
+// an older file) through the mapping.
 func (f *file) setSlot(s int, v int32) {
+	if f.slots != nil {
+		f.slots[s] = v
+		return
+	}
 	binary.BigEndian.PutUint32(f.data[HeaderSize+s*SlotSize:], uint32(v))
+	f.dirty.Store(true)
 }
 
+// entryBytes returns entry i wherever it is: the mapping, the buffer being
+// flushed or the pending buffer. Only recovery, before the file is active,
+// stores into what it returns.
 func (f *file) entryBytes(i int32) []byte {
+	if f.slots != nil && i >= f.written {
+		j := int(i-f.written) * EntrySize
+		if j < len(f.flushing) {
+			return f.flushing[j : j+EntrySize : j+EntrySize]
+		}
+		j -= len(f.flushing)
+		return f.pending[j : j+EntrySize : j+EntrySize]
+	}
 	off := f.entBase + int(i)*EntrySize
 	return f.data[off : off+EntrySize : off+EntrySize]
 }
@@ -134,28 +201,11 @@ func (f *file) entryTime(diff int32) int64 {
 	return f.hdr.BeginTimestamp + int64(diff)*1000
 }
 
-// writeHeader stores h in the mapping and in memory. IndexCount is stored
-// last and atomically, so it is published only after everything it covers.
-func (f *file) writeHeader(h Header) {
-	d := f.data
-	binary.BigEndian.PutUint64(d[offBeginTimestamp:], uint64(h.BeginTimestamp))
-	binary.BigEndian.PutUint64(d[offEndTimestamp:], uint64(h.EndTimestamp))
-	binary.BigEndian.PutUint64(d[offBeginPhyOffset:], uint64(h.BeginPhyOffset))
-	binary.BigEndian.PutUint64(d[offEndPhyOffset:], uint64(h.EndPhyOffset))
-	binary.BigEndian.PutUint32(d[offHashSlotCount:], uint32(h.SlotCount))
-	f.storeIndexCount(h.IndexCount)
+// setHeader changes the header readers see; the file gets it at the next
+// flush.
+func (f *file) setHeader(h Header) {
 	f.hdr = h
 	f.dirty.Store(true)
-}
-
-// storeIndexCount writes the header's indexCount with an atomic (hence
-// ordered) store: neither the compiler nor the CPU may move the earlier
-// stores to the entry and slot after it. Offset 36 of a page-aligned mapping
-// is 4-aligned.
-func (f *file) storeIndexCount(n int32) {
-	var be [4]byte
-	binary.BigEndian.PutUint32(be[:], uint32(n))
-	atomic.StoreUint32((*uint32)(unsafe.Pointer(&f.data[offIndexCount])), binary.NativeEndian.Uint32(be[:]))
 }
 
 // timeDiff converts a store timestamp into the entry's seconds field exactly
@@ -175,8 +225,8 @@ func (f *file) timeDiff(ts int64) int32 {
 	return int32(d)
 }
 
-// put appends one entry. Publish order: entry, then slot, then header with
-// indexCount last.
+// put appends one entry to the active file. Readers see it once Store.mu
+// is released; the file gets it at the next flush.
 func (f *file) put(hash int32, phy, ts int64) error {
 	if f.full() {
 		return fmt.Errorf("put into %s: %w", f.path, ErrFull)
@@ -188,7 +238,9 @@ func (f *file) put(hash int32, phy, ts int64) error {
 	if head <= 0 || head >= idx {
 		head = 0 // empty, or a stale pointer past the published entries
 	}
-	EncodeEntry(f.entryBytes(idx), Entry{KeyHash: hash, PhyOffset: phy, TimeDiff: f.timeDiff(ts), PrevIndex: head})
+	n := len(f.pending)
+	f.pending = slices.Grow(f.pending, EntrySize)[:n+EntrySize]
+	EncodeEntry(f.pending[n:], Entry{KeyHash: hash, PhyOffset: phy, TimeDiff: f.timeDiff(ts), PrevIndex: head})
 	f.setSlot(s, idx)
 	if idx == 1 {
 		h.BeginTimestamp = ts
@@ -200,7 +252,7 @@ func (f *file) put(hash int32, phy, ts int64) error {
 	h.EndTimestamp = ts
 	h.EndPhyOffset = phy
 	h.IndexCount = idx + 1
-	f.writeHeader(h)
+	f.setHeader(h)
 	return nil
 }
 
@@ -245,10 +297,10 @@ func (f *file) query(hash int32, begin, end int64, max int, out []int64) []int64
 	return out
 }
 
-// truncateFrom removes every entry whose PhyOffset >= phy, newest first:
-// unpublish it (indexCount), point its slot back at its PrevIndex, zero it.
-// It reports how many entries it removed.
-func (f *file) truncateFrom(phy int64) int {
+// truncateFrom removes every entry of the active file whose PhyOffset >=
+// phy, newest first: unpublish it (indexCount), point its slot back at its
+// PrevIndex, drop it. It reports how many entries it removed.
+func (f *file) truncateFrom(phy int64) (int, error) {
 	h := f.hdr
 	removed := 0
 	mismatch := false
@@ -258,7 +310,6 @@ func (f *file) truncateFrom(phy int64) int {
 			break
 		}
 		h.IndexCount = i
-		f.storeIndexCount(i)
 		if e.KeyHash < 0 { // damaged (an unverified older file): rebuild below
 			mismatch = true
 		} else if s := f.slotOf(e.KeyHash); f.slot(s) == i {
@@ -269,11 +320,13 @@ func (f *file) truncateFrom(phy int64) int {
 		} else {
 			mismatch = true // repaired below by a rebuild
 		}
-		clear(f.entryBytes(i))
 		removed++
 	}
 	if removed == 0 {
-		return 0
+		return 0, nil
+	}
+	if err := f.dropEntriesFrom(h.IndexCount); err != nil {
+		return 0, err
 	}
 	if mismatch {
 		h.SlotCount = f.rebuildSlots(h.IndexCount)
@@ -287,14 +340,37 @@ func (f *file) truncateFrom(phy int64) int {
 		// is a lower bound that still covers every remaining entry time.
 		h.EndTimestamp = h.BeginTimestamp + int64(last.TimeDiff)*1000
 	}
-	f.writeHeader(h)
-	return removed
+	f.setHeader(h)
+	return removed, nil
+}
+
+// dropEntriesFrom forgets the active file's entries from position k on:
+// buffered ones are cut off, written ones are zeroed in the file so that
+// "unwritten means zero" stays true for recovery. No flush may be running
+// (Store.flushMu is held).
+func (f *file) dropEntriesFrom(k int32) error {
+	if k >= f.written {
+		f.pending = f.pending[:int(k-f.written)*EntrySize]
+		return nil
+	}
+	zero := make([]byte, int(f.written-k)*EntrySize)
+	if _, err := f.f.WriteAt(zero, int64(f.entBase)+int64(k)*EntrySize); err != nil {
+		return fmt.Errorf("truncate index file %s: %w", f.path, err)
+	}
+	f.written = k
+	f.pending = f.pending[:0]
+	f.dirty.Store(true)
+	return nil
 }
 
 // rebuildSlots recomputes the slot table from entries 1..n-1 and returns
 // the number of slots in use.
 func (f *file) rebuildSlots(n int32) int32 {
-	clear(f.data[HeaderSize:f.entBase])
+	if f.slots != nil {
+		clear(f.slots)
+	} else {
+		clear(f.data[HeaderSize:f.entBase])
+	}
 	var used int32
 	for i := int32(1); i < n; i++ {
 		hash := f.entry(i).KeyHash
@@ -311,14 +387,79 @@ func (f *file) rebuildSlots(n int32) int32 {
 	return used
 }
 
-// sync flushes the whole mapping to disk if it was written since the last
-// sync.
-func (f *file) sync() error {
-	if f.closed || !f.dirty.Swap(false) {
-		return nil
+// beginFlush hands the pending entries to a flush (they stay readable in
+// flushing) and returns them with their first position and the header to
+// write. Store.mu is held for writing.
+func (f *file) beginFlush() (entries []byte, first int32, h Header) {
+	if f.slots != nil && len(f.pending) > 0 {
+		f.flushing, f.pending, f.spare = f.pending, f.spare[:0], nil
 	}
-	if err := f.m.Sync(0, len(f.data)); err != nil {
-		f.dirty.Store(true)
+	return f.flushing, f.written, f.hdr
+}
+
+// writeOut writes entries (from position first) and then the header into
+// the file. Store.flushMu is held, Store.mu is not.
+func (f *file) writeOut(entries []byte, first int32, h Header) error {
+	if len(entries) > 0 {
+		if _, err := f.f.WriteAt(entries, int64(f.entBase)+int64(first)*EntrySize); err != nil {
+			return fmt.Errorf("write index file %s: %w", f.path, err)
+		}
+	}
+	var hb [HeaderSize]byte
+	EncodeHeader(hb[:], h)
+	if _, err := f.f.WriteAt(hb[:], 0); err != nil {
+		return fmt.Errorf("write index file %s header: %w", f.path, err)
+	}
+	return nil
+}
+
+// endFlush records that the flushing entries are in the file (ok) or puts
+// them back in front of the pending ones. Store.mu is held for writing.
+func (f *file) endFlush(ok bool) {
+	if len(f.flushing) == 0 {
+		return
+	}
+	if ok {
+		f.written += int32(len(f.flushing) / EntrySize)
+		f.spare = f.flushing[:0]
+	} else {
+		f.pending = append(f.flushing, f.pending...)
+	}
+	f.flushing = nil
+}
+
+// writePending writes the pending entries into the file. Store.mu is held
+// for writing and no flush is between beginFlush and endFlush.
+func (f *file) writePending() error {
+	if _, err := f.f.WriteAt(f.pending, int64(f.entBase)+int64(f.written)*EntrySize); err != nil {
+		return fmt.Errorf("write index file %s: %w", f.path, err)
+	}
+	f.written += int32(len(f.pending) / EntrySize)
+	f.pending = f.pending[:0]
+	return nil
+}
+
+// writeSlots writes the active file's slot table into the file. Nothing may
+// change the slots meanwhile: the file is full, or Store.mu is held.
+func (f *file) writeSlots() error {
+	const chunk = 64 << 10 // slots per write
+	buf := make([]byte, min(len(f.slots), chunk)*SlotSize)
+	for from := 0; from < len(f.slots); from += chunk {
+		part := f.slots[from:min(from+chunk, len(f.slots))]
+		b := buf[:len(part)*SlotSize]
+		for i, v := range part {
+			binary.BigEndian.PutUint32(b[i*SlotSize:], uint32(v))
+		}
+		if _, err := f.f.WriteAt(b, int64(HeaderSize+from*SlotSize)); err != nil {
+			return fmt.Errorf("write index file %s slots: %w", f.path, err)
+		}
+	}
+	return nil
+}
+
+// syncData makes everything written to the file durable.
+func (f *file) syncData() error {
+	if err := fsutil.Fdatasync(f.f); err != nil {
 		return fmt.Errorf("flush index file %s: %w", f.path, err)
 	}
 	return nil

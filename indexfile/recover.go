@@ -52,7 +52,7 @@ func loadFile(root, name string, opts Options, verify bool, log *zap.Logger) (*f
 	default:
 		f.hdr = h
 		if verify || short {
-			if r := f.repair(); r.changed() {
+			if r := f.repair(verify); r.changed() {
 				log.Warn("index file repaired",
 					zap.String("file", f.path),
 					zap.Int32("headerIndexCount", r.headerCount),
@@ -62,6 +62,9 @@ func loadFile(root, name string, opts Options, verify bool, log *zap.Logger) (*f
 			}
 		}
 	}
+	if verify && f.slots == nil {
+		f.activate(nil)
+	}
 	return f, nil
 }
 
@@ -69,7 +72,7 @@ func loadFile(root, name string, opts Options, verify bool, log *zap.Logger) (*f
 func (f *file) reset() {
 	clear(f.data[:f.entBase])
 	f.zeroTail(1, 1)
-	f.writeHeader(Header{IndexCount: 1})
+	f.setHeader(Header{IndexCount: 1})
 }
 
 // zeroTail zeroes entries from position from: all of them below n, then
@@ -122,8 +125,10 @@ func (r repairReport) changed() bool {
 // entries before it produce. The slot table is rebuilt from that prefix
 // (stale or torn slots are rewritten), entries past it are zeroed and the
 // header is made to match. It costs one sequential pass over the entries,
-// one pass over the slots and SlotCount*4 bytes of memory.
-func (f *file) repair() repairReport {
+// one pass over the slots and SlotCount*4 bytes of memory. With activate the
+// rebuilt table becomes the file's in-memory one (f becomes the active
+// file) instead of being written into the mapping.
+func (f *file) repair(activate bool) repairReport {
 	h := f.hdr
 	n := h.IndexCount
 	r := repairReport{headerCount: n}
@@ -151,14 +156,15 @@ func (f *file) repair() repairReport {
 		lastPhy, lastDiff = e.PhyOffset, e.TimeDiff
 	}
 	r.validCount = k
-	for s, want := range heads {
-		if f.slot(s) != want {
-			f.setSlot(s, want)
-			r.slotsFixed++
+	if !activate {
+		// The active file's slots are not kept in the file, so only an
+		// older file's can be stale.
+		for s, want := range heads {
+			if f.mappedSlot(s) != want {
+				f.setSlot(s, want)
+				r.slotsFixed++
+			}
 		}
-	}
-	if r.slotsFixed > 0 {
-		f.dirty.Store(true)
 	}
 	r.entriesZeroed = f.zeroTail(k, n)
 
@@ -178,7 +184,10 @@ func (f *file) repair() repairReport {
 	}
 	if nh != h {
 		r.headerFixed = true
-		f.writeHeader(nh)
+		f.setHeader(nh)
+	}
+	if activate {
+		f.activate(heads)
 	}
 	return r
 }

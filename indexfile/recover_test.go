@@ -196,8 +196,9 @@ func TestOpenAfterCrashMidPut(t *testing.T) {
 	m := modelOf(opts, ops)
 	m.checkAgainst(t, s, keys) // older entries of the slot still reachable
 	f := s.files[0]
-	if f.slot(slot) != head || !isZero(f.entryBytes(13)) || !isZero(f.entryBytes(14)) {
-		t.Fatalf("slot %d = %d (want %d), entry 13 %x, entry 14 %x", slot, f.slot(slot), head, f.entryBytes(13), f.entryBytes(14))
+	e13, e14 := mappedEntry(f, 13), mappedEntry(f, 14)
+	if f.slot(slot) != head || !isZero(e13) || !isZero(e14) {
+		t.Fatalf("slot %d = %d (want %d), entry 13 %x, entry 14 %x", slot, f.slot(slot), head, e13, e14)
 	}
 	for _, op := range []putOp{{key, 1 << 30, t0 + 99_000}, {"T#z", 1 << 31, t0 + 99_500}} {
 		mustPut(t, s, op.key, op.phy, op.ts)
@@ -271,4 +272,10 @@ func TestOpenEmptyNewestFile(t *testing.T) {
 	}
 	m = modelOf(opts, append(ops, op))
 	m.checkAgainst(t, s, keys)
+}
+
+// mappedEntry returns entry position i as the file holds it.
+func mappedEntry(f *file, i int32) []byte {
+	off := f.entBase + int(i)*EntrySize
+	return f.data[off : off+EntrySize]
 }

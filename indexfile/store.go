@@ -20,7 +20,7 @@ type Store struct {
 	opts Options
 	log  *zap.Logger
 
-	// flushMu serialises msync with unmapping: Flush, the rollover flush,
+	// flushMu serialises flushes with unmapping: Flush, the rollover flush,
 	// and anything that closes or removes files hold it. Order: flushMu
 	// before mu.
 	flushMu sync.Mutex
@@ -29,10 +29,14 @@ type Store struct {
 	files  []*file
 	closed bool
 
-	// noSync skips fsync and msync; tests that do not test durability set
+	// noSync skips fsync and fdatasync; tests that do not test durability set
 	// it right after Open to run at memory speed.
 	noSync bool
 }
+
+// maxPending is how many bytes of entries the active file buffers before
+// Put writes them itself (a flush normally comes long before).
+const maxPending = 4 << 20
 
 // Open loads the index files under root (creating root if needed) in name
 // order. Every header is checked; a file with a broken header is reset to
@@ -107,14 +111,22 @@ func (s *Store) Put(key string, phyOffset int64, storeTimestamp int64) error {
 		}
 		f := s.newest()
 		if f != nil && !f.full() {
-			return f.put(hash, phyOffset, storeTimestamp)
+			if err := f.put(hash, phyOffset, storeTimestamp); err != nil {
+				return err
+			}
+			if len(f.pending) >= maxPending && f.flushing == nil {
+				// Nobody flushed for a long while: write the entries
+				// now rather than let the buffer grow.
+				return f.writePending()
+			}
+			return nil
 		}
 		if f != nil {
 			// Make the full file durable before a newer one exists, so
 			// recovery only ever has to verify the newest file. Readers
 			// are not blocked meanwhile.
 			s.mu.Unlock()
-			err := s.syncFile(f)
+			err := s.syncFile(f, true)
 			s.mu.Lock()
 			if err != nil {
 				return fmt.Errorf("index put: roll over: %w", err)
@@ -122,6 +134,7 @@ func (s *Store) Put(key string, phyOffset int64, storeTimestamp int64) error {
 			if s.closed || s.newest() != f {
 				continue // changed while unlocked; look again
 			}
+			f.deactivate()
 		}
 		nf, err := s.createFile()
 		if err != nil {
@@ -133,19 +146,59 @@ func (s *Store) Put(key string, phyOffset int64, storeTimestamp int64) error {
 }
 
 // syncFile flushes one file under flushMu. mu must not be held.
-func (s *Store) syncFile(f *file) error {
+func (s *Store) syncFile(f *file, slots bool) error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
-	return s.sync(f)
+	return s.flushFile(f, slots)
 }
 
-// sync msyncs f unless syncing is off. flushMu must be held.
-func (s *Store) sync(f *file) error {
-	if s.noSync {
-		f.dirty.Store(false)
+// flushFile writes into f what only memory holds (entries, the header and,
+// with slots, the active file's slot table) and makes the file durable
+// unless syncing is off. flushMu must be held and mu must not: readers and
+// Put only wait while buffers are handed over.
+func (s *Store) flushFile(f *file, slots bool) error {
+	s.mu.Lock()
+	if f.closed || (!f.dirty.Swap(false) && !slots) {
+		s.mu.Unlock()
 		return nil
 	}
-	return f.sync()
+	entries, first, h := f.beginFlush()
+	s.mu.Unlock()
+	err := f.writeOut(entries, first, h)
+	if err == nil && slots && f.slots != nil {
+		err = f.writeSlots() // the file is full: nothing changes them
+	}
+	s.mu.Lock()
+	f.endFlush(err == nil)
+	s.mu.Unlock()
+	return s.finishFlush(f, err)
+}
+
+// flushLocked is flushFile for Close, which holds mu: nothing runs
+// concurrently.
+func (s *Store) flushLocked(f *file) error {
+	if f.closed || (!f.dirty.Swap(false) && f.slots == nil) {
+		return nil
+	}
+	entries, first, h := f.beginFlush()
+	err := f.writeOut(entries, first, h)
+	if err == nil && f.slots != nil {
+		err = f.writeSlots()
+	}
+	f.endFlush(err == nil)
+	return s.finishFlush(f, err)
+}
+
+// finishFlush syncs f after its writes succeeded, and marks it dirty again
+// when anything failed.
+func (s *Store) finishFlush(f *file, err error) error {
+	if err == nil && !s.noSync {
+		err = f.syncData()
+	}
+	if err != nil {
+		f.dirty.Store(true)
+	}
+	return err
 }
 
 // createFile creates the next file. mu must be held for writing.
@@ -269,7 +322,15 @@ func (s *Store) TruncateAfter(phyOffset int64) error {
 		if f.hdr.EndPhyOffset < phyOffset {
 			break
 		}
-		removedEntries += f.truncateFrom(phyOffset)
+		if f.slots == nil {
+			f.activate(nil) // an older file becomes the newest again
+		}
+		n, err := f.truncateFrom(phyOffset)
+		removedEntries += n
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
 		if !f.empty() {
 			break // it kept entries below phyOffset; older files hold only smaller offsets
 		}
@@ -278,6 +339,9 @@ func (s *Store) TruncateAfter(phyOffset int64) error {
 		}
 		s.files = append(s.files[:i], s.files[i+1:]...)
 		removedFiles++
+	}
+	if f := s.newest(); f != nil && f.slots == nil {
+		f.activate(nil)
 	}
 	if removedEntries > 0 {
 		s.log.Info("index truncated", zap.Int64("from", phyOffset), zap.Int("entries", removedEntries),
@@ -316,8 +380,8 @@ func (s *Store) DeleteBefore(minPhyOffset int64) (int, error) {
 	return n, nil
 }
 
-// Flush msyncs every file written since its last flush. It does not block
-// Put or Query while the data is written out.
+// Flush writes every file's buffered changes and makes them durable. It
+// blocks Put and Query only while it hands buffers over, not during I/O.
 func (s *Store) Flush() error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
@@ -330,7 +394,7 @@ func (s *Store) Flush() error {
 	s.mu.RUnlock()
 	var errs []error
 	for _, f := range files {
-		if err := s.sync(f); err != nil {
+		if err := s.flushFile(f, false); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -350,7 +414,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	var errs []error
 	for _, f := range s.files {
-		if err := s.sync(f); err != nil {
+		if err := s.flushLocked(f); err != nil {
 			errs = append(errs, err)
 		}
 	}
