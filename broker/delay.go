@@ -35,6 +35,11 @@ import (
 //     in the past is delivered at once; one beyond MaxDelay is refused
 //     (ILLEGAL_DELIVERY_TIME), never clamped. A pending timer message can be
 //     cancelled by its unique id (the Delay gRPC service).
+//   - Every broker runs the delay service; it delivers only while the broker
+//     is the master and follows role changes (delayService): a slave keeps
+//     the timer index of its replicated timer queue and takes the master's
+//     progress by metadata sync, so that once promoted it delivers what the
+//     master had not, never early, never what the master cancelled.
 
 // DelayOptions configure delayed delivery.
 type DelayOptions struct {
@@ -242,14 +247,30 @@ func timerDue(props map[string]string, now int64, maxDelay time.Duration) (due i
 	return now + delayMS, true, nil
 }
 
-// delayRef holds the running delay service (nil on a slave or before
-// Start).
+// delayRef holds the delay service (nil before Start and after Close).
 type delayRef struct{ p atomic.Pointer[delayService] }
 
 func (r *delayRef) Load() *delayService   { return r.p.Load() }
 func (r *delayRef) Store(d *delayService) { r.p.Store(d) }
 
-// delayService runs the delay levels and the timer engine of a master.
+// delayService is delayed delivery on one broker, whatever its id. It
+// follows the broker's role (roleLoop), as the transaction service does:
+//
+//   - While the broker is the master (Broker.IsMaster) it delivers: one
+//     goroutine per delay level, the timer engine's firer and the roller
+//     (a delayRun).
+//   - Otherwise it stands by: the timer engine indexes the replicated timer
+//     queue without delivering, and a slave takes its master's progress
+//     from metadata sync (offer): the level offsets, persisted in its own
+//     config/delayOffset.json, and the timer engine's Progress, persisted
+//     by the engine. Each is applied once the slave's log is dispatched as
+//     far as the master's was when it was read, so a slave never skips a
+//     delivery it does not hold.
+//
+// A promoted slave starts delivering from there: what the master delivered
+// after the last progress the slave applied is delivered again (see
+// broker/delay's doc, "Master and slaves"). A master that stops being one
+// (fenced) stops delivering; the batch being stored completes.
 type delayService struct {
 	b       *Broker
 	log     *zap.Logger
@@ -257,21 +278,50 @@ type delayService struct {
 	clock   delay.Clock
 	offsets *delay.LevelOffsets
 	engine  *delay.Engine // nil when timers are off
+	// timerDir is the engine's directory (the roller keeps its state there).
+	timerDir string
 
+	// ctx and wg own the service's goroutines: role watch and persistence.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// life serialises activations: run is the master's delivery, nil while
+	// the broker is not the master.
+	life   sync.Mutex
+	run    *delayRun
+	closed bool
+
+	// mu guards active, stopped and pending (the master's progress waiting
+	// for the slave's log to reach it; at most two: the oldest and the
+	// newest).
+	mu      sync.Mutex
+	active  bool
+	stopped bool
+	pending []delayProgress
+}
+
+// delayRun owns the goroutines that deliver while the broker is the master.
+type delayRun struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-// startDelay starts delayed delivery on a master.
+// delayProgress is a master's delayed delivery progress, as a slave takes
+// it: read on the master before its CommitLog end was need.
+type delayProgress struct {
+	levels map[int]int64
+	timer  *delay.Progress
+	need   int64
+}
+
+// startDelay starts delayed delivery: delivering on a master, standing by
+// on a slave, following the role from then on.
 func (b *Broker) startDelay() error {
-	if b.opts.BrokerID != 0 {
-		return nil
-	}
 	o := b.opts.Delay
 	d := &delayService{b: b, log: b.log.Named("delay"), levels: o.levels, clock: o.clock()}
 	var err error
-	var timerDir string
 	if d.offsets, err = delay.LoadLevelOffsets(filepath.Join(b.opts.StoreDir, "config", "delayOffset.json")); err != nil {
 		return err
 	}
@@ -280,25 +330,20 @@ func (b *Broker) startDelay() error {
 		if to.Dir == "" {
 			to.Dir = filepath.Join(b.opts.StoreDir, "timerwheel")
 		}
-		timerDir = to.Dir
+		d.timerDir = to.Dir
 		to.Clock = d.clock
 		if d.engine, err = delay.Open(to, timerHost{b}, d.log.Named("timer")); err != nil {
 			return err
 		}
+		d.engine.SetActive(false) // until the role says otherwise
+		d.engine.Start()
 	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
-	for level := 1; level <= d.levels.Max(); level++ {
-		d.wg.Add(1)
-		go d.runLevel(level)
-	}
-	d.wg.Add(1)
-	go d.persistLoop()
-	if d.engine != nil {
-		d.engine.Start()
-		d.wg.Add(1)
-		go d.rollLoop(timerDir)
-	}
 	b.delay.Store(d)
+	d.setMaster(b.IsMaster())
+	d.wg.Add(2)
+	go d.persistLoop()
+	go d.roleLoop()
 	return nil
 }
 
@@ -311,12 +356,163 @@ func (b *Broker) stopDelay() error {
 	b.delay.Store(nil)
 	d.cancel()
 	d.wg.Wait()
+	d.life.Lock()
+	d.stopRunLocked()
+	d.closed = true
+	d.life.Unlock()
+	d.mu.Lock()
+	d.stopped = true // a metadata sync still in flight applies nothing
+	d.pending = nil
+	d.mu.Unlock()
 	var errs []error
 	if d.engine != nil {
 		errs = append(errs, d.engine.Close())
 	}
 	errs = append(errs, d.offsets.Persist())
 	return errors.Join(errs...)
+}
+
+// roleLoop follows the broker's role changes.
+func (d *delayService) roleLoop() {
+	defer d.wg.Done()
+	for {
+		changed := d.b.repl.state.changes()
+		d.setMaster(d.b.IsMaster())
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-changed:
+		}
+	}
+}
+
+// setMaster starts delivering when the broker becomes the master and stops
+// when it stops being one.
+func (d *delayService) setMaster(master bool) {
+	d.life.Lock()
+	defer d.life.Unlock()
+	if d.closed || master == (d.run != nil) {
+		return
+	}
+	if !master {
+		d.stopRunLocked()
+		d.log.Warn("delayed delivery stopped: the broker is not the master", zap.Stringer("role", d.b.Role()))
+		return
+	}
+	d.mu.Lock()
+	d.applyReadyLocked() // what the log reached since persistLoop last looked
+	d.active = true
+	dropped := len(d.pending)
+	d.pending = nil
+	d.mu.Unlock()
+	r := &delayRun{}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	for level := 1; level <= d.levels.Max(); level++ {
+		r.wg.Add(1)
+		go d.runLevel(r, level)
+	}
+	if d.engine != nil {
+		d.engine.SetActive(true)
+		r.wg.Add(1)
+		go d.rollLoop(r)
+	}
+	d.run = r
+	fields := []zap.Field{zap.Int64("epoch", d.b.Epoch()), zap.Any("levelOffsets", d.offsets.Snapshot())}
+	if d.engine != nil {
+		fields = append(fields, zap.Any("inheritedTimerProgress", d.engine.Inherited()))
+	}
+	if dropped > 0 {
+		// Read on the old master past what this broker holds: never applied.
+		fields = append(fields, zap.Int("unappliedMasterProgress", dropped))
+	}
+	d.log.Info("delayed delivery started: the broker is the master", fields...)
+}
+
+// stopRunLocked stops delivering; d.life is held.
+func (d *delayService) stopRunLocked() {
+	r := d.run
+	if r == nil {
+		return
+	}
+	d.run = nil
+	d.mu.Lock()
+	d.active = false
+	d.mu.Unlock()
+	if d.engine != nil {
+		d.engine.SetActive(false)
+	}
+	r.cancel()
+	r.wg.Wait()
+}
+
+// isActive reports whether the service delivers.
+func (d *delayService) isActive() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.active
+}
+
+// ensureRole catches up with a role change the watcher has not seen yet
+// (a request right after a promotion) and reports whether it delivers.
+func (d *delayService) ensureRole() bool {
+	if m := d.b.IsMaster(); m != d.isActive() {
+		d.setMaster(m)
+	}
+	return d.isActive()
+}
+
+// snapshot is the progress a master gives its slaves; ok is false when
+// the service does not deliver.
+func (d *delayService) snapshot() (delayProgress, bool) {
+	if !d.isActive() {
+		return delayProgress{}, false
+	}
+	p := delayProgress{levels: d.offsets.Snapshot()}
+	if d.engine != nil {
+		if tp, ok := d.engine.Progress(); ok {
+			p.timer = &tp
+		}
+	}
+	// Read last: every delivery the progress counts is stored below it.
+	p.need = d.b.store.CommitLog().MaxOffset()
+	return p, true
+}
+
+// offer takes a master's progress on a slave: applied at once if the
+// slave's log is dispatched as far, else kept until it is (persistLoop
+// looks again). The oldest waiting progress is kept and the newest
+// replaces the one after it, so a slave that always lags still advances.
+func (d *delayService) offer(p delayProgress) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.active || d.stopped {
+		return
+	}
+	if len(d.pending) < 2 {
+		d.pending = append(d.pending, p)
+	} else {
+		d.pending[1] = p
+	}
+	d.applyReadyLocked()
+}
+
+// applyReadyLocked applies, oldest first, the waiting progress the
+// slave's log has reached. d.mu is held.
+func (d *delayService) applyReadyLocked() {
+	for len(d.pending) > 0 && d.b.store.DispatchedOffset() >= d.pending[0].need {
+		p := d.pending[0]
+		d.pending = d.pending[1:]
+		if d.offsets.Adopt(p.levels) {
+			if err := d.offsets.Persist(); err != nil {
+				d.log.Error("persist delay offsets taken from the master", zap.Error(err))
+			}
+		}
+		if d.engine != nil && p.timer != nil {
+			if err := d.engine.Inherit(*p.timer); err != nil {
+				d.log.Error("take the master's timer progress", zap.Error(err))
+			}
+		}
+	}
 }
 
 func (d *delayService) persistLoop() {
@@ -329,6 +525,11 @@ func (d *delayService) persistLoop() {
 			return
 		case <-t.C:
 		}
+		d.mu.Lock()
+		if !d.active {
+			d.applyReadyLocked()
+		}
+		d.mu.Unlock()
 		if err := d.offsets.Persist(); err != nil {
 			d.log.Error("persist delay offsets", zap.Error(err))
 		}

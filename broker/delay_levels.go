@@ -17,9 +17,10 @@ const levelBatch = 64
 // runLevel delivers one delay level: it walks queue level−1 of
 // SCHEDULE_TOPIC_XXXX from its saved offset and stores every message whose
 // due time (the unit's tag code) has come in its real topic, in queue
-// order. It waits for the head's due time, or for the queue to grow.
-func (d *delayService) runLevel(level int) {
-	defer d.wg.Done()
+// order. It waits for the head's due time, or for the queue to grow. It
+// runs while the broker is the master (r).
+func (d *delayService) runLevel(r *delayRun, level int) {
+	defer r.wg.Done()
 	qid := int32(level - 1)
 	delayMS := d.levels.Delay(level).Milliseconds()
 	log := d.log.With(zap.Int("level", level))
@@ -48,7 +49,7 @@ func (d *delayService) runLevel(level int) {
 		res, err := d.b.store.GetMessages(message.ScheduleTopic, qid, off, levelBatch, 4<<20, filter)
 		if err != nil {
 			log.Error("read schedule queue", zap.Int64("offset", off), zap.Error(err))
-			if !d.wait(nil, nil, time.Second) {
+			if !d.wait(r.ctx, nil, nil, time.Second) {
 				return
 			}
 			continue
@@ -57,7 +58,7 @@ func (d *delayService) runLevel(level int) {
 		case store.Found:
 			if err := d.deliverLevel(res); err != nil {
 				log.Error("deliver delayed messages; retrying", zap.Int64("offset", off), zap.Error(err))
-				if !d.wait(nil, nil, retry) {
+				if !d.wait(r.ctx, nil, nil, retry) {
 					return
 				}
 				retry = min(2*retry, 5*time.Second)
@@ -73,7 +74,7 @@ func (d *delayService) runLevel(level int) {
 				d.offsets.Set(level, off)
 				continue
 			}
-			if !d.wait(d.clock.NewTimer(time.UnixMilli(stopAt).Sub(d.clock.Now())), nil, 0) {
+			if !d.wait(r.ctx, d.clock.NewTimer(time.UnixMilli(stopAt).Sub(d.clock.Now())), nil, 0) {
 				return
 			}
 		case store.OffsetTooSmall, store.OffsetOverflowBadly:
@@ -82,7 +83,7 @@ func (d *delayService) runLevel(level int) {
 			off = res.NextOffset
 			d.offsets.Set(level, off)
 		default: // nothing new
-			if !d.wait(nil, arrived, time.Second) {
+			if !d.wait(r.ctx, nil, arrived, time.Second) {
 				return
 			}
 		}
@@ -90,8 +91,8 @@ func (d *delayService) runLevel(level int) {
 }
 
 // wait waits for a clock timer, an arrival or a wall-clock fallback; it
-// reports whether the service still runs.
-func (d *delayService) wait(t delay.Timer, arrived <-chan struct{}, fallback time.Duration) bool {
+// reports whether ctx (the run) is still live.
+func (d *delayService) wait(ctx context.Context, t delay.Timer, arrived <-chan struct{}, fallback time.Duration) bool {
 	var tc <-chan time.Time
 	if t != nil {
 		tc = t.C()
@@ -104,7 +105,7 @@ func (d *delayService) wait(t delay.Timer, arrived <-chan struct{}, fallback tim
 		fc = ft.C
 	}
 	select {
-	case <-d.ctx.Done():
+	case <-ctx.Done():
 		return false
 	case <-tc:
 	case <-arrived:

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/bolide-mq/bolide/broker/delay"
 	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/internal/fsutil"
 	"github.com/bolide-mq/bolide/message"
@@ -37,10 +38,10 @@ type rollState struct {
 }
 
 // rollLoop runs the roller every RollInterval (wall time: retention works on
-// file times).
-func (d *delayService) rollLoop(dir string) {
-	defer d.wg.Done()
-	path := filepath.Join(dir, "roll.json")
+// file times) while the broker is the master (r).
+func (d *delayService) rollLoop(r *delayRun) {
+	defer r.wg.Done()
+	path := filepath.Join(d.timerDir, "roll.json")
 	var st rollState
 	if b, err := os.ReadFile(path); err == nil {
 		if err := json.Unmarshal(b, &st); err != nil {
@@ -63,7 +64,7 @@ func (d *delayService) rollLoop(dir string) {
 			continue // more may be at risk
 		}
 		select {
-		case <-d.ctx.Done():
+		case <-r.ctx.Done():
 			return
 		case <-t.C:
 		}
@@ -126,6 +127,9 @@ func (d *delayService) rollOnce(off int64, now time.Time) (int64, error) {
 			break // not at risk yet: stop here, in queue order
 		}
 		next = res.QueueOffsets[i] + 1
+		if _, ok := m.Properties[delay.PropertyTimerCancel]; ok {
+			continue // a cancel marker: nothing to deliver
+		}
 		due, _ := strconv.ParseInt(m.Properties[message.PropertyTimerOutMS], 10, 64)
 		origin := m.PhysicalOffset
 		if o, err := strconv.ParseInt(m.Properties[message.PropertyTimerOrigin], 10, 64); err == nil && o >= 0 {

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/bolide-mq/bolide/broker/delay"
 	"github.com/bolide-mq/bolide/broker/store"
@@ -18,7 +22,10 @@ import (
 // stored messages and delivery to real topics.
 type timerHost struct{ b *Broker }
 
-var timerOriginKey = []byte(message.PropertyTimerOrigin + "\x01")
+var (
+	timerOriginKey = []byte(message.PropertyTimerOrigin + "\x01")
+	timerCancelKey = []byte(delay.PropertyTimerCancel + "\x01")
+)
 
 func (h timerHost) ReadTimerQueue(from int64, max int) ([]delay.Unit, int64, error) {
 	res, err := h.b.store.GetMessages(message.TimerTopic, 0, from, max, 8<<20, nil)
@@ -39,6 +46,22 @@ func (h timerHost) ReadTimerQueue(from int64, max int) ([]delay.Unit, int64, err
 			return units, res.QueueOffsets[i], err
 		}
 		u := delay.Unit{QueueOffset: res.QueueOffsets[i], Location: d.PhysicalOffset, Size: d.Size, DeliverMS: d.TimerOutMS}
+		if bytes.Contains(rec, timerCancelKey) {
+			m, err := message.Decode(rec)
+			if err != nil {
+				return units, res.QueueOffsets[i], err
+			}
+			t, ok, err := delay.ParseCancelMarker(m.Properties)
+			if err != nil {
+				h.b.log.Error("cancel marker ignored", zap.Int64("location", d.PhysicalOffset), zap.Error(err))
+				continue
+			}
+			if ok {
+				u.Cancel = &t
+				units = append(units, u)
+				continue
+			}
+		}
 		if bytes.Contains(rec, timerOriginKey) {
 			if m, err := message.Decode(rec); err == nil {
 				if o, err := strconv.ParseInt(m.Properties[message.PropertyTimerOrigin], 10, 64); err == nil && o >= 0 {
@@ -70,7 +93,11 @@ func (h timerHost) Deliver(ctx context.Context, msgs []*message.Ext) error {
 
 // CancelDelayed cancels the pending timer message of topic whose unique id
 // is uniqueID (every stored copy of it, if the producer retried). Once it
-// returns nil the message is never delivered. It returns the due time.
+// returns nil the message is never delivered, by this broker or, with the
+// guarantee of an acknowledged send (sync replication: always), by a slave
+// promoted after it: the cancellation is recorded in the engine's cancel
+// log and then stored as a cancel marker in the timer queue, which
+// replicates with the CommitLog. It returns the due time.
 func (b *Broker) CancelDelayed(ctx context.Context, topic, uniqueID string) (deliverMS int64, copies int, err error) {
 	if err := message.ValidateTopic(topic); err != nil {
 		return 0, 0, wire.Errorf(pb.Code_ILLEGAL_TOPIC, "%v", err)
@@ -79,8 +106,8 @@ func (b *Broker) CancelDelayed(ctx context.Context, topic, uniqueID string) (del
 		return 0, 0, wire.Errorf(pb.Code_INVALID_PARAMETER, "no unique id given")
 	}
 	d := b.delay.Load()
-	if d == nil {
-		return 0, 0, wire.Errorf(pb.Code_NOT_MASTER, "broker %s/%d does not deliver delayed messages (not a master)", b.opts.BrokerName, b.opts.BrokerID)
+	if d == nil || !d.ensureRole() {
+		return 0, 0, wire.Errorf(pb.Code_NOT_MASTER, "broker %s/%d does not deliver delayed messages (not a master)", b.opts.BrokerName, b.brokerID())
 	}
 	if d.engine == nil {
 		return 0, 0, wire.Errorf(pb.Code_REQUEST_NOT_SUPPORTED, "delivery at a time is turned off on broker %s", b.opts.BrokerName)
@@ -117,7 +144,13 @@ func (b *Broker) CancelDelayed(ctx context.Context, topic, uniqueID string) (del
 		}
 		return 0, 0, wire.Errorf(pb.Code_QUERY_NOT_FOUND, "no pending timer message %s of %s on broker %s", uniqueID, topic, b.opts.BrokerName)
 	}
-	n, err := d.engine.Cancel(targets)
+	cancelled, err := d.engine.CancelEach(targets)
+	n := len(cancelled)
+	if len(cancelled) > 0 {
+		if merr := b.storeCancelMarkers(cancelled); merr != nil {
+			return deliverMS, n, merr
+		}
+	}
 	switch {
 	case errors.Is(err, delay.ErrAlreadyDelivered):
 		return deliverMS, n, wire.Errorf(pb.Code_DELAY_ALREADY_DELIVERED, "timer message %s of %s was delivered", uniqueID, topic)
@@ -129,11 +162,32 @@ func (b *Broker) CancelDelayed(ctx context.Context, topic, uniqueID string) (del
 	return deliverMS, n, nil
 }
 
+// storeCancelMarkers stores a cancel marker per cancelled copy in the
+// timer queue and waits for it as for a send (flush, replication).
+func (b *Broker) storeCancelMarkers(ts []delay.CancelTarget) error {
+	msgs := make([]*message.Ext, len(ts))
+	for i, t := range ts {
+		msgs[i] = &message.Ext{Message: message.Message{Topic: message.TimerTopic, Properties: delay.CancelMarker(t)}}
+	}
+	// Not the caller's context: the cancellation is made here already; its
+	// marker is written whatever the caller does.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := b.store.PutBatch(ctx, msgs, nil)
+	if err != nil {
+		return fmt.Errorf("cancelled on %s but the cancellation is not stored for its slaves: %w", b.opts.BrokerName, storeError(err))
+	}
+	if err := b.waitReplicated(ctx, res); err != nil {
+		return fmt.Errorf("cancelled on %s but the cancellation is not replicated: %w", b.opts.BrokerName, err)
+	}
+	return nil
+}
+
 // DelayStatus reports the delay levels and the timing wheel (nil levels on
 // a broker that does not deliver).
 func (b *Broker) DelayStatus() ([]LevelStatus, *delay.Status) {
 	d := b.delay.Load()
-	if d == nil {
+	if d == nil || !d.ensureRole() {
 		return nil, nil
 	}
 	var ts *delay.Status
@@ -144,7 +198,8 @@ func (b *Broker) DelayStatus() ([]LevelStatus, *delay.Status) {
 	return d.levelStatus(), ts
 }
 
-// DelayEngine exposes the timer engine (tests, tools); nil when none runs.
+// DelayEngine exposes the timer engine (tests, tools), delivering or
+// standing by; nil when timers are off or the broker is stopped.
 func (b *Broker) DelayEngine() *delay.Engine {
 	if d := b.delay.Load(); d != nil {
 		return d.engine
@@ -167,7 +222,7 @@ func (s *delayServer) Status(context.Context, *pb.DelayStatusRequest) (*pb.Delay
 	levels, ts := s.b.DelayStatus()
 	if levels == nil && ts == nil {
 		return &pb.DelayStatusResponse{Status: wire.Status(wire.Errorf(pb.Code_NOT_MASTER,
-			"broker %s/%d does not deliver delayed messages (not a master)", s.b.opts.BrokerName, s.b.opts.BrokerID))}, nil
+			"broker %s/%d does not deliver delayed messages (not a master)", s.b.opts.BrokerName, s.b.brokerID()))}, nil
 	}
 	resp := &pb.DelayStatusResponse{Status: wire.OK}
 	for _, l := range levels {

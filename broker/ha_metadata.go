@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/bolide-mq/bolide/broker/delay"
 	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -31,6 +32,13 @@ import (
 // where a consumer got further on the slave. Offsets moved backwards on the
 // master (a reset) reach the slave as they are; only fresh local commits
 // can override them.
+//
+// The answer also carries the master's delayed delivery progress: its delay
+// level offsets (delayOffset.json, as RocketMQ's slave copies it) and its
+// timer engine's Progress, with the master's CommitLog end when they were
+// read. The slave's delay service applies them once its own log is
+// dispatched that far, and persists them, so a promoted slave resumes
+// delivery where the master was (delay.go).
 
 // metaSync is the slave's metadata sync state.
 type metaSync struct {
@@ -204,6 +212,11 @@ func (r *replicator) syncMetadata(addr string) error {
 		}
 	}
 	m.localMu.Unlock()
+	if d := b.delay.Load(); d != nil {
+		if p, ok := delayProgressFromProto(resp); ok {
+			d.offer(p)
+		}
+	}
 	if err := b.offsets.persist(); err != nil {
 		return err
 	}
@@ -353,5 +366,37 @@ func (b *Broker) metadataFor(req *pb.GetMetadataRequest) (*pb.GetMetadataRespons
 	dv := b.topics.dataVersion()
 	resp.DataVersion = &pb.DataVersion{Timestamp: dv.Timestamp, Counter: dv.Counter}
 	resp.Offsets = offsetsToProto(b.offsets.snapshot())
+	if d := b.delay.Load(); d != nil {
+		if p, ok := d.snapshot(); ok {
+			delayProgressToProto(p, resp)
+		}
+	}
 	return resp, nil
+}
+
+func delayProgressToProto(p delayProgress, resp *pb.GetMetadataResponse) {
+	resp.DelayOffsets = make(map[int32]int64, len(p.levels))
+	for level, off := range p.levels {
+		resp.DelayOffsets[int32(level)] = off
+	}
+	if p.timer != nil {
+		resp.TimerProgress = &pb.TimerProgress{Location: p.timer.Location, DueBeforeMs: p.timer.DueBeforeMS}
+	}
+	resp.DelayLogOffset = p.need
+}
+
+// delayProgressFromProto reads the master's delayed delivery progress; ok
+// is false when the master sent none.
+func delayProgressFromProto(resp *pb.GetMetadataResponse) (delayProgress, bool) {
+	if len(resp.DelayOffsets) == 0 && resp.TimerProgress == nil {
+		return delayProgress{}, false
+	}
+	p := delayProgress{levels: make(map[int]int64, len(resp.DelayOffsets)), need: resp.DelayLogOffset}
+	for level, off := range resp.DelayOffsets {
+		p.levels[int(level)] = off
+	}
+	if tp := resp.TimerProgress; tp != nil {
+		p.timer = &delay.Progress{Location: tp.Location, DueBeforeMS: tp.DueBeforeMs}
+	}
+	return p, true
 }

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bolide-mq/bolide/internal/fsutil"
+	"github.com/bolide-mq/bolide/internal/notify"
 )
 
 // Role is a broker's part in its group.
@@ -63,7 +64,8 @@ type roleFile struct {
 	UpdatedMs          int64  `json:"updatedMs"`
 }
 
-// roleState is the broker's current role, id and epoch.
+// roleState is the broker's current role, id and epoch. Services that
+// follow the role (delayed delivery) wait on changes.
 type roleState struct {
 	path       string
 	configured int64
@@ -71,6 +73,7 @@ type roleState struct {
 	r          atomic.Int32
 	brokerID   atomic.Int64
 	ep         atomic.Int64
+	changed    notify.Signal
 }
 
 func loadRoleState(storeDir string, configuredID int64, log *zap.Logger) (*roleState, error) {
@@ -116,6 +119,10 @@ func (s *roleState) role() Role   { return Role(s.r.Load()) }
 func (s *roleState) id() int64    { return s.brokerID.Load() }
 func (s *roleState) epoch() int64 { return s.ep.Load() }
 
+// changes returns a channel closed at the next change of role, id or epoch
+// (promotion, fencing): take it, read the role, then wait on it.
+func (s *roleState) changes() <-chan struct{} { return s.changed.C() }
+
 // set persists and then takes a new role, id and epoch.
 func (s *roleState) set(role Role, id, epoch int64) error {
 	s.mu.Lock()
@@ -135,6 +142,7 @@ func (s *roleState) setLocked(role Role, id, epoch int64) error {
 	s.ep.Store(epoch)
 	s.brokerID.Store(id)
 	s.r.Store(int32(role))
+	s.changed.Notify()
 	return err
 }
 

@@ -16,8 +16,9 @@ package broker
 //     message is stored and may still reach the slaves: a retry can
 //     duplicate it). Never a silent downgrade.
 //   - A slave refuses sends and topic changes (NOT_MASTER), serves pulls,
-//     offsets and lookups, and fetches topics and consumer offsets from its
-//     master every MetadataSyncInterval (ha_metadata.go).
+//     offsets and lookups, and fetches topics, consumer offsets and delayed
+//     delivery progress from its master every MetadataSyncInterval
+//     (ha_metadata.go, delay.go).
 //   - Promote (BrokerHA.Promote, ha_grpc.go) makes a slave the master with a
 //     new epoch; a NameServer refuses a master registration whose epoch is
 //     below the highest it saw for the group, and a master so refused fences

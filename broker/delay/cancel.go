@@ -7,9 +7,12 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/bolide-mq/bolide/internal/fsutil"
+	"github.com/bolide-mq/bolide/message"
 )
 
 // ErrClosed: the engine is closed.
@@ -34,37 +37,34 @@ type CancelTarget struct {
 // after cancelling the others. It returns how many targets are cancelled
 // (including ones cancelled before).
 func (e *Engine) Cancel(targets []CancelTarget) (int, error) {
+	done, err := e.CancelEach(targets)
+	return len(done), err
+}
+
+// CancelEach is Cancel, returning the targets that are cancelled (now or
+// before): the ones whose cancellation the broker passes on to its slaves.
+func (e *Engine) CancelEach(targets []CancelTarget) ([]CancelTarget, error) {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		return 0, ErrClosed
+		return nil, ErrClosed
 	}
-	n, delivered, recorded := 0, false, false
+	var done []CancelTarget
+	delivered, recorded := false, false
 	var seq int64
 	var werr error
 	for _, t := range targets {
-		switch e.stateLocked(t) {
-		case stCancelled:
-			n++
-		case stInflight, stDone:
+		st, s, err := e.cancelLocked(t)
+		switch {
+		case err != nil:
+			werr = err
+		case st == stInflight || st == stDone:
 			delivered = true
 		default:
-			rec := cancelRec{DeliverMS: t.DeliverMS, Location: t.Location}
-			s, err := e.clog.appendLocked(t.Origin, rec)
-			if err != nil {
-				werr = err
-				continue
+			if s > 0 {
+				seq, recorded = s, true
 			}
-			seq, recorded = s, true
-			e.cancels[t.Origin] = rec
-			if lb := e.loadedBucketLocked(t.DeliverMS); lb != nil {
-				if i, ok := lb.byOrigin[t.Origin]; ok && lb.ents[i].state == stPending {
-					lb.ents[i].state = stCancelled
-					lb.open--
-				}
-			}
-			e.cancelled.Add(1)
-			n++
+			done = append(done, t)
 		}
 	}
 	e.mu.Unlock()
@@ -72,16 +72,99 @@ func (e *Engine) Cancel(targets []CancelTarget) (int, error) {
 		if err := e.clog.sync(seq); err != nil {
 			// In memory the messages are cancelled (never delivered by this
 			// process), but the caller must not rely on it after a crash.
-			return 0, fmt.Errorf("delay: cancel log: %w", err)
+			return nil, fmt.Errorf("delay: cancel log: %w", err)
 		}
 	}
 	if werr != nil {
-		return n, fmt.Errorf("delay: cancel log: %w", werr)
+		return done, fmt.Errorf("delay: cancel log: %w", werr)
 	}
 	if delivered {
-		return n, ErrAlreadyDelivered
+		return done, ErrAlreadyDelivered
 	}
-	return n, nil
+	return done, nil
+}
+
+// cancelLocked cancels one target unless it is cancelled, in flight or
+// done already; it returns the state found (stPending: cancelled now) and
+// the cancel log sequence to sync (0: nothing written).
+func (e *Engine) cancelLocked(t CancelTarget) (uint8, int64, error) {
+	st := e.stateLocked(t)
+	if st != stPending {
+		return st, 0, nil
+	}
+	rec := cancelRec{DeliverMS: t.DeliverMS, Location: t.Location}
+	seq, err := e.clog.appendLocked(t.Origin, rec)
+	if err != nil {
+		return st, 0, err
+	}
+	e.cancels[t.Origin] = rec
+	if lb := e.loadedBucketLocked(t.DeliverMS); lb != nil {
+		if i, ok := lb.byOrigin[t.Origin]; ok && lb.ents[i].state == stPending {
+			lb.ents[i].state = stCancelled
+			lb.open--
+		}
+	}
+	e.cancelled.Add(1)
+	return st, seq, nil
+}
+
+// applyMarkers applies the cancel markers read from the timer queue (see
+// PropertyTimerCancel): on a slave they are the master's cancellations; on
+// the master that wrote them they are already applied. They are durable
+// before the index moves past them.
+func (e *Engine) applyMarkers(targets []CancelTarget) error {
+	e.mu.Lock()
+	var seq int64
+	var errs []error
+	for _, t := range targets {
+		_, s, err := e.cancelLocked(t)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		seq = max(seq, s)
+	}
+	e.mu.Unlock()
+	if seq > 0 {
+		errs = append(errs, e.clog.sync(seq))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("delay: cancel log: %w", err)
+	}
+	return nil
+}
+
+// PropertyTimerCancel marks a cancel marker: a record of the timer topic
+// that is not a timer message but the cancellation of one, written by the
+// master after Cancel so that its slaves (which replicate the CommitLog,
+// not the cancel log) cancel it too. Its value is "<origin>:<location>"
+// (CommitLog offsets of the cancelled message's first copy and of the copy
+// cancelled); TIMER_OUT_MS is the message's due time.
+const PropertyTimerCancel = "TIMER_CANCEL"
+
+// CancelMarker returns the properties of the marker that cancels t.
+func CancelMarker(t CancelTarget) map[string]string {
+	return map[string]string{
+		PropertyTimerCancel:        strconv.FormatInt(t.Origin, 10) + ":" + strconv.FormatInt(t.Location, 10),
+		message.PropertyTimerOutMS: strconv.FormatInt(t.DeliverMS, 10),
+	}
+}
+
+// ParseCancelMarker reads the target of a cancel marker; ok is false when
+// props are not a marker's.
+func ParseCancelMarker(props map[string]string) (t CancelTarget, ok bool, err error) {
+	v, ok := props[PropertyTimerCancel]
+	if !ok {
+		return CancelTarget{}, false, nil
+	}
+	o, l, found := strings.Cut(v, ":")
+	origin, err1 := strconv.ParseInt(o, 10, 64)
+	loc, err2 := strconv.ParseInt(l, 10, 64)
+	due, err3 := strconv.ParseInt(props[message.PropertyTimerOutMS], 10, 64)
+	if !found || err1 != nil || err2 != nil || err3 != nil || origin < 0 || loc < 0 {
+		return CancelTarget{}, true, fmt.Errorf("delay: bad cancel marker %s=%q %s=%q", PropertyTimerCancel, v,
+			message.PropertyTimerOutMS, props[message.PropertyTimerOutMS])
+	}
+	return CancelTarget{Origin: origin, Location: loc, DeliverMS: due}, true, nil
 }
 
 // Cancelled reports whether the message whose first copy is at origin is

@@ -67,6 +67,7 @@
 //	                                      (split again if found at start)
 //	cancel.log                            cancellations
 //	checkpoint.json                       how far the timer queue is indexed
+//	inherited.json                        progress taken from a master
 //
 // A bucket index file is a sequence of 32-byte entries, appended:
 //
@@ -105,6 +106,9 @@
 // is the CommitLog offset of the last one. It is written atomically after
 // the bucket files and fired logs are synced.
 //
+// inherited.json is {"version":1,"progress":[{"location":L,"dueBeforeMs":W},...]}
+// (see Progress), written atomically by Engine.Inherit.
+//
 // # Cancel
 //
 // The broker finds the stored copies of a message by its unique id (the
@@ -112,6 +116,67 @@
 // pending anywhere (on disk, in the wheel, not yet indexed) is recorded in
 // the cancel log, synced, and marked in the wheel before Cancel returns, so
 // it is never delivered; one in flight or delivered is reported as such.
+//
+// The cancel log is local; slaves replicate the CommitLog. So the broker
+// then stores, per cancelled copy, a cancel marker in the timer queue
+// (PropertyTimerCancel = "<origin>:<location>", TIMER_OUT_MS = its due
+// time, no body) and acknowledges the cancel only once the marker is
+// stored as a send would be (flush mode; replication: in sync mode the
+// in-sync slaves hold it). An engine that indexes a marker (Unit.Cancel)
+// cancels the message as Cancel does, and syncs its cancel log before its
+// checkpoint passes the marker; on the master that wrote it, it changes
+// nothing. The roller never copies markers.
+//
+// # Master and slaves
+//
+// The engine runs on every broker. It delivers only while active
+// (SetActive: the broker is the master); a standby engine indexes its
+// broker's timer queue (a slave's is replicated, byte for byte and at the
+// same CommitLog offsets) and loads and reclaims buckets, but delivers
+// nothing. What it knows of the master's deliveries comes from the
+// master's Progress, which a slave fetches every metadata sync interval
+// (3 s) and applies (Inherit) once its own CommitLog is dispatched as far as
+// the master's was when the Progress was read: a Progress {L, W} says that
+// every message whose origin is ≤ L and that is due before W was delivered
+// or cancelled, so the delivered copies are on the slave before it skips
+// them. W is the earliest of the master's clock, its first pending entry
+// per loaded bucket, the batches being delivered and the start of every
+// bucket not loaded; L is the last unit indexed. A standby engine marks
+// the due entries a Progress covers done (they are not delivered and their
+// buckets are reclaimed), the others wait; Progress statements are kept
+// (at most 8 that do not dominate one another), also once active.
+//
+// Promoted (SetActive(true)), the engine first indexes the timer queue to
+// the end it had then (so every cancel marker the old master stored is
+// applied), then delivers every indexed message that is neither covered
+// nor cancelled, when due by its own clock, never before: so every timer
+// message the old master acknowledged (and that reached the slave: with
+// sync replication, all of them) and did not deliver is delivered, and none
+// whose cancel it acknowledged.
+//
+// Duplicates. A message is delivered twice only if the old master
+// delivered it and no Progress the slave applied covers it: it was
+// delivered after the newest Progress the slave applied was read on the
+// master (a window of about one metadata sync interval, 3 s by default,
+// plus the slave's replication lag, before the master stopped), or before
+// that while a message due earlier was still pending there (W stops at the
+// earliest pending entry: a backlog of due messages, or the batches in
+// flight, BatchSize each). So the bound is what the old master delivered in
+// the last few seconds before it stopped, at its delivery rate. The delay
+// levels have the same window: a level's offset moves, in queue order,
+// past what it stored, so what a level stored after the offset the slave
+// last applied is stored again. Both are at-least-once across a failover,
+// as across a crash of a single broker; with the slave caught up on the
+// master's progress, none is repeated.
+//
+// Cancels take the guarantee of a send: with sync replication a cancel the
+// old master acknowledged is on the slave, as its marker; with async
+// replication a cancel acknowledged in the replication lag before the
+// master died may be lost, as a send acknowledged then may be.
+//
+// An engine that stands down (SetActive(false): a fenced master) stops
+// taking due entries; the batch being stored completes and one that fails
+// from then on goes back to pending.
 //
 // # Clock
 //

@@ -31,6 +31,10 @@ type Unit struct {
 	// HasOrigin is set (the message is a copy); otherwise Location is.
 	Origin    int64
 	HasOrigin bool
+	// Cancel, when set, makes the unit a cancel marker (see
+	// PropertyTimerCancel): not a timer message but the cancellation of
+	// the one it names.
+	Cancel *CancelTarget
 }
 
 // Host is what the engine needs from the broker's store.
@@ -144,7 +148,17 @@ type Engine struct {
 	tombs    []string
 	resplits []tombstone
 
-	delivered, cancelled, lost atomic.Int64
+	// active: the engine delivers; otherwise it stands by (standby.go).
+	// holdUntil: after an activation nothing fires until qoff reaches it.
+	active    bool
+	holdUntil int64
+	// inherit are the Progress statements taken from a master (imu orders
+	// their writes to disk); flights the batches taken for delivery.
+	inherit []Progress
+	imu     sync.Mutex
+	flights []*flight
+
+	delivered, cancelled, lost, skipped atomic.Int64
 
 	wake    chan struct{}
 	batches chan *batch
@@ -189,6 +203,7 @@ func Open(opts Options, host Host, log *zap.Logger) (*Engine, error) {
 		loadedAt: math.MinInt64,
 		cancels:  make(map[int64]cancelRec),
 		lastLoc:  -1,
+		active:   true,
 		wake:     make(chan struct{}, 1),
 		batches:  make(chan *batch, 2),
 	}
@@ -208,6 +223,9 @@ func Open(opts Options, host Host, log *zap.Logger) (*Engine, error) {
 		return nil, fmt.Errorf("delay: checkpoint: %w", err)
 	}
 	e.qoff, e.lastLoc = e.ckpt.QueueOffset, e.ckpt.Location
+	if e.inherit, err = loadInherited(opts.Dir); err != nil {
+		return nil, err
+	}
 	if e.clog, err = openCancelLog(filepath.Join(opts.Dir, cancelLogName), e.cancels); err != nil {
 		return nil, err
 	}
@@ -311,6 +329,7 @@ func (e *Engine) buildLoop() {
 		if next != from {
 			e.mu.Lock()
 			e.qoff = next
+			e.releaseLocked()
 			e.mu.Unlock()
 			continue
 		}
@@ -323,12 +342,18 @@ func (e *Engine) buildLoop() {
 	}
 }
 
-// index appends units to their buckets and advances the queue offset.
+// index appends units to their buckets, applies the cancel markers among
+// them and advances the queue offset.
 func (e *Engine) index(units []Unit, next int64) error {
 	now := e.clock.Now().UnixMilli()
 	groups := make(map[bucketKey][]Entry)
 	var order []bucketKey
+	var markers []CancelTarget
 	for _, u := range units {
+		if u.Cancel != nil {
+			markers = append(markers, *u.Cancel)
+			continue
+		}
 		en := Entry{DeliverMS: u.DeliverMS, Location: u.Location, Origin: u.Location, Size: u.Size}
 		if u.HasOrigin {
 			en.Origin = u.Origin
@@ -347,8 +372,14 @@ func (e *Engine) index(units []Unit, next int64) error {
 			return err
 		}
 	}
+	if len(markers) > 0 {
+		if err := e.applyMarkers(markers); err != nil {
+			return err
+		}
+	}
 	e.mu.Lock()
 	e.qoff = next
+	e.releaseLocked()
 	e.lastLoc = units[len(units)-1].Location
 	e.mu.Unlock()
 	return nil

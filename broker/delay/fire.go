@@ -15,9 +15,9 @@ import (
 
 // batch is one delivery: due entries and their real messages.
 type batch struct {
-	taken time.Time
-	refs  []fireRef
-	msgs  []*message.Ext
+	refs []fireRef
+	msgs []*message.Ext
+	fl   *flight
 }
 
 type fireRef struct {
@@ -28,22 +28,45 @@ type fireRef struct {
 }
 
 // fireLoop takes due entries from the wheel in (due time, offset) order,
-// reads their messages and hands them to the deliverer in batches.
+// reads their messages and hands them to the deliverer in batches. While
+// the engine stands by (or, just activated, its index has not caught up)
+// it only skips what an inherited Progress covers.
 func (e *Engine) fireLoop() {
 	defer e.wg.Done()
 	for {
 		e.mu.Lock()
+		if !e.active || e.holdUntil > 0 {
+			e.skipCoveredLocked()
+			e.sleepUntil = 0 // any new entry wakes it
+			e.mu.Unlock()
+			select {
+			case <-e.ctx.Done():
+				return
+			case <-e.wake:
+			}
+			continue
+		}
 		now := e.clock.Now()
 		refs, next := e.takeDueLocked(now.UnixMilli(), e.opts.BatchSize)
 		// What the firer sleeps until: entries due later need not wake it.
 		e.sleepUntil = next
+		var fl *flight
 		if len(refs) > 0 {
 			e.sleepUntil = -1
+			fl = &flight{minDue: refs[0].deliverMS}
+			for _, r := range refs {
+				fl.minDue = min(fl.minDue, r.deliverMS)
+			}
+			e.flights = append(e.flights, fl)
 		}
 		e.mu.Unlock()
 		if len(refs) > 0 {
 			b := e.prepare(refs)
+			b.fl = fl
 			if len(b.refs) == 0 {
+				e.mu.Lock()
+				e.landLocked(fl)
+				e.mu.Unlock()
 				continue
 			}
 			select {
@@ -92,6 +115,12 @@ func (e *Engine) takeDueLocked(now int64, max int) ([]fireRef, int64) {
 				return nil, w.deliverMS
 			}
 			lb.pop(fromLate)
+			if e.coveredLocked(w) {
+				// Delivered (or cancelled) by the master this engine
+				// took over from.
+				e.skipLocked(lb, w)
+				continue
+			}
 			if _, c := e.cancels[w.origin]; c {
 				w.state = stCancelled
 				lb.open--
@@ -136,7 +165,8 @@ func (e *Engine) prepare(refs []fireRef) *batch {
 }
 
 // deliverLoop stores batches in order. A batch is retried until it is
-// stored; its entries are then recorded in the fired logs.
+// stored, or given back to the wheel if the engine stood down; its entries
+// are then recorded in the fired logs.
 func (e *Engine) deliverLoop() {
 	defer e.wg.Done()
 	backoff := 50 * time.Millisecond
@@ -147,7 +177,11 @@ func (e *Engine) deliverLoop() {
 			return
 		case b = <-e.batches:
 		}
+		stored := false
 		for {
+			if !e.Active() {
+				break
+			}
 			// Not the engine's context: a batch begun is finished, so a
 			// clean stop repeats nothing.
 			ctx, cancel := context.WithTimeout(context.Background(), e.opts.DeliverTimeout)
@@ -155,6 +189,10 @@ func (e *Engine) deliverLoop() {
 			cancel()
 			if err == nil {
 				backoff = 50 * time.Millisecond
+				stored = true
+				break
+			}
+			if !e.Active() {
 				break
 			}
 			e.log.Error("timer delivery failed; retrying", zap.Int("messages", len(b.msgs)), zap.Error(err))
@@ -163,9 +201,16 @@ func (e *Engine) deliverLoop() {
 			}
 			backoff = min(2*backoff, 2*time.Second)
 		}
+		if !stored {
+			e.unfire(b)
+			continue
+		}
 		e.openFiredLogs(b.refs)
 		e.delivered.Add(int64(len(b.refs)))
 		e.finish(b.refs)
+		e.mu.Lock()
+		e.landLocked(b.fl)
+		e.mu.Unlock()
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strconv"
 	"sync"
@@ -64,6 +65,33 @@ func (o *LevelOffsets) Set(level int, off int64) {
 		o.dirty = true
 	}
 	o.mu.Unlock()
+}
+
+// Snapshot copies the table (level → next offset).
+func (o *LevelOffsets) Snapshot() map[int]int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.table)
+}
+
+// Adopt takes a master's table (a slave following its master, as
+// RocketMQ's slave takes delayOffset.json): every level of t gets t's
+// offset; levels t lacks keep theirs. It reports whether anything changed.
+func (o *LevelOffsets) Adopt(t map[int]int64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	changed := false
+	for level, off := range t {
+		if level <= 0 || off < 0 {
+			continue
+		}
+		if cur, ok := o.table[level]; !ok || cur != off {
+			o.table[level] = off
+			changed = true
+		}
+	}
+	o.dirty = o.dirty || changed
+	return changed
 }
 
 // Persist writes the table (atomically: temp file, fsync, rename, fsync of

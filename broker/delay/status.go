@@ -12,8 +12,13 @@ type Status struct {
 	// Buckets is the number of bucket files; LoadedBuckets and
 	// LoadedEntries describe the in-memory wheel.
 	Buckets, LoadedBuckets, LoadedEntries int64
-	// Delivered, Cancelled and Lost count since the engine started.
-	Delivered, Cancelled, Lost int64
+	// Delivered, Cancelled and Lost count since the engine started;
+	// Skipped counts the due messages not delivered because a master this
+	// engine took progress from had delivered them (Engine.Inherit).
+	Delivered, Cancelled, Lost, Skipped int64
+	// Active: the engine delivers (the broker is the master); otherwise it
+	// stands by.
+	Active bool
 	// NextDueMS is the due time of the next loaded entry (0: none).
 	NextDueMS int64
 	// IndexBytes is the size of the bucket files.
@@ -33,6 +38,8 @@ func (e *Engine) Status() Status {
 		Delivered:     e.delivered.Load(),
 		Cancelled:     e.cancelled.Load(),
 		Lost:          e.lost.Load(),
+		Skipped:       e.skipped.Load(),
+		Active:        e.active,
 		IndexBytes:    e.files.bytes,
 		Cancels:       len(e.cancels),
 	}

@@ -152,10 +152,21 @@ type GetMetadataResponse struct {
 	DataVersion *DataVersion           `protobuf:"bytes,3,opt,name=data_version,json=dataVersion,proto3" json:"data_version,omitempty"`
 	// offsets is the master's whole consumer offset table (after merging
 	// the request's local_offsets).
-	Offsets       []*GroupOffsets `protobuf:"bytes,4,rep,name=offsets,proto3" json:"offsets,omitempty"`
-	Epoch         int64           `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Offsets []*GroupOffsets `protobuf:"bytes,4,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	Epoch   int64           `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Delayed delivery's progress on the master, so that a promoted slave
+	// resumes where the master was. delay_offsets: delay level → next offset
+	// of SCHEDULE_TOPIC_XXXX queue level−1 to deliver (RocketMQ's
+	// delayOffset.json). timer_progress: how far the timer engine delivered.
+	// Both were read before delay_log_offset, the master's CommitLog end: a
+	// slave applies them only once its own log is dispatched that far, so it
+	// never skips a delivery it does not hold. Empty when the master does not
+	// deliver.
+	DelayOffsets   map[int32]int64 `protobuf:"bytes,6,rep,name=delay_offsets,json=delayOffsets,proto3" json:"delay_offsets,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	TimerProgress  *TimerProgress  `protobuf:"bytes,7,opt,name=timer_progress,json=timerProgress,proto3" json:"timer_progress,omitempty"`
+	DelayLogOffset int64           `protobuf:"varint,8,opt,name=delay_log_offset,json=delayLogOffset,proto3" json:"delay_log_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetMetadataResponse) Reset() {
@@ -223,6 +234,82 @@ func (x *GetMetadataResponse) GetEpoch() int64 {
 	return 0
 }
 
+func (x *GetMetadataResponse) GetDelayOffsets() map[int32]int64 {
+	if x != nil {
+		return x.DelayOffsets
+	}
+	return nil
+}
+
+func (x *GetMetadataResponse) GetTimerProgress() *TimerProgress {
+	if x != nil {
+		return x.TimerProgress
+	}
+	return nil
+}
+
+func (x *GetMetadataResponse) GetDelayLogOffset() int64 {
+	if x != nil {
+		return x.DelayLogOffset
+	}
+	return 0
+}
+
+// TimerProgress says every timer message whose first copy is at a CommitLog
+// offset ≤ location and that is due before due_before_ms was delivered or
+// cancelled.
+type TimerProgress struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Location      int64                  `protobuf:"varint,1,opt,name=location,proto3" json:"location,omitempty"`
+	DueBeforeMs   int64                  `protobuf:"varint,2,opt,name=due_before_ms,json=dueBeforeMs,proto3" json:"due_before_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TimerProgress) Reset() {
+	*x = TimerProgress{}
+	mi := &file_bolide_v1_ha_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimerProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimerProgress) ProtoMessage() {}
+
+func (x *TimerProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_bolide_v1_ha_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimerProgress.ProtoReflect.Descriptor instead.
+func (*TimerProgress) Descriptor() ([]byte, []int) {
+	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *TimerProgress) GetLocation() int64 {
+	if x != nil {
+		return x.Location
+	}
+	return 0
+}
+
+func (x *TimerProgress) GetDueBeforeMs() int64 {
+	if x != nil {
+		return x.DueBeforeMs
+	}
+	return 0
+}
+
 type PromoteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// broker_name, when set, must be this broker's group name: a guard
@@ -237,7 +324,7 @@ type PromoteRequest struct {
 
 func (x *PromoteRequest) Reset() {
 	*x = PromoteRequest{}
-	mi := &file_bolide_v1_ha_proto_msgTypes[3]
+	mi := &file_bolide_v1_ha_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -249,7 +336,7 @@ func (x *PromoteRequest) String() string {
 func (*PromoteRequest) ProtoMessage() {}
 
 func (x *PromoteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bolide_v1_ha_proto_msgTypes[3]
+	mi := &file_bolide_v1_ha_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -262,7 +349,7 @@ func (x *PromoteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteRequest.ProtoReflect.Descriptor instead.
 func (*PromoteRequest) Descriptor() ([]byte, []int) {
-	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{3}
+	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PromoteRequest) GetBrokerName() string {
@@ -297,7 +384,7 @@ type PromoteResponse struct {
 
 func (x *PromoteResponse) Reset() {
 	*x = PromoteResponse{}
-	mi := &file_bolide_v1_ha_proto_msgTypes[4]
+	mi := &file_bolide_v1_ha_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -309,7 +396,7 @@ func (x *PromoteResponse) String() string {
 func (*PromoteResponse) ProtoMessage() {}
 
 func (x *PromoteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bolide_v1_ha_proto_msgTypes[4]
+	mi := &file_bolide_v1_ha_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -322,7 +409,7 @@ func (x *PromoteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteResponse.ProtoReflect.Descriptor instead.
 func (*PromoteResponse) Descriptor() ([]byte, []int) {
-	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{4}
+	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PromoteResponse) GetStatus() *Status {
@@ -368,7 +455,7 @@ type ReplicationStatusRequest struct {
 
 func (x *ReplicationStatusRequest) Reset() {
 	*x = ReplicationStatusRequest{}
-	mi := &file_bolide_v1_ha_proto_msgTypes[5]
+	mi := &file_bolide_v1_ha_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -380,7 +467,7 @@ func (x *ReplicationStatusRequest) String() string {
 func (*ReplicationStatusRequest) ProtoMessage() {}
 
 func (x *ReplicationStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bolide_v1_ha_proto_msgTypes[5]
+	mi := &file_bolide_v1_ha_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -393,7 +480,7 @@ func (x *ReplicationStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicationStatusRequest.ProtoReflect.Descriptor instead.
 func (*ReplicationStatusRequest) Descriptor() ([]byte, []int) {
-	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{5}
+	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{6}
 }
 
 type ReplicationStatusResponse struct {
@@ -406,7 +493,7 @@ type ReplicationStatusResponse struct {
 
 func (x *ReplicationStatusResponse) Reset() {
 	*x = ReplicationStatusResponse{}
-	mi := &file_bolide_v1_ha_proto_msgTypes[6]
+	mi := &file_bolide_v1_ha_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -418,7 +505,7 @@ func (x *ReplicationStatusResponse) String() string {
 func (*ReplicationStatusResponse) ProtoMessage() {}
 
 func (x *ReplicationStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bolide_v1_ha_proto_msgTypes[6]
+	mi := &file_bolide_v1_ha_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -431,7 +518,7 @@ func (x *ReplicationStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicationStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReplicationStatusResponse) Descriptor() ([]byte, []int) {
-	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{6}
+	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReplicationStatusResponse) GetStatus() *Status {
@@ -469,7 +556,7 @@ type SlaveInfo struct {
 
 func (x *SlaveInfo) Reset() {
 	*x = SlaveInfo{}
-	mi := &file_bolide_v1_ha_proto_msgTypes[7]
+	mi := &file_bolide_v1_ha_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -481,7 +568,7 @@ func (x *SlaveInfo) String() string {
 func (*SlaveInfo) ProtoMessage() {}
 
 func (x *SlaveInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_bolide_v1_ha_proto_msgTypes[7]
+	mi := &file_bolide_v1_ha_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -494,7 +581,7 @@ func (x *SlaveInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlaveInfo.ProtoReflect.Descriptor instead.
 func (*SlaveInfo) Descriptor() ([]byte, []int) {
-	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{7}
+	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SlaveInfo) GetBrokerId() int64 {
@@ -595,7 +682,7 @@ type ReplicationInfo struct {
 
 func (x *ReplicationInfo) Reset() {
 	*x = ReplicationInfo{}
-	mi := &file_bolide_v1_ha_proto_msgTypes[8]
+	mi := &file_bolide_v1_ha_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +694,7 @@ func (x *ReplicationInfo) String() string {
 func (*ReplicationInfo) ProtoMessage() {}
 
 func (x *ReplicationInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_bolide_v1_ha_proto_msgTypes[8]
+	mi := &file_bolide_v1_ha_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +707,7 @@ func (x *ReplicationInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicationInfo.ProtoReflect.Descriptor instead.
 func (*ReplicationInfo) Descriptor() ([]byte, []int) {
-	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{8}
+	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReplicationInfo) GetRole() string {
@@ -758,13 +845,22 @@ const file_bolide_v1_ha_proto_rawDesc = "" +
 	"\vbroker_name\x18\x01 \x01(\tR\n" +
 	"brokerName\x12\x1b\n" +
 	"\tbroker_id\x18\x02 \x01(\x03R\bbrokerId\x12<\n" +
-	"\rlocal_offsets\x18\x03 \x03(\v2\x17.bolide.v1.GroupOffsetsR\flocalOffsets\"\xf4\x01\n" +
+	"\rlocal_offsets\x18\x03 \x03(\v2\x17.bolide.v1.GroupOffsetsR\flocalOffsets\"\xf7\x03\n" +
 	"\x13GetMetadataResponse\x12)\n" +
 	"\x06status\x18\x01 \x01(\v2\x11.bolide.v1.StatusR\x06status\x12.\n" +
 	"\x06topics\x18\x02 \x03(\v2\x16.bolide.v1.TopicConfigR\x06topics\x129\n" +
 	"\fdata_version\x18\x03 \x01(\v2\x16.bolide.v1.DataVersionR\vdataVersion\x121\n" +
 	"\aoffsets\x18\x04 \x03(\v2\x17.bolide.v1.GroupOffsetsR\aoffsets\x12\x14\n" +
-	"\x05epoch\x18\x05 \x01(\x03R\x05epoch\"G\n" +
+	"\x05epoch\x18\x05 \x01(\x03R\x05epoch\x12U\n" +
+	"\rdelay_offsets\x18\x06 \x03(\v20.bolide.v1.GetMetadataResponse.DelayOffsetsEntryR\fdelayOffsets\x12?\n" +
+	"\x0etimer_progress\x18\a \x01(\v2\x18.bolide.v1.TimerProgressR\rtimerProgress\x12(\n" +
+	"\x10delay_log_offset\x18\b \x01(\x03R\x0edelayLogOffset\x1a?\n" +
+	"\x11DelayOffsetsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"O\n" +
+	"\rTimerProgress\x12\x1a\n" +
+	"\blocation\x18\x01 \x01(\x03R\blocation\x12\"\n" +
+	"\rdue_before_ms\x18\x02 \x01(\x03R\vdueBeforeMs\"G\n" +
 	"\x0ePromoteRequest\x12\x1f\n" +
 	"\vbroker_name\x18\x01 \x01(\tR\n" +
 	"brokerName\x12\x14\n" +
@@ -831,44 +927,48 @@ func file_bolide_v1_ha_proto_rawDescGZIP() []byte {
 	return file_bolide_v1_ha_proto_rawDescData
 }
 
-var file_bolide_v1_ha_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_bolide_v1_ha_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_bolide_v1_ha_proto_goTypes = []any{
 	(*GroupOffsets)(nil),              // 0: bolide.v1.GroupOffsets
 	(*GetMetadataRequest)(nil),        // 1: bolide.v1.GetMetadataRequest
 	(*GetMetadataResponse)(nil),       // 2: bolide.v1.GetMetadataResponse
-	(*PromoteRequest)(nil),            // 3: bolide.v1.PromoteRequest
-	(*PromoteResponse)(nil),           // 4: bolide.v1.PromoteResponse
-	(*ReplicationStatusRequest)(nil),  // 5: bolide.v1.ReplicationStatusRequest
-	(*ReplicationStatusResponse)(nil), // 6: bolide.v1.ReplicationStatusResponse
-	(*SlaveInfo)(nil),                 // 7: bolide.v1.SlaveInfo
-	(*ReplicationInfo)(nil),           // 8: bolide.v1.ReplicationInfo
-	nil,                               // 9: bolide.v1.GroupOffsets.OffsetsEntry
-	(*Status)(nil),                    // 10: bolide.v1.Status
-	(*TopicConfig)(nil),               // 11: bolide.v1.TopicConfig
-	(*DataVersion)(nil),               // 12: bolide.v1.DataVersion
+	(*TimerProgress)(nil),             // 3: bolide.v1.TimerProgress
+	(*PromoteRequest)(nil),            // 4: bolide.v1.PromoteRequest
+	(*PromoteResponse)(nil),           // 5: bolide.v1.PromoteResponse
+	(*ReplicationStatusRequest)(nil),  // 6: bolide.v1.ReplicationStatusRequest
+	(*ReplicationStatusResponse)(nil), // 7: bolide.v1.ReplicationStatusResponse
+	(*SlaveInfo)(nil),                 // 8: bolide.v1.SlaveInfo
+	(*ReplicationInfo)(nil),           // 9: bolide.v1.ReplicationInfo
+	nil,                               // 10: bolide.v1.GroupOffsets.OffsetsEntry
+	nil,                               // 11: bolide.v1.GetMetadataResponse.DelayOffsetsEntry
+	(*Status)(nil),                    // 12: bolide.v1.Status
+	(*TopicConfig)(nil),               // 13: bolide.v1.TopicConfig
+	(*DataVersion)(nil),               // 14: bolide.v1.DataVersion
 }
 var file_bolide_v1_ha_proto_depIdxs = []int32{
-	9,  // 0: bolide.v1.GroupOffsets.offsets:type_name -> bolide.v1.GroupOffsets.OffsetsEntry
+	10, // 0: bolide.v1.GroupOffsets.offsets:type_name -> bolide.v1.GroupOffsets.OffsetsEntry
 	0,  // 1: bolide.v1.GetMetadataRequest.local_offsets:type_name -> bolide.v1.GroupOffsets
-	10, // 2: bolide.v1.GetMetadataResponse.status:type_name -> bolide.v1.Status
-	11, // 3: bolide.v1.GetMetadataResponse.topics:type_name -> bolide.v1.TopicConfig
-	12, // 4: bolide.v1.GetMetadataResponse.data_version:type_name -> bolide.v1.DataVersion
+	12, // 2: bolide.v1.GetMetadataResponse.status:type_name -> bolide.v1.Status
+	13, // 3: bolide.v1.GetMetadataResponse.topics:type_name -> bolide.v1.TopicConfig
+	14, // 4: bolide.v1.GetMetadataResponse.data_version:type_name -> bolide.v1.DataVersion
 	0,  // 5: bolide.v1.GetMetadataResponse.offsets:type_name -> bolide.v1.GroupOffsets
-	10, // 6: bolide.v1.PromoteResponse.status:type_name -> bolide.v1.Status
-	10, // 7: bolide.v1.ReplicationStatusResponse.status:type_name -> bolide.v1.Status
-	8,  // 8: bolide.v1.ReplicationStatusResponse.replication:type_name -> bolide.v1.ReplicationInfo
-	7,  // 9: bolide.v1.ReplicationInfo.slaves:type_name -> bolide.v1.SlaveInfo
-	1,  // 10: bolide.v1.BrokerHA.GetMetadata:input_type -> bolide.v1.GetMetadataRequest
-	3,  // 11: bolide.v1.BrokerHA.Promote:input_type -> bolide.v1.PromoteRequest
-	5,  // 12: bolide.v1.BrokerHA.ReplicationStatus:input_type -> bolide.v1.ReplicationStatusRequest
-	2,  // 13: bolide.v1.BrokerHA.GetMetadata:output_type -> bolide.v1.GetMetadataResponse
-	4,  // 14: bolide.v1.BrokerHA.Promote:output_type -> bolide.v1.PromoteResponse
-	6,  // 15: bolide.v1.BrokerHA.ReplicationStatus:output_type -> bolide.v1.ReplicationStatusResponse
-	13, // [13:16] is the sub-list for method output_type
-	10, // [10:13] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	11, // 6: bolide.v1.GetMetadataResponse.delay_offsets:type_name -> bolide.v1.GetMetadataResponse.DelayOffsetsEntry
+	3,  // 7: bolide.v1.GetMetadataResponse.timer_progress:type_name -> bolide.v1.TimerProgress
+	12, // 8: bolide.v1.PromoteResponse.status:type_name -> bolide.v1.Status
+	12, // 9: bolide.v1.ReplicationStatusResponse.status:type_name -> bolide.v1.Status
+	9,  // 10: bolide.v1.ReplicationStatusResponse.replication:type_name -> bolide.v1.ReplicationInfo
+	8,  // 11: bolide.v1.ReplicationInfo.slaves:type_name -> bolide.v1.SlaveInfo
+	1,  // 12: bolide.v1.BrokerHA.GetMetadata:input_type -> bolide.v1.GetMetadataRequest
+	4,  // 13: bolide.v1.BrokerHA.Promote:input_type -> bolide.v1.PromoteRequest
+	6,  // 14: bolide.v1.BrokerHA.ReplicationStatus:input_type -> bolide.v1.ReplicationStatusRequest
+	2,  // 15: bolide.v1.BrokerHA.GetMetadata:output_type -> bolide.v1.GetMetadataResponse
+	5,  // 16: bolide.v1.BrokerHA.Promote:output_type -> bolide.v1.PromoteResponse
+	7,  // 17: bolide.v1.BrokerHA.ReplicationStatus:output_type -> bolide.v1.ReplicationStatusResponse
+	15, // [15:18] is the sub-list for method output_type
+	12, // [12:15] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_bolide_v1_ha_proto_init() }
@@ -883,7 +983,7 @@ func file_bolide_v1_ha_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bolide_v1_ha_proto_rawDesc), len(file_bolide_v1_ha_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

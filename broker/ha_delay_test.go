@@ -1,0 +1,176 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/bolide-mq/bolide/broker/delay"
+	"github.com/bolide-mq/bolide/internal/wire"
+	"github.com/bolide-mq/bolide/message"
+	pb "github.com/bolide-mq/bolide/proto/bolidev1"
+)
+
+// TestSlaveFollowsMasterDelayProgress: a slave runs the delay service
+// without delivering; its delay level offsets (persisted in its own
+// delayOffset.json) and its timer engine's inherited progress follow the
+// master's, and the master's cancellations reach it as markers, also across
+// a restart. Promoted, it delivers from there: nothing the master delivered
+// again, nothing cancelled, and new delayed messages.
+func TestSlaveFollowsMasterDelayProgress(t *testing.T) {
+	ctx := context.Background()
+	levels := func(o *Options) { o.Delay.Levels = "300ms 600ms" }
+	master := startDelayBroker(t, t.TempDir(), haOpts(ReplicationSync), levels)
+	slaveDir := t.TempDir()
+	// The slave is async: promoted, it has no slave of its own.
+	slaveOpts := []func(*Options){haOpts(ReplicationAsync), slaveOf(master.b, 1), levels}
+	slave := startDelayBroker(t, slaveDir, slaveOpts...)
+	waitFor(t, 5*time.Second, func() error {
+		if n := master.b.repl.srv.InSync(); n != 1 {
+			return fmt.Errorf("%d slaves in sync", n)
+		}
+		return nil
+	})
+	createTopic(t, master.c, "fo", 1)
+	if d := slave.b.delay.Load(); d == nil || d.isActive() || slave.b.DelayEngine() == nil || slave.b.DelayEngine().Active() {
+		t.Fatal("the slave's delay service is missing or delivering")
+	}
+
+	now := time.Now().UnixMilli()
+	for i := 0; i < 10; i++ {
+		master.send(t, delayedMsg("fo", 0, fmt.Sprint("l1-", i), message.PropertyDelayLevel, "1"))
+		master.send(t, delayedMsg("fo", 0, fmt.Sprint("l2-", i), message.PropertyDelayLevel, "2"))
+		master.send(t, delayedMsg("fo", 0, fmt.Sprint("t-", i), message.PropertyTimerDeliverMS, strconv.FormatInt(now+200+int64(i)*50, 10)))
+	}
+	cx := master.send(t, delayedMsg("fo", 0, "cx", message.PropertyTimerDelayMS, "1500"))
+	r, err := master.d.Cancel(ctx, &pb.CancelDelayedRequest{Topic: "fo", UniqueId: "Ucx"})
+	if err != nil || wire.FromStatus(r.Status) != nil || r.Copies != 1 {
+		t.Fatalf("cancel: %v %v", err, r.GetStatus())
+	}
+	delayWait(t, 10*time.Second, "delivery on the master", func() bool { return len(master.pullAll(t, "fo", 0, 0)) == 30 })
+
+	md, sd := master.b.delay.Load(), slave.b.delay.Load()
+	waitFor(t, 10*time.Second, func() error {
+		mo, so := md.offsets.Snapshot(), sd.offsets.Snapshot()
+		if mo[1] != 10 || mo[2] != 10 || !maps.Equal(mo, so) {
+			return fmt.Errorf("level offsets: master %v, slave %v", mo, so)
+		}
+		if st := slave.b.DelayEngine().Status(); st.Skipped != 10 || st.Cancelled != 1 || st.Delivered != 0 {
+			return fmt.Errorf("slave's timer engine: %+v", st)
+		}
+		return nil
+	})
+	var f struct {
+		OffsetTable map[string]int64 `json:"offsetTable"`
+	}
+	b, err := os.ReadFile(filepath.Join(slaveDir, "config", "delayOffset.json"))
+	if err != nil || json.Unmarshal(b, &f) != nil || f.OffsetTable["1"] != 10 || f.OffsetTable["2"] != 10 {
+		t.Fatalf("slave's delayOffset.json: %s %v", b, err)
+	}
+	// Nothing delivered by the slave itself: its log is the master's.
+	waitCaughtUp(t, master.b, slave.b)
+	sameLog(t, master.b.Store().CommitLog(), slave.b.Store().CommitLog())
+	if r, _ := slave.d.Cancel(ctx, &pb.CancelDelayedRequest{Topic: "fo", UniqueId: "Ucx"}); !errors.Is(wire.FromStatus(r.GetStatus()), wire.ErrNotMaster) {
+		t.Fatalf("cancel on the slave: %v", r.GetStatus())
+	}
+	if s, _ := slave.d.Status(ctx, &pb.DelayStatusRequest{}); !errors.Is(wire.FromStatus(s.GetStatus()), wire.ErrNotMaster) {
+		t.Fatalf("delay status on the slave: %v", s.GetStatus())
+	}
+
+	// Restarted, the slave keeps what it took.
+	inherited := slave.b.DelayEngine().Inherited()
+	slave.close()
+	slave = startDelayBroker(t, slaveDir, slaveOpts...)
+	if got := slave.b.delay.Load().offsets.Snapshot(); got[1] != 10 || got[2] != 10 {
+		t.Fatalf("slave's offsets after a restart: %v", got)
+	}
+	e := slave.b.DelayEngine()
+	if got := e.Inherited(); len(inherited) == 0 || !saysAsMuch(got, inherited) {
+		t.Fatalf("inherited after a restart: %+v, before %+v", got, inherited)
+	}
+	if !e.Cancelled(cx.CommitLogOffset) {
+		t.Fatal("the cancellation is lost on the slave's restart")
+	}
+	waitCaughtUp(t, master.b, slave.b)
+
+	// Promoted after the master stops, it delivers new delayed messages;
+	// each level and the timer wheel deliver in order, so once the new ones
+	// arrive everything before them was seen: nothing came twice and the
+	// cancelled message (due before the new timer message) never.
+	master.close()
+	res, err := slave.b.Promote(ctx, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Epoch != 1 {
+		t.Fatalf("promote: %+v", res)
+	}
+	delayWait(t, 5*time.Second, "delayed delivery on the promoted slave", func() bool { return slave.b.delay.Load().isActive() })
+	slave.send(t, delayedMsg("fo", 0, "new-l1", message.PropertyDelayLevel, "1"))
+	slave.send(t, delayedMsg("fo", 0, "new-l2", message.PropertyDelayLevel, "2"))
+	slave.send(t, delayedMsg("fo", 0, "new-t", message.PropertyTimerDeliverMS, strconv.FormatInt(max(now+2000, time.Now().UnixMilli()+100), 10)))
+	delayWait(t, 10*time.Second, "the new messages", func() bool { return len(slave.pullAll(t, "fo", 0, 0)) >= 33 })
+	seen := map[string]int{}
+	for _, m := range slave.pullAll(t, "fo", 0, 0) {
+		seen[string(m.Body)]++
+		if seen[string(m.Body)] > 1 {
+			t.Fatalf("%s delivered twice", m.Body)
+		}
+	}
+	if len(seen) != 33 || seen["cx"] != 0 || seen["new-t"] != 1 {
+		t.Fatalf("delivered %v", seen)
+	}
+}
+
+// saysAsMuch reports whether every statement of b is dominated by one of a.
+func saysAsMuch(a, b []delay.Progress) bool {
+	for _, q := range b {
+		ok := false
+		for _, p := range a {
+			ok = ok || (p.Location >= q.Location && p.DueBeforeMS >= q.DueBeforeMS)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// TestFencedMasterStopsDelay: a master that stops being one (fenced) stops
+// delivering delayed messages: pending ones stay in the schedule and timer
+// queues, for the new master.
+func TestFencedMasterStopsDelay(t *testing.T) {
+	db := startDelayBroker(t, t.TempDir(), func(o *Options) { o.Delay.Levels = "200ms 1s" })
+	createTopic(t, db.c, "fe", 1)
+	db.send(t, delayedMsg("fe", 0, "soon", message.PropertyDelayLevel, "1"))
+	delayWait(t, 5*time.Second, "delivery while master", func() bool { return len(db.pullAll(t, "fe", 0, 0)) == 1 })
+	db.send(t, delayedMsg("fe", 0, "level", message.PropertyDelayLevel, "2"))
+	r := db.send(t, delayedMsg("fe", 0, "timer", message.PropertyTimerDelayMS, "1000"))
+	sent := time.Now()
+	db.b.repl.fence("test", errors.New("a newer master registered"))
+	delayWait(t, 5*time.Second, "delivery to stop", func() bool {
+		d := db.b.delay.Load()
+		return !d.isActive() && !db.b.DelayEngine().Active()
+	})
+	if s, _ := db.d.Status(context.Background(), &pb.DelayStatusRequest{}); !errors.Is(wire.FromStatus(s.GetStatus()), wire.ErrNotMaster) {
+		t.Fatalf("delay status on a fenced master: %v", s.GetStatus())
+	}
+	// Both were due a while ago: neither is delivered.
+	time.Sleep(time.Until(sent.Add(1500 * time.Millisecond)))
+	if got := db.pullAll(t, "fe", 0, 0); len(got) != 1 {
+		t.Fatalf("a fenced master delivered %d messages", len(got)-1)
+	}
+	if off := db.b.delay.Load().offsets.Get(2); off != 0 {
+		t.Fatalf("level 2 offset moved to %d on a fenced master", off)
+	}
+	if st := db.b.DelayEngine().Status(); st.Delivered != 0 || st.Pending != 1 {
+		t.Fatalf("timer engine of a fenced master: %+v (timer message at %d)", st, r.CommitLogOffset)
+	}
+}
