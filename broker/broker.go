@@ -40,6 +40,7 @@ type Broker struct {
 
 	lis     net.Listener
 	grpcSrv *grpc.Server
+	port    *portMux // frame.go: hands each connection to gRPC or the frame front end
 	addr    string
 	started time.Time
 
@@ -128,6 +129,7 @@ func New(opts Options, log *zap.Logger) (*Broker, error) {
 	pb.RegisterBrokerHAServer(b.grpcSrv, &haGRPC{b: b})
 	pb.RegisterTransactionServer(b.grpcSrv, newTransactionServer(b))
 	pb.RegisterDeadLetterServer(b.grpcSrv, &deadLetterServer{b: b})
+	b.port = newPortMux(lis, newFrameServer(b), log)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.reg = newRegistrar(b)
 	if err := b.startGossip(); err != nil {
@@ -171,12 +173,16 @@ func (b *Broker) Ready() error {
 func (b *Broker) Start() error {
 	var err error
 	b.startOnce.Do(func() {
-		b.wg.Add(2)
+		b.wg.Add(3)
 		go func() {
 			defer b.wg.Done()
-			if serr := b.grpcSrv.Serve(b.lis); serr != nil && !errors.Is(serr, grpc.ErrServerStopped) {
+			if serr := b.grpcSrv.Serve(b.port.grpcLis); serr != nil && !errors.Is(serr, grpc.ErrServerStopped) {
 				b.log.Error("grpc server stopped", zap.Error(serr))
 			}
+		}()
+		go func() {
+			defer b.wg.Done()
+			b.port.serve()
 		}()
 		go b.housekeeping()
 		for _, start := range []func() error{b.startReplication, b.startTransactions, b.startDelay} {
@@ -247,11 +253,17 @@ func (b *Broker) Close() error {
 			errs = append(errs, err)
 		}
 		b.cancel() // ends Connect streams and parked pulls
+		drain, endDrain := context.WithTimeout(context.Background(), 5*time.Second)
+		defer endDrain()
+		b.port.stopAccepting()
 		stopped := make(chan struct{})
 		go func() { b.grpcSrv.GracefulStop(); close(stopped) }()
+		if err := b.port.frames.Shutdown(drain); err != nil {
+			b.log.Warn("frame connections did not drain in time", zap.Error(err))
+		}
 		select {
 		case <-stopped:
-		case <-time.After(5 * time.Second):
+		case <-drain.Done():
 			b.grpcSrv.Stop()
 			<-stopped
 		}

@@ -21,7 +21,9 @@ type grpcServer struct {
 	b *Broker
 }
 
-func (s *grpcServer) send(ctx context.Context, req *pb.SendRequest) *pb.SendResponse {
+// sendWire serves a wire send request: the gRPC and frame front ends share
+// it.
+func (b *Broker) sendWire(ctx context.Context, protocol string, req *pb.SendRequest) *pb.SendResponse {
 	msgs := make([]*message.Ext, len(req.Messages))
 	for i, pm := range req.Messages {
 		if pm == nil {
@@ -29,8 +31,8 @@ func (s *grpcServer) send(ctx context.Context, req *pb.SendRequest) *pb.SendResp
 		}
 		msgs[i] = wire.MessageFromProto(pm)
 	}
-	res, err := s.b.sendObserved(ctx, msgs)
-	resp := &pb.SendResponse{RequestId: req.RequestId, Status: wire.Status(err), BrokerName: s.b.opts.BrokerName}
+	res, err := b.sendObserved(ctx, protocol, msgs)
+	resp := &pb.SendResponse{RequestId: req.RequestId, Status: wire.Status(err), BrokerName: b.opts.BrokerName}
 	if err != nil {
 		return resp
 	}
@@ -43,7 +45,7 @@ func (s *grpcServer) send(ctx context.Context, req *pb.SendRequest) *pb.SendResp
 }
 
 func (s *grpcServer) Send(ctx context.Context, req *pb.SendRequest) (*pb.SendResponse, error) {
-	return s.send(ctx, req), nil
+	return s.b.sendWire(ctx, protoGRPC, req), nil
 }
 
 // maxStreamInflight bounds concurrent sends on one stream.
@@ -97,7 +99,7 @@ func (s *grpcServer) SendStream(stream pb.Broker_SendStreamServer) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			resp := s.send(ctx, req)
+			resp := s.b.sendWire(ctx, protoGRPC, req)
 			sendMu.Lock()
 			if sendErr == nil {
 				sendErr = stream.Send(resp)
@@ -108,16 +110,22 @@ func (s *grpcServer) SendStream(stream pb.Broker_SendStreamServer) error {
 }
 
 func (s *grpcServer) Pull(ctx context.Context, req *pb.PullRequest) (*pb.PullResponse, error) {
-	res, err := s.b.pullObserved(ctx, PullRequest{
+	return s.b.pullWire(ctx, protoGRPC, req), nil
+}
+
+// pullWire serves a wire pull request: the gRPC and frame front ends share
+// it.
+func (b *Broker) pullWire(ctx context.Context, protocol string, req *pb.PullRequest) *pb.PullResponse {
+	res, err := b.pullObserved(ctx, protocol, PullRequest{
 		Group: req.Group, Topic: req.Topic, QueueID: req.QueueId, Offset: req.Offset,
 		MaxMessages: int(req.MaxMessages), MaxBytes: int(req.MaxBytes), TagExpression: req.TagExpression,
 		SuspendTimeout: time.Duration(req.SuspendTimeoutMs) * time.Millisecond, CommitOffset: req.CommitOffset,
 	})
 	if err != nil {
-		return &pb.PullResponse{Status: wire.Status(err)}, nil
+		return &pb.PullResponse{Status: wire.Status(err)}
 	}
 	return &pb.PullResponse{Status: wire.OK, PullStatus: res.Status, Records: res.Records,
-		NextOffset: res.NextOffset, MinOffset: res.MinOffset, MaxOffset: res.MaxOffset}, nil
+		NextOffset: res.NextOffset, MinOffset: res.MinOffset, MaxOffset: res.MaxOffset}
 }
 
 // Connect keeps a client registered while its stream is open and pushes

@@ -90,8 +90,14 @@ func responseCode(err error) string { return wire.CodeOf(err).String() }
 
 func sinceMS(start time.Time) float64 { return float64(time.Since(start)) / float64(time.Millisecond) }
 
-// sendObserved is Send, counted: the front ends call it.
-func (b *Broker) sendObserved(ctx context.Context, msgs []*message.Ext) ([]store.PutResult, error) {
+// Front ends, as the protocol_type label of request latencies names them.
+const (
+	protoGRPC  = "grpc"
+	protoFrame = "frame"
+)
+
+// sendObserved is Send, counted: the front ends call it with their name.
+func (b *Broker) sendObserved(ctx context.Context, protocol string, msgs []*message.Ext) ([]store.PutResult, error) {
 	start := time.Now()
 	var topic string
 	if len(msgs) > 0 && msgs[0] != nil {
@@ -99,7 +105,7 @@ func (b *Broker) sendObserved(ctx context.Context, msgs []*message.Ext) ([]store
 	}
 	res, err := b.Send(ctx, msgs)
 	m := b.metrics.init()
-	m.rpcLatency.WithLabelValues("grpc", "send", responseCode(err), "false").Observe(sinceMS(start))
+	m.rpcLatency.WithLabelValues(protocol, "send", responseCode(err), "false").Observe(sinceMS(start))
 	if err == nil {
 		body := 0
 		for _, msg := range msgs {
@@ -112,12 +118,12 @@ func (b *Broker) sendObserved(ctx context.Context, msgs []*message.Ext) ([]store
 	return res, err
 }
 
-// pullObserved is Pull, counted: the front ends call it.
-func (b *Broker) pullObserved(ctx context.Context, req PullRequest) (PullResult, error) {
+// pullObserved is Pull, counted: the front ends call it with their name.
+func (b *Broker) pullObserved(ctx context.Context, protocol string, req PullRequest) (PullResult, error) {
 	start := time.Now()
 	res, err := b.Pull(ctx, req)
 	m := b.metrics.init()
-	m.rpcLatency.WithLabelValues("grpc", "pull", responseCode(err), strconv.FormatBool(req.SuspendTimeout > 0)).Observe(sinceMS(start))
+	m.rpcLatency.WithLabelValues(protocol, "pull", responseCode(err), strconv.FormatBool(req.SuspendTimeout > 0)).Observe(sinceMS(start))
 	if err == nil && len(res.Records) > 0 {
 		n := 0
 		for _, r := range res.Records {

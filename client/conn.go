@@ -9,8 +9,12 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/bolide-mq/bolide/internal/frame"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -87,6 +91,139 @@ func (p *connPool) close() error {
 	return errors.Join(errs...)
 }
 
+// framePool holds one frame-protocol client per broker address, for the
+// data path (sends and pulls). An address whose broker refused the frame
+// handshake (an older broker) is served over gRPC for the client's life.
+type framePool struct {
+	log *zap.Logger
+	// mu protects clients, refused and closed.
+	mu      sync.Mutex
+	clients map[string]*frame.Client
+	refused map[string]bool
+	closed  bool
+}
+
+// newFramePool returns the pool of a client using transport t: nil unless
+// it is TransportFrame.
+func newFramePool(t Transport, log *zap.Logger) *framePool {
+	if t != TransportFrame {
+		return nil
+	}
+	return &framePool{log: log, clients: make(map[string]*frame.Client), refused: make(map[string]bool)}
+}
+
+// client returns the frame client of addr, nil when addr is served over
+// gRPC.
+func (p *framePool) client(addr string) (*frame.Client, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.closed:
+		return nil, ErrClosed
+	case p.refused[addr]:
+		return nil, nil
+	}
+	fc := p.clients[addr]
+	if fc == nil {
+		fc = frame.NewClient(addr, frame.Options{})
+		p.clients[addr] = fc
+	}
+	return fc, nil
+}
+
+// call makes one data-path call to addr over the frame transport; a nil
+// resp makes it oneway. It reports false, having done nothing, when the
+// call must go over gRPC instead: the client uses gRPC, or the broker at
+// addr does not speak the frame protocol.
+func (p *framePool) call(ctx context.Context, addr string, m frame.Method, req, resp proto.Message) (bool, error) {
+	if p == nil {
+		return false, nil
+	}
+	fc, err := p.client(addr)
+	if fc == nil {
+		return err != nil, err
+	}
+	if resp == nil {
+		err = fc.Oneway(ctx, m, req)
+	} else {
+		err = fc.Call(ctx, m, req, resp)
+	}
+	var ce *frame.ConnError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, frame.ErrNotSupported):
+		p.mu.Lock()
+		first := !p.refused[addr]
+		p.refused[addr] = true
+		p.mu.Unlock()
+		if first {
+			p.log.Info("broker does not speak the frame protocol: sending and pulling over gRPC", zap.String("broker", addr))
+		}
+		return false, nil
+	case errors.Is(err, frame.ErrClosed):
+		return true, ErrClosed
+	case errors.As(err, &ce):
+		return true, &frameConnError{err: ce}
+	}
+	return true, err
+}
+
+func (p *framePool) close() error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	p.closed = true
+	clients := p.clients
+	p.clients = nil
+	p.mu.Unlock()
+	var errs []error
+	for addr, fc := range clients {
+		if err := fc.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close frame connection to %s: %w", addr, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// frameConnError is a frame connection that could not be made or broke.
+// It reports gRPC's Unavailable, so that retries and failover (isTransport)
+// treat it exactly as a gRPC connection that could not be made or broke.
+type frameConnError struct{ err error }
+
+func (e *frameConnError) Error() string { return e.err.Error() }
+
+func (e *frameConnError) Unwrap() error { return e.err }
+
+func (e *frameConnError) GRPCStatus() *status.Status {
+	return status.New(codes.Unavailable, e.err.Error())
+}
+
+// brokerClient is the client of one broker address: gRPC for every call,
+// and the frame transport for sends when the client uses it (sendFrame).
+type brokerClient struct {
+	pb.BrokerClient
+	addr   string
+	frames *framePool
+}
+
+// sendFrame sends req over the frame transport; oneway returns once it is
+// written. It reports false, having done nothing, when the send must go
+// over gRPC.
+func (c *brokerClient) sendFrame(ctx context.Context, req *pb.SendRequest, oneway bool) (*pb.SendResponse, bool, error) {
+	if oneway {
+		ok, err := c.frames.call(ctx, c.addr, frame.MethodSend, req, nil)
+		return nil, ok, err
+	}
+	resp := new(pb.SendResponse)
+	ok, err := c.frames.call(ctx, c.addr, frame.MethodSend, req, resp)
+	if err != nil {
+		return nil, ok, err
+	}
+	return resp, ok, nil
+}
+
 // base is what every client has: options, an id, connections, NameServers,
 // the route cache and a set of owned goroutines.
 type base struct {
@@ -94,6 +231,7 @@ type base struct {
 	log      *zap.Logger
 	clientID string
 	pool     *connPool
+	frames   *framePool // nil: the data path uses gRPC
 	ns       *nameServers
 	routes   *routeCache
 
@@ -111,6 +249,7 @@ func newBase(opts options, instance string) *base {
 	b := &base{opts: opts, log: opts.log, clientID: reserveClientID(instance)}
 	b.log = b.log.With(zap.String("client_id", b.clientID))
 	b.pool = newConnPool(opts.dialOptions)
+	b.frames = newFramePool(opts.transport, b.log)
 	b.ns = &nameServers{addrs: opts.nameServers, pool: b.pool, timeout: opts.rpcTimeout}
 	b.routes = newRouteCache(b.ns, b.log)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
@@ -159,14 +298,30 @@ func (b *base) close() error {
 		b.runMu.Unlock()
 		b.cancel()
 		b.wg.Wait()
-		err = b.pool.close()
+		err = errors.Join(b.pool.close(), b.frames.close())
 		releaseClientID(b.clientID)
 	})
 	return err
 }
 
 // broker returns a client for the broker at addr.
-func (b *base) broker(addr string) (pb.BrokerClient, error) { return b.pool.broker(addr) }
+func (b *base) broker(addr string) (*brokerClient, error) {
+	c, err := b.pool.broker(addr)
+	if err != nil {
+		return nil, err
+	}
+	return &brokerClient{BrokerClient: c, addr: addr, frames: b.frames}, nil
+}
+
+// pullFrom pulls from the broker at addr: over the frame transport when
+// the client uses it and the broker speaks it, else with cli (gRPC).
+func (b *base) pullFrom(ctx context.Context, addr string, cli pb.BrokerClient, req *pb.PullRequest) (*pb.PullResponse, error) {
+	resp := new(pb.PullResponse)
+	if ok, err := b.frames.call(ctx, addr, frame.MethodPull, req, resp); ok {
+		return resp, err
+	}
+	return cli.Pull(ctx, req)
+}
 
 // rpcContext bounds a metadata call by the RPC timeout when ctx has no
 // earlier deadline.

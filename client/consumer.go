@@ -471,7 +471,7 @@ func (c *consumerCore) pullOnce(ctx context.Context, mq MessageQueue, sub *subsc
 	suspend := c.reads.suspend(t.id, c.opts.longPollTimeout)
 	pctx, cancel := context.WithTimeout(ctx, suspend+c.opts.rpcTimeout+5*time.Second)
 	defer cancel()
-	resp, err := cli.Pull(pctx, &pb.PullRequest{
+	resp, err := c.pullFrom(pctx, addr, cli, &pb.PullRequest{
 		Group: c.group, Topic: mq.Topic, QueueId: mq.QueueID, Offset: offset,
 		MaxMessages: int32(maxMsgs), MaxBytes: int32(c.opts.pullMaxBytes),
 		TagExpression: sub.filter.expr, SuspendTimeoutMs: suspend.Milliseconds(), CommitOffset: commitOffset,

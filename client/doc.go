@@ -13,12 +13,18 @@
 // WithNameServers (tried in turn until one answers). Routes are cached per
 // topic, refreshed every WithRouteRefreshInterval (30 s) and again at once
 // after a send or pull error. Brokers are reached over one gRPC connection
-// per address, shared by everything the client does.
+// per address, shared by everything the client does, and — for the data
+// path, sends and pulls — over one connection of Bolide's framed protocol
+// (internal/frame) to the same address, which costs the broker less CPU per
+// request than gRPC. WithTransport(TransportGRPC) keeps the data path on
+// gRPC; a broker that does not speak the frame protocol is used over gRPC
+// automatically.
 //
 // # Sending
 //
-// Producer.Send multiplexes concurrent sends over one Broker.SendStream per
-// broker, so throughput is not bounded by unary calls. Queues are picked
+// Producer.Send multiplexes concurrent sends over the broker's frame
+// connection (or, over gRPC, one Broker.SendStream per broker), so
+// throughput is not bounded by lock-step calls. Queues are picked
 // round-robin across brokers; a broker that failed or answered slowly is
 // avoided for a while (RocketMQ's latency fault tolerance), and a retryable
 // failure is retried on another broker (WithSendRetries, default 2). Ordered

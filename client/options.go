@@ -86,6 +86,7 @@ type options struct {
 	log          *zap.Logger
 	instanceName string
 	dialOptions  []grpc.DialOption
+	transport    Transport
 	rpcTimeout   time.Duration
 	routeRefresh time.Duration
 
@@ -210,6 +211,9 @@ func (o *options) validate() error {
 	if o.allocate == nil {
 		return codeErr(pb.Code_INVALID_PARAMETER, "nil allocate strategy")
 	}
+	if o.transport != TransportFrame && o.transport != TransportGRPC {
+		return codeErr(pb.Code_INVALID_PARAMETER, "unknown %s", o.transport)
+	}
 	if o.log == nil {
 		o.log = zap.NewNop()
 	}
@@ -264,6 +268,46 @@ func WithInstanceName(name string) Option { return func(o *options) { o.instance
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dialOptions = append(o.dialOptions, opts...) }
 }
+
+// Transport is how a client sends and pulls messages (the data path). Every
+// other call (routes, heartbeats, offsets, locks, admin) uses gRPC.
+type Transport int
+
+const (
+	// TransportFrame sends and pulls over Bolide's framed TCP protocol on
+	// the broker's port: far less CPU per call than gRPC. A broker that
+	// refuses its handshake (an older one) is sent to and pulled from over
+	// gRPC instead. The default.
+	TransportFrame Transport = iota
+	// TransportGRPC sends and pulls over gRPC, like every other call.
+	TransportGRPC
+)
+
+// String names the transport as the CLI does ("frame", "grpc").
+func (t Transport) String() string {
+	switch t {
+	case TransportFrame:
+		return "frame"
+	case TransportGRPC:
+		return "grpc"
+	}
+	return fmt.Sprintf("transport(%d)", int(t))
+}
+
+// ParseTransport parses "frame" or "grpc".
+func ParseTransport(s string) (Transport, error) {
+	switch s {
+	case "frame":
+		return TransportFrame, nil
+	case "grpc":
+		return TransportGRPC, nil
+	}
+	return 0, codeErr(pb.Code_INVALID_PARAMETER, "unknown transport %q (want frame or grpc)", s)
+}
+
+// WithTransport chooses the transport of sends and pulls. Default
+// TransportFrame.
+func WithTransport(t Transport) Option { return func(o *options) { o.transport = t } }
 
 // WithRPCTimeout bounds metadata calls (routes, offsets, locks, admin) that
 // have no deadline of their own. Default 3 s.

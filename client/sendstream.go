@@ -18,10 +18,13 @@ import (
 // Broker.SendStream: each request carries an id, a waiter per id receives
 // the matching response. A broken stream fails its waiters (the send retry
 // logic decides what to do) and the next send opens a new one. A broker
-// without SendStream is sent to with unary calls.
+// without SendStream is sent to with unary calls. With the frame transport
+// (the default) sends go over the client's frame connection to the broker
+// instead, which multiplexes them the same way; the stream is used only
+// for a broker that does not speak the frame protocol.
 type sendMux struct {
 	addr   string
-	client pb.BrokerClient
+	client *brokerClient
 	parent context.Context
 	goRun  func(func()) bool
 	log    *zap.Logger
@@ -51,6 +54,9 @@ type sendReply struct {
 // do sends req and waits for its response; with oneway it returns once the
 // request is written.
 func (m *sendMux) do(ctx context.Context, req *pb.SendRequest, oneway bool) (*pb.SendResponse, error) {
+	if resp, ok, err := m.client.sendFrame(ctx, req, oneway); ok {
+		return resp, err
+	}
 	c, unary, err := m.conn()
 	if err != nil {
 		return nil, err

@@ -16,14 +16,31 @@ import (
 )
 
 func newBenchCmd(a *app) *cobra.Command {
-	return groupCmd("bench", "Measure the cluster: produce or consume throughput, end-to-end latency",
+	tr := &benchTransport{}
+	c := groupCmd("bench", "Measure the cluster: produce or consume throughput, end-to-end latency",
 		`  bolide bench produce --topic bench --count 100000 --producers 4
+  bolide bench produce --topic bench --count 100000 --transport grpc
   bolide bench consume --topic bench
   bolide bench e2e --topic bench --rate 10000 --duration 30s`,
-		newBenchProduceCmd(a),
-		newBenchConsumeCmd(a),
-		newBenchE2ECmd(a),
+		newBenchProduceCmd(a, tr),
+		newBenchConsumeCmd(a, tr),
+		newBenchE2ECmd(a, tr),
 	)
+	c.PersistentFlags().StringVar(&tr.name, "transport", client.TransportFrame.String(),
+		"data path of sends and pulls: frame (Bolide's framed TCP protocol) or grpc")
+	return c
+}
+
+// benchTransport is the --transport flag of every bench command.
+type benchTransport struct{ name string }
+
+// option returns the client option of the flag.
+func (t *benchTransport) option() (client.Option, error) {
+	tr, err := client.ParseTransport(t.name)
+	if err != nil {
+		return nil, usageErrorf("--transport must be frame or grpc, not %q", t.name)
+	}
+	return client.WithTransport(tr), nil
 }
 
 // benchJSON is the one object bench prints with -o json.
@@ -32,6 +49,7 @@ type benchJSON struct {
 	Topic      string      `json:"topic"`
 	Group      string      `json:"group,omitempty"`
 	Clients    int         `json:"clients"`
+	Transport  string      `json:"transport"`
 	Size       int         `json:"size,omitempty"`
 	Batch      int         `json:"batch,omitempty"`
 	Async      bool        `json:"async,omitempty"`
@@ -62,10 +80,11 @@ type benchProduceFlags struct {
 	batch     int
 	async     bool
 	inflight  int
+	transport *benchTransport
 }
 
-func newBenchProduceCmd(a *app) *cobra.Command {
-	f := &benchProduceFlags{}
+func newBenchProduceCmd(a *app, tr *benchTransport) *cobra.Command {
+	f := &benchProduceFlags{transport: tr}
 	c := &cobra.Command{
 		Use:   "produce --topic TOPIC [--size B] [--count N | --duration D] [--producers N] [--batch N] [--async]",
 		Short: "Send messages as fast as possible and report throughput and ack latency",
@@ -109,6 +128,10 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 	case f.batch*f.size > message.DefaultMaxBodySize:
 		return usageErrorf("--batch %d × --size %d exceeds the %d bytes a request may carry", f.batch, f.size, message.DefaultMaxBodySize)
 	}
+	transport, err := f.transport.option()
+	if err != nil {
+		return err
+	}
 	if err := a.checkTopic(f.topic); err != nil {
 		return err
 	}
@@ -118,7 +141,7 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 	}
 	producers := make([]*client.Producer, f.producers)
 	for i := range producers {
-		p, err := client.NewProducer("bolide-bench", a.clientOptions()...)
+		p, err := client.NewProducer("bolide-bench", a.clientOptions(transport)...)
 		if err != nil {
 			return err
 		}
@@ -235,7 +258,7 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 		h.merge(x)
 	}
 	n := acked.Load()
-	out := benchJSON{Bench: "produce", Topic: f.topic, Clients: f.producers, Size: f.size, Batch: f.batch, Async: f.async,
+	out := benchJSON{Bench: "produce", Topic: f.topic, Clients: f.producers, Transport: f.transport.name, Size: f.size, Batch: f.batch, Async: f.async,
 		Messages: n, Bytes: n * int64(f.size), Errors: errs.Load(), Seconds: elapsed.Seconds(),
 		Latency: h.summary(), LatencyKind: "ack"}
 	out.MsgsPerSec, out.MiBPerSec = rates(n, out.Bytes, elapsed)
@@ -264,10 +287,11 @@ type benchConsumeFlags struct {
 	consumers int
 	idle      time.Duration
 	pullBatch int
+	transport *benchTransport
 }
 
-func newBenchConsumeCmd(a *app) *cobra.Command {
-	f := &benchConsumeFlags{}
+func newBenchConsumeCmd(a *app, tr *benchTransport) *cobra.Command {
+	f := &benchConsumeFlags{transport: tr}
 	c := &cobra.Command{
 		Use:   "consume --topic TOPIC [--count N | --duration D] [--consumers N]",
 		Short: "Read a topic's backlog with a fresh group and report throughput and end-to-end latency",
@@ -302,6 +326,10 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 		return usageErrorf("--count and --duration must not be negative, --idle must be positive")
 	case f.consumers < 1 || f.pullBatch < 1:
 		return usageErrorf("--consumers and --pull-batch must be positive")
+	}
+	transport, err := f.transport.option()
+	if err != nil {
+		return err
 	}
 	group := f.group
 	if group == "" {
@@ -341,7 +369,7 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 	}
 	consumers := make([]*client.PullConsumer, f.consumers)
 	for i := range consumers {
-		c, err := client.NewPullConsumer(group, a.clientOptions(client.WithConsumeFrom(client.ConsumeFromFirst),
+		c, err := client.NewPullConsumer(group, a.clientOptions(transport, client.WithConsumeFrom(client.ConsumeFromFirst),
 			client.WithAutoCommit(false), client.WithPollBatchSize(max(256, f.pullBatch)), client.WithPullBatchSize(f.pullBatch))...)
 		if err != nil {
 			return err
@@ -410,7 +438,7 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 	if f0 := first.Load(); f0 > 0 {
 		elapsed = time.Duration(lastNs.Load() - f0)
 	}
-	out := benchJSON{Bench: "consume", Topic: f.topic, Group: group, Clients: f.consumers, Messages: n, Bytes: bytes.Load(),
+	out := benchJSON{Bench: "consume", Topic: f.topic, Group: group, Clients: f.consumers, Transport: f.transport.name, Messages: n, Bytes: bytes.Load(),
 		Seconds: elapsed.Seconds(), Latency: h.summary(), LatencyKind: "end-to-end"}
 	out.MsgsPerSec, out.MiBPerSec = rates(n, out.Bytes, elapsed)
 	if n == 0 {
@@ -482,6 +510,7 @@ func (a *app) printBench(b benchJSON) error {
 	}
 	t := &table{} // no header: label and value rows
 	t.row("Throughput:", fmt.Sprintf("%.0f msgs/s, %.2f MiB/s", b.MsgsPerSec, b.MiBPerSec))
+	t.row("Transport:", b.Transport)
 	if b.Bench == "e2e" {
 		t.row("Received:", fmt.Sprintf("%d (%d missing)", b.Messages, b.Missing))
 	}

@@ -20,17 +20,18 @@ import (
 const benchSentProperty = "BENCH_SENT_NS"
 
 type benchE2EFlags struct {
-	topic    string
-	size     int
-	rate     int
-	duration time.Duration
-	warmup   time.Duration
-	inflight int
-	idle     time.Duration
+	topic     string
+	size      int
+	rate      int
+	duration  time.Duration
+	warmup    time.Duration
+	inflight  int
+	idle      time.Duration
+	transport *benchTransport
 }
 
-func newBenchE2ECmd(a *app) *cobra.Command {
-	f := &benchE2EFlags{}
+func newBenchE2ECmd(a *app, tr *benchTransport) *cobra.Command {
+	f := &benchE2EFlags{transport: tr}
 	c := &cobra.Command{
 		Use:   "e2e --topic TOPIC [--rate N] [--duration D] [--size B] [--warmup D]",
 		Short: "Send at a fixed rate while consuming and report end-to-end latency",
@@ -100,6 +101,10 @@ func (a *app) runBenchE2E(f *benchE2EFlags) error {
 	case f.inflight < 1 || f.idle <= 0:
 		return usageErrorf("--inflight and --idle must be positive")
 	}
+	transport, err := f.transport.option()
+	if err != nil {
+		return err
+	}
 	route, err := a.route(f.topic)
 	if err != nil {
 		return err
@@ -117,7 +122,7 @@ func (a *app) runBenchE2E(f *benchE2EFlags) error {
 	// The consumer reads from the run's start time and is given every queue
 	// before the first send, so no message waits for a rebalance.
 	cons, err := client.NewPullConsumer(fmt.Sprintf("bolide-bench-e2e-%d", now.UnixMilli()),
-		a.clientOptions(client.WithConsumeFrom(client.ConsumeFromTimestamp(now)), client.WithAutoCommit(false),
+		a.clientOptions(transport, client.WithConsumeFrom(client.ConsumeFromTimestamp(now)), client.WithAutoCommit(false),
 			client.WithPollBatchSize(256))...)
 	if err != nil {
 		return err
@@ -132,7 +137,7 @@ func (a *app) runBenchE2E(f *benchE2EFlags) error {
 	if err := a.waitAssignment(cons, queues); err != nil {
 		return forTopic(f.topic, err)
 	}
-	prod, err := client.NewProducer("bolide-bench", a.clientOptions(client.WithAsyncSendLimit(f.inflight))...)
+	prod, err := client.NewProducer("bolide-bench", a.clientOptions(transport, client.WithAsyncSendLimit(f.inflight))...)
 	if err != nil {
 		return err
 	}
@@ -162,7 +167,7 @@ func (a *app) runBenchE2E(f *benchE2EFlags) error {
 
 	n, sent := r.recv.Load(), r.sent.Load()
 	secs := sendEnd.Sub(r.start).Seconds()
-	out := benchJSON{Bench: "e2e", Topic: f.topic, Clients: 1, Size: f.size, Messages: n, Bytes: n * int64(f.size),
+	out := benchJSON{Bench: "e2e", Topic: f.topic, Clients: 1, Transport: f.transport.name, Size: f.size, Messages: n, Bytes: n * int64(f.size),
 		Errors: r.errs.Load(), Seconds: secs, Latency: r.hist.summary(), LatencyKind: "end-to-end",
 		TargetRate: float64(f.rate), Sent: sent, Missing: max(sent-n, 0)}
 	if secs > 0 {

@@ -1,0 +1,222 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/bolide-mq/bolide/internal/frame"
+	pb "github.com/bolide-mq/bolide/proto/bolidev1"
+)
+
+// Both transports carry the same sends and pulls: the default (frames)
+// never opens a send stream; WithTransport(TransportGRPC) sends over the
+// stream and pulls over gRPC.
+func TestTransports(t *testing.T) {
+	e := startEnv(t, 1, 1)
+	for _, tr := range []Transport{TransportFrame, TransportGRPC} {
+		t.Run(tr.String(), func(t *testing.T) {
+			topic := "TestTransports-" + tr.String()
+			cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := e.admin.CreateTopic(cctx, TopicSpec{Name: topic, Queues: 2}); err != nil {
+				t.Fatal(err)
+			}
+			p := e.producer(WithTransport(tr))
+			sent := e.sendN(p, topic, 20, nil)
+			if len(sent) != 20 {
+				t.Fatalf("%d sends", len(sent))
+			}
+			p.muxMu.Lock()
+			for addr, m := range p.muxes {
+				m.mu.Lock()
+				stream := m.cur != nil
+				m.mu.Unlock()
+				if stream != (tr == TransportGRPC) {
+					t.Errorf("%s: send stream to %s open: %v", tr, addr, stream)
+				}
+			}
+			p.muxMu.Unlock()
+			if (p.b.frames == nil) != (tr == TransportGRPC) {
+				t.Errorf("%s: frame pool %v", tr, p.b.frames)
+			}
+
+			c, err := NewPullConsumer("pull-"+tr.String(), e.opts(WithTransport(tr), WithConsumeFrom(ConsumeFromFirst))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close() })
+			if err := c.Subscribe(topic, "*"); err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if err := c.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got := 0
+			for got < 20 {
+				pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				msgs, err := c.Poll(pctx)
+				cancel()
+				if err != nil {
+					t.Fatalf("poll after %d messages: %v", got, err)
+				}
+				got += len(msgs)
+			}
+			if got != 20 {
+				t.Fatalf("pulled %d messages, want 20", got)
+			}
+		})
+	}
+}
+
+func TestParseTransport(t *testing.T) {
+	for _, tr := range []Transport{TransportFrame, TransportGRPC} {
+		if got, err := ParseTransport(tr.String()); err != nil || got != tr {
+			t.Errorf("ParseTransport(%q) = %v, %v", tr, got, err)
+		}
+	}
+	if _, err := ParseTransport("http"); !errors.Is(err, ErrInvalidParameter) {
+		t.Errorf("ParseTransport(http): %v", err)
+	}
+	if _, err := NewProducer("pg", WithTransport(Transport(7))); !errors.Is(err, ErrInvalidParameter) {
+		t.Errorf("unknown transport accepted: %v", err)
+	}
+}
+
+// oldBroker is a broker that knows only gRPC: it stores nothing and
+// answers sends on its send stream with their sequence number.
+type oldBroker struct {
+	pb.UnimplementedBrokerServer
+	sends atomic.Int64
+}
+
+func (b *oldBroker) SendStream(stream pb.Broker_SendStreamServer) error {
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			return nil
+		}
+		n := b.sends.Add(1)
+		if err := stream.Send(&pb.SendResponse{RequestId: req.RequestId, BrokerName: "old",
+			Results: []*pb.SendResult{{MsgId: "m", QueueOffset: n - 1}}}); err != nil {
+			return err
+		}
+	}
+}
+
+// A broker that refuses the frame handshake is sent to over gRPC, and is
+// not asked again.
+func TestFrameFallsBackToGRPC(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := &oldBroker{}
+	gs := grpc.NewServer()
+	pb.RegisterBrokerServer(gs, old)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = gs.Serve(lis) })
+	defer func() {
+		gs.Stop()
+		wg.Wait()
+	}()
+	addr := lis.Addr().String()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+
+	pool := newFramePool(TransportFrame, zap.NewNop())
+	defer pool.close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var runs sync.WaitGroup
+	defer runs.Wait()
+	m := &sendMux{addr: addr, client: &brokerClient{BrokerClient: pb.NewBrokerClient(cc), addr: addr, frames: pool},
+		parent: ctx, log: zap.NewNop(),
+		goRun: func(fn func()) bool { runs.Go(fn); return true }}
+	for i := range 3 {
+		resp, err := m.do(ctx, &pb.SendRequest{Messages: []*pb.Message{{Topic: "t", Body: []byte("x")}}}, false)
+		if err != nil || resp.GetResults()[0].GetQueueOffset() != int64(i) {
+			t.Fatalf("send %d to an old broker: %+v, %v", i, resp, err)
+		}
+	}
+	if n := old.sends.Load(); n != 3 {
+		t.Fatalf("the old broker served %d sends, want 3", n)
+	}
+	m.mu.Lock()
+	stream := m.cur
+	m.mu.Unlock()
+	if stream == nil {
+		t.Fatal("no send stream to the old broker")
+	}
+	defer stream.cancel()
+	pool.mu.Lock()
+	refused := pool.refused[addr]
+	pool.mu.Unlock()
+	if !refused {
+		t.Fatal("the refusal was not remembered")
+	}
+}
+
+// A frame connection that breaks under a call, or cannot be made, fails it
+// with an error the retry and failover logic treats as gRPC's Unavailable.
+func TestFrameConnErrorsAreRetryable(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer lis.Close()
+	// A server that accepts, reads a request's first bytes and dies.
+	wg.Go(func() {
+		for {
+			nc, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			head := make([]byte, len(frame.Magic)+frame.HeaderSize)
+			_, _ = io.WriteString(nc, frame.Magic)
+			_, _ = io.ReadFull(nc, head)
+			_ = nc.Close()
+		}
+	})
+	pool := newFramePool(TransportFrame, zap.NewNop())
+	defer pool.close()
+	ctx := context.Background()
+	req := &pb.SendRequest{Messages: []*pb.Message{{Topic: "t", Body: []byte("x")}}}
+	ok, err := pool.call(ctx, lis.Addr().String(), frame.MethodSend, req, new(pb.SendResponse))
+	var ce *frame.ConnError
+	if !ok || !errors.As(err, &ce) || !retryableSend(err) || !readUnavailable(err) {
+		t.Fatalf("call on a connection that broke: %v (handled %v, retryable %v)", err, ok, retryableSend(err))
+	}
+
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = closed.Close()
+	ok, err = pool.call(ctx, closed.Addr().String(), frame.MethodPull, &pb.PullRequest{}, new(pb.PullResponse))
+	if !ok || !errors.As(err, &ce) || ce.Op != "dial" || !retryableSend(err) {
+		t.Fatalf("call to a closed port: %v", err)
+	}
+
+	if err := pool.close(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := pool.call(ctx, lis.Addr().String(), frame.MethodSend, req, new(pb.SendResponse)); !ok || !errors.Is(err, ErrClosed) {
+		t.Fatalf("call on a closed pool: %v", err)
+	}
+}

@@ -1,0 +1,361 @@
+package frame
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+)
+
+var (
+	// ErrClosed: a call on a closed Client, or one in flight when it
+	// closed.
+	ErrClosed = errors.New("frame: client closed")
+	// ErrNotSupported: the server answered the handshake with something
+	// else than the magic: it does not speak this protocol (an older
+	// broker). Use gRPC for it.
+	ErrNotSupported = errors.New("frame: the server does not speak the frame protocol")
+)
+
+// ConnError reports a call that failed because the connection could not be
+// made or broke. A request that was written may or may not have been
+// served; one that failed to dial was not.
+type ConnError struct {
+	Op   string // "dial", "handshake", "write" or "read"
+	Addr string
+	Err  error
+}
+
+func (e *ConnError) Error() string {
+	return "frame: " + e.Op + " " + e.Addr + ": " + e.Err.Error()
+}
+
+func (e *ConnError) Unwrap() error { return e.Err }
+
+// RemoteError is a request the server could not serve (an error frame): an
+// unknown method, an undecodable request, a response over the limit.
+type RemoteError struct {
+	Method Method
+	Msg    string
+}
+
+func (e *RemoteError) Error() string { return "frame: server: " + e.Msg }
+
+// Client calls one server address over one connection shared by every
+// caller. It dials on first use and again after the connection broke;
+// requests are written by their callers and answers delivered by one
+// reader goroutine per connection. Close stops it.
+type Client struct {
+	addr   string
+	opts   Options
+	dialer net.Dialer
+	nextID atomic.Uint32
+
+	// mu protects cur, dialing and closed.
+	mu      sync.Mutex
+	cur     *clientConn
+	dialing chan struct{} // closed when the dial in progress ends
+	closed  bool
+	wg      sync.WaitGroup // the reader goroutines
+}
+
+// NewClient returns a client of addr; it connects on the first call.
+func NewClient(addr string, opts Options) *Client {
+	return &Client{addr: addr, opts: opts.withDefaults()}
+}
+
+// Addr is the server's address.
+func (c *Client) Addr() string { return c.addr }
+
+// Call sends req as a request of method m and decodes the answer into
+// resp. When ctx ends first it returns ctx's error (the server is told to
+// give up the request). Errors: ErrTooLarge (nothing was written),
+// *ConnError, *RemoteError, ErrNotSupported, ErrClosed.
+func (c *Client) Call(ctx context.Context, m Method, req, resp proto.Message) error {
+	payload, err := c.do(ctx, KindRequest, m, req)
+	if err != nil {
+		return err
+	}
+	if err := proto.Unmarshal(payload, resp); err != nil {
+		return fmt.Errorf("frame: decode the %s response from %s: %w", m, c.addr, err)
+	}
+	return nil
+}
+
+// Oneway sends req as a oneway request of method m: it returns once the
+// request is written, and no answer comes.
+func (c *Client) Oneway(ctx context.Context, m Method, req proto.Message) error {
+	_, err := c.do(ctx, KindOneway, m, req)
+	return err
+}
+
+func (c *Client) do(ctx context.Context, kind Kind, m Method, req proto.Message) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p := getBuf()
+	b, err := AppendMessage((*p)[:0], Header{Kind: kind, Method: m}, req, c.opts.MaxFrame)
+	defer func() { putBuf(p, b) }()
+	if err != nil {
+		return nil, fmt.Errorf("frame: %s request to %s: %w", m, c.addr, err)
+	}
+	cc, err := c.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if kind == KindOneway {
+		return nil, cc.write(b)
+	}
+	id, ch, err := cc.register(&c.nextID)
+	if err != nil {
+		return nil, err
+	}
+	SetID(b, id)
+	if err := cc.write(b); err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-ch:
+		return r.payload, r.err
+	case <-ctx.Done():
+		if cc.unregister(id) {
+			// Best effort: a request running on its own goroutine stops.
+			_ = cc.write(AppendHeader(b[:0], Header{Kind: KindCancel, Method: m, ID: id}))
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// conn returns the connection, dialing one when there is none.
+func (c *Client) conn(ctx context.Context) (*clientConn, error) {
+	for {
+		c.mu.Lock()
+		switch {
+		case c.closed:
+			c.mu.Unlock()
+			return nil, ErrClosed
+		case c.cur != nil:
+			cc := c.cur
+			c.mu.Unlock()
+			return cc, nil
+		case c.dialing != nil:
+			wait := c.dialing
+			c.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		c.dialing = done
+		c.mu.Unlock()
+
+		cc, err := c.dial(ctx)
+		c.mu.Lock()
+		c.dialing = nil
+		close(done)
+		if err == nil && c.closed {
+			_ = cc.nc.Close()
+			cc, err = nil, ErrClosed
+		}
+		if err == nil {
+			c.cur = cc
+			c.wg.Add(1)
+			go cc.readLoop()
+		}
+		c.mu.Unlock()
+		return cc, err
+	}
+}
+
+// dial connects and makes the handshake, within ctx and the dial timeout.
+func (c *Client) dial(ctx context.Context) (*clientConn, error) {
+	dctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
+	defer cancel()
+	nc, err := c.dialer.DialContext(dctx, "tcp", c.addr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &ConnError{Op: "dial", Addr: c.addr, Err: err}
+	}
+	// The handshake ends with dctx: its end unblocks the read.
+	stop := context.AfterFunc(dctx, func() { _ = nc.SetDeadline(aLongTimeAgo) })
+	answer := make([]byte, len(Magic))
+	_, err = io.WriteString(nc, Magic)
+	if err == nil {
+		_, err = io.ReadFull(nc, answer)
+	}
+	if !stop() {
+		err = errors.Join(err, dctx.Err()) // the deadline may have hit after the read
+	}
+	if err == nil {
+		err = nc.SetDeadline(time.Time{})
+	}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		_ = nc.Close()
+		return nil, ctx.Err()
+	case err != nil:
+		_ = nc.Close()
+		return nil, &ConnError{Op: "handshake", Addr: c.addr, Err: err}
+	case string(answer) != Magic:
+		_ = nc.Close()
+		return nil, fmt.Errorf("%w: %s answered %q", ErrNotSupported, c.addr, answer)
+	}
+	return &clientConn{c: c, nc: nc, br: bufio.NewReaderSize(nc, c.opts.BufferSize),
+		bw: bufio.NewWriterSize(nc, c.opts.BufferSize), waiters: make(map[uint32]chan reply)}, nil
+}
+
+// Close fails the calls in flight with ErrClosed, closes the connection
+// and waits for its reader goroutine. It is idempotent.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	cc := c.cur
+	c.cur = nil
+	c.mu.Unlock()
+	if cc != nil {
+		cc.fail(ErrClosed)
+	}
+	c.wg.Wait()
+	return nil
+}
+
+// clientConn is one connection to the server.
+type clientConn struct {
+	c  *Client
+	nc net.Conn
+	br *bufio.Reader // the reader goroutine's
+
+	// wmu protects bw and werr; queued counts the callers waiting for it,
+	// so that the last one in line flushes.
+	wmu    sync.Mutex
+	bw     *bufio.Writer
+	werr   error
+	queued atomic.Int32
+
+	// mu protects waiters and err.
+	mu      sync.Mutex
+	waiters map[uint32]chan reply
+	err     error // set once the connection is broken
+}
+
+type reply struct {
+	payload []byte
+	err     error
+}
+
+// register reserves a request id not in flight and its answer channel.
+func (cc *clientConn) register(next *atomic.Uint32) (uint32, chan reply, error) {
+	ch := make(chan reply, 1)
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.err != nil {
+		return 0, nil, cc.err
+	}
+	for {
+		id := next.Add(1)
+		if _, busy := cc.waiters[id]; !busy && id != 0 {
+			cc.waiters[id] = ch
+			return id, ch, nil
+		}
+	}
+}
+
+// unregister forgets request id; it reports whether it was still waited for.
+func (cc *clientConn) unregister(id uint32) bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	_, ok := cc.waiters[id]
+	delete(cc.waiters, id)
+	return ok
+}
+
+// write writes one frame; the last caller in line flushes. A failure
+// breaks the connection.
+func (cc *clientConn) write(frame []byte) error {
+	cc.queued.Add(1)
+	cc.wmu.Lock()
+	last := cc.queued.Add(-1) == 0
+	err := cc.werr
+	if err == nil {
+		_, err = cc.bw.Write(frame)
+		if err == nil && last {
+			err = cc.bw.Flush()
+		}
+		cc.werr = err
+	}
+	cc.wmu.Unlock()
+	if err == nil {
+		return nil
+	}
+	ce := &ConnError{Op: "write", Addr: cc.c.addr, Err: err}
+	cc.fail(ce)
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.err // the first failure says most
+}
+
+// readLoop delivers the answers until the connection breaks.
+func (cc *clientConn) readLoop() {
+	defer cc.c.wg.Done()
+	for {
+		h, payload, err := readFrame(cc.br, nil, cc.c.opts.MaxFrame)
+		if err == nil && h.Kind != KindResponse && h.Kind != KindError {
+			err = fmt.Errorf("%w: a server sends no %s frame", ErrMalformed, h.Kind)
+		}
+		if err != nil {
+			cc.fail(&ConnError{Op: "read", Addr: cc.c.addr, Err: err})
+			return
+		}
+		cc.mu.Lock()
+		ch := cc.waiters[h.ID]
+		delete(cc.waiters, h.ID)
+		cc.mu.Unlock()
+		switch {
+		case ch == nil: // the caller gave up
+		case h.Kind == KindError:
+			ch <- reply{err: &RemoteError{Method: h.Method, Msg: string(payload)}}
+		default:
+			ch <- reply{payload: payload}
+		}
+	}
+}
+
+// fail breaks the connection: the next call dials again, and every call
+// waiting on this one fails with err (the first failure wins).
+func (cc *clientConn) fail(err error) {
+	cc.mu.Lock()
+	if cc.err != nil {
+		cc.mu.Unlock()
+		return
+	}
+	cc.err = err
+	waiters := cc.waiters
+	cc.waiters = nil
+	cc.mu.Unlock()
+	_ = cc.nc.Close()
+	c := cc.c
+	c.mu.Lock()
+	if c.cur == cc {
+		c.cur = nil
+	}
+	c.mu.Unlock()
+	for _, ch := range waiters {
+		ch <- reply{err: err}
+	}
+}

@@ -1,0 +1,68 @@
+// Package frame is Bolide's lean data-path protocol: request/response
+// frames carrying protobuf messages over one plain TCP connection, served on
+// the broker's gRPC port. It exists because a gRPC call costs far more CPU
+// than a send itself (HTTP/2 framing, flow control, several goroutine
+// hand-offs per call on each side); a frame costs one write and one read.
+// Only the data path uses it (Send and Pull); everything else stays on gRPC.
+//
+// The package has three parts: pure encoding and decoding over []byte
+// (format.go, no I/O), the server side of a connection (server.go) and the
+// client side (client.go).
+//
+// # Opening a connection
+//
+// The client speaks first, with 4 bytes of magic; the server answers with
+// the same 4 bytes:
+//
+//	client → server   'B' 'L' 'D' '1'    (0x42 0x4C 0x44 0x31; '1' is the protocol version)
+//	server → client   'B' 'L' 'D' '1'
+//
+// A server that answers anything else does not speak the protocol (an older
+// broker's gRPC server answers with an HTTP/2 SETTINGS frame): the client
+// reports ErrNotSupported and its caller uses gRPC instead. A broker tells
+// the two protocols apart by these first bytes: gRPC clients open with the
+// HTTP/2 preface "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".
+//
+// # Frames
+//
+// Then both sides exchange frames. Every integer is big-endian:
+//
+//	 0                   4         5                   7                       11
+//	+-------------------+---------+-------------------+-----------------------+- - - - - - - -+
+//	| length     (u32)  | kind u8 | method     (u16)  | request id     (u32)  | payload       |
+//	+-------------------+---------+-------------------+-----------------------+- - - - - - - -+
+//	                    <------------------------- length bytes ---------------------------->
+//
+// length counts the bytes after the length field: 7 + the payload size. It
+// is at least 7 and at most the maximum frame size (DefaultMaxFrame, 64 MiB,
+// the broker's gRPC message limit). A receiver closes the connection on a
+// frame outside these bounds or of an unknown kind; a sender refuses to
+// write one (ErrTooLarge) and the connection stays usable.
+//
+// Kinds:
+//
+//	1 request   client → server: answered by one response or error frame with the same request id
+//	2 response  server → client: the payload is the method's response message
+//	3 oneway    client → server: a request that is never answered (request id 0)
+//	4 error     server → client: the request could not be served (unknown method,
+//	            undecodable payload, response over the limit); the payload is a UTF-8
+//	            message and the connection stays usable
+//	5 cancel    client → server: the caller gave up on request id; empty payload. A
+//	            request still running on its own goroutine has its context cancelled
+//	            and its answer is dropped by the client.
+//
+// Methods and their payloads (protobuf, proto/bolidev1, marshalled with
+// google.golang.org/protobuf):
+//
+//	1 Send  pb.SendRequest → pb.SendResponse   (as gRPC Broker.Send)
+//	2 Pull  pb.PullRequest → pb.PullResponse   (as gRPC Broker.Pull)
+//
+// A failure of the request itself (an unknown topic, a full disk) travels in
+// the response's Status, exactly as over gRPC. Responses may come back in
+// any order: a request that may wait (a send under sync flush or sync
+// replication, a long-polling pull) runs on its own goroutine while the
+// connection goes on serving the requests behind it.
+//
+// Request ids are chosen by the client, unique among its requests in
+// flight on one connection.
+package frame

@@ -1,0 +1,339 @@
+package frame
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+)
+
+// Handler serves the requests of one method.
+type Handler struct {
+	// NewRequest returns an empty request to decode a payload into.
+	NewRequest func() proto.Message
+	// Blocking reports whether serving req may wait (for a disk flush, a
+	// replica, new messages). Such a request runs on its own goroutine, so
+	// that the requests behind it on the connection are not held up; the
+	// others are served on the connection's reader goroutine, with no
+	// hand-off. Nil: never.
+	Blocking func(req proto.Message) bool
+	// Serve answers req; it never returns nil. ctx ends when the client
+	// cancels the request or goes away, or when the server stops waiting.
+	Serve func(ctx context.Context, req proto.Message) proto.Message
+}
+
+// Server serves frame connections handed to it by ServeConn; it does not
+// listen (the broker shares its port with gRPC and sorts connections by
+// their first bytes). Register every handler before serving.
+type Server struct {
+	opts     Options
+	log      *zap.Logger
+	handlers map[Method]Handler
+
+	// ctx is the parent of every connection's context; cancelled when
+	// Shutdown stops waiting.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// mu protects conns and draining.
+	mu       sync.Mutex
+	conns    map[*serverConn]struct{}
+	draining bool
+	wg       sync.WaitGroup // one per ServeConn
+}
+
+// NewServer returns a server without handlers.
+func NewServer(opts Options, log *zap.Logger) *Server {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	s := &Server{opts: opts.withDefaults(), log: log, handlers: make(map[Method]Handler),
+		conns: make(map[*serverConn]struct{})}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s
+}
+
+// Handle registers the handler of method m. Call it before ServeConn.
+func (s *Server) Handle(m Method, h Handler) { s.handlers[m] = h }
+
+// ServeConn serves nc until the client closes it, sends a malformed frame,
+// or the server shuts down; then it closes nc. nc must have been read up to
+// and including the client's magic (the caller sorted it by that); the
+// server answers it. The calling goroutine is the connection's reader.
+func (s *Server) ServeConn(nc net.Conn) {
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		_ = nc.Close()
+		return
+	}
+	c := &serverConn{s: s, nc: nc, sem: make(chan struct{}, s.opts.MaxInflight),
+		cancels: make(map[uint32]*inflight)}
+	c.ctx, c.cancel = context.WithCancel(s.ctx)
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	c.serve()
+}
+
+// aLongTimeAgo is a read deadline that wakes a blocked reader at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// Shutdown drains the connections: each stops reading (requests not read
+// yet are never served: the client sees its connection close, a failure it
+// may retry), finishes the requests it has begun, writes their answers and
+// closes. When ctx ends first, the requests still running have their
+// context cancelled and every connection is closed; Shutdown then returns
+// ctx's error once every goroutine of the server has ended.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining = true
+	for c := range s.conns {
+		_ = c.nc.SetReadDeadline(aLongTimeAgo)
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		s.cancel()
+		return nil
+	case <-ctx.Done():
+	}
+	s.cancel()
+	s.mu.Lock()
+	for c := range s.conns {
+		_ = c.nc.Close()
+	}
+	s.mu.Unlock()
+	<-done
+	return fmt.Errorf("frame: shutdown: %w", ctx.Err())
+}
+
+func (s *Server) isDraining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining
+}
+
+// serverConn is one client connection.
+type serverConn struct {
+	s  *Server
+	nc net.Conn
+
+	// ctx is the context of the connection's requests: cancelled when the
+	// client goes away or the server stops waiting.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// wmu protects bw and werr. writers counts the answers waiting for
+	// wmu, so that the last one flushes: answers written while others
+	// queue leave in one write.
+	wmu     sync.Mutex
+	bw      *bufio.Writer
+	werr    error // sticky: the connection is broken
+	writers atomic.Int32
+
+	sem      chan struct{}  // one slot per request running on its own goroutine
+	handlers sync.WaitGroup // those goroutines
+
+	// mu protects cancels: the requests running on their own goroutine,
+	// by id, for cancel frames.
+	mu      sync.Mutex
+	cancels map[uint32]*inflight
+}
+
+type inflight struct{ cancel context.CancelFunc }
+
+func (c *serverConn) serve() {
+	log := c.s.log.With(zap.Stringer("remote", c.nc.RemoteAddr()))
+	graceful := false
+	defer func() { c.finish(graceful) }()
+	if _, err := io.WriteString(c.nc, Magic); err != nil {
+		log.Debug("frame handshake failed", zap.Error(err))
+		return
+	}
+	br := bufio.NewReaderSize(c.nc, c.s.opts.BufferSize)
+	c.bw = bufio.NewWriterSize(c.nc, c.s.opts.BufferSize)
+	var rbuf []byte // payloads are decoded before the next read: reused
+	for {
+		if !frameBuffered(br) {
+			c.flush() // about to wait for the client: answers go out now
+		}
+		h, payload, err := readFrame(br, rbuf, c.s.opts.MaxFrame)
+		if err != nil {
+			switch {
+			case errors.Is(err, os.ErrDeadlineExceeded) && c.s.isDraining():
+				graceful = true
+			case errors.Is(err, ErrMalformed) || errors.Is(err, ErrTooLarge):
+				log.Warn("frame connection closed: malformed frame", zap.Error(err))
+			case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed):
+				log.Debug("frame connection closed", zap.Error(err))
+			}
+			return
+		}
+		if cap(payload) <= pooledBufMax {
+			rbuf = payload[:0]
+		}
+		if err := c.dispatch(h, payload); err != nil {
+			if !errors.Is(err, context.Canceled) {
+				log.Warn("frame connection closed: malformed frame", zap.Error(err))
+			}
+			return
+		}
+	}
+}
+
+// finish ends the connection once its requests are answered. Unless it
+// drains gracefully, the client is gone or broke the protocol: the running
+// requests are cancelled first.
+func (c *serverConn) finish(graceful bool) {
+	if !graceful {
+		c.cancel()
+	}
+	c.handlers.Wait()
+	c.flush()
+	_ = c.nc.Close()
+	c.cancel()
+	c.s.mu.Lock()
+	delete(c.s.conns, c)
+	c.s.mu.Unlock()
+}
+
+// dispatch serves one frame; an error closes the connection.
+func (c *serverConn) dispatch(h Header, payload []byte) error {
+	switch h.Kind {
+	case KindCancel:
+		c.mu.Lock()
+		if r := c.cancels[h.ID]; r != nil {
+			r.cancel()
+		}
+		c.mu.Unlock()
+		return nil
+	case KindRequest, KindOneway:
+	default:
+		return fmt.Errorf("%w: a client sends no %s frame", ErrMalformed, h.Kind)
+	}
+	hd, ok := c.s.handlers[h.Method]
+	if !ok {
+		c.replyError(h, fmt.Sprintf("unknown method %d", h.Method))
+		return nil
+	}
+	req := hd.NewRequest()
+	if err := proto.Unmarshal(payload, req); err != nil {
+		c.replyError(h, fmt.Sprintf("cannot decode the %s request: %v", h.Method, err))
+		return nil
+	}
+	if hd.Blocking == nil || !hd.Blocking(req) {
+		c.reply(h, hd.Serve(c.ctx, req), true)
+		return nil
+	}
+	return c.serveAsync(h, hd, req)
+}
+
+// serveAsync serves a request that may wait on its own goroutine, once a
+// slot is free.
+func (c *serverConn) serveAsync(h Header, hd Handler, req proto.Message) error {
+	select {
+	case c.sem <- struct{}{}:
+	default:
+		c.flush() // the answers written so far must not wait for a slot
+		select {
+		case c.sem <- struct{}{}:
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	r := &inflight{cancel: cancel}
+	if h.Kind == KindRequest {
+		c.mu.Lock()
+		c.cancels[h.ID] = r
+		c.mu.Unlock()
+	}
+	c.handlers.Add(1)
+	go func() {
+		defer c.handlers.Done()
+		defer func() { <-c.sem }()
+		resp := hd.Serve(ctx, req)
+		c.mu.Lock()
+		if c.cancels[h.ID] == r {
+			delete(c.cancels, h.ID)
+		}
+		c.mu.Unlock()
+		cancel()
+		c.reply(h, resp, false)
+	}()
+	return nil
+}
+
+// reply answers a request (a oneway request gets no answer). Inline
+// answers, written by the reader, are flushed when it is about to wait;
+// the others by the last writer in line.
+func (c *serverConn) reply(h Header, resp proto.Message, inline bool) {
+	if h.Kind != KindRequest {
+		return
+	}
+	p := getBuf()
+	b, err := AppendMessage((*p)[:0], Header{Kind: KindResponse, Method: h.Method, ID: h.ID}, resp, c.s.opts.MaxFrame)
+	if err != nil {
+		b = AppendFrame(b, Header{Kind: KindError, Method: h.Method, ID: h.ID},
+			[]byte(fmt.Sprintf("the %s response cannot be sent: %v", h.Method, err)))
+	}
+	c.write(b, !inline)
+	putBuf(p, b)
+}
+
+func (c *serverConn) replyError(h Header, msg string) {
+	if h.Kind != KindRequest {
+		return
+	}
+	p := getBuf()
+	b := AppendFrame((*p)[:0], Header{Kind: KindError, Method: h.Method, ID: h.ID}, []byte(msg))
+	c.write(b, false)
+	putBuf(p, b)
+}
+
+// write writes one frame, and flushes when asked and no other frame waits
+// to be written. A write error breaks the connection: closing it ends the
+// reader.
+func (c *serverConn) write(frame []byte, flush bool) {
+	c.writers.Add(1)
+	c.wmu.Lock()
+	last := c.writers.Add(-1) == 0
+	if c.werr == nil {
+		_, c.werr = c.bw.Write(frame)
+		if c.werr == nil && flush && last {
+			c.werr = c.bw.Flush()
+		}
+	}
+	err := c.werr
+	c.wmu.Unlock()
+	if err != nil {
+		_ = c.nc.Close()
+	}
+}
+
+// flush writes out the buffered answers.
+func (c *serverConn) flush() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.werr == nil && c.bw != nil && c.bw.Buffered() > 0 {
+		if c.werr = c.bw.Flush(); c.werr != nil {
+			_ = c.nc.Close()
+		}
+	}
+}
