@@ -196,20 +196,38 @@ func permanentDispatchError(err error) bool {
 		errors.Is(err, consumequeue.ErrInvalid) || errors.Is(err, indexfile.ErrOutOfOrder)
 }
 
-// sample remembers record boundaries roughly every sampleEvery bytes. Only
-// the dispatching goroutine calls it.
+// sample remembers record boundaries at least sampleGap apart. Only the
+// dispatching goroutine calls it.
+//
+// The samples are candidate verification points: one becomes the
+// checkpoint's LogFrom once it is RecoverWindow below the durable end. At
+// high ingest rates the stretch not yet durable is longer than maxSamples
+// samples sampleEvery apart; so when the ring is full the spacing doubles
+// and every other sample goes, keeping samples evenly spread from the
+// oldest (the next to become eligible) to the newest. Dropping the oldest
+// instead left no sample ever eligible, and the checkpoint never moved.
 func (s *Store) sample(boundary int64) {
-	if boundary-s.lastSample < sampleEvery {
+	gap := max(s.sampleGap.Load(), sampleEvery)
+	if boundary-s.lastSample < gap {
 		return
 	}
 	s.lastSample = boundary
 	s.samplesMu.Lock()
-	if n := len(s.samples); n == maxSamples {
-		copy(s.samples, s.samples[1:])
-		s.samples = s.samples[:n-1]
+	defer s.samplesMu.Unlock()
+	gap = max(s.sampleGap.Load(), sampleEvery)
+	for len(s.samples) >= maxSamples {
+		gap *= 2
+		k := 1
+		for i := 1; i < len(s.samples); i++ {
+			if s.samples[i]-s.samples[k-1] >= gap {
+				s.samples[k] = s.samples[i]
+				k++
+			}
+		}
+		s.samples = s.samples[:k]
 	}
+	s.sampleGap.Store(gap)
 	s.samples = append(s.samples, boundary)
-	s.samplesMu.Unlock()
 }
 
 // verifyPoint picks the checkpoint's LogFrom: the newest remembered boundary
@@ -227,6 +245,17 @@ func (s *Store) verifyPoint(limit int64) int64 {
 		best = limit
 	}
 	s.logFrom = best
+	// Samples at or below it can never be chosen again.
+	kept := s.samples[:0]
+	for _, b := range s.samples {
+		if b > best {
+			kept = append(kept, b)
+		}
+	}
+	s.samples = kept
+	if g := s.sampleGap.Load(); len(kept) < maxSamples/4 && g > sampleEvery {
+		s.sampleGap.Store(g / 2) // the ring has room again: sample more densely
+	}
 	return best
 }
 

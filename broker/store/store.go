@@ -42,9 +42,10 @@ type Store struct {
 	arrival        atomic.Pointer[ArrivalFunc]
 
 	samplesMu  sync.Mutex
-	samples    []int64 // recent dispatched record boundaries, oldest first
-	logFrom    int64   // last checkpoint's LogFrom
-	lastSample int64   // dispatcher-owned: newest boundary in samples
+	samples    []int64      // recent dispatched record boundaries, oldest first
+	logFrom    int64        // last checkpoint's LogFrom
+	lastSample int64        // dispatcher-owned: newest boundary in samples
+	sampleGap  atomic.Int64 // spacing of samples: sampleEvery, doubled while the ring is full
 
 	// seen is the dispatcher's scratch map of queues a batch touched.
 	seen map[touched]*consumequeue.Queue
