@@ -90,21 +90,43 @@ func dialGRPC(addr string) (*grpc.ClientConn, error) {
 // commitOffset records a consumer offset. On a slave it is also a local
 // commit that the next metadata sync sends to the master.
 func (b *Broker) commitOffset(group, topic string, queueID int32, offset int64) {
+	b.recordOffset(group, topic, queueID, offset, false)
+}
+
+// advanceOffset is commitOffset for the progress a pull carries: it only
+// moves an offset forward. A pull still on its way when its consumer
+// releases the queue (commits, then unlocks) must not move the offset back
+// below that final commit: the queue's next owner would consume the
+// released messages again. Explicit commits and resets may move it back.
+func (b *Broker) advanceOffset(group, topic string, queueID int32, offset int64) {
+	b.recordOffset(group, topic, queueID, offset, true)
+}
+
+func (b *Broker) recordOffset(group, topic string, queueID int32, offset int64, forwardOnly bool) {
+	set := b.offsets.commit
+	if forwardOnly {
+		set = func(group, topic string, queueID int32, offset int64) {
+			b.offsets.advance(group, topic, queueID, offset)
+		}
+	}
 	if b.repl.state.role() == RoleMaster {
-		b.offsets.commit(group, topic, queueID, offset)
+		set(group, topic, queueID, offset)
 		return
 	}
 	m := &b.repl.meta
 	m.localMu.Lock()
+	defer m.localMu.Unlock()
 	k := offsetKey(topic, group)
 	q := m.local[k]
 	if q == nil {
 		q = make(map[int32]int64)
 		m.local[k] = q
 	}
+	if cur, ok := q[queueID]; forwardOnly && ok && cur >= offset {
+		return
+	}
 	q[queueID] = offset
-	b.offsets.commit(group, topic, queueID, offset)
-	m.localMu.Unlock()
+	set(group, topic, queueID, offset)
 }
 
 func (r *replicator) metadataLoop() {

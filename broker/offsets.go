@@ -62,6 +62,25 @@ func (o *offsetTable) commit(group, topic string, queueID int32, offset int64) {
 	o.mu.Unlock()
 }
 
+// advance records a group's offset for a queue only if it is beyond the
+// one recorded, and reports whether it did.
+func (o *offsetTable) advance(group, topic string, queueID int32, offset int64) bool {
+	k := offsetKey(topic, group)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	m := o.table[k]
+	if cur, ok := m[queueID]; ok && cur >= offset {
+		return false
+	}
+	if m == nil {
+		m = make(map[int32]int64)
+		o.table[k] = m
+	}
+	m[queueID] = offset
+	o.dirty = true
+	return true
+}
+
 // query returns the committed offset, or -1.
 func (o *offsetTable) query(group, topic string, queueID int32) int64 {
 	o.mu.RLock()

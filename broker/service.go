@@ -200,7 +200,7 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 		return PullResult{}, err
 	}
 	if req.CommitOffset >= 0 && req.Group != "" {
-		b.commitOffset(req.Group, req.Topic, req.QueueID, req.CommitOffset)
+		b.advanceOffset(req.Group, req.Topic, req.QueueID, req.CommitOffset)
 	}
 	maxMsgs := req.MaxMessages
 	if maxMsgs <= 0 || maxMsgs > b.opts.PullMaxMessages {

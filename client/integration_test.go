@@ -506,7 +506,7 @@ func TestOrderlyPerShardingKey(t *testing.T) {
 	for k, seqs := range got {
 		for i, s := range seqs {
 			if s != i {
-				t.Fatalf("key %s consumed out of order or twice: %v", k, seqs)
+				t.Fatalf("key %s consumed out of order or twice: %v by %v", k, seqs, by[k])
 			}
 		}
 		for i := 1; i < len(by[k]); i++ {

@@ -106,6 +106,11 @@ type remoteOffsetStore struct {
 	memOffsets
 	group string
 	c     *consumerCore
+	// persistMu makes commits one at a time, in order: a periodic commit
+	// still on the wire when a queue is released must not land after the
+	// release's final commit and move the offset back (the next owner of
+	// an orderly queue would consume its last messages again).
+	persistMu sync.Mutex
 }
 
 func newRemoteOffsetStore(c *consumerCore) *remoteOffsetStore {
@@ -136,6 +141,18 @@ func (s *remoteOffsetStore) read(ctx context.Context, mq MessageQueue) (int64, e
 }
 
 func (s *remoteOffsetStore) persist(ctx context.Context, mqs []MessageQueue) error {
+	s.persistMu.Lock()
+	defer s.persistMu.Unlock()
+	// A commit, once begun, is not abandoned when ctx is cancelled (the
+	// broker could still apply it after a later one); ctx's deadline, or
+	// else the RPC timeout, bounds it.
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), dl)
+		defer cancel()
+	} else {
+		ctx = context.WithoutCancel(ctx)
+	}
 	dirty := s.dirty(mqs)
 	if len(dirty) == 0 {
 		return nil
