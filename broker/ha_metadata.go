@@ -103,30 +103,23 @@ func (b *Broker) advanceOffset(group, topic string, queueID int32, offset int64)
 }
 
 func (b *Broker) recordOffset(group, topic string, queueID int32, offset int64, forwardOnly bool) {
-	set := b.offsets.commit
-	if forwardOnly {
-		set = func(group, topic string, queueID int32, offset int64) {
-			b.offsets.advance(group, topic, queueID, offset)
-		}
-	}
 	if b.repl.state.role() == RoleMaster {
-		set(group, topic, queueID, offset)
+		b.offsets.set(group, topic, queueID, offset, forwardOnly)
 		return
 	}
 	m := &b.repl.meta
 	m.localMu.Lock()
 	defer m.localMu.Unlock()
+	if !b.offsets.set(group, topic, queueID, offset, forwardOnly) {
+		return
+	}
 	k := offsetKey(topic, group)
 	q := m.local[k]
 	if q == nil {
 		q = make(map[int32]int64)
 		m.local[k] = q
 	}
-	if cur, ok := q[queueID]; forwardOnly && ok && cur >= offset {
-		return
-	}
 	q[queueID] = offset
-	set(group, topic, queueID, offset)
 }
 
 func (r *replicator) metadataLoop() {

@@ -50,26 +50,17 @@ func loadOffsets(path string) (*offsetTable, error) {
 
 // commit records a group's offset for a queue.
 func (o *offsetTable) commit(group, topic string, queueID int32, offset int64) {
-	k := offsetKey(topic, group)
-	o.mu.Lock()
-	m := o.table[k]
-	if m == nil {
-		m = make(map[int32]int64)
-		o.table[k] = m
-	}
-	m[queueID] = offset
-	o.dirty = true
-	o.mu.Unlock()
+	o.set(group, topic, queueID, offset, false)
 }
 
-// advance records a group's offset for a queue only if it is beyond the
-// one recorded, and reports whether it did.
-func (o *offsetTable) advance(group, topic string, queueID int32, offset int64) bool {
+// set records a group's offset for a queue; with forwardOnly only if it is
+// beyond the one recorded. It reports whether it did.
+func (o *offsetTable) set(group, topic string, queueID int32, offset int64, forwardOnly bool) bool {
 	k := offsetKey(topic, group)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	m := o.table[k]
-	if cur, ok := m[queueID]; ok && cur >= offset {
+	if cur, ok := m[queueID]; forwardOnly && ok && cur >= offset {
 		return false
 	}
 	if m == nil {
