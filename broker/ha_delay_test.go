@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bolide-mq/bolide/broker/delay"
+	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -32,7 +33,7 @@ func TestSlaveFollowsMasterDelayProgress(t *testing.T) {
 	// The slave is async: promoted, it has no slave of its own.
 	slaveOpts := []func(*Options){haOpts(ReplicationAsync), slaveOf(master.b, 1), levels}
 	slave := startDelayBroker(t, slaveDir, slaveOpts...)
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, "the slave in sync", func() error {
 		if n := master.b.repl.srv.InSync(); n != 1 {
 			return fmt.Errorf("%d slaves in sync", n)
 		}
@@ -57,7 +58,7 @@ func TestSlaveFollowsMasterDelayProgress(t *testing.T) {
 	delayWait(t, 10*time.Second, "delivery on the master", func() bool { return len(master.pullAll(t, "fo", 0, 0)) == 30 })
 
 	md, sd := master.b.delay.Load(), slave.b.delay.Load()
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, "the master's level offsets on the slave", func() error {
 		mo, so := md.offsets.Snapshot(), sd.offsets.Snapshot()
 		if mo[1] != 10 || mo[2] != 10 || !maps.Equal(mo, so) {
 			return fmt.Errorf("level offsets: master %v, slave %v", mo, so)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/bolide-mq/bolide/commitlog"
 	"github.com/bolide-mq/bolide/ha"
+	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -149,7 +150,7 @@ func TestReplicationPair(t *testing.T) {
 			}
 			slave, sc := testBroker(t, haOpts(mode), slaveOf(master, 1))
 			if mode == ReplicationSync {
-				waitFor(t, 5*time.Second, func() error {
+				testutil.WaitFor(t, 5*time.Second, "the slave in sync", func() error {
 					if n := master.repl.srv.InSync(); n != 1 {
 						return fmt.Errorf("%d in sync", n)
 					}
@@ -184,7 +185,7 @@ func TestReplicationPair(t *testing.T) {
 			waitCaughtUp(t, master, slave)
 			sameLog(t, master.Store().CommitLog(), slave.Store().CommitLog())
 			// Topics reach the slave by metadata sync; its queues match.
-			waitFor(t, 5*time.Second, func() error {
+			testutil.WaitFor(t, 5*time.Second, "the slave's topics and queues", func() error {
 				if _, ok := slave.topics.get("rep"); !ok {
 					return errors.New("no topic on the slave")
 				}
@@ -233,7 +234,7 @@ func TestSyncReplicationRefusesWithoutSlaves(t *testing.T) {
 		t.Fatalf("refused message was stored: log at %d", n)
 	}
 	slave, _ := testBroker(t, haOpts(ReplicationSync), slaveOf(master, 1))
-	waitFor(t, 5*time.Second, func() error { return send(ctx, mc, "s", 0, "paired") })
+	testutil.WaitFor(t, 5*time.Second, "a send with the slave in sync", func() error { return send(ctx, mc, "s", 0, "paired") })
 	// A second in-sync slave is required: refused again.
 	master.repl.opts.InSyncReplicas = 2
 	if err := send(ctx, mc, "s", 0, "two"); !errors.Is(err, wire.ErrInSyncReplicasLacking) {
@@ -244,7 +245,7 @@ func TestSyncReplicationRefusesWithoutSlaves(t *testing.T) {
 	if err := slave.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, "a send after the slave returned", func() error {
 		err := send(ctx, mc, "s", 0, "after")
 		if errors.Is(err, wire.ErrInSyncReplicasLacking) {
 			return nil
@@ -284,7 +285,7 @@ func TestPromoteSlave(t *testing.T) {
 	waitCaughtUp(t, master, slave)
 	// The master's offsets reach the slave; one committed on the slave that
 	// is larger reaches the master.
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, "the master's offsets on the slave", func() error {
 		if q, _ := sc.QueryOffset(ctx, &pb.QueryOffsetRequest{Group: "g", Topic: "p", QueueId: 1}); q.GetOffset() != 9 {
 			return fmt.Errorf("slave's offset %d", q.GetOffset())
 		}
@@ -293,7 +294,7 @@ func TestPromoteSlave(t *testing.T) {
 	if r, err := sc.CommitOffsets(ctx, &pb.CommitOffsetsRequest{Group: "g", Offsets: []*pb.QueueOffset{{Topic: "p", QueueId: 0, Offset: 12}}}); err != nil || wire.FromStatus(r.Status) != nil {
 		t.Fatalf("commit on the slave: %v %v", err, r.GetStatus())
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, "the slave's offset on the master", func() error {
 		if q, _ := mc.QueryOffset(ctx, &pb.QueryOffsetRequest{Group: "g", Topic: "p", QueueId: 0}); q.GetOffset() != 12 {
 			return fmt.Errorf("master's offset %d", q.GetOffset())
 		}
@@ -410,7 +411,7 @@ func TestDivergedSlaveStops(t *testing.T) {
 	if err := s2.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, "the diverged state", func() error {
 		if st := s2.replicationInfo(); st.State != ha.StateDiverged {
 			return fmt.Errorf("state %s", st.State)
 		}
@@ -433,22 +434,6 @@ func dialTest(t *testing.T, addr string) *grpcClientConn {
 	}
 	t.Cleanup(func() { conn.Close() })
 	return conn
-}
-
-// waitFor polls cond until it returns nil or d passes.
-func waitFor(t *testing.T, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %v", d, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 type grpcClientConn = grpc.ClientConn
