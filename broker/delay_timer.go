@@ -46,24 +46,28 @@ func (h timerHost) ReadTimerQueue(from int64, max int) ([]delay.Unit, int64, err
 			return units, res.QueueOffsets[i], err
 		}
 		u := delay.Unit{QueueOffset: res.QueueOffsets[i], Location: d.PhysicalOffset, Size: d.Size, DeliverMS: d.TimerOutMS}
-		if bytes.Contains(rec, timerCancelKey) {
+		// Cancel markers and rolled-over timers carry properties the
+		// dispatch decoding skips: decode those records once, fully.
+		hasCancel := bytes.Contains(rec, timerCancelKey)
+		if hasCancel || bytes.Contains(rec, timerOriginKey) {
 			m, err := message.Decode(rec)
 			if err != nil {
-				return units, res.QueueOffsets[i], err
-			}
-			t, ok, err := delay.ParseCancelMarker(m.Properties)
-			if err != nil {
-				h.b.log.Error("cancel marker ignored", zap.Int64("location", d.PhysicalOffset), zap.Error(err))
-				continue
-			}
-			if ok {
-				u.Cancel = &t
-				units = append(units, u)
-				continue
-			}
-		}
-		if bytes.Contains(rec, timerOriginKey) {
-			if m, err := message.Decode(rec); err == nil {
+				if hasCancel {
+					return units, res.QueueOffsets[i], err
+				}
+			} else {
+				if hasCancel {
+					t, ok, err := delay.ParseCancelMarker(m.Properties)
+					if err != nil {
+						h.b.log.Error("cancel marker ignored", zap.Int64("location", d.PhysicalOffset), zap.Error(err))
+						continue
+					}
+					if ok {
+						u.Cancel = &t
+						units = append(units, u)
+						continue
+					}
+				}
 				if o, err := strconv.ParseInt(m.Properties[message.PropertyTimerOrigin], 10, 64); err == nil && o >= 0 {
 					u.Origin, u.HasOrigin = o, true
 				}
