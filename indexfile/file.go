@@ -353,9 +353,8 @@ func (f *file) dropEntriesFrom(k int32) error {
 		f.pending = f.pending[:int(k-f.written)*EntrySize]
 		return nil
 	}
-	zero := make([]byte, int(f.written-k)*EntrySize)
-	if _, err := f.f.WriteAt(zero, int64(f.entBase)+int64(k)*EntrySize); err != nil {
-		return fmt.Errorf("truncate index file %s: %w", f.path, err)
+	if err := f.writeEntries(make([]byte, int(f.written-k)*EntrySize), k); err != nil {
+		return fmt.Errorf("truncate: %w", err)
 	}
 	f.written = k
 	f.pending = f.pending[:0]
@@ -400,15 +399,24 @@ func (f *file) beginFlush() (entries []byte, first int32, h Header) {
 // writeOut writes entries (from position first) and then the header into
 // the file. Store.flushMu is held, Store.mu is not.
 func (f *file) writeOut(entries []byte, first int32, h Header) error {
-	if len(entries) > 0 {
-		if _, err := f.f.WriteAt(entries, int64(f.entBase)+int64(first)*EntrySize); err != nil {
-			return fmt.Errorf("write index file %s: %w", f.path, err)
-		}
+	if err := f.writeEntries(entries, first); err != nil {
+		return err
 	}
 	var hb [HeaderSize]byte
 	EncodeHeader(hb[:], h)
 	if _, err := f.f.WriteAt(hb[:], 0); err != nil {
 		return fmt.Errorf("write index file %s header: %w", f.path, err)
+	}
+	return nil
+}
+
+// writeEntries writes encoded entries into the file from position first.
+func (f *file) writeEntries(entries []byte, first int32) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	if _, err := f.f.WriteAt(entries, int64(f.entBase)+int64(first)*EntrySize); err != nil {
+		return fmt.Errorf("write index file %s: %w", f.path, err)
 	}
 	return nil
 }
@@ -431,8 +439,8 @@ func (f *file) endFlush(ok bool) {
 // writePending writes the pending entries into the file. Store.mu is held
 // for writing and no flush is between beginFlush and endFlush.
 func (f *file) writePending() error {
-	if _, err := f.f.WriteAt(f.pending, int64(f.entBase)+int64(f.written)*EntrySize); err != nil {
-		return fmt.Errorf("write index file %s: %w", f.path, err)
+	if err := f.writeEntries(f.pending, f.written); err != nil {
+		return err
 	}
 	f.written += int32(len(f.pending) / EntrySize)
 	f.pending = f.pending[:0]
