@@ -19,9 +19,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // testBroker starts a broker on 127.0.0.1:0 without NameServers and returns
 // a client for it.
-func testBroker(t *testing.T, mutate ...func(*Options)) (*Broker, pb.BrokerClient) {
-	t.Helper()
-	opts := DefaultOptions(t.TempDir())
+// testOptions are the options of a test broker storing in dir: loopback,
+// no NameServers or gossip, small files.
+func testOptions(dir string) Options {
+	opts := DefaultOptions(dir)
 	opts.ListenAddr = "127.0.0.1:0"
 	opts.NameServers = nil
 	opts.GossipAddr = "off"
@@ -30,6 +31,12 @@ func testBroker(t *testing.T, mutate ...func(*Options)) (*Broker, pb.BrokerClien
 	opts.Store.Index.SlotCount = 1000
 	opts.Store.Index.MaxEntries = 4000
 	opts.MaxMessageSize = 1 << 20
+	return opts
+}
+
+func testBroker(t *testing.T, mutate ...func(*Options)) (*Broker, pb.BrokerClient) {
+	t.Helper()
+	opts := testOptions(t.TempDir())
 	for _, f := range mutate {
 		f(&opts)
 	}

@@ -13,15 +13,7 @@ import (
 // openBroker starts a broker storing in dir, with no NameServers.
 func openBroker(t *testing.T, dir string) *Broker {
 	t.Helper()
-	opts := DefaultOptions(dir)
-	opts.ListenAddr = "127.0.0.1:0"
-	opts.NameServers = nil
-	opts.GossipAddr = "off"
-	opts.Store.CommitLog.SegmentSize = 4 << 20
-	opts.Store.ConsumeQueue.UnitsPerFile = 1000
-	opts.Store.Index.SlotCount = 1000
-	opts.Store.Index.MaxEntries = 4000
-	opts.MaxMessageSize = 1 << 20
+	opts := testOptions(dir)
 	b, err := New(opts, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -475,15 +475,7 @@ func restartable(t *testing.T, dir string, mutate func(*Options)) (func() (*Brok
 	start := func() (*Broker, pb.BrokerClient, pb.TransactionClient) {
 		t.Helper()
 		stop()
-		opts := DefaultOptions(dir)
-		opts.ListenAddr = "127.0.0.1:0"
-		opts.NameServers = nil
-		opts.GossipAddr = "off"
-		opts.Store.CommitLog.SegmentSize = 4 << 20
-		opts.Store.ConsumeQueue.UnitsPerFile = 1000
-		opts.Store.Index.SlotCount = 1000
-		opts.Store.Index.MaxEntries = 4000
-		opts.MaxMessageSize = 1 << 20
+		opts := testOptions(dir)
 		mutate(&opts)
 		var err error
 		if b, err = New(opts, nil); err != nil {

@@ -37,7 +37,13 @@ type env struct {
 
 func startEnv(t *testing.T, nameServers, brokers int) *env {
 	t.Helper()
-	c := cluster.Start(t, cluster.Options{NameServers: nameServers, BrokerGroups: brokers})
+	return startEnvWith(t, cluster.Options{NameServers: nameServers, BrokerGroups: brokers})
+}
+
+// startEnvWith starts a cluster with o and an admin client for it.
+func startEnvWith(t *testing.T, o cluster.Options) *env {
+	t.Helper()
+	c := cluster.Start(t, o)
 	// cluster.Start registers its Stop before the brokers' temporary
 	// directories, so they would be removed before the brokers persist on
 	// close; stopping (idempotently) here runs first.

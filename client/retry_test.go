@@ -20,16 +20,7 @@ const retryLevels = "100ms 200ms 300ms 400ms 500ms 600ms 700ms 800ms 900ms 1s 1s
 // startRetryEnv starts a cluster whose brokers use the given delay levels.
 func startRetryEnv(t *testing.T, levels string) *env {
 	t.Helper()
-	c := cluster.Start(t, cluster.Options{Broker: func(o *broker.Options) { o.Delay.Levels = levels }})
-	t.Cleanup(c.Stop)
-	e := &env{t: t, c: c, ns: c.NameServerAddrs()}
-	a, err := NewAdmin(e.opts()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Close() })
-	e.admin = a
-	return e
+	return startEnvWith(t, cluster.Options{Broker: func(o *broker.Options) { o.Delay.Levels = levels }})
 }
 
 // delivery is one listener call for one message.

@@ -18,16 +18,7 @@ import (
 // after timeout, every interval, at most checkMax times.
 func startTxnEnv(t *testing.T, brokers int, timeout, interval time.Duration, checkMax int) *env {
 	t.Helper()
-	c := cluster.Start(t, cluster.Options{BrokerGroups: brokers, Broker: cluster.TransactionTimings(timeout, interval, checkMax)})
-	t.Cleanup(c.Stop)
-	e := &env{t: t, c: c, ns: c.NameServerAddrs()}
-	a, err := NewAdmin(e.opts()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Close() })
-	e.admin = a
-	return e
+	return startEnvWith(t, cluster.Options{BrokerGroups: brokers, Broker: cluster.TransactionTimings(timeout, interval, checkMax)})
 }
 
 // ledger is the local side of the tests' transactions: a decision table
