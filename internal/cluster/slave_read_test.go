@@ -306,15 +306,7 @@ func testSlaveRead(t *testing.T, kind string) {
 	}
 	// With the slave gone, what follows can only come from the master.
 	slave.Stop()
-	for i := 0; i < after; i++ {
-		body := fmt.Sprintf("after-%d", i)
-		if err := Poll(20*time.Second, func() error {
-			_, err := p.Send(ctx, &client.Message{Topic: topic, Body: []byte(body)})
-			return err
-		}); err != nil {
-			t.Fatalf("send %s: %v", body, err)
-		}
-	}
+	sendRetrying(t, ctx, p, topic, "after", after)
 	got.waitAll(t, "after", after)
 	if err := Poll(20*time.Second, func() error {
 		return committed(mc, group, topic, int64((before+after)/srQueues))
@@ -508,15 +500,7 @@ func TestConsumerReadsFromSlaveWhileKilledMasterIsRouted(t *testing.T) {
 		t.Fatalf("offsets on the master: %v", err)
 	}
 	s.Kill()
-	for i := 0; i < after; i++ {
-		body := fmt.Sprintf("after-%d", i)
-		if err := Poll(20*time.Second, func() error {
-			_, err := p.Send(ctx, &client.Message{Topic: topic, Body: []byte(body)})
-			return err
-		}); err != nil {
-			t.Fatalf("send %s: %v", body, err)
-		}
-	}
+	sendRetrying(t, ctx, p, topic, "after", after)
 	got.waitAll(t, "after", after)
 	if n := logs.FilterMessage(logToSlave).Len(); n != 1 {
 		t.Errorf("the consumer moved to a slave %d times, want once", n)
@@ -525,5 +509,20 @@ func TestConsumerReadsFromSlaveWhileKilledMasterIsRouted(t *testing.T) {
 	t.Logf("%d deliveries of %d messages, %d duplicates %v", got.count(), before+after, extra, dups)
 	if bound := srQueues * (srQueueMax + srPullBatch); extra > bound {
 		t.Fatalf("%d duplicate deliveries, more than the %d one consumer holds in memory", extra, bound)
+	}
+}
+
+// sendRetrying sends n messages "<prefix>-<i>" to topic, each retried for
+// up to 20 s (routes may still point at a broker that just went away).
+func sendRetrying(t *testing.T, ctx context.Context, p *client.Producer, topic, prefix string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		body := fmt.Sprintf("%s-%d", prefix, i)
+		if err := Poll(20*time.Second, func() error {
+			_, err := p.Send(ctx, &client.Message{Topic: topic, Body: []byte(body)})
+			return err
+		}); err != nil {
+			t.Fatalf("send %s: %v", body, err)
+		}
 	}
 }
