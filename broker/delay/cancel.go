@@ -99,8 +99,8 @@ func (e *Engine) cancelLocked(t CancelTarget) (uint8, int64, error) {
 	}
 	e.cancels[t.Origin] = rec
 	if lb := e.loadedBucketLocked(t.DeliverMS); lb != nil {
-		if i, ok := lb.byOrigin[t.Origin]; ok && lb.ents[i].state == stPending {
-			lb.ents[i].state = stCancelled
+		if i, ok := lb.byOrigin[t.Origin]; ok && lb.ents.at(i).state == stPending {
+			lb.ents.at(i).state = stCancelled
 			lb.open--
 		}
 	}
@@ -191,7 +191,7 @@ func (e *Engine) stateLocked(t CancelTarget) uint8 {
 	}
 	if lb := e.loadedBucketLocked(t.DeliverMS); lb != nil {
 		if i, ok := lb.byOrigin[t.Origin]; ok {
-			return lb.ents[i].state
+			return lb.ents.at(i).state
 		}
 		return stPending // not indexed yet
 	}

@@ -13,7 +13,7 @@ func (e *Engine) debugState() string {
 	s := fmt.Sprintf("now=%d qoff=%d end=%d loadedAt=%d inflight=%d frontier=%d loaded=%d files=%d l0=%d", now, e.qoff, end, e.loadedAt, e.inflight, e.frontier, len(e.loaded), len(e.files.m), len(e.files.l0))
 	for _, lb := range e.loaded {
 		if i, _, ok := lb.peek(); ok {
-			s += fmt.Sprintf(" first=%s due=%d open=%d", lb.key.name(), lb.ents[i].deliverMS, lb.open)
+			s += fmt.Sprintf(" first=%s due=%d open=%d", lb.key.name(), lb.ents.at(i).deliverMS, lb.open)
 			break
 		}
 	}

@@ -485,7 +485,7 @@ func (e *Engine) appendEntries(k bucketKey, ents []Entry, now int64) error {
 			// for (0: it waits for nothing; −1: it is busy).
 			wake = wake || e.sleepUntil == 0 || (e.sleepUntil > 0 && en.DeliverMS < e.sleepUntil)
 			if cancelled {
-				w := &lb.ents[lb.byOrigin[en.Origin]]
+				w := lb.ents.at(lb.byOrigin[en.Origin])
 				w.state = stCancelled
 				lb.open--
 			}
@@ -800,19 +800,19 @@ func (e *Engine) installLocked(bf *bfile, lb *lbucket, n int64) error {
 		}
 	}
 	mark := func(origin int64) {
-		if i, ok := lb.byOrigin[origin]; ok && lb.ents[i].state == stPending {
-			lb.ents[i].state = stCancelled
+		if i, ok := lb.byOrigin[origin]; ok && lb.ents.at(i).state == stPending {
+			lb.ents.at(i).state = stCancelled
 			lb.open--
 		}
 	}
-	if len(e.cancels) < len(lb.ents) {
+	if len(e.cancels) < lb.ents.len() {
 		for origin := range e.cancels {
 			mark(origin)
 		}
 	} else {
-		for i := range lb.ents {
-			if _, ok := e.cancels[lb.ents[i].origin]; ok {
-				mark(lb.ents[i].origin)
+		for i := range int32(lb.ents.len()) {
+			if _, ok := e.cancels[lb.ents.at(i).origin]; ok {
+				mark(lb.ents.at(i).origin)
 			}
 		}
 	}

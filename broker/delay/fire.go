@@ -107,7 +107,7 @@ func (e *Engine) takeDueLocked(now int64, max int) ([]fireRef, int64) {
 			if !ok {
 				break
 			}
-			w := &lb.ents[i]
+			w := lb.ents.at(i)
 			if w.deliverMS > now {
 				if len(refs) > 0 {
 					return refs, 0
@@ -249,7 +249,7 @@ func (e *Engine) finish(refs []fireRef) {
 	byBucket := make(map[*lbucket][]uint32, 2)
 	var order []*lbucket
 	for _, r := range refs {
-		w := &r.lb.ents[r.i]
+		w := r.lb.ents.at(r.i)
 		w.state = stDone
 		r.lb.inflight--
 		r.lb.open--

@@ -1,7 +1,6 @@
 package delay
 
 import (
-	"container/heap"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -207,7 +206,7 @@ func (e *Engine) Progress() (Progress, bool) {
 	}
 	for _, lb := range e.loaded {
 		if i, _, ok := lb.peek(); ok {
-			w = min(w, lb.ents[i].deliverMS)
+			w = min(w, lb.ents.at(i).deliverMS)
 		}
 	}
 	for _, bf := range e.files.m {
@@ -233,7 +232,7 @@ func (e *Engine) skipCoveredLocked() {
 			if !ok {
 				break
 			}
-			w := &lb.ents[i]
+			w := lb.ents.at(i)
 			if !e.coveredLocked(w) {
 				break
 			}
@@ -271,14 +270,14 @@ func (e *Engine) unfire(b *batch) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, r := range b.refs {
-		w := &r.lb.ents[r.i]
+		w := r.lb.ents.at(r.i)
 		if w.state != stInflight {
 			continue
 		}
 		w.state = stPending
 		r.lb.inflight--
 		e.inflight--
-		heap.Push(&r.lb.late, r.i)
+		r.lb.late.push(r.i)
 	}
 	e.landLocked(b.fl)
 }

@@ -50,10 +50,10 @@ func (e *Engine) Status() Status {
 	}
 	for _, lb := range e.loaded {
 		st.Pending += int64(lb.open)
-		st.LoadedEntries += int64(len(lb.ents))
+		st.LoadedEntries += int64(lb.ents.len())
 		if st.NextDueMS == 0 {
 			if i, _, ok := lb.peek(); ok {
-				st.NextDueMS = lb.ents[i].deliverMS
+				st.NextDueMS = lb.ents.at(i).deliverMS
 			}
 		}
 	}
@@ -74,7 +74,7 @@ func (e *Engine) Settled() bool {
 	}
 	for _, lb := range e.loaded {
 		if i, _, ok := lb.peek(); ok {
-			return lb.ents[i].deliverMS > now
+			return lb.ents.at(i).deliverMS > now
 		}
 	}
 	return true

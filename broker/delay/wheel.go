@@ -1,7 +1,6 @@
 package delay
 
 import (
-	"container/heap"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -34,6 +33,34 @@ func (a *went) before(b *went) bool {
 	return a.loc < b.loc
 }
 
+// entChunk is how many entries one chunk of a loaded bucket holds.
+const entChunk = 1024
+
+// wents is a loaded bucket's entries, in chunks: a bucket grows while it is
+// loaded (up to every message due in its 10 s), and growing one slice
+// would copy it whole and allocate it anew under the engine lock each time
+// it doubles. Chunks never move, so a pointer to an entry stays valid.
+type wents struct {
+	chunks [][]went
+	n      int
+}
+
+func (ws *wents) len() int { return ws.n }
+
+// at returns entry i (0 ≤ i < len).
+func (ws *wents) at(i int32) *went { return &ws.chunks[i/entChunk][i%entChunk] }
+
+// add appends w and returns its index.
+func (ws *wents) add(w went) int32 {
+	c := ws.n / entChunk
+	if c == len(ws.chunks) {
+		ws.chunks = append(ws.chunks, make([]went, 0, entChunk))
+	}
+	ws.chunks[c] = append(ws.chunks[c], w)
+	ws.n++
+	return int32(ws.n - 1)
+}
+
 // lbucket is a level-0 bucket loaded into the wheel: the in-memory level of
 // the timing wheel. Its entries fire in (due time, CommitLog offset) order:
 // those present when it was loaded from a sorted slice, those appended
@@ -41,7 +68,7 @@ func (a *went) before(b *went) bool {
 type lbucket struct {
 	key      bucketKey
 	bf       *bfile
-	ents     []went
+	ents     wents
 	byOrigin map[int64]int32
 	order    []int32
 	cur      int
@@ -57,26 +84,56 @@ type lbucket struct {
 	firedPins  int
 }
 
+// lateHeap is a binary min-heap of entry indices in firing order (no
+// container/heap: its interface boxes every index pushed).
 type lateHeap struct {
 	lb  *lbucket
 	idx []int32
 }
 
 func (h *lateHeap) Len() int { return len(h.idx) }
-func (h *lateHeap) Less(i, j int) bool {
-	return h.lb.ents[h.idx[i]].before(&h.lb.ents[h.idx[j]])
+
+func (h *lateHeap) less(i, j int) bool {
+	return h.lb.ents.at(h.idx[i]).before(h.lb.ents.at(h.idx[j]))
 }
-func (h *lateHeap) Swap(i, j int) { h.idx[i], h.idx[j] = h.idx[j], h.idx[i] }
-func (h *lateHeap) Push(x any)    { h.idx = append(h.idx, x.(int32)) }
-func (h *lateHeap) Pop() any {
+
+func (h *lateHeap) push(x int32) {
+	h.idx = append(h.idx, x)
+	for j := len(h.idx) - 1; j > 0; {
+		p := (j - 1) / 2
+		if !h.less(j, p) {
+			break
+		}
+		h.idx[j], h.idx[p] = h.idx[p], h.idx[j]
+		j = p
+	}
+}
+
+func (h *lateHeap) pop() int32 {
+	x := h.idx[0]
 	n := len(h.idx) - 1
-	x := h.idx[n]
+	h.idx[0] = h.idx[n]
 	h.idx = h.idx[:n]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && h.less(r, l) {
+			m = r
+		}
+		if !h.less(m, i) {
+			break
+		}
+		h.idx[i], h.idx[m] = h.idx[m], h.idx[i]
+		i = m
+	}
 	return x
 }
 
 func newLBucket(bf *bfile, capacity int) *lbucket {
-	lb := &lbucket{key: bf.key, bf: bf, ents: make([]went, 0, capacity), byOrigin: make(map[int64]int32, capacity), maxLoc: -1}
+	lb := &lbucket{key: bf.key, bf: bf, byOrigin: make(map[int64]int32, capacity), maxLoc: -1}
 	lb.late.lb = lb
 	return lb
 }
@@ -86,7 +143,7 @@ func newLBucket(bf *bfile, capacity int) *lbucket {
 func (lb *lbucket) addInitial(e Entry, idx int64, done bool) {
 	lb.maxLoc = max(lb.maxLoc, e.Location)
 	if i, ok := lb.byOrigin[e.Origin]; ok {
-		w := &lb.ents[i]
+		w := lb.ents.at(i)
 		if done && w.state == stPending {
 			w.state = stDone
 			lb.open--
@@ -102,23 +159,23 @@ func (lb *lbucket) addInitial(e Entry, idx int64, done bool) {
 	} else {
 		lb.open++
 	}
-	lb.byOrigin[e.Origin] = int32(len(lb.ents))
-	lb.ents = append(lb.ents, went{deliverMS: e.DeliverMS, loc: e.Location, origin: e.Origin, size: e.Size, idx: uint32(idx), state: st})
+	lb.byOrigin[e.Origin] = lb.ents.add(went{deliverMS: e.DeliverMS, loc: e.Location, origin: e.Origin, size: e.Size, idx: uint32(idx), state: st})
 }
 
 // sortInitial orders the pending entries read at load time.
 func (lb *lbucket) sortInitial() {
 	lb.order = make([]int32, 0, lb.open)
-	for i := range lb.ents {
-		if lb.ents[i].state == stPending {
-			lb.order = append(lb.order, int32(i))
+	for i := range int32(lb.ents.len()) {
+		if lb.ents.at(i).state == stPending {
+			lb.order = append(lb.order, i)
 		}
 	}
 	slices.SortFunc(lb.order, func(a, b int32) int {
+		wa, wb := lb.ents.at(a), lb.ents.at(b)
 		switch {
-		case lb.ents[a].before(&lb.ents[b]):
+		case wa.before(wb):
 			return -1
-		case lb.ents[b].before(&lb.ents[a]):
+		case wb.before(wa):
 			return 1
 		}
 		return 0
@@ -130,7 +187,7 @@ func (lb *lbucket) sortInitial() {
 func (lb *lbucket) addLate(e Entry, idx int64, done bool) bool {
 	lb.maxLoc = max(lb.maxLoc, e.Location)
 	if i, ok := lb.byOrigin[e.Origin]; ok {
-		w := &lb.ents[i]
+		w := lb.ents.at(i)
 		if done && w.state == stPending {
 			w.state = stDone
 			lb.open--
@@ -144,29 +201,28 @@ func (lb *lbucket) addLate(e Entry, idx int64, done bool) bool {
 	if done {
 		st = stDone
 	}
-	i := int32(len(lb.ents))
+	i := lb.ents.add(went{deliverMS: e.DeliverMS, loc: e.Location, origin: e.Origin, size: e.Size, idx: uint32(idx), state: st})
 	lb.byOrigin[e.Origin] = i
-	lb.ents = append(lb.ents, went{deliverMS: e.DeliverMS, loc: e.Location, origin: e.Origin, size: e.Size, idx: uint32(idx), state: st})
 	if st == stPending {
 		lb.open++
-		heap.Push(&lb.late, i)
+		lb.late.push(i)
 	}
 	return true
 }
 
 // peek returns the next pending entry in firing order.
 func (lb *lbucket) peek() (i int32, fromLate, ok bool) {
-	for lb.cur < len(lb.order) && lb.ents[lb.order[lb.cur]].state != stPending {
+	for lb.cur < len(lb.order) && lb.ents.at(lb.order[lb.cur]).state != stPending {
 		lb.cur++
 	}
-	for lb.late.Len() > 0 && lb.ents[lb.late.idx[0]].state != stPending {
-		heap.Pop(&lb.late)
+	for lb.late.Len() > 0 && lb.ents.at(lb.late.idx[0]).state != stPending {
+		lb.late.pop()
 	}
 	hasOrder, hasLate := lb.cur < len(lb.order), lb.late.Len() > 0
 	switch {
 	case hasOrder && hasLate:
 		a, b := lb.order[lb.cur], lb.late.idx[0]
-		if lb.ents[b].before(&lb.ents[a]) {
+		if lb.ents.at(b).before(lb.ents.at(a)) {
 			return b, true, true
 		}
 		return a, false, true
@@ -181,7 +237,7 @@ func (lb *lbucket) peek() (i int32, fromLate, ok bool) {
 // pop removes the entry peek returned.
 func (lb *lbucket) pop(fromLate bool) {
 	if fromLate {
-		heap.Pop(&lb.late)
+		lb.late.pop()
 	} else {
 		lb.cur++
 	}
