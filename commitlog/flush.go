@@ -204,7 +204,11 @@ func (l *Log) flush() error {
 			hi := min(to, s.end()) - s.start
 			err = s.m.Sync(int(lo), int(hi-lo))
 		} else {
-			err = fsutil.Fdatasync(s.f)
+			if l.opts.FlushMode == FlushSync {
+				err = fsutil.Fdatasync(s.f) // appenders wait for it
+			} else {
+				err = fsutil.BackgroundFdatasync(s.f)
+			}
 		}
 		if err != nil {
 			return l.fail(fmt.Errorf("flush %s: %w", s.path, err))

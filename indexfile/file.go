@@ -467,7 +467,7 @@ func (f *file) writeSlots() error {
 
 // syncData makes everything written to the file durable.
 func (f *file) syncData() error {
-	if err := fsutil.Fdatasync(f.f); err != nil {
+	if err := fsutil.BackgroundFdatasync(f.f); err != nil {
 		return fmt.Errorf("flush index file %s: %w", f.path, err)
 	}
 	return nil

@@ -889,10 +889,10 @@ func (e *Engine) checkpointOnce() error {
 	e.mu.Unlock()
 	var errs []error
 	for _, bf := range bfs {
-		errs = append(errs, fsutil.Fdatasync(bf.f))
+		errs = append(errs, fsutil.BackgroundFdatasync(bf.f))
 	}
 	for _, lb := range lbs {
-		errs = append(errs, fsutil.Fdatasync(lb.fired))
+		errs = append(errs, fsutil.BackgroundFdatasync(lb.fired))
 	}
 	if created {
 		errs = append(errs, fsutil.SyncDir(e.opts.Dir))

@@ -155,7 +155,7 @@ func (cf *checkpointFile) write(c checkpoint) error {
 	if _, err := cf.f.WriteAt(rec, off); err != nil {
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
-	if err := fsutil.Fdatasync(cf.f); err != nil {
+	if err := fsutil.BackgroundFdatasync(cf.f); err != nil {
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
 	cf.seq++

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"golang.org/x/sys/unix"
 )
@@ -172,4 +173,18 @@ func Fdatasync(f *os.File) error {
 		return fmt.Errorf("fdatasync %s: %w", f.Name(), mapNoSpace(err))
 	}
 	return nil
+}
+
+// BackgroundFdatasync is Fdatasync for periodic flushes that sync many
+// files in a row, off any request's path. After the call it yields the
+// processor: a goroutine returning from a system call keeps its P, so a
+// loop of syncs of a millisecond or more each can hold a P (and, when
+// two such loops run on a two-core machine, every P) for tens of
+// milliseconds while the timers and goroutines queued on it wait; the
+// runtime hands a P over only when sysmon notices, which can take up to
+// 10 ms per call.
+func BackgroundFdatasync(f *os.File) error {
+	err := Fdatasync(f)
+	runtime.Gosched()
+	return err
 }
