@@ -35,9 +35,9 @@
 // file's first unit in the queue's concatenated files, as 20 zero-padded
 // decimal digits; it is a multiple of the file size. Every file is exactly
 // UnitsPerFile*20 bytes (300 000 units = 6 000 000 bytes by default), created
-// at full size with fallocate (so stores through the mapping cannot SIGBUS on
-// a full disk), mapped read/write and shared, and written through the
-// mapping. Unit N lives in the file starting at unit N - N%UnitsPerFile, at
+// at full size with fallocate (so writes cannot fail for space inside a
+// file), mapped read-only and shared for reads, and written with pwrite.
+// Unit N lives in the file starting at unit N - N%UnitsPerFile, at
 // byte (N%UnitsPerFile)*20 of it. A queue's files are contiguous: no file is
 // missing between the first and the last.
 //
@@ -48,10 +48,18 @@
 // one); Put below MaxOffset is an idempotent re-dispatch that must match what
 // is stored; Put above MaxOffset is a gap, except on a queue that has no file
 // yet, which starts there: its first file is the one holding that offset, the
-// units before it are pre-blank, and MinOffset is that offset. A new file is
-// created when the first unit past the last file is written. Flush msyncs
-// the units written since the previous flush; until then they are in the page
-// cache only.
+// units before it are pre-blank (written to the new file at once), and
+// MinOffset is that offset. A new file is created when the first unit past
+// the last file is put.
+//
+// A unit that is put is kept, encoded, in the queue's memory (the stage) and
+// is readable from there at once. Flush writes the staged units to their
+// files with pwrite and fdatasyncs the files; only then are they on disk. So
+// a process crash loses the units put since the last flush (the broker
+// re-dispatches them from its checkpoint), and nothing ever stores through
+// the mapping: a store into a page that a flush has just cleaned faults and
+// waits for the page's writeback, stalling the writer (and, in a Go process,
+// any stop-the-world behind it) for tens of milliseconds.
 //
 // # Recovery
 //
@@ -71,8 +79,8 @@
 //
 // # Truncation and deletion
 //
-// TruncateAfter(phy) zeroes (and msyncs) every unit from the first one whose
-// Offset >= phy to MaxOffset, and deletes the files that lie wholly past that
+// TruncateAfter(phy) drops from the stage, or zeroes in the files (and
+// syncs), every unit from the first one whose Offset >= phy to MaxOffset, and deletes the files that lie wholly past that
 // point, newest first, but never the first file; MaxOffset becomes that
 // point (MinOffset when nothing is left). DeleteBefore(minPhy) deletes a
 // queue's oldest files, oldest first, while the last unit of the file ends
@@ -84,10 +92,12 @@
 //
 // Each queue has one writer (Put, TruncateAfter) and any number of readers
 // (Get, Read, MinOffset, MaxOffset, OffsetForTime). MaxOffset is published
-// atomically after the unit's bytes are stored, so a reader never sees a unit
-// that is not fully written. A read-write lock guards each queue's file list
-// and mappings: readers and the writer's stores hold it shared; adding a file,
-// TruncateAfter, DeleteBefore and Close hold it exclusively, so no reader ever
-// touches an unmapped region or a unit being zeroed. Flush may run
-// concurrently with everything. The package starts no goroutine.
+// after the unit is staged, so a reader never sees a unit that is not fully
+// there. A read-write lock guards each queue's file list, mappings and stage:
+// readers hold it shared; the writer holds it exclusively to stage a unit or
+// add a file; TruncateAfter, DeleteBefore and Close hold it exclusively, so
+// no reader ever touches an unmapped region or a unit being zeroed. Flush
+// takes the lock only to look and, after its pwrite, to move the written
+// mark: it may run concurrently with everything, and it keeps files from
+// being removed while it writes them. The package starts no goroutine.
 package consumequeue

@@ -14,12 +14,14 @@ import (
 // fileNameDigits is the width of a file name: the start byte offset, zero padded.
 const fileNameDigits = 20
 
-// segment is one mapped ConsumeQueue file. Its file descriptor is closed as
-// soon as the file is mapped; only the mapping is kept.
+// segment is one mapped ConsumeQueue file. The mapping is only read: bytes
+// reach the file with pwrite through f, which is opened when first needed
+// and closed once the file is complete and synced (or unmapped).
 type segment struct {
 	start int64 // queue offset (unit index) of the file's first unit
 	path  string
 	m     *mmap.Mapping
+	f     *os.File // nil until written to
 }
 
 // unit returns the 20 bytes of queue offset off, which must lie in the segment.
@@ -33,22 +35,72 @@ func (s *segment) span(from, to int64) []byte {
 	return s.m.Data[(from-s.start)*UnitSize : (to-s.start)*UnitSize]
 }
 
-// sync msyncs units [from, to) of the segment.
-func (s *segment) sync(from, to int64) error {
-	if to <= from {
-		return nil
+// file returns the segment's file descriptor, opening it if needed.
+func (s *segment) file() (*os.File, error) {
+	if s.f == nil {
+		f, err := os.OpenFile(s.path, os.O_RDWR, 0)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", s.path, err)
+		}
+		s.f = f
 	}
-	if err := s.m.Sync(int((from-s.start)*UnitSize), int((to-from)*UnitSize)); err != nil {
+	return s.f, nil
+}
+
+// write stores b (whole units) at queue offset from with pwrite.
+func (s *segment) write(from int64, b []byte) error {
+	f, err := s.file()
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(b, (from-s.start)*UnitSize); err != nil {
+		return fmt.Errorf("write %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// zero writes zeros over units [from, to).
+func (s *segment) zero(from, to int64) error {
+	for from < to {
+		n := min(to-from, int64(len(zeroChunk)/UnitSize))
+		if err := s.write(from, zeroChunk[:n*UnitSize]); err != nil {
+			return err
+		}
+		from += n
+	}
+	return nil
+}
+
+// sync makes what was written to the segment durable.
+func (s *segment) sync() error {
+	if s.f == nil {
+		return nil // never written through this segment
+	}
+	if err := fsutil.BackgroundFdatasync(s.f); err != nil {
 		return fmt.Errorf("%s: %w", s.path, err)
 	}
 	return nil
 }
 
+// closeFile closes the file descriptor (the mapping stays).
+func (s *segment) closeFile() error {
+	if s.f == nil {
+		return nil
+	}
+	err := s.f.Close()
+	s.f = nil
+	if err != nil {
+		return fmt.Errorf("close %s: %w", s.path, err)
+	}
+	return nil
+}
+
 func (s *segment) unmap() error {
+	cerr := s.closeFile()
 	if err := s.m.Unmap(); err != nil {
 		return fmt.Errorf("%s: %w", s.path, err)
 	}
-	return nil
+	return cerr
 }
 
 // fileName returns the name of the file whose first byte is at startByte.
@@ -89,17 +141,19 @@ func createSegment(path string, start, size int64) (*segment, error) {
 	return seg, nil
 }
 
-// mapFile preallocates f to size bytes, maps it and closes f.
+// mapFile preallocates f to size bytes and maps it read-only; the segment
+// keeps f for writing.
 func mapFile(f *os.File, start, size int64) (*segment, error) {
-	defer f.Close()
 	if err := fsutil.Preallocate(f, size); err != nil {
+		f.Close()
 		return nil, err
 	}
-	m, err := mmap.Map(f, int(size), true)
+	m, err := mmap.Map(f, int(size), false)
 	if err != nil {
+		f.Close()
 		return nil, err
 	}
-	return &segment{start: start, path: f.Name(), m: m}, nil
+	return &segment{start: start, path: f.Name(), m: m, f: f}, nil
 }
 
 // openSegment maps an existing file for recovery. A file longer than size

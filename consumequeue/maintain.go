@@ -11,7 +11,8 @@ import (
 )
 
 // TruncateAfter removes every unit whose Offset >= phyOffset: the units from
-// the first such unit to MaxOffset are zeroed (and msynced), files that lie
+// the first such unit to MaxOffset are dropped from the stage or zeroed in
+// their file (and synced), files that lie
 // wholly past it are deleted, except the first file, which is always kept so
 // that MinOffset stays meaningful. Afterwards MaxOffset is the offset of that
 // first removed unit (== MinOffset if nothing is left). Units are in
@@ -46,13 +47,24 @@ func (q *Queue) TruncateAfter(phyOffset int64) error {
 			keep = i
 			continue
 		}
-		from, to := max(cut, seg.start), min(hi, seg.start+q.upf)
-		clear(seg.span(from, to))
-		errs = append(errs, seg.sync(from, to))
+		// Only units below written are in the file.
+		if from, to := max(cut, seg.start), min(hi, seg.start+q.upf, q.written); to > from {
+			if err := seg.zero(from, to); err != nil {
+				errs = append(errs, err)
+			} else {
+				errs = append(errs, seg.sync())
+			}
+		}
 	}
 	removed := append([]*segment(nil), q.segs[keep:]...)
 	clear(q.segs[keep:])
 	q.segs = q.segs[:keep]
+	if cut >= q.written {
+		q.stage = q.stage[:(cut-q.written)*UnitSize]
+	} else {
+		q.stage = q.stage[:0]
+		q.written = cut
+	}
 	q.lastEnd = 0
 	if cut > lo {
 		q.lastEnd = q.unitAt(cut - 1).End()
@@ -68,8 +80,7 @@ func (q *Queue) TruncateAfter(phyOffset int64) error {
 		seg := removed[i]
 		if err := os.Remove(seg.path); err != nil {
 			// Keep recovery from resurrecting the units: zero the file.
-			clear(seg.m.Data)
-			errs = append(errs, fmt.Errorf("remove truncated file: %w", err), seg.sync(seg.start, seg.start+q.upf))
+			errs = append(errs, fmt.Errorf("remove truncated file: %w", err), seg.zero(seg.start, seg.start+q.upf), seg.sync())
 		}
 		errs = append(errs, seg.unmap())
 	}
@@ -87,6 +98,8 @@ func (q *Queue) TruncateAfter(phyOffset int64) error {
 // last file. MinOffset moves up to the first remaining file. It returns how
 // many files were removed.
 func (q *Queue) DeleteBefore(minPhyOffset int64) (int, error) {
+	q.flushMu.Lock() // a flush may be writing the files
+	defer q.flushMu.Unlock()
 	q.mu.Lock()
 	if q.closed.Load() {
 		q.mu.Unlock()
@@ -100,7 +113,7 @@ func (q *Queue) DeleteBefore(minPhyOffset int64) (int, error) {
 		if lastOff >= hi {
 			break
 		}
-		if u := decodeUnit(seg.unit(lastOff)); !u.valid() || u.End() > minPhyOffset {
+		if u := q.unitAt(lastOff); !u.valid() || u.End() > minPhyOffset {
 			break
 		}
 		k++
@@ -111,6 +124,12 @@ func (q *Queue) DeleteBefore(minPhyOffset int64) (int, error) {
 	}
 	removed := append([]*segment(nil), q.segs[:k]...)
 	q.segs = append([]*segment(nil), q.segs[k:]...)
+	if start := q.segs[0].start; q.written < start {
+		// Staged units of the removed files are gone with them.
+		n := copy(q.stage, q.stage[(start-q.written)*UnitSize:])
+		q.stage = q.stage[:n]
+		q.written = start
+	}
 	if q.minOff.Load() < q.segs[0].start {
 		q.minOff.Store(q.segs[0].start)
 	}
@@ -142,7 +161,8 @@ func (q *Queue) DeleteBefore(minPhyOffset int64) (int, error) {
 	return n, nil
 }
 
-// Flush msyncs every unit written since the last flush.
+// Flush writes the staged units to their files and makes every unit put
+// so far durable.
 func (q *Queue) Flush() error {
 	q.flushMu.Lock()
 	defer q.flushMu.Unlock()
@@ -152,20 +172,51 @@ func (q *Queue) Flush() error {
 	return q.flushLocked()
 }
 
-// flushLocked msyncs units [flushed, MaxOffset). flushMu is held.
+// flushLocked writes the stage with pwrite, outside mu (readers and the
+// writer go on: they read staged units from the stage until written
+// moves), then fdatasyncs the files holding units [flushed, MaxOffset).
+// flushMu is held, so no file is removed meanwhile; the writer only adds
+// files and stage bytes past the ones written here.
 func (q *Queue) flushLocked() error {
 	q.mu.RLock()
-	defer q.mu.RUnlock()
 	if len(q.segs) == 0 {
+		q.mu.RUnlock()
 		return nil
 	}
-	to := q.maxOff.Load()
-	from := max(q.flushed, q.segs[0].start) // pre-blank units are flushed too
-	for _, seg := range q.segs {
-		lo, hi := max(from, seg.start), min(to, seg.start+q.upf)
-		if err := seg.sync(lo, hi); err != nil {
+	from, to := q.written, q.maxOff.Load()
+	staged := q.stage[:(to-from)*UnitSize]
+	segs := append([]*segment(nil), q.segs...)
+	syncFrom := max(q.flushed, segs[0].start) // pre-blank units are flushed too
+	q.mu.RUnlock()
+
+	segOf := func(off int64) *segment { return segs[(off-segs[0].start)/q.upf] }
+	for off := from; off < to; {
+		seg := segOf(off)
+		stop := min(to, seg.start+q.upf)
+		if err := seg.write(off, staged[(off-from)*UnitSize:(stop-from)*UnitSize]); err != nil {
 			return q.errf("flush: %w", err)
 		}
+		off = stop
+	}
+	if to > from {
+		q.mu.Lock()
+		n := copy(q.stage, q.stage[(to-from)*UnitSize:])
+		q.stage = q.stage[:n]
+		q.written = to
+		q.mu.Unlock()
+	}
+	var errs []error
+	for i, seg := range segs {
+		if to <= syncFrom || seg.start+q.upf <= syncFrom || seg.start >= to {
+			continue
+		}
+		errs = append(errs, seg.sync())
+		if i < len(segs)-1 && seg.start+q.upf <= to {
+			errs = append(errs, seg.closeFile()) // complete: only read from now on
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return q.errf("flush: %w", err)
 	}
 	q.flushed = to
 	return nil

@@ -46,7 +46,6 @@ func (q *Queue) Put(queueOffset int64, u Unit) error {
 	if err := q.appendUnit(queueOffset, u); err != nil {
 		return q.errf("put %d: %w", queueOffset, err)
 	}
-	q.maxOff.Store(queueOffset + 1) // publish after the bytes are in place
 	q.lastEnd = u.End()
 	q.maxPhy.Store(q.lastEnd)
 	return nil
@@ -65,55 +64,76 @@ func (q *Queue) checkExisting(off int64, u Unit) error {
 	if off < q.minOff.Load() {
 		return nil
 	}
-	seg := q.segFor(off)
-	if seg == nil {
+	b := q.unitBytes(off)
+	if b == nil {
 		return q.errf("put %d: no file holds it: %w", off, ErrCorrupt)
 	}
-	if got := decodeUnit(seg.unit(off)); got != u {
+	if got := decodeUnit(b); got != u {
 		return q.errf("re-put %d: stored unit %+v differs from %+v: %w", off, got, u, ErrCorrupt)
 	}
 	return nil
 }
 
-// appendUnit writes u at off == MaxOffset (or at the start offset of a queue
-// without files), creating the next file when needed. wmu is held; the
-// caller publishes MaxOffset.
+// appendUnit stages u at off == MaxOffset (or at the start offset of a
+// queue without files), creating the next file when needed, and publishes
+// MaxOffset. wmu is held.
 func (q *Queue) appendUnit(off int64, u Unit) error {
 	q.mu.RLock()
 	var last *segment
 	if len(q.segs) > 0 {
 		last = q.segs[len(q.segs)-1]
 	}
-	if last != nil && off < last.start+q.upf {
-		EncodeUnit(last.unit(off), u)
-		q.mu.RUnlock()
-		return nil
-	}
 	q.mu.RUnlock()
 
-	// A new file; nobody else can see it until it joins segs.
-	start := off - off%q.upf
-	seg, err := q.newSegment(start)
-	if err != nil {
-		return err
-	}
+	var seg *segment
 	first := last == nil
-	if first && off > start {
-		var blank [UnitSize]byte
-		EncodeUnit(blank[:], blankUnit)
-		b := seg.span(start, off)
-		for i := 0; i < len(b); i += UnitSize {
-			copy(b[i:], blank[:])
+	if first || off >= last.start+q.upf {
+		// A new file; nobody else can see it until it joins segs.
+		start := off - off%q.upf
+		var err error
+		if seg, err = q.newSegment(start); err != nil {
+			return err
+		}
+		if first && off > start {
+			if err := writeBlanks(seg, start, off); err != nil {
+				_ = seg.unmap()
+				return err
+			}
 		}
 	}
-	EncodeUnit(seg.unit(off), u)
+	var b [UnitSize]byte
+	EncodeUnit(b[:], u)
 	q.mu.Lock()
-	q.segs = append(q.segs, seg)
-	if first {
-		q.minOff.Store(off)
-		q.maxOff.Store(off)
+	if seg != nil {
+		q.segs = append(q.segs, seg)
+		if first {
+			q.minOff.Store(off)
+			q.written = off
+			q.stage = q.stage[:0]
+		}
 	}
+	q.stage = append(q.stage, b[:]...)
+	q.maxOff.Store(off + 1) // publish after the unit is in place
 	q.mu.Unlock()
+	return nil
+}
+
+// writeBlanks fills units [from, to) of a new first file with the
+// pre-blank marker.
+func writeBlanks(seg *segment, from, to int64) error {
+	var blank [UnitSize]byte
+	EncodeUnit(blank[:], blankUnit)
+	chunk := make([]byte, min(to-from, 4096)*UnitSize)
+	for i := 0; i < len(chunk); i += UnitSize {
+		copy(chunk[i:], blank[:])
+	}
+	for from < to {
+		n := min(to-from, int64(len(chunk)/UnitSize))
+		if err := seg.write(from, chunk[:n*UnitSize]); err != nil {
+			return err
+		}
+		from += n
+	}
 	return nil
 }
 

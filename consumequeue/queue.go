@@ -32,15 +32,21 @@ type Queue struct {
 	lastEnd  int64 // End() of the unit at MaxOffset-1, 0 if the queue is empty
 	dirReady bool  // the queue directory exists
 
-	// flushMu serialises flushes; units below flushed have been msynced.
+	// flushMu serialises flushes and keeps files from being removed while
+	// a flush writes them; units below flushed are durable.
 	flushMu sync.Mutex
 	flushed int64
 
-	// mu guards segs and keeps their mappings alive: whoever touches mapped
-	// bytes holds it (shared is enough for reads and for the writer's
-	// stores); changing the list or unmapping holds it exclusively.
+	// mu guards segs, written and stage and keeps the mappings alive:
+	// readers hold it shared; the writer holds it exclusively to add a unit
+	// or a file; unmapping holds it exclusively.
 	mu   sync.RWMutex
 	segs []*segment // contiguous: segs[i].start == segs[0].start + i*upf
+	// Units below written are in the files (read through the mappings);
+	// units [written, MaxOffset) are in stage, encoded, until a flush
+	// writes them.
+	written int64
+	stage   []byte
 
 	closed atomic.Bool  // set with wmu, flushMu and mu held
 	minOff atomic.Int64 // first readable queue offset
@@ -96,9 +102,24 @@ func (q *Queue) segFor(off int64) *segment {
 	return q.segs[i]
 }
 
-// unitAt decodes the unit at off. mu must be held and off must lie in a segment.
+// unitBytes returns the 20 bytes of the unit at off, from the stage or from
+// its file's mapping, or nil if no file holds it. mu must be held and off
+// must be below the staged end.
+func (q *Queue) unitBytes(off int64) []byte {
+	if off >= q.written {
+		i := (off - q.written) * UnitSize
+		return q.stage[i : i+UnitSize : i+UnitSize]
+	}
+	if seg := q.segFor(off); seg != nil {
+		return seg.unit(off)
+	}
+	return nil
+}
+
+// unitAt decodes the unit at off. mu must be held and off must lie in a
+// file or in the stage.
 func (q *Queue) unitAt(off int64) Unit {
-	return decodeUnit(q.segFor(off).unit(off))
+	return decodeUnit(q.unitBytes(off))
 }
 
 // Get returns the unit at queueOffset, or an error wrapping ErrNotFound if
@@ -113,14 +134,13 @@ func (q *Queue) Get(queueOffset int64) (Unit, error) {
 	if queueOffset < lo || queueOffset >= hi {
 		return Unit{}, q.errf("get %d (queue holds [%d, %d)): %w", queueOffset, lo, hi, ErrNotFound)
 	}
-	seg := q.segFor(queueOffset)
-	if seg == nil {
+	b := q.unitBytes(queueOffset)
+	if b == nil {
 		return Unit{}, q.errf("get %d: no file holds it: %w", queueOffset, ErrCorrupt)
 	}
-	u := decodeUnit(seg.unit(queueOffset))
+	u := decodeUnit(b)
 	if !u.valid() {
-		return Unit{}, q.errf("get %d: hole (%+v) below max offset %d in %s: %w",
-			queueOffset, u, hi, seg.path, ErrCorrupt)
+		return Unit{}, q.errf("get %d: hole (%+v) below max offset %d: %w", queueOffset, u, hi, ErrCorrupt)
 	}
 	return u, nil
 }
@@ -149,17 +169,23 @@ func (q *Queue) Read(from int64, max int, dst []Unit) ([]Unit, error) {
 		end = from + int64(max)
 	}
 	for off := from; off < end; {
-		seg := q.segFor(off)
-		if seg == nil {
-			return dst, q.errf("read %d: no file holds it: %w", off, ErrCorrupt)
+		var b []byte
+		stop := end
+		if off >= q.written {
+			b = q.stage[(off-q.written)*UnitSize : (end-q.written)*UnitSize]
+		} else {
+			seg := q.segFor(off)
+			if seg == nil {
+				return dst, q.errf("read %d: no file holds it: %w", off, ErrCorrupt)
+			}
+			stop = min(end, seg.start+q.upf, q.written)
+			b = seg.span(off, stop)
 		}
-		stop := min(end, seg.start+q.upf)
-		b := seg.span(off, stop)
 		for i := 0; i < len(b); i += UnitSize {
 			u := decodeUnit(b[i:])
 			if !u.valid() {
-				return dst, q.errf("read: hole (%+v) at %d below max offset %d in %s: %w",
-					u, off+int64(i/UnitSize), hi, seg.path, ErrCorrupt)
+				return dst, q.errf("read: hole (%+v) at %d below max offset %d: %w",
+					u, off+int64(i/UnitSize), hi, ErrCorrupt)
 			}
 			dst = append(dst, u)
 		}

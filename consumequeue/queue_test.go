@@ -21,7 +21,20 @@ func TestPutGetReadAcrossFiles(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "orders")); !os.IsNotExist(err) {
 		t.Fatalf("queue directory created before the first Put: %v", err)
 	}
-	putRange(t, q, 0, 35)
+	// Units 0..22 reach the files, 23..34 stay staged: reads cross from
+	// the mapping to the stage in the middle of a file.
+	putRange(t, q, 0, 23)
+	if err := q.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	putRange(t, q, 23, 35)
+	checkRange(t, q, 0, 35)
+	if data, err := os.ReadFile(filepath.Join(root, "orders", "3", "00000000000000000400")); err != nil || !allZero(data[60:]) {
+		t.Fatalf("staged units on disk before a flush (%v)", err)
+	}
+	if err := q.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	checkRange(t, q, 0, 35)
 
 	want := []string{"00000000000000000000", "00000000000000000200", "00000000000000000400", "00000000000000000600"}

@@ -65,13 +65,20 @@ func (q *Queue) recover() error {
 	if tail := last.span(end, last.start+q.upf); !allZero(tail) {
 		q.log.Warn("consumequeue: zeroing stale units past the end of data",
 			zap.String("file", last.path), zap.Int64("fromQueueOffset", end))
-		clear(tail)
-		if err := last.sync(end, last.start+q.upf); err != nil {
+		err := last.zero(end, last.start+q.upf)
+		if err == nil {
+			err = last.sync()
+		}
+		if err != nil {
 			q.unmapAll()
 			return q.errf("recover: %w", err)
 		}
 	}
 	for _, seg := range q.segs[:len(q.segs)-1] {
+		if err := seg.closeFile(); err != nil { // complete: only read
+			q.unmapAll()
+			return q.errf("recover: %w", err)
+		}
 		if !decodeUnit(seg.unit(seg.start + q.upf - 1)).valid() {
 			q.log.Warn("consumequeue: earlier file does not end with a unit; trusting it anyway",
 				zap.String("file", seg.path))
@@ -86,6 +93,7 @@ func (q *Queue) recover() error {
 	}
 	q.minOff.Store(minOff)
 	q.maxOff.Store(end)
+	q.written = end
 	if end > minOff {
 		q.lastEnd = q.unitAt(end - 1).End()
 	}

@@ -117,6 +117,9 @@ func TestRecoverZeroesStaleTail(t *testing.T) {
 	if err := q.Put(13, unitFor(13)); err != nil {
 		t.Fatal(err)
 	}
+	if err := q.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	q = reopenQueue(t, root)
 	checkRange(t, q, 0, 14)
 }

@@ -241,7 +241,7 @@ func (s *Store) DeleteTopic(topic string) error {
 	return nil
 }
 
-// Flush msyncs every queue's unflushed units.
+// Flush writes and syncs every queue's unflushed units.
 func (s *Store) Flush() error {
 	var errs []error
 	for _, q := range s.Queues() {
