@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -119,6 +120,7 @@ type Log struct {
 	flushMu        sync.Mutex
 	segmentsClosed bool
 	flushed        atomic.Int64
+	residentFrom   atomic.Int64 // ReleaseResident dropped the mapped pages below
 
 	readableSig  notify.Signal
 	flushedSig   notify.Signal
@@ -580,6 +582,56 @@ func (l *Log) ReadRecord(off int64, dst []byte) ([]byte, error) {
 		return nil
 	})
 	return dst, err
+}
+
+// PreadRecord appends the record at off to dst like ReadRecord, but reads
+// it from the file with pread instead of through the mapping: for a record
+// behind the resident tail (see ReleaseResident) this costs one system call
+// and leaves the process's page tables alone, where a read through the
+// mapping takes a page fault and maps the page back into the resident set.
+// cap(dst)-len(dst), if at least a header, is taken as the expected size.
+func (l *Log) PreadRecord(off int64, dst []byte) ([]byte, error) {
+	readable := l.Readable()
+	l.segMu.RLock()
+	defer l.segMu.RUnlock()
+	seg := l.segmentFor(off)
+	if off < 0 || seg == nil {
+		return dst, fmt.Errorf("%w: no record at offset %d (min offset %d)", ErrOffset, off, l.minOffsetLocked())
+	}
+	avail := min(seg.end(), readable) - off
+	if avail < message.BlankSize {
+		return dst, fmt.Errorf("%w: no record at offset %d, readable up to %d", ErrOffset, off, readable)
+	}
+	want := int64(cap(dst) - len(dst))
+	if want < message.BlankSize {
+		want = 2048
+	}
+	start := len(dst)
+	read := func(from, to int64) error {
+		dst = slices.Grow(dst, int(to-from))[:start+int(to)]
+		if _, err := seg.f.ReadAt(dst[start+int(from):], off-seg.start+from); err != nil {
+			return fmt.Errorf("read %s at %d: %w", seg.path, off-seg.start+from, err)
+		}
+		return nil
+	}
+	first := min(want, avail)
+	if err := read(0, first); err != nil {
+		return dst[:start], err
+	}
+	h, _ := message.PeekHeader(dst[start:])
+	if !h.IsRecord() {
+		return dst[:start], fmt.Errorf("%w: no record at offset %d", ErrOffset, off)
+	}
+	size := int64(h.TotalSize)
+	if size < message.BlankSize || size > avail {
+		return dst[:start], fmt.Errorf("%w: bad record size %d at offset %d", ErrOffset, size, off)
+	}
+	if size > first {
+		if err := read(first, size); err != nil {
+			return dst[:start], err
+		}
+	}
+	return dst[:start+int(size)], nil
 }
 
 // ReadRaw copies raw log bytes starting at off into dst, stopping at the end

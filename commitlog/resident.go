@@ -29,5 +29,12 @@ func (l *Log) ReleaseResident(before int64) (int64, error) {
 		}
 		released += n
 	}
+	if before > l.residentFrom.Load() { // flushMu serialises the callers
+		l.residentFrom.Store(before)
+	}
 	return released, nil
 }
+
+// ResidentFrom returns the offset below which ReleaseResident has dropped
+// the mapped pages: a record there is better read with PreadRecord.
+func (l *Log) ResidentFrom() int64 { return l.residentFrom.Load() }

@@ -1,6 +1,8 @@
 package commitlog
 
 import (
+	"bytes"
+	"errors"
 	"testing"
 
 	"github.com/bolide-mq/bolide/internal/mmap"
@@ -53,5 +55,56 @@ func TestReleaseResident(t *testing.T) {
 				t.Fatalf("release after close: %v", err)
 			}
 		})
+	}
+}
+
+// TestPreadRecord: records behind the resident tail read back with pread
+// exactly as through the mapping, without mapping their pages again, with
+// or without a size hint; offsets that are not a readable record are
+// refused.
+func TestPreadRecord(t *testing.T) {
+	dir := t.TempDir()
+	o := testOptions(dir, FlushAsync, WritePwrite)
+	o.SegmentSize = 2 << 20
+	l := openTestLog(t, o, 0)
+	recs := fillLog(t, l, 6000)
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.ReleaseResident(l.MaxOffset()); err != nil {
+		t.Fatal(err)
+	}
+	if l.ResidentFrom() != l.MaxOffset() {
+		t.Fatalf("ResidentFrom = %d, want %d", l.ResidentFrom(), l.MaxOffset())
+	}
+	before := mappedRSS(t, dir)
+	for i, a := range recs {
+		var hint []byte
+		switch i % 3 {
+		case 1:
+			hint = make([]byte, 0, 64) // smaller than the record: two reads
+		case 2:
+			hint = make([]byte, 3, a.res.Size+3) // exact, after a prefix
+		}
+		got, err := l.PreadRecord(a.res.PhysicalOffset, hint)
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		got = got[len(hint):]
+		want, err := l.ReadRecord(a.res.PhysicalOffset, nil)
+		if err != nil || !bytes.Equal(got, want) || len(got) != int(a.res.Size) {
+			t.Fatalf("record %d: pread %d bytes, mapping %d (%v)", i, len(got), len(want), err)
+		}
+		if _, err := l.ReleaseResident(l.MaxOffset()); err != nil { // drop what ReadRecord mapped
+			t.Fatal(err)
+		}
+	}
+	if after := mappedRSS(t, dir); after > before+64<<10 {
+		t.Fatalf("resident %d bytes before the preads, %d after", before, after)
+	}
+	for _, off := range []int64{recs[5].res.PhysicalOffset + 1, l.MaxOffset(), -1, 1 << 40} {
+		if _, err := l.PreadRecord(off, nil); !errors.Is(err, ErrOffset) {
+			t.Fatalf("PreadRecord(%d) = %v, want ErrOffset", off, err)
+		}
 	}
 }

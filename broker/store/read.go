@@ -159,7 +159,13 @@ func (s *Store) ReadRecord(phyOffset int64) ([]byte, error) {
 
 // ReadMessage decodes the message at a CommitLog offset.
 func (s *Store) ReadMessage(phyOffset int64) (*message.Ext, error) {
-	rec, err := s.clog.ReadRecord(phyOffset, nil)
+	read := s.clog.ReadRecord
+	if phyOffset < s.clog.ResidentFrom() {
+		// Behind the resident tail: its page is likely not mapped (due
+		// timer messages, lookups by key or id).
+		read = s.clog.PreadRecord
+	}
+	rec, err := read(phyOffset, nil)
 	if err != nil {
 		return nil, err
 	}
