@@ -307,24 +307,42 @@ func runPrecision(t *testing.T, r *delayRig, topic string, brokerPID int, assert
 	rate := envInt("BOLIDE_DELAY_RATE", pick(2000, 20000))
 	dur := time.Duration(envInt("BOLIDE_DELAY_SECONDS", pick(5, 60))) * time.Second
 	maxDelay := dur
+	total := int64(float64(rate) * dur.Seconds())
+	// The bookkeeping holds no pointers and never grows: a consumer that
+	// kept a map of 10⁶ message ids would pay for it in GC pauses and map
+	// growth, and those would be measured as lateness.
 	var mu sync.Mutex
-	var lateness, stored []time.Duration
-	early := 0
-	seen := make(map[string]bool)
+	lateness := make([]time.Duration, 0, total)
+	stored := make([]time.Duration, 0, total)
+	seen := make([]bool, total) // by the sequence number in the body
+	var dump [][3]int64         // due, lateness µs, stored − due ms (BOLIDE_DELAY_DUMP)
+	if os.Getenv("BOLIDE_DELAY_DUMP") != "" {
+		dump = make([][3]int64, 0, total)
+	}
+	early, stray := 0, 0
 	r.consumer("precision-cg", topic, func(now time.Time, msgs []*client.MessageExt) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, m := range msgs {
-			if seen[m.MsgID] {
+			i, err := strconv.ParseInt(string(m.Body), 10, 64)
+			if err != nil || i < 0 || i >= total {
+				stray++
 				continue
 			}
-			seen[m.MsgID] = true
-			l := now.Sub(time.UnixMilli(dueOf(m)))
-			if l < 0 || m.StoreTimestamp.UnixMilli() < dueOf(m) {
+			if seen[i] {
+				continue
+			}
+			seen[i] = true
+			due := dueOf(m)
+			l := now.Sub(time.UnixMilli(due))
+			if l < 0 || m.StoreTimestamp.UnixMilli() < due {
 				early++
 			}
 			lateness = append(lateness, l)
-			stored = append(stored, m.StoreTimestamp.Sub(time.UnixMilli(dueOf(m))))
+			stored = append(stored, m.StoreTimestamp.Sub(time.UnixMilli(due)))
+			if dump != nil {
+				dump = append(dump, [3]int64{due, l.Microseconds(), m.StoreTimestamp.UnixMilli() - due})
+			}
 		}
 	})
 	time.Sleep(2 * time.Second) // the consumer's first rebalance
@@ -360,6 +378,18 @@ func runPrecision(t *testing.T, r *delayRig, topic string, brokerPID int, assert
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	if f := os.Getenv("BOLIDE_DELAY_DUMP"); f != "" {
+		var b strings.Builder
+		for _, d := range dump {
+			fmt.Fprintf(&b, "%d,%d,%d\n", d[0], d[1], d[2])
+		}
+		if err := os.WriteFile(f, []byte(b.String()), 0o644); err != nil {
+			t.Errorf("dump: %v", err)
+		}
+	}
+	if stray > 0 {
+		t.Fatalf("%d messages with a body that is not a sequence number of this run", stray)
+	}
 	sort.Slice(lateness, func(i, j int) bool { return lateness[i] < lateness[j] })
 	p50, p99, p999 := pct(lateness, 50), pct(lateness, 99), pct(lateness, 99.9)
 	sort.Slice(stored, func(i, j int) bool { return stored[i] < stored[j] })
