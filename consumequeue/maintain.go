@@ -161,6 +161,9 @@ func (q *Queue) DeleteBefore(minPhyOffset int64) (int, error) {
 	return n, nil
 }
 
+// stageKeep is the stage capacity a queue keeps between flushes.
+const stageKeep = 64 << 10
+
 // Flush writes the staged units to their files and makes every unit put
 // so far durable.
 func (q *Queue) Flush() error {
@@ -202,6 +205,10 @@ func (q *Queue) flushLocked() error {
 		q.mu.Lock()
 		n := copy(q.stage, q.stage[(to-from)*UnitSize:])
 		q.stage = q.stage[:n]
+		if cap(q.stage) > stageKeep && n < cap(q.stage)/4 {
+			// A burst is over: give its buffer back.
+			q.stage = append(make([]byte, 0, max(2*n, stageKeep)), q.stage...)
+		}
 		q.written = to
 		q.mu.Unlock()
 	}
