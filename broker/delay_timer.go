@@ -87,8 +87,8 @@ func (h timerHost) TimerArrival() <-chan struct{} {
 	return h.b.arrivalSignal(message.TimerTopic, 0).C()
 }
 
-func (h timerHost) ReadMessage(location int64) (*message.Ext, error) {
-	return h.b.store.ReadMessage(location)
+func (h timerHost) ReadMessages(locations []int64, fn func(i int, m *message.Ext, err error)) {
+	h.b.store.ReadMessages(locations, fn)
 }
 
 func (h timerHost) Deliver(ctx context.Context, msgs []*message.Ext) error {

@@ -598,13 +598,94 @@ func (l *Log) PreadRecord(off int64, dst []byte) ([]byte, error) {
 	if off < 0 || seg == nil {
 		return dst, fmt.Errorf("%w: no record at offset %d (min offset %d)", ErrOffset, off, l.minOffsetLocked())
 	}
-	avail := min(seg.end(), readable) - off
-	if avail < message.BlankSize {
-		return dst, fmt.Errorf("%w: no record at offset %d, readable up to %d", ErrOffset, off, readable)
-	}
-	want := int64(cap(dst) - len(dst))
+	want := cap(dst) - len(dst)
 	if want < message.BlankSize {
-		want = 2048
+		want = preadGuess
+	}
+	return preadRecord(seg, off, min(seg.end(), readable), want, dst)
+}
+
+// Spans of PreadRecords: records at most preadGap apart are read together,
+// up to preadSpan bytes per read; a record is assumed to be at most
+// preadGuess bytes until its header says otherwise.
+const (
+	preadGap   = 16 << 10
+	preadSpan  = 1 << 20
+	preadGuess = 2048
+)
+
+// PreadRecords reads the records starting at offs (in any order) with
+// pread, as PreadRecord does, but reads records that lie close together in
+// one call: due timer messages stored together are read 1 MiB at a time,
+// scattered ones one by one. fn is called once per offset, with its index
+// in offs and the record or an error; rec is valid only during fn.
+func (l *Log) PreadRecords(offs []int64, fn func(i int, rec []byte, err error)) {
+	order := make([]int, len(offs))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool { return offs[order[a]] < offs[order[b]] })
+	readable := l.Readable()
+	l.segMu.RLock()
+	defer l.segMu.RUnlock()
+	var buf, one []byte
+	for k := 0; k < len(order); {
+		off := offs[order[k]]
+		seg := l.segmentFor(off)
+		if off < 0 || seg == nil {
+			fn(order[k], nil, fmt.Errorf("%w: no record at offset %d (min offset %d)", ErrOffset, off, l.minOffsetLocked()))
+			k++
+			continue
+		}
+		limit := min(seg.end(), readable)
+		j := k + 1
+		for j < len(order) && offs[order[j]]-offs[order[j-1]] <= preadGap && offs[order[j]]-off < preadSpan && offs[order[j]] < limit {
+			j++
+		}
+		if j == k+1 { // alone
+			var err error
+			one, err = preadRecord(seg, off, limit, preadGuess, one[:0])
+			fn(order[k], one, err)
+			k = j
+			continue
+		}
+		end := min(limit, offs[order[j-1]]+preadGuess)
+		if cap(buf) < int(end-off) {
+			buf = make([]byte, end-off)
+		}
+		buf = buf[:end-off]
+		if _, err := seg.f.ReadAt(buf, off-seg.start); err != nil {
+			err = fmt.Errorf("read %s at %d: %w", seg.path, off-seg.start, err)
+			for ; k < j; k++ {
+				fn(order[k], nil, err)
+			}
+			continue
+		}
+		for ; k < j; k++ {
+			o := offs[order[k]]
+			b := buf[o-off:]
+			h, _ := message.PeekHeader(b)
+			switch size := int(h.TotalSize); {
+			case !h.IsRecord() || size < message.BlankSize:
+				fn(order[k], nil, fmt.Errorf("%w: no record at offset %d", ErrOffset, o))
+			case size <= len(b):
+				fn(order[k], b[:size], nil)
+			default: // runs past the span
+				var err error
+				one, err = preadRecord(seg, o, limit, size, one[:0])
+				fn(order[k], one, err)
+			}
+		}
+	}
+}
+
+// preadRecord reads the record at off, which lies in seg before limit,
+// with one pread of want bytes (two if the record is longer), appending it
+// to dst. segMu is held.
+func preadRecord(seg *segment, off, limit int64, want int, dst []byte) ([]byte, error) {
+	avail := limit - off
+	if avail < message.BlankSize {
+		return dst, fmt.Errorf("%w: no record at offset %d, readable up to %d", ErrOffset, off, limit)
 	}
 	start := len(dst)
 	read := func(from, to int64) error {
@@ -614,7 +695,7 @@ func (l *Log) PreadRecord(off int64, dst []byte) ([]byte, error) {
 		}
 		return nil
 	}
-	first := min(want, avail)
+	first := min(int64(want), avail)
 	if err := read(0, first); err != nil {
 		return dst[:start], err
 	}

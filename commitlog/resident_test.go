@@ -108,3 +108,47 @@ func TestPreadRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestPreadRecords: a mix of neighbouring and scattered offsets, in any
+// order, with bad ones among them, reads back exactly as ReadRecord does,
+// each offset answered once.
+func TestPreadRecords(t *testing.T) {
+	dir := t.TempDir()
+	o := testOptions(dir, FlushAsync, WritePwrite)
+	o.SegmentSize = 2 << 20
+	l := openTestLog(t, o, 0)
+	recs := fillLog(t, l, 3000)
+	// A record longer than a span's guess, between short ones.
+	big := appendOne(t, l, record(t, "T", 1, bytes.Repeat([]byte{7}, 6000)))
+	recs = append(recs, big, appendOne(t, l, record(t, "T", 2, []byte("after"))))
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var offs []int64
+	for i := len(recs) - 3; i >= 0; i -= 1 + i%7 { // runs of neighbours and gaps, newest first
+		offs = append(offs, recs[i].res.PhysicalOffset)
+	}
+	// The long record last in its span: read again on its own.
+	offs = append(offs, big.res.PhysicalOffset, recs[0].res.PhysicalOffset)
+	bad := []int64{recs[10].res.PhysicalOffset + 3, l.MaxOffset(), -5}
+	offs = append(offs, bad...)
+	seen := make([]int, len(offs))
+	l.PreadRecords(offs, func(i int, rec []byte, err error) {
+		seen[i]++
+		if i >= len(offs)-len(bad) {
+			if !errors.Is(err, ErrOffset) {
+				t.Errorf("offset %d: %v, want ErrOffset", offs[i], err)
+			}
+			return
+		}
+		want, werr := l.ReadRecord(offs[i], nil)
+		if err != nil || werr != nil || !bytes.Equal(rec, want) {
+			t.Errorf("offset %d: pread %d bytes (%v), mapping %d bytes (%v)", offs[i], len(rec), err, len(want), werr)
+		}
+	})
+	for i, n := range seen {
+		if n != 1 {
+			t.Fatalf("offset %d answered %d times", offs[i], n)
+		}
+	}
+}

@@ -48,8 +48,9 @@ type Host interface {
 	// TimerArrival returns a channel closed when the timer queue grows
 	// (taken before a read, so no arrival is missed).
 	TimerArrival() <-chan struct{}
-	// ReadMessage reads the stored message at a CommitLog offset.
-	ReadMessage(location int64) (*message.Ext, error)
+	// ReadMessages reads the stored messages at CommitLog offsets and
+	// calls fn for each, with its index in locations, in any order.
+	ReadMessages(locations []int64, fn func(i int, m *message.Ext, err error))
 	// Deliver stores due messages in their real topics and returns once
 	// they are stored as an acknowledged send is.
 	Deliver(ctx context.Context, msgs []*message.Ext) error

@@ -142,9 +142,16 @@ func (e *Engine) takeDueLocked(now int64, max int) ([]fireRef, int64) {
 // CommitLog segment is gone) is counted lost and marked done.
 func (e *Engine) prepare(refs []fireRef) *batch {
 	b := &batch{refs: refs[:0:0], msgs: make([]*message.Ext, 0, len(refs))}
+	locs := make([]int64, len(refs))
+	for i, r := range refs {
+		locs[i] = r.loc
+	}
+	read := make([]*message.Ext, len(refs))
+	errs := make([]error, len(refs))
+	e.host.ReadMessages(locs, func(i int, m *message.Ext, err error) { read[i], errs[i] = m, err })
 	var lost []fireRef
-	for _, r := range refs {
-		m, err := e.host.ReadMessage(r.loc)
+	for i, r := range refs {
+		m, err := read[i], errs[i]
 		if err == nil {
 			m, err = RealMessage(m, r.deliverMS)
 		}

@@ -81,7 +81,14 @@ func (h *fakeHost) TimerQueueMaxOffset() int64 {
 
 func (h *fakeHost) TimerArrival() <-chan struct{} { return h.arrival.C() }
 
-func (h *fakeHost) ReadMessage(loc int64) (*message.Ext, error) {
+func (h *fakeHost) ReadMessages(locs []int64, fn func(i int, m *message.Ext, err error)) {
+	for i, loc := range locs {
+		m, err := h.readMessage(loc)
+		fn(i, m, err)
+	}
+}
+
+func (h *fakeHost) readMessage(loc int64) (*message.Ext, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m, ok := h.msgs[loc]

@@ -172,6 +172,42 @@ func (s *Store) ReadMessage(phyOffset int64) (*message.Ext, error) {
 	return message.Decode(rec)
 }
 
+// ReadMessages decodes the messages at CommitLog offsets offs and calls fn
+// for each, with its index in offs. Records behind the resident tail are
+// read with pread, those close together in one call
+// (commitlog.Log.PreadRecords): due timer messages stored together, as in
+// a burst, cost one system call per megabyte.
+func (s *Store) ReadMessages(offs []int64, fn func(i int, m *message.Ext, err error)) {
+	from := s.clog.ResidentFrom()
+	var cold []int64
+	var coldIdx []int
+	for i, off := range offs {
+		if off < from {
+			cold = append(cold, off)
+			coldIdx = append(coldIdx, i)
+			continue
+		}
+		rec, err := s.clog.ReadRecord(off, nil)
+		if err != nil {
+			fn(i, nil, err)
+			continue
+		}
+		m, err := message.Decode(rec)
+		fn(i, m, err)
+	}
+	if len(cold) == 0 {
+		return
+	}
+	s.clog.PreadRecords(cold, func(k int, rec []byte, err error) {
+		if err != nil {
+			fn(coldIdx[k], nil, err)
+			return
+		}
+		m, err := message.Decode(rec)
+		fn(coldIdx[k], m, err)
+	})
+}
+
 // ErrNotFound reports a lookup that found nothing.
 var ErrNotFound = errors.New("store: not found")
 
