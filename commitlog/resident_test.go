@@ -58,15 +58,20 @@ func TestReleaseResident(t *testing.T) {
 	}
 }
 
+// openPreadLog opens an async pwrite log of 2 MiB segments in dir.
+func openPreadLog(t *testing.T, dir string) *Log {
+	o := testOptions(dir, FlushAsync, WritePwrite)
+	o.SegmentSize = 2 << 20
+	return openTestLog(t, o, 0)
+}
+
 // TestPreadRecord: records behind the resident tail read back with pread
 // exactly as through the mapping, without mapping their pages again, with
 // or without a size hint; offsets that are not a readable record are
 // refused.
 func TestPreadRecord(t *testing.T) {
 	dir := t.TempDir()
-	o := testOptions(dir, FlushAsync, WritePwrite)
-	o.SegmentSize = 2 << 20
-	l := openTestLog(t, o, 0)
+	l := openPreadLog(t, dir)
 	recs := fillLog(t, l, 6000)
 	if err := l.Flush(); err != nil {
 		t.Fatal(err)
@@ -113,10 +118,7 @@ func TestPreadRecord(t *testing.T) {
 // order, with bad ones among them, reads back exactly as ReadRecord does,
 // each offset answered once.
 func TestPreadRecords(t *testing.T) {
-	dir := t.TempDir()
-	o := testOptions(dir, FlushAsync, WritePwrite)
-	o.SegmentSize = 2 << 20
-	l := openTestLog(t, o, 0)
+	l := openPreadLog(t, t.TempDir())
 	recs := fillLog(t, l, 3000)
 	// A record longer than a span's guess, between short ones.
 	big := appendOne(t, l, record(t, "T", 1, bytes.Repeat([]byte{7}, 6000)))

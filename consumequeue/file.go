@@ -60,10 +60,13 @@ func (s *segment) write(from int64, b []byte) error {
 }
 
 // zero writes zeros over units [from, to).
-func (s *segment) zero(from, to int64) error {
+func (s *segment) zero(from, to int64) error { return s.fill(from, to, zeroChunk[:]) }
+
+// fill writes pattern (whole units, repeated) over units [from, to).
+func (s *segment) fill(from, to int64, pattern []byte) error {
 	for from < to {
-		n := min(to-from, int64(len(zeroChunk)/UnitSize))
-		if err := s.write(from, zeroChunk[:n*UnitSize]); err != nil {
+		n := min(to-from, int64(len(pattern)/UnitSize))
+		if err := s.write(from, pattern[:n*UnitSize]); err != nil {
 			return err
 		}
 		from += n

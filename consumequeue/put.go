@@ -127,14 +127,7 @@ func writeBlanks(seg *segment, from, to int64) error {
 	for i := 0; i < len(chunk); i += UnitSize {
 		copy(chunk[i:], blank[:])
 	}
-	for from < to {
-		n := min(to-from, int64(len(chunk)/UnitSize))
-		if err := seg.write(from, chunk[:n*UnitSize]); err != nil {
-			return err
-		}
-		from += n
-	}
-	return nil
+	return seg.fill(from, to, chunk)
 }
 
 // newSegment creates the file starting at queue offset start. wmu is held.

@@ -1,37 +1,10 @@
 package consumequeue
 
 import (
-	"io/fs"
-	"os"
-	"path/filepath"
 	"testing"
-)
 
-// crashCopy copies root as the files stand now (what a kill -9 would leave:
-// the page cache survives, the process's memory does not), while the
-// store stays open.
-func crashCopy(t *testing.T, root string) string {
-	t.Helper()
-	dst := t.TempDir()
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dst
-}
+	"github.com/bolide-mq/bolide/internal/testutil"
+)
 
 // TestStagedUnitsReachTheFileAtFlush: units are readable as soon as they
 // are put, reach the files only at Flush, and a crash keeps exactly what
@@ -47,7 +20,7 @@ func TestStagedUnitsReachTheFileAtFlush(t *testing.T) {
 	}
 	putRange(t, q, 25, 33) // staged, across a file boundary
 	checkRange(t, q, 0, 33)
-	checkRange(t, mustQueue(t, openStore(t, crashCopy(t, root), 10), "t", 0), 0, 25)
+	checkRange(t, mustQueue(t, openStore(t, testutil.CrashCopy(t, root), 10), "t", 0), 0, 25)
 
 	// A cut inside the staged units trims the stage only.
 	if err := q.TruncateAfter(unitFor(28).Offset); err != nil {
@@ -57,7 +30,7 @@ func TestStagedUnitsReachTheFileAtFlush(t *testing.T) {
 	if err := q.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	checkRange(t, mustQueue(t, openStore(t, crashCopy(t, root), 10), "t", 0), 0, 28)
+	checkRange(t, mustQueue(t, openStore(t, testutil.CrashCopy(t, root), 10), "t", 0), 0, 28)
 
 	// A cut below the written end zeroes the file and drops the stage.
 	putRange(t, q, 28, 31)
@@ -65,7 +38,7 @@ func TestStagedUnitsReachTheFileAtFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkRange(t, q, 0, 22)
-	checkRange(t, mustQueue(t, openStore(t, crashCopy(t, root), 10), "t", 0), 0, 22)
+	checkRange(t, mustQueue(t, openStore(t, testutil.CrashCopy(t, root), 10), "t", 0), 0, 22)
 	putRange(t, q, 22, 26)
 	checkRange(t, q, 0, 26)
 	if err := s.Close(); err != nil { // a clean close writes the stage
@@ -92,5 +65,5 @@ func TestDeleteBeforeDropsStagedUnits(t *testing.T) {
 	if err := q.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	checkRange(t, mustQueue(t, openStore(t, crashCopy(t, root), 10), "t", 0), 20, 27)
+	checkRange(t, mustQueue(t, openStore(t, testutil.CrashCopy(t, root), 10), "t", 0), 20, 27)
 }

@@ -5,25 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-)
 
-// crashCopy copies the index files of dir as the page cache holds them now,
-// like a process killed at this moment: buffered entries that were never
-// written are not in it.
-func crashCopy(t *testing.T, dir string) string {
-	t.Helper()
-	dst := t.TempDir()
-	for _, name := range fileNames(t, dir) {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dst
-}
+	"github.com/bolide-mq/bolide/internal/testutil"
+)
 
 // TestFlushedEntriesSurviveACrash: what Flush wrote (entries and header of
 // the active file, whose slots are only in memory) and the full older file
@@ -49,7 +33,7 @@ func TestFlushedEntriesSurviveACrash(t *testing.T) {
 	}
 	modelOf(opts, ops).checkAgainst(t, s, keys) // the live store sees all 55
 
-	crashed := openTest(t, crashCopy(t, dir), opts)
+	crashed := openTest(t, testutil.CrashCopy(t, dir), opts)
 	defer crashed.Close()
 	modelOf(opts, ops[:50]).checkAgainst(t, crashed, keys)
 

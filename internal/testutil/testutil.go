@@ -3,6 +3,9 @@
 package testutil
 
 import (
+	"io/fs"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -22,4 +25,34 @@ func WaitFor(t testing.TB, d time.Duration, what string, cond func() error) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// CrashCopy copies the tree under dir to a new temporary directory as the
+// files stand now: what a process killed at this moment would leave (the
+// page cache survives, the process's buffers do not). The files may stay
+// open and in use.
+func CrashCopy(t testing.TB, dir string) string {
+	t.Helper()
+	dst := t.TempDir()
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatalf("crash copy of %s: %v", dir, err)
+	}
+	return dst
 }
