@@ -161,8 +161,9 @@ func (q *Queue) DeleteBefore(minPhyOffset int64) (int, error) {
 	return n, nil
 }
 
-// stageKeep is the stage capacity a queue keeps between flushes.
-const stageKeep = 64 << 10
+// stageKeep is the stage capacity any queue may keep between flushes; a
+// busier one keeps what its last interval needed.
+const stageKeep = 4 << 10
 
 // Flush writes the staged units to their files and makes every unit put
 // so far durable.
@@ -205,10 +206,12 @@ func (q *Queue) flushLocked() error {
 		q.mu.Lock()
 		n := copy(q.stage, q.stage[(to-from)*UnitSize:])
 		q.stage = q.stage[:n]
-		if cap(q.stage) > stageKeep && n < cap(q.stage)/4 {
-			// A burst is over: give its buffer back.
-			q.stage = append(make([]byte, 0, max(2*n, stageKeep)), q.stage...)
+		if want := max(q.stagePeak, 2*n, stageKeep); cap(q.stage) > 2*want {
+			// A burst is over (or the queue went quiet): give its
+			// buffer back, keeping what the last interval needed.
+			q.stage = append(make([]byte, 0, want), q.stage...)
 		}
+		q.stagePeak = n
 		q.written = to
 		q.mu.Unlock()
 	}

@@ -113,6 +113,7 @@ func (q *Queue) appendUnit(off int64, u Unit) error {
 		}
 	}
 	q.stage = append(q.stage, b[:]...)
+	q.stagePeak = max(q.stagePeak, len(q.stage))
 	q.maxOff.Store(off + 1) // publish after the unit is in place
 	q.mu.Unlock()
 	return nil

@@ -45,8 +45,9 @@ type Queue struct {
 	// Units below written are in the files (read through the mappings);
 	// units [written, MaxOffset) are in stage, encoded, until a flush
 	// writes them.
-	written int64
-	stage   []byte
+	written   int64
+	stage     []byte
+	stagePeak int // the stage's largest length since the last flush
 
 	closed atomic.Bool  // set with wmu, flushMu and mu held
 	minOff atomic.Int64 // first readable queue offset

@@ -67,3 +67,29 @@ func TestDeleteBeforeDropsStagedUnits(t *testing.T) {
 	}
 	checkRange(t, mustQueue(t, openStore(t, testutil.CrashCopy(t, root), 10), "t", 0), 20, 27)
 }
+
+// TestStageShrinksAfterABurst: between flushes the stage keeps about what
+// its last interval needed, not what a past burst did.
+func TestStageShrinksAfterABurst(t *testing.T) {
+	q := mustQueue(t, openStore(t, t.TempDir(), 100_000), "t", 0)
+	stageCap := func() int {
+		q.mu.RLock()
+		defer q.mu.RUnlock()
+		return cap(q.stage)
+	}
+	putRange(t, q, 0, 20_000) // 400 KB staged
+	if err := q.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if c := stageCap(); c < 20_000*UnitSize {
+		t.Fatalf("stage of %d bytes after a busy interval of 400 000", c)
+	}
+	putRange(t, q, 20_000, 20_010)
+	if err := q.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if c := stageCap(); c > 2*stageKeep {
+		t.Fatalf("stage of %d bytes after a quiet interval", c)
+	}
+	checkRange(t, q, 0, 20_010)
+}
