@@ -53,10 +53,7 @@ func (e *Engine) fireLoop() {
 		var fl *flight
 		if len(refs) > 0 {
 			e.sleepUntil = -1
-			fl = &flight{minDue: refs[0].deliverMS}
-			for _, r := range refs {
-				fl.minDue = min(fl.minDue, r.deliverMS)
-			}
+			fl = &flight{minDue: refs[0].deliverMS} // taken in due-time order
 			e.flights = append(e.flights, fl)
 		}
 		e.mu.Unlock()
@@ -97,7 +94,8 @@ func (e *Engine) fireLoop() {
 	}
 }
 
-// takeDueLocked marks up to max due entries in flight and returns them; if
+// takeDueLocked marks up to max due entries in flight and returns them in
+// (due time, CommitLog offset) order (the loaded buckets are sorted); if
 // none is due it returns the due time of the next one (0: none loaded).
 func (e *Engine) takeDueLocked(now int64, max int) ([]fireRef, int64) {
 	var refs []fireRef
