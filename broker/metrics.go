@@ -138,13 +138,16 @@ func (b *Broker) pullObserved(ctx context.Context, protocol string, req PullRequ
 // registeredAny reports nil once the last registration with at least one
 // NameServer succeeded, else the errors of the last attempts.
 func (r *registrar) registeredAny() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.conns) == 0 {
+	// The configured list, not r.conns: start fills that without the lock
+	// while the admin listener may already be asking.
+	nss := r.b.opts.NameServers
+	if len(nss) == 0 {
 		return errors.New("no name server configured")
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	var errs []error
-	for ns := range r.conns {
+	for _, ns := range nss {
 		err, ok := r.lastErr[ns]
 		switch {
 		case !ok:
