@@ -1,6 +1,7 @@
 package commitlog
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -165,6 +166,66 @@ func TestTransientWriteFailureStaysFailed(t *testing.T) {
 			}
 			checkRecords(t, l, good)
 		})
+	}
+}
+
+// TestSyncFlushTimeout: while a flush cannot finish (the flush lock is held
+// here, as a sync stuck in a hung disk would hold it), a sync append fails
+// with ErrFlushTimeout after about SyncFlushTimeout; a context ending first
+// wins. Once the flush goes through, the timed-out records are durable and
+// appends are acknowledged again.
+func TestSyncFlushTimeout(t *testing.T) {
+	opts := testOptions(t.TempDir(), FlushSync, WritePwrite)
+	opts.SyncFlushTimeout = 200 * time.Millisecond
+	l := openTestLog(t, opts, 0)
+	fillLog(t, l, 5)
+
+	l.flushMu.Lock()
+	begin := time.Now()
+	type result struct {
+		r   Result
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		r, err := l.Append(context.Background(), record(t, "T", 0, []byte("stuck")))
+		got <- result{r, err}
+	}()
+	var res result
+	select {
+	case res = <-got:
+	case <-time.After(50 * opts.SyncFlushTimeout):
+		l.flushMu.Unlock()
+		t.Fatalf("a sync append still waits %v into a hung flush (SyncFlushTimeout %v)", time.Since(begin), opts.SyncFlushTimeout)
+	}
+	r, err, waited := res.r, res.err, time.Since(begin)
+	if !errors.Is(err, ErrFlushTimeout) {
+		l.flushMu.Unlock()
+		t.Fatalf("append during a hung flush: %v, want ErrFlushTimeout", err)
+	}
+	// Four to five quarters of the timeout, plus scheduling slack.
+	if waited < opts.SyncFlushTimeout || waited > 10*opts.SyncFlushTimeout {
+		l.flushMu.Unlock()
+		t.Fatalf("ErrFlushTimeout after %v, want about %v", waited, opts.SyncFlushTimeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	_, cerr := l.Append(ctx, record(t, "T", 0, []byte("cancelled")))
+	cancel()
+	l.flushMu.Unlock()
+	if !errors.Is(cerr, context.DeadlineExceeded) {
+		t.Fatalf("append with a 20 ms context during a hung flush: %v", cerr)
+	}
+
+	after, err := l.Append(context.Background(), record(t, "T", 0, []byte("after")))
+	if err != nil {
+		t.Fatalf("append once the flush can run: %v", err)
+	}
+	if l.FlushedOffset() < after.End() || after.PhysicalOffset <= r.PhysicalOffset {
+		t.Fatalf("flushed %d, want at least %d (the timed-out record is at %d)", l.FlushedOffset(), after.End(), r.PhysicalOffset)
+	}
+	rec, err := l.ReadRecord(r.PhysicalOffset, nil)
+	if err != nil || !bytes.Contains(rec, []byte("stuck")) {
+		t.Fatalf("timed-out record at %d: %v", r.PhysicalOffset, err)
 	}
 }
 

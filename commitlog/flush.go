@@ -22,8 +22,9 @@ func (l *Log) startLoops() {
 	go l.allocLoop()
 	go l.diskLoop()
 	if l.opts.FlushMode == FlushSync {
-		l.wg.Add(1)
+		l.wg.Add(2)
 		go l.groupCommitLoop()
+		go l.flushWatchLoop()
 	} else {
 		l.wg.Add(1)
 		go l.asyncFlushLoop()
@@ -235,12 +236,18 @@ func (l *Log) Flush() error {
 
 // WaitFlushed blocks until the log is durable up to end, the context ends,
 // SyncFlushTimeout passes (ErrFlushTimeout) or a write fails.
+//
+// Waiters keep no timer and read no clock (a timer per sync append was a
+// tenth of the group-commit benchmark's CPU): the flusher wakes them after
+// every flush, flushWatchLoop wakes them every quarter of SyncFlushTimeout
+// and counts those quarters, and a waiter gives up once four have passed
+// since it began (so after between 1 and 1.25 times SyncFlushTimeout).
 func (l *Log) WaitFlushed(ctx context.Context, end int64) error {
 	if l.flushed.Load() >= end {
 		return nil
 	}
-	timer := time.NewTimer(l.opts.SyncFlushTimeout)
-	defer timer.Stop()
+	began := l.watchTicks.Load()
+	done := ctx.Done()
 	for {
 		ch := l.flushedSig.C()
 		if l.flushed.Load() >= end {
@@ -252,13 +259,47 @@ func (l *Log) WaitFlushed(ctx context.Context, end int64) error {
 		if l.closed.Load() {
 			return ErrClosed
 		}
-		signal(l.flushReq)
+		if l.watchTicks.Load()-began > watchQuarters {
+			return fmt.Errorf("%w: durable up to %d, waiting for %d after more than %v", ErrFlushTimeout, l.flushed.Load(), end, l.opts.SyncFlushTimeout)
+		}
+		l.requestFlush()
+		if done == nil {
+			<-ch
+			continue
+		}
 		select {
 		case <-ch:
-		case <-ctx.Done():
+		case <-done:
 			return ctx.Err()
-		case <-timer.C:
-			return fmt.Errorf("%w: durable up to %d, waiting for %d after %v", ErrFlushTimeout, l.flushed.Load(), end, l.opts.SyncFlushTimeout)
+		}
+	}
+}
+
+// requestFlush asks the sync-mode flusher for a flush unless one is asked
+// for already.
+func (l *Log) requestFlush() {
+	if len(l.flushReq) == 0 {
+		signal(l.flushReq)
+	}
+}
+
+// watchQuarters is how many flushWatchLoop ticks make a SyncFlushTimeout.
+const watchQuarters = 4
+
+// flushWatchLoop wakes sync-mode waiters every quarter of SyncFlushTimeout,
+// so that when a flush hangs (a stuck disk) they fail with ErrFlushTimeout
+// instead of waiting for it.
+func (l *Log) flushWatchLoop() {
+	defer l.wg.Done()
+	t := time.NewTicker(max(l.opts.SyncFlushTimeout/watchQuarters, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-t.C:
+			l.watchTicks.Add(1)
+			l.flushedSig.Notify()
 		}
 	}
 }

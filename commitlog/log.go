@@ -120,6 +120,7 @@ type Log struct {
 	flushMu        sync.Mutex
 	segmentsClosed bool
 	flushed        atomic.Int64
+	watchTicks     atomic.Int64 // quarters of SyncFlushTimeout (flushWatchLoop)
 	residentFrom   atomic.Int64 // ReleaseResident dropped the mapped pages below
 
 	readableSig  notify.Signal
@@ -396,7 +397,7 @@ func (l *Log) afterAppend(wpos int64, staged int) error {
 			// the flusher is busy.
 			err = l.commitUpTo(wpos)
 		}
-		signal(l.flushReq)
+		l.requestFlush()
 		return err
 	}
 	return nil
