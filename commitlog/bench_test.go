@@ -3,11 +3,15 @@ package commitlog
 import (
 	"context"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/bolide-mq/bolide/internal/fsutil"
 )
 
 // benchRecordSize is the size of every benchmark record, headers included.
@@ -117,6 +121,39 @@ func BenchmarkAppendSync64(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkDiskFlush64K is the disk's own limit for group commit, without
+// the log: one goroutine writes 64 KiB (what a flush for 64 writers of
+// 1 KiB carries) with pwrite into fresh preallocated space, as the log
+// does, and fdatasyncs it, over and over. disk-records/s is 64 records
+// per such cycle: what BenchmarkAppendSync64 could reach if gathering and
+// waking writers took no time. Run the two side by side; the disk's latency
+// drifts by minutes.
+func BenchmarkDiskFlush64K(b *testing.B) {
+	const size = 64 << 10
+	f, err := os.OpenFile(filepath.Join(b.TempDir(), "flush.dat"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := fsutil.Preallocate(f, int64(b.N)*size); err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, size)
+	b.SetBytes(size)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := f.WriteAt(buf, int64(i)*size); err != nil {
+			b.Fatal(err)
+		}
+		if err := fsutil.Fdatasync(f); err != nil {
+			b.Fatal(err)
+		}
+	}
+	perFlush := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(perFlush*1e6, "µs/flush")
+	b.ReportMetric(64/perFlush, "disk-records/s")
 }
 
 // BenchmarkReadRecord reads 1 KiB records at random offsets among 100 000.
