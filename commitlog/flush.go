@@ -18,13 +18,13 @@ func float64frombits(b uint64) float64 { return math.Float64frombits(b) }
 
 // startLoops starts the goroutines the log owns; Close stops them.
 func (l *Log) startLoops() {
-	l.wg.Add(2)
+	l.wg.Add(3)
 	go l.allocLoop()
 	go l.diskLoop()
+	go l.flushWatchLoop()
 	if l.opts.FlushMode == FlushSync {
-		l.wg.Add(2)
+		l.wg.Add(1)
 		go l.groupCommitLoop()
-		go l.flushWatchLoop()
 	} else {
 		l.wg.Add(1)
 		go l.asyncFlushLoop()
@@ -286,7 +286,7 @@ func (l *Log) requestFlush() {
 // watchQuarters is how many flushWatchLoop ticks make a SyncFlushTimeout.
 const watchQuarters = 4
 
-// flushWatchLoop wakes sync-mode waiters every quarter of SyncFlushTimeout,
+// flushWatchLoop wakes WaitFlushed waiters every quarter of SyncFlushTimeout,
 // so that when a flush hangs (a stuck disk) they fail with ErrFlushTimeout
 // instead of waiting for it.
 func (l *Log) flushWatchLoop() {
