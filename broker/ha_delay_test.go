@@ -68,13 +68,17 @@ func TestSlaveFollowsMasterDelayProgress(t *testing.T) {
 		}
 		return nil
 	})
-	var f struct {
-		OffsetTable map[string]int64 `json:"offsetTable"`
-	}
-	b, err := os.ReadFile(filepath.Join(slaveDir, "config", "delayOffset.json"))
-	if err != nil || json.Unmarshal(b, &f) != nil || f.OffsetTable["1"] != 10 || f.OffsetTable["2"] != 10 {
-		t.Fatalf("slave's delayOffset.json: %s %v", b, err)
-	}
+	// The offsets are adopted in memory, then written to the file.
+	testutil.WaitFor(t, 5*time.Second, "the slave's delayOffset.json", func() error {
+		var f struct {
+			OffsetTable map[string]int64 `json:"offsetTable"`
+		}
+		b, err := os.ReadFile(filepath.Join(slaveDir, "config", "delayOffset.json"))
+		if err != nil || json.Unmarshal(b, &f) != nil || f.OffsetTable["1"] != 10 || f.OffsetTable["2"] != 10 {
+			return fmt.Errorf("%s %v", b, err)
+		}
+		return nil
+	})
 	// Nothing delivered by the slave itself: its log is the master's.
 	waitCaughtUp(t, master.b, slave.b)
 	sameLog(t, master.b.Store().CommitLog(), slave.b.Store().CommitLog())
