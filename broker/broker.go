@@ -237,10 +237,22 @@ func (b *Broker) arrivalSignal(topic string, queueID int32) *notify.Signal {
 	return v.(*notify.Signal)
 }
 
+// closeDrain bounds how long Close waits for in-flight calls.
+const closeDrain = 5 * time.Second
+
 // Close stops accepting, unregisters from the NameServers, ends streams and
-// parked pulls, waits for in-flight calls (bounded), persists offsets and
+// parked pulls, waits up to 5 s for in-flight calls, persists offsets and
 // closes the store. It is idempotent.
 func (b *Broker) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), closeDrain)
+	defer cancel()
+	return b.Shutdown(ctx)
+}
+
+// Shutdown is Close with the wait for in-flight calls bounded by ctx
+// instead (a daemon's --drain-timeout): when ctx ends, calls still running
+// are cut off; offsets are persisted and the store is closed either way.
+func (b *Broker) Shutdown(ctx context.Context) error {
 	b.closeOnce.Do(func() {
 		var errs []error
 		b.reg.stop()
@@ -253,17 +265,15 @@ func (b *Broker) Close() error {
 			errs = append(errs, err)
 		}
 		b.cancel() // ends Connect streams and parked pulls
-		drain, endDrain := context.WithTimeout(context.Background(), 5*time.Second)
-		defer endDrain()
 		b.port.stopAccepting()
 		stopped := make(chan struct{})
 		go func() { b.grpcSrv.GracefulStop(); close(stopped) }()
-		if err := b.port.frames.Shutdown(drain); err != nil {
+		if err := b.port.frames.Shutdown(ctx); err != nil {
 			b.log.Warn("frame connections did not drain in time", zap.Error(err))
 		}
 		select {
 		case <-stopped:
-		case <-drain.Done():
+		case <-ctx.Done():
 			b.grpcSrv.Stop()
 			<-stopped
 		}

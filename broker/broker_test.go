@@ -290,3 +290,60 @@ func TestGarbagePayloadIsRejected(t *testing.T) {
 		t.Fatalf("broker stopped serving after garbage: %v %v", err, resp.GetStatus())
 	}
 }
+
+// TestShutdownWithDrainDeadline: Shutdown with a short drain deadline (a
+// daemon's --drain-timeout) ends an open send stream, returns, and still
+// closes the store cleanly: what was acknowledged is there after a restart.
+func TestShutdownWithDrainDeadline(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(dir)
+	b, err := New(opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(b.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := pb.NewBrokerClient(conn)
+	createTopic(t, c, "drain", 1)
+	stream, err := c.SendStream(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&pb.SendRequest{Messages: []*pb.Message{msg("drain", 0, "kept", "", "")}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := stream.Recv(); err != nil || wire.FromStatus(r.Status) != nil {
+		t.Fatalf("send on the stream: %v %v", err, r.GetStatus())
+	}
+	// The stream stays open.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	if err := b.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	if took := time.Since(began); took >= closeDrain {
+		t.Fatalf("Shutdown with a 200 ms drain took %v (Close's own bound is %v)", took, closeDrain)
+	}
+	if _, err := stream.Recv(); err == nil {
+		t.Fatal("the send stream is still open after Shutdown")
+	}
+
+	b2, err := New(opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	if !b2.Store().Recovery().CleanShutdown {
+		t.Fatal("the store did not close cleanly")
+	}
+	if n := b2.Store().CommitLog().MaxOffset(); n == 0 {
+		t.Fatal("the acknowledged message is gone after the restart")
+	}
+}

@@ -294,8 +294,9 @@ func serve(opts broker.Options, f *flags, lg *zap.Logger) int {
 		return nil
 	}
 	stop := func(ctx context.Context) error {
-		// Close unregisters, then drains in-flight calls, then flushes.
-		err := b.Close()
+		// Shutdown unregisters, then drains in-flight calls until ctx (the
+		// drain timeout) ends, then flushes.
+		err := b.Shutdown(ctx)
 		if f.addrFile != "" {
 			if rerr := daemon.RemoveAddrFile(f.addrFile); rerr != nil && err == nil {
 				err = rerr
