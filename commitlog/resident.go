@@ -1,15 +1,24 @@
 package commitlog
 
+import "slices"
+
+// releaseChunk is how much mapping ReleaseResident drops per hold of the
+// flush lock: a sync-mode flush waits at most one chunk's madvise.
+const releaseChunk = 64 << 20
+
 // ReleaseResident drops the mapped pages of the log below offset before
 // from the process's resident set (see mmap.Mapping.Release): reads of
 // old records (dispatch, catching-up consumers, due timer messages) map
 // pages that otherwise stay counted in the broker's RSS although the kernel
 // holds them in its page cache anyway. A later read maps them again (a
 // minor fault). It returns the bytes of mapping it went over.
+//
+// It works in chunks of releaseChunk, each under the flush lock (no segment
+// is unmapped or removed meanwhile) but not the whole pass: over a log of
+// many GiB the pass takes tens of milliseconds, and sync-mode appends wait
+// for the flushes it would hold up.
 func (l *Log) ReleaseResident(before int64) (int64, error) {
-	l.flushMu.Lock() // no segment is unmapped meanwhile
-	defer l.flushMu.Unlock()
-	if l.segmentsClosed {
+	if l.closed.Load() {
 		return 0, ErrClosed
 	}
 	l.segMu.RLock()
@@ -20,19 +29,42 @@ func (l *Log) ReleaseResident(before int64) (int64, error) {
 		if s.start >= before {
 			break
 		}
-		if s.m == nil {
-			continue
-		}
 		n := min(before, s.end()) - s.start
-		if err := s.m.Release(0, int(n)); err != nil {
-			return released, err
+		for lo := int64(0); lo < n; lo += releaseChunk {
+			done, err := l.releaseChunk(s, lo, min(lo+releaseChunk, n))
+			if err != nil {
+				return released, err
+			}
+			if !done {
+				break // retention removed the segment meanwhile
+			}
+			released += min(lo+releaseChunk, n) - lo
 		}
-		released += n
 	}
-	if before > l.residentFrom.Load() { // flushMu serialises the callers
-		l.residentFrom.Store(before)
+	for { // callers may overlap; residentFrom only grows
+		cur := l.residentFrom.Load()
+		if before <= cur || l.residentFrom.CompareAndSwap(cur, before) {
+			break
+		}
 	}
 	return released, nil
+}
+
+// releaseChunk drops [lo, hi) of segment s's mapping under the flush lock,
+// if s is still part of the log; done is false when it is not.
+func (l *Log) releaseChunk(s *segment, lo, hi int64) (done bool, err error) {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	if l.segmentsClosed {
+		return false, ErrClosed
+	}
+	l.segMu.RLock()
+	live := slices.Contains(l.segs, s)
+	l.segMu.RUnlock()
+	if !live || s.m == nil {
+		return false, nil
+	}
+	return true, s.m.Release(int(lo), int(hi-lo))
 }
 
 // ResidentFrom returns the offset below which ReleaseResident has dropped
