@@ -295,21 +295,7 @@ func TestGarbagePayloadIsRejected(t *testing.T) {
 // daemon's --drain-timeout) ends an open send stream, returns, and still
 // closes the store cleanly: what was acknowledged is there after a restart.
 func TestShutdownWithDrainDeadline(t *testing.T) {
-	dir := t.TempDir()
-	opts := testOptions(dir)
-	b, err := New(opts, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient(b.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c := pb.NewBrokerClient(conn)
+	b, c := testBroker(t) // its cleanup's Close is a no-op after Shutdown
 	createTopic(t, c, "drain", 1)
 	stream, err := c.SendStream(context.Background())
 	if err != nil {
@@ -335,7 +321,7 @@ func TestShutdownWithDrainDeadline(t *testing.T) {
 		t.Fatal("the send stream is still open after Shutdown")
 	}
 
-	b2, err := New(opts, nil)
+	b2, err := New(b.opts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,8 @@ func float64frombits(b uint64) float64 { return math.Float64frombits(b) }
 func (l *Log) startLoops() {
 	l.wg.Add(3)
 	go l.allocLoop()
-	go l.diskLoop()
-	go l.flushWatchLoop()
+	go l.tickLoop(l.opts.DiskCheckInterval, l.checkDisk) // disk-full flag
+	go l.tickLoop(max(l.opts.SyncFlushTimeout/watchQuarters, time.Millisecond), l.watchTick)
 	if l.opts.FlushMode == FlushSync {
 		l.wg.Add(1)
 		go l.groupCommitLoop()
@@ -239,7 +239,7 @@ func (l *Log) Flush() error {
 //
 // Waiters keep no timer and read no clock (a timer per sync append was a
 // tenth of the group-commit benchmark's CPU): the flusher wakes them after
-// every flush, flushWatchLoop wakes them every quarter of SyncFlushTimeout
+// every flush, watchTick wakes them every quarter of SyncFlushTimeout
 // and counts those quarters, and a waiter gives up once four have passed
 // since it began (so after between 1 and 1.25 times SyncFlushTimeout).
 func (l *Log) WaitFlushed(ctx context.Context, end int64) error {
@@ -283,23 +283,28 @@ func (l *Log) requestFlush() {
 	}
 }
 
-// watchQuarters is how many flushWatchLoop ticks make a SyncFlushTimeout.
+// watchQuarters is how many watchTick calls make a SyncFlushTimeout.
 const watchQuarters = 4
 
-// flushWatchLoop wakes WaitFlushed waiters every quarter of SyncFlushTimeout,
-// so that when a flush hangs (a stuck disk) they fail with ErrFlushTimeout
-// instead of waiting for it.
-func (l *Log) flushWatchLoop() {
+// watchTick wakes WaitFlushed waiters every quarter of SyncFlushTimeout
+// (tickLoop), so that when a flush hangs (a stuck disk) they fail with
+// ErrFlushTimeout instead of waiting for it.
+func (l *Log) watchTick() {
+	l.watchTicks.Add(1)
+	l.flushedSig.Notify()
+}
+
+// tickLoop calls fn every d until the log closes.
+func (l *Log) tickLoop(d time.Duration, fn func()) {
 	defer l.wg.Done()
-	t := time.NewTicker(max(l.opts.SyncFlushTimeout/watchQuarters, time.Millisecond))
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-l.ctx.Done():
 			return
 		case <-t.C:
-			l.watchTicks.Add(1)
-			l.flushedSig.Notify()
+			fn()
 		}
 	}
 }
@@ -329,21 +334,7 @@ func (l *Log) allocLoop() {
 	}
 }
 
-// diskLoop samples disk usage and raises or clears the disk-full flag.
-func (l *Log) diskLoop() {
-	defer l.wg.Done()
-	t := time.NewTicker(l.opts.DiskCheckInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.ctx.Done():
-			return
-		case <-t.C:
-			l.checkDisk()
-		}
-	}
-}
-
+// checkDisk samples disk usage and raises or clears the disk-full flag.
 func (l *Log) checkDisk() {
 	used, _, err := fsutil.Usage(l.opts.Dir)
 	if err != nil {

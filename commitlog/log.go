@@ -120,7 +120,7 @@ type Log struct {
 	flushMu        sync.Mutex
 	segmentsClosed bool
 	flushed        atomic.Int64
-	watchTicks     atomic.Int64 // quarters of SyncFlushTimeout (flushWatchLoop)
+	watchTicks     atomic.Int64 // quarters of SyncFlushTimeout (watchTick)
 	residentFrom   atomic.Int64 // ReleaseResident dropped the mapped pages below
 
 	readableSig  notify.Signal
