@@ -12,6 +12,7 @@
 #   - dd, 1 GiB sequential, bs=1M, oflag=direct     (bypasses the page cache)
 #   - dd, 1 GiB sequential, bs=1M, conv=fdatasync   (page cache, one sync)
 #   - dd, 2000 × 4 KiB, oflag=dsync                 (one durable write each)
+#   - dd, 2000 × 64 KiB, oflag=dsync                (one group-commit flush each)
 #   - fio, if installed: 1 GiB sequential 1 MiB writes, libaio, iodepth 8,
 #     direct; and 64 MiB of 4 KiB writes each followed by fsync.
 set -euo pipefail
@@ -65,6 +66,11 @@ rm -f -- "$f"
 
 s=$(dd_run if=/dev/zero of="$f" bs=4k count=2000 oflag=dsync)
 echo "| 4 KiB durable writes | \`dd bs=4k count=2000 oflag=dsync\` | $(per_s 2000 "$s") |"
+rm -f -- "$f"
+
+# What one group-commit flush for 64 writers of 1 KiB records costs.
+s=$(dd_run if=/dev/zero of="$f" bs=64k count=2000 oflag=dsync)
+echo "| 64 KiB durable writes | \`dd bs=64k count=2000 oflag=dsync\` | $(per_s 2000 "$s") |"
 rm -f -- "$f"
 
 if command -v fio >/dev/null; then
