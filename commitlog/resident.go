@@ -31,7 +31,7 @@ func (l *Log) ReleaseResident(before int64) (int64, error) {
 		}
 		n := min(before, s.end()) - s.start
 		for lo := int64(0); lo < n; lo += releaseChunk {
-			done, err := l.releaseChunk(s, lo, min(lo+releaseChunk, n))
+			done, err := l.releaseRange(s, lo, min(lo+releaseChunk, n))
 			if err != nil {
 				return released, err
 			}
@@ -50,9 +50,9 @@ func (l *Log) ReleaseResident(before int64) (int64, error) {
 	return released, nil
 }
 
-// releaseChunk drops [lo, hi) of segment s's mapping under the flush lock,
+// releaseRange drops [lo, hi) of segment s's mapping under the flush lock,
 // if s is still part of the log; done is false when it is not.
-func (l *Log) releaseChunk(s *segment, lo, hi int64) (done bool, err error) {
+func (l *Log) releaseRange(s *segment, lo, hi int64) (done bool, err error) {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
 	if l.segmentsClosed {
