@@ -78,45 +78,49 @@ func (q *Queue) checkExisting(off int64, u Unit) error {
 // queue without files), creating the next file when needed, and publishes
 // MaxOffset. wmu is held.
 func (q *Queue) appendUnit(off int64, u Unit) error {
-	q.mu.RLock()
-	var last *segment
-	if len(q.segs) > 0 {
-		last = q.segs[len(q.segs)-1]
-	}
-	q.mu.RUnlock()
-
-	var seg *segment
-	first := last == nil
-	if first || off >= last.start+q.upf {
-		// A new file; nobody else can see it until it joins segs.
-		start := off - off%q.upf
-		var err error
-		if seg, err = q.newSegment(start); err != nil {
-			return err
-		}
-		if first && off > start {
-			if err := writeBlanks(seg, start, off); err != nil {
-				_ = seg.unmap()
-				return err
-			}
-		}
-	}
 	var b [UnitSize]byte
 	EncodeUnit(b[:], u)
 	q.mu.Lock()
-	if seg != nil {
-		q.segs = append(q.segs, seg)
-		if first {
-			q.minOff.Store(off)
-			q.written = off
-			q.stage = q.stage[:0]
+	if n := len(q.segs); n > 0 && off < q.segs[n-1].start+q.upf {
+		// The common case: the last file holds off.
+		q.stageLocked(off, b[:])
+		q.mu.Unlock()
+		return nil
+	}
+	first := len(q.segs) == 0
+	q.mu.Unlock()
+
+	// A new file; nobody else can see it until it joins segs. Only this
+	// writer (wmu) adds files, so the check above still holds.
+	start := off - off%q.upf
+	seg, err := q.newSegment(start)
+	if err != nil {
+		return err
+	}
+	if first && off > start {
+		if err := writeBlanks(seg, start, off); err != nil {
+			_ = seg.unmap()
+			return err
 		}
 	}
-	q.stage = append(q.stage, b[:]...)
-	q.stagePeak = max(q.stagePeak, len(q.stage))
-	q.maxOff.Store(off + 1) // publish after the unit is in place
+	q.mu.Lock()
+	q.segs = append(q.segs, seg)
+	if first {
+		q.minOff.Store(off)
+		q.written = off
+		q.stage = q.stage[:0]
+	}
+	q.stageLocked(off, b[:])
 	q.mu.Unlock()
 	return nil
+}
+
+// stageLocked appends the encoded unit at off to the stage and publishes
+// MaxOffset. mu is held exclusively.
+func (q *Queue) stageLocked(off int64, b []byte) {
+	q.stage = append(q.stage, b...)
+	q.stagePeak = max(q.stagePeak, len(q.stage))
+	q.maxOff.Store(off + 1) // publish after the unit is in place
 }
 
 // writeBlanks fills units [from, to) of a new first file with the
