@@ -68,5 +68,6 @@ func (l *Log) releaseRange(s *segment, lo, hi int64) (done bool, err error) {
 }
 
 // ResidentFrom returns the offset below which ReleaseResident has dropped
-// the mapped pages: a record there is better read with PreadRecord.
+// the mapped pages: a record there is better read with PreadRecord or
+// PreadRecords.
 func (l *Log) ResidentFrom() int64 { return l.residentFrom.Load() }

@@ -157,19 +157,11 @@ func (s *Store) ReadRecord(phyOffset int64) ([]byte, error) {
 	return s.clog.ReadRecord(phyOffset, nil)
 }
 
-// ReadMessage decodes the message at a CommitLog offset.
-func (s *Store) ReadMessage(phyOffset int64) (*message.Ext, error) {
-	read := s.clog.ReadRecord
-	if phyOffset < s.clog.ResidentFrom() {
-		// Behind the resident tail: its page is likely not mapped (due
-		// timer messages, lookups by key or id).
-		read = s.clog.PreadRecord
-	}
-	rec, err := read(phyOffset, nil)
-	if err != nil {
-		return nil, err
-	}
-	return message.Decode(rec)
+// ReadMessage decodes the message at a CommitLog offset (read as
+// ReadMessages reads one).
+func (s *Store) ReadMessage(phyOffset int64) (m *message.Ext, err error) {
+	s.ReadMessages([]int64{phyOffset}, func(_ int, got *message.Ext, e error) { m, err = got, e })
+	return m, err
 }
 
 // ReadMessages decodes the messages at CommitLog offsets offs and calls fn
