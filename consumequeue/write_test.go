@@ -20,7 +20,7 @@ func TestStagedUnitsReachTheFileAtFlush(t *testing.T) {
 	}
 	putRange(t, q, 25, 33) // staged, across a file boundary
 	checkRange(t, q, 0, 33)
-	checkRange(t, mustQueue(t, openStore(t, testutil.CrashCopy(t, root), 10), "t", 0), 0, 25)
+	checkRange(t, crashedQueue(t, root), 0, 25)
 
 	// A cut inside the staged units trims the stage only.
 	if err := q.TruncateAfter(unitFor(28).Offset); err != nil {
@@ -30,7 +30,7 @@ func TestStagedUnitsReachTheFileAtFlush(t *testing.T) {
 	if err := q.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	checkRange(t, mustQueue(t, openStore(t, testutil.CrashCopy(t, root), 10), "t", 0), 0, 28)
+	checkRange(t, crashedQueue(t, root), 0, 28)
 
 	// A cut below the written end zeroes the file and drops the stage.
 	putRange(t, q, 28, 31)
@@ -38,7 +38,7 @@ func TestStagedUnitsReachTheFileAtFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkRange(t, q, 0, 22)
-	checkRange(t, mustQueue(t, openStore(t, testutil.CrashCopy(t, root), 10), "t", 0), 0, 22)
+	checkRange(t, crashedQueue(t, root), 0, 22)
 	putRange(t, q, 22, 26)
 	checkRange(t, q, 0, 26)
 	if err := s.Close(); err != nil { // a clean close writes the stage
@@ -65,7 +65,7 @@ func TestDeleteBeforeDropsStagedUnits(t *testing.T) {
 	if err := q.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	checkRange(t, mustQueue(t, openStore(t, testutil.CrashCopy(t, root), 10), "t", 0), 20, 27)
+	checkRange(t, crashedQueue(t, root), 20, 27)
 }
 
 // TestStageShrinksAfterABurst: between flushes the stage keeps about what
@@ -92,4 +92,11 @@ func TestStageShrinksAfterABurst(t *testing.T) {
 		t.Fatalf("stage of %d bytes after a quiet interval", c)
 	}
 	checkRange(t, q, 0, 20_010)
+}
+
+// crashedQueue opens queue t/0 of a crash copy of the store in root (what
+// a kill -9 would leave on disk now).
+func crashedQueue(t *testing.T, root string) *Queue {
+	t.Helper()
+	return mustQueue(t, openStore(t, testutil.CrashCopy(t, root), 10), "t", 0)
 }
