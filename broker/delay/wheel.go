@@ -91,7 +91,7 @@ type lateHeap struct {
 	idx []int32
 }
 
-func (h *lateHeap) Len() int { return len(h.idx) }
+func (h *lateHeap) len() int { return len(h.idx) }
 
 func (h *lateHeap) less(i, j int) bool {
 	return h.lb.ents.at(h.idx[i]).before(h.lb.ents.at(h.idx[j]))
@@ -215,10 +215,10 @@ func (lb *lbucket) peek() (i int32, fromLate, ok bool) {
 	for lb.cur < len(lb.order) && lb.ents.at(lb.order[lb.cur]).state != stPending {
 		lb.cur++
 	}
-	for lb.late.Len() > 0 && lb.ents.at(lb.late.idx[0]).state != stPending {
+	for lb.late.len() > 0 && lb.ents.at(lb.late.idx[0]).state != stPending {
 		lb.late.pop()
 	}
-	hasOrder, hasLate := lb.cur < len(lb.order), lb.late.Len() > 0
+	hasOrder, hasLate := lb.cur < len(lb.order), lb.late.len() > 0
 	switch {
 	case hasOrder && hasLate:
 		a, b := lb.order[lb.cur], lb.late.idx[0]

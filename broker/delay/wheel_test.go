@@ -16,7 +16,7 @@ func TestLateHeapOrder(t *testing.T) {
 	p := lb.ents.at(first)
 	for i := range n {
 		lb.late.push(lb.ents.add(went{deliverMS: rng.Int64N(500), loc: int64(i)}))
-		if i%7 == 0 && lb.late.Len() > 0 {
+		if i%7 == 0 && lb.late.len() > 0 {
 			lb.late.pop() // interleaved pops keep the heap property
 		}
 	}
@@ -24,7 +24,7 @@ func TestLateHeapOrder(t *testing.T) {
 		t.Fatalf("entries: len %d, first moved %v", lb.ents.len(), lb.ents.at(first) != p)
 	}
 	var prev *went
-	for lb.late.Len() > 0 {
+	for lb.late.len() > 0 {
 		w := lb.ents.at(lb.late.pop())
 		if prev != nil && w.before(prev) {
 			t.Fatalf("popped (%d, %d) after (%d, %d)", w.deliverMS, w.loc, prev.deliverMS, prev.loc)
