@@ -171,10 +171,7 @@ func (b *Broker) scheduleDelayed(m *message.Ext) error {
 		}
 		n = b.opts.Delay.levels.Cap(n)
 		props[message.PropertyDelayLevel] = strconv.Itoa(n)
-		props[message.PropertyRealTopic] = m.Topic
-		props[message.PropertyRealQueueID] = strconv.Itoa(int(m.QueueID))
-		m.Topic = message.ScheduleTopic
-		m.QueueID = int32(n - 1)
+		message.Reroute(m, message.ScheduleTopic, int32(n-1))
 		return nil
 	}
 	now := b.opts.Delay.clock().Now().UnixMilli()
@@ -192,10 +189,7 @@ func (b *Broker) scheduleDelayed(m *message.Ext) error {
 	if !b.opts.Delay.TimerEnabled {
 		return wire.Errorf(pb.Code_REQUEST_NOT_SUPPORTED, "delivery at a time is turned off on broker %s", b.opts.BrokerName)
 	}
-	props[message.PropertyRealTopic] = m.Topic
-	props[message.PropertyRealQueueID] = strconv.Itoa(int(m.QueueID))
-	m.Topic = message.TimerTopic
-	m.QueueID = 0
+	message.Reroute(m, message.TimerTopic, 0)
 	return nil
 }
 

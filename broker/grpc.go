@@ -187,8 +187,8 @@ func validateHeartbeat(hb *pb.Heartbeat) error {
 			if err := message.ValidateTopic(sub.Topic); err != nil {
 				return wire.Errorf(pb.Code_ILLEGAL_TOPIC, "%v", err)
 			}
-			if _, err := parseTagExpression(sub.Expression); err != nil {
-				return err
+			if _, err := message.ParseTagExpression(sub.Expression); err != nil {
+				return wire.Errorf(pb.Code_SUBSCRIPTION_PARSE_FAILED, "%v", err)
 			}
 		}
 	}

@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/bolide-mq/bolide/broker/store"
@@ -151,26 +150,6 @@ type PullResult struct {
 	MinOffset, MaxOffset int64
 }
 
-// parseTagExpression turns "*" or "a || b" into a hash filter (nil = all).
-func parseTagExpression(expr string) (func(int64) bool, error) {
-	expr = strings.TrimSpace(expr)
-	if expr == "" || expr == "*" {
-		return nil, nil
-	}
-	codes := make(map[int64]bool)
-	for _, t := range strings.Split(expr, "||") {
-		t = strings.TrimSpace(t)
-		if t == "" {
-			return nil, wire.Errorf(pb.Code_SUBSCRIPTION_PARSE_FAILED, "tag expression %q has an empty tag", expr)
-		}
-		if t == "*" {
-			return nil, nil
-		}
-		codes[message.TagsHash(t)] = true
-	}
-	return func(code int64) bool { return codes[code] }, nil
-}
-
 // Pull reads a queue, holding the request up to SuspendTimeout (capped by
 // LongPollMax) while there is nothing new.
 func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) {
@@ -195,10 +174,11 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 	if req.QueueID < 0 || req.QueueID >= tc.ReadQueueNums {
 		return PullResult{}, wire.Errorf(pb.Code_INVALID_PARAMETER, "queue %d of %s does not exist (read queues: %d)", req.QueueID, req.Topic, tc.ReadQueueNums)
 	}
-	filter, err := parseTagExpression(req.TagExpression)
+	expr, err := message.ParseTagExpression(req.TagExpression)
 	if err != nil {
-		return PullResult{}, err
+		return PullResult{}, wire.Errorf(pb.Code_SUBSCRIPTION_PARSE_FAILED, "%v", err)
 	}
+	filter := expr.CodeFilter()
 	if req.CommitOffset >= 0 && req.Group != "" {
 		b.advanceOffset(req.Group, req.Topic, req.QueueID, req.CommitOffset)
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -148,12 +147,9 @@ func (b *Broker) rewriteTransactional(msgs []*message.Ext) error {
 		}
 		delete(props, message.PropertyTransactionCheckTimes)
 		props[message.PropertyTransactionPrepared] = "true"
-		props[message.PropertyRealTopic] = m.Topic
-		props[message.PropertyRealQueueID] = strconv.Itoa(int(m.QueueID))
 		props[message.PropertyTransactionID] = id
 		m.Properties = props
-		m.Topic = message.TransHalfTopic
-		m.QueueID = 0
+		message.Reroute(m, message.TransHalfTopic, 0)
 		m.SysFlag -= message.TransactionType(m.SysFlag) // NOT_TYPE: dispatched to the half queue
 	}
 	return nil

@@ -627,23 +627,15 @@ func cloneProps(p map[string]string) map[string]string {
 
 // realMessage is the committed form of a half message: its real topic and
 // queue, properties minus REAL_* and TRAN_MSG, sysflag COMMIT.
-func realMessage(m *message.Ext) *message.Ext {
-	props := cloneProps(m.Properties)
-	topic := props[message.PropertyRealTopic]
-	qid, _ := strconv.Atoi(props[message.PropertyRealQueueID])
-	delete(props, message.PropertyRealTopic)
-	delete(props, message.PropertyRealQueueID)
-	delete(props, message.PropertyTransactionPrepared)
-	props[message.PropertyTransactionPreparedQOff] = strconv.FormatInt(m.QueueOffset, 10)
-	return &message.Ext{
-		Message:                   message.Message{Topic: topic, Flag: m.Flag, Body: m.Body, Properties: props},
-		QueueID:                   int32(qid),
-		SysFlag:                   m.SysFlag - message.TransactionType(m.SysFlag) + message.SysFlagTransCommit,
-		BornTimestamp:             m.BornTimestamp,
-		BornHost:                  m.BornHost,
-		ReconsumeTimes:            m.ReconsumeTimes,
-		PreparedTransactionOffset: m.PhysicalOffset,
+func realMessage(m *message.Ext) (*message.Ext, error) {
+	r, err := message.Restore(m, message.PropertyTransactionPrepared)
+	if err != nil {
+		return nil, err
 	}
+	r.Properties[message.PropertyTransactionPreparedQOff] = strconv.FormatInt(m.QueueOffset, 10)
+	r.SysFlag = m.SysFlag - message.TransactionType(m.SysFlag) + message.SysFlagTransCommit
+	r.PreparedTransactionOffset = m.PhysicalOffset
+	return r, nil
 }
 
 // copyMessage is a new copy of a half message for topic/queue, with props
@@ -679,7 +671,11 @@ func (s *txnService) finish(ctx context.Context, t *txn, m *message.Ext, o outco
 	if extra {
 		switch o {
 		case outcomeCommit:
-			entries = append(entries, realMessage(m))
+			real, err := realMessage(m)
+			if err != nil {
+				return nil, fmt.Errorf("transaction %s: %w", t.id, err)
+			}
+			entries = append(entries, real)
 		case outcomeDiscard:
 			entries = append(entries, copyMessage(m, message.TransCheckMaxTopic, map[string]string{
 				PropertyDiscardTime: strconv.FormatInt(time.Now().UnixMilli(), 10),

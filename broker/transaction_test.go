@@ -578,7 +578,11 @@ func TestTransactionLostOpRecordRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The real message alone, as a torn append would leave it.
-	if _, err := b.Store().Put(context.Background(), realMessage(half)); err != nil {
+	real, err := realMessage(half)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Store().Put(context.Background(), real); err != nil {
 		t.Fatal(err)
 	}
 	waitCond(t, 10*time.Second, "repaired", func() error {

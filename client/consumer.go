@@ -21,7 +21,7 @@ var errNoSubscription = codeErr(pb.Code_INVALID_PARAMETER, "no subscription: cal
 // subscription is one topic a consumer subscribes to.
 type subscription struct {
 	topic    string
-	filter   *tagFilter
+	filter   *message.TagExpression
 	listener any // ConcurrentListener or OrderlyListener (push consumer)
 }
 
@@ -97,9 +97,9 @@ func (c *consumerCore) subscribe(topic, expr string, listener any) error {
 	if err := message.ValidateTopic(topic); err != nil {
 		return codeErr(pb.Code_ILLEGAL_TOPIC, "%v", err)
 	}
-	f, err := parseTagExpression(expr)
+	f, err := message.ParseTagExpression(expr)
 	if err != nil {
-		return err
+		return codeErr(pb.Code_SUBSCRIPTION_PARSE_FAILED, "%v", err)
 	}
 	c.mu.Lock()
 	c.subs[topic] = &subscription{topic: topic, filter: f, listener: listener}
@@ -474,7 +474,7 @@ func (c *consumerCore) pullOnce(ctx context.Context, mq MessageQueue, sub *subsc
 	resp, err := c.pullFrom(pctx, addr, cli, &pb.PullRequest{
 		Group: c.group, Topic: mq.Topic, QueueId: mq.QueueID, Offset: offset,
 		MaxMessages: int32(maxMsgs), MaxBytes: int32(c.opts.pullMaxBytes),
-		TagExpression: sub.filter.expr, SuspendTimeoutMs: suspend.Milliseconds(), CommitOffset: commitOffset,
+		TagExpression: sub.filter.String(), SuspendTimeoutMs: suspend.Milliseconds(), CommitOffset: commitOffset,
 	})
 	if err == nil {
 		err = wire.FromStatus(resp.GetStatus())
@@ -498,7 +498,7 @@ func (c *consumerCore) pullOnce(ctx context.Context, mq MessageQueue, sub *subsc
 		if err != nil {
 			return nil, t.id, fmt.Errorf("pull %s at %d from %s: %w", mq, offset, addr, err)
 		}
-		if m.QueueOffset < offset || !sub.filter.match(m.Tag) {
+		if m.QueueOffset < offset || !sub.filter.Match(m.Tag) {
 			continue
 		}
 		res.msgs = append(res.msgs, m)
@@ -513,7 +513,7 @@ func (c *consumerCore) heartbeat() *pb.ClientMessage {
 	}
 	for _, t := range c.topics() {
 		if s := c.subscription(t); s != nil {
-			cd.Subscriptions = append(cd.Subscriptions, &pb.Subscription{Topic: t, Expression: s.filter.expr})
+			cd.Subscriptions = append(cd.Subscriptions, &pb.Subscription{Topic: t, Expression: s.filter.String()})
 		}
 	}
 	return &pb.ClientMessage{Kind: &pb.ClientMessage_Heartbeat{Heartbeat: &pb.Heartbeat{

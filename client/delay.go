@@ -34,9 +34,9 @@ import (
 var (
 	// ErrIllegalDeliveryTime: the delivery time is beyond the broker's
 	// maximum delay, or not a valid time.
-	ErrIllegalDeliveryTime = &wire.Error{Code: pb.Code_ILLEGAL_DELIVERY_TIME}
+	ErrIllegalDeliveryTime = wire.Errorf(pb.Code_ILLEGAL_DELIVERY_TIME, "")
 	// ErrAlreadyDelivered: a cancel came after the message was delivered.
-	ErrAlreadyDelivered = &wire.Error{Code: pb.Code_DELAY_ALREADY_DELIVERED}
+	ErrAlreadyDelivered = wire.Errorf(pb.Code_DELAY_ALREADY_DELIVERED, "")
 )
 
 // delaySpec is the delay one send asks for.

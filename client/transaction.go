@@ -75,9 +75,9 @@ var (
 	// ErrTransactionConflict: an end contradicts how the transaction
 	// already ended (committed, rolled back, or discarded after the
 	// maximum number of checks).
-	ErrTransactionConflict = &wire.Error{Code: pb.Code_TRANSACTION_STATE_CONFLICT}
+	ErrTransactionConflict = wire.Errorf(pb.Code_TRANSACTION_STATE_CONFLICT, "")
 	// ErrTransactionNotFound: the broker holds no such half message.
-	ErrTransactionNotFound = &wire.Error{Code: pb.Code_TRANSACTION_NOT_FOUND}
+	ErrTransactionNotFound = wire.Errorf(pb.Code_TRANSACTION_NOT_FOUND, "")
 )
 
 // TransactionSendResult is the outcome of SendInTransaction.

@@ -280,34 +280,13 @@ func (e *Engine) finish(refs []fireRef) {
 // TIMER_OUT_MS (for timer messages, set to deliverMS), which tells the
 // consumer when it was due.
 func RealMessage(m *message.Ext, deliverMS int64) (*message.Ext, error) {
-	topic := m.Properties[message.PropertyRealTopic]
-	if topic == "" {
-		return nil, fmt.Errorf("delay: message at %d of %s has no %s", m.PhysicalOffset, m.Topic, message.PropertyRealTopic)
-	}
-	qid, err := strconv.Atoi(m.Properties[message.PropertyRealQueueID])
-	if err != nil || qid < 0 || qid > 1<<20 {
-		return nil, fmt.Errorf("delay: message at %d has a bad %s %q", m.PhysicalOffset, message.PropertyRealQueueID, m.Properties[message.PropertyRealQueueID])
-	}
-	props := make(map[string]string, len(m.Properties))
-	for k, v := range m.Properties {
-		switch k {
-		case message.PropertyRealTopic, message.PropertyRealQueueID, message.PropertyDelayLevel,
-			message.PropertyTimerDeliverMS, message.PropertyTimerDelayMS, message.PropertyTimerDelaySec,
-			message.PropertyTimerOrigin:
-			continue
-		}
-		props[k] = v
+	r, err := message.Restore(m, message.PropertyDelayLevel, message.PropertyTimerDeliverMS,
+		message.PropertyTimerDelayMS, message.PropertyTimerDelaySec, message.PropertyTimerOrigin)
+	if err != nil {
+		return nil, fmt.Errorf("delay: %w", err)
 	}
 	if deliverMS > 0 {
-		props[message.PropertyTimerOutMS] = strconv.FormatInt(deliverMS, 10)
+		r.Properties[message.PropertyTimerOutMS] = strconv.FormatInt(deliverMS, 10)
 	}
-	return &message.Ext{
-		Message:                   message.Message{Topic: topic, Flag: m.Flag, Body: m.Body, Properties: props},
-		QueueID:                   int32(qid),
-		SysFlag:                   m.SysFlag,
-		BornTimestamp:             m.BornTimestamp,
-		BornHost:                  m.BornHost,
-		ReconsumeTimes:            m.ReconsumeTimes,
-		PreparedTransactionOffset: m.PreparedTransactionOffset,
-	}, nil
+	return r, nil
 }

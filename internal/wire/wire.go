@@ -4,73 +4,53 @@
 package wire
 
 import (
-	"errors"
-	"fmt"
 	"net/netip"
-	"strings"
 
+	"github.com/bolide-mq/bolide/internal/errcode"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
-// Error is an error with a wire code. Errors of the same code match with
-// errors.Is against the sentinels below, whatever their message.
-type Error struct {
-	Code pb.Code
-	Msg  string
-}
-
-func (e *Error) Error() string {
-	if e.Msg == "" {
-		return CodeText(e.Code)
-	}
-	return e.Msg
-}
+// Error is the coded error of internal/errcode: the core returns it and
+// the client matches it, so one type serves both sides.
+type Error = errcode.Error
 
 // CodeText is a code's name in lower case words ("topic not exist").
-func CodeText(c pb.Code) string {
-	return strings.ToLower(strings.ReplaceAll(c.String(), "_", " "))
-}
+func CodeText(c pb.Code) string { return errcode.Code(c).Text() }
 
-// Is matches any *Error with the same code.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
-}
-
-// Errorf builds a coded error.
+// Errorf builds a coded error from a wire code.
 func Errorf(code pb.Code, format string, args ...any) *Error {
-	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+	return errcode.Errorf(errcode.Code(code), format, args...)
 }
 
-// Sentinels for errors.Is.
+// Sentinels for errors.Is (errcode's, under the names the client uses).
 var (
-	ErrSystem                = &Error{Code: pb.Code_SYSTEM_ERROR}
-	ErrBusy                  = &Error{Code: pb.Code_SYSTEM_BUSY}
-	ErrNotSupported          = &Error{Code: pb.Code_REQUEST_NOT_SUPPORTED}
-	ErrFlushDiskTimeout      = &Error{Code: pb.Code_FLUSH_DISK_TIMEOUT}
-	ErrSlaveNotAvailable     = &Error{Code: pb.Code_SLAVE_NOT_AVAILABLE}
-	ErrFlushSlaveTimeout     = &Error{Code: pb.Code_FLUSH_SLAVE_TIMEOUT}
-	ErrMessageIllegal        = &Error{Code: pb.Code_MESSAGE_ILLEGAL}
-	ErrServiceNotAvailable   = &Error{Code: pb.Code_SERVICE_NOT_AVAILABLE}
-	ErrNoPermission          = &Error{Code: pb.Code_NO_PERMISSION}
-	ErrTopicNotExist         = &Error{Code: pb.Code_TOPIC_NOT_EXIST}
-	ErrTopicExists           = &Error{Code: pb.Code_TOPIC_EXIST_ALREADY}
-	ErrQueryNotFound         = &Error{Code: pb.Code_QUERY_NOT_FOUND}
-	ErrSubscriptionParse     = &Error{Code: pb.Code_SUBSCRIPTION_PARSE_FAILED}
-	ErrGroupNotExist         = &Error{Code: pb.Code_SUBSCRIPTION_GROUP_NOT_EXIST}
-	ErrInvalidParameter      = &Error{Code: pb.Code_INVALID_PARAMETER}
-	ErrBrokerNotExist        = &Error{Code: pb.Code_BROKER_NOT_EXIST}
-	ErrMessageTooLarge       = &Error{Code: pb.Code_MESSAGE_TOO_LARGE}
-	ErrIllegalTopic          = &Error{Code: pb.Code_ILLEGAL_TOPIC}
-	ErrIllegalGroup          = &Error{Code: pb.Code_ILLEGAL_GROUP}
-	ErrPropertiesTooLarge    = &Error{Code: pb.Code_PROPERTIES_TOO_LARGE}
-	ErrDiskFull              = &Error{Code: pb.Code_DISK_FULL}
-	ErrNotMaster             = &Error{Code: pb.Code_NOT_MASTER}
-	ErrInSyncReplicasLacking = &Error{Code: pb.Code_IN_SYNC_REPLICAS_NOT_ENOUGH}
-	ErrShuttingDown          = &Error{Code: pb.Code_SHUTTING_DOWN}
-	ErrTimeout               = &Error{Code: pb.Code_TIMEOUT}
-	ErrLockNotHeld           = &Error{Code: pb.Code_LOCK_NOT_HELD}
+	ErrSystem                = errcode.ErrSystem
+	ErrBusy                  = errcode.ErrBusy
+	ErrNotSupported          = errcode.ErrNotSupported
+	ErrFlushDiskTimeout      = errcode.ErrFlushDiskTimeout
+	ErrSlaveNotAvailable     = errcode.ErrSlaveNotAvailable
+	ErrFlushSlaveTimeout     = errcode.ErrFlushSlaveTimeout
+	ErrMessageIllegal        = errcode.ErrMessageIllegal
+	ErrServiceNotAvailable   = errcode.ErrServiceNotAvailable
+	ErrNoPermission          = errcode.ErrNoPermission
+	ErrTopicNotExist         = errcode.ErrTopicNotExist
+	ErrTopicExists           = errcode.ErrTopicExists
+	ErrQueryNotFound         = errcode.ErrQueryNotFound
+	ErrSubscriptionParse     = errcode.ErrSubscriptionParse
+	ErrGroupNotExist         = errcode.ErrGroupNotExist
+	ErrInvalidParameter      = errcode.ErrInvalidParameter
+	ErrBrokerNotExist        = errcode.ErrBrokerNotExist
+	ErrMessageTooLarge       = errcode.ErrMessageTooLarge
+	ErrIllegalTopic          = errcode.ErrIllegalTopic
+	ErrIllegalGroup          = errcode.ErrIllegalGroup
+	ErrPropertiesTooLarge    = errcode.ErrPropertiesTooLarge
+	ErrDiskFull              = errcode.ErrDiskFull
+	ErrNotMaster             = errcode.ErrNotMaster
+	ErrInSyncReplicasLacking = errcode.ErrInSyncReplicasLacking
+	ErrShuttingDown          = errcode.ErrShuttingDown
+	ErrTimeout               = errcode.ErrTimeout
+	ErrLockNotHeld           = errcode.ErrLockNotHeld
 )
 
 // OK is the status of a successful call.
@@ -82,11 +62,7 @@ func Status(err error) *pb.Status {
 	if err == nil {
 		return OK
 	}
-	var we *Error
-	if errors.As(err, &we) {
-		return &pb.Status{Code: we.Code, Message: err.Error()}
-	}
-	return &pb.Status{Code: pb.Code_SYSTEM_ERROR, Message: err.Error()}
+	return &pb.Status{Code: CodeOf(err), Message: err.Error()}
 }
 
 // FromStatus turns a wire status back into an error (nil for OK).
@@ -98,21 +74,12 @@ func FromStatus(st *pb.Status) error {
 	if msg == "" {
 		msg = CodeText(st.Code)
 	}
-	return &Error{Code: st.Code, Msg: msg}
+	return &Error{Code: errcode.Code(st.Code), Msg: msg}
 }
 
 // CodeOf returns the wire code of err: OK for nil, SYSTEM_ERROR for an
 // error without one.
-func CodeOf(err error) pb.Code {
-	if err == nil {
-		return pb.Code_OK
-	}
-	var we *Error
-	if errors.As(err, &we) {
-		return we.Code
-	}
-	return pb.Code_SYSTEM_ERROR
-}
+func CodeOf(err error) pb.Code { return pb.Code(errcode.Of(err)) }
 
 // MessageToProto converts a message to send.
 func MessageToProto(m *message.Message, queueID int32, bornTimestamp int64, bornHost string) *pb.Message {

@@ -1,4 +1,4 @@
-package client
+package message
 
 import (
 	"errors"
@@ -33,26 +33,26 @@ func TestParseTagExpression(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.expr, func(t *testing.T) {
-			f, err := parseTagExpression(tt.expr)
+			f, err := ParseTagExpression(tt.expr)
 			if tt.err {
-				if !errors.Is(err, ErrSubscriptionParse) {
-					t.Fatalf("parse(%q) = %v, want ErrSubscriptionParse", tt.expr, err)
+				if !errors.Is(err, ErrBadTagExpression) {
+					t.Fatalf("parse(%q) = %v, want ErrBadTagExpression", tt.expr, err)
 				}
 				return
 			}
 			if err != nil {
 				t.Fatalf("parse(%q): %v", tt.expr, err)
 			}
-			if f.all != tt.all || f.expr != tt.norm {
-				t.Fatalf("parse(%q) = all %v expr %q, want all %v expr %q", tt.expr, f.all, f.expr, tt.all, tt.norm)
+			if f.All() != tt.all || f.String() != tt.norm {
+				t.Fatalf("parse(%q) = all %v expr %q, want all %v expr %q", tt.expr, f.All(), f.String(), tt.all, tt.norm)
 			}
 			for _, tag := range tt.match {
-				if !f.match(tag) {
+				if !f.Match(tag) {
 					t.Errorf("%q does not match tag %q", tt.expr, tag)
 				}
 			}
 			for _, tag := range tt.nomatch {
-				if f.match(tag) {
+				if f.Match(tag) {
 					t.Errorf("%q matches tag %q", tt.expr, tag)
 				}
 			}
@@ -63,11 +63,14 @@ func TestParseTagExpression(t *testing.T) {
 // The broker filters by hash only: two tags with the same Java hash code
 // ("Aa" and "BB") pass its filter, and the exact check must tell them apart.
 func TestTagFilterRejectsHashCollisions(t *testing.T) {
-	f, err := parseTagExpression("Aa")
+	f, err := ParseTagExpression("Aa")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !f.match("Aa") || f.match("BB") {
+	if !f.Match("Aa") || f.Match("BB") {
 		t.Fatalf("exact tag check failed on a hash collision")
+	}
+	if !f.MatchCode(TagsHash("BB")) || f.MatchCode(TagsHash("b")) || f.CodeFilter() == nil {
+		t.Fatalf("the code filter must pass the colliding hash and no other")
 	}
 }
