@@ -1,0 +1,195 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/bolide-mq/bolide/message"
+	pb "github.com/bolide-mq/bolide/proto/bolidev1"
+)
+
+// defaultQueryMax bounds a key query when the caller gives no maximum.
+const defaultQueryMax = 64
+
+// QueryMessageByKey returns up to max messages of topic with key among
+// their KEYS (or as their unique id) stored between begin and end (zero
+// times: no bound), from every broker of the topic, oldest first.
+func (a *Admin) QueryMessageByKey(ctx context.Context, topic, key string, begin, end time.Time, max int) ([]*MessageExt, error) {
+	if err := a.check(); err != nil {
+		return nil, err
+	}
+	if key == "" {
+		return nil, codeErr(pb.Code_INVALID_PARAMETER, "empty key")
+	}
+	if max <= 0 {
+		max = defaultQueryMax
+	}
+	r, err := a.Route(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	req := &pb.QueryMessageRequest{Topic: topic, Key: key, Max: int32(max)}
+	if !begin.IsZero() {
+		req.BeginMs = begin.UnixMilli()
+	}
+	if !end.IsZero() {
+		req.EndMs = end.UnixMilli()
+	}
+	var out []*MessageExt
+	for _, bd := range r.Brokers {
+		addr := bd.ReadAddr()
+		if addr == "" {
+			continue
+		}
+		var resp *pb.QueryMessageResponse
+		err := a.brokerCall(ctx, addr, func(ctx context.Context, c pb.BrokerClient) (*pb.Status, error) {
+			var err error
+			resp, err = c.QueryMessage(ctx, req)
+			return resp.GetStatus(), err
+		})
+		if errors.Is(err, ErrQueryNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("query %q in %q on %s: %w", key, topic, bd.BrokerName, err)
+		}
+		for _, rec := range resp.GetRecords() {
+			m, err := extFromRecord(rec, bd.BrokerName)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, m)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].StoreTimestamp.Before(out[j].StoreTimestamp) })
+	if len(out) > max {
+		out = out[:max]
+	}
+	return out, nil
+}
+
+// IDKind says how ViewMessage matched an id.
+type IDKind int
+
+const (
+	// ByOffsetID: the id is an offset message id (store host + CommitLog
+	// offset) and the broker at that host has the message.
+	ByOffsetID IDKind = iota + 1
+	// ByUniqueID: the id is a producer unique id (UNIQ_KEY), found through
+	// the brokers' indexes.
+	ByUniqueID
+)
+
+// String names the kind.
+func (k IDKind) String() string {
+	switch k {
+	case ByOffsetID:
+		return "offset id"
+	case ByUniqueID:
+		return "unique id"
+	}
+	return "unknown"
+}
+
+// MessageLookup is the result of ViewMessage.
+type MessageLookup struct {
+	MatchedBy IDKind
+	// Messages: one for an offset id; for a unique id every stored copy
+	// (a retried send may have stored a message twice).
+	Messages []*MessageExt
+}
+
+// ViewOption modifies ViewMessage.
+type ViewOption func(*viewOptions)
+
+type viewOptions struct{ topic string }
+
+// InTopic limits a unique id lookup to one topic (without it, every topic
+// is searched).
+func InTopic(topic string) ViewOption { return func(o *viewOptions) { o.topic = topic } }
+
+// ViewMessage finds a message by id. An offset message id is decoded into
+// its store host and the broker there is asked; an id that is not one, or
+// that this broker does not have, is looked up as a unique id (UNIQ_KEY)
+// on every broker. The result says which matched. Nothing found is an
+// error matching ErrQueryNotFound.
+func (a *Admin) ViewMessage(ctx context.Context, msgID string, opts ...ViewOption) (*MessageLookup, error) {
+	if err := a.check(); err != nil {
+		return nil, err
+	}
+	var vo viewOptions
+	for _, o := range opts {
+		o(&vo)
+	}
+	var offsetErr error
+	if host, _, err := message.ParseOffsetMsgID(msgID); err == nil {
+		m, err := a.viewByOffsetID(ctx, host.String(), msgID)
+		if err == nil {
+			return &MessageLookup{MatchedBy: ByOffsetID, Messages: []*MessageExt{m}}, nil
+		}
+		offsetErr = err
+	}
+	if !message.IsUniqueID(msgID) {
+		if offsetErr != nil {
+			return nil, offsetErr
+		}
+		return nil, codeErr(pb.Code_INVALID_PARAMETER, "%q is neither an offset message id nor a unique id", msgID)
+	}
+	topics := []string{vo.topic}
+	if vo.topic == "" {
+		all, err := a.ListTopics(ctx)
+		if err != nil {
+			return nil, err
+		}
+		topics = all
+	}
+	var found []*MessageExt
+	for _, t := range topics {
+		if message.ValidateTopic(t) != nil {
+			continue
+		}
+		msgs, err := a.QueryMessageByKey(ctx, t, msgID, time.Time{}, time.Time{}, defaultQueryMax)
+		if err != nil && !errors.Is(err, ErrTopicNotExist) {
+			return nil, err
+		}
+		for _, m := range msgs {
+			if m.UniqueID == msgID {
+				found = append(found, m)
+			}
+		}
+	}
+	if len(found) == 0 {
+		if offsetErr != nil {
+			return nil, fmt.Errorf("message %s: %w; not found as a unique id either", msgID, offsetErr)
+		}
+		return nil, codeErr(pb.Code_QUERY_NOT_FOUND, "no message with unique id %s", msgID)
+	}
+	return &MessageLookup{MatchedBy: ByUniqueID, Messages: found}, nil
+}
+
+func (a *Admin) viewByOffsetID(ctx context.Context, addr, msgID string) (*MessageExt, error) {
+	var resp *pb.ViewMessageResponse
+	err := a.brokerCall(ctx, addr, func(ctx context.Context, c pb.BrokerClient) (*pb.Status, error) {
+		var err error
+		resp, err = c.ViewMessage(ctx, &pb.ViewMessageRequest{MsgId: msgID})
+		return resp.GetStatus(), err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("view message %s: %w", msgID, err)
+	}
+	name := ""
+	if ci, err := a.ClusterInfo(ctx); err == nil {
+		name = ci.brokerName(addr)
+	}
+	m, err := extFromRecord(resp.GetRecord(), name)
+	if err != nil {
+		return nil, err
+	}
+	if m.MsgID != msgID {
+		return nil, codeErr(pb.Code_QUERY_NOT_FOUND, "broker %s returned message %s for %s", addr, m.MsgID, msgID)
+	}
+	return m, nil
+}

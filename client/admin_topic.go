@@ -1,0 +1,277 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/bolide-mq/bolide/internal/wire"
+	"github.com/bolide-mq/bolide/message"
+	pb "github.com/bolide-mq/bolide/proto/bolidev1"
+)
+
+// TopicSpec describes a topic to create or update.
+type TopicSpec struct {
+	Name string
+	// Queues is the number of read and write queues on each broker
+	// (default 8).
+	Queues int
+	// Perm defaults to PermReadWrite.
+	Perm  Perm
+	Order bool
+	// Cluster limits the topic to one cluster's masters; BrokerNames to
+	// the listed broker groups. With neither, every master of every
+	// cluster gets the topic.
+	Cluster     string
+	BrokerNames []string
+}
+
+// CreateTopic creates a topic on its brokers' masters and waits until the
+// NameServers route it to all of them. An existing topic is an error
+// matching ErrTopicExists.
+func (a *Admin) CreateTopic(ctx context.Context, spec TopicSpec) error {
+	return a.putTopic(ctx, spec, false)
+}
+
+// UpdateTopic creates or changes a topic (queues, permission, order) and
+// waits until the NameServers route the new configuration.
+func (a *Admin) UpdateTopic(ctx context.Context, spec TopicSpec) error {
+	return a.putTopic(ctx, spec, true)
+}
+
+func (a *Admin) putTopic(ctx context.Context, spec TopicSpec, update bool) error {
+	if err := a.check(); err != nil {
+		return err
+	}
+	if err := message.ValidateTopic(spec.Name); err != nil {
+		return codeErr(pb.Code_ILLEGAL_TOPIC, "%v", err)
+	}
+	if spec.Queues == 0 {
+		spec.Queues = 8
+	}
+	if spec.Queues < 0 || spec.Queues > 1024 {
+		return codeErr(pb.Code_INVALID_PARAMETER, "queues must be in 1..1024, got %d", spec.Queues)
+	}
+	if spec.Perm == 0 {
+		spec.Perm = PermReadWrite
+	}
+	ci, err := a.ClusterInfo(ctx)
+	if err != nil {
+		return err
+	}
+	targets, err := ci.targets(spec.Cluster, spec.BrokerNames)
+	if err != nil {
+		return err
+	}
+	tc := &pb.TopicConfig{Name: spec.Name, ReadQueueNums: int32(spec.Queues), WriteQueueNums: int32(spec.Queues),
+		Perm: int32(spec.Perm), Order: spec.Order}
+	for _, bd := range targets {
+		addr := bd.MasterAddr()
+		if addr == "" {
+			return codeErr(pb.Code_SERVICE_NOT_AVAILABLE, "broker %s has no master", bd.BrokerName)
+		}
+		err := a.brokerCall(ctx, addr, func(ctx context.Context, c pb.BrokerClient) (*pb.Status, error) {
+			resp, err := c.CreateTopic(ctx, &pb.CreateTopicRequest{Topic: tc, Update: update})
+			return resp.GetStatus(), err
+		})
+		if err != nil {
+			return fmt.Errorf("create topic %q on %s: %w", spec.Name, bd.BrokerName, err)
+		}
+	}
+	names := make([]string, len(targets))
+	for i, bd := range targets {
+		names[i] = bd.BrokerName
+	}
+	return a.waitRoute(ctx, spec.Name, func(r *TopicRoute) bool {
+		for _, n := range names {
+			i := slices.IndexFunc(r.Queues, func(q QueueData) bool { return q.BrokerName == n })
+			if i < 0 || r.Queues[i].ReadQueues != tc.ReadQueueNums || r.Queues[i].WriteQueues != tc.WriteQueueNums ||
+				r.Queues[i].Perm != spec.Perm {
+				return false
+			}
+		}
+		return true
+	}, false)
+}
+
+// waitRoute polls every NameServer that answers until done(route) holds
+// (or, with gone, until the topic has no route).
+func (a *Admin) waitRoute(ctx context.Context, topic string, done func(*TopicRoute) bool, gone bool) error {
+	ctx, cancel := withTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		ok, err := a.routeEverywhere(ctx, topic, done, gone)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if !sleepCtx(ctx, 50*time.Millisecond) {
+			return fmt.Errorf("wait for the route of %q: %w", topic, ctx.Err())
+		}
+	}
+}
+
+func (a *Admin) routeEverywhere(ctx context.Context, topic string, done func(*TopicRoute) bool, gone bool) (bool, error) {
+	answered := 0
+	for _, addr := range a.b.ns.addrs {
+		c, err := a.b.pool.nameServer(addr)
+		if err != nil {
+			return false, err
+		}
+		rctx, cancel := a.b.rpcContext(ctx)
+		resp, err := c.GetRoute(rctx, &pb.GetRouteRequest{Topic: topic})
+		cancel()
+		if err != nil {
+			continue // unreachable: not waited for
+		}
+		answered++
+		err = wire.FromStatus(resp.GetStatus())
+		r := routeFromProto(topic, resp.GetRoute())
+		switch {
+		case gone:
+			if err == nil && len(r.Queues) > 0 {
+				return false, nil
+			}
+		case errors.Is(err, ErrTopicNotExist) || err == nil && !done(r):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("route of %q from %s: %w", topic, addr, err)
+		}
+	}
+	if answered == 0 {
+		return false, nil
+	}
+	return true, nil
+}
+
+// DeleteTopic deletes a topic from its brokers, then from every NameServer.
+func (a *Admin) DeleteTopic(ctx context.Context, topic string) error {
+	if err := a.check(); err != nil {
+		return err
+	}
+	if err := message.ValidateTopic(topic); err != nil {
+		return codeErr(pb.Code_ILLEGAL_TOPIC, "%v", err)
+	}
+	var targets []BrokerData
+	if r, err := a.b.ns.getRoute(ctx, topic); err == nil {
+		targets = r.Brokers
+	} else if errors.Is(err, ErrTopicNotExist) {
+		// No route: the topic may still be on a broker that has not
+		// registered it yet; ask every master.
+		ci, err := a.ClusterInfo(ctx)
+		if err != nil {
+			return err
+		}
+		targets = ci.allBrokers()
+	} else {
+		return err
+	}
+	for _, bd := range targets {
+		addr := bd.MasterAddr()
+		if addr == "" {
+			continue
+		}
+		err := a.brokerCall(ctx, addr, func(ctx context.Context, c pb.BrokerClient) (*pb.Status, error) {
+			resp, err := c.DeleteTopic(ctx, &pb.BrokerDeleteTopicRequest{Topic: topic})
+			return resp.GetStatus(), err
+		})
+		if err != nil && !errors.Is(err, ErrTopicNotExist) {
+			return fmt.Errorf("delete topic %q on %s: %w", topic, bd.BrokerName, err)
+		}
+	}
+	var errs []error
+	for _, addr := range a.b.ns.addrs {
+		c, err := a.b.pool.nameServer(addr)
+		if err != nil {
+			return err
+		}
+		rctx, cancel := a.b.rpcContext(ctx)
+		resp, err := c.DeleteTopic(rctx, &pb.DeleteTopicRequest{Topic: topic})
+		cancel()
+		if err == nil {
+			err = wire.FromStatus(resp.GetStatus())
+		}
+		if err != nil && !errors.Is(err, ErrTopicNotExist) {
+			errs = append(errs, fmt.Errorf("delete topic %q on NameServer %s: %w", topic, addr, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ListTopics returns the topics a NameServer knows, sorted.
+func (a *Admin) ListTopics(ctx context.Context) ([]string, error) {
+	if err := a.check(); err != nil {
+		return nil, err
+	}
+	var topics []string
+	err := a.b.ns.call(ctx, func(ctx context.Context, c pb.NameServerClient) error {
+		resp, err := c.ListTopics(ctx, &pb.ListTopicsRequest{})
+		if err != nil {
+			return err
+		}
+		if err := wire.FromStatus(resp.GetStatus()); err != nil {
+			return err
+		}
+		topics = append([]string(nil), resp.GetTopics()...)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list topics: %w", err)
+	}
+	sort.Strings(topics)
+	return topics, nil
+}
+
+// Route returns a topic's route as a NameServer has it now.
+func (a *Admin) Route(ctx context.Context, topic string) (*TopicRoute, error) {
+	if err := a.check(); err != nil {
+		return nil, err
+	}
+	return a.b.ns.getRoute(ctx, topic)
+}
+
+// QueueStatus is one queue's offsets.
+type QueueStatus struct {
+	Queue     MessageQueue
+	MinOffset int64
+	MaxOffset int64
+	// LastStoreTime is the store time of the newest message (zero when
+	// the queue is empty).
+	LastStoreTime time.Time
+}
+
+// QueueStatus returns the offsets of every read queue of a topic.
+func (a *Admin) QueueStatus(ctx context.Context, topic string) ([]QueueStatus, error) {
+	r, err := a.Route(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	ri := newRouteInfo(r, time.Now())
+	var out []QueueStatus
+	for _, mq := range ri.subscribe {
+		addr := ri.brokers[mq.BrokerName].ReadAddr()
+		if addr == "" {
+			return nil, codeErr(pb.Code_SERVICE_NOT_AVAILABLE, "broker %s has no address", mq.BrokerName)
+		}
+		var resp *pb.GetQueueOffsetsResponse
+		err := a.brokerCall(ctx, addr, func(ctx context.Context, c pb.BrokerClient) (*pb.Status, error) {
+			var err error
+			resp, err = c.GetQueueOffsets(ctx, &pb.GetQueueOffsetsRequest{Topic: topic, QueueId: mq.QueueID})
+			return resp.GetStatus(), err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("queue status of %s: %w", mq, err)
+		}
+		qs := QueueStatus{Queue: mq, MinOffset: resp.GetMinOffset(), MaxOffset: resp.GetMaxOffset()}
+		if ts := resp.GetLastStoreTimestamp(); ts > 0 {
+			qs.LastStoreTime = time.UnixMilli(ts)
+		}
+		out = append(out, qs)
+	}
+	return out, nil
+}
