@@ -162,3 +162,166 @@ func (a *Admin) BrokerInfo(ctx context.Context, addr string) (*BrokerInfo, error
 		StoreBytes: r.GetStoreBytes(), StartTime: time.UnixMilli(r.GetStartTimeMs()),
 	}, nil
 }
+
+// ReplicationStatus is a broker's replication state.
+type ReplicationStatus struct {
+	// Addr is the address asked.
+	Addr string
+	// Role is MASTER, SLAVE, or FENCED: a master that a newer master of
+	// its group replaced, read-only.
+	Role string
+	// Mode is async, or sync: a send is acknowledged once InSyncReplicas
+	// in-sync slaves have it.
+	Mode           string
+	Epoch          int64
+	InSyncReplicas int32
+	// HAAddr is the broker's replication address; CommitLogMaxOffset
+	// where its own CommitLog ends.
+	HAAddr             string
+	CommitLogMaxOffset int64
+
+	// Master side: its slaves, by broker id, and how many are in sync.
+	Slaves       []SlaveStatus
+	InSyncSlaves int32
+
+	// Slave side: its master's addresses, the state of the replication
+	// stream (IDLE, CONNECTING, REPLICATING, DIVERGED or STOPPED), how far
+	// it applied the master's log and the master's log end as last heard,
+	// and the last error. LastMetadataSync is when it last took its
+	// master's topics and offsets (zero: never), MetadataError why the
+	// last attempt failed.
+	MasterAddr, MasterHAAddr string
+	State                    string
+	AppliedOffset            int64
+	MasterOffset             int64
+	LagBytes                 int64
+	LastError                string
+	LastMetadataSync         time.Time
+	MetadataError            string
+}
+
+// SlaveStatus is one slave as its master sees it.
+type SlaveStatus struct {
+	BrokerID   int64
+	RemoteAddr string
+	Connected  bool
+	// AckOffset is the last CommitLog offset the slave acknowledged;
+	// LagBytes how far it is behind the master's committed offset; LagTime
+	// how much older the slave's newest record is than the master's.
+	AckOffset int64
+	LagBytes  int64
+	LagTime   time.Duration
+	InSync    bool
+	// LastHeard and ConnectedAt are zero when unknown.
+	LastHeard   time.Time
+	ConnectedAt time.Time
+}
+
+func (a *Admin) haClient(addr string) (pb.BrokerHAClient, error) {
+	cc, err := a.b.pool.get(addr)
+	if err != nil {
+		return nil, err
+	}
+	return pb.NewBrokerHAClient(cc), nil
+}
+
+// ReplicationStatus asks the broker at addr (its client address) about its
+// replication: role, mode, epoch and log end; a master's slaves; a slave's
+// master, stream state and lag.
+func (a *Admin) ReplicationStatus(ctx context.Context, addr string) (*ReplicationStatus, error) {
+	if err := a.check(); err != nil {
+		return nil, err
+	}
+	c, err := a.haClient(addr)
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := a.b.rpcContext(ctx)
+	defer cancel()
+	resp, err := c.ReplicationStatus(rctx, &pb.ReplicationStatusRequest{})
+	if err == nil {
+		err = wire.FromStatus(resp.GetStatus())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("replication status of %s: %w", addr, err)
+	}
+	return replicationFromProto(addr, resp.GetReplication()), nil
+}
+
+func replicationFromProto(addr string, r *pb.ReplicationInfo) *ReplicationStatus {
+	s := &ReplicationStatus{
+		Addr: addr, Role: r.GetRole(), Mode: r.GetMode(), Epoch: r.GetEpoch(), InSyncReplicas: r.GetInSyncReplicas(),
+		HAAddr: r.GetHaAddr(), CommitLogMaxOffset: r.GetCommitLogMaxOffset(), InSyncSlaves: r.GetInSyncSlaves(),
+		MasterAddr: r.GetMasterAddr(), MasterHAAddr: r.GetMasterHaAddr(), State: r.GetState(),
+		AppliedOffset: r.GetAppliedOffset(), MasterOffset: r.GetMasterOffset(), LagBytes: r.GetLagBytes(),
+		LastError: r.GetLastError(), LastMetadataSync: msTime(r.GetLastMetadataSyncMs()), MetadataError: r.GetMetadataError(),
+	}
+	for _, sl := range r.GetSlaves() {
+		s.Slaves = append(s.Slaves, SlaveStatus{
+			BrokerID: sl.GetBrokerId(), RemoteAddr: sl.GetRemoteAddr(), Connected: sl.GetConnected(),
+			AckOffset: sl.GetAckOffset(), LagBytes: sl.GetLagBytes(), LagTime: time.Duration(sl.GetLagMs()) * time.Millisecond,
+			InSync: sl.GetInSync(), LastHeard: msTime(sl.GetLastHeardMs()), ConnectedAt: msTime(sl.GetConnectedAtMs()),
+		})
+	}
+	sort.Slice(s.Slaves, func(i, j int) bool { return s.Slaves[i].BrokerID < s.Slaves[j].BrokerID })
+	return s
+}
+
+// msTime converts milliseconds since the epoch; 0 (unknown) is the zero
+// time.
+func msTime(ms int64) time.Time {
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+// PromoteResult is what Promote did.
+type PromoteResult struct {
+	// Epoch is the new master's epoch; PreviousBrokerID the id it had.
+	Epoch            int64
+	PreviousBrokerID int64
+	// CommitLogMaxOffset is where the new master's log ends: every byte
+	// below it was replicated from the old master.
+	CommitLogMaxOffset int64
+	// Registered: every NameServer accepted the new master. When false it
+	// keeps registering every interval (see its log).
+	Registered bool
+}
+
+// promoteTimeout bounds a promotion: the broker adopts its queue offsets
+// and registers with every NameServer before it answers.
+const promoteTimeout = time.Minute
+
+// Promote makes the slave at addr (its client address) the master of its
+// broker group: it stops replicating, takes a new epoch and registers as
+// broker id 0; the NameServers then route the group to it and refuse the
+// old master, which fences itself (read-only). brokerName, when not "",
+// must be the slave's group: a guard against promoting the wrong broker.
+// epoch 0 takes one more than the highest epoch the slave knows; another
+// epoch must be above it. Promoting a master, a wrong group or a stale
+// epoch is an error matching ErrInvalidParameter. The call is bounded by
+// ctx and a minute, not by the RPC timeout.
+func (a *Admin) Promote(ctx context.Context, addr, brokerName string, epoch int64) (*PromoteResult, error) {
+	if err := a.check(); err != nil {
+		return nil, err
+	}
+	if epoch < 0 {
+		return nil, codeErr(pb.Code_INVALID_PARAMETER, "epoch must not be negative, got %d", epoch)
+	}
+	c, err := a.haClient(addr)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := withTimeout(ctx, promoteTimeout)
+	defer cancel()
+	resp, err := c.Promote(pctx, &pb.PromoteRequest{BrokerName: brokerName, Epoch: epoch})
+	if err == nil {
+		err = wire.FromStatus(resp.GetStatus())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("promote %s: %w", addr, err)
+	}
+	return &PromoteResult{Epoch: resp.GetEpoch(), PreviousBrokerID: resp.GetPreviousBrokerId(),
+		CommitLogMaxOffset: resp.GetCommitLogMaxOffset(), Registered: resp.GetRegistered()}, nil
+}

@@ -193,3 +193,55 @@ func (a *Admin) viewByOffsetID(ctx context.Context, addr, msgID string) (*Messag
 	}
 	return m, nil
 }
+
+// ViewMessageAt returns the message at offset of queue mq (RocketMQ's
+// queryMsgByOffset): one pull of one message from the queue's broker group
+// (its master, or its lowest slave when it has none), without a consumer
+// group and without waiting. An offset at which the queue holds no message
+// (below its first or at or past its last) is an error matching
+// ErrQueryNotFound that gives the queue's offsets.
+func (a *Admin) ViewMessageAt(ctx context.Context, mq MessageQueue, offset int64) (*MessageExt, error) {
+	if err := a.check(); err != nil {
+		return nil, err
+	}
+	if err := message.ValidateTopic(mq.Topic); err != nil {
+		return nil, codeErr(pb.Code_ILLEGAL_TOPIC, "%v", err)
+	}
+	if mq.QueueID < 0 || offset < 0 {
+		return nil, codeErr(pb.Code_INVALID_PARAMETER, "queue id and offset must not be negative, got %d and %d", mq.QueueID, offset)
+	}
+	bd, err := a.brokerData(ctx, mq.Topic, mq.BrokerName)
+	if err != nil {
+		return nil, err
+	}
+	addr := bd.ReadAddr()
+	if addr == "" {
+		return nil, codeErr(pb.Code_SERVICE_NOT_AVAILABLE, "broker %s has no address", mq.BrokerName)
+	}
+	var resp *pb.PullResponse
+	err = a.brokerCall(ctx, addr, func(ctx context.Context, c pb.BrokerClient) (*pb.Status, error) {
+		var err error
+		resp, err = c.Pull(ctx, &pb.PullRequest{Topic: mq.Topic, QueueId: mq.QueueID, Offset: offset, MaxMessages: 1,
+			TagExpression: "*", CommitOffset: -1})
+		return resp.GetStatus(), err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("view %s at offset %d: %w", mq, offset, err)
+	}
+	if recs := resp.GetRecords(); resp.GetPullStatus() == pb.PullStatus_FOUND && len(recs) > 0 {
+		m, err := extFromRecord(recs[0], mq.BrokerName)
+		if err != nil {
+			return nil, fmt.Errorf("view %s at offset %d: %w", mq, offset, err)
+		}
+		if m.QueueOffset == offset {
+			return m, nil
+		}
+	}
+	minOff, maxOff := resp.GetMinOffset(), resp.GetMaxOffset()
+	if minOff >= maxOff {
+		return nil, codeErr(pb.Code_QUERY_NOT_FOUND, "queue %s has no message at offset %d (it holds none; its next offset is %d)",
+			mq, offset, maxOff)
+	}
+	return nil, codeErr(pb.Code_QUERY_NOT_FOUND, "queue %s has no message at offset %d (its offsets are %d..%d)",
+		mq, offset, minOff, maxOff-1)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -272,6 +273,72 @@ func (a *Admin) QueueStatus(ctx context.Context, topic string) ([]QueueStatus, e
 			qs.LastStoreTime = time.UnixMilli(ts)
 		}
 		out = append(out, qs)
+	}
+	return out, nil
+}
+
+// TopicConfig is a topic's configuration on one broker group.
+type TopicConfig struct {
+	Name       string
+	BrokerName string
+	// ReadQueues and WriteQueues are the topic's queue counts on the
+	// group.
+	ReadQueues, WriteQueues int32
+	Perm                    Perm
+	// Order marks an ordered topic (consumers lock its queues).
+	Order        bool
+	TopicSysFlag int32
+	// Attributes are the topic's attributes (nil: none).
+	Attributes map[string]string
+}
+
+// TopicConfig returns a topic's configuration on each broker group of its
+// route, by broker name: what CreateTopic or UpdateTopic set, with the
+// order flag the route does not carry. Each group's master is asked (its
+// lowest slave when it has none); a group that does not have the topic is
+// left out. A topic no group has is an error matching ErrTopicNotExist.
+func (a *Admin) TopicConfig(ctx context.Context, topic string) ([]TopicConfig, error) {
+	if err := a.check(); err != nil {
+		return nil, err
+	}
+	if err := message.ValidateTopic(topic); err != nil {
+		return nil, codeErr(pb.Code_ILLEGAL_TOPIC, "%v", err)
+	}
+	r, err := a.Route(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	var out []TopicConfig
+	for _, bd := range r.Brokers {
+		addr := bd.ReadAddr()
+		if addr == "" {
+			return nil, codeErr(pb.Code_SERVICE_NOT_AVAILABLE, "broker %s has no address", bd.BrokerName)
+		}
+		var resp *pb.GetTopicConfigsResponse
+		err := a.brokerCall(ctx, addr, func(ctx context.Context, c pb.BrokerClient) (*pb.Status, error) {
+			var err error
+			resp, err = c.GetTopicConfigs(ctx, &pb.GetTopicConfigsRequest{})
+			return resp.GetStatus(), err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("configuration of %q on %s: %w", topic, bd.BrokerName, err)
+		}
+		for _, tc := range resp.GetTopics() {
+			if tc.GetName() != topic {
+				continue
+			}
+			c := TopicConfig{Name: topic, BrokerName: bd.BrokerName, ReadQueues: tc.GetReadQueueNums(),
+				WriteQueues: tc.GetWriteQueueNums(), Perm: Perm(tc.GetPerm()), Order: tc.GetOrder(),
+				TopicSysFlag: tc.GetTopicSysFlag()}
+			if len(tc.GetAttributes()) > 0 {
+				c.Attributes = maps.Clone(tc.GetAttributes())
+			}
+			out = append(out, c)
+			break
+		}
+	}
+	if len(out) == 0 {
+		return nil, codeErr(pb.Code_TOPIC_NOT_EXIST, "no broker of the route of %q has the topic", topic)
 	}
 	return out, nil
 }
