@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	pb "github.com/bolide-mq/bolide/proto/bolidev1"
+	"github.com/bolide-mq/bolide/client"
 )
 
 func newBrokerCmd(a *app) *cobra.Command {
@@ -62,25 +61,22 @@ type slaveJSON struct {
 	lastHeard   time.Time
 }
 
-func replicationFromProto(addr string, r *pb.ReplicationInfo) replicationJSON {
+func toReplicationJSON(r *client.ReplicationStatus) replicationJSON {
 	j := replicationJSON{
-		Addr: addr, Role: r.GetRole(), Mode: r.GetMode(), Epoch: r.GetEpoch(), InSyncReplicas: r.GetInSyncReplicas(),
-		HAAddr: r.GetHaAddr(), CommitLogMaxOffset: r.GetCommitLogMaxOffset(), InSyncSlaves: r.GetInSyncSlaves(),
-		Slaves: []slaveJSON{}, MasterAddr: r.GetMasterAddr(), MasterHAAddr: r.GetMasterHaAddr(), State: r.GetState(),
-		AppliedOffset: r.GetAppliedOffset(), MasterOffset: r.GetMasterOffset(), LagBytes: r.GetLagBytes(),
-		LastError: r.GetLastError(), MetadataError: r.GetMetadataError(),
-		lastMetadataSync: unixMilli(r.GetLastMetadataSyncMs()),
+		Addr: r.Addr, Role: r.Role, Mode: r.Mode, Epoch: r.Epoch, InSyncReplicas: r.InSyncReplicas,
+		HAAddr: r.HAAddr, CommitLogMaxOffset: r.CommitLogMaxOffset, InSyncSlaves: r.InSyncSlaves,
+		Slaves: []slaveJSON{}, MasterAddr: r.MasterAddr, MasterHAAddr: r.MasterHAAddr, State: r.State,
+		AppliedOffset: r.AppliedOffset, MasterOffset: r.MasterOffset, LagBytes: r.LagBytes,
+		LastError: r.LastError, MetadataError: r.MetadataError,
+		LastMetadataSync: jsonTime(r.LastMetadataSync), lastMetadataSync: r.LastMetadataSync,
 	}
-	j.LastMetadataSync = jsonTime(j.lastMetadataSync)
-	for _, s := range r.GetSlaves() {
-		heard := unixMilli(s.GetLastHeardMs())
+	for _, s := range r.Slaves {
 		j.Slaves = append(j.Slaves, slaveJSON{
-			BrokerID: s.GetBrokerId(), RemoteAddr: s.GetRemoteAddr(), Connected: s.GetConnected(),
-			AckOffset: s.GetAckOffset(), LagBytes: s.GetLagBytes(), LagMs: s.GetLagMs(), InSync: s.GetInSync(),
-			LastHeard: jsonTime(heard), ConnectedAt: jsonTime(unixMilli(s.GetConnectedAtMs())), lastHeard: heard,
+			BrokerID: s.BrokerID, RemoteAddr: s.RemoteAddr, Connected: s.Connected,
+			AckOffset: s.AckOffset, LagBytes: s.LagBytes, LagMs: s.LagTime.Milliseconds(), InSync: s.InSync,
+			LastHeard: jsonTime(s.LastHeard), ConnectedAt: jsonTime(s.ConnectedAt), lastHeard: s.LastHeard,
 		})
 	}
-	sort.Slice(j.Slaves, func(x, y int) bool { return j.Slaves[x].BrokerID < j.Slaves[y].BrokerID })
 	return j
 }
 
@@ -102,13 +98,17 @@ replication stream and how many bytes it is behind.`,
 			if err := checkHostPort(addr); err != nil {
 				return usageErrorf("ADDR: %v", err)
 			}
+			adm, err := a.adminClient()
+			if err != nil {
+				return err
+			}
 			ctx, cancel := a.opCtx()
 			defer cancel()
-			info, err := brokerReplication(ctx, addr)
+			info, err := adm.ReplicationStatus(ctx, addr)
 			if err != nil {
 				return a.brokerError(addr, err)
 			}
-			j := replicationFromProto(addr, info)
+			j := toReplicationJSON(info)
 			if a.json() {
 				return a.emit(j)
 			}
@@ -213,29 +213,29 @@ not in the new master's log.`,
 		if epoch < 0 {
 			return usageErrorf("--epoch must not be negative, not %d", epoch)
 		}
+		adm, err := a.adminClient()
+		if err != nil {
+			return err
+		}
 		ctx, cancel := a.opCtx()
 		defer cancel()
 		if addr == "" {
-			var err error
-			if addr, err = a.pickSlave(ctx, name); err != nil {
+			if addr, err = a.pickSlave(ctx, adm, name); err != nil {
 				return err
 			}
 		}
-		resp, err := promoteBroker(ctx, addr, name, epoch)
+		res, err := adm.Promote(ctx, addr, name, epoch)
 		if err != nil {
 			return a.brokerError(addr, err)
 		}
 		group := name
 		if group == "" {
-			if adm, err := a.adminClient(); err == nil {
-				if bi, err := adm.BrokerInfo(ctx, addr); err == nil {
-					group = bi.BrokerName
-				}
+			if bi, err := adm.BrokerInfo(ctx, addr); err == nil {
+				group = bi.BrokerName
 			}
 		}
-		j := promoteJSON{Broker: group, Addr: addr, Status: pb.Code_OK.String(), Epoch: resp.GetEpoch(),
-			PreviousBrokerID: resp.GetPreviousBrokerId(), CommitLogMaxOffset: resp.GetCommitLogMaxOffset(),
-			Registered: resp.GetRegistered()}
+		j := promoteJSON{Broker: group, Addr: addr, Status: "OK", Epoch: res.Epoch,
+			PreviousBrokerID: res.PreviousBrokerID, CommitLogMaxOffset: res.CommitLogMaxOffset, Registered: res.Registered}
 		if !j.Registered {
 			a.warn("not every NameServer accepted %s as the new master yet; it keeps registering (see its log)", addr)
 		}
@@ -263,11 +263,7 @@ not in the new master's log.`,
 
 // pickSlave returns the address of group name's registered slave whose
 // CommitLog goes furthest (the lowest id on a tie).
-func (a *app) pickSlave(ctx context.Context, name string) (string, error) {
-	adm, err := a.adminClient()
-	if err != nil {
-		return "", err
-	}
+func (a *app) pickSlave(ctx context.Context, adm *client.Admin, name string) (string, error) {
 	ci, err := adm.ClusterInfo(ctx)
 	if err != nil {
 		return "", err
@@ -283,12 +279,12 @@ func (a *app) pickSlave(ctx context.Context, name string) (string, error) {
 			master = l.Addr
 			continue
 		}
-		info, err := brokerReplication(ctx, l.Addr)
+		info, err := adm.ReplicationStatus(ctx, l.Addr)
 		if err != nil {
 			errs = append(errs, oneLine(err.Error()))
 			continue
 		}
-		end := info.GetCommitLogMaxOffset()
+		end := info.CommitLogMaxOffset
 		if end > bestEnd || end == bestEnd && l.BrokerID < bestID {
 			best, bestID, bestEnd = l.Addr, l.BrokerID, end
 		}

@@ -102,13 +102,13 @@ master's CommitLog it has not yet; for a master, how many of its slaves are in s
 				if bi.Version != "" {
 					r.Version = bi.Version
 				}
-				ri, err := brokerReplication(ctx, l.Addr)
+				ri, err := adm.ReplicationStatus(ctx, l.Addr)
 				if err != nil {
 					r.Error = oneLine(err.Error())
 					return
 				}
-				r.Role, r.Epoch, r.ReplicationMode = ri.GetRole(), ri.GetEpoch(), ri.GetMode()
-				r.LagBytes, r.InSyncSlaves, r.Slaves = ri.GetLagBytes(), ri.GetInSyncSlaves(), len(ri.GetSlaves())
+				r.Role, r.Epoch, r.ReplicationMode = ri.Role, ri.Epoch, ri.Mode
+				r.LagBytes, r.InSyncSlaves, r.Slaves = ri.LagBytes, ri.InSyncSlaves, len(ri.Slaves)
 			}()
 		}
 		wg.Wait()

@@ -228,19 +228,14 @@ group: --broker names the group, and may be left out when the topic lives on one
 		if queue >= qd.ReadQueues {
 			return fmt.Errorf("topic %s has queues 0..%d on %s, not %d", topic, qd.ReadQueues-1, qd.BrokerName, queue)
 		}
-		var addr string
-		for _, b := range r.Brokers {
-			if b.BrokerName == qd.BrokerName {
-				addr = b.ReadAddr()
-			}
-		}
-		if addr == "" {
-			return fmt.Errorf("broker group %s has no reachable broker", qd.BrokerName)
+		adm, err := a.adminClient()
+		if err != nil {
+			return err
 		}
 		ctx, cancel := a.opCtx()
 		defer cancel()
 		mq := client.MessageQueue{Topic: topic, BrokerName: qd.BrokerName, QueueID: queue}
-		m, err := pullMessageAt(ctx, addr, mq, offset)
+		m, err := adm.ViewMessageAt(ctx, mq, offset)
 		if err != nil {
 			return forTopic(topic, err)
 		}

@@ -135,7 +135,7 @@ is created. The command returns once the NameServers route the new configuration
 }
 
 // keepTopicSettings fills the settings topic update was not given from
-// the topic's current route (and the order flag from a broker).
+// the topic's current route (and the order flag from its configuration).
 func (a *app) keepTopicSettings(cmd *cobra.Command, spec *client.TopicSpec) error {
 	adm, err := a.adminClient()
 	if err != nil {
@@ -167,16 +167,11 @@ func (a *app) keepTopicSettings(cmd *cobra.Command, spec *client.TopicSpec) erro
 		}
 	}
 	if !fs.Changed("order") {
-		for _, b := range r.Brokers {
-			if addr := b.MasterAddr(); addr != "" {
-				order, err := brokerTopicOrder(ctx, addr, spec.Name)
-				if err != nil {
-					return forTopic(spec.Name, err)
-				}
-				spec.Order = order
-				break
-			}
+		cfgs, err := adm.TopicConfig(ctx, spec.Name)
+		if err != nil {
+			return forTopic(spec.Name, err)
 		}
+		spec.Order = cfgs[0].Order
 	}
 	return nil
 }
