@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/bolide-mq/bolide/broker/retry"
 	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/internal/notify"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -32,11 +33,11 @@ type Broker struct {
 	offsets   *offsetTable
 	consumers *consumerRegistry
 	locks     *queueLocks
-	delay     delayRef      // delay.go
-	repl      *replicator   // replication.go
-	txn       *txnService   // transaction.go
-	metrics   brokerMetrics // metrics.go
-	dlqMarks  replayMarks   // dlq.go
+	delay     delayRef       // delay.go
+	repl      *replicator    // replication.go
+	txn       *txnService    // transaction.go
+	metrics   brokerMetrics  // metrics.go
+	retry     *retry.Service // retry_host.go
 
 	lis     net.Listener
 	grpcSrv *grpc.Server
@@ -123,6 +124,7 @@ func New(opts Options, log *zap.Logger) (*Broker, error) {
 	if b.repl, err = newReplicator(b); err != nil {
 		return fail(err)
 	}
+	b.retry = retry.New(retryHost{b}, opts.Retry, opts.BrokerName, log)
 	b.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(maxFrame), grpc.MaxSendMsgSize(maxFrame))
 	pb.RegisterBrokerServer(b.grpcSrv, &grpcServer{b: b})
 	pb.RegisterDelayServer(b.grpcSrv, &delayServer{b: b})

@@ -144,7 +144,7 @@ func (s *grpcServer) Connect(stream pb.Broker_ConnectServer) error {
 		return err
 	}
 	c := &clientConn{notify: make(chan *pb.BrokerMessage, 16)}
-	b.ensureRetryTopics(hb)
+	b.retry.EnsureRetryTopics(clusteringGroups(hb))
 	b.consumers.heartbeat(c, hb, time.Now())
 	defer b.consumers.disconnect(c)
 	recvErr := make(chan error, 1)
@@ -156,7 +156,7 @@ func (s *grpcServer) Connect(stream pb.Broker_ConnectServer) error {
 				return
 			}
 			if hb := m.GetHeartbeat(); hb != nil && hb.ClientId == c.id && validateHeartbeat(hb) == nil {
-				b.ensureRetryTopics(hb)
+				b.retry.EnsureRetryTopics(clusteringGroups(hb))
 				b.consumers.heartbeat(c, hb, time.Now())
 			}
 		}
@@ -176,6 +176,18 @@ func (s *grpcServer) Connect(stream pb.Broker_ConnectServer) error {
 			return wire.Errorf(pb.Code_SHUTTING_DOWN, "broker %s is stopping", b.opts.BrokerName)
 		}
 	}
+}
+
+// clusteringGroups returns the groups of a heartbeat's clustering
+// consumers (their retry topics are created on a master).
+func clusteringGroups(hb *pb.Heartbeat) []string {
+	var out []string
+	for _, cd := range hb.GetConsumers() {
+		if cd.GetMessageModel() == pb.MessageModel_CLUSTERING {
+			out = append(out, cd.GetGroup())
+		}
+	}
+	return out
 }
 
 func validateHeartbeat(hb *pb.Heartbeat) error {
@@ -424,8 +436,8 @@ func (s *grpcServer) GetConsumeStats(_ context.Context, req *pb.GetConsumeStatsR
 	if req.Topic == "" {
 		seen := make(map[string]bool)
 		topics = topics[:0]
-		// The group's retry and dead-letter topics count too (groupTopics).
-		for _, t := range append(append(b.offsets.topicsOf(req.Group), b.consumers.subscribedTopics(req.Group)...), b.groupTopics(req.Group)...) {
+		// The group's retry and dead-letter topics count too (GroupTopics).
+		for _, t := range append(append(b.offsets.topicsOf(req.Group), b.consumers.subscribedTopics(req.Group)...), b.retry.GroupTopics(req.Group)...) {
 			if !seen[t] {
 				seen[t] = true
 				topics = append(topics, t)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/bolide-mq/bolide/broker/retry"
 	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/message"
 )
@@ -95,7 +96,7 @@ func DefaultOptions(dir string) Options {
 		Delay:                 defaultDelayOptions(),
 		Transaction:           defaultTransactionOptions(),
 		Replication:           defaultReplicationOptions(),
-		Retry:                 defaultRetryOptions(),
+		Retry:                 retry.DefaultOptions(),
 	}
 }
 
@@ -132,7 +133,7 @@ func (o *Options) Validate() error {
 	if o.OffsetPersistInterval <= 0 || o.ClientExpiry <= 0 || o.LockExpiry <= 0 {
 		errs = append(errs, errors.New("broker: offset persist interval, client expiry and lock expiry must be positive"))
 	}
-	for _, err := range []error{o.Delay.validate(), o.Transaction.validate(), o.Replication.validate(), o.Retry.validate()} {
+	for _, err := range []error{o.Delay.validate(), o.Transaction.validate(), o.Replication.validate(), o.Retry.Validate()} {
 		if err != nil {
 			errs = append(errs, err)
 		}

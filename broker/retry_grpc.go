@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 
+	"github.com/bolide-mq/bolide/broker/retry"
 	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -15,7 +16,7 @@ type deadLetterServer struct {
 }
 
 func (s *deadLetterServer) SendBack(ctx context.Context, req *pb.SendBackRequest) (*pb.SendBackResponse, error) {
-	res, err := s.b.SendBack(ctx, SendBackRequest{
+	res, err := s.b.retry.SendBack(ctx, retry.SendBackRequest{
 		Group: req.Group, CommitLogOffset: req.CommitLogOffset, UniqueID: req.UniqueId, OriginMsgID: req.OriginMsgId,
 		DelayLevel: req.DelayLevel, MaxReconsumeTimes: req.MaxReconsumeTimes, ReconsumeTimes: req.ReconsumeTimes,
 		Reason: req.Reason,
@@ -28,19 +29,38 @@ func (s *deadLetterServer) SendBack(ctx context.Context, req *pb.SendBackRequest
 }
 
 func (s *deadLetterServer) ListDeadLetters(_ context.Context, req *pb.ListDeadLettersRequest) (*pb.ListDeadLettersResponse, error) {
-	entries, next, minOff, maxOff, err := s.b.DeadLetters(DeadLetterQuery{
+	list, next, minOff, maxOff, err := s.b.retry.DeadLetters(retry.DeadLetterQuery{
 		Group: req.Group, Offset: req.Offset, Max: int(req.Max), SinceMS: req.SinceMs, IDs: req.Ids,
 	})
 	if err != nil {
 		return &pb.ListDeadLettersResponse{Status: wire.Status(err)}, nil
 	}
+	entries := make([]*pb.DeadLetterEntry, len(list))
+	for i, d := range list {
+		entries[i] = &pb.DeadLetterEntry{
+			QueueOffset: d.QueueOffset, MsgId: d.MsgID, UniqueId: d.UniqueID, OriginTopic: d.OriginTopic, OriginMsgId: d.OriginMsgID,
+			ReconsumeTimes: d.ReconsumeTimes, FirstFailureMs: d.FirstFailureMS, LastFailureMs: d.LastFailureMS, Reason: d.Reason,
+			Record: d.Record,
+		}
+		if d.Replayed != nil {
+			entries[i].Replayed = replayMarkToProto(*d.Replayed)
+		}
+	}
 	return &pb.ListDeadLettersResponse{Status: wire.OK, Entries: entries, NextOffset: next, MinOffset: minOff, MaxOffset: maxOff}, nil
 }
 
 func (s *deadLetterServer) MarkReplayed(ctx context.Context, req *pb.MarkReplayedRequest) (*pb.MarkReplayedResponse, error) {
-	mark, already, err := s.b.MarkReplayed(ctx, req.Group, req.QueueOffset, req.MsgId, req.Mark)
+	var mark *retry.ReplayMark
+	if m := req.Mark; m != nil {
+		mark = &retry.ReplayMark{AtMS: m.AtMs, Topic: m.Topic, MsgID: m.MsgId, UniqueID: m.UniqueId}
+	}
+	got, already, err := s.b.retry.MarkReplayed(ctx, req.Group, req.QueueOffset, req.MsgId, mark)
 	if err != nil {
 		return &pb.MarkReplayedResponse{Status: wire.Status(err)}, nil
 	}
-	return &pb.MarkReplayedResponse{Status: wire.OK, Already: already, Mark: mark}, nil
+	return &pb.MarkReplayedResponse{Status: wire.OK, Already: already, Mark: replayMarkToProto(got)}, nil
+}
+
+func replayMarkToProto(m retry.ReplayMark) *pb.ReplayMark {
+	return &pb.ReplayMark{AtMs: m.AtMS, Topic: m.Topic, MsgId: m.MsgID, UniqueId: m.UniqueID}
 }

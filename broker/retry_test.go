@@ -2,9 +2,9 @@ package broker
 
 import (
 	"context"
-	"strings"
 	"testing"
 
+	"github.com/bolide-mq/bolide/broker/retry"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -38,7 +38,7 @@ func deadLetters(t *testing.T, b *Broker, group string, n int) []*pb.DeadLetterE
 	if err := b.store.WaitDispatched(context.Background(), b.store.CommitLog().MaxOffset()); err != nil {
 		t.Fatal(err)
 	}
-	list, _, _, _, err := b.DeadLetters(DeadLetterQuery{Group: group})
+	list, err := listDeadLetters(b, &pb.ListDeadLettersRequest{Group: group})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,6 +46,24 @@ func deadLetters(t *testing.T, b *Broker, group string, n int) []*pb.DeadLetterE
 		t.Fatalf("%d dead letters, want %d", len(list), n)
 	}
 	return list
+}
+
+// listDeadLetters lists dead letters through the gRPC DeadLetter service.
+func listDeadLetters(b *Broker, req *pb.ListDeadLettersRequest) ([]*pb.DeadLetterEntry, error) {
+	resp, err := (&deadLetterServer{b: b}).ListDeadLetters(context.Background(), req)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Entries, wire.FromStatus(resp.Status)
+}
+
+// markReplayed marks a dead letter through the gRPC DeadLetter service.
+func markReplayed(ctx context.Context, b *Broker, group string, queueOffset int64, msgID string, mark *pb.ReplayMark) (*pb.ReplayMark, bool, error) {
+	resp, err := (&deadLetterServer{b: b}).MarkReplayed(ctx, &pb.MarkReplayedRequest{Group: group, QueueOffset: queueOffset, MsgId: msgID, Mark: mark})
+	if err != nil {
+		return nil, false, err
+	}
+	return resp.Mark, resp.Already, wire.FromStatus(resp.Status)
 }
 
 func TestSendBackRetryDeadLetterAndReplayMarks(t *testing.T) {
@@ -73,7 +91,7 @@ func TestSendBackRetryDeadLetterAndReplayMarks(t *testing.T) {
 	}
 
 	// A first failure goes to the retry topic, delayed by level 3.
-	res, err := b.SendBack(ctx, SendBackRequest{Group: "billing", CommitLogOffset: off1, UniqueID: "U-one", MaxReconsumeTimes: 1, Reason: "db\ndown"})
+	res, err := b.retry.SendBack(ctx, retry.SendBackRequest{Group: "billing", CommitLogOffset: off1, UniqueID: "U-one", MaxReconsumeTimes: 1, Reason: "db\ndown"})
 	if err != nil || res.DeadLettered || res.Topic != "%RETRY%billing" || res.ReconsumeTimes != 1 {
 		t.Fatalf("first send-back: %+v %v", res, err)
 	}
@@ -87,25 +105,25 @@ func TestSendBackRetryDeadLetterAndReplayMarks(t *testing.T) {
 	p := copyMsg.Properties
 	if copyMsg.Topic != message.ScheduleTopic || copyMsg.QueueID != 2 || p[message.PropertyRealTopic] != "%RETRY%billing" ||
 		p[message.PropertyRetryTopic] != "orders" || p[message.PropertyOriginMessageID] != first.MsgID() ||
-		p[PropertyFailureReason] != "db down" || copyMsg.ReconsumeTimes != 1 || string(copyMsg.Body) != "one" {
+		p[retry.PropertyFailureReason] != "db down" || copyMsg.ReconsumeTimes != 1 || string(copyMsg.Body) != "one" {
 		t.Fatalf("retry copy: topic %s queue %d props %v reconsume %d", copyMsg.Topic, copyMsg.QueueID, p, copyMsg.ReconsumeTimes)
 	}
 
 	// Past the limit (the consumer's count counts), or asked: the DLQ.
-	res, err = b.SendBack(ctx, SendBackRequest{Group: "billing", CommitLogOffset: off1, ReconsumeTimes: 1, MaxReconsumeTimes: 1, Reason: "still down"})
+	res, err = b.retry.SendBack(ctx, retry.SendBackRequest{Group: "billing", CommitLogOffset: off1, ReconsumeTimes: 1, MaxReconsumeTimes: 1, Reason: "still down"})
 	if err != nil || !res.DeadLettered || res.Topic != "%DLQ%billing" || res.ReconsumeTimes != 2 {
 		t.Fatalf("second send-back: %+v %v", res, err)
 	}
-	if res, err = b.SendBack(ctx, SendBackRequest{Group: "billing", CommitLogOffset: off2, DelayLevel: -1}); err != nil || !res.DeadLettered {
+	if res, err = b.retry.SendBack(ctx, retry.SendBackRequest{Group: "billing", CommitLogOffset: off2, DelayLevel: -1}); err != nil || !res.DeadLettered {
 		t.Fatalf("send-back to the DLQ: %+v %v", res, err)
 	}
 
 	// Bad requests change nothing.
-	_, err = b.SendBack(ctx, SendBackRequest{Group: "billing", CommitLogOffset: off1, UniqueID: "U-other"})
+	_, err = b.retry.SendBack(ctx, retry.SendBackRequest{Group: "billing", CommitLogOffset: off1, UniqueID: "U-other"})
 	wantCode(t, "wrong unique id", err, pb.Code_QUERY_NOT_FOUND)
-	_, err = b.SendBack(ctx, SendBackRequest{Group: "bad group", CommitLogOffset: off1})
+	_, err = b.retry.SendBack(ctx, retry.SendBackRequest{Group: "bad group", CommitLogOffset: off1})
 	wantCode(t, "bad group", err, pb.Code_ILLEGAL_GROUP)
-	_, err = b.SendBack(ctx, SendBackRequest{Group: "billing", CommitLogOffset: 1 << 40})
+	_, err = b.retry.SendBack(ctx, retry.SendBackRequest{Group: "billing", CommitLogOffset: 1 << 40})
 	wantCode(t, "no message", err, pb.Code_QUERY_NOT_FOUND)
 
 	list := deadLetters(t, b, "billing", 2)
@@ -114,24 +132,24 @@ func TestSendBackRetryDeadLetterAndReplayMarks(t *testing.T) {
 		d.ReconsumeTimes != 2 || d.FirstFailureMs == 0 || d.FirstFailureMs > d.LastFailureMs || d.Replayed != nil {
 		t.Fatalf("dead letter %+v", d)
 	}
-	if got, _, _, _, _ := b.DeadLetters(DeadLetterQuery{Group: "billing", IDs: []string{"U-two"}}); len(got) != 1 || got[0].UniqueId != "U-two" {
+	if got, _ := listDeadLetters(b, &pb.ListDeadLettersRequest{Group: "billing", Ids: []string{"U-two"}}); len(got) != 1 || got[0].UniqueId != "U-two" {
 		t.Fatalf("by id: %+v", got)
 	}
-	if got, _, _, _, _ := b.DeadLetters(DeadLetterQuery{Group: "nobody"}); len(got) != 0 {
+	if got, _ := listDeadLetters(b, &pb.ListDeadLettersRequest{Group: "nobody"}); len(got) != 0 {
 		t.Fatalf("unknown group: %+v", got)
 	}
 
 	// Marks: the first wins; a wrong id is refused.
 	mark := &pb.ReplayMark{AtMs: 1000, Topic: "orders", MsgId: "NEW1"}
-	if m, already, err := b.MarkReplayed(ctx, "billing", d.QueueOffset, d.MsgId, mark); err != nil || already || m.MsgId != "NEW1" {
+	if m, already, err := markReplayed(ctx, b, "billing", d.QueueOffset, d.MsgId, mark); err != nil || already || m.MsgId != "NEW1" {
 		t.Fatalf("mark: %+v %v %v", m, already, err)
 	}
-	if m, already, err := b.MarkReplayed(ctx, "billing", d.QueueOffset, "", &pb.ReplayMark{AtMs: 2000, MsgId: "NEW2"}); err != nil || !already || m.MsgId != "NEW1" {
+	if m, already, err := markReplayed(ctx, b, "billing", d.QueueOffset, "", &pb.ReplayMark{AtMs: 2000, MsgId: "NEW2"}); err != nil || !already || m.MsgId != "NEW1" {
 		t.Fatalf("mark again: %+v %v %v", m, already, err)
 	}
-	_, _, err = b.MarkReplayed(ctx, "billing", list[1].QueueOffset, d.MsgId, mark)
+	_, _, err = markReplayed(ctx, b, "billing", list[1].QueueOffset, d.MsgId, mark)
 	wantCode(t, "mark with a wrong id", err, pb.Code_QUERY_NOT_FOUND)
-	_, _, err = b.MarkReplayed(ctx, "billing", 99, "", mark)
+	_, _, err = markReplayed(ctx, b, "billing", 99, "", mark)
 	wantCode(t, "mark past the end", err, pb.Code_QUERY_NOT_FOUND)
 
 	// Marks are durable: a restarted broker still knows them.
@@ -147,35 +165,7 @@ func TestSendBackRetryDeadLetterAndReplayMarks(t *testing.T) {
 		t.Fatalf("after restart, the unreplayed entry is marked: %+v", list[1].Replayed)
 	}
 	// The mark topic is internal: not a topic of the table.
-	if _, ok := b.topics.get(ReplayMarkTopic); ok {
-		t.Fatalf("%s is in the topic table", ReplayMarkTopic)
-	}
-}
-
-func TestCleanReason(t *testing.T) {
-	long := strings.Repeat("é", 400) // 800 bytes
-	for _, c := range []struct{ in, want string }{
-		{"", ""},
-		{"  timeout  ", "timeout"},
-		{"a\nb\rc\x01d\x02e", "a b c d e"},
-		{long, strings.Repeat("é", 256)},
-	} {
-		if got := cleanReason(c.in); got != c.want {
-			t.Errorf("cleanReason(%q) = %q, want %q", c.in, got, c.want)
-		}
-	}
-}
-
-func TestRetryOptionsValidate(t *testing.T) {
-	o := defaultRetryOptions()
-	o.GroupMaxReconsumeTimes = map[string]int{"billing": 3}
-	if err := o.validate(); err != nil || o.maxReconsumeTimes("billing") != 3 || o.maxReconsumeTimes("other") != 16 {
-		t.Fatalf("valid options: %v", err)
-	}
-	o.MaxReconsumeTimes = -1
-	o.GroupMaxReconsumeTimes["bad group"] = -2
-	err := o.validate()
-	if err == nil || !strings.Contains(err.Error(), "max reconsume times -1") || !strings.Contains(err.Error(), "bad group") {
-		t.Fatalf("invalid options: %v", err)
+	if _, ok := b.topics.get(retry.ReplayMarkTopic); ok {
+		t.Fatalf("%s is in the topic table", retry.ReplayMarkTopic)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/retry"
 	"github.com/bolide-mq/bolide/client"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
@@ -42,7 +43,7 @@ type dpRecorder struct {
 
 func (r *dpRecorder) add(m *client.MessageExt) (failedMS int64) {
 	out, _ := strconv.ParseInt(m.Properties[message.PropertyTimerOutMS], 10, 64)
-	failed, _ := strconv.ParseInt(m.Properties[broker.PropertyLastFailureMS], 10, 64)
+	failed, _ := strconv.ParseInt(m.Properties[retry.PropertyLastFailureMS], 10, 64)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b := string(m.Body)

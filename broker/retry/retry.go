@@ -1,4 +1,4 @@
-package broker
+package retry
 
 import (
 	"context"
@@ -11,31 +11,10 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/bolide-mq/bolide/internal/wire"
+	"github.com/bolide-mq/bolide/broker/store"
+	"github.com/bolide-mq/bolide/internal/errcode"
 	"github.com/bolide-mq/bolide/message"
-	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
-
-// Consumer retries and dead-letter queues, as RocketMQ's
-// CONSUMER_SEND_MSG_BACK:
-//
-//   - A consumer that fails a message sends it back (SendBack) with the
-//     message's CommitLog offset on this broker. The broker reads the
-//     message from its own log and stores a copy in %RETRY%<group> (one
-//     queue) with the reconsume count + 1 and property DELAY = 3 + the count
-//     (or the level the consumer asked for), so the copy waits in
-//     SCHEDULE_TOPIC_XXXX first (delay.go).
-//   - When the count has reached the maximum (the consumer's, else the
-//     group's setting, else 16), or the consumer asks for a negative level,
-//     the copy goes to %DLQ%<group> (one queue, readable and writable)
-//     instead, with DLQ_ORIGIN_TOPIC and DLQ_ORIGIN_MESSAGE_ID set.
-//   - Every copy keeps the body, flag and properties: RETRY_TOPIC holds the
-//     original topic, ORIGIN_MESSAGE_ID the id of the first delivery,
-//     FIRST_FAILURE_MS and LAST_FAILURE_MS when the message failed first and
-//     last, FAILURE_REASON the consumer's last reason.
-//   - The retry topic of a clustering group is created when a consumer of
-//     the group first heartbeats to a master, so its push consumers find a
-//     route for it at once; both topics are also created on first use.
 
 // Properties the broker sets on retried and dead-lettered messages.
 const (
@@ -50,8 +29,8 @@ const (
 // maxReasonLen bounds a kept failure reason.
 const maxReasonLen = 512
 
-// RetryOptions configure consumer retries.
-type RetryOptions struct {
+// Options configure consumer retries.
+type Options struct {
 	// MaxReconsumeTimes is how many times a message is retried before it
 	// is dead-lettered when the consumer does not say (16).
 	MaxReconsumeTimes int
@@ -59,11 +38,13 @@ type RetryOptions struct {
 	GroupMaxReconsumeTimes map[string]int
 }
 
-func defaultRetryOptions() RetryOptions {
-	return RetryOptions{MaxReconsumeTimes: 16}
+// DefaultOptions returns the default retry options.
+func DefaultOptions() Options {
+	return Options{MaxReconsumeTimes: 16}
 }
 
-func (o *RetryOptions) validate() error {
+// Validate reports every invalid setting.
+func (o *Options) Validate() error {
 	var errs []error
 	if o.MaxReconsumeTimes < 0 {
 		errs = append(errs, fmt.Errorf("broker: max reconsume times %d must not be negative", o.MaxReconsumeTimes))
@@ -80,11 +61,54 @@ func (o *RetryOptions) validate() error {
 }
 
 // maxReconsumeTimes returns the broker's limit for group.
-func (o *RetryOptions) maxReconsumeTimes(group string) int {
+func (o *Options) maxReconsumeTimes(group string) int {
 	if n, ok := o.GroupMaxReconsumeTimes[group]; ok {
 		return n
 	}
 	return o.MaxReconsumeTimes
+}
+
+// Host is what the feature needs from its broker. Errors it returns carry
+// errcode codes.
+type Host interface {
+	// Writable refuses writes on a broker that is not the master.
+	Writable() error
+	// ReadMessage reads the message stored at a CommitLog offset.
+	ReadMessage(offset int64) (*message.Ext, error)
+	// Store stores m as an acknowledged send is stored: a message asking
+	// for delayed delivery is rewritten to wait in its delay topic first,
+	// and Store returns once the flush and replication modes say it is
+	// stored. It returns the stored message's id.
+	Store(ctx context.Context, m *message.Ext) (msgID string, err error)
+	// HasTopic reports whether the topic table holds topic.
+	HasTopic(topic string) bool
+	// CreateTopic adds topic to the topic table with one readable and
+	// writable queue and announces it to the NameServers. It fails if the
+	// topic exists.
+	CreateTopic(topic string) error
+	// GetMessages reads up to maxCount stored records (about maxBytes) of a
+	// queue from offset, whether or not the topic is in the topic table.
+	GetMessages(topic string, queueID int32, offset int64, maxCount, maxBytes int) (store.GetResult, error)
+	// QueueOffsets returns a queue's min and max offsets (0, 0 if it does
+	// not exist).
+	QueueOffsets(topic string, queueID int32) (minOff, maxOff int64)
+}
+
+// Service is the retry and dead-letter feature of one broker.
+type Service struct {
+	h          Host
+	opts       Options
+	brokerName string
+	log        *zap.Logger
+	marks      replayMarks // dlq.go
+}
+
+// New returns the feature of the broker named brokerName.
+func New(h Host, opts Options, brokerName string, log *zap.Logger) *Service {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Service{h: h, opts: opts, brokerName: brokerName, log: log}
 }
 
 // SendBackRequest is a protocol-independent send-back.
@@ -114,62 +138,53 @@ type SendBackResult struct {
 
 // SendBack stores a failed message in the group's retry topic, or in its
 // dead-letter topic once it has been retried enough.
-func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendBackResult, error) {
+func (s *Service) SendBack(ctx context.Context, req SendBackRequest) (SendBackResult, error) {
 	if err := message.ValidateGroup(req.Group); err != nil {
-		return SendBackResult{}, wire.Errorf(pb.Code_ILLEGAL_GROUP, "%v", err)
+		return SendBackResult{}, errcode.Errorf(errcode.IllegalGroup, "%v", err)
 	}
-	if err := b.checkWritable(); err != nil {
+	if err := s.h.Writable(); err != nil {
 		return SendBackResult{}, err
 	}
-	m, err := b.store.ReadMessage(req.CommitLogOffset)
+	m, err := s.h.ReadMessage(req.CommitLogOffset)
 	if err != nil {
-		return SendBackResult{}, wire.Errorf(pb.Code_QUERY_NOT_FOUND, "no message at CommitLog offset %d on broker %s: %v", req.CommitLogOffset, b.opts.BrokerName, err)
+		return SendBackResult{}, errcode.Errorf(errcode.QueryNotFound, "no message at CommitLog offset %d on broker %s: %v", req.CommitLogOffset, s.brokerName, err)
 	}
 	if req.UniqueID != "" && m.UniqueID() != req.UniqueID {
-		return SendBackResult{}, wire.Errorf(pb.Code_QUERY_NOT_FOUND, "the message at CommitLog offset %d is %q, not %q", req.CommitLogOffset, m.UniqueID(), req.UniqueID)
+		return SendBackResult{}, errcode.Errorf(errcode.QueryNotFound, "the message at CommitLog offset %d is %q, not %q", req.CommitLogOffset, m.UniqueID(), req.UniqueID)
 	}
 	if message.IsSystemTopic(m.Topic) {
-		return SendBackResult{}, wire.Errorf(pb.Code_NO_PERMISSION, "the message at CommitLog offset %d is in %s and cannot be sent back", req.CommitLogOffset, m.Topic)
+		return SendBackResult{}, errcode.Errorf(errcode.NoPermission, "the message at CommitLog offset %d is in %s and cannot be sent back", req.CommitLogOffset, m.Topic)
 	}
-	copyMsg, dead := b.retryCopy(m, req)
+	copyMsg, dead := s.retryCopy(m, req)
 	topic := message.RetryTopic(req.Group)
 	if dead {
 		topic = message.DLQTopic(req.Group)
 	}
-	if err := b.ensureGroupTopic(topic); err != nil {
+	if err := s.ensureGroupTopic(topic); err != nil {
 		return SendBackResult{}, err
 	}
 	copyMsg.Topic = topic
-	if !dead {
-		if err := b.scheduleDelayed(copyMsg); err != nil {
-			return SendBackResult{}, err
-		}
-	}
-	if err := b.checkInSync(); err != nil {
-		return SendBackResult{}, err
-	}
-	res, err := b.store.PutBatch(ctx, []*message.Ext{copyMsg}, nil)
+	// A retry copy carries DELAY, so the host parks it in the delay topic;
+	// a dead letter carries none and is stored in the DLQ as it is.
+	msgID, err := s.h.Store(ctx, copyMsg)
 	if err != nil {
-		return SendBackResult{}, storeError(err)
-	}
-	if err := b.waitReplicated(ctx, res); err != nil {
 		return SendBackResult{}, err
 	}
 	if dead {
-		b.log.Info("message dead-lettered", zap.String("group", req.Group), zap.String("uniqueId", m.UniqueID()),
+		s.log.Info("message dead-lettered", zap.String("group", req.Group), zap.String("uniqueId", m.UniqueID()),
 			zap.String("topic", copyMsg.Properties[message.PropertyRetryTopic]), zap.Int32("reconsumeTimes", copyMsg.ReconsumeTimes),
 			zap.String("reason", copyMsg.Properties[PropertyFailureReason]))
 	}
-	return SendBackResult{DeadLettered: dead, Topic: topic, MsgID: res[0].MsgID, ReconsumeTimes: copyMsg.ReconsumeTimes}, nil
+	return SendBackResult{DeadLettered: dead, Topic: topic, MsgID: msgID, ReconsumeTimes: copyMsg.ReconsumeTimes}, nil
 }
 
-// retryCopy builds the copy of a failed message (topic and delay still to
-// be set) and reports whether it must be dead-lettered.
-func (b *Broker) retryCopy(m *message.Ext, req SendBackRequest) (*message.Ext, bool) {
+// retryCopy builds the copy of a failed message (topic still to be set)
+// and reports whether it must be dead-lettered.
+func (s *Service) retryCopy(m *message.Ext, req SendBackRequest) (*message.Ext, bool) {
 	times := max(m.ReconsumeTimes, req.ReconsumeTimes)
 	limit := int(req.MaxReconsumeTimes)
 	if limit <= 0 {
-		limit = b.opts.Retry.maxReconsumeTimes(req.Group)
+		limit = s.opts.maxReconsumeTimes(req.Group)
 	}
 	props := maps.Clone(m.Properties)
 	if props == nil {
@@ -240,44 +255,39 @@ func cleanReason(r string) string {
 
 // ensureGroupTopic creates a retry or dead-letter topic (one queue, read and
 // write) if it does not exist.
-func (b *Broker) ensureGroupTopic(name string) error {
-	if _, ok := b.topics.get(name); ok {
+func (s *Service) ensureGroupTopic(name string) error {
+	if s.h.HasTopic(name) {
 		return nil
 	}
-	err := b.topics.put(TopicConfig{Name: name, ReadQueueNums: 1, WriteQueueNums: 1, Perm: PermReadWrite}, false)
-	if err != nil {
-		if _, ok := b.topics.get(name); ok {
+	if err := s.h.CreateTopic(name); err != nil {
+		if s.h.HasTopic(name) {
 			return nil // created concurrently
 		}
 		return err
 	}
-	b.log.Info("topic created", zap.String("topic", name))
-	b.reg.trigger()
+	s.log.Info("topic created", zap.String("topic", name))
 	return nil
 }
 
-// ensureRetryTopics creates the retry topics of the clustering groups a
-// heartbeat registers (masters only).
-func (b *Broker) ensureRetryTopics(hb *pb.Heartbeat) {
-	if !b.IsMaster() {
+// EnsureRetryTopics creates the retry topics of the clustering groups a
+// consumer heartbeat registers (masters only).
+func (s *Service) EnsureRetryTopics(clusteringGroups []string) {
+	if s.h.Writable() != nil {
 		return
 	}
-	for _, cd := range hb.GetConsumers() {
-		if cd.GetMessageModel() != pb.MessageModel_CLUSTERING {
-			continue
-		}
-		if err := b.ensureGroupTopic(message.RetryTopic(cd.GetGroup())); err != nil {
-			b.log.Warn("create retry topic", zap.String("group", cd.GetGroup()), zap.Error(err))
+	for _, g := range clusteringGroups {
+		if err := s.ensureGroupTopic(message.RetryTopic(g)); err != nil {
+			s.log.Warn("create retry topic", zap.String("group", g), zap.Error(err))
 		}
 	}
 }
 
-// groupTopics returns the retry and dead-letter topics of group that exist
+// GroupTopics returns the retry and dead-letter topics of group that exist
 // on this broker.
-func (b *Broker) groupTopics(group string) []string {
+func (s *Service) GroupTopics(group string) []string {
 	var out []string
 	for _, t := range []string{message.RetryTopic(group), message.DLQTopic(group)} {
-		if _, ok := b.topics.get(t); ok {
+		if s.h.HasTopic(t) {
 			out = append(out, t)
 		}
 	}
