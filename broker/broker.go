@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/bolide-mq/bolide/broker/rolegate"
 	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/internal/notify"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -45,6 +46,10 @@ type Broker struct {
 	started time.Time
 
 	arrivals sync.Map // queueKey → *notify.Signal
+
+	// gate runs the master-only services while the broker is the master
+	// (rolegate_wire.go).
+	gate *rolegate.Gate
 
 	reg    *registrar
 	gossip *gossip
@@ -123,6 +128,7 @@ func New(opts Options, log *zap.Logger) (*Broker, error) {
 	if b.repl, err = newReplicator(b); err != nil {
 		return fail(err)
 	}
+	b.gate = newRoleGate(b)
 	b.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(maxFrame), grpc.MaxSendMsgSize(maxFrame))
 	pb.RegisterBrokerServer(b.grpcSrv, &grpcServer{b: b})
 	pb.RegisterDelayServer(b.grpcSrv, &delayServer{b: b})
@@ -185,7 +191,7 @@ func (b *Broker) Start() error {
 			b.port.serve()
 		}()
 		go b.housekeeping()
-		for _, start := range []func() error{b.startReplication, b.startTransactions, b.startDelay} {
+		for _, start := range []func() error{b.startReplication, b.startRoleGate, b.startTransactions, b.startDelay} {
 			if err = start(); err != nil {
 				return
 			}
@@ -256,7 +262,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	b.closeOnce.Do(func() {
 		var errs []error
 		b.reg.stop()
-		for _, stop := range []func() error{b.stopDelay, b.stopTransactions, b.stopReplication} {
+		for _, stop := range []func() error{b.stopRoleGate, b.stopDelay, b.stopTransactions, b.stopReplication} {
 			if err := stop(); err != nil {
 				errs = append(errs, err)
 			}
