@@ -20,6 +20,7 @@ import (
 
 	"github.com/bolide-mq/bolide/broker/rolegate"
 	"github.com/bolide-mq/bolide/broker/store"
+	"github.com/bolide-mq/bolide/broker/txn"
 	"github.com/bolide-mq/bolide/internal/notify"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -35,7 +36,7 @@ type Broker struct {
 	locks     *queueLocks
 	delay     delayRef      // delay.go
 	repl      *replicator   // replication.go
-	txn       *txnService   // transaction.go
+	txn       *txn.Service  // txn_host.go
 	metrics   brokerMetrics // metrics.go
 	dlqMarks  replayMarks   // dlq.go
 
@@ -129,6 +130,7 @@ func New(opts Options, log *zap.Logger) (*Broker, error) {
 		return fail(err)
 	}
 	b.gate = newRoleGate(b)
+	b.txn = newTxnService(b)
 	b.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(maxFrame), grpc.MaxSendMsgSize(maxFrame))
 	pb.RegisterBrokerServer(b.grpcSrv, &grpcServer{b: b})
 	pb.RegisterDelayServer(b.grpcSrv, &delayServer{b: b})
@@ -191,7 +193,7 @@ func (b *Broker) Start() error {
 			b.port.serve()
 		}()
 		go b.housekeeping()
-		for _, start := range []func() error{b.startReplication, b.startRoleGate, b.startTransactions, b.startDelay} {
+		for _, start := range []func() error{b.startReplication, b.startRoleGate, b.startDelay} {
 			if err = start(); err != nil {
 				return
 			}
