@@ -19,7 +19,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/bolide-mq/bolide/broker/retry"
+	"github.com/bolide-mq/bolide/broker/rolegate"
 	"github.com/bolide-mq/bolide/broker/store"
+	"github.com/bolide-mq/bolide/broker/txn"
 	"github.com/bolide-mq/bolide/internal/notify"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -35,7 +37,7 @@ type Broker struct {
 	locks     *queueLocks
 	delay     delayRef       // delay.go
 	repl      *replicator    // replication.go
-	txn       *txnService    // transaction.go
+	txn       *txn.Service   // txn_host.go
 	metrics   brokerMetrics  // metrics.go
 	retry     *retry.Service // retry_host.go
 
@@ -46,6 +48,10 @@ type Broker struct {
 	started time.Time
 
 	arrivals sync.Map // queueKey → *notify.Signal
+
+	// gate runs the master-only services while the broker is the master
+	// (rolegate_wire.go).
+	gate *rolegate.Gate
 
 	reg    *registrar
 	gossip *gossip
@@ -125,6 +131,8 @@ func New(opts Options, log *zap.Logger) (*Broker, error) {
 		return fail(err)
 	}
 	b.retry = retry.New(retryHost{b}, opts.Retry, opts.BrokerName, log)
+	b.gate = newRoleGate(b)
+	b.txn = newTxnService(b)
 	b.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(maxFrame), grpc.MaxSendMsgSize(maxFrame))
 	pb.RegisterBrokerServer(b.grpcSrv, &grpcServer{b: b})
 	pb.RegisterDelayServer(b.grpcSrv, &delayServer{b: b})
@@ -187,7 +195,7 @@ func (b *Broker) Start() error {
 			b.port.serve()
 		}()
 		go b.housekeeping()
-		for _, start := range []func() error{b.startReplication, b.startTransactions, b.startDelay} {
+		for _, start := range []func() error{b.startReplication, b.startRoleGate, b.startDelay} {
 			if err = start(); err != nil {
 				return
 			}
@@ -258,7 +266,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	b.closeOnce.Do(func() {
 		var errs []error
 		b.reg.stop()
-		for _, stop := range []func() error{b.stopDelay, b.stopTransactions, b.stopReplication} {
+		for _, stop := range []func() error{b.stopRoleGate, b.stopDelay, b.stopTransactions, b.stopReplication} {
 			if err := stop(); err != nil {
 				errs = append(errs, err)
 			}

@@ -199,3 +199,18 @@ func (r *consumerRegistry) known(g string) bool {
 	defer r.mu.Unlock()
 	return r.groups[g] != nil
 }
+
+// producersOf returns the connected clients that said (in their last
+// heartbeat) they are producers of group, sorted by client id.
+func (r *consumerRegistry) producersOf(group string) []*clientConn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*clientConn
+	for c := range r.clients {
+		if c.producer[group] {
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id }) // c.id changes under r.mu
+	return out
+}

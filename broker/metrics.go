@@ -272,7 +272,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.collectDelay(gauge, counter)
 
 	if b.txn != nil {
-		st := b.TransactionStats()
+		st := b.txn.Stats()
 		gauge(descHalf, float64(st.Pending))
 		counter(descTxnChecks, float64(st.ChecksSent), "sent")
 		counter(descTxnChecks, float64(st.ChecksNoProd), "no_producer")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bolide-mq/bolide/broker/retry"
 	"github.com/bolide-mq/bolide/broker/store"
+	"github.com/bolide-mq/bolide/broker/txn"
 	"github.com/bolide-mq/bolide/message"
 )
 
@@ -94,7 +95,7 @@ func DefaultOptions(dir string) Options {
 		LockExpiry:            60 * time.Second,
 		Version:               "dev",
 		Delay:                 defaultDelayOptions(),
-		Transaction:           defaultTransactionOptions(),
+		Transaction:           txn.DefaultOptions(),
 		Replication:           defaultReplicationOptions(),
 		Retry:                 retry.DefaultOptions(),
 	}
@@ -133,7 +134,7 @@ func (o *Options) Validate() error {
 	if o.OffsetPersistInterval <= 0 || o.ClientExpiry <= 0 || o.LockExpiry <= 0 {
 		errs = append(errs, errors.New("broker: offset persist interval, client expiry and lock expiry must be positive"))
 	}
-	for _, err := range []error{o.Delay.validate(), o.Transaction.validate(), o.Replication.validate(), o.Retry.Validate()} {
+	for _, err := range []error{o.Delay.validate(), o.Transaction.Validate(), o.Replication.validate(), o.Retry.Validate()} {
 		if err != nil {
 			errs = append(errs, err)
 		}

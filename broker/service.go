@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/bolide-mq/bolide/broker/store"
+	"github.com/bolide-mq/bolide/broker/txn"
 	"github.com/bolide-mq/bolide/commitlog"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
@@ -111,7 +112,7 @@ func (b *Broker) Send(ctx context.Context, msgs []*message.Ext) ([]store.PutResu
 			return nil, err
 		}
 	}
-	if err := b.rewriteTransactional(msgs); err != nil {
+	if err := txn.Rewrite(msgs); err != nil {
 		return nil, err
 	}
 	if err := b.rewriteDelayed(msgs); err != nil {

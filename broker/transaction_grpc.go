@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/bolide-mq/bolide/broker/txn"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -16,18 +17,17 @@ type transactionServer struct {
 	b *Broker
 }
 
-// newTransactionServer creates the broker's transaction service and
-// returns its gRPC front end.
+// newTransactionServer returns the gRPC front end of the broker's
+// transaction service.
 func newTransactionServer(b *Broker) *transactionServer {
-	b.txn = newTxnService(b)
 	return &transactionServer{b: b}
 }
 
 func (s *transactionServer) EndTransaction(ctx context.Context, req *pb.EndTransactionRequest) (*pb.EndTransactionResponse, error) {
-	res, err := s.b.EndTransaction(ctx, EndTransactionRequest{
+	res, err := s.b.txn.End(ctx, txn.EndRequest{
 		ProducerGroup: req.ProducerGroup, Topic: req.Topic, CommitLogOffset: req.CommitLogOffset,
 		HalfQueueOffset: req.TranStateTableOffset, MsgID: req.MsgId, TransactionID: req.TransactionId,
-		State: req.State, FromCheck: req.FromCheck,
+		State: txn.State(req.State), FromCheck: req.FromCheck, // txn.State shares the enum's numbers
 	})
 	if err != nil {
 		return &pb.EndTransactionResponse{Status: wire.Status(err)}, nil
@@ -45,7 +45,7 @@ func (s *transactionServer) ListDiscarded(_ context.Context, req *pb.ListDiscard
 		max = 32
 	}
 	max = min(max, 1024)
-	entries, next, minOff, maxOff, err := s.b.DiscardedTransactions(req.Offset, max, req.ProducerGroup, req.Topic)
+	entries, next, minOff, maxOff, err := s.b.txn.Discarded(req.Offset, max, req.ProducerGroup, req.Topic)
 	if err != nil {
 		return &pb.ListDiscardedResponse{Status: wire.Status(err)}, nil
 	}
@@ -54,13 +54,13 @@ func (s *transactionServer) ListDiscarded(_ context.Context, req *pb.ListDiscard
 		m := e.Msg
 		qid, _ := strconv.Atoi(m.Properties[message.PropertyRealQueueID])
 		ct, _ := strconv.Atoi(m.Properties[message.PropertyTransactionCheckTimes])
-		at, _ := strconv.ParseInt(m.Properties[PropertyDiscardTime], 10, 64)
+		at, _ := strconv.ParseInt(m.Properties[txn.PropertyDiscardTime], 10, 64)
 		if at == 0 {
 			at = m.StoreTimestamp
 		}
 		resp.Transactions = append(resp.Transactions, &pb.DiscardedTransaction{
 			QueueOffset: m.QueueOffset, Topic: m.Properties[message.PropertyRealTopic], QueueId: int32(qid),
-			ProducerGroup: m.Properties[message.PropertyProducerGroup], TransactionId: halfID(m),
+			ProducerGroup: m.Properties[message.PropertyProducerGroup], TransactionId: txn.ID(m),
 			UniqueId: m.UniqueID(), CheckTimes: int32(ct), BornTimestampMs: m.BornTimestamp, DiscardedAtMs: at,
 			Tags: m.Tags(), Keys: m.Properties[message.PropertyKeys], BodySize: int32(len(m.Body)), Record: e.Record,
 		})
@@ -74,7 +74,7 @@ func (s *transactionServer) ListPending(ctx context.Context, req *pb.ListPending
 		max = 100
 	}
 	max = min(max, 10000)
-	list, total, err := s.b.PendingTransactions(ctx, req.ProducerGroup, req.Topic, max)
+	list, total, err := s.b.txn.Pending(ctx, req.ProducerGroup, req.Topic, max)
 	if err != nil {
 		return &pb.ListPendingResponse{Status: wire.Status(err)}, nil
 	}
@@ -90,7 +90,7 @@ func (s *transactionServer) ListPending(ctx context.Context, req *pb.ListPending
 }
 
 func (s *transactionServer) Stats(context.Context, *pb.TransactionStatsRequest) (*pb.TransactionStatsResponse, error) {
-	st := s.b.TransactionStats()
+	st := s.b.txn.Stats()
 	return &pb.TransactionStatsResponse{
 		Status: wire.OK, Pending: st.Pending, OldestPendingAgeMs: st.OldestPendingAgeMS,
 		HalfMessages: st.HalfMessages, Checks: st.Checks, ChecksSent: st.ChecksSent, ChecksWithoutProducer: st.ChecksNoProd,

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/bolide-mq/bolide/broker/txn"
 	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
@@ -103,8 +103,8 @@ func codeIs(err error, code pb.Code) bool { return wire.CodeOf(err) == code && e
 // properties; commit and rollback are idempotent and exclusive; both write
 // an op record.
 func TestTransactionCommitRollbackIdempotent(t *testing.T) {
-	b, c := testBroker(t, fastTxn(time.Hour, time.Hour, 15))
-	tc := txnClient(t, b)
+	start, _ := restartable(t, t.TempDir(), fastTxn(time.Hour, time.Hour, 15))
+	b, c, tc := start()
 	ctx := context.Background()
 	createTopic(t, c, "orders", 4)
 
@@ -169,7 +169,7 @@ func TestTransactionCommitRollbackIdempotent(t *testing.T) {
 	ops := queueMessages(t, b, message.TransOpHalfTopic, 0)
 	want := []struct{ body, outcome string }{{strconv.FormatInt(r1.QueueOffset, 10) + ",", "COMMIT"}, {strconv.FormatInt(r2.QueueOffset, 10) + ",", "ROLLBACK"}}
 	for i, op := range ops {
-		if op.Tags() != "d" || string(op.Body) != want[i].body || op.Properties[PropertyTransactionOutcome] != want[i].outcome {
+		if op.Tags() != "d" || string(op.Body) != want[i].body || op.Properties[txn.PropertyOutcome] != want[i].outcome {
 			t.Errorf("op record %d: tag %q body %q %v", i, op.Tags(), op.Body, op.Properties)
 		}
 	}
@@ -179,10 +179,12 @@ func TestTransactionCommitRollbackIdempotent(t *testing.T) {
 	}
 
 	// The same answers once the outcome is no longer in memory: they come
-	// from the op records, through the index.
-	b.txn.mu.Lock()
-	clear(b.txn.decided)
-	b.txn.mu.Unlock()
+	// from the op records, through the index. After a restart the service
+	// reads the op queue from the internal group's offset, past both.
+	b, _, tc = start()
+	if o := b.offsets.query(txn.Group, message.TransOpHalfTopic, 0); o != 2 {
+		t.Fatalf("op consume offset %d after the restart", o)
+	}
 	if resp, err := end(t, tc, endReq("pg", "orders", r1, pb.TransactionState_TRANSACTION_STATE_COMMIT)); err != nil || !resp.Duplicate {
 		t.Fatalf("commit of a forgotten commit: %v %+v", err, resp)
 	}
@@ -391,10 +393,10 @@ func TestTransactionCheckBack(t *testing.T) {
 	// The internal group's offsets moved past everything.
 	waitCond(t, 5*time.Second, "consume offsets", func() error {
 		_, halfMax := b.Store().QueueOffsets(message.TransHalfTopic, 0)
-		if h := b.offsets.query(TransactionGroup, message.TransHalfTopic, 0); h != halfMax {
+		if h := b.offsets.query(txn.Group, message.TransHalfTopic, 0); h != halfMax {
 			return fmt.Errorf("half consume offset %d of %d", h, halfMax)
 		}
-		if o := b.offsets.query(TransactionGroup, message.TransOpHalfTopic, 0); o != 1 {
+		if o := b.offsets.query(txn.Group, message.TransOpHalfTopic, 0); o != 1 {
 			return fmt.Errorf("op consume offset %d", o)
 		}
 		return nil
@@ -526,7 +528,7 @@ func TestTransactionStateSurvivesRestart(t *testing.T) {
 		t.Fatalf("pending after restart: %v %+v (had %d checks)", err, l, before)
 	}
 	// The persisted offsets put the walk past the ended transactions.
-	if h := b.offsets.query(TransactionGroup, message.TransHalfTopic, 0); h <= rolled.QueueOffset {
+	if h := b.offsets.query(txn.Group, message.TransHalfTopic, 0); h <= rolled.QueueOffset {
 		t.Fatalf("half consume offset %d, rolled back half at %d", h, rolled.QueueOffset)
 	}
 	if resp, err := end(t, tc, endReq("pg", "orders", committed, pb.TransactionState_TRANSACTION_STATE_COMMIT)); err != nil || !resp.Duplicate {
@@ -578,7 +580,7 @@ func TestTransactionLostOpRecordRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The real message alone, as a torn append would leave it.
-	real, err := realMessage(half)
+	real, err := txn.RealMessage(half)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -615,29 +617,6 @@ func TestTransactionSlaveRefusesEnd(t *testing.T) {
 	}
 }
 
-func TestTransactionOptionsValidate(t *testing.T) {
-	for _, o := range []TransactionOptions{{0, time.Second, 1}, {time.Second, 0, 1}, {time.Second, time.Second, -1}} {
-		if o.validate() == nil {
-			t.Errorf("%+v accepted", o)
-		}
-	}
-	d := defaultTransactionOptions()
-	if err := d.validate(); err != nil || d.Timeout != 6*time.Second || d.CheckInterval != 30*time.Second || d.CheckMax != 15 {
-		t.Fatalf("defaults %+v: %v", d, err)
-	}
-}
-
-func TestOpBody(t *testing.T) {
-	for _, offs := range [][]int64{{0}, {3, 17, 12345678901}} {
-		if got := parseOpBody(opBody(offs)); fmt.Sprint(got) != fmt.Sprint(offs) {
-			t.Errorf("%v → %q → %v", offs, opBody(offs), got)
-		}
-	}
-	if got := parseOpBody([]byte("5,x,,6")); fmt.Sprint(got) != "[5 6]" {
-		t.Errorf("lenient parse: %v", got)
-	}
-}
-
 // TestTransactionServiceFollowsRole: a broker that stops being the master
 // refuses ends; once master again it reloads the state from the store and
 // carries on.
@@ -651,14 +630,17 @@ func TestTransactionServiceFollowsRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	open := sendHalf(t, c, halfMsg("orders", 0, "open", "pg"))
-	var master atomic.Bool
-	isMaster := master.Load // as replication would say after a demotion
-	b.txn.isMaster.Store(&isMaster)
-	b.txn.setMaster(false)
+	setRole := func(r Role) { // as replication does on a fence or a promotion
+		if err := b.repl.state.set(r, 0, b.Epoch()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setRole(RoleFenced)
+	b.gate.Sync()
 	if _, err := end(t, tc, endReq("pg", "orders", open, pb.TransactionState_TRANSACTION_STATE_COMMIT)); !codeIs(err, pb.Code_NOT_MASTER) {
 		t.Fatalf("end on a demoted broker: %v", err)
 	}
-	master.Store(true) // promoted again: the next end starts the service
+	setRole(RoleMaster) // promoted again: the next end starts the service
 	l, err := tc.ListPending(ctx, &pb.ListPendingRequest{})
 	if err != nil || l.Total != 1 || l.Transactions[0].TransactionId != open.UniqueId {
 		t.Fatalf("pending after promotion: %v %+v", err, l)
@@ -671,5 +653,19 @@ func TestTransactionServiceFollowsRole(t *testing.T) {
 	}
 	if n := len(queueMessages(t, b, "orders", 0)); n != 1 {
 		t.Fatalf("%d messages", n)
+	}
+}
+
+// TestTransactionStateNumbers: the gRPC front end converts a
+// TransactionState by number; txn.State keeps the enum's numbers.
+func TestTransactionStateNumbers(t *testing.T) {
+	for st, want := range map[pb.TransactionState]txn.State{
+		pb.TransactionState_TRANSACTION_STATE_UNKNOWN:  txn.StateUnknown,
+		pb.TransactionState_TRANSACTION_STATE_COMMIT:   txn.StateCommit,
+		pb.TransactionState_TRANSACTION_STATE_ROLLBACK: txn.StateRollback,
+	} {
+		if txn.State(st) != want {
+			t.Errorf("%v is %d, txn.State %d", st, st, want)
+		}
 	}
 }
