@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/bolide-mq/bolide/broker/rolegate"
 	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/internal/notify"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -37,6 +38,8 @@ type Broker struct {
 	txn       *txnService   // transaction.go
 	metrics   brokerMetrics // metrics.go
 	dlqMarks  replayMarks   // dlq.go
+
+	gate *rolegate.Gate // rolegate_wire.go: runs the master-only services
 
 	lis     net.Listener
 	grpcSrv *grpc.Server
@@ -123,6 +126,7 @@ func New(opts Options, log *zap.Logger) (*Broker, error) {
 	if b.repl, err = newReplicator(b); err != nil {
 		return fail(err)
 	}
+	b.gate = rolegate.New(roleSource{b.repl.state}, log.Named("rolegate"))
 	b.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(maxFrame), grpc.MaxSendMsgSize(maxFrame))
 	pb.RegisterBrokerServer(b.grpcSrv, &grpcServer{b: b})
 	pb.RegisterDelayServer(b.grpcSrv, &delayServer{b: b})
@@ -190,6 +194,7 @@ func (b *Broker) Start() error {
 				return
 			}
 		}
+		b.gate.Start()
 		err = b.reg.start()
 		b.log.Info("broker started", zap.String("addr", b.addr), zap.String("cluster", b.opts.Cluster),
 			zap.Strings("nameServers", b.opts.NameServers))
@@ -256,6 +261,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	b.closeOnce.Do(func() {
 		var errs []error
 		b.reg.stop()
+		b.gate.Close()
 		for _, stop := range []func() error{b.stopDelay, b.stopTransactions, b.stopReplication} {
 			if err := stop(); err != nil {
 				errs = append(errs, err)
