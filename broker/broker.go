@@ -33,7 +33,7 @@ type Broker struct {
 	offsets   *offsetTable
 	consumers *consumerRegistry
 	locks     *queueLocks
-	delay     delayRef      // delay.go
+	delay     delayRef      // delay_host.go
 	repl      *replicator   // replication.go
 	txn       *txnService   // transaction.go
 	metrics   brokerMetrics // metrics.go

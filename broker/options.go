@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/bolide-mq/bolide/broker/delay"
 	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/message"
 )
@@ -92,7 +93,7 @@ func DefaultOptions(dir string) Options {
 		ClientExpiry:          120 * time.Second,
 		LockExpiry:            60 * time.Second,
 		Version:               "dev",
-		Delay:                 defaultDelayOptions(),
+		Delay:                 delay.DefaultBrokerOptions(),
 		Transaction:           defaultTransactionOptions(),
 		Replication:           defaultReplicationOptions(),
 		Retry:                 defaultRetryOptions(),
@@ -132,7 +133,7 @@ func (o *Options) Validate() error {
 	if o.OffsetPersistInterval <= 0 || o.ClientExpiry <= 0 || o.LockExpiry <= 0 {
 		errs = append(errs, errors.New("broker: offset persist interval, client expiry and lock expiry must be positive"))
 	}
-	for _, err := range []error{o.Delay.validate(), o.Transaction.validate(), o.Replication.validate(), o.Retry.validate()} {
+	for _, err := range []error{o.Delay.Validate(), o.Transaction.validate(), o.Replication.validate(), o.Retry.validate()} {
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -150,7 +151,7 @@ func (o *Options) storeOptions(host netip.AddrPort) store.Options {
 		so.CommitLog.Dir = filepath.Join(so.Dir, "commitlog")
 	}
 	so.StoreHost = host
-	so.TagCode = o.Delay.tagCode(so.TagCode)
+	so.TagCode = o.Delay.TagCode(so.TagCode)
 	if o.MaxMessageSize > 0 {
 		so.MaxMessageSize = o.MaxMessageSize
 	}
