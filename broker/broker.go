@@ -35,7 +35,7 @@ type Broker struct {
 	offsets   *offsetTable
 	consumers *consumerRegistry
 	locks     *queueLocks
-	delay     delayRef       // delay.go
+	delay     delayRef       // delay_host.go
 	repl      *replicator    // replication.go
 	txn       *txn.Service   // txn_host.go
 	metrics   brokerMetrics  // metrics.go
@@ -195,7 +195,9 @@ func (b *Broker) Start() error {
 			b.port.serve()
 		}()
 		go b.housekeeping()
-		for _, start := range []func() error{b.startReplication, b.startRoleGate, b.startDelay} {
+		// The master-only services (transactions, delay) have subscribed
+		// to the role gate by now; it starts them if this is the master.
+		for _, start := range []func() error{b.startReplication, b.startDelay, b.startRoleGate} {
 			if err = start(); err != nil {
 				return
 			}

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/bolide-mq/bolide/broker/delay"
+	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -227,14 +228,14 @@ func TestDelayLevelsSurviveRestart(t *testing.T) {
 		}
 		db.send(t, delayedMsg("rs", 0, fmt.Sprintf("m%02d", i), message.PropertyDelayLevel, level))
 	}
-	delayWait(t, 5*time.Second, "the level-1 messages", func() bool { return len(db.pullAll(t, "rs", 0, 0)) == 10 })
+	testutil.WaitFor(t, 5*time.Second, "the level-1 messages", db.pulled(t, "rs", func(n int) bool { return n == 10 }))
 	db.close()
 	b, err := os.ReadFile(filepath.Join(dir, "config", "delayOffset.json"))
 	if err != nil || !strings.Contains(string(b), `"1":10`) {
 		t.Fatalf("delayOffset.json: %s %v", b, err)
 	}
 	db = startDelayBroker(t, dir, opts)
-	delayWait(t, 5*time.Second, "the level-2 messages", func() bool { return len(db.pullAll(t, "rs", 0, 0)) >= 20 })
+	testutil.WaitFor(t, 5*time.Second, "the level-2 messages", db.pulled(t, "rs", func(n int) bool { return n >= 20 }))
 	time.Sleep(300 * time.Millisecond)
 	got := db.pullAll(t, "rs", 0, 0)
 	if len(got) != 20 {
@@ -247,14 +248,14 @@ func TestDelayLevelsSurviveRestart(t *testing.T) {
 	}
 }
 
-func delayWait(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
+// pulled is a testutil.WaitFor condition: ok holds for the number of
+// messages in queue 0 of topic.
+func (db *delayBroker) pulled(t *testing.T, topic string, ok func(n int) bool) func() error {
+	return func() error {
+		if n := len(db.pullAll(t, topic, 0, 0)); !ok(n) {
+			return fmt.Errorf("%d messages in %s", n, topic)
 		}
-		time.Sleep(5 * time.Millisecond)
+		return nil
 	}
 }
 
@@ -346,14 +347,14 @@ func TestTimerCancel(t *testing.T) {
 	if r.Status.GetCode() != pb.Code_QUERY_NOT_FOUND {
 		t.Fatalf("cancel with the wrong topic: %v", r.GetStatus())
 	}
-	delayWait(t, 5*time.Second, "soon", func() bool { return len(db.pullAll(t, "cx", 0, 0)) == 1 })
+	testutil.WaitFor(t, 5*time.Second, "soon", db.pulled(t, "cx", func(n int) bool { return n == 1 }))
 	r, _ = db.d.Cancel(ctx, &pb.CancelDelayedRequest{Topic: "cx", UniqueId: "Usoon"})
 	if r.Status.GetCode() != pb.Code_DELAY_ALREADY_DELIVERED {
 		t.Fatalf("cancel of a delivered message: %v", r.GetStatus())
 	}
 	db.close()
 	db = startDelayBroker(t, dir)
-	delayWait(t, 5*time.Second, "keep", func() bool { return len(db.pullAll(t, "cx", 0, 0)) == 2 })
+	testutil.WaitFor(t, 5*time.Second, "keep", db.pulled(t, "cx", func(n int) bool { return n == 2 }))
 	time.Sleep(time.Until(time.Now().Add(1500 * time.Millisecond)))
 	var bodies []string
 	for _, m := range db.pullAll(t, "cx", 0, 0) {

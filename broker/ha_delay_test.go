@@ -40,7 +40,7 @@ func TestSlaveFollowsMasterDelayProgress(t *testing.T) {
 		return nil
 	})
 	createTopic(t, master.c, "fo", 1)
-	if d := slave.b.delay.Load(); d == nil || d.isActive() || slave.b.DelayEngine() == nil || slave.b.DelayEngine().Active() {
+	if d := slave.b.delay.Load(); d == nil || d.Active() || slave.b.DelayEngine() == nil || slave.b.DelayEngine().Active() {
 		t.Fatal("the slave's delay service is missing or delivering")
 	}
 
@@ -55,11 +55,11 @@ func TestSlaveFollowsMasterDelayProgress(t *testing.T) {
 	if err != nil || wire.FromStatus(r.Status) != nil || r.Copies != 1 {
 		t.Fatalf("cancel: %v %v", err, r.GetStatus())
 	}
-	delayWait(t, 10*time.Second, "delivery on the master", func() bool { return len(master.pullAll(t, "fo", 0, 0)) == 30 })
+	testutil.WaitFor(t, 10*time.Second, "delivery on the master", master.pulled(t, "fo", func(n int) bool { return n == 30 }))
 
 	md, sd := master.b.delay.Load(), slave.b.delay.Load()
 	testutil.WaitFor(t, 10*time.Second, "the master's level offsets on the slave", func() error {
-		mo, so := md.offsets.Snapshot(), sd.offsets.Snapshot()
+		mo, so := md.LevelOffsets(), sd.LevelOffsets()
 		if mo[1] != 10 || mo[2] != 10 || !maps.Equal(mo, so) {
 			return fmt.Errorf("level offsets: master %v, slave %v", mo, so)
 		}
@@ -93,7 +93,7 @@ func TestSlaveFollowsMasterDelayProgress(t *testing.T) {
 	inherited := slave.b.DelayEngine().Inherited()
 	slave.close()
 	slave = startDelayBroker(t, slaveDir, slaveOpts...)
-	if got := slave.b.delay.Load().offsets.Snapshot(); got[1] != 10 || got[2] != 10 {
+	if got := slave.b.delay.Load().LevelOffsets(); got[1] != 10 || got[2] != 10 {
 		t.Fatalf("slave's offsets after a restart: %v", got)
 	}
 	e := slave.b.DelayEngine()
@@ -117,11 +117,16 @@ func TestSlaveFollowsMasterDelayProgress(t *testing.T) {
 	if res.Epoch != 1 {
 		t.Fatalf("promote: %+v", res)
 	}
-	delayWait(t, 5*time.Second, "delayed delivery on the promoted slave", func() bool { return slave.b.delay.Load().isActive() })
+	testutil.WaitFor(t, 5*time.Second, "delayed delivery on the promoted slave", func() error {
+		if !slave.b.delay.Load().Active() {
+			return errors.New("not delivering")
+		}
+		return nil
+	})
 	slave.send(t, delayedMsg("fo", 0, "new-l1", message.PropertyDelayLevel, "1"))
 	slave.send(t, delayedMsg("fo", 0, "new-l2", message.PropertyDelayLevel, "2"))
 	slave.send(t, delayedMsg("fo", 0, "new-t", message.PropertyTimerDeliverMS, strconv.FormatInt(max(now+2000, time.Now().UnixMilli()+100), 10)))
-	delayWait(t, 10*time.Second, "the new messages", func() bool { return len(slave.pullAll(t, "fo", 0, 0)) >= 33 })
+	testutil.WaitFor(t, 10*time.Second, "the new messages", slave.pulled(t, "fo", func(n int) bool { return n >= 33 }))
 	seen := map[string]int{}
 	for _, m := range slave.pullAll(t, "fo", 0, 0) {
 		seen[string(m.Body)]++
@@ -155,14 +160,17 @@ func TestFencedMasterStopsDelay(t *testing.T) {
 	db := startDelayBroker(t, t.TempDir(), func(o *Options) { o.Delay.Levels = "200ms 1s" })
 	createTopic(t, db.c, "fe", 1)
 	db.send(t, delayedMsg("fe", 0, "soon", message.PropertyDelayLevel, "1"))
-	delayWait(t, 5*time.Second, "delivery while master", func() bool { return len(db.pullAll(t, "fe", 0, 0)) == 1 })
+	testutil.WaitFor(t, 5*time.Second, "delivery while master", db.pulled(t, "fe", func(n int) bool { return n == 1 }))
 	db.send(t, delayedMsg("fe", 0, "level", message.PropertyDelayLevel, "2"))
 	r := db.send(t, delayedMsg("fe", 0, "timer", message.PropertyTimerDelayMS, "1000"))
 	sent := time.Now()
 	db.b.repl.fence("test", errors.New("a newer master registered"))
-	delayWait(t, 5*time.Second, "delivery to stop", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "delivery to stop", func() error {
 		d := db.b.delay.Load()
-		return !d.isActive() && !db.b.DelayEngine().Active()
+		if d.Active() || db.b.DelayEngine().Active() {
+			return fmt.Errorf("service delivering %v, timer engine %v", d.Active(), db.b.DelayEngine().Active())
+		}
+		return nil
 	})
 	if s, _ := db.d.Status(context.Background(), &pb.DelayStatusRequest{}); !errors.Is(wire.FromStatus(s.GetStatus()), wire.ErrNotMaster) {
 		t.Fatalf("delay status on a fenced master: %v", s.GetStatus())
@@ -172,7 +180,7 @@ func TestFencedMasterStopsDelay(t *testing.T) {
 	if got := db.pullAll(t, "fe", 0, 0); len(got) != 1 {
 		t.Fatalf("a fenced master delivered %d messages", len(got)-1)
 	}
-	if off := db.b.delay.Load().offsets.Get(2); off != 0 {
+	if off := db.b.delay.Load().LevelOffsets()[2]; off != 0 {
 		t.Fatalf("level 2 offset moved to %d on a fenced master", off)
 	}
 	if st := db.b.DelayEngine().Status(); st.Delivered != 0 || st.Pending != 1 {

@@ -38,7 +38,7 @@ import (
 // timer engine's Progress, with the master's CommitLog end when they were
 // read. The slave's delay service applies them once its own log is
 // dispatched that far, and persists them, so a promoted slave resumes
-// delivery where the master was (delay.go).
+// delivery where the master was (broker/delay).
 
 // metaSync is the slave's metadata sync state.
 type metaSync struct {
@@ -229,7 +229,7 @@ func (r *replicator) syncMetadata(addr string) error {
 	m.localMu.Unlock()
 	if d := b.delay.Load(); d != nil {
 		if p, ok := delayProgressFromProto(resp); ok {
-			d.offer(p)
+			d.Offer(p)
 		}
 	}
 	if err := b.offsets.persist(); err != nil {
@@ -382,36 +382,36 @@ func (b *Broker) metadataFor(req *pb.GetMetadataRequest) (*pb.GetMetadataRespons
 	resp.DataVersion = &pb.DataVersion{Timestamp: dv.Timestamp, Counter: dv.Counter}
 	resp.Offsets = offsetsToProto(b.offsets.snapshot())
 	if d := b.delay.Load(); d != nil {
-		if p, ok := d.snapshot(); ok {
+		if p, ok := d.Snapshot(); ok {
 			delayProgressToProto(p, resp)
 		}
 	}
 	return resp, nil
 }
 
-func delayProgressToProto(p delayProgress, resp *pb.GetMetadataResponse) {
-	resp.DelayOffsets = make(map[int32]int64, len(p.levels))
-	for level, off := range p.levels {
+func delayProgressToProto(p delay.MasterProgress, resp *pb.GetMetadataResponse) {
+	resp.DelayOffsets = make(map[int32]int64, len(p.Levels))
+	for level, off := range p.Levels {
 		resp.DelayOffsets[int32(level)] = off
 	}
-	if p.timer != nil {
-		resp.TimerProgress = &pb.TimerProgress{Location: p.timer.Location, DueBeforeMs: p.timer.DueBeforeMS}
+	if p.Timer != nil {
+		resp.TimerProgress = &pb.TimerProgress{Location: p.Timer.Location, DueBeforeMs: p.Timer.DueBeforeMS}
 	}
-	resp.DelayLogOffset = p.need
+	resp.DelayLogOffset = p.Need
 }
 
 // delayProgressFromProto reads the master's delayed delivery progress; ok
 // is false when the master sent none.
-func delayProgressFromProto(resp *pb.GetMetadataResponse) (delayProgress, bool) {
+func delayProgressFromProto(resp *pb.GetMetadataResponse) (delay.MasterProgress, bool) {
 	if len(resp.DelayOffsets) == 0 && resp.TimerProgress == nil {
-		return delayProgress{}, false
+		return delay.MasterProgress{}, false
 	}
-	p := delayProgress{levels: make(map[int]int64, len(resp.DelayOffsets)), need: resp.DelayLogOffset}
+	p := delay.MasterProgress{Levels: make(map[int]int64, len(resp.DelayOffsets)), Need: resp.DelayLogOffset}
 	for level, off := range resp.DelayOffsets {
-		p.levels[int(level)] = off
+		p.Levels[int(level)] = off
 	}
 	if tp := resp.TimerProgress; tp != nil {
-		p.timer = &delay.Progress{Location: tp.Location, DueBeforeMS: tp.DueBeforeMs}
+		p.Timer = &delay.Progress{Location: tp.Location, DueBeforeMS: tp.DueBeforeMs}
 	}
 	return p, true
 }

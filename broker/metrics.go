@@ -301,12 +301,11 @@ func (c *collector) collectDelay(gauge, counter func(*prometheus.Desc, float64, 
 	if d == nil {
 		return
 	}
-	for level := 1; level <= d.levels.Max(); level++ {
-		_, maxOff := c.b.store.QueueOffsets(message.ScheduleTopic, int32(level-1))
-		gauge(descDelayPending, float64(max(0, maxOff-d.offsets.Get(level))), strconv.Itoa(level))
+	for _, l := range d.Levels() {
+		gauge(descDelayPending, float64(l.Pending), strconv.Itoa(l.Level))
 	}
-	if d.engine != nil {
-		st := d.engine.Status()
+	if e := d.Engine(); e != nil {
+		st := e.Status()
 		gauge(descTimerPending, float64(st.Pending))
 		counter(descTimerDelivered, float64(st.Delivered))
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/bolide-mq/bolide/broker/delay"
 	"github.com/bolide-mq/bolide/broker/retry"
 	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/broker/txn"
@@ -94,7 +95,7 @@ func DefaultOptions(dir string) Options {
 		ClientExpiry:          120 * time.Second,
 		LockExpiry:            60 * time.Second,
 		Version:               "dev",
-		Delay:                 defaultDelayOptions(),
+		Delay:                 delay.DefaultBrokerOptions(),
 		Transaction:           txn.DefaultOptions(),
 		Replication:           defaultReplicationOptions(),
 		Retry:                 retry.DefaultOptions(),
@@ -134,7 +135,7 @@ func (o *Options) Validate() error {
 	if o.OffsetPersistInterval <= 0 || o.ClientExpiry <= 0 || o.LockExpiry <= 0 {
 		errs = append(errs, errors.New("broker: offset persist interval, client expiry and lock expiry must be positive"))
 	}
-	for _, err := range []error{o.Delay.validate(), o.Transaction.Validate(), o.Replication.validate(), o.Retry.Validate()} {
+	for _, err := range []error{o.Delay.Validate(), o.Transaction.Validate(), o.Replication.validate(), o.Retry.Validate()} {
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -152,7 +153,7 @@ func (o *Options) storeOptions(host netip.AddrPort) store.Options {
 		so.CommitLog.Dir = filepath.Join(so.Dir, "commitlog")
 	}
 	so.StoreHost = host
-	so.TagCode = o.Delay.tagCode(so.TagCode)
+	so.TagCode = o.Delay.TagCode(so.TagCode)
 	if o.MaxMessageSize > 0 {
 		so.MaxMessageSize = o.MaxMessageSize
 	}

@@ -1,15 +1,35 @@
-// Package delay is Bolide's delayed delivery: the delay levels' offsets
-// and clock, and the timer engine that delivers a message at any time up to
-// the broker's maximum delay (400 days by default) through a durable timing
-// wheel, after QMQ's delay server (reference delay.md §1 and §5.4).
+// Package delay is Bolide's delayed delivery: the service a broker runs,
+// the delay levels' offsets and clock, and the timer engine that delivers a
+// message at any time up to the broker's maximum delay (400 days by
+// default) through a durable timing wheel, after QMQ's delay server
+// (reference delay.md §1 and §5.4).
+//
+// # On a broker
+//
+// The broker rewrites a send that asks for delayed delivery
+// (BrokerOptions.Schedule, also on the retry path; BrokerOptions.TagCode
+// gives the stored units their due time) and runs a Service over a
+// BrokerHost, a small adapter over its store, topics and role. The
+// Service delivers the delay levels (level_runner.go) and, through the
+// Engine (timer_queue.go is its Host), the timer messages; it cancels
+// timer messages (Service.Cancel) and keeps them alive across CommitLog
+// retention (roll.go). Every broker runs it; it delivers only while the
+// broker is the master: it subscribes to the broker's role gate
+// (Service.Lead, package broker/rolegate). A slave keeps the timer index of
+// its replicated timer queue and takes the master's progress by metadata
+// sync (Service.Snapshot on the master, Service.Offer on the slave), so
+// that once promoted it delivers what the master had not, never early,
+// never what the master cancelled (see "Master and slaves").
 //
 // # Delay levels
 //
-// A message with property DELAY = n is stored by the broker in
-// SCHEDULE_TOPIC_XXXX queue n−1 (RocketMQ's layout); its ConsumeQueue tag
-// code is its due time. One goroutine per level (broker/delay_levels.go)
-// walks the queue from a persisted offset and stores due messages in their
-// real topic, in order. The offsets are config/delayOffset.json:
+// A message with property DELAY = n (1..18 by default, capped at the
+// highest level) is stored by the broker in SCHEDULE_TOPIC_XXXX queue n−1
+// (RocketMQ's layout) with REAL_TOPIC and REAL_QID; its ConsumeQueue tag
+// code is its due time (store time + the level's delay). One goroutine per
+// level (level_runner.go) walks the queue from a persisted offset and
+// stores due messages in their real topic, in order. The offsets are
+// config/delayOffset.json:
 //
 //	{"offsetTable":{"1":1042,"2":0,...}}
 //
@@ -24,7 +44,9 @@
 // rmq_sys_wheel_timer queue 0 with REAL_TOPIC, REAL_QID and TIMER_OUT_MS
 // (its due time, also its ConsumeQueue tag code). The send is acknowledged
 // as any send is (flush mode, replication): durability comes from the
-// CommitLog. The Engine then works in three stages:
+// CommitLog. A time in the past is delivered at once; one beyond the
+// maximum delay is refused (ILLEGAL_DELIVERY_TIME), never clamped. The
+// Engine then works in three stages:
 //
 //  1. Index. One goroutine tails the timer queue and appends a 32-byte
 //     entry per message to a time bucket file. Every second the bucket

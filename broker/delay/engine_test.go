@@ -1,6 +1,7 @@
 package delay
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/bolide-mq/bolide/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -97,9 +100,11 @@ func TestHorizonVirtualClock(t *testing.T) {
 	ds := h.deliveries()
 	t.Logf("%d messages over 400 virtual days in %d steps, %v wall time", len(ds), steps, time.Since(start).Round(time.Millisecond))
 	checkDeliveries(t, ds, want, 0, true)
-	waitFor(t, 10*time.Second, "every bucket to be reclaimed", func() bool {
-		st := e.Status()
-		return st.Buckets == 0 && st.LoadedBuckets == 0
+	testutil.WaitFor(t, 10*time.Second, "every bucket to be reclaimed", func() error {
+		if st := e.Status(); st.Buckets != 0 || st.LoadedBuckets != 0 {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
 	})
 	if st := e.Status(); st.Delivered != int64(n) || st.Lost != 0 {
 		t.Fatalf("status: %+v", st)
@@ -210,7 +215,12 @@ func TestCrashBetweenStoreAndRecord(t *testing.T) {
 	h.storedThenFail = true
 	h.mu.Unlock()
 	vc.Advance(time.Second)
-	waitFor(t, 5*time.Second, "a stored, unrecorded batch", func() bool { return h.deliveredCount() > 1 })
+	testutil.WaitFor(t, 5*time.Second, "a stored, unrecorded batch", func() error {
+		if n := h.deliveredCount(); n <= 1 {
+			return fmt.Errorf("%d delivered", n)
+		}
+		return nil
+	})
 	e.crash()
 	h.mu.Lock()
 	h.storedThenFail = false
@@ -377,6 +387,11 @@ func TestDeliveryRetried(t *testing.T) {
 	h.send(0, want[0])
 	h.send(1, want[1])
 	vc.Advance(time.Second)
-	waitFor(t, 10*time.Second, "delivery after failures", func() bool { return h.deliveredCount() == 2 })
+	testutil.WaitFor(t, 10*time.Second, "delivery after failures", func() error {
+		if n := h.deliveredCount(); n != 2 {
+			return fmt.Errorf("%d delivered", n)
+		}
+		return nil
+	})
 	checkDeliveries(t, h.deliveries(), want, 0, true)
 }

@@ -191,18 +191,6 @@ func fastTempDir(t testing.TB) string {
 	return t.TempDir()
 }
 
-// waitFor polls cond every millisecond until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // settle waits until the engine has caught up with the virtual clock.
 func settle(t testing.TB, e *Engine) {
 	t.Helper()

@@ -1,12 +1,16 @@
 package delay
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/bolide-mq/bolide/internal/testutil"
 )
 
 // sendMarker stores a cancel marker for t (as the broker does after a
@@ -98,9 +102,11 @@ func TestStandbyTakesOver(t *testing.T) {
 	if err := master.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the standby engine to skip what the master delivered", func() bool {
-		st := slave.Status()
-		return st.IndexedOffset == int64(len(r.s.units)) && st.Skipped >= int64(atProgress)-1
+	testutil.WaitFor(t, 10*time.Second, "the standby engine to skip what the master delivered", func() error {
+		if st := slave.Status(); st.IndexedOffset != int64(len(r.s.units)) || st.Skipped < int64(atProgress)-1 {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
 	})
 	if n := r.s.deliveredCount(); n != 0 {
 		t.Fatalf("the standby engine delivered %d messages", n)
@@ -168,16 +174,22 @@ func TestStandDownGivesBatchBack(t *testing.T) {
 		h.send(i, want[i])
 	}
 	vc.Advance(time.Second)
-	waitFor(t, 5*time.Second, "a batch in flight", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "a batch in flight", func() error {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		return h.failNext < 1<<30
+		if h.failNext >= 1<<30 {
+			return errors.New("no delivery attempted")
+		}
+		return nil
 	})
 	e.SetActive(false)
-	waitFor(t, 5*time.Second, "the batch back in the wheel", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "the batch back in the wheel", func() error {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		return e.inflight == 0 && len(e.flights) == 0
+		if e.inflight != 0 || len(e.flights) != 0 {
+			return fmt.Errorf("%d in flight, %d flights", e.inflight, len(e.flights))
+		}
+		return nil
 	})
 	h.mu.Lock()
 	h.failNext = 0
@@ -265,7 +277,12 @@ func TestActivationWaitsForIndex(t *testing.T) {
 	h.send(0, now+100)
 	victim := h.send(1, now+200)
 	h.sendMarker(CancelTarget{Origin: victim, Location: victim, DeliverMS: now + 200})
-	waitFor(t, 5*time.Second, "the first two units indexed", func() bool { return e.Status().IndexedOffset == 2 })
+	testutil.WaitFor(t, 5*time.Second, "the first two units indexed", func() error {
+		if off := e.Status().IndexedOffset; off != 2 {
+			return fmt.Errorf("indexed to %d", off)
+		}
+		return nil
+	})
 	vc.Advance(time.Second)
 	e.SetActive(true)
 	time.Sleep(100 * time.Millisecond)

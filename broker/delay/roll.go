@@ -1,4 +1,4 @@
-package broker
+package delay
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/bolide-mq/bolide/broker/delay"
 	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/internal/fsutil"
 	"github.com/bolide-mq/bolide/message"
@@ -38,9 +37,8 @@ type rollState struct {
 }
 
 // rollLoop runs the roller every RollInterval (wall time: retention works on
-// file times) while the broker is the master (r).
-func (d *delayService) rollLoop(r *delayRun) {
-	defer r.wg.Done()
+// file times) while the broker is the master (until ctx ends).
+func (d *Service) rollLoop(ctx context.Context) {
 	path := filepath.Join(d.timerDir, "roll.json")
 	var st rollState
 	if b, err := os.ReadFile(path); err == nil {
@@ -48,7 +46,7 @@ func (d *delayService) rollLoop(r *delayRun) {
 			d.log.Error("roll state unreadable; starting from the queue's beginning", zap.Error(err))
 		}
 	}
-	t := time.NewTicker(d.b.opts.Delay.RollInterval)
+	t := time.NewTicker(d.cfg.Options.RollInterval)
 	defer t.Stop()
 	for {
 		next, err := d.rollOnce(st.QueueOffset, time.Now())
@@ -64,7 +62,7 @@ func (d *delayService) rollLoop(r *delayRun) {
 			continue // more may be at risk
 		}
 		select {
-		case <-r.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
@@ -74,11 +72,11 @@ func (d *delayService) rollLoop(r *delayRun) {
 // rollOnce checks one batch of the timer queue from offset off against the
 // segments retention may delete within RollAhead, copies the messages that
 // would otherwise be lost, and returns where to continue.
-func (d *delayService) rollOnce(off int64, now time.Time) (int64, error) {
-	o := d.b.opts
-	maxAge := o.Store.Retention.MaxAge
+func (d *Service) rollOnce(off int64, now time.Time) (int64, error) {
+	o := d.cfg.Options
+	maxAge := d.cfg.RetentionMaxAge
 	// deadline[i]: the earliest time segment i may be deleted.
-	segs := d.b.store.CommitLog().Segments()
+	segs := d.host.Segments()
 	type risk struct {
 		end      int64
 		deadline time.Time
@@ -93,7 +91,7 @@ func (d *delayService) rollOnce(off int64, now time.Time) (int64, error) {
 			break
 		}
 		deadline := fi.ModTime().Add(maxAge)
-		if deadline.After(now.Add(o.Delay.RollAhead)) {
+		if deadline.After(now.Add(o.RollAhead)) {
 			break
 		}
 		atRisk = append(atRisk, risk{s.End, deadline})
@@ -101,7 +99,7 @@ func (d *delayService) rollOnce(off int64, now time.Time) (int64, error) {
 	if len(atRisk) == 0 {
 		return off, nil
 	}
-	res, err := d.b.store.GetMessages(message.TimerTopic, 0, off, 256, 8<<20, nil)
+	res, err := d.host.GetMessages(message.TimerTopic, 0, off, 256, 8<<20, nil)
 	if err != nil {
 		return off, err
 	}
@@ -127,7 +125,7 @@ func (d *delayService) rollOnce(off int64, now time.Time) (int64, error) {
 			break // not at risk yet: stop here, in queue order
 		}
 		next = res.QueueOffsets[i] + 1
-		if _, ok := m.Properties[delay.PropertyTimerCancel]; ok {
+		if _, ok := m.Properties[PropertyTimerCancel]; ok {
 			continue // a cancel marker: nothing to deliver
 		}
 		due, _ := strconv.ParseInt(m.Properties[message.PropertyTimerOutMS], 10, 64)
@@ -136,7 +134,7 @@ func (d *delayService) rollOnce(off int64, now time.Time) (int64, error) {
 			origin = o
 		}
 		// Due well before its segment may go: it is delivered from here.
-		if time.UnixMilli(due).Before(atRisk[k].deadline.Add(-o.Delay.RollMargin)) {
+		if time.UnixMilli(due).Before(atRisk[k].deadline.Add(-o.RollMargin)) {
 			continue
 		}
 		if d.engine != nil && d.engine.Cancelled(origin) {
@@ -150,9 +148,9 @@ func (d *delayService) rollOnce(off int64, now time.Time) (int64, error) {
 	if len(copies) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		res, err := d.b.store.PutBatch(ctx, copies, nil)
+		res, err := d.host.Put(ctx, copies)
 		if err == nil {
-			err = d.b.waitReplicated(ctx, res)
+			err = d.host.WaitReplicated(ctx, res)
 		}
 		if err != nil {
 			return off, errors.Join(errors.New("store timer message copies"), err)

@@ -1,4 +1,4 @@
-package broker
+package delay
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/bolide-mq/bolide/broker/delay"
 	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/message"
 )
@@ -18,16 +17,15 @@ const levelBatch = 64
 // SCHEDULE_TOPIC_XXXX from its saved offset and stores every message whose
 // due time (the unit's tag code) has come in its real topic, in queue
 // order. It waits for the head's due time, or for the queue to grow. It
-// runs while the broker is the master (r).
-func (d *delayService) runLevel(r *delayRun, level int) {
-	defer r.wg.Done()
+// runs while the broker is the master (until ctx ends).
+func (d *Service) runLevel(ctx context.Context, level int) {
 	qid := int32(level - 1)
 	delayMS := d.levels.Delay(level).Milliseconds()
 	log := d.log.With(zap.Int("level", level))
 	off := d.offsets.Get(level)
 	retry := 100 * time.Millisecond
 	for {
-		arrived := d.b.arrivalSignal(message.ScheduleTopic, qid).C()
+		arrived := d.host.Arrival(message.ScheduleTopic, qid)
 		now := d.clock.Now().UnixMilli()
 		var stopAt int64
 		stopped := false
@@ -46,10 +44,10 @@ func (d *delayService) runLevel(r *delayRun, level int) {
 			}
 			return true
 		}
-		res, err := d.b.store.GetMessages(message.ScheduleTopic, qid, off, levelBatch, 4<<20, filter)
+		res, err := d.host.GetMessages(message.ScheduleTopic, qid, off, levelBatch, 4<<20, filter)
 		if err != nil {
 			log.Error("read schedule queue", zap.Int64("offset", off), zap.Error(err))
-			if !d.wait(r.ctx, nil, nil, time.Second) {
+			if !d.wait(ctx, nil, nil, time.Second) {
 				return
 			}
 			continue
@@ -58,7 +56,7 @@ func (d *delayService) runLevel(r *delayRun, level int) {
 		case store.Found:
 			if err := d.deliverLevel(res); err != nil {
 				log.Error("deliver delayed messages; retrying", zap.Int64("offset", off), zap.Error(err))
-				if !d.wait(r.ctx, nil, nil, retry) {
+				if !d.wait(ctx, nil, nil, retry) {
 					return
 				}
 				retry = min(2*retry, 5*time.Second)
@@ -74,7 +72,7 @@ func (d *delayService) runLevel(r *delayRun, level int) {
 				d.offsets.Set(level, off)
 				continue
 			}
-			if !d.wait(r.ctx, d.clock.NewTimer(time.UnixMilli(stopAt).Sub(d.clock.Now())), nil, 0) {
+			if !d.wait(ctx, d.clock.NewTimer(time.UnixMilli(stopAt).Sub(d.clock.Now())), nil, 0) {
 				return
 			}
 		case store.OffsetTooSmall, store.OffsetOverflowBadly:
@@ -83,7 +81,7 @@ func (d *delayService) runLevel(r *delayRun, level int) {
 			off = res.NextOffset
 			d.offsets.Set(level, off)
 		default: // nothing new
-			if !d.wait(r.ctx, nil, arrived, time.Second) {
+			if !d.wait(ctx, nil, arrived, time.Second) {
 				return
 			}
 		}
@@ -91,8 +89,8 @@ func (d *delayService) runLevel(r *delayRun, level int) {
 }
 
 // wait waits for a clock timer, an arrival or a wall-clock fallback; it
-// reports whether ctx (the run) is still live.
-func (d *delayService) wait(ctx context.Context, t delay.Timer, arrived <-chan struct{}, fallback time.Duration) bool {
+// reports whether ctx (the lead) is still live.
+func (d *Service) wait(ctx context.Context, t Timer, arrived <-chan struct{}, fallback time.Duration) bool {
 	var tc <-chan time.Time
 	if t != nil {
 		tc = t.C()
@@ -116,12 +114,12 @@ func (d *delayService) wait(ctx context.Context, t delay.Timer, arrived <-chan s
 
 // deliverLevel stores the due messages of a read in their real topics, in
 // one append. A record that does not decode is skipped (logged).
-func (d *delayService) deliverLevel(res store.GetResult) error {
+func (d *Service) deliverLevel(res store.GetResult) error {
 	msgs := make([]*message.Ext, 0, len(res.Records))
 	for i, rec := range res.Records {
 		m, err := message.Decode(rec)
 		if err == nil {
-			m, err = delay.RealMessage(m, 0)
+			m, err = RealMessage(m, 0)
 		}
 		if err != nil {
 			d.log.Error("delayed message dropped: cannot restore it", zap.Int64("queueOffset", res.QueueOffsets[i]), zap.Error(err))
@@ -132,11 +130,11 @@ func (d *delayService) deliverLevel(res store.GetResult) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	// Not the service's context: a delivery begun completes, so a clean
-	// stop repeats nothing.
+	// Not the lead's context: a delivery begun completes, so a clean stop
+	// repeats nothing.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return d.b.deliverDelayed(ctx, msgs)
+	return d.deliver(ctx, msgs)
 }
 
 // LevelStatus is one delay level's progress.
@@ -144,22 +142,31 @@ type LevelStatus struct {
 	Level                      int
 	Delay                      time.Duration
 	Offset, MaxOffset, Pending int64
-	NextDeliver                time.Time // zero: nothing pending
+	NextDeliver                time.Time // zero: nothing pending (or not read)
 }
 
-func (d *delayService) levelStatus() []LevelStatus {
+// Levels reports the delay levels' offsets, without their next due time
+// (which reads the store): for metrics.
+func (d *Service) Levels() []LevelStatus {
 	out := make([]LevelStatus, 0, d.levels.Max())
 	for level := 1; level <= d.levels.Max(); level++ {
-		qid := int32(level - 1)
 		off := d.offsets.Get(level)
-		_, maxOff := d.b.store.QueueOffsets(message.ScheduleTopic, qid)
-		st := LevelStatus{Level: level, Delay: d.levels.Delay(level), Offset: off, MaxOffset: maxOff, Pending: max(0, maxOff-off)}
+		_, maxOff := d.host.QueueOffsets(message.ScheduleTopic, int32(level-1))
+		out = append(out, LevelStatus{Level: level, Delay: d.levels.Delay(level), Offset: off, MaxOffset: maxOff, Pending: max(0, maxOff-off)})
+	}
+	return out
+}
+
+// levelStatus is Levels with the next due time of each level's head.
+func (d *Service) levelStatus() []LevelStatus {
+	out := d.Levels()
+	for i := range out {
+		st := &out[i]
 		if st.Pending > 0 {
-			if ts, err := d.b.store.StoreTimeAt(message.ScheduleTopic, qid, off); err == nil {
+			if ts, err := d.host.StoreTimeAt(message.ScheduleTopic, int32(st.Level-1), st.Offset); err == nil {
 				st.NextDeliver = time.UnixMilli(ts).Add(st.Delay)
 			}
 		}
-		out = append(out, st)
 	}
 	return out
 }

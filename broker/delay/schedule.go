@@ -1,0 +1,214 @@
+package delay
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/bolide-mq/bolide/internal/errcode"
+	"github.com/bolide-mq/bolide/message"
+)
+
+// BrokerOptions configure delayed delivery on a broker.
+type BrokerOptions struct {
+	// Levels are the delays of the delay levels, in RocketMQ's
+	// messageDelayLevel syntax (DefaultLevels).
+	Levels string
+	// OffsetPersistInterval is how often config/delayOffset.json is written
+	// (1 s); it is also written at Close.
+	OffsetPersistInterval time.Duration
+	// TimerEnabled turns on delivery at an arbitrary time (true).
+	TimerEnabled bool
+	// MaxDelay bounds how far in the future a timer message may be due
+	// (400 days).
+	MaxDelay time.Duration
+	// Timer tunes the timer engine; its Dir and Clock are filled in
+	// (Dir: <StoreDir>/timerwheel).
+	Timer Options
+	// RollAhead: a pending timer message is stored again when the
+	// CommitLog segment holding it may be deleted by retention within
+	// RollAhead and it is due after that (12 h; see roll.go);
+	// RollMargin is the safety margin on the due time (10 min);
+	// RollInterval how often segments are checked (1 min).
+	RollAhead, RollMargin, RollInterval time.Duration
+	// Clock is the delay code's clock (nil: the wall clock). Tests use a
+	// VirtualClock, with the store's clocks set to the same.
+	Clock Clock
+
+	levels Levels
+}
+
+// DefaultBrokerOptions returns the defaults.
+func DefaultBrokerOptions() BrokerOptions {
+	return BrokerOptions{
+		Levels:                DefaultLevels,
+		OffsetPersistInterval: time.Second,
+		TimerEnabled:          true,
+		MaxDelay:              400 * 24 * time.Hour,
+		Timer:                 DefaultOptions(""),
+		RollAhead:             12 * time.Hour,
+		RollMargin:            10 * time.Minute,
+		RollInterval:          time.Minute,
+	}
+}
+
+// Validate checks the options and parses the levels; Schedule, TagCode
+// and NewService need options that passed it.
+func (o *BrokerOptions) Validate() error {
+	var errs []error
+	levels, err := ParseLevels(o.Levels)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("broker: %w", err))
+	}
+	o.levels = levels
+	if o.OffsetPersistInterval <= 0 {
+		errs = append(errs, fmt.Errorf("broker: delay offset persist interval %v must be positive", o.OffsetPersistInterval))
+	}
+	if o.MaxDelay <= 0 {
+		errs = append(errs, fmt.Errorf("broker: max delay %v must be positive", o.MaxDelay))
+	}
+	if o.RollAhead <= 0 || o.RollMargin < 0 || o.RollInterval <= 0 {
+		errs = append(errs, fmt.Errorf("broker: delay roll ahead %v and interval %v must be positive, margin %v not negative", o.RollAhead, o.RollInterval, o.RollMargin))
+	}
+	if o.TimerEnabled {
+		t := o.Timer
+		t.Dir = "-"
+		if err := t.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("broker: timer: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (o *BrokerOptions) clock() Clock {
+	if o.Clock == nil {
+		return RealClock
+	}
+	return o.Clock
+}
+
+// TagCode wraps the store's tag code hook: the units of SCHEDULE_TOPIC_XXXX
+// and of the timer topic carry the time their message is due.
+func (o *BrokerOptions) TagCode(next func(*message.Dispatch) int64) func(*message.Dispatch) int64 {
+	levels := o.levels
+	return func(d *message.Dispatch) int64 {
+		switch d.Topic {
+		case message.ScheduleTopic:
+			return d.StoreTimestamp + levels.Delay(int(d.QueueID)+1).Milliseconds()
+		case message.TimerTopic:
+			return d.TimerOutMS
+		}
+		if next != nil {
+			return next(d)
+		}
+		return d.TagsHash
+	}
+}
+
+// Rewrite turns messages that ask for delayed delivery into their stored
+// form (see Schedule).
+func (o *BrokerOptions) Rewrite(msgs []*message.Ext, brokerName string) error {
+	for _, m := range msgs {
+		if err := o.Schedule(m, brokerName); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Schedule rewrites one message that asks for delayed delivery: a delay
+// level goes to SCHEDULE_TOPIC_XXXX (queue level−1), a delivery time to
+// the timer topic; both remember the real topic and queue. A message
+// without a delay, or one already in a system topic, is left as it is.
+// Internal writers (the retry path: DELAY = 3 + reconsume times) call it
+// before they store a message. brokerName labels errors.
+func (o *BrokerOptions) Schedule(m *message.Ext, brokerName string) error {
+	if message.IsSystemTopic(m.Topic) || m.Properties == nil {
+		return nil
+	}
+	props := m.Properties
+	if v, ok := props[message.PropertyDelayLevel]; ok {
+		// A level wins over a delivery time, as in RocketMQ.
+		delete(props, message.PropertyTimerDeliverMS)
+		delete(props, message.PropertyTimerDelayMS)
+		delete(props, message.PropertyTimerDelaySec)
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return errcode.Errorf(errcode.MessageIllegal, "property %s = %q is not a delay level", message.PropertyDelayLevel, v)
+		}
+		if n <= 0 {
+			delete(props, message.PropertyDelayLevel)
+			return nil
+		}
+		n = o.levels.Cap(n)
+		props[message.PropertyDelayLevel] = strconv.Itoa(n)
+		message.Reroute(m, message.ScheduleTopic, int32(n-1))
+		return nil
+	}
+	now := o.clock().Now().UnixMilli()
+	due, ok, err := timerDue(props, now, o.MaxDelay)
+	if err != nil || !ok {
+		return err
+	}
+	delete(props, message.PropertyTimerDeliverMS)
+	delete(props, message.PropertyTimerDelayMS)
+	delete(props, message.PropertyTimerDelaySec)
+	props[message.PropertyTimerOutMS] = strconv.FormatInt(due, 10)
+	if due <= now {
+		return nil // due already: delivered at once
+	}
+	if !o.TimerEnabled {
+		return errcode.Errorf(errcode.RequestNotSupported, "delivery at a time is turned off on broker %s", brokerName)
+	}
+	message.Reroute(m, message.TimerTopic, 0)
+	return nil
+}
+
+// timerDue computes the due time (ms) a message asks for with
+// TIMER_DELIVER_MS, TIMER_DELAY_MS or TIMER_DELAY_SEC (in that order of
+// precedence); ok is false if it asks for none.
+func timerDue(props map[string]string, now int64, maxDelay time.Duration) (due int64, ok bool, err error) {
+	maxMS := maxDelay.Milliseconds()
+	parse := func(k string) (int64, error) {
+		n, err := strconv.ParseInt(props[k], 10, 64)
+		if err != nil || n < 0 {
+			return 0, errcode.Errorf(errcode.IllegalDeliveryTime, "property %s = %q is not a non-negative integer", k, props[k])
+		}
+		return n, nil
+	}
+	var delayMS int64
+	switch {
+	case props[message.PropertyTimerDeliverMS] != "":
+		at, err := parse(message.PropertyTimerDeliverMS)
+		if err != nil {
+			return 0, false, err
+		}
+		if at-now > maxMS {
+			return 0, false, errcode.Errorf(errcode.IllegalDeliveryTime, "delivery time %s is %v from now, more than the maximum delay of %v",
+				time.UnixMilli(at).UTC().Format(time.RFC3339Nano), time.Duration(at-now)*time.Millisecond, maxDelay)
+		}
+		return at, true, nil
+	case props[message.PropertyTimerDelayMS] != "":
+		if delayMS, err = parse(message.PropertyTimerDelayMS); err != nil {
+			return 0, false, err
+		}
+	case props[message.PropertyTimerDelaySec] != "":
+		s, err := parse(message.PropertyTimerDelaySec)
+		if err != nil {
+			return 0, false, err
+		}
+		if s > maxMS/1000+1 {
+			delayMS = maxMS + 1
+		} else {
+			delayMS = s * 1000
+		}
+	default:
+		return 0, false, nil
+	}
+	if delayMS > maxMS {
+		return 0, false, errcode.Errorf(errcode.IllegalDeliveryTime, "a delay of %v is more than the maximum delay of %v",
+			time.Duration(min(delayMS, 1<<62/int64(time.Millisecond)))*time.Millisecond, maxDelay)
+	}
+	return now + delayMS, true, nil
+}
