@@ -370,7 +370,7 @@ func (b *Broker) stopDelay() error {
 func (d *delayService) roleLoop() {
 	defer d.wg.Done()
 	for {
-		changed := d.b.repl.state.changes()
+		changed := d.b.repl.Changes()
 		d.setMaster(d.b.IsMaster())
 		select {
 		case <-d.ctx.Done():

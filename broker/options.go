@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/bolide-mq/bolide/broker/replication"
 	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/message"
 )
@@ -68,6 +69,15 @@ type Options struct {
 	Retry       RetryOptions
 }
 
+// Option gives New what Options cannot hold: implementations of interfaces
+// the core declares, which its callers choose (WithMasterClient).
+type Option func(*dependencies)
+
+// dependencies are what the Options of New set.
+type dependencies struct {
+	master replication.MasterClient
+}
+
 // DefaultOptions returns the defaults for a broker storing under dir.
 func DefaultOptions(dir string) Options {
 	return Options{
@@ -94,7 +104,7 @@ func DefaultOptions(dir string) Options {
 		Version:               "dev",
 		Delay:                 defaultDelayOptions(),
 		Transaction:           defaultTransactionOptions(),
-		Replication:           defaultReplicationOptions(),
+		Replication:           replication.DefaultOptions(),
 		Retry:                 defaultRetryOptions(),
 	}
 }
@@ -132,7 +142,7 @@ func (o *Options) Validate() error {
 	if o.OffsetPersistInterval <= 0 || o.ClientExpiry <= 0 || o.LockExpiry <= 0 {
 		errs = append(errs, errors.New("broker: offset persist interval, client expiry and lock expiry must be positive"))
 	}
-	for _, err := range []error{o.Delay.validate(), o.Transaction.validate(), o.Replication.validate(), o.Retry.validate()} {
+	for _, err := range []error{o.Delay.validate(), o.Transaction.validate(), o.Replication.Validate(), o.Retry.validate()} {
 		if err != nil {
 			errs = append(errs, err)
 		}

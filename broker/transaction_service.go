@@ -313,11 +313,11 @@ func (s *txnService) load() error {
 	if err := st.WaitDispatched(s.ctx, st.CommitLog().MaxOffset()); err != nil {
 		return fmt.Errorf("wait for dispatch: %w", err)
 	}
-	halfFrom := s.b.offsets.query(TransactionGroup, message.TransHalfTopic, 0)
+	halfFrom := s.b.offsets.Query(TransactionGroup, message.TransHalfTopic, 0)
 	if minOff, _ := st.QueueOffsets(message.TransHalfTopic, 0); halfFrom < minOff {
 		halfFrom = minOff
 	}
-	opFrom := s.b.offsets.query(TransactionGroup, message.TransOpHalfTopic, 0)
+	opFrom := s.b.offsets.Query(TransactionGroup, message.TransOpHalfTopic, 0)
 	if minOff, _ := st.QueueOffsets(message.TransOpHalfTopic, 0); opFrom < minOff {
 		opFrom = minOff
 	}
@@ -573,11 +573,11 @@ func (s *txnService) advance() {
 	// which only makes a restart read more op records.
 	if h > s.halfOff {
 		s.halfOff = h
-		s.b.offsets.commit(TransactionGroup, message.TransHalfTopic, 0, h)
+		s.b.offsets.Commit(TransactionGroup, message.TransHalfTopic, 0, h)
 	}
 	if o > s.opOff {
 		s.opOff = o
-		s.b.offsets.commit(TransactionGroup, message.TransOpHalfTopic, 0, o)
+		s.b.offsets.Commit(TransactionGroup, message.TransOpHalfTopic, 0, o)
 	}
 	s.mu.Unlock()
 }

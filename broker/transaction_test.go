@@ -391,10 +391,10 @@ func TestTransactionCheckBack(t *testing.T) {
 	// The internal group's offsets moved past everything.
 	waitCond(t, 5*time.Second, "consume offsets", func() error {
 		_, halfMax := b.Store().QueueOffsets(message.TransHalfTopic, 0)
-		if h := b.offsets.query(TransactionGroup, message.TransHalfTopic, 0); h != halfMax {
+		if h := b.offsets.Query(TransactionGroup, message.TransHalfTopic, 0); h != halfMax {
 			return fmt.Errorf("half consume offset %d of %d", h, halfMax)
 		}
-		if o := b.offsets.query(TransactionGroup, message.TransOpHalfTopic, 0); o != 1 {
+		if o := b.offsets.Query(TransactionGroup, message.TransOpHalfTopic, 0); o != 1 {
 			return fmt.Errorf("op consume offset %d", o)
 		}
 		return nil
@@ -526,7 +526,7 @@ func TestTransactionStateSurvivesRestart(t *testing.T) {
 		t.Fatalf("pending after restart: %v %+v (had %d checks)", err, l, before)
 	}
 	// The persisted offsets put the walk past the ended transactions.
-	if h := b.offsets.query(TransactionGroup, message.TransHalfTopic, 0); h <= rolled.QueueOffset {
+	if h := b.offsets.Query(TransactionGroup, message.TransHalfTopic, 0); h <= rolled.QueueOffset {
 		t.Fatalf("half consume offset %d, rolled back half at %d", h, rolled.QueueOffset)
 	}
 	if resp, err := end(t, tc, endReq("pg", "orders", committed, pb.TransactionState_TRANSACTION_STATE_COMMIT)); err != nil || !resp.Duplicate {
