@@ -18,6 +18,8 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/bolide-mq/bolide/broker/offsets"
+	"github.com/bolide-mq/bolide/broker/replication"
 	"github.com/bolide-mq/bolide/broker/retry"
 	"github.com/bolide-mq/bolide/broker/rolegate"
 	"github.com/bolide-mq/bolide/broker/store"
@@ -32,11 +34,11 @@ type Broker struct {
 	log       *zap.Logger
 	store     *store.Store
 	topics    *topicTable
-	offsets   *offsetTable
+	offsets   *offsets.Table
 	consumers *consumerRegistry
 	locks     *queueLocks
+	repl      *replication.Replicator
 	delay     delayRef       // delay_host.go
-	repl      *replicator    // replication.go
 	txn       *txn.Service   // txn_host.go
 	metrics   brokerMetrics  // metrics.go
 	retry     *retry.Service // retry_host.go
@@ -69,7 +71,7 @@ const maxFrame = 64 << 20
 
 // New validates the options, opens and recovers the store, loads metadata
 // and binds the listener (":0" picks a free port). Serving starts with Start.
-func New(opts Options, log *zap.Logger) (*Broker, error) {
+func New(opts Options, log *zap.Logger, with ...Option) (*Broker, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -114,7 +116,7 @@ func New(opts Options, log *zap.Logger) (*Broker, error) {
 	if b.topics, err = loadTopics(filepath.Join(opts.StoreDir, "config", "topics.json")); err != nil {
 		return fail(err)
 	}
-	if b.offsets, err = loadOffsets(filepath.Join(opts.StoreDir, "config", "consumerOffset.json")); err != nil {
+	if b.offsets, err = offsets.Load(filepath.Join(opts.StoreDir, "config", "consumerOffset.json")); err != nil {
 		return fail(err)
 	}
 	so := opts.storeOptions(host)
@@ -127,7 +129,7 @@ func New(opts Options, log *zap.Logger) (*Broker, error) {
 		return fail(err)
 	}
 	b.store.SetArrivalListener(b.onArrival)
-	if b.repl, err = newReplicator(b); err != nil {
+	if b.repl, err = newReplicator(b, with...); err != nil {
 		return fail(err)
 	}
 	b.retry = retry.New(retryHost{b}, opts.Retry, opts.BrokerName, log)
@@ -171,7 +173,7 @@ func (b *Broker) Ready() error {
 	case RoleFenced:
 		return errors.New("fenced: a newer master of the group registered")
 	case RoleSlave:
-		if b.repl.masterHAAddr() == "" {
+		if b.repl.MasterHAAddr() == "" {
 			return errors.New("slave: master not known yet")
 		}
 	}
@@ -221,7 +223,7 @@ func (b *Broker) housekeeping() {
 		case <-b.ctx.Done():
 			return
 		case <-persist.C:
-			if err := b.offsets.persist(); err != nil {
+			if err := b.offsets.Persist(); err != nil {
 				b.log.Error("persist offsets", zap.Error(err))
 			}
 		case now := <-expire.C:
@@ -291,7 +293,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		}
 		_ = b.lis.Close() // never served if Start was not called
 		b.wg.Wait()
-		if err := b.offsets.persist(); err != nil {
+		if err := b.offsets.Persist(); err != nil {
 			errs = append(errs, err)
 		}
 		if err := b.store.Close(); err != nil {

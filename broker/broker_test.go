@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/bolide-mq/bolide/broker/remote"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -34,13 +36,19 @@ func testOptions(dir string) Options {
 	return opts
 }
 
+// newBroker is New with the gRPC client a slave fetches its master's
+// metadata with, as the daemon builds a broker.
+func newBroker(opts Options, log *zap.Logger) (*Broker, error) {
+	return New(opts, log, WithMasterClient(remote.NewMasterClient()))
+}
+
 func testBroker(t *testing.T, mutate ...func(*Options)) (*Broker, pb.BrokerClient) {
 	t.Helper()
 	opts := testOptions(t.TempDir())
 	for _, f := range mutate {
 		f(&opts)
 	}
-	b, err := New(opts, nil)
+	b, err := newBroker(opts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func startDelayBroker(t *testing.T, dir string, mutate ...func(*Options)) *delay
 	for _, f := range mutate {
 		f(&opts)
 	}
-	b, err := New(opts, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	b, err := newBroker(opts, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func newFrameServer(b *Broker) *frame.Server {
 	// A send waits for the disk under sync flush, and for the slaves under
 	// sync replication; both modes are fixed for the broker's life.
 	sendsWait := b.store.CommitLog().Options().FlushMode == commitlog.FlushSync ||
-		b.repl.opts.Mode == ReplicationSync
+		b.repl.Mode() == ReplicationSync
 	s.Handle(frame.MethodSend, frame.Handler{
 		NewRequest: func() proto.Message { return new(pb.SendRequest) },
 		Blocking:   func(proto.Message) bool { return sendsWait },

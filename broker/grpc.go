@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/bolide-mq/bolide/broker/remote"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -252,7 +253,7 @@ func (s *grpcServer) QueryOffset(_ context.Context, req *pb.QueryOffsetRequest) 
 	if err := message.ValidateGroup(req.Group); err != nil {
 		return &pb.QueryOffsetResponse{Status: wire.Status(wire.Errorf(pb.Code_ILLEGAL_GROUP, "%v", err))}, nil
 	}
-	return &pb.QueryOffsetResponse{Status: wire.OK, Offset: s.b.offsets.query(req.Group, req.Topic, req.QueueId)}, nil
+	return &pb.QueryOffsetResponse{Status: wire.OK, Offset: s.b.offsets.Query(req.Group, req.Topic, req.QueueId)}, nil
 }
 
 func (s *grpcServer) GetQueueOffsets(_ context.Context, req *pb.GetQueueOffsetsRequest) (*pb.GetQueueOffsetsResponse, error) {
@@ -352,7 +353,7 @@ func (s *grpcServer) CreateTopic(_ context.Context, req *pb.CreateTopicRequest) 
 	if err := s.b.checkWritable(); err != nil {
 		return &pb.CreateTopicResponse{Status: wire.Status(err)}, nil
 	}
-	tc := topicFromProto(req.Topic)
+	tc := remote.TopicFromProto(req.Topic)
 	if tc.Perm == 0 {
 		tc.Perm = PermReadWrite
 	}
@@ -379,7 +380,7 @@ func (s *grpcServer) DeleteTopic(_ context.Context, req *pb.BrokerDeleteTopicReq
 	if !existed {
 		return &pb.BrokerDeleteTopicResponse{Status: wire.Status(wire.Errorf(pb.Code_TOPIC_NOT_EXIST, "topic %s does not exist on broker %s", req.Topic, s.b.opts.BrokerName))}, nil
 	}
-	s.b.offsets.removeTopic(req.Topic)
+	s.b.offsets.RemoveTopic(req.Topic)
 	if err := s.b.store.DeleteTopic(req.Topic); err != nil {
 		return &pb.BrokerDeleteTopicResponse{Status: wire.Status(storeError(err))}, nil
 	}
@@ -390,7 +391,7 @@ func (s *grpcServer) DeleteTopic(_ context.Context, req *pb.BrokerDeleteTopicReq
 func (s *grpcServer) GetTopicConfigs(context.Context, *pb.GetTopicConfigsRequest) (*pb.GetTopicConfigsResponse, error) {
 	resp := &pb.GetTopicConfigsResponse{Status: wire.OK}
 	for _, t := range s.b.topics.all() {
-		resp.Topics = append(resp.Topics, t.toProto())
+		resp.Topics = append(resp.Topics, remote.TopicToProto(&t))
 	}
 	return resp, nil
 }
@@ -419,7 +420,7 @@ func (s *grpcServer) ListConsumerGroups(context.Context, *pb.ListConsumerGroupsR
 	for _, g := range groups {
 		seen[g.Group] = true
 	}
-	for _, g := range s.b.offsets.groups() {
+	for _, g := range s.b.offsets.Groups() {
 		if !seen[g] {
 			groups = append(groups, &pb.ConsumerGroupInfo{Group: g})
 		}
@@ -437,7 +438,7 @@ func (s *grpcServer) GetConsumeStats(_ context.Context, req *pb.GetConsumeStatsR
 		seen := make(map[string]bool)
 		topics = topics[:0]
 		// The group's retry and dead-letter topics count too (GroupTopics).
-		for _, t := range append(append(b.offsets.topicsOf(req.Group), b.consumers.subscribedTopics(req.Group)...), b.retry.GroupTopics(req.Group)...) {
+		for _, t := range append(append(b.offsets.TopicsOf(req.Group), b.consumers.subscribedTopics(req.Group)...), b.retry.GroupTopics(req.Group)...) {
 			if !seen[t] {
 				seen[t] = true
 				topics = append(topics, t)
@@ -456,7 +457,7 @@ func (s *grpcServer) GetConsumeStats(_ context.Context, req *pb.GetConsumeStatsR
 		for q := int32(0); q < tc.ReadQueueNums; q++ {
 			_, maxOff := b.store.QueueOffsets(t, q)
 			resp.Queues = append(resp.Queues, &pb.QueueStats{Topic: t, QueueId: q, BrokerOffset: maxOff,
-				ConsumerOffset: b.offsets.query(req.Group, t, q), LastTimestamp: b.lastStoreTime(t, q)})
+				ConsumerOffset: b.offsets.Query(req.Group, t, q), LastTimestamp: b.lastStoreTime(t, q)})
 		}
 	}
 	return resp, nil

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bolide-mq/bolide/broker/remote"
 	"github.com/bolide-mq/bolide/commitlog"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
@@ -27,7 +28,7 @@ func benchBroker(tb testing.TB, mutate ...func(*Options)) *Broker {
 	for _, f := range mutate {
 		f(&opts)
 	}
-	b, err := New(opts, nil)
+	b, err := newBroker(opts, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func BenchmarkReplication(b *testing.B) {
 					if repl != "none" {
 						slave = benchBroker(b, setFlush, slaveFlush, slaveOf(master, 1))
 						deadline := time.Now().Add(10 * time.Second)
-						for master.repl.srv.InSync() < 1 {
+						for master.repl.Server().InSync() < 1 {
 							if time.Now().After(deadline) {
 								b.Fatal("slave not in sync")
 							}
@@ -105,7 +106,7 @@ func BenchmarkReplication(b *testing.B) {
 					start := time.Now()
 					var client pb.BrokerClient
 					if via == "grpc" {
-						conn, err := dialGRPC(master.Addr())
+						conn, err := remote.Dial(master.Addr())
 						if err != nil {
 							b.Fatal(err)
 						}
@@ -156,7 +157,7 @@ func BenchmarkReplication(b *testing.B) {
 					// on a busy machine it is steadier than the rate.
 					b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/msg")
 					b.ReportMetric(float64(minorFaults()-flt0)/float64(b.N), "faults/msg")
-					if st := master.repl.srv.Stats(); st.Frames > 0 {
+					if st := master.repl.Server().Stats(); st.Frames > 0 {
 						b.ReportMetric(float64(st.Bytes)/float64(st.Frames), "B/frame")
 					}
 					if slave != nil {

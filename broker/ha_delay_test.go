@@ -34,7 +34,7 @@ func TestSlaveFollowsMasterDelayProgress(t *testing.T) {
 	slaveOpts := []func(*Options){haOpts(ReplicationAsync), slaveOf(master.b, 1), levels}
 	slave := startDelayBroker(t, slaveDir, slaveOpts...)
 	testutil.WaitFor(t, 5*time.Second, "the slave in sync", func() error {
-		if n := master.b.repl.srv.InSync(); n != 1 {
+		if n := master.b.repl.Server().InSync(); n != 1 {
 			return fmt.Errorf("%d slaves in sync", n)
 		}
 		return nil
@@ -164,7 +164,7 @@ func TestFencedMasterStopsDelay(t *testing.T) {
 	db.send(t, delayedMsg("fe", 0, "level", message.PropertyDelayLevel, "2"))
 	r := db.send(t, delayedMsg("fe", 0, "timer", message.PropertyTimerDelayMS, "1000"))
 	sent := time.Now()
-	db.b.repl.fence("test", errors.New("a newer master registered"))
+	db.b.repl.Fence("test", errors.New("a newer master registered"))
 	testutil.WaitFor(t, 5*time.Second, "delivery to stop", func() error {
 		d := db.b.delay.Load()
 		if d.Active() || db.b.DelayEngine().Active() {

@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/bolide-mq/bolide/broker/remote"
 	"github.com/bolide-mq/bolide/commitlog"
 	"github.com/bolide-mq/bolide/ha"
 	"github.com/bolide-mq/bolide/internal/testutil"
@@ -151,7 +152,7 @@ func TestReplicationPair(t *testing.T) {
 			slave, sc := testBroker(t, haOpts(mode), slaveOf(master, 1))
 			if mode == ReplicationSync {
 				testutil.WaitFor(t, 5*time.Second, "the slave in sync", func() error {
-					if n := master.repl.srv.InSync(); n != 1 {
+					if n := master.repl.Server().InSync(); n != 1 {
 						return fmt.Errorf("%d in sync", n)
 					}
 					return nil
@@ -236,11 +237,11 @@ func TestSyncReplicationRefusesWithoutSlaves(t *testing.T) {
 	slave, _ := testBroker(t, haOpts(ReplicationSync), slaveOf(master, 1))
 	testutil.WaitFor(t, 5*time.Second, "a send with the slave in sync", func() error { return send(ctx, mc, "s", 0, "paired") })
 	// A second in-sync slave is required: refused again.
-	master.repl.opts.InSyncReplicas = 2
+	master.repl.SetInSyncReplicas(2)
 	if err := send(ctx, mc, "s", 0, "two"); !errors.Is(err, wire.ErrInSyncReplicasLacking) {
 		t.Fatalf("two needed: %v", err)
 	}
-	master.repl.opts.InSyncReplicas = 1
+	master.repl.SetInSyncReplicas(1)
 	// The slave goes away: sends fail with a replication code, never succeed.
 	if err := slave.Close(); err != nil {
 		t.Fatal(err)
@@ -340,7 +341,12 @@ func TestPromoteSlave(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var f roleFile
+	var f struct { // replication's role file
+		ConfiguredBrokerID int64  `json:"configuredBrokerId"`
+		BrokerID           int64  `json:"brokerId"`
+		Role               string `json:"role"`
+		Epoch              int64  `json:"epoch"`
+	}
 	if err := json.Unmarshal(b, &f); err != nil || f.Role != "MASTER" || f.BrokerID != 0 || f.Epoch != 1 || f.ConfiguredBrokerID != 1 {
 		t.Fatalf("ha.json: %s (%v)", b, err)
 	}
@@ -348,7 +354,7 @@ func TestPromoteSlave(t *testing.T) {
 	if err := slave.Close(); err != nil {
 		t.Fatal(err)
 	}
-	again, err := New(opts, nil)
+	again, err := newBroker(opts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +366,7 @@ func TestPromoteSlave(t *testing.T) {
 	}
 	// Started with another id, the configuration wins (the epoch stays).
 	opts.BrokerID = 2
-	again, err = New(opts, nil)
+	again, err = newBroker(opts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +408,7 @@ func TestDivergedSlaveStops(t *testing.T) {
 		}
 	}
 	opts.Replication.MasterHAAddr = m2.HAServerAddr()
-	s2, err := New(opts, nil)
+	s2, err := newBroker(opts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,7 +434,7 @@ func TestDivergedSlaveStops(t *testing.T) {
 
 func dialTest(t *testing.T, addr string) *grpcClientConn {
 	t.Helper()
-	conn, err := dialGRPC(addr)
+	conn, err := remote.Dial(addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -242,12 +242,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descDispatchErrors, float64(b.store.DispatchErrors()))
 
 	gauge(descTopics, float64(len(b.topics.all())))
-	groups := b.offsets.groups()
+	groups := b.offsets.Groups()
 	gauge(descGroups, float64(len(groups)))
 	for _, g := range groups {
-		for _, t := range b.offsets.topicsOf(g) {
+		for _, t := range b.offsets.TopicsOf(g) {
 			var lag int64
-			for q, off := range b.offsets.queues(g, t) {
+			for q, off := range b.offsets.Queues(g, t) {
 				_, maxOff := b.store.QueueOffsets(t, q)
 				lag += max(0, maxOff-max(off, 0))
 			}
@@ -283,13 +283,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (c *collector) collectReplication(gauge func(*prometheus.Desc, float64, ...string)) {
-	info := c.b.replicationInfo()
+	info := c.b.repl.Info()
 	if c.b.Role() == RoleSlave {
 		gauge(descReplLag, float64(max(0, info.LagBytes)), strconv.FormatInt(c.b.brokerID(), 10))
 		return
 	}
 	for _, s := range info.Slaves {
-		gauge(descReplLag, float64(max(0, s.LagBytes)), strconv.FormatInt(s.BrokerId, 10))
+		gauge(descReplLag, float64(max(0, s.LagBytes)), strconv.FormatInt(s.BrokerID, 10))
 	}
 	gauge(descReplInSync, float64(info.InSyncSlaves))
 }

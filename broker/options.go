@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bolide-mq/bolide/broker/delay"
+	"github.com/bolide-mq/bolide/broker/replication"
 	"github.com/bolide-mq/bolide/broker/retry"
 	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/broker/txn"
@@ -71,6 +72,15 @@ type Options struct {
 	Retry       RetryOptions
 }
 
+// Option gives New what Options cannot hold: implementations of interfaces
+// the core declares, which its callers choose (WithMasterClient).
+type Option func(*dependencies)
+
+// dependencies are what the Options of New set.
+type dependencies struct {
+	master replication.MasterClient
+}
+
 // DefaultOptions returns the defaults for a broker storing under dir.
 func DefaultOptions(dir string) Options {
 	return Options{
@@ -97,7 +107,7 @@ func DefaultOptions(dir string) Options {
 		Version:               "dev",
 		Delay:                 delay.DefaultBrokerOptions(),
 		Transaction:           txn.DefaultOptions(),
-		Replication:           defaultReplicationOptions(),
+		Replication:           replication.DefaultOptions(),
 		Retry:                 retry.DefaultOptions(),
 	}
 }
@@ -135,7 +145,7 @@ func (o *Options) Validate() error {
 	if o.OffsetPersistInterval <= 0 || o.ClientExpiry <= 0 || o.LockExpiry <= 0 {
 		errs = append(errs, errors.New("broker: offset persist interval, client expiry and lock expiry must be positive"))
 	}
-	for _, err := range []error{o.Delay.Validate(), o.Transaction.Validate(), o.Replication.validate(), o.Retry.Validate()} {
+	for _, err := range []error{o.Delay.Validate(), o.Transaction.Validate(), o.Replication.Validate(), o.Retry.Validate()} {
 		if err != nil {
 			errs = append(errs, err)
 		}

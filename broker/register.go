@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/bolide-mq/bolide/broker/remote"
+	"github.com/bolide-mq/bolide/broker/replication"
 	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -90,7 +92,7 @@ func (r *registrar) request() *pb.RegisterBrokerRequest {
 	dv := b.topics.dataVersion()
 	req.DataVersion = &pb.DataVersion{Timestamp: dv.Timestamp, Counter: dv.Counter}
 	for i := range topics {
-		req.Topics = append(req.Topics, topics[i].toProto())
+		req.Topics = append(req.Topics, remote.TopicToProto(&topics[i]))
 	}
 	return req
 }
@@ -109,7 +111,8 @@ func (r *registrar) registerAll() {
 			if err == nil {
 				err = wire.FromStatus(resp.GetStatus())
 			}
-			r.b.repl.onRegistered(ns, req, resp, err)
+			r.b.repl.OnRegistered(ns, req.BrokerId, replication.NameServerAnswer{
+				MasterAddr: resp.GetMasterAddr(), MasterHAAddr: resp.GetMasterHaAddr()}, err)
 			r.mu.Lock()
 			prev := r.lastErr[ns]
 			r.lastErr[ns] = err

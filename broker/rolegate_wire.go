@@ -2,17 +2,11 @@ package broker
 
 import "github.com/bolide-mq/bolide/broker/rolegate"
 
-// roleSource is the replication role state as the role gate reads it.
-type roleSource struct{ s *roleState }
-
-func (r roleSource) IsMaster() bool           { return r.s.role() == RoleMaster }
-func (r roleSource) Changes() <-chan struct{} { return r.s.changes() }
-
 // newRoleGate returns the broker's one role gate: the master-only services
 // subscribe to it and run while the broker is the master (not a slave, not
 // fenced).
 func newRoleGate(b *Broker) *rolegate.Gate {
-	return rolegate.New(roleSource{b.repl.state}, b.log.Named("rolegate"))
+	return rolegate.New(b.repl, b.log.Named("rolegate"))
 }
 
 // startRoleGate applies the current role and follows its changes.

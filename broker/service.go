@@ -301,13 +301,13 @@ func (b *Broker) resetOffset(group, topic string, ts int64, earliest, latest, dr
 			}
 			to = off
 		}
-		changes = append(changes, &pb.OffsetChange{QueueId: q, Before: b.offsets.query(group, topic, q), After: to})
+		changes = append(changes, &pb.OffsetChange{QueueId: q, Before: b.offsets.Query(group, topic, q), After: to})
 		if !dryRun {
-			b.offsets.commit(group, topic, q, to)
+			b.offsets.Commit(group, topic, q, to)
 		}
 	}
 	if !dryRun {
-		if err := b.offsets.persist(); err != nil {
+		if err := b.offsets.Persist(); err != nil {
 			return changes, storeError(err)
 		}
 	}

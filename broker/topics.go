@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/bolide-mq/bolide/broker/topic"
 	"github.com/bolide-mq/bolide/internal/fsutil"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
@@ -17,45 +19,18 @@ import (
 
 // Topic permissions (RocketMQ's PermName).
 const (
-	PermPriority  int32 = 8
-	PermRead      int32 = 4
-	PermWrite     int32 = 2
-	PermInherit   int32 = 1
-	PermReadWrite       = PermRead | PermWrite
+	PermPriority  = topic.PermPriority
+	PermRead      = topic.PermRead
+	PermWrite     = topic.PermWrite
+	PermInherit   = topic.PermInherit
+	PermReadWrite = topic.PermReadWrite
 )
 
 // TopicConfig is one topic as this broker serves it.
-type TopicConfig struct {
-	Name           string            `json:"topicName"`
-	ReadQueueNums  int32             `json:"readQueueNums"`
-	WriteQueueNums int32             `json:"writeQueueNums"`
-	Perm           int32             `json:"perm"`
-	Order          bool              `json:"order"`
-	TopicSysFlag   int32             `json:"topicSysFlag"`
-	Attributes     map[string]string `json:"attributes,omitempty"`
-}
-
-// Readable and Writable report the topic's permissions.
-func (t *TopicConfig) Readable() bool { return t.Perm&PermRead != 0 }
-
-// Writable reports whether sends are accepted.
-func (t *TopicConfig) Writable() bool { return t.Perm&PermWrite != 0 }
-
-func (t *TopicConfig) toProto() *pb.TopicConfig {
-	return &pb.TopicConfig{Name: t.Name, ReadQueueNums: t.ReadQueueNums, WriteQueueNums: t.WriteQueueNums,
-		Perm: t.Perm, Order: t.Order, TopicSysFlag: t.TopicSysFlag, Attributes: t.Attributes}
-}
-
-func topicFromProto(p *pb.TopicConfig) TopicConfig {
-	return TopicConfig{Name: p.Name, ReadQueueNums: p.ReadQueueNums, WriteQueueNums: p.WriteQueueNums,
-		Perm: p.Perm, Order: p.Order, TopicSysFlag: p.TopicSysFlag, Attributes: p.Attributes}
-}
+type TopicConfig = topic.Config
 
 // dataVersion changes with every change of the topic table.
-type dataVersion struct {
-	Timestamp int64 `json:"timestamp"`
-	Counter   int64 `json:"counter"`
-}
+type dataVersion = topic.DataVersion
 
 // topicTable holds the topics, persisted to config/topics.json.
 type topicTable struct {
@@ -188,4 +163,34 @@ func (t *topicTable) remove(name string) (bool, error) {
 func (t *topicTable) bumpLocked() {
 	t.version.Counter++
 	t.version.Timestamp = time.Now().UnixMilli()
+}
+
+// replaceAll makes the table exactly topics with version v (a slave taking
+// its master's table) and reports the topics that went away.
+func (t *topicTable) replaceAll(topics []TopicConfig, v dataVersion) (removed []string, changed bool, err error) {
+	next := make(map[string]*TopicConfig, len(topics))
+	for i := range topics {
+		c := topics[i]
+		if err := validateTopicConfig(&c); err != nil {
+			return nil, false, err
+		}
+		next[c.Name] = &c
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.version == v && reflect.DeepEqual(t.topics, next) {
+		return nil, false, nil
+	}
+	for name := range t.topics {
+		if _, ok := next[name]; !ok {
+			removed = append(removed, name)
+		}
+	}
+	prev, prevV := t.topics, t.version
+	t.topics, t.version = next, v
+	if err := t.persistLocked(); err != nil {
+		t.topics, t.version = prev, prevV
+		return nil, false, err
+	}
+	return removed, true, nil
 }

@@ -182,7 +182,7 @@ func TestTransactionCommitRollbackIdempotent(t *testing.T) {
 	// from the op records, through the index. After a restart the service
 	// reads the op queue from the internal group's offset, past both.
 	b, _, tc = start()
-	if o := b.offsets.query(txn.Group, message.TransOpHalfTopic, 0); o != 2 {
+	if o := b.offsets.Query(txn.Group, message.TransOpHalfTopic, 0); o != 2 {
 		t.Fatalf("op consume offset %d after the restart", o)
 	}
 	if resp, err := end(t, tc, endReq("pg", "orders", r1, pb.TransactionState_TRANSACTION_STATE_COMMIT)); err != nil || !resp.Duplicate {
@@ -393,10 +393,10 @@ func TestTransactionCheckBack(t *testing.T) {
 	// The internal group's offsets moved past everything.
 	waitCond(t, 5*time.Second, "consume offsets", func() error {
 		_, halfMax := b.Store().QueueOffsets(message.TransHalfTopic, 0)
-		if h := b.offsets.query(txn.Group, message.TransHalfTopic, 0); h != halfMax {
+		if h := b.offsets.Query(txn.Group, message.TransHalfTopic, 0); h != halfMax {
 			return fmt.Errorf("half consume offset %d of %d", h, halfMax)
 		}
-		if o := b.offsets.query(txn.Group, message.TransOpHalfTopic, 0); o != 1 {
+		if o := b.offsets.Query(txn.Group, message.TransOpHalfTopic, 0); o != 1 {
 			return fmt.Errorf("op consume offset %d", o)
 		}
 		return nil
@@ -528,7 +528,7 @@ func TestTransactionStateSurvivesRestart(t *testing.T) {
 		t.Fatalf("pending after restart: %v %+v (had %d checks)", err, l, before)
 	}
 	// The persisted offsets put the walk past the ended transactions.
-	if h := b.offsets.query(txn.Group, message.TransHalfTopic, 0); h <= rolled.QueueOffset {
+	if h := b.offsets.Query(txn.Group, message.TransHalfTopic, 0); h <= rolled.QueueOffset {
 		t.Fatalf("half consume offset %d, rolled back half at %d", h, rolled.QueueOffset)
 	}
 	if resp, err := end(t, tc, endReq("pg", "orders", committed, pb.TransactionState_TRANSACTION_STATE_COMMIT)); err != nil || !resp.Duplicate {
@@ -631,7 +631,7 @@ func TestTransactionServiceFollowsRole(t *testing.T) {
 	}
 	open := sendHalf(t, c, halfMsg("orders", 0, "open", "pg"))
 	setRole := func(r Role) { // as replication does on a fence or a promotion
-		if err := b.repl.state.set(r, 0, b.Epoch()); err != nil {
+		if err := b.repl.ForceRole(r); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -69,11 +69,11 @@ func (h *txnHost) WaitDispatched(ctx context.Context) error {
 }
 
 func (h *txnHost) ConsumeOffset(topic string) int64 {
-	return h.b.offsets.query(txn.Group, topic, 0)
+	return h.b.offsets.Query(txn.Group, topic, 0)
 }
 
 func (h *txnHost) CommitOffset(topic string, offset int64) {
-	h.b.offsets.commit(txn.Group, topic, 0, offset)
+	h.b.offsets.Commit(txn.Group, topic, 0, offset)
 }
 
 func (h *txnHost) HalfArrival() <-chan struct{} {

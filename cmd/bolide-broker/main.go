@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/remote"
 	"github.com/bolide-mq/bolide/cmd/internal/daemon"
 	"github.com/bolide-mq/bolide/commitlog"
 )
@@ -266,7 +267,7 @@ func serve(opts broker.Options, f *flags, lg *zap.Logger) int {
 			return exitFailed
 		}
 	}
-	b, err := broker.New(opts, lg)
+	b, err := broker.New(opts, lg, broker.WithMasterClient(remote.NewMasterClient()))
 	if err != nil {
 		lg.Error("broker", zap.Error(err))
 		return exitFailed

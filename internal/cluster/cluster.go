@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/remote"
 	"github.com/bolide-mq/bolide/commitlog"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/nameserver"
@@ -164,7 +165,7 @@ func (c *Cluster) StartBroker(i int) *broker.Broker {
 	var err error
 	// A restarted broker reuses its port; the old socket may linger briefly.
 	for attempt := 0; attempt < 50; attempt++ {
-		b, err = broker.New(bo, c.log.Named(bo.BrokerName))
+		b, err = broker.New(bo, c.log.Named(bo.BrokerName), broker.WithMasterClient(remote.NewMasterClient()))
 		if err == nil {
 			break
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/remote"
 )
 
 // Slave is a slave broker of one of the cluster's groups, running in the
@@ -62,7 +63,7 @@ func (s *Slave) Start() *broker.Broker {
 	var b *broker.Broker
 	var err error
 	for attempt := 0; attempt < 50; attempt++ {
-		b, err = broker.New(bo, s.c.log.Named(fmt.Sprintf("%s-%d", bo.BrokerName, bo.BrokerID)))
+		b, err = broker.New(bo, s.c.log.Named(fmt.Sprintf("%s-%d", bo.BrokerName, bo.BrokerID)), broker.WithMasterClient(remote.NewMasterClient()))
 		if err == nil {
 			break
 		}

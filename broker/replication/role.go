@@ -1,4 +1,4 @@
-package broker
+package replication
 
 import (
 	"encoding/json"
@@ -65,7 +65,7 @@ type roleFile struct {
 }
 
 // roleState is the broker's current role, id and epoch. Services that
-// follow the role (delayed delivery) wait on changes.
+// follow the role wait on changes.
 type roleState struct {
 	path       string
 	configured int64

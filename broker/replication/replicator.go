@@ -1,0 +1,445 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/bolide-mq/bolide/broker/delay"
+	"github.com/bolide-mq/bolide/broker/offsets"
+	"github.com/bolide-mq/bolide/broker/store"
+	"github.com/bolide-mq/bolide/broker/topic"
+	"github.com/bolide-mq/bolide/ha"
+	"github.com/bolide-mq/bolide/internal/errcode"
+)
+
+// Host is what replication needs of its broker.
+type Host interface {
+	// Topics returns the topic table and its version, for the slaves.
+	Topics() ([]topic.Config, topic.DataVersion)
+	// ReplaceTopics makes the topic table exactly topics with version v (a
+	// slave taking its master's table) and reports the topics that went
+	// away and whether anything changed.
+	ReplaceTopics(topics []topic.Config, v topic.DataVersion) (removed []string, changed bool, err error)
+	// DelayProgress is the delayed delivery progress a master gives its
+	// slaves; ok is false when it does not deliver.
+	DelayProgress() (p delay.MasterProgress, ok bool)
+	// OfferDelayProgress hands the master's delayed delivery progress to
+	// the slave's delay service.
+	OfferDelayProgress(p delay.MasterProgress)
+	// Register registers with every NameServer and returns once they
+	// answered; Registered reports whether the last registration with
+	// every NameServer succeeded.
+	Register()
+	Registered() bool
+	// TriggerRegistration asks for a registration soon.
+	TriggerRegistration()
+	// StoreError turns an error of the store into a coded error.
+	StoreError(err error) error
+}
+
+// Config is what a Replicator is built from.
+type Config struct {
+	Options Options
+	// BrokerName is the broker's group; BrokerID the id it was configured
+	// with (0: master).
+	BrokerName string
+	BrokerID   int64
+	// StoreDir holds config/ha.json.
+	StoreDir string
+	// ListenAddr is the broker's client listen address (the HA address
+	// derives from it); Addr its client address as clients reach it.
+	ListenAddr string
+	Addr       string
+	Store      *store.Store
+	Offsets    *offsets.Table
+	// Master fetches a slave's metadata from its master; without it a
+	// slave replicates its master's log but not its metadata.
+	Master MasterClient
+}
+
+// Replicator is the broker's replication: its role and epoch, the HA server
+// (every broker runs one; it serves slaves while the broker is master), the
+// HA client (while a slave), and the slave's metadata sync.
+//
+// Lock order: mu (role changes, the HA client's life) is taken before the
+// local commits' mutex (meta.local), which is taken before the offset
+// table's; a sync applies the master's table under mu so that a promotion
+// does not interleave. meta.mu (the sync's status) is taken alone.
+type Replicator struct {
+	cfg   Config
+	opts  Options
+	host  Host
+	log   *zap.Logger
+	state *roleState
+	store *store.Store
+
+	// inSyncReplicas is opts.InSyncReplicas; SetInSyncReplicas changes it.
+	inSyncReplicas atomic.Int64
+
+	srv    *ha.Server
+	haAddr string // advertised
+
+	mu     sync.Mutex // serialises role changes and the client's life
+	client *ha.Client
+
+	// From the NameServers (slave): the master's addresses.
+	nsMasterAddr   atomic.Pointer[string]
+	nsMasterHAAddr atomic.Pointer[string]
+	// From the HA welcome: the master's client address and epoch.
+	welcomeAddr atomic.Pointer[string]
+
+	meta metaSync
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New loads the saved role and binds the HA listener; Start serves it.
+func New(cfg Config, host Host, log *zap.Logger) (*Replicator, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	st, err := loadRoleState(cfg.StoreDir, cfg.BrokerID, log)
+	if err != nil {
+		return nil, err
+	}
+	r := &Replicator{cfg: cfg, opts: cfg.Options, host: host, log: log, state: st, store: cfg.Store}
+	r.inSyncReplicas.Store(int64(cfg.Options.InSyncReplicas))
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.meta.init(cfg.Master)
+	addr, err := r.opts.listenAddr(cfg.ListenAddr)
+	if err != nil {
+		return nil, err
+	}
+	so := ha.DefaultServerOptions()
+	so.ListenAddr = addr
+	so.BrokerName = cfg.BrokerName
+	so.MasterAddr = cfg.Addr
+	so.HeartbeatInterval = r.opts.HeartbeatInterval
+	so.Timeout = r.opts.Timeout
+	so.MaxFrameBytes = r.opts.MaxFrameBytes
+	so.MaxLagBytes = r.opts.MaxLagBytes
+	so.Epoch = r.state.epoch
+	so.Serving = func() error {
+		if role := r.state.role(); role != RoleMaster {
+			return fmt.Errorf("broker %s at %s is %s, not a master", cfg.BrokerName, cfg.Addr, role)
+		}
+		return nil
+	}
+	if r.srv, err = ha.NewServer(so, haSource{r.store.CommitLog()}, log.Named("server")); err != nil {
+		return nil, err
+	}
+	r.haAddr = r.opts.HAAdvertiseAddr
+	if r.haAddr == "" {
+		r.haAddr = advertised(r.srv.Addr(), cfg.Addr)
+	}
+	return r, nil
+}
+
+// Start serves slaves and, on a slave, starts replicating.
+func (r *Replicator) Start() error {
+	r.srv.Start()
+	r.log.Info("replication ready", zap.Stringer("role", r.state.role()), zap.Int64("brokerId", r.state.id()),
+		zap.Int64("epoch", r.state.epoch()), zap.String("mode", r.opts.Mode), zap.String("haAddr", r.haAddr))
+	if r.state.role() == RoleSlave {
+		r.mu.Lock()
+		err := r.startClientLocked()
+		r.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	r.wg.Add(1)
+	go r.metadataLoop()
+	return nil
+}
+
+// startClientLocked starts replicating from the master. r.mu is held.
+func (r *Replicator) startClientLocked() error {
+	co := ha.DefaultClientOptions()
+	co.BrokerName = r.cfg.BrokerName
+	co.BrokerID = r.state.id()
+	co.HeartbeatInterval = r.opts.HeartbeatInterval
+	co.Timeout = r.opts.Timeout
+	co.MasterAddr = r.MasterHAAddr
+	co.OnWelcome = func(w ha.Welcome) {
+		addr := w.MasterAddr
+		r.welcomeAddr.Store(&addr)
+		if err := r.state.sawEpoch(w.Epoch); err != nil {
+			r.log.Warn("persist the master's epoch", zap.Error(err))
+		}
+		r.meta.trigger()
+	}
+	c, err := ha.NewClient(co, haReplica{r.store}, r.log.Named("client"))
+	if err != nil {
+		return err
+	}
+	r.client = c
+	c.Start()
+	return nil
+}
+
+// MasterHAAddr is the slave's master HA address: the configured one, else
+// what the NameServers said ("" while not known).
+func (r *Replicator) MasterHAAddr() string {
+	if r.opts.MasterHAAddr != "" {
+		return r.opts.MasterHAAddr
+	}
+	if p := r.nsMasterHAAddr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// masterAddr is the slave's master client address, for metadata sync.
+func (r *Replicator) masterAddr() string {
+	if p := r.welcomeAddr.Load(); p != nil && *p != "" {
+		return *p
+	}
+	if p := r.nsMasterAddr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// Close stops replicating and serving slaves, and closes the MasterClient.
+func (r *Replicator) Close() error {
+	r.cancel()
+	r.wg.Wait()
+	r.mu.Lock()
+	c := r.client
+	r.client = nil
+	r.mu.Unlock()
+	var errs []error
+	if c != nil {
+		errs = append(errs, c.Close())
+	}
+	if r.srv != nil {
+		errs = append(errs, r.srv.Close())
+	}
+	r.meta.close()
+	return errors.Join(errs...)
+}
+
+// CheckWritable refuses sends on a broker that is not a master.
+func (r *Replicator) CheckWritable() error {
+	switch r.state.role() {
+	case RoleSlave:
+		return errcode.Errorf(errcode.NotMaster, "broker %s/%d is a slave", r.cfg.BrokerName, r.state.id())
+	case RoleFenced:
+		return errcode.Errorf(errcode.NotMaster, "broker %s at %s was fenced: a newer master (epoch above %d) took over; it is read-only",
+			r.cfg.BrokerName, r.cfg.Addr, r.state.epoch())
+	}
+	return nil
+}
+
+// CheckInSync refuses a sync-mode send before it is stored when too few
+// slaves are in sync to acknowledge it.
+func (r *Replicator) CheckInSync() error {
+	if r.opts.Mode != ModeSync {
+		return nil
+	}
+	need := int(r.inSyncReplicas.Load())
+	if n := r.srv.InSync(); n < need {
+		return errcode.Errorf(errcode.InSyncReplicasNotEnough, "broker %s has %d in-sync slaves, sync replication needs %d",
+			r.cfg.BrokerName, n, need)
+	}
+	return nil
+}
+
+// WaitReplicated returns once the stored messages are held by as many
+// slaves as the replication mode requires. In async mode a master
+// acknowledges on its own flush; in sync mode InSyncReplicas in-sync slaves
+// must have acknowledged the end of the messages within SlaveTimeout.
+func (r *Replicator) WaitReplicated(ctx context.Context, res []store.PutResult) error {
+	if r.opts.Mode != ModeSync || len(res) == 0 {
+		return nil
+	}
+	end := res[len(res)-1].End()
+	err := r.srv.WaitReplicated(ctx, end, int(r.inSyncReplicas.Load()), r.opts.SlaveTimeout)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ha.ErrNotEnoughInSync):
+		return errcode.Errorf(errcode.InSyncReplicasNotEnough, "stored at %d but not replicated: %v", res[0].PhysicalOffset, err)
+	case errors.Is(err, ha.ErrSlaveTimeout):
+		return errcode.Errorf(errcode.FlushSlaveTimeout, "stored at %d but not replicated: %v", res[0].PhysicalOffset, err)
+	case errors.Is(err, ha.ErrClosed):
+		return errcode.Errorf(errcode.ShuttingDown, "broker %s is stopping", r.cfg.BrokerName)
+	}
+	return r.host.StoreError(err)
+}
+
+// SetInSyncReplicas changes how many in-sync slaves a sync-mode send needs,
+// from the next send on.
+func (r *Replicator) SetInSyncReplicas(n int) { r.inSyncReplicas.Store(int64(n)) }
+
+// Mode is the replication mode, fixed for the broker's life.
+func (r *Replicator) Mode() string { return r.opts.Mode }
+
+// Role returns the broker's replication role.
+func (r *Replicator) Role() Role { return r.state.role() }
+
+// ID is the broker's current id (0 once promoted).
+func (r *Replicator) ID() int64 { return r.state.id() }
+
+// Epoch returns the broker's epoch.
+func (r *Replicator) Epoch() int64 { return r.state.epoch() }
+
+// IsMaster reports whether the broker takes writes now: a master that was
+// not fenced.
+func (r *Replicator) IsMaster() bool { return r.state.role() == RoleMaster }
+
+// Changes returns a channel closed at the next change of role, id or epoch
+// (promotion, fencing): take it, read the role, then wait on it.
+func (r *Replicator) Changes() <-chan struct{} { return r.state.changes() }
+
+// HAAddr is the advertised HA address.
+func (r *Replicator) HAAddr() string { return r.haAddr }
+
+// Server is the HA server (status, tests).
+func (r *Replicator) Server() *ha.Server { return r.srv }
+
+// RecordOffset records a consumer offset in the table as
+// offsets.Table.Set does. On a slave it is also a local commit that the
+// next metadata sync sends to the master.
+func (r *Replicator) RecordOffset(group, topic string, queueID int32, offset int64, forwardOnly bool) {
+	if r.state.role() == RoleMaster {
+		r.cfg.Offsets.Set(group, topic, queueID, offset, forwardOnly)
+		return
+	}
+	r.meta.local.Record(r.cfg.Offsets, group, topic, queueID, offset, forwardOnly)
+}
+
+// NameServerAnswer is what replication takes from a NameServer's answer
+// to a registration.
+type NameServerAnswer struct {
+	// MasterAddr and MasterHAAddr are the group's master's client and HA
+	// addresses (answers to a slave).
+	MasterAddr   string
+	MasterHAAddr string
+}
+
+// OnRegistered handles a NameServer's answer to a registration with
+// brokerID (err: the registration failed): a slave learns where its master
+// is; a master told that a newer master exists is fenced.
+func (r *Replicator) OnRegistered(ns string, brokerID int64, ans NameServerAnswer, err error) {
+	if err != nil {
+		if brokerID == 0 && errcode.Of(err) == errcode.NotMaster {
+			r.Fence(ns, err)
+		}
+		return
+	}
+	if brokerID == 0 {
+		return
+	}
+	if a := ans.MasterHAAddr; a != "" {
+		if p := r.nsMasterHAAddr.Load(); p == nil || *p != a {
+			r.nsMasterHAAddr.Store(&a)
+			r.log.Info("master HA address from the name server", zap.String("nameServer", ns), zap.String("masterHA", a))
+			r.mu.Lock()
+			if r.client != nil && r.opts.MasterHAAddr == "" {
+				r.client.Reconnect()
+			}
+			r.mu.Unlock()
+		}
+	}
+	if a := ans.MasterAddr; a != "" {
+		r.nsMasterAddr.Store(&a)
+	}
+}
+
+// Fence demotes a master that a NameServer refused for a newer epoch: it
+// refuses sends and stops serving slaves.
+func (r *Replicator) Fence(ns string, cause error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state.role() != RoleMaster {
+		return
+	}
+	if err := r.state.set(RoleFenced, r.state.id(), r.state.epoch()); err != nil {
+		r.log.Error("persist the fenced role", zap.Error(err))
+	}
+	if r.srv != nil {
+		r.srv.DropSlaves()
+	}
+	r.log.Error("FENCED: a name server refused this master because a newer master of the group registered; "+
+		"refusing sends from now on (read-only). Make it a slave of the new master (restart with a broker id > 0, "+
+		"after checking its log against the new master's) to bring it back.",
+		zap.String("nameServer", ns), zap.Int64("epoch", r.state.epoch()), zap.Error(cause))
+}
+
+// Info is the broker's replication state for status calls.
+type Info struct {
+	Role           Role
+	Mode           string
+	Epoch          int64
+	InSyncReplicas int
+	HAAddr         string
+	// CommitLogMaxOffset is this broker's own CommitLog end.
+	CommitLogMaxOffset int64
+	// Master side.
+	Slaves       []ha.SlaveStatus
+	InSyncSlaves int
+	// Slave side: the master's addresses and the replication stream.
+	MasterAddr    string
+	MasterHAAddr  string
+	State         string
+	AppliedOffset int64
+	MasterOffset  int64
+	LagBytes      int64
+	LastError     string
+	// LastMetadataSync is when metadata was last fetched from the master
+	// (zero: never); MetadataError why the last fetch failed.
+	LastMetadataSync time.Time
+	MetadataError    error
+}
+
+// Info returns the broker's replication state.
+func (r *Replicator) Info() Info {
+	info := Info{
+		Role: r.state.role(), Mode: r.opts.Mode, Epoch: r.state.epoch(),
+		InSyncReplicas: int(r.inSyncReplicas.Load()), HAAddr: r.haAddr,
+		CommitLogMaxOffset: r.store.CommitLog().MaxOffset(),
+	}
+	info.Slaves = r.srv.Slaves()
+	for _, s := range info.Slaves {
+		if s.InSync {
+			info.InSyncSlaves++
+		}
+	}
+	r.mu.Lock()
+	c := r.client
+	r.mu.Unlock()
+	if c != nil {
+		st := c.Status()
+		info.MasterAddr = r.masterAddr()
+		info.MasterHAAddr = st.MasterHAAddr
+		info.State = st.State
+		info.AppliedOffset = st.Applied
+		info.MasterOffset = st.MasterOffset
+		info.LagBytes = st.LagBytes
+		info.LastError = st.LastError
+	} else if r.state.role() == RoleSlave {
+		info.MasterAddr = r.masterAddr()
+		info.MasterHAAddr = r.MasterHAAddr()
+	}
+	info.LastMetadataSync, info.MetadataError = r.meta.status()
+	return info
+}
+
+// ForceRole sets the role as a fence or a promotion ends up setting it,
+// without their procedure (no checks, no slave handling): for tests of how
+// the master-only services follow the role.
+func (r *Replicator) ForceRole(role Role) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state.set(role, r.state.id(), r.state.epoch())
+}

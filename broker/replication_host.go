@@ -1,0 +1,146 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/bolide-mq/bolide/broker/delay"
+	"github.com/bolide-mq/bolide/broker/replication"
+	"github.com/bolide-mq/bolide/broker/store"
+	"github.com/bolide-mq/bolide/broker/topic"
+)
+
+// Role is a broker's part in its group (package broker/replication).
+type Role = replication.Role
+
+// Roles.
+const (
+	RoleMaster = replication.RoleMaster
+	RoleSlave  = replication.RoleSlave
+	RoleFenced = replication.RoleFenced
+)
+
+// Replication modes.
+const (
+	ReplicationAsync = replication.ModeAsync
+	ReplicationSync  = replication.ModeSync
+)
+
+// HAPortOffset derives the HA address from the listen port.
+const HAPortOffset = replication.HAPortOffset
+
+// ReplicationOptions configure master–slave replication.
+type ReplicationOptions = replication.Options
+
+// PromoteResult says what a promotion did.
+type PromoteResult = replication.PromoteResult
+
+// WithMasterClient gives a slave the client it fetches its master's
+// metadata with (broker/remote implements it over gRPC); the broker closes
+// it. Without one a slave replicates its master's log but not its metadata.
+func WithMasterClient(c replication.MasterClient) Option {
+	return func(d *dependencies) { d.master = c }
+}
+
+// newReplicator loads the saved role and binds the HA listener.
+func newReplicator(b *Broker, with ...Option) (*replication.Replicator, error) {
+	var d dependencies
+	for _, o := range with {
+		o(&d)
+	}
+	return replication.New(replication.Config{
+		Options:    b.opts.Replication,
+		BrokerName: b.opts.BrokerName,
+		BrokerID:   b.opts.BrokerID,
+		StoreDir:   b.opts.StoreDir,
+		ListenAddr: b.opts.ListenAddr,
+		Addr:       b.addr,
+		Store:      b.store,
+		Offsets:    b.offsets,
+		Master:     d.master,
+	}, replicationHost{b}, b.log.Named("ha"))
+}
+
+// replicationHost is the broker as replication sees it.
+type replicationHost struct{ b *Broker }
+
+func (h replicationHost) Topics() ([]topic.Config, topic.DataVersion) {
+	return h.b.topics.all(), h.b.topics.dataVersion()
+}
+
+func (h replicationHost) ReplaceTopics(topics []topic.Config, v topic.DataVersion) ([]string, bool, error) {
+	return h.b.topics.replaceAll(topics, v)
+}
+
+func (h replicationHost) DelayProgress() (delay.MasterProgress, bool) {
+	if d := h.b.delay.Load(); d != nil {
+		return d.Snapshot()
+	}
+	return delay.MasterProgress{}, false
+}
+
+func (h replicationHost) OfferDelayProgress(p delay.MasterProgress) {
+	if d := h.b.delay.Load(); d != nil {
+		d.Offer(p)
+	}
+}
+
+func (h replicationHost) Register()                  { h.b.reg.registerAll() }
+func (h replicationHost) Registered() bool           { return h.b.reg.registered() }
+func (h replicationHost) TriggerRegistration()       { h.b.reg.trigger() }
+func (h replicationHost) StoreError(err error) error { return storeError(err) }
+
+func (b *Broker) startReplication() error { return b.repl.Start() }
+func (b *Broker) stopReplication() error  { return b.repl.Close() }
+
+// checkWritable refuses sends on a broker that is not a master.
+func (b *Broker) checkWritable() error { return b.repl.CheckWritable() }
+
+// checkInSync refuses a sync-mode send too few slaves could acknowledge.
+func (b *Broker) checkInSync() error { return b.repl.CheckInSync() }
+
+// waitReplicated returns once the stored messages are held by as many
+// slaves as the replication mode requires.
+func (b *Broker) waitReplicated(ctx context.Context, res []store.PutResult) error {
+	return b.repl.WaitReplicated(ctx, res)
+}
+
+// brokerID is the broker's current id (0 once promoted).
+func (b *Broker) brokerID() int64 { return b.repl.ID() }
+
+// IsMaster reports whether the broker takes writes now: a master that was
+// not fenced. Services that write (delayed delivery, transaction checks)
+// run only while it holds.
+func (b *Broker) IsMaster() bool { return b.repl.IsMaster() }
+
+// Role returns the broker's replication role.
+func (b *Broker) Role() Role { return b.repl.Role() }
+
+// Epoch returns the broker's epoch.
+func (b *Broker) Epoch() int64 { return b.repl.Epoch() }
+
+// HAAddr is the advertised HA address.
+func (b *Broker) HAAddr() string { return b.repl.HAAddr() }
+
+// HAServerAddr is the bound HA address.
+func (b *Broker) HAServerAddr() string { return b.repl.Server().Addr() }
+
+// Promote makes this slave (or fenced master) the master of its group
+// (replication.Replicator.Promote).
+func (b *Broker) Promote(ctx context.Context, name string, epoch int64) (PromoteResult, error) {
+	return b.repl.Promote(ctx, name, epoch)
+}
+
+// commitOffset records a consumer offset. On a slave it is also a local
+// commit that the next metadata sync sends to the master.
+func (b *Broker) commitOffset(group, topic string, queueID int32, offset int64) {
+	b.repl.RecordOffset(group, topic, queueID, offset, false)
+}
+
+// advanceOffset is commitOffset for the progress a pull carries: it only
+// moves an offset forward. A pull still on its way when its consumer
+// releases the queue (commits, then unlocks) must not move the offset back
+// below that final commit: the queue's next owner would consume the
+// released messages again. Explicit commits and resets may move it back.
+func (b *Broker) advanceOffset(group, topic string, queueID int32, offset int64) {
+	b.repl.RecordOffset(group, topic, queueID, offset, true)
+}
