@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/message"
 )
 
@@ -211,7 +212,7 @@ func TestAsyncFlush(t *testing.T) {
 			opts.FlushThoroughInterval = time.Hour
 			l := openTestLog(t, opts, 0)
 			recs := fillLog(t, l, 100)
-			waitUntil(t, 10*time.Second, "async records to become readable", func() bool {
+			testutil.Eventually(t, 10*time.Second, "async records to become readable", func() bool {
 				return l.Readable() == l.MaxOffset()
 			})
 			if l.FlushedOffset() != 0 {
@@ -231,7 +232,7 @@ func TestAsyncFlush(t *testing.T) {
 			l := openTestLog(t, opts, 0)
 			fillLog(t, l, 300)
 			least := int64(opts.FlushLeastPages) * pageSize
-			waitUntil(t, 10*time.Second, "the periodic flush", func() bool {
+			testutil.Eventually(t, 10*time.Second, "the periodic flush", func() bool {
 				return l.FlushedOffset() > l.MaxOffset()-least
 			})
 		})
@@ -242,7 +243,7 @@ func TestAsyncFlush(t *testing.T) {
 			fillLog(t, l, 300)
 			// A few bytes: below FlushLeastPages, flushed only by the thorough pass.
 			appendOne(t, l, record(t, "T", 0, []byte("tail")))
-			waitUntil(t, 10*time.Second, "the thorough flush", func() bool {
+			testutil.Eventually(t, 10*time.Second, "the thorough flush", func() bool {
 				return l.FlushedOffset() == l.MaxOffset()
 			})
 		})
@@ -352,7 +353,7 @@ func TestCloseDuringAppends(t *testing.T) {
 					_, _ = l.Scan(l.MinOffset(), l.Readable(), func(int64, []byte) error { return errors.New("stop") })
 				}
 			}()
-			waitUntil(t, 30*time.Second, "400 acknowledged appends", func() bool { return total.Load() >= 400 || t.Failed() })
+			testutil.Eventually(t, 30*time.Second, "400 acknowledged appends", func() bool { return total.Load() >= 400 || t.Failed() })
 			closeErr := l.Close()
 			close(done)
 			running.Wait()

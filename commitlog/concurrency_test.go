@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/message"
 )
 
@@ -506,7 +507,7 @@ func TestFlushConcurrentWithClose(t *testing.T) {
 						}
 					}()
 				}
-				waitUntil(t, 10*time.Second, "flushes to run", func() bool { return flushes.Load() >= 10 })
+				testutil.Eventually(t, 10*time.Second, "flushes to run", func() bool { return flushes.Load() >= 10 })
 				cerr := l.Close()
 				wg.Wait()
 				if cerr != nil {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bolide-mq/bolide/internal/fsutil"
+	"github.com/bolide-mq/bolide/internal/testutil"
 )
 
 // breakActiveFile closes the active segment's file behind the log's back, so
@@ -62,7 +63,7 @@ func TestStickyWriteError(t *testing.T) {
 			// Async: the committer or the flusher hits the error; make sure
 			// something tries to write.
 			_ = l.Flush()
-			waitUntil(t, 10*time.Second, "the sticky error", func() bool { return l.Err() != nil })
+			testutil.Eventually(t, 10*time.Second, "the sticky error", func() bool { return l.Err() != nil })
 			if !errors.Is(l.Err(), ErrWriteFailed) || !errors.Is(l.Err(), os.ErrClosed) {
 				t.Fatalf("Err() = %v, want ErrWriteFailed wrapping the cause", l.Err())
 			}
@@ -151,7 +152,7 @@ func TestTransientWriteFailureStaysFailed(t *testing.T) {
 				t.Fatalf("sync append over a failing file: %v, want ErrWriteFailed", err)
 			}
 			_ = l.Flush()
-			waitUntil(t, 10*time.Second, "the sticky error", func() bool { return l.Err() != nil })
+			testutil.Eventually(t, 10*time.Second, "the sticky error", func() bool { return l.Err() != nil })
 			if !errors.Is(l.Err(), unix.EBADF) {
 				t.Fatalf("sticky error %v, want it to wrap EBADF", l.Err())
 			}

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
-	"time"
 
 	"github.com/bolide-mq/bolide/message"
 )
@@ -25,18 +24,6 @@ func openTestLog(t testing.TB, opts Options, from int64) *Log {
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	return l
-}
-
-// waitUntil polls cond until it holds or the deadline passes.
-func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // recordBase is the encoded size of record(t, topic, queue, nil).

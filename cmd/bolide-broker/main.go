@@ -260,59 +260,15 @@ func loadOptions(cmd *cobra.Command, f *flags) (broker.Options, *daemon.Config, 
 	return opts, cfg, nil
 }
 
+// serve runs the broker until a signal and returns the exit status.
 func serve(opts broker.Options, f *flags, lg *zap.Logger) int {
-	if f.addrFile != "" {
-		if err := daemon.RemoveAddrFile(f.addrFile); err != nil {
-			lg.Error("stale address file", zap.Error(err))
-			return exitFailed
-		}
-	}
-	b, err := broker.New(opts, lg, broker.WithMasterClient(remote.NewMasterClient()))
-	if err != nil {
-		lg.Error("broker", zap.Error(err))
-		return exitFailed
-	}
-	// The admin listener comes up before Start, so /readyz can say what
-	// the broker waits for; it goes down last, so a drain can be watched.
-	adminAddr, derived, _ := daemon.ResolveAdminAddr(f.adminListen, opts.ListenAddr)
-	adm, err := daemon.StartAdmin(adminAddr, derived, f.adminAddrFile, b.Collector(), b.Ready, lg)
-	if err != nil {
-		lg.Error("admin listener", zap.Error(err))
-		_ = b.Close()
-		return exitFailed
-	}
-	start := func() error {
-		if err := b.Start(); err != nil {
-			_ = b.Close()
-			return err
-		}
-		if f.addrFile != "" {
-			if err := daemon.WriteAddrFile(f.addrFile, b.Addr()); err != nil {
-				_ = b.Close()
-				return err
-			}
-		}
-		return nil
-	}
-	stop := func(ctx context.Context) error {
-		// Shutdown unregisters, then drains in-flight calls until ctx (the
-		// drain timeout) ends, then flushes.
-		err := b.Shutdown(ctx)
-		if f.addrFile != "" {
-			if rerr := daemon.RemoveAddrFile(f.addrFile); rerr != nil && err == nil {
-				err = rerr
-			}
-		}
-		// A scrape or profile still running when the drain ends is cut
-		// off; that does not make the stop unclean.
-		if aerr := adm.Close(ctx); aerr != nil {
-			lg.Warn("admin listener", zap.Error(aerr))
-		}
-		return err
-	}
-	code := daemon.RunUntilSignal(context.Background(), start, stop, lg, daemon.WithDrainTimeout(f.drainTimeout))
-	if code != exitOK {
-		_ = adm.Close(context.Background()) // start failed: stop was not called
-	}
-	return code
+	newBroker := func() (daemon.Server, error) { return broker.New(opts, lg, broker.WithMasterClient(remote.NewMasterClient())) }
+	return daemon.Serve(context.Background(), newBroker, daemon.ServeOptions{
+		Name:          "broker",
+		ListenAddr:    opts.ListenAddr,
+		AddrFile:      f.addrFile,
+		AdminListen:   f.adminListen,
+		AdminAddrFile: f.adminAddrFile,
+		DrainTimeout:  f.drainTimeout,
+	}, lg)
 }

@@ -139,54 +139,13 @@ func loadOptions(cmd *cobra.Command, f *flags) (nameserver.Options, *daemon.Conf
 
 // serve runs the NameServer until a signal and returns the exit status.
 func serve(opts nameserver.Options, f *flags, lg *zap.Logger) int {
-	if f.addrFile != "" {
-		if err := daemon.RemoveAddrFile(f.addrFile); err != nil {
-			lg.Error("stale address file", zap.Error(err))
-			return exitFailed
-		}
-	}
-	srv, err := nameserver.New(opts, lg.Named("nameserver"))
-	if err != nil {
-		lg.Error("nameserver", zap.Error(err))
-		return exitFailed
-	}
-	adminAddr, derived, _ := daemon.ResolveAdminAddr(f.adminListen, opts.ListenAddr)
-	adm, err := daemon.StartAdmin(adminAddr, derived, f.adminAddrFile, srv.Collector(), srv.Ready, lg)
-	if err != nil {
-		lg.Error("admin listener", zap.Error(err))
-		_ = srv.Close()
-		return exitFailed
-	}
-	start := func() error {
-		if err := srv.Start(); err != nil {
-			_ = srv.Close()
-			return err
-		}
-		if f.addrFile != "" {
-			if err := daemon.WriteAddrFile(f.addrFile, srv.Addr()); err != nil {
-				_ = srv.Close()
-				return err
-			}
-		}
-		return nil
-	}
-	stop := func(ctx context.Context) error {
-		err := srv.Shutdown(ctx)
-		if f.addrFile != "" {
-			if rerr := daemon.RemoveAddrFile(f.addrFile); rerr != nil && err == nil {
-				err = rerr
-			}
-		}
-		// A scrape or profile still running when the drain ends is cut
-		// off; that does not make the stop unclean.
-		if aerr := adm.Close(ctx); aerr != nil {
-			lg.Warn("admin listener", zap.Error(aerr))
-		}
-		return err
-	}
-	code := daemon.RunUntilSignal(context.Background(), start, stop, lg, daemon.WithDrainTimeout(f.drainTimeout))
-	if code != exitOK {
-		_ = adm.Close(context.Background()) // start failed: stop was not called
-	}
-	return code
+	newServer := func() (daemon.Server, error) { return nameserver.New(opts, lg.Named("nameserver")) }
+	return daemon.Serve(context.Background(), newServer, daemon.ServeOptions{
+		Name:          "nameserver",
+		ListenAddr:    opts.ListenAddr,
+		AddrFile:      f.addrFile,
+		AdminListen:   f.adminListen,
+		AdminAddrFile: f.adminAddrFile,
+		DrainTimeout:  f.drainTimeout,
+	}, lg)
 }

@@ -15,6 +15,8 @@ import (
 
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/bolide-mq/bolide/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -195,17 +197,6 @@ func expectRejected(t *testing.T, addr string) {
 	expectClosed(t, c)
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func randomBytes(t *testing.T, n int) []byte {
 	t.Helper()
 	b := make([]byte, n)
@@ -269,7 +260,7 @@ func TestPassThrough(t *testing.T) {
 		t.Fatal("target received different bytes")
 	}
 	// The half-close crossed the proxy both ways, so the link ends by itself.
-	waitFor(t, "link to finish", func() bool { return p.Stats().Active == 0 })
+	testutil.Eventually(t, 5*time.Second, "link to finish", func() bool { return p.Stats().Active == 0 })
 	st := p.Stats()
 	if st.ClientToTarget.Bytes != size || st.TargetToClient.Bytes != size {
 		t.Fatalf("stats bytes = %d/%d, want %d each way", st.ClientToTarget.Bytes, st.TargetToClient.Bytes, size)
@@ -303,7 +294,7 @@ func TestPassThroughConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "links to finish", func() bool { return p.Stats().Active == 0 })
+	testutil.Eventually(t, 5*time.Second, "links to finish", func() bool { return p.Stats().Active == 0 })
 	if st := p.Stats(); st.ClientToTarget.Bytes != conns*size || st.TargetToClient.Bytes != conns*size {
 		t.Fatalf("stats = %+v", st)
 	}
@@ -358,7 +349,7 @@ func TestDelayChangeReachesWaitingChunk(t *testing.T) {
 	if _, err := c.Write([]byte("slow")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "chunk to be waiting", func() bool { return p.Stats().ClientToTarget.DelayedChunks > 0 })
+	testutil.Eventually(t, 5*time.Second, "chunk to be waiting", func() bool { return p.Stats().ClientToTarget.DelayedChunks > 0 })
 	p.SetDelay(0)
 	got := make([]byte, 4)
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -389,7 +380,7 @@ func TestBlackhole(t *testing.T) {
 	if n := srv.accepted.Load(); n != 1 {
 		t.Fatalf("target saw %d connections during the blackhole, want 1", n)
 	}
-	waitFor(t, "blackholed bytes to be counted", func() bool {
+	testutil.Eventually(t, 5*time.Second, "blackholed bytes to be counted", func() bool {
 		return p.Stats().ClientToTarget.BlackholedBytes == uint64(len("lost")+len("lost too"))
 	})
 
@@ -399,7 +390,7 @@ func TestBlackhole(t *testing.T) {
 	if got := string(srv.received()); got != "beforeafterafter too" && got != "beforeafter tooafter" {
 		t.Fatalf("target received %q: blackholed bytes leaked", got)
 	}
-	waitFor(t, "forwarded bytes to be counted", func() bool {
+	testutil.Eventually(t, 5*time.Second, "forwarded bytes to be counted", func() bool {
 		return p.Stats().ClientToTarget.Bytes == uint64(len("beforeafterafter too"))
 	})
 }
@@ -418,8 +409,8 @@ func TestBlackholeHoldsClose(t *testing.T) {
 		t.Fatalf("target has %d connections during the blackhole, want 1", n)
 	}
 	p.Blackhole(false)
-	waitFor(t, "target to see the close", func() bool { return srv.active.Load() == 0 })
-	waitFor(t, "link to finish", func() bool { return p.Stats().Active == 0 })
+	testutil.Eventually(t, 5*time.Second, "target to see the close", func() bool { return srv.active.Load() == 0 })
+	testutil.Eventually(t, 5*time.Second, "link to finish", func() bool { return p.Stats().Active == 0 })
 }
 
 func TestCut(t *testing.T) {
@@ -435,8 +426,8 @@ func TestCut(t *testing.T) {
 	expectClosed(t, c1)
 	expectClosed(t, c2)
 	t.Logf("clients saw the cut after %v", time.Since(start))
-	waitFor(t, "target side to close", func() bool { return srv.active.Load() == 0 })
-	waitFor(t, "links to finish", func() bool { return p.Stats().Active == 0 })
+	testutil.Eventually(t, 5*time.Second, "target side to close", func() bool { return srv.active.Load() == 0 })
+	testutil.Eventually(t, 5*time.Second, "links to finish", func() bool { return p.Stats().Active == 0 })
 	if st := p.Stats(); st.Cut != 2 {
 		t.Fatalf("Cut = %d, want 2", st.Cut)
 	}
@@ -474,7 +465,7 @@ func TestDropRate(t *testing.T) {
 	if _, err := c.Write(randomBytes(t, 100<<10)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "all bytes to be dropped", func() bool { return p.Stats().ClientToTarget.DroppedBytes == 100<<10 })
+	testutil.Eventually(t, 5*time.Second, "all bytes to be dropped", func() bool { return p.Stats().ClientToTarget.DroppedBytes == 100<<10 })
 	expectSilence(t, c, 200*time.Millisecond)
 	st := p.Stats()
 	if st.ClientToTarget.Bytes != 0 || st.ChunksDropped() == 0 || st.ClientToTarget.DroppedBytes != 100<<10 {
@@ -509,7 +500,7 @@ func dropPattern(t *testing.T, seed uint64) []byte {
 			t.Fatal(err)
 		}
 		// One chunk at a time, so the n-th decision is the n-th byte's.
-		waitFor(t, "chunk to be handled", func() bool {
+		testutil.Eventually(t, 5*time.Second, "chunk to be handled", func() bool {
 			s := p.Stats().ClientToTarget
 			return s.Chunks+s.DroppedChunks == uint64(i+1)
 		})
@@ -518,7 +509,7 @@ func dropPattern(t *testing.T, seed uint64) []byte {
 	if fwd < n/5 || fwd > n-n/5 {
 		t.Fatalf("%d of %d chunks forwarded at drop rate 0.5", fwd, n)
 	}
-	waitFor(t, "target to receive", func() bool { return uint64(len(srv.received())) == fwd })
+	testutil.Eventually(t, 5*time.Second, "target to receive", func() bool { return uint64(len(srv.received())) == fwd })
 	return srv.received()
 }
 
@@ -610,12 +601,12 @@ func TestCloseWithActiveConnections(t *testing.T) {
 	if _, err := slow.Write([]byte("slow")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "chunk to be delayed", func() bool { return p.Stats().ClientToTarget.DelayedChunks > 0 })
+	testutil.Eventually(t, 5*time.Second, "chunk to be delayed", func() bool { return p.Stats().ClientToTarget.DelayedChunks > 0 })
 
 	// A connection accepted during a blackhole, not yet dialed.
 	p.Blackhole(true)
 	pending := dial(t, p.Addr())
-	waitFor(t, "4 links", func() bool { return p.Stats().Active == 4 })
+	testutil.Eventually(t, 5*time.Second, "4 links", func() bool { return p.Stats().Active == 4 })
 
 	start := time.Now()
 	if err := p.Close(); err != nil {

@@ -3,6 +3,7 @@
 package testutil
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -10,12 +11,15 @@ import (
 	"time"
 )
 
-// WaitFor polls cond every 5 ms until it returns nil, and fails the test
-// with cond's last error (naming what was awaited) when d passes first.
+// WaitFor polls cond until it returns nil, and fails the test with cond's
+// last error (naming what was awaited) when d passes first. It waits 5 ms
+// between calls, or as long as the last call took if that was longer, so
+// a costly condition (one that runs a command) leaves the CPUs half free.
 func WaitFor(t testing.TB, d time.Duration, what string, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
+		began := time.Now()
 		err := cond()
 		if err == nil {
 			return
@@ -23,8 +27,23 @@ func WaitFor(t testing.TB, d time.Duration, what string, cond func() error) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within %v: %v", what, d, err)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(max(5*time.Millisecond, time.Since(began)))
 	}
+}
+
+// errNotYet is Eventually's condition not holding yet.
+var errNotYet = errors.New("condition does not hold")
+
+// Eventually is WaitFor for a condition that holds or does not, with
+// nothing to say why not.
+func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	WaitFor(t, d, what, func() error {
+		if cond() {
+			return nil
+		}
+		return errNotYet
+	})
 }
 
 // CrashCopy copies the tree under dir to a new temporary directory as the

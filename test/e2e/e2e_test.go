@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bolide-mq/bolide/internal/testutil"
 )
 
 const (
@@ -80,7 +82,7 @@ func TestEndToEnd(t *testing.T) {
 	done = step("two consumers share the queues")
 	consumeArgs := []string{"consume", "--topic", topic, "--group", group, "-o", "json", "--timeout", "2m", "-v"}
 	ca, cb := c.start(consumeArgs...), c.start(consumeArgs...)
-	eventually(t, 60*time.Second, "both consumers to hold 8 of the 16 queues", func() bool {
+	testutil.Eventually(t, 60*time.Second, "both consumers to hold 8 of the 16 queues", func() bool {
 		qa, qb := ca.assignment(), cb.assignment()
 		if len(qa) != queues || len(qb) != queues {
 			return false
@@ -130,7 +132,7 @@ func TestEndToEnd(t *testing.T) {
 	done()
 
 	done = step("consume them all, then Ctrl-C")
-	eventually(t, 60*time.Second, "the group's lag to reach 0", func() bool {
+	testutil.Eventually(t, 60*time.Second, "the group's lag to reach 0", func() bool {
 		r := c.run("group", "lag", group, "-o", "json")
 		return r.code == 0 && strings.Contains(r.stdout, `"totalLag":0,`)
 	})
@@ -267,13 +269,13 @@ func TestEndToEnd(t *testing.T) {
 	}
 	// Refused while a member of the group runs.
 	cc := c.start("consume", "--topic", topic, "--group", group, "--timeout", "2m", "-v")
-	eventually(t, 60*time.Second, "the third consumer to hold the queues", func() bool { return len(cc.assignment()) == 2*queues })
+	testutil.Eventually(t, 60*time.Second, "the third consumer to hold the queues", func() bool { return len(cc.assignment()) == 2*queues })
 	checkFails(t, c.run("offset", "reset", "--group", group, "--topic", topic, "--to-time", fmt.Sprint(at0.UnixMilli())), 1,
 		"running consumer")
 	if r := cc.stop(t); r.code != 0 || r.stdout != "" {
 		t.Fatalf("idle consumer: %v", r)
 	}
-	eventually(t, 30*time.Second, "the group to have no running member", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the group to have no running member", func() bool {
 		for _, g := range c.okJSON("group", "list") {
 			if str(g, "group") == group {
 				return len(strs(g, "clients")) == 0

@@ -385,18 +385,6 @@ func (b *background) assignment() []string {
 	return strings.Fields(ms[len(ms)-1][2])
 }
 
-// eventually polls cond every 50 ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func str(m map[string]any, k string) string {
 	v, _ := m[k].(string)
 	return v
