@@ -1,7 +1,16 @@
-// Package broker is Bolide's broker: topics, send, pull with long polling,
+// Package broker is the core of Bolide's broker, and the wiring of its
+// features: topics, send, pull with long polling, client sessions and
 // consumer groups, offsets, orderly locks, lookups, registration with the
-// NameServers, and the gRPC front end over them. Storage lives in
-// broker/store; this package keeps wire types at its edge (grpc.go).
+// NameServers and gossip membership. Each feature with state of its own
+// lives in a package named for it — the store (broker/store), offsets
+// (broker/offsets), replication (broker/replication), transactions
+// (broker/txn), delayed delivery (broker/delay), retries and dead letters
+// (broker/retry) — behind a small host interface this package implements.
+//
+// The core speaks no protocol: its API takes and returns domain types and
+// coded errors (internal/errcode). Front ends (broker/frontend/...) adapt a
+// protocol to it, and package broker/server assembles a core with its front
+// ends and listener. docs/ARCHITECTURE.md draws the layers.
 package broker
 
 import (
@@ -12,11 +21,11 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
 
 	"github.com/bolide-mq/bolide/broker/offsets"
 	"github.com/bolide-mq/bolide/broker/replication"
@@ -25,31 +34,27 @@ import (
 	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/broker/txn"
 	"github.com/bolide-mq/bolide/internal/notify"
-	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
 // Broker is one broker daemon.
 type Broker struct {
-	opts      Options
-	log       *zap.Logger
-	store     *store.Store
-	topics    *topicTable
-	offsets   *offsets.Table
-	consumers *consumerRegistry
-	locks     *queueLocks
-	repl      *replication.Replicator
-	delay     delayRef       // delay_host.go
-	txn       *txn.Service   // txn_host.go
-	metrics   brokerMetrics  // metrics.go
-	retry     *retry.Service // retry_host.go
+	opts    Options
+	log     *zap.Logger
+	store   *store.Store
+	topics  *topicTable
+	offsets *offsets.Table
+	clients *clientRegistry // clients.go
+	locks   *queueLocks
+	repl    *replication.Replicator
+	delay   delayRef       // delay_host.go
+	txn     *txn.Service   // txn_host.go
+	metrics brokerMetrics  // metrics.go
+	retry   *retry.Service // retry_host.go
 
-	lis     net.Listener
-	grpcSrv *grpc.Server
-	port    *portMux // frame.go: hands each connection to gRPC or the frame front end
 	addr    string
 	started time.Time
 
-	arrivals sync.Map // queueKey → *notify.Signal
+	arrivals sync.Map // Queue → *notify.Signal
 
 	// gate runs the master-only services while the broker is the master
 	// (rolegate_wire.go).
@@ -58,19 +63,20 @@ type Broker struct {
 	reg    *registrar
 	gossip *gossip
 
-	ctx       context.Context
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	startOnce sync.Once
-	closeOnce sync.Once
-	closeErr  error
+	ctx         context.Context
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	startOnce   sync.Once
+	quiesceOnce sync.Once
+	quiesceErr  error
+	closeOnce   sync.Once
+	closeErr    error
 }
 
-// maxFrame bounds one gRPC message: a 4 MiB body batch plus headroom.
-const maxFrame = 64 << 20
-
-// New validates the options, opens and recovers the store, loads metadata
-// and binds the listener (":0" picks a free port). Serving starts with Start.
+// New validates the options, opens and recovers the store and loads the
+// metadata. The core listens nowhere: the address clients reach it at comes
+// from WithAddr (package broker/server binds the listener and passes it),
+// else AdvertiseAddr or ListenAddr. Work starts with Start.
 func New(opts Options, log *zap.Logger, with ...Option) (*Broker, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -82,24 +88,25 @@ func New(opts Options, log *zap.Logger, with ...Option) (*Broker, error) {
 	if err := os.MkdirAll(filepath.Join(opts.StoreDir, "config"), 0o755); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	lis, err := net.Listen("tcp", opts.ListenAddr)
-	if err != nil {
-		return nil, fmt.Errorf("broker: listen %s: %w", opts.ListenAddr, err)
+	var deps dependencies
+	for _, o := range with {
+		o(&deps)
 	}
 	b := &Broker{
-		opts:      opts,
-		log:       log,
-		consumers: newConsumerRegistry(),
-		locks:     newQueueLocks(opts.LockExpiry),
-		lis:       lis,
-		addr:      lis.Addr().String(),
-		started:   time.Now(),
+		opts:    opts,
+		log:     log,
+		clients: newClientRegistry(),
+		locks:   newQueueLocks(opts.LockExpiry),
+		addr:    opts.ListenAddr,
+		started: time.Now(),
+	}
+	if deps.addr != "" {
+		b.addr = deps.addr
 	}
 	if opts.AdvertiseAddr != "" {
 		b.addr = opts.AdvertiseAddr
 	}
 	fail := func(err error) (*Broker, error) {
-		_ = lis.Close()
 		if b.repl != nil {
 			_ = b.stopReplication()
 		}
@@ -108,10 +115,9 @@ func New(opts Options, log *zap.Logger, with ...Option) (*Broker, error) {
 		}
 		return nil, err
 	}
-	host, err := netip.ParseAddrPort(b.addr)
+	host, err := storeHost(b.addr)
 	if err != nil {
-		// A host name: the store host only labels records and message ids.
-		host = netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(lis.Addr().(*net.TCPAddr).Port))
+		return nil, err
 	}
 	if b.topics, err = loadTopics(filepath.Join(opts.StoreDir, "config", "topics.json")); err != nil {
 		return fail(err)
@@ -129,29 +135,44 @@ func New(opts Options, log *zap.Logger, with ...Option) (*Broker, error) {
 		return fail(err)
 	}
 	b.store.SetArrivalListener(b.onArrival)
-	if b.repl, err = newReplicator(b, with...); err != nil {
+	if b.repl, err = newReplicator(b, deps.master); err != nil {
 		return fail(err)
 	}
 	b.retry = retry.New(retryHost{b}, opts.Retry, opts.BrokerName, log)
 	b.gate = newRoleGate(b)
 	b.txn = newTxnService(b)
-	b.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(maxFrame), grpc.MaxSendMsgSize(maxFrame))
-	pb.RegisterBrokerServer(b.grpcSrv, &grpcServer{b: b})
-	pb.RegisterDelayServer(b.grpcSrv, &delayServer{b: b})
-	pb.RegisterBrokerHAServer(b.grpcSrv, &haGRPC{b: b})
-	pb.RegisterTransactionServer(b.grpcSrv, newTransactionServer(b))
-	pb.RegisterDeadLetterServer(b.grpcSrv, &deadLetterServer{b: b})
-	b.port = newPortMux(lis, newFrameServer(b), log)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
-	b.reg = newRegistrar(b)
+	b.reg = newRegistrar(b, deps.nameServers)
 	if err := b.startGossip(); err != nil {
 		return fail(err)
 	}
 	return b, nil
 }
 
+// storeHost is the address stored in records and message ids: the
+// broker's address, or, for a host name, the unspecified address with its
+// port (the store host only labels records).
+func storeHost(addr string) (netip.AddrPort, error) {
+	if ap, err := netip.ParseAddrPort(addr); err == nil {
+		return ap, nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("broker: address %q: %w", addr, err)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("broker: address %q: bad port: %w", addr, err)
+	}
+	return netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(p)), nil
+}
+
 // Addr is the address clients use (the bound or advertised address).
 func (b *Broker) Addr() string { return b.addr }
+
+// Stopping is closed when the broker begins to stop: front ends end their
+// long-lived calls (streams, sessions) then.
+func (b *Broker) Stopping() <-chan struct{} { return b.ctx.Done() }
 
 // Store exposes the message store (tests, tools).
 func (b *Broker) Store() *store.Store { return b.store }
@@ -180,22 +201,13 @@ func (b *Broker) Ready() error {
 	return nil
 }
 
-// Start serves gRPC, registers with the NameServers and starts the periodic
-// work. It returns once serving has begun.
+// Start starts the periodic work and the services, then registers with the
+// NameServers. Front ends serve before it is called, so routes never point
+// at a broker that does not answer.
 func (b *Broker) Start() error {
 	var err error
 	b.startOnce.Do(func() {
-		b.wg.Add(3)
-		go func() {
-			defer b.wg.Done()
-			if serr := b.grpcSrv.Serve(b.port.grpcLis); serr != nil && !errors.Is(serr, grpc.ErrServerStopped) {
-				b.log.Error("grpc server stopped", zap.Error(serr))
-			}
-		}()
-		go func() {
-			defer b.wg.Done()
-			b.port.serve()
-		}()
+		b.wg.Add(1)
 		go b.housekeeping()
 		// The master-only services (transactions, delay) have subscribed
 		// to the role gate by now; it starts them if this is the master.
@@ -227,7 +239,7 @@ func (b *Broker) housekeeping() {
 				b.log.Error("persist offsets", zap.Error(err))
 			}
 		case now := <-expire.C:
-			for _, c := range b.consumers.expire(now, b.opts.ClientExpiry) {
+			for _, c := range b.clients.expire(now, b.opts.ClientExpiry) {
 				b.log.Info("client expired", zap.String("client", c.id))
 			}
 		}
@@ -236,14 +248,14 @@ func (b *Broker) housekeeping() {
 
 // onArrival is the store's dispatch hook: wake pulls parked on the queue.
 func (b *Broker) onArrival(topic string, queueID int32, _ int64) {
-	if v, ok := b.arrivals.Load(queueKey{topic, queueID}); ok {
+	if v, ok := b.arrivals.Load(Queue{topic, queueID}); ok {
 		v.(*notify.Signal).Notify()
 	}
 }
 
 // arrivalSignal returns the signal of a queue, creating it.
 func (b *Broker) arrivalSignal(topic string, queueID int32) *notify.Signal {
-	k := queueKey{topic, queueID}
+	k := Queue{topic, queueID}
 	if v, ok := b.arrivals.Load(k); ok {
 		return v.(*notify.Signal)
 	}
@@ -251,47 +263,30 @@ func (b *Broker) arrivalSignal(topic string, queueID int32) *notify.Signal {
 	return v.(*notify.Signal)
 }
 
-// closeDrain bounds how long Close waits for in-flight calls.
-const closeDrain = 5 * time.Second
-
-// Close stops accepting, unregisters from the NameServers, ends streams and
-// parked pulls, waits up to 5 s for in-flight calls, persists offsets and
-// closes the store. It is idempotent.
-func (b *Broker) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), closeDrain)
-	defer cancel()
-	return b.Shutdown(ctx)
-}
-
-// Shutdown is Close with the wait for in-flight calls bounded by ctx
-// instead (a daemon's --drain-timeout): when ctx ends, calls still running
-// are cut off; offsets are persisted and the store is closed either way.
-func (b *Broker) Shutdown(ctx context.Context) error {
-	b.closeOnce.Do(func() {
+// Quiesce begins a stop: it unregisters from the NameServers, stops the
+// services (master-only ones first) and gossip, and ends parked pulls and
+// client sessions (Stopping closes). Calls in flight may still finish; the
+// caller drains its front ends, then calls Close. It is idempotent.
+func (b *Broker) Quiesce() error {
+	b.quiesceOnce.Do(func() {
 		var errs []error
 		b.reg.stop()
-		for _, stop := range []func() error{b.stopRoleGate, b.stopDelay, b.stopTransactions, b.stopReplication} {
+		for _, stop := range []func() error{b.stopRoleGate, b.stopDelay, b.stopTransactions, b.stopReplication, b.stopGossip} {
 			if err := stop(); err != nil {
 				errs = append(errs, err)
 			}
 		}
-		if err := b.stopGossip(); err != nil {
-			errs = append(errs, err)
-		}
-		b.cancel() // ends Connect streams and parked pulls
-		b.port.stopAccepting()
-		stopped := make(chan struct{})
-		go func() { b.grpcSrv.GracefulStop(); close(stopped) }()
-		if err := b.port.frames.Shutdown(ctx); err != nil {
-			b.log.Warn("frame connections did not drain in time", zap.Error(err))
-		}
-		select {
-		case <-stopped:
-		case <-ctx.Done():
-			b.grpcSrv.Stop()
-			<-stopped
-		}
-		_ = b.lis.Close() // never served if Start was not called
+		b.cancel()
+		b.quiesceErr = errors.Join(errs...)
+	})
+	return b.quiesceErr
+}
+
+// Close quiesces the broker if that was not done, waits for its
+// goroutines, persists the offsets and closes the store. It is idempotent.
+func (b *Broker) Close() error {
+	b.closeOnce.Do(func() {
+		errs := []error{b.Quiesce()}
 		b.wg.Wait()
 		if err := b.offsets.Persist(); err != nil {
 			errs = append(errs, err)

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -11,7 +11,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/bolide-mq/bolide/broker/remote"
+	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/server"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -23,8 +24,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // a client for it.
 // testOptions are the options of a test broker storing in dir: loopback,
 // no NameServers or gossip, small files.
-func testOptions(dir string) Options {
-	opts := DefaultOptions(dir)
+func testOptions(dir string) broker.Options {
+	opts := broker.DefaultOptions(dir)
 	opts.ListenAddr = "127.0.0.1:0"
 	opts.NameServers = nil
 	opts.GossipAddr = "off"
@@ -36,13 +37,13 @@ func testOptions(dir string) Options {
 	return opts
 }
 
-// newBroker is New with the gRPC client a slave fetches its master's
-// metadata with, as the daemon builds a broker.
-func newBroker(opts Options, log *zap.Logger) (*Broker, error) {
-	return New(opts, log, WithMasterClient(remote.NewMasterClient()))
+// newBroker builds a broker as the daemon does: the core with its front
+// ends and its links to the NameServers and its master.
+func newBroker(opts broker.Options, log *zap.Logger) (*server.Server, error) {
+	return server.New(opts, log)
 }
 
-func testBroker(t *testing.T, mutate ...func(*Options)) (*Broker, pb.BrokerClient) {
+func testBroker(t *testing.T, mutate ...func(*broker.Options)) (*server.Server, pb.BrokerClient) {
 	t.Helper()
 	opts := testOptions(t.TempDir())
 	for _, f := range mutate {
@@ -322,14 +323,14 @@ func TestShutdownWithDrainDeadline(t *testing.T) {
 	if err := b.Shutdown(ctx); err != nil {
 		t.Fatalf("shutdown: %v", err)
 	}
-	if took := time.Since(began); took >= closeDrain {
-		t.Fatalf("Shutdown with a 200 ms drain took %v (Close's own bound is %v)", took, closeDrain)
+	if took := time.Since(began); took >= server.CloseDrain {
+		t.Fatalf("Shutdown with a 200 ms drain took %v (Close's own bound is %v)", took, server.CloseDrain)
 	}
 	if _, err := stream.Recv(); err == nil {
 		t.Fatal("the send stream is still open after Shutdown")
 	}
 
-	b2, err := New(b.opts, nil)
+	b2, err := newBroker(b.Options(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -16,7 +16,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/delay"
+	"github.com/bolide-mq/bolide/broker/server"
 	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
@@ -25,16 +27,16 @@ import (
 
 // delayBroker is a broker on dir (reused across restarts) with clients.
 type delayBroker struct {
-	b     *Broker
+	b     *server.Server
 	c     pb.BrokerClient
 	d     pb.DelayClient
 	conn  *grpc.ClientConn
 	close func()
 }
 
-func startDelayBroker(t *testing.T, dir string, mutate ...func(*Options)) *delayBroker {
+func startDelayBroker(t *testing.T, dir string, mutate ...func(*broker.Options)) *delayBroker {
 	t.Helper()
-	opts := DefaultOptions(dir)
+	opts := broker.DefaultOptions(dir)
 	opts.ListenAddr = "127.0.0.1:0"
 	opts.NameServers = nil
 	opts.GossipAddr = "off"
@@ -138,7 +140,7 @@ func checkRestored(t *testing.T, m *message.Ext) {
 // topic before store time + delay, then delivered to their own queue with
 // their properties restored, in the order they were stored.
 func TestDelayLevelsDeliverInOrderNeverEarly(t *testing.T) {
-	db := startDelayBroker(t, t.TempDir(), func(o *Options) { o.Delay.Levels = "300ms 700ms 1s" })
+	db := startDelayBroker(t, t.TempDir(), func(o *broker.Options) { o.Delay.Levels = "300ms 700ms 1s" })
 	createTopic(t, db.c, "lv", 4)
 	type sent struct {
 		body string
@@ -218,7 +220,7 @@ func TestDelayLevelsDeliverInOrderNeverEarly(t *testing.T) {
 // (config/delayOffset.json) and a restart delivers what was pending, once.
 func TestDelayLevelsSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
-	opts := func(o *Options) { o.Delay.Levels = "200ms 1500ms" }
+	opts := func(o *broker.Options) { o.Delay.Levels = "200ms 1500ms" }
 	db := startDelayBroker(t, dir, opts)
 	createTopic(t, db.c, "rs", 1)
 	for i := 0; i < 20; i++ {
@@ -263,7 +265,7 @@ func (db *delayBroker) pulled(t *testing.T, topic string, ok func(n int) bool) f
 // are delivered at their time (never before), a time in the past at once,
 // one beyond the maximum delay is refused.
 func TestTimerMessages(t *testing.T) {
-	db := startDelayBroker(t, t.TempDir(), func(o *Options) { o.Delay.MaxDelay = time.Hour })
+	db := startDelayBroker(t, t.TempDir(), func(o *broker.Options) { o.Delay.MaxDelay = time.Hour })
 	createTopic(t, db.c, "tm", 2)
 	now := time.Now().UnixMilli()
 	due := map[string]int64{}
@@ -383,7 +385,7 @@ func TestTimerHorizonThroughStore(t *testing.T) {
 		n = 1_000_000
 	}
 	vc := delay.NewVirtualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	db := startDelayBroker(t, shmTempDir(t), func(o *Options) {
+	db := startDelayBroker(t, shmTempDir(t), func(o *broker.Options) {
 		o.Delay.Clock = vc
 		o.Store.Now = vc.Now
 		o.Store.CommitLog.Now = vc.Now

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/commitlog"
 	"github.com/bolide-mq/bolide/internal/frame"
 	"github.com/bolide-mq/bolide/internal/testutil"
@@ -38,7 +39,7 @@ func TestFramePortServesBoth(t *testing.T) {
 	fc := frameClient(t, b.Addr())
 
 	resp := frameSend(t, fc, msg("both", 1, "over frames", "tag", "k1"), msg("both", 1, "second", "tag", ""))
-	if err := wire.FromStatus(resp.Status); err != nil || len(resp.Results) != 2 || resp.BrokerName != b.opts.BrokerName {
+	if err := wire.FromStatus(resp.Status); err != nil || len(resp.Results) != 2 || resp.BrokerName != b.Options().BrokerName {
 		t.Fatalf("frame send: %v %+v", err, resp)
 	}
 	if r := resp.Results[1]; r.QueueId != 1 || r.QueueOffset != 1 || r.MsgId == "" {
@@ -87,7 +88,7 @@ func TestFramePortServesBoth(t *testing.T) {
 // A long-polling pull and, under sync flush, sends run on their own
 // goroutines: requests behind them on the connection are served.
 func TestFrameBlockingRequestsDoNotStall(t *testing.T) {
-	b, gc := testBroker(t, func(o *Options) { o.Store.CommitLog.FlushMode = commitlog.FlushSync })
+	b, gc := testBroker(t, func(o *broker.Options) { o.Store.CommitLog.FlushMode = commitlog.FlushSync })
 	createTopic(t, gc, "poll", 1)
 	fc := frameClient(t, b.Addr())
 
@@ -169,7 +170,7 @@ func TestCloseDrainsFrameConnections(t *testing.T) {
 	}()
 	// The pull takes its queue's arrival signal before it parks.
 	testutil.WaitFor(t, 10*time.Second, "the pull to reach the broker", func() error {
-		if _, ok := b.arrivals.Load(queueKey{"drain", 0}); !ok {
+		if ok := b.PullParked("drain", 0); !ok {
 			return errors.New("no pull of the queue yet")
 		}
 		return nil

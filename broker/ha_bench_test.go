@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -10,16 +10,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/remote"
+	"github.com/bolide-mq/bolide/broker/server"
 	"github.com/bolide-mq/bolide/commitlog"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
-func benchBroker(tb testing.TB, mutate ...func(*Options)) *Broker {
+func benchBroker(tb testing.TB, mutate ...func(*broker.Options)) *server.Server {
 	tb.Helper()
-	opts := DefaultOptions(tb.TempDir())
+	opts := broker.DefaultOptions(tb.TempDir())
 	opts.ListenAddr = "127.0.0.1:0"
 	opts.NameServers = nil
 	opts.GossipAddr = "off"
@@ -69,29 +71,29 @@ func BenchmarkReplication(b *testing.B) {
 	}
 	for _, via := range []string{"direct", "grpc"} {
 		for _, cfg := range configs {
-			for _, repl := range []string{"none", ReplicationAsync, ReplicationSync} {
+			for _, repl := range []string{"none", broker.ReplicationAsync, broker.ReplicationSync} {
 				if repl == "none" && cfg.slave != cfg.master {
 					continue // same as the row above
 				}
 				b.Run(fmt.Sprintf("via=%s/%s/repl=%s", via, cfg.name, repl), func(b *testing.B) {
 					mode := repl
 					if repl == "none" {
-						mode = ReplicationAsync
+						mode = broker.ReplicationAsync
 					}
-					setFlush := func(o *Options) { o.Store.CommitLog.FlushMode = cfg.master; o.Replication.Mode = mode }
-					slaveFlush := func(o *Options) { o.Store.CommitLog.FlushMode = cfg.slave }
+					setFlush := func(o *broker.Options) { o.Store.CommitLog.FlushMode = cfg.master; o.Replication.Mode = mode }
+					slaveFlush := func(o *broker.Options) { o.Store.CommitLog.FlushMode = cfg.slave }
 					master := benchBroker(b, setFlush)
 					if _, err := master.Store().Put(context.Background(), &message.Ext{Message: message.Message{Topic: "warm", Body: body}}); err != nil {
 						b.Fatal(err)
 					}
-					if err := master.topics.put(TopicConfig{Name: "bench", ReadQueueNums: 16, WriteQueueNums: 16, Perm: PermReadWrite}, true); err != nil {
+					if err := master.PutTopic(broker.TopicConfig{Name: "bench", ReadQueueNums: 16, WriteQueueNums: 16, Perm: broker.PermReadWrite}, true); err != nil {
 						b.Fatal(err)
 					}
-					var slave *Broker
+					var slave *server.Server
 					if repl != "none" {
 						slave = benchBroker(b, setFlush, slaveFlush, slaveOf(master, 1))
 						deadline := time.Now().Add(10 * time.Second)
-						for master.repl.Server().InSync() < 1 {
+						for master.Replication().Server().InSync() < 1 {
 							if time.Now().After(deadline) {
 								b.Fatal("slave not in sync")
 							}
@@ -157,7 +159,7 @@ func BenchmarkReplication(b *testing.B) {
 					// on a busy machine it is steadier than the rate.
 					b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/msg")
 					b.ReportMetric(float64(minorFaults()-flt0)/float64(b.N), "faults/msg")
-					if st := master.repl.Server().Stats(); st.Frames > 0 {
+					if st := master.Replication().Server().Stats(); st.Frames > 0 {
 						b.ReportMetric(float64(st.Bytes)/float64(st.Frames), "B/frame")
 					}
 					if slave != nil {
@@ -216,7 +218,7 @@ func minorFaults() int64 {
 //	go test -run '^$' -bench BenchmarkSlaveCatchUp -benchtime 3x ./broker/
 func BenchmarkSlaveCatchUp(b *testing.B) {
 	master := benchBroker(b)
-	if err := master.topics.put(TopicConfig{Name: "bench", ReadQueueNums: 8, WriteQueueNums: 8, Perm: PermReadWrite}, true); err != nil {
+	if err := master.PutTopic(broker.TopicConfig{Name: "bench", ReadQueueNums: 8, WriteQueueNums: 8, Perm: broker.PermReadWrite}, true); err != nil {
 		b.Fatal(err)
 	}
 	body := make([]byte, 1024)
@@ -239,14 +241,14 @@ func BenchmarkSlaveCatchUp(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		slaveOpts := DefaultOptions(b.TempDir())
+		slaveOpts := broker.DefaultOptions(b.TempDir())
 		slaveOpts.ListenAddr = "127.0.0.1:0"
 		slaveOpts.NameServers = nil
 		slaveOpts.GossipAddr = "off"
-		slaveOpts.Store.CommitLog.SegmentSize = master.opts.Store.CommitLog.SegmentSize
+		slaveOpts.Store.CommitLog.SegmentSize = master.Options().Store.CommitLog.SegmentSize
 		slaveOpts.Replication.HAListenAddr = "127.0.0.1:0"
 		slaveOf(master, 1)(&slaveOpts)
-		slave, err := New(slaveOpts, nil)
+		slave, err := newBroker(slaveOpts, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

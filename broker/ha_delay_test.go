@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/delay"
 	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/internal/wire"
@@ -27,20 +28,20 @@ import (
 // again, nothing cancelled, and new delayed messages.
 func TestSlaveFollowsMasterDelayProgress(t *testing.T) {
 	ctx := context.Background()
-	levels := func(o *Options) { o.Delay.Levels = "300ms 600ms" }
-	master := startDelayBroker(t, t.TempDir(), haOpts(ReplicationSync), levels)
+	levels := func(o *broker.Options) { o.Delay.Levels = "300ms 600ms" }
+	master := startDelayBroker(t, t.TempDir(), haOpts(broker.ReplicationSync), levels)
 	slaveDir := t.TempDir()
 	// The slave is async: promoted, it has no slave of its own.
-	slaveOpts := []func(*Options){haOpts(ReplicationAsync), slaveOf(master.b, 1), levels}
+	slaveOpts := []func(*broker.Options){haOpts(broker.ReplicationAsync), slaveOf(master.b, 1), levels}
 	slave := startDelayBroker(t, slaveDir, slaveOpts...)
 	testutil.WaitFor(t, 5*time.Second, "the slave in sync", func() error {
-		if n := master.b.repl.Server().InSync(); n != 1 {
+		if n := master.b.Replication().Server().InSync(); n != 1 {
 			return fmt.Errorf("%d slaves in sync", n)
 		}
 		return nil
 	})
 	createTopic(t, master.c, "fo", 1)
-	if d := slave.b.delay.Load(); d == nil || d.Active() || slave.b.DelayEngine() == nil || slave.b.DelayEngine().Active() {
+	if d := slave.b.DelayService(); d == nil || d.Active() || slave.b.DelayEngine() == nil || slave.b.DelayEngine().Active() {
 		t.Fatal("the slave's delay service is missing or delivering")
 	}
 
@@ -57,7 +58,7 @@ func TestSlaveFollowsMasterDelayProgress(t *testing.T) {
 	}
 	testutil.WaitFor(t, 10*time.Second, "delivery on the master", master.pulled(t, "fo", func(n int) bool { return n == 30 }))
 
-	md, sd := master.b.delay.Load(), slave.b.delay.Load()
+	md, sd := master.b.DelayService(), slave.b.DelayService()
 	testutil.WaitFor(t, 10*time.Second, "the master's level offsets on the slave", func() error {
 		mo, so := md.LevelOffsets(), sd.LevelOffsets()
 		if mo[1] != 10 || mo[2] != 10 || !maps.Equal(mo, so) {
@@ -93,7 +94,7 @@ func TestSlaveFollowsMasterDelayProgress(t *testing.T) {
 	inherited := slave.b.DelayEngine().Inherited()
 	slave.close()
 	slave = startDelayBroker(t, slaveDir, slaveOpts...)
-	if got := slave.b.delay.Load().LevelOffsets(); got[1] != 10 || got[2] != 10 {
+	if got := slave.b.DelayService().LevelOffsets(); got[1] != 10 || got[2] != 10 {
 		t.Fatalf("slave's offsets after a restart: %v", got)
 	}
 	e := slave.b.DelayEngine()
@@ -118,7 +119,7 @@ func TestSlaveFollowsMasterDelayProgress(t *testing.T) {
 		t.Fatalf("promote: %+v", res)
 	}
 	testutil.WaitFor(t, 5*time.Second, "delayed delivery on the promoted slave", func() error {
-		if !slave.b.delay.Load().Active() {
+		if !slave.b.DelayService().Active() {
 			return errors.New("not delivering")
 		}
 		return nil
@@ -157,16 +158,16 @@ func saysAsMuch(a, b []delay.Progress) bool {
 // delivering delayed messages: pending ones stay in the schedule and timer
 // queues, for the new master.
 func TestFencedMasterStopsDelay(t *testing.T) {
-	db := startDelayBroker(t, t.TempDir(), func(o *Options) { o.Delay.Levels = "200ms 1s" })
+	db := startDelayBroker(t, t.TempDir(), func(o *broker.Options) { o.Delay.Levels = "200ms 1s" })
 	createTopic(t, db.c, "fe", 1)
 	db.send(t, delayedMsg("fe", 0, "soon", message.PropertyDelayLevel, "1"))
 	testutil.WaitFor(t, 5*time.Second, "delivery while master", db.pulled(t, "fe", func(n int) bool { return n == 1 }))
 	db.send(t, delayedMsg("fe", 0, "level", message.PropertyDelayLevel, "2"))
 	r := db.send(t, delayedMsg("fe", 0, "timer", message.PropertyTimerDelayMS, "1000"))
 	sent := time.Now()
-	db.b.repl.Fence("test", errors.New("a newer master registered"))
+	db.b.Replication().Fence("test", errors.New("a newer master registered"))
 	testutil.WaitFor(t, 5*time.Second, "delivery to stop", func() error {
-		d := db.b.delay.Load()
+		d := db.b.DelayService()
 		if d.Active() || db.b.DelayEngine().Active() {
 			return fmt.Errorf("service delivering %v, timer engine %v", d.Active(), db.b.DelayEngine().Active())
 		}
@@ -180,7 +181,7 @@ func TestFencedMasterStopsDelay(t *testing.T) {
 	if got := db.pullAll(t, "fe", 0, 0); len(got) != 1 {
 		t.Fatalf("a fenced master delivered %d messages", len(got)-1)
 	}
-	if off := db.b.delay.Load().LevelOffsets()[2]; off != 0 {
+	if off := db.b.DelayService().LevelOffsets()[2]; off != 0 {
 		t.Fatalf("level 2 offset moved to %d on a fenced master", off)
 	}
 	if st := db.b.DelayEngine().Status(); st.Delivered != 0 || st.Pending != 1 {

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"bytes"
@@ -15,7 +15,9 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/remote"
+	"github.com/bolide-mq/bolide/broker/server"
 	"github.com/bolide-mq/bolide/commitlog"
 	"github.com/bolide-mq/bolide/ha"
 	"github.com/bolide-mq/bolide/internal/testutil"
@@ -25,8 +27,8 @@ import (
 )
 
 // haOpts configures fast replication for tests.
-func haOpts(mode string) func(*Options) {
-	return func(o *Options) {
+func haOpts(mode string) func(*broker.Options) {
+	return func(o *broker.Options) {
 		o.Replication.Mode = mode
 		o.Replication.HAListenAddr = "127.0.0.1:0"
 		o.Replication.HeartbeatInterval = 100 * time.Millisecond
@@ -37,8 +39,8 @@ func haOpts(mode string) func(*Options) {
 }
 
 // slaveOf makes a broker a slave of master, connecting to its HA address.
-func slaveOf(master *Broker, id int64) func(*Options) {
-	return func(o *Options) {
+func slaveOf(master *server.Server, id int64) func(*broker.Options) {
+	return func(o *broker.Options) {
 		o.BrokerID = id
 		o.Replication.MasterHAAddr = master.HAServerAddr()
 	}
@@ -54,7 +56,7 @@ func brokerInfo(t *testing.T, c pb.BrokerClient) *pb.GetBrokerInfoResponse {
 }
 
 // waitCaughtUp polls until the slave's CommitLog reaches the master's.
-func waitCaughtUp(t *testing.T, master, slave *Broker) {
+func waitCaughtUp(t *testing.T, master, slave *server.Server) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -136,12 +138,12 @@ func pullAll(t *testing.T, c pb.BrokerClient, topic string, q int32) []string {
 }
 
 func TestReplicationPair(t *testing.T) {
-	for _, mode := range []string{ReplicationAsync, ReplicationSync} {
+	for _, mode := range []string{broker.ReplicationAsync, broker.ReplicationSync} {
 		t.Run(mode, func(t *testing.T) {
 			ctx := context.Background()
 			master, mc := testBroker(t, haOpts(mode))
 			createTopic(t, mc, "rep", 4)
-			if mode == ReplicationAsync {
+			if mode == broker.ReplicationAsync {
 				// Some messages before the slave exists: it copies them.
 				for i := 0; i < 50; i++ {
 					if err := send(ctx, mc, "rep", int32(i%4), fmt.Sprint("early-", i)); err != nil {
@@ -150,9 +152,9 @@ func TestReplicationPair(t *testing.T) {
 				}
 			}
 			slave, sc := testBroker(t, haOpts(mode), slaveOf(master, 1))
-			if mode == ReplicationSync {
+			if mode == broker.ReplicationSync {
 				testutil.WaitFor(t, 5*time.Second, "the slave in sync", func() error {
-					if n := master.repl.Server().InSync(); n != 1 {
+					if n := master.Replication().Server().InSync(); n != 1 {
 						return fmt.Errorf("%d in sync", n)
 					}
 					return nil
@@ -177,7 +179,7 @@ func TestReplicationPair(t *testing.T) {
 			for err := range errs {
 				t.Fatal(err)
 			}
-			if mode == ReplicationSync {
+			if mode == broker.ReplicationSync {
 				// Acknowledged means the slave has it already.
 				if s, m := slave.Store().CommitLog().MaxOffset(), master.Store().CommitLog().MaxOffset(); s != m {
 					t.Fatalf("sync mode: slave at %d after the last ack, master at %d", s, m)
@@ -187,7 +189,7 @@ func TestReplicationPair(t *testing.T) {
 			sameLog(t, master.Store().CommitLog(), slave.Store().CommitLog())
 			// Topics reach the slave by metadata sync; its queues match.
 			testutil.WaitFor(t, 5*time.Second, "the slave's topics and queues", func() error {
-				if _, ok := slave.topics.get("rep"); !ok {
+				if _, ok := slave.TopicFor("rep"); !ok {
 					return errors.New("no topic on the slave")
 				}
 				return nil
@@ -225,7 +227,7 @@ func TestReplicationPair(t *testing.T) {
 // message no slave holds.
 func TestSyncReplicationRefusesWithoutSlaves(t *testing.T) {
 	ctx := context.Background()
-	master, mc := testBroker(t, haOpts(ReplicationSync), func(o *Options) { o.Replication.SlaveTimeout = 300 * time.Millisecond })
+	master, mc := testBroker(t, haOpts(broker.ReplicationSync), func(o *broker.Options) { o.Replication.SlaveTimeout = 300 * time.Millisecond })
 	createTopic(t, mc, "s", 1)
 	err := send(ctx, mc, "s", 0, "lonely")
 	if !errors.Is(err, wire.ErrInSyncReplicasLacking) {
@@ -234,14 +236,14 @@ func TestSyncReplicationRefusesWithoutSlaves(t *testing.T) {
 	if n := master.Store().CommitLog().MaxOffset(); n != 0 {
 		t.Fatalf("refused message was stored: log at %d", n)
 	}
-	slave, _ := testBroker(t, haOpts(ReplicationSync), slaveOf(master, 1))
+	slave, _ := testBroker(t, haOpts(broker.ReplicationSync), slaveOf(master, 1))
 	testutil.WaitFor(t, 5*time.Second, "a send with the slave in sync", func() error { return send(ctx, mc, "s", 0, "paired") })
 	// A second in-sync slave is required: refused again.
-	master.repl.SetInSyncReplicas(2)
+	master.Replication().SetInSyncReplicas(2)
 	if err := send(ctx, mc, "s", 0, "two"); !errors.Is(err, wire.ErrInSyncReplicasLacking) {
 		t.Fatalf("two needed: %v", err)
 	}
-	master.repl.SetInSyncReplicas(1)
+	master.Replication().SetInSyncReplicas(1)
 	// The slave goes away: sends fail with a replication code, never succeed.
 	if err := slave.Close(); err != nil {
 		t.Fatal(err)
@@ -266,15 +268,15 @@ func TestSyncReplicationRefusesWithoutSlaves(t *testing.T) {
 // the consumer offsets committed on either side.
 func TestPromoteSlave(t *testing.T) {
 	ctx := context.Background()
-	master, mc := testBroker(t, haOpts(ReplicationAsync))
+	master, mc := testBroker(t, haOpts(broker.ReplicationAsync))
 	createTopic(t, mc, "p", 2)
 	slaveDir := t.TempDir()
-	slaveOpts := func(o *Options) {
+	slaveOpts := func(o *broker.Options) {
 		o.StoreDir = slaveDir
 		o.Store.Dir = filepath.Join(slaveDir, "store")
 		o.Store.CommitLog.Dir = ""
 	}
-	slave, sc := testBroker(t, haOpts(ReplicationAsync), slaveOf(master, 1), slaveOpts)
+	slave, sc := testBroker(t, haOpts(broker.ReplicationAsync), slaveOf(master, 1), slaveOpts)
 	for i := 0; i < 40; i++ {
 		if err := send(ctx, mc, "p", int32(i%2), fmt.Sprint("m", i)); err != nil {
 			t.Fatal(err)
@@ -312,7 +314,7 @@ func TestPromoteSlave(t *testing.T) {
 	if err != nil || !errors.Is(wire.FromStatus(resp.Status), wire.ErrInvalidParameter) {
 		t.Fatalf("promote with the wrong name: %v %v", err, resp.GetStatus())
 	}
-	resp, err = hc.Promote(ctx, &pb.PromoteRequest{BrokerName: slave.opts.BrokerName})
+	resp, err = hc.Promote(ctx, &pb.PromoteRequest{BrokerName: slave.Options().BrokerName})
 	if err != nil || wire.FromStatus(resp.Status) != nil {
 		t.Fatalf("promote: %v %v", err, resp.GetStatus())
 	}
@@ -350,7 +352,7 @@ func TestPromoteSlave(t *testing.T) {
 	if err := json.Unmarshal(b, &f); err != nil || f.Role != "MASTER" || f.BrokerID != 0 || f.Epoch != 1 || f.ConfiguredBrokerID != 1 {
 		t.Fatalf("ha.json: %s (%v)", b, err)
 	}
-	opts := slave.opts
+	opts := slave.Options()
 	if err := slave.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -358,8 +360,8 @@ func TestPromoteSlave(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.Role() != RoleMaster || again.brokerID() != 0 || again.Epoch() != 1 {
-		t.Fatalf("after a restart: %s id %d epoch %d", again.Role(), again.brokerID(), again.Epoch())
+	if again.Role() != broker.RoleMaster || again.Info().BrokerID != 0 || again.Epoch() != 1 {
+		t.Fatalf("after a restart: %s id %d epoch %d", again.Role(), again.Info().BrokerID, again.Epoch())
 	}
 	if err := again.Close(); err != nil {
 		t.Fatal(err)
@@ -371,8 +373,8 @@ func TestPromoteSlave(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer again.Close()
-	if again.Role() != RoleSlave || again.brokerID() != 2 || again.Epoch() != 1 {
-		t.Fatalf("reconfigured: %s id %d epoch %d", again.Role(), again.brokerID(), again.Epoch())
+	if again.Role() != broker.RoleSlave || again.Info().BrokerID != 2 || again.Epoch() != 1 {
+		t.Fatalf("reconfigured: %s id %d epoch %d", again.Role(), again.Info().BrokerID, again.Epoch())
 	}
 }
 
@@ -380,7 +382,7 @@ func TestPromoteSlave(t *testing.T) {
 // does not have stops replicating, reports it, and keeps its log.
 func TestDivergedSlaveStops(t *testing.T) {
 	ctx := context.Background()
-	m1, c1 := testBroker(t, haOpts(ReplicationAsync))
+	m1, c1 := testBroker(t, haOpts(broker.ReplicationAsync))
 	createTopic(t, c1, "d", 1)
 	for i := 0; i < 10; i++ {
 		if err := send(ctx, c1, "d", 0, fmt.Sprint("one-", i)); err != nil {
@@ -388,19 +390,19 @@ func TestDivergedSlaveStops(t *testing.T) {
 		}
 	}
 	slaveDir := t.TempDir()
-	slaveOpts := func(o *Options) {
+	slaveOpts := func(o *broker.Options) {
 		o.StoreDir = slaveDir
 		o.Store.Dir = filepath.Join(slaveDir, "store")
 		o.Store.CommitLog.Dir = ""
 	}
-	slave, _ := testBroker(t, haOpts(ReplicationAsync), slaveOf(m1, 1), slaveOpts)
+	slave, _ := testBroker(t, haOpts(broker.ReplicationAsync), slaveOf(m1, 1), slaveOpts)
 	waitCaughtUp(t, m1, slave)
-	opts := slave.opts
+	opts := slave.Options()
 	if err := slave.Close(); err != nil {
 		t.Fatal(err)
 	}
 	// Another master of the same group with other records.
-	m2, c2 := testBroker(t, haOpts(ReplicationAsync))
+	m2, c2 := testBroker(t, haOpts(broker.ReplicationAsync))
 	createTopic(t, c2, "d", 1)
 	for i := 0; i < 20; i++ {
 		if err := send(ctx, c2, "d", 0, fmt.Sprint("two-", i)); err != nil {
@@ -418,12 +420,12 @@ func TestDivergedSlaveStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, 5*time.Second, "the diverged state", func() error {
-		if st := s2.replicationInfo(); st.State != ha.StateDiverged {
+		if st := s2.Replication().Info(); st.State != ha.StateDiverged {
 			return fmt.Errorf("state %s", st.State)
 		}
 		return nil
 	})
-	info := s2.replicationInfo()
+	info := s2.Replication().Info()
 	if !strings.Contains(info.LastError, "DIVERGED") {
 		t.Fatalf("last error %q", info.LastError)
 	}

@@ -5,11 +5,6 @@ import (
 	"time"
 )
 
-type queueKey struct {
-	topic string
-	id    int32
-}
-
 type lockEntry struct {
 	client  string
 	renewed time.Time
@@ -20,24 +15,24 @@ type lockEntry struct {
 type queueLocks struct {
 	mu     sync.Mutex
 	ttl    time.Duration
-	groups map[string]map[queueKey]*lockEntry
+	groups map[string]map[Queue]*lockEntry
 }
 
 func newQueueLocks(ttl time.Duration) *queueLocks {
-	return &queueLocks{ttl: ttl, groups: make(map[string]map[queueKey]*lockEntry)}
+	return &queueLocks{ttl: ttl, groups: make(map[string]map[Queue]*lockEntry)}
 }
 
 // lock takes or renews the requested queues for client and returns those it
 // now holds.
-func (l *queueLocks) lock(group, client string, queues []queueKey, now time.Time) []queueKey {
+func (l *queueLocks) lock(group, client string, queues []Queue, now time.Time) []Queue {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	m := l.groups[group]
 	if m == nil {
-		m = make(map[queueKey]*lockEntry)
+		m = make(map[Queue]*lockEntry)
 		l.groups[group] = m
 	}
-	var held []queueKey
+	var held []Queue
 	for _, q := range queues {
 		e := m[q]
 		if e == nil || e.client == client || now.Sub(e.renewed) > l.ttl {
@@ -49,7 +44,7 @@ func (l *queueLocks) lock(group, client string, queues []queueKey, now time.Time
 }
 
 // unlock releases the queues client holds.
-func (l *queueLocks) unlock(group, client string, queues []queueKey) {
+func (l *queueLocks) unlock(group, client string, queues []Queue) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	m := l.groups[group]
@@ -61,7 +56,7 @@ func (l *queueLocks) unlock(group, client string, queues []queueKey) {
 }
 
 // holder returns who holds a queue now ("" if nobody).
-func (l *queueLocks) holder(group string, q queueKey, now time.Time) string {
+func (l *queueLocks) holder(group string, q Queue, now time.Time) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if e := l.groups[group][q]; e != nil && now.Sub(e.renewed) <= l.ttl {

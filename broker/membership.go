@@ -6,7 +6,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bolide-mq/bolide/internal/membership"
-	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
 // GossipPortOffset derives a broker's gossip port from its listen port
@@ -55,8 +54,8 @@ func (b *Broker) startGossip() error {
 	b.gossip = &gossip{node: node}
 	// Join the pool through each NameServer's gossip address as
 	// registration answers reveal them.
-	b.reg.onRegistered = func(ns string, resp *pb.RegisterBrokerResponse) {
-		addr := resp.GetGossipAddr()
+	b.reg.onRegistered = func(ns string, ans RegistrationAnswer) {
+		addr := ans.GossipAddr
 		if addr == "" {
 			return
 		}

@@ -2,8 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -11,14 +9,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bolide-mq/bolide/broker/store"
-	"github.com/bolide-mq/bolide/internal/wire"
+	"github.com/bolide-mq/bolide/internal/errcode"
 	"github.com/bolide-mq/bolide/message"
 )
 
 // Metrics. Names follow RocketMQ 5's (rocketmq_*) where it has one, with
 // its labels and units (latencies in milliseconds), so dashboards made for
 // RocketMQ read them; the rest are bolide_*, in base units. Only the send
-// and pull paths update anything as they run (sendObserved, pullObserved);
+// and pull paths update anything as they run (Send, Pull);
 // every other figure is read from the broker when Prometheus scrapes
 // (Collector), so idle features cost nothing.
 
@@ -86,24 +84,38 @@ func (m *brokerMetrics) observeFlush(took time.Duration, _ int64) {
 	m.init().flush.Observe(took.Seconds())
 }
 
-func responseCode(err error) string { return wire.CodeOf(err).String() }
+func responseCode(err error) string { return errcode.Of(err).String() }
 
 func sinceMS(start time.Time) float64 { return float64(time.Since(start)) / float64(time.Millisecond) }
 
-// Front ends, as the protocol_type label of request latencies names them.
-const (
-	protoGRPC  = "grpc"
-	protoFrame = "frame"
-)
+type frontendKey struct{}
 
-// sendObserved is Send, counted: the front ends call it with their name.
-func (b *Broker) sendObserved(ctx context.Context, protocol string, msgs []*message.Ext) ([]store.PutResult, error) {
+// WithFrontend labels a call's context with the front end it came through
+// ("grpc", "frame"): the protocol_type label of the request metrics.
+func WithFrontend(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, frontendKey{}, name)
+}
+
+// frontendOf is the front end a call came through ("core" for a call made
+// on the core directly).
+func frontendOf(ctx context.Context) string {
+	if name, ok := ctx.Value(frontendKey{}).(string); ok {
+		return name
+	}
+	return "core"
+}
+
+// Send stores messages (one, or a batch for one topic queue) and returns
+// their results once the flush and replication modes say they are stored.
+// It is counted in the metrics under the context's front end (WithFrontend).
+func (b *Broker) Send(ctx context.Context, msgs []*message.Ext) ([]store.PutResult, error) {
 	start := time.Now()
 	var topic string
 	if len(msgs) > 0 && msgs[0] != nil {
-		topic = msgs[0].Topic // Send may rewrite it (delay, transactions)
+		topic = msgs[0].Topic // send may rewrite it (delay, transactions)
 	}
-	res, err := b.Send(ctx, msgs)
+	protocol := frontendOf(ctx)
+	res, err := b.send(ctx, msgs)
 	m := b.metrics.init()
 	m.rpcLatency.WithLabelValues(protocol, "send", responseCode(err), "false").Observe(sinceMS(start))
 	if err == nil {
@@ -118,10 +130,13 @@ func (b *Broker) sendObserved(ctx context.Context, protocol string, msgs []*mess
 	return res, err
 }
 
-// pullObserved is Pull, counted: the front ends call it with their name.
-func (b *Broker) pullObserved(ctx context.Context, protocol string, req PullRequest) (PullResult, error) {
+// Pull reads a queue, holding the request up to SuspendTimeout (capped by
+// LongPollMax) while there is nothing new. It is counted in the metrics
+// under the context's front end (WithFrontend).
+func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) {
 	start := time.Now()
-	res, err := b.Pull(ctx, req)
+	res, err := b.pull(ctx, req)
+	protocol := frontendOf(ctx)
 	m := b.metrics.init()
 	m.rpcLatency.WithLabelValues(protocol, "pull", responseCode(err), strconv.FormatBool(req.SuspendTimeout > 0)).Observe(sinceMS(start))
 	if err == nil && len(res.Records) > 0 {
@@ -133,32 +148,6 @@ func (b *Broker) pullObserved(ctx context.Context, protocol string, req PullRequ
 		m.bytesOut.WithLabelValues(req.Topic, req.Group).Add(float64(n))
 	}
 	return res, err
-}
-
-// registeredAny reports nil once the last registration with at least one
-// NameServer succeeded, else the errors of the last attempts.
-func (r *registrar) registeredAny() error {
-	// The configured list, not r.conns: start fills that without the lock
-	// while the admin listener may already be asking.
-	nss := r.b.opts.NameServers
-	if len(nss) == 0 {
-		return errors.New("no name server configured")
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var errs []error
-	for _, ns := range nss {
-		err, ok := r.lastErr[ns]
-		switch {
-		case !ok:
-			errs = append(errs, fmt.Errorf("%s: not registered yet", ns))
-		case err == nil:
-			return nil
-		default:
-			errs = append(errs, fmt.Errorf("%s: %w", ns, err))
-		}
-	}
-	return fmt.Errorf("not registered with a name server: %w", errors.Join(errs...))
 }
 
 // Collector is the broker's Prometheus collector: the send and pull

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -9,13 +9,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/server"
 	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
 // gather collects a broker's metrics through a pedantic registry, which
 // fails on a metric that was not described or is inconsistent.
-func gather(t *testing.T, b *Broker) map[string]*dto.MetricFamily {
+func gather(t *testing.T, b *server.Server) map[string]*dto.MetricFamily {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(b.Collector()); err != nil {
@@ -67,8 +69,8 @@ next:
 }
 
 func TestMetricsMasterAndSlave(t *testing.T) {
-	master, mc := testBroker(t, haOpts(ReplicationAsync))
-	slave, _ := testBroker(t, haOpts(ReplicationAsync), slaveOf(master, 1))
+	master, mc := testBroker(t, haOpts(broker.ReplicationAsync))
+	slave, _ := testBroker(t, haOpts(broker.ReplicationAsync), slaveOf(master, 1))
 	createTopic(t, mc, "MetricsTopic", 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -21,7 +21,8 @@ type Options struct {
 	BrokerName string
 	// BrokerID 0 is the master of its group; > 0 a slave.
 	BrokerID int64
-	// ListenAddr is the gRPC address; ":0" picks a free port.
+	// ListenAddr is where the daemon listens (package broker/server binds
+	// it; ":0" picks a free port); the HA and gossip ports derive from it.
 	ListenAddr string
 	// AdvertiseAddr is the address registered with NameServers (default:
 	// the bound listen address).
@@ -72,13 +73,35 @@ type Options struct {
 	Retry       RetryOptions
 }
 
-// Option gives New what Options cannot hold: implementations of interfaces
-// the core declares, which its callers choose (WithMasterClient).
+// Option gives New what Options cannot hold: the address the broker is
+// reached at and implementations of the interfaces the core declares for
+// its calls to other daemons, which its assembler chooses (package
+// broker/server passes the bolide.v1 ones of package broker/remote).
 type Option func(*dependencies)
 
 // dependencies are what the Options of New set.
 type dependencies struct {
-	master replication.MasterClient
+	addr        string
+	nameServers NameServers
+	master      replication.MasterClient
+}
+
+// WithAddr sets the address clients reach the broker at: the bound
+// listener's (AdvertiseAddr still wins).
+func WithAddr(addr string) Option {
+	return func(d *dependencies) { d.addr = addr }
+}
+
+// WithNameServers sets how the broker registers with its NameServers
+// (without it, it registers nowhere).
+func WithNameServers(ns NameServers) Option {
+	return func(d *dependencies) { d.nameServers = ns }
+}
+
+// WithMasterClient sets how a slave fetches its master's metadata
+// (without it, a slave replicates the log only).
+func WithMasterClient(c replication.MasterClient) Option {
+	return func(d *dependencies) { d.master = c }
 }
 
 // DefaultOptions returns the defaults for a broker storing under dir.

@@ -2,25 +2,54 @@ package broker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/bolide-mq/bolide/broker/remote"
 	"github.com/bolide-mq/bolide/broker/replication"
-	"github.com/bolide-mq/bolide/internal/wire"
-	pb "github.com/bolide-mq/bolide/proto/bolidev1"
+	"github.com/bolide-mq/bolide/broker/topic"
 )
+
+// Registration is what a broker tells the NameServers about itself.
+type Registration struct {
+	Cluster, BrokerName string
+	// Addr is the client-facing address; HAAddr the replication one;
+	// GossipAddr the memberlist one ("" when membership is off).
+	Addr, HAAddr, GossipAddr string
+	BrokerID, Epoch          int64
+	Version                  string
+	// HeartbeatTimeout overrides the NameServer's expiry (0 = theirs).
+	HeartbeatTimeout time.Duration
+	Topics           []TopicConfig
+	DataVersion      topic.DataVersion
+}
+
+// RegistrationAnswer is what a NameServer answers: where the group's
+// master is, and its own gossip address.
+type RegistrationAnswer struct {
+	MasterAddr, MasterHAAddr string
+	GossipAddr               string
+}
+
+// NameServers is how the broker reaches its NameServers. The broker calls
+// it from its registration loop; package broker/remote implements it over
+// bolide.v1 gRPC. A refusal is a coded error (NOT_MASTER for a fenced
+// master).
+type NameServers interface {
+	Register(ctx context.Context, nameServer string, r Registration) (RegistrationAnswer, error)
+	Unregister(ctx context.Context, nameServer string, r Registration) error
+	Close() error
+}
 
 // registrar registers the broker with every NameServer at start, every
 // RegisterInterval and whenever its topics change, and unregisters it on a
 // clean stop.
 type registrar struct {
 	b       *Broker
-	conns   map[string]*grpc.ClientConn
+	ns      NameServers // nil: no registration (a broker without NameServers)
 	now     chan struct{}
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -29,22 +58,17 @@ type registrar struct {
 	lastErr map[string]error
 	// onRegistered is called with each NameServer's answer (membership
 	// joins the gossip pool through it).
-	onRegistered func(ns string, resp *pb.RegisterBrokerResponse)
+	onRegistered func(ns string, ans RegistrationAnswer)
 }
 
-func newRegistrar(b *Broker) *registrar {
+func newRegistrar(b *Broker, ns NameServers) *registrar {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &registrar{b: b, conns: make(map[string]*grpc.ClientConn), now: make(chan struct{}, 1),
-		ctx: ctx, cancel: cancel, lastErr: make(map[string]error)}
+	return &registrar{b: b, ns: ns, now: make(chan struct{}, 1), ctx: ctx, cancel: cancel, lastErr: make(map[string]error)}
 }
 
 func (r *registrar) start() error {
-	for _, ns := range r.b.opts.NameServers {
-		conn, err := grpc.NewClient(ns, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return err
-		}
-		r.conns[ns] = conn
+	if r.ns == nil {
+		return nil
 	}
 	r.registerAll() // before Start returns: routes exist as soon as we serve
 	r.wg.Add(1)
@@ -75,44 +99,35 @@ func (r *registrar) loop() {
 	}
 }
 
-func (r *registrar) request() *pb.RegisterBrokerRequest {
+func (r *registrar) registration() Registration {
 	b := r.b
-	topics := b.topics.all()
-	req := &pb.RegisterBrokerRequest{
-		Cluster:            b.opts.Cluster,
-		BrokerName:         b.opts.BrokerName,
-		BrokerAddr:         b.addr,
-		BrokerId:           b.brokerID(),
-		HaAddr:             b.HAAddr(),
-		Epoch:              b.Epoch(),
-		Version:            b.opts.Version,
-		HeartbeatTimeoutMs: b.opts.BrokerTimeout.Milliseconds(),
-		GossipAddr:         b.gossipAddr(),
+	return Registration{
+		Cluster:          b.opts.Cluster,
+		BrokerName:       b.opts.BrokerName,
+		Addr:             b.addr,
+		BrokerID:         b.brokerID(),
+		HAAddr:           b.HAAddr(),
+		Epoch:            b.Epoch(),
+		Version:          b.opts.Version,
+		HeartbeatTimeout: b.opts.BrokerTimeout,
+		GossipAddr:       b.gossipAddr(),
+		Topics:           b.topics.all(),
+		DataVersion:      b.topics.dataVersion(),
 	}
-	dv := b.topics.dataVersion()
-	req.DataVersion = &pb.DataVersion{Timestamp: dv.Timestamp, Counter: dv.Counter}
-	for i := range topics {
-		req.Topics = append(req.Topics, remote.TopicToProto(&topics[i]))
-	}
-	return req
 }
 
 // registerAll registers with every NameServer in parallel.
 func (r *registrar) registerAll() {
-	req := r.request()
+	reg := r.registration()
 	var wg sync.WaitGroup
-	for ns, conn := range r.conns {
+	for _, ns := range r.b.opts.NameServers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(r.ctx, r.b.opts.RegisterTimeout)
 			defer cancel()
-			resp, err := pb.NewNameServerClient(conn).RegisterBroker(ctx, req)
-			if err == nil {
-				err = wire.FromStatus(resp.GetStatus())
-			}
-			r.b.repl.OnRegistered(ns, req.BrokerId, replication.NameServerAnswer{
-				MasterAddr: resp.GetMasterAddr(), MasterHAAddr: resp.GetMasterHaAddr()}, err)
+			ans, err := r.ns.Register(ctx, ns, reg)
+			r.b.repl.OnRegistered(ns, reg.BrokerID, replication.NameServerAnswer{MasterAddr: ans.MasterAddr, MasterHAAddr: ans.MasterHAAddr}, err)
 			r.mu.Lock()
 			prev := r.lastErr[ns]
 			r.lastErr[ns] = err
@@ -124,11 +139,35 @@ func (r *registrar) registerAll() {
 				r.b.log.Info("registered with name server again", zap.String("nameServer", ns))
 			}
 			if err == nil && r.onRegistered != nil {
-				r.onRegistered(ns, resp)
+				r.onRegistered(ns, ans)
 			}
 		}()
 	}
 	wg.Wait()
+}
+
+// registeredAny reports nil once the last registration with at least one
+// NameServer succeeded, else the errors of the last attempts.
+func (r *registrar) registeredAny() error {
+	nss := r.b.opts.NameServers
+	if len(nss) == 0 || r.ns == nil {
+		return errors.New("no name server configured")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var errs []error
+	for _, ns := range nss {
+		err, ok := r.lastErr[ns]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("%s: not registered yet", ns))
+		case err == nil:
+			return nil
+		default:
+			errs = append(errs, fmt.Errorf("%s: %w", ns, err))
+		}
+	}
+	return fmt.Errorf("not registered with a name server: %w", errors.Join(errs...))
 }
 
 // registered reports whether the last registration with every NameServer
@@ -136,32 +175,36 @@ func (r *registrar) registerAll() {
 func (r *registrar) registered() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for ns := range r.conns {
+	for _, ns := range r.b.opts.NameServers {
 		if err, ok := r.lastErr[ns]; !ok || err != nil {
 			return false
 		}
 	}
-	return true
+	return len(r.b.opts.NameServers) > 0 && r.ns != nil
 }
 
 // stop ends the loop and unregisters from every NameServer.
 func (r *registrar) stop() {
 	r.cancel()
 	r.wg.Wait()
-	req := &pb.UnregisterBrokerRequest{Cluster: r.b.opts.Cluster, BrokerName: r.b.opts.BrokerName,
-		BrokerAddr: r.b.addr, BrokerId: r.b.brokerID()}
+	if r.ns == nil {
+		return
+	}
+	reg := r.registration()
 	var wg sync.WaitGroup
-	for ns, conn := range r.conns {
+	for _, ns := range r.b.opts.NameServers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), r.b.opts.RegisterTimeout)
 			defer cancel()
-			if _, err := pb.NewNameServerClient(conn).UnregisterBroker(ctx, req); err != nil {
+			if err := r.ns.Unregister(ctx, ns, reg); err != nil {
 				r.b.log.Warn("unregister from name server failed", zap.String("nameServer", ns), zap.Error(err))
 			}
-			_ = conn.Close()
 		}()
 	}
 	wg.Wait()
+	if err := r.ns.Close(); err != nil {
+		r.b.log.Warn("close name server connections", zap.Error(err))
+	}
 }

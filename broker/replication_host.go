@@ -34,19 +34,8 @@ type ReplicationOptions = replication.Options
 // PromoteResult says what a promotion did.
 type PromoteResult = replication.PromoteResult
 
-// WithMasterClient gives a slave the client it fetches its master's
-// metadata with (broker/remote implements it over gRPC); the broker closes
-// it. Without one a slave replicates its master's log but not its metadata.
-func WithMasterClient(c replication.MasterClient) Option {
-	return func(d *dependencies) { d.master = c }
-}
-
 // newReplicator loads the saved role and binds the HA listener.
-func newReplicator(b *Broker, with ...Option) (*replication.Replicator, error) {
-	var d dependencies
-	for _, o := range with {
-		o(&d)
-	}
+func newReplicator(b *Broker, master replication.MasterClient) (*replication.Replicator, error) {
 	return replication.New(replication.Config{
 		Options:    b.opts.Replication,
 		BrokerName: b.opts.BrokerName,
@@ -56,7 +45,7 @@ func newReplicator(b *Broker, with ...Option) (*replication.Replicator, error) {
 		Addr:       b.addr,
 		Store:      b.store,
 		Offsets:    b.offsets,
-		Master:     d.master,
+		Master:     master,
 	}, replicationHost{b}, b.log.Named("ha"))
 }
 

@@ -30,14 +30,8 @@ func (h retryHost) Store(ctx context.Context, m *message.Ext) (string, error) {
 	if err := b.scheduleDelayed(m); err != nil {
 		return "", err
 	}
-	if err := b.checkInSync(); err != nil {
-		return "", err
-	}
-	res, err := b.store.PutBatch(ctx, []*message.Ext{m}, nil)
+	res, err := b.put(ctx, []*message.Ext{m})
 	if err != nil {
-		return "", storeError(err)
-	}
-	if err := b.waitReplicated(ctx, res); err != nil {
 		return "", err
 	}
 	return res[0].MsgID, nil

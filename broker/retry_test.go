@@ -1,20 +1,25 @@
-package broker
+package broker_test
 
 import (
 	"context"
 	"testing"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/retry"
+	"github.com/bolide-mq/bolide/broker/server"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
 // openBroker starts a broker storing in dir, with no NameServers.
-func openBroker(t *testing.T, dir string) *Broker {
+func openBroker(t *testing.T, dir string) *server.Server {
 	t.Helper()
 	opts := testOptions(dir)
-	b, err := New(opts, nil)
+	b, err := newBroker(opts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,9 +38,9 @@ func wantCode(t *testing.T, what string, err error, code pb.Code) {
 }
 
 // deadLetters lists a group's DLQ, waiting for dispatch to catch up.
-func deadLetters(t *testing.T, b *Broker, group string, n int) []*pb.DeadLetterEntry {
+func deadLetters(t *testing.T, b *server.Server, group string, n int) []*pb.DeadLetterEntry {
 	t.Helper()
-	if err := b.store.WaitDispatched(context.Background(), b.store.CommitLog().MaxOffset()); err != nil {
+	if err := b.Store().WaitDispatched(context.Background(), b.Store().CommitLog().MaxOffset()); err != nil {
 		t.Fatal(err)
 	}
 	list, err := listDeadLetters(b, &pb.ListDeadLettersRequest{Group: group})
@@ -48,9 +53,24 @@ func deadLetters(t *testing.T, b *Broker, group string, n int) []*pb.DeadLetterE
 	return list
 }
 
+// deadLetterClient dials the broker's gRPC DeadLetter service; close the
+// connection after the call.
+func deadLetterClient(b *server.Server) (pb.DeadLetterClient, *grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(b.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, err
+	}
+	return pb.NewDeadLetterClient(conn), conn, nil
+}
+
 // listDeadLetters lists dead letters through the gRPC DeadLetter service.
-func listDeadLetters(b *Broker, req *pb.ListDeadLettersRequest) ([]*pb.DeadLetterEntry, error) {
-	resp, err := (&deadLetterServer{b: b}).ListDeadLetters(context.Background(), req)
+func listDeadLetters(b *server.Server, req *pb.ListDeadLettersRequest) ([]*pb.DeadLetterEntry, error) {
+	c, conn, err := deadLetterClient(b)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	resp, err := c.ListDeadLetters(context.Background(), req)
 	if err != nil {
 		return nil, err
 	}
@@ -58,8 +78,13 @@ func listDeadLetters(b *Broker, req *pb.ListDeadLettersRequest) ([]*pb.DeadLette
 }
 
 // markReplayed marks a dead letter through the gRPC DeadLetter service.
-func markReplayed(ctx context.Context, b *Broker, group string, queueOffset int64, msgID string, mark *pb.ReplayMark) (*pb.ReplayMark, bool, error) {
-	resp, err := (&deadLetterServer{b: b}).MarkReplayed(ctx, &pb.MarkReplayedRequest{Group: group, QueueOffset: queueOffset, MsgId: msgID, Mark: mark})
+func markReplayed(ctx context.Context, b *server.Server, group string, queueOffset int64, msgID string, mark *pb.ReplayMark) (*pb.ReplayMark, bool, error) {
+	c, conn, err := deadLetterClient(b)
+	if err != nil {
+		return nil, false, err
+	}
+	defer conn.Close()
+	resp, err := c.MarkReplayed(ctx, &pb.MarkReplayedRequest{Group: group, QueueOffset: queueOffset, MsgId: msgID, Mark: mark})
 	if err != nil {
 		return nil, false, err
 	}
@@ -71,7 +96,7 @@ func TestSendBackRetryDeadLetterAndReplayMarks(t *testing.T) {
 	b := openBroker(t, dir)
 	defer func() { _ = b.Close() }()
 	ctx := context.Background()
-	if err := b.topics.put(TopicConfig{Name: "orders", ReadQueueNums: 1, WriteQueueNums: 1, Perm: PermReadWrite}, false); err != nil {
+	if err := b.PutTopic(broker.TopicConfig{Name: "orders", ReadQueueNums: 1, WriteQueueNums: 1, Perm: broker.PermReadWrite}, false); err != nil {
 		t.Fatal(err)
 	}
 	send := func(body string) (*message.Ext, int64) {
@@ -85,20 +110,20 @@ func TestSendBackRetryDeadLetterAndReplayMarks(t *testing.T) {
 	}
 	_, off1 := send("one")
 	_, off2 := send("two")
-	first, err := b.store.ReadMessage(off1)
+	first, err := b.Store().ReadMessage(off1)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	// A first failure goes to the retry topic, delayed by level 3.
-	res, err := b.retry.SendBack(ctx, retry.SendBackRequest{Group: "billing", CommitLogOffset: off1, UniqueID: "U-one", MaxReconsumeTimes: 1, Reason: "db\ndown"})
+	res, err := b.Retry().SendBack(ctx, retry.SendBackRequest{Group: "billing", CommitLogOffset: off1, UniqueID: "U-one", MaxReconsumeTimes: 1, Reason: "db\ndown"})
 	if err != nil || res.DeadLettered || res.Topic != "%RETRY%billing" || res.ReconsumeTimes != 1 {
 		t.Fatalf("first send-back: %+v %v", res, err)
 	}
-	if tc, ok := b.topics.get("%RETRY%billing"); !ok || tc.ReadQueueNums != 1 || tc.Perm != PermReadWrite {
+	if tc, ok := b.TopicFor("%RETRY%billing"); !ok || tc.ReadQueueNums != 1 || tc.Perm != broker.PermReadWrite {
 		t.Fatalf("retry topic %+v %v", tc, ok)
 	}
-	copyMsg, err := b.store.LookupByMsgID(res.MsgID)
+	copyMsg, err := b.Store().LookupByMsgID(res.MsgID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,20 +135,20 @@ func TestSendBackRetryDeadLetterAndReplayMarks(t *testing.T) {
 	}
 
 	// Past the limit (the consumer's count counts), or asked: the DLQ.
-	res, err = b.retry.SendBack(ctx, retry.SendBackRequest{Group: "billing", CommitLogOffset: off1, ReconsumeTimes: 1, MaxReconsumeTimes: 1, Reason: "still down"})
+	res, err = b.Retry().SendBack(ctx, retry.SendBackRequest{Group: "billing", CommitLogOffset: off1, ReconsumeTimes: 1, MaxReconsumeTimes: 1, Reason: "still down"})
 	if err != nil || !res.DeadLettered || res.Topic != "%DLQ%billing" || res.ReconsumeTimes != 2 {
 		t.Fatalf("second send-back: %+v %v", res, err)
 	}
-	if res, err = b.retry.SendBack(ctx, retry.SendBackRequest{Group: "billing", CommitLogOffset: off2, DelayLevel: -1}); err != nil || !res.DeadLettered {
+	if res, err = b.Retry().SendBack(ctx, retry.SendBackRequest{Group: "billing", CommitLogOffset: off2, DelayLevel: -1}); err != nil || !res.DeadLettered {
 		t.Fatalf("send-back to the DLQ: %+v %v", res, err)
 	}
 
 	// Bad requests change nothing.
-	_, err = b.retry.SendBack(ctx, retry.SendBackRequest{Group: "billing", CommitLogOffset: off1, UniqueID: "U-other"})
+	_, err = b.Retry().SendBack(ctx, retry.SendBackRequest{Group: "billing", CommitLogOffset: off1, UniqueID: "U-other"})
 	wantCode(t, "wrong unique id", err, pb.Code_QUERY_NOT_FOUND)
-	_, err = b.retry.SendBack(ctx, retry.SendBackRequest{Group: "bad group", CommitLogOffset: off1})
+	_, err = b.Retry().SendBack(ctx, retry.SendBackRequest{Group: "bad group", CommitLogOffset: off1})
 	wantCode(t, "bad group", err, pb.Code_ILLEGAL_GROUP)
-	_, err = b.retry.SendBack(ctx, retry.SendBackRequest{Group: "billing", CommitLogOffset: 1 << 40})
+	_, err = b.Retry().SendBack(ctx, retry.SendBackRequest{Group: "billing", CommitLogOffset: 1 << 40})
 	wantCode(t, "no message", err, pb.Code_QUERY_NOT_FOUND)
 
 	list := deadLetters(t, b, "billing", 2)
@@ -165,7 +190,7 @@ func TestSendBackRetryDeadLetterAndReplayMarks(t *testing.T) {
 		t.Fatalf("after restart, the unreplayed entry is marked: %+v", list[1].Replayed)
 	}
 	// The mark topic is internal: not a topic of the table.
-	if _, ok := b.topics.get(retry.ReplayMarkTopic); ok {
+	if _, ok := b.TopicFor(retry.ReplayMarkTopic); ok {
 		t.Fatalf("%s is in the topic table", retry.ReplayMarkTopic)
 	}
 }

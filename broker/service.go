@@ -8,65 +8,64 @@ import (
 	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/broker/txn"
 	"github.com/bolide-mq/bolide/commitlog"
-	"github.com/bolide-mq/bolide/internal/wire"
+	"github.com/bolide-mq/bolide/internal/errcode"
 	"github.com/bolide-mq/bolide/message"
-	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
 // storeError gives store and log errors their wire codes.
 func storeError(err error) error {
-	var we *wire.Error
+	var ce *errcode.Error
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &we):
+	case errors.As(err, &ce):
 		return err
 	case errors.Is(err, commitlog.ErrDiskFull):
-		return wire.Errorf(pb.Code_DISK_FULL, "%v", err)
+		return errcode.Errorf(errcode.DiskFull, "%v", err)
 	case errors.Is(err, commitlog.ErrFlushTimeout):
-		return wire.Errorf(pb.Code_FLUSH_DISK_TIMEOUT, "%v", err)
+		return errcode.Errorf(errcode.FlushDiskTimeout, "%v", err)
 	case errors.Is(err, store.ErrMessageTooLarge), errors.Is(err, commitlog.ErrRecordTooLarge):
-		return wire.Errorf(pb.Code_MESSAGE_TOO_LARGE, "%v", err)
+		return errcode.Errorf(errcode.MessageTooLarge, "%v", err)
 	case errors.Is(err, message.ErrBadTopic):
-		return wire.Errorf(pb.Code_ILLEGAL_TOPIC, "%v", err)
+		return errcode.Errorf(errcode.IllegalTopic, "%v", err)
 	case errors.Is(err, message.ErrBadProperty), errors.Is(err, message.ErrTooLarge):
-		return wire.Errorf(pb.Code_MESSAGE_ILLEGAL, "%v", err)
+		return errcode.Errorf(errcode.MessageIllegal, "%v", err)
 	case errors.Is(err, store.ErrMessageIllegal):
-		return wire.Errorf(pb.Code_MESSAGE_ILLEGAL, "%v", err)
+		return errcode.Errorf(errcode.MessageIllegal, "%v", err)
 	case errors.Is(err, store.ErrClosed), errors.Is(err, commitlog.ErrClosed):
-		return wire.Errorf(pb.Code_SHUTTING_DOWN, "%v", err)
+		return errcode.Errorf(errcode.ShuttingDown, "%v", err)
 	case errors.Is(err, commitlog.ErrWriteFailed):
-		return wire.Errorf(pb.Code_SERVICE_NOT_AVAILABLE, "%v", err)
+		return errcode.Errorf(errcode.ServiceNotAvailable, "%v", err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return wire.Errorf(pb.Code_TIMEOUT, "%v", err)
+		return errcode.Errorf(errcode.Timeout, "%v", err)
 	}
-	return wire.Errorf(pb.Code_SYSTEM_ERROR, "%v", err)
+	return errcode.Errorf(errcode.SystemError, "%v", err)
 }
 
 // checkMessage validates one message against the topic and the limits.
 func (b *Broker) checkMessage(m *message.Ext) (TopicConfig, error) {
 	if err := message.ValidateTopic(m.Topic); err != nil {
-		return TopicConfig{}, wire.Errorf(pb.Code_ILLEGAL_TOPIC, "%v", err)
+		return TopicConfig{}, errcode.Errorf(errcode.IllegalTopic, "%v", err)
 	}
 	if message.IsSystemTopic(m.Topic) {
-		return TopicConfig{}, wire.Errorf(pb.Code_NO_PERMISSION, "topic %s is reserved for the broker", m.Topic)
+		return TopicConfig{}, errcode.Errorf(errcode.NoPermission, "topic %s is reserved for the broker", m.Topic)
 	}
 	if len(m.Body) == 0 {
-		return TopicConfig{}, wire.Errorf(pb.Code_MESSAGE_ILLEGAL, "message to %s has an empty body", m.Topic)
+		return TopicConfig{}, errcode.Errorf(errcode.MessageIllegal, "message to %s has an empty body", m.Topic)
 	}
 	if len(m.Body) > b.opts.MaxMessageSize {
-		return TopicConfig{}, wire.Errorf(pb.Code_MESSAGE_TOO_LARGE, "message body of %d bytes exceeds the limit of %d", len(m.Body), b.opts.MaxMessageSize)
+		return TopicConfig{}, errcode.Errorf(errcode.MessageTooLarge, "message body of %d bytes exceeds the limit of %d", len(m.Body), b.opts.MaxMessageSize)
 	}
 	if n := propertiesSize(m.Properties); n > b.opts.MaxPropertiesSize {
-		return TopicConfig{}, wire.Errorf(pb.Code_PROPERTIES_TOO_LARGE, "properties take %d bytes, the limit is %d", n, b.opts.MaxPropertiesSize)
+		return TopicConfig{}, errcode.Errorf(errcode.PropertiesTooLarge, "properties take %d bytes, the limit is %d", n, b.opts.MaxPropertiesSize)
 	}
 	if err := message.ValidateProperties(m.Properties); err != nil {
-		return TopicConfig{}, wire.Errorf(pb.Code_MESSAGE_ILLEGAL, "%v", err)
+		return TopicConfig{}, errcode.Errorf(errcode.MessageIllegal, "%v", err)
 	}
 	tc, ok := b.topics.get(m.Topic)
 	if !ok {
 		if !b.opts.AutoCreateTopic || message.IsRetryTopic(m.Topic) || message.IsDLQTopic(m.Topic) {
-			return TopicConfig{}, wire.Errorf(pb.Code_TOPIC_NOT_EXIST, "topic %s does not exist on broker %s", m.Topic, b.opts.BrokerName)
+			return TopicConfig{}, errcode.Errorf(errcode.TopicNotExist, "topic %s does not exist on broker %s", m.Topic, b.opts.BrokerName)
 		}
 		tc = TopicConfig{Name: m.Topic, ReadQueueNums: int32(b.opts.DefaultQueueNums), WriteQueueNums: int32(b.opts.DefaultQueueNums), Perm: PermReadWrite}
 		if err := b.topics.put(tc, true); err != nil {
@@ -75,10 +74,10 @@ func (b *Broker) checkMessage(m *message.Ext) (TopicConfig, error) {
 		b.reg.trigger()
 	}
 	if !tc.Writable() {
-		return TopicConfig{}, wire.Errorf(pb.Code_NO_PERMISSION, "topic %s is not writable on broker %s", m.Topic, b.opts.BrokerName)
+		return TopicConfig{}, errcode.Errorf(errcode.NoPermission, "topic %s is not writable on broker %s", m.Topic, b.opts.BrokerName)
 	}
 	if m.QueueID < 0 || m.QueueID >= tc.WriteQueueNums {
-		return TopicConfig{}, wire.Errorf(pb.Code_INVALID_PARAMETER, "queue %d of %s does not exist (write queues: %d)", m.QueueID, m.Topic, tc.WriteQueueNums)
+		return TopicConfig{}, errcode.Errorf(errcode.InvalidParameter, "queue %d of %s does not exist (write queues: %d)", m.QueueID, m.Topic, tc.WriteQueueNums)
 	}
 	return tc, nil
 }
@@ -91,14 +90,14 @@ func propertiesSize(p map[string]string) int {
 	return n
 }
 
-// Send stores messages (one, or a batch for one topic queue) and returns
-// their results once the flush mode says they are stored.
-func (b *Broker) Send(ctx context.Context, msgs []*message.Ext) ([]store.PutResult, error) {
+// send is Send uncounted: validation, the rewrites of transactional and
+// delayed messages, then put.
+func (b *Broker) send(ctx context.Context, msgs []*message.Ext) ([]store.PutResult, error) {
 	if len(msgs) == 0 {
-		return nil, wire.Errorf(pb.Code_INVALID_PARAMETER, "send request holds no message")
+		return nil, errcode.Errorf(errcode.InvalidParameter, "send request holds no message")
 	}
 	if len(msgs) > b.opts.MaxBatchMessages {
-		return nil, wire.Errorf(pb.Code_INVALID_PARAMETER, "batch of %d messages exceeds the limit of %d", len(msgs), b.opts.MaxBatchMessages)
+		return nil, errcode.Errorf(errcode.InvalidParameter, "batch of %d messages exceeds the limit of %d", len(msgs), b.opts.MaxBatchMessages)
 	}
 	if err := b.checkWritable(); err != nil {
 		return nil, err
@@ -106,7 +105,7 @@ func (b *Broker) Send(ctx context.Context, msgs []*message.Ext) ([]store.PutResu
 	first := msgs[0]
 	for _, m := range msgs {
 		if m.Topic != first.Topic || m.QueueID != first.QueueID {
-			return nil, wire.Errorf(pb.Code_INVALID_PARAMETER, "a batch must go to one topic queue")
+			return nil, errcode.Errorf(errcode.InvalidParameter, "a batch must go to one topic queue")
 		}
 		if _, err := b.checkMessage(m); err != nil {
 			return nil, err
@@ -118,6 +117,14 @@ func (b *Broker) Send(ctx context.Context, msgs []*message.Ext) ([]store.PutResu
 	if err := b.rewriteDelayed(msgs); err != nil {
 		return nil, err
 	}
+	return b.put(ctx, msgs)
+}
+
+// put stores messages as an acknowledged send is stored: refused when too
+// few slaves are in sync (sync replication), appended, and returned once
+// the flush and replication modes say they are stored. Send, retries and
+// replay marks store through it.
+func (b *Broker) put(ctx context.Context, msgs []*message.Ext) ([]store.PutResult, error) {
 	if err := b.checkInSync(); err != nil {
 		return nil, err
 	}
@@ -143,41 +150,58 @@ type PullRequest struct {
 	CommitOffset   int64 // < 0: none
 }
 
+// PullStatus says what a pull found.
+type PullStatus int32
+
+// Pull statuses (numbered as bolide.v1's PullStatus).
+const (
+	// PullFound: Records holds messages.
+	PullFound PullStatus = 0
+	// PullNoNewMessage: the offset is the queue's max offset (after any
+	// hold).
+	PullNoNewMessage PullStatus = 1
+	// PullNoMatchedMessage: messages were skipped by the filter; pull again
+	// from NextOffset.
+	PullNoMatchedMessage PullStatus = 2
+	// PullOffsetIllegal: the offset is outside [MinOffset, MaxOffset];
+	// NextOffset is the suggested correction.
+	PullOffsetIllegal PullStatus = 3
+)
+
 // PullResult is what a pull found.
 type PullResult struct {
-	Status               pb.PullStatus
+	Status               PullStatus
 	Records              [][]byte
 	NextOffset           int64
 	MinOffset, MaxOffset int64
 }
 
-// Pull reads a queue, holding the request up to SuspendTimeout (capped by
-// LongPollMax) while there is nothing new.
-func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) {
+// pull is Pull uncounted.
+func (b *Broker) pull(ctx context.Context, req PullRequest) (PullResult, error) {
 	if err := message.ValidateTopic(req.Topic); err != nil {
-		return PullResult{}, wire.Errorf(pb.Code_ILLEGAL_TOPIC, "%v", err)
+		return PullResult{}, errcode.Errorf(errcode.IllegalTopic, "%v", err)
 	}
 	if message.IsSystemTopic(req.Topic) {
-		return PullResult{}, wire.Errorf(pb.Code_NO_PERMISSION, "topic %s is internal to the broker and cannot be pulled", req.Topic)
+		return PullResult{}, errcode.Errorf(errcode.NoPermission, "topic %s is internal to the broker and cannot be pulled", req.Topic)
 	}
 	if req.Group != "" {
 		if err := message.ValidateGroup(req.Group); err != nil {
-			return PullResult{}, wire.Errorf(pb.Code_ILLEGAL_GROUP, "%v", err)
+			return PullResult{}, errcode.Errorf(errcode.IllegalGroup, "%v", err)
 		}
 	}
 	tc, ok := b.topics.get(req.Topic)
 	if !ok {
-		return PullResult{}, wire.Errorf(pb.Code_TOPIC_NOT_EXIST, "topic %s does not exist on broker %s", req.Topic, b.opts.BrokerName)
+		return PullResult{}, errcode.Errorf(errcode.TopicNotExist, "topic %s does not exist on broker %s", req.Topic, b.opts.BrokerName)
 	}
 	if !tc.Readable() {
-		return PullResult{}, wire.Errorf(pb.Code_NO_PERMISSION, "topic %s is not readable on broker %s", req.Topic, b.opts.BrokerName)
+		return PullResult{}, errcode.Errorf(errcode.NoPermission, "topic %s is not readable on broker %s", req.Topic, b.opts.BrokerName)
 	}
 	if req.QueueID < 0 || req.QueueID >= tc.ReadQueueNums {
-		return PullResult{}, wire.Errorf(pb.Code_INVALID_PARAMETER, "queue %d of %s does not exist (read queues: %d)", req.QueueID, req.Topic, tc.ReadQueueNums)
+		return PullResult{}, errcode.Errorf(errcode.InvalidParameter, "queue %d of %s does not exist (read queues: %d)", req.QueueID, req.Topic, tc.ReadQueueNums)
 	}
 	expr, err := message.ParseTagExpression(req.TagExpression)
 	if err != nil {
-		return PullResult{}, wire.Errorf(pb.Code_SUBSCRIPTION_PARSE_FAILED, "%v", err)
+		return PullResult{}, errcode.Errorf(errcode.SubscriptionParseFailed, "%v", err)
 	}
 	filter := expr.CodeFilter()
 	if req.CommitOffset >= 0 && req.Group != "" {
@@ -211,10 +235,10 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 		out := PullResult{Records: res.Records, NextOffset: res.NextOffset, MinOffset: res.MinOffset, MaxOffset: res.MaxOffset}
 		switch res.Status {
 		case store.Found:
-			out.Status = pb.PullStatus_FOUND
+			out.Status = PullFound
 			return out, nil
 		case store.OffsetTooSmall, store.OffsetOverflowBadly:
-			out.Status = pb.PullStatus_OFFSET_ILLEGAL
+			out.Status = PullOffsetIllegal
 			return out, nil
 		case store.NoMatchedMessage:
 			// Everything up to NextOffset was filtered out: keep waiting
@@ -223,22 +247,22 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 			if offset < res.MaxOffset {
 				continue
 			}
-			out.Status = pb.PullStatus_NO_MATCHED_MESSAGE
+			out.Status = PullNoMatchedMessage
 			if deadline == nil {
 				return out, nil
 			}
 		case store.NoMessageInQueue:
 			if offset != 0 && offset != res.MinOffset {
-				out.Status = pb.PullStatus_OFFSET_ILLEGAL
+				out.Status = PullOffsetIllegal
 				return out, nil
 			}
-			out.Status = pb.PullStatus_NO_NEW_MESSAGE
+			out.Status = PullNoNewMessage
 			out.NextOffset = offset
 			if deadline == nil {
 				return out, nil
 			}
 		default: // OffsetOverflowOne
-			out.Status = pb.PullStatus_NO_NEW_MESSAGE
+			out.Status = PullNoNewMessage
 			if deadline == nil {
 				return out, nil
 			}
@@ -269,12 +293,21 @@ func (b *Broker) lastStoreTime(topic string, queueID int32) int64 {
 	return ts
 }
 
-// resetOffset moves a group's offsets of a topic to a time, the earliest or
-// the latest offset of each queue; dryRun only reports.
-func (b *Broker) resetOffset(group, topic string, ts int64, earliest, latest, dryRun bool) ([]*pb.OffsetChange, error) {
-	tc, ok := b.topics.get(topic)
-	if !ok {
-		return nil, wire.Errorf(pb.Code_TOPIC_NOT_EXIST, "topic %s does not exist on broker %s", topic, b.opts.BrokerName)
+// OffsetChange is what an offset reset did to one queue.
+type OffsetChange struct {
+	QueueID       int32
+	Before, After int64
+}
+
+// ResetOffset moves a group's offsets of a topic to a time (ts, ms), the
+// earliest or the latest offset of each queue; dryRun only reports.
+func (b *Broker) ResetOffset(group, topic string, ts int64, earliest, latest, dryRun bool) ([]OffsetChange, error) {
+	if err := validGroup(group); err != nil {
+		return nil, err
+	}
+	tc, err := b.topic(topic)
+	if err != nil {
+		return nil, err
 	}
 	n := 0
 	for _, v := range []bool{ts > 0, earliest, latest} {
@@ -283,9 +316,9 @@ func (b *Broker) resetOffset(group, topic string, ts int64, earliest, latest, dr
 		}
 	}
 	if n != 1 {
-		return nil, wire.Errorf(pb.Code_INVALID_PARAMETER, "give exactly one of a timestamp, earliest or latest")
+		return nil, errcode.Errorf(errcode.InvalidParameter, "give exactly one of a timestamp, earliest or latest")
 	}
-	var changes []*pb.OffsetChange
+	var changes []OffsetChange
 	for q := int32(0); q < tc.ReadQueueNums; q++ {
 		minOff, maxOff := b.store.QueueOffsets(topic, q)
 		var to int64
@@ -301,7 +334,7 @@ func (b *Broker) resetOffset(group, topic string, ts int64, earliest, latest, dr
 			}
 			to = off
 		}
-		changes = append(changes, &pb.OffsetChange{QueueId: q, Before: b.offsets.Query(group, topic, q), After: to})
+		changes = append(changes, OffsetChange{QueueID: q, Before: b.offsets.Query(group, topic, q), After: to})
 		if !dryRun {
 			b.offsets.Commit(group, topic, q, to)
 		}

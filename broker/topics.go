@@ -10,11 +10,12 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/bolide-mq/bolide/broker/topic"
+	"github.com/bolide-mq/bolide/internal/errcode"
 	"github.com/bolide-mq/bolide/internal/fsutil"
-	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
-	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
 // Topic permissions (RocketMQ's PermName).
@@ -108,13 +109,13 @@ func (t *topicTable) dataVersion() dataVersion {
 // validateTopicConfig checks a topic definition.
 func validateTopicConfig(c *TopicConfig) error {
 	if err := message.ValidateTopic(c.Name); err != nil {
-		return wire.Errorf(pb.Code_ILLEGAL_TOPIC, "%v", err)
+		return errcode.Errorf(errcode.IllegalTopic, "%v", err)
 	}
 	if c.ReadQueueNums <= 0 || c.WriteQueueNums <= 0 || c.ReadQueueNums > 1024 || c.WriteQueueNums > 1024 {
-		return wire.Errorf(pb.Code_INVALID_PARAMETER, "topic %s: queue counts %d/%d must be in 1..1024", c.Name, c.ReadQueueNums, c.WriteQueueNums)
+		return errcode.Errorf(errcode.InvalidParameter, "topic %s: queue counts %d/%d must be in 1..1024", c.Name, c.ReadQueueNums, c.WriteQueueNums)
 	}
 	if c.Perm&^(PermPriority|PermRead|PermWrite|PermInherit) != 0 {
-		return wire.Errorf(pb.Code_INVALID_PARAMETER, "topic %s: unknown permission bits %#x", c.Name, c.Perm)
+		return errcode.Errorf(errcode.InvalidParameter, "topic %s: unknown permission bits %#x", c.Name, c.Perm)
 	}
 	return nil
 }
@@ -127,7 +128,7 @@ func (t *topicTable) put(c TopicConfig, update bool) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.topics[c.Name]; ok && !update {
-		return wire.Errorf(pb.Code_TOPIC_EXIST_ALREADY, "topic %s already exists", c.Name)
+		return errcode.Errorf(errcode.TopicExistAlready, "topic %s already exists", c.Name)
 	}
 	prev := t.topics[c.Name]
 	t.topics[c.Name] = &c
@@ -194,3 +195,48 @@ func (t *topicTable) replaceAll(topics []TopicConfig, v dataVersion) (removed []
 	}
 	return removed, true, nil
 }
+
+// CreateTopic creates a topic, or changes it when update is set (a missing
+// permission means read-write). Only a master takes topic changes; the
+// NameServers learn of them at once.
+func (b *Broker) CreateTopic(tc TopicConfig, update bool) error {
+	if err := b.checkWritable(); err != nil {
+		return err
+	}
+	if tc.Perm == 0 {
+		tc.Perm = PermReadWrite
+	}
+	if message.IsSystemTopic(tc.Name) {
+		return errcode.Errorf(errcode.NoPermission, "topic %s is reserved for the broker", tc.Name)
+	}
+	if err := b.topics.put(tc, update); err != nil {
+		return err
+	}
+	b.log.Info("topic saved", zap.String("topic", tc.Name), zap.Int32("read", tc.ReadQueueNums),
+		zap.Int32("write", tc.WriteQueueNums), zap.Int32("perm", tc.Perm), zap.Bool("update", update))
+	b.reg.trigger()
+	return nil
+}
+
+// DeleteTopic deletes a topic with its queues and consumer offsets.
+func (b *Broker) DeleteTopic(name string) error {
+	if err := b.checkWritable(); err != nil {
+		return err
+	}
+	existed, err := b.topics.remove(name)
+	if err != nil {
+		return err
+	}
+	if !existed {
+		return errcode.Errorf(errcode.TopicNotExist, "topic %s does not exist on broker %s", name, b.opts.BrokerName)
+	}
+	b.offsets.RemoveTopic(name)
+	if err := b.store.DeleteTopic(name); err != nil {
+		return storeError(err)
+	}
+	b.reg.trigger()
+	return nil
+}
+
+// TopicConfigs lists the topics this broker serves, by name.
+func (b *Broker) TopicConfigs() []TopicConfig { return b.topics.all() }

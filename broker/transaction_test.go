@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/server"
 	"github.com/bolide-mq/bolide/broker/txn"
 	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/internal/wire"
@@ -19,13 +21,13 @@ import (
 )
 
 // fastTxn makes check-backs happen within a test's patience.
-func fastTxn(timeout, interval time.Duration, max int) func(*Options) {
-	return func(o *Options) {
-		o.Transaction = TransactionOptions{Timeout: timeout, CheckInterval: interval, CheckMax: max}
+func fastTxn(timeout, interval time.Duration, max int) func(*broker.Options) {
+	return func(o *broker.Options) {
+		o.Transaction = broker.TransactionOptions{Timeout: timeout, CheckInterval: interval, CheckMax: max}
 	}
 }
 
-func txnClient(t *testing.T, b *Broker) pb.TransactionClient {
+func txnClient(t *testing.T, b *server.Server) pb.TransactionClient {
 	t.Helper()
 	conn, err := grpc.NewClient(b.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -73,7 +75,7 @@ func end(t *testing.T, tc pb.TransactionClient, req *pb.EndTransactionRequest) (
 
 // queueMessages reads a whole queue through the store, once everything
 // written so far is dispatched.
-func queueMessages(t *testing.T, b *Broker, topic string, q int32) []*message.Ext {
+func queueMessages(t *testing.T, b *server.Server, topic string, q int32) []*message.Ext {
 	t.Helper()
 	if err := b.Store().WaitDispatched(context.Background(), b.Store().CommitLog().MaxOffset()); err != nil {
 		t.Fatal(err)
@@ -182,7 +184,7 @@ func TestTransactionCommitRollbackIdempotent(t *testing.T) {
 	// from the op records, through the index. After a restart the service
 	// reads the op queue from the internal group's offset, past both.
 	b, _, tc = start()
-	if o := b.offsets.Query(txn.Group, message.TransOpHalfTopic, 0); o != 2 {
+	if o := b.OffsetTable().Query(txn.Group, message.TransOpHalfTopic, 0); o != 2 {
 		t.Fatalf("op consume offset %d after the restart", o)
 	}
 	if resp, err := end(t, tc, endReq("pg", "orders", r1, pb.TransactionState_TRANSACTION_STATE_COMMIT)); err != nil || !resp.Duplicate {
@@ -318,7 +320,7 @@ func TestTransactionCheckBack(t *testing.T) {
 	createTopic(t, c, "orders", 2)
 	checks := connectProducer(t, c, "127.0.0.1@test", "pg")
 	waitCond(t, 5*time.Second, "producer registered", func() error {
-		if len(b.consumers.producersOf("pg")) == 0 {
+		if b.ProducerCount("pg") == 0 {
 			return errors.New("no producer")
 		}
 		return nil
@@ -393,10 +395,10 @@ func TestTransactionCheckBack(t *testing.T) {
 	// The internal group's offsets moved past everything.
 	waitCond(t, 5*time.Second, "consume offsets", func() error {
 		_, halfMax := b.Store().QueueOffsets(message.TransHalfTopic, 0)
-		if h := b.offsets.Query(txn.Group, message.TransHalfTopic, 0); h != halfMax {
+		if h := b.OffsetTable().Query(txn.Group, message.TransHalfTopic, 0); h != halfMax {
 			return fmt.Errorf("half consume offset %d of %d", h, halfMax)
 		}
-		if o := b.offsets.Query(txn.Group, message.TransOpHalfTopic, 0); o != 1 {
+		if o := b.OffsetTable().Query(txn.Group, message.TransOpHalfTopic, 0); o != 1 {
 			return fmt.Errorf("op consume offset %d", o)
 		}
 		return nil
@@ -459,8 +461,8 @@ func TestTransactionDiscardWithoutProducer(t *testing.T) {
 }
 
 // restartable starts a broker on dir and returns a restart function.
-func restartable(t *testing.T, dir string, mutate func(*Options)) (func() (*Broker, pb.BrokerClient, pb.TransactionClient), func()) {
-	var b *Broker
+func restartable(t *testing.T, dir string, mutate func(*broker.Options)) (func() (*server.Server, pb.BrokerClient, pb.TransactionClient), func()) {
+	var b *server.Server
 	var conn *grpc.ClientConn
 	stop := func() {
 		if conn != nil {
@@ -474,13 +476,13 @@ func restartable(t *testing.T, dir string, mutate func(*Options)) (func() (*Brok
 			b = nil
 		}
 	}
-	start := func() (*Broker, pb.BrokerClient, pb.TransactionClient) {
+	start := func() (*server.Server, pb.BrokerClient, pb.TransactionClient) {
 		t.Helper()
 		stop()
 		opts := testOptions(dir)
 		mutate(&opts)
 		var err error
-		if b, err = New(opts, nil); err != nil {
+		if b, err = newBroker(opts, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := b.Start(); err != nil {
@@ -528,7 +530,7 @@ func TestTransactionStateSurvivesRestart(t *testing.T) {
 		t.Fatalf("pending after restart: %v %+v (had %d checks)", err, l, before)
 	}
 	// The persisted offsets put the walk past the ended transactions.
-	if h := b.offsets.Query(txn.Group, message.TransHalfTopic, 0); h <= rolled.QueueOffset {
+	if h := b.OffsetTable().Query(txn.Group, message.TransHalfTopic, 0); h <= rolled.QueueOffset {
 		t.Fatalf("half consume offset %d, rolled back half at %d", h, rolled.QueueOffset)
 	}
 	if resp, err := end(t, tc, endReq("pg", "orders", committed, pb.TransactionState_TRANSACTION_STATE_COMMIT)); err != nil || !resp.Duplicate {
@@ -609,7 +611,7 @@ func TestTransactionLostOpRecordRepaired(t *testing.T) {
 
 // TestTransactionSlaveRefusesEnd: a slave keeps no transaction state.
 func TestTransactionSlaveRefusesEnd(t *testing.T) {
-	b, _ := testBroker(t, func(o *Options) { o.BrokerID = 1 })
+	b, _ := testBroker(t, func(o *broker.Options) { o.BrokerID = 1 })
 	tc := txnClient(t, b)
 	_, err := end(t, tc, &pb.EndTransactionRequest{ProducerGroup: "pg", State: pb.TransactionState_TRANSACTION_STATE_COMMIT})
 	if !codeIs(err, pb.Code_NOT_MASTER) {
@@ -630,17 +632,17 @@ func TestTransactionServiceFollowsRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	open := sendHalf(t, c, halfMsg("orders", 0, "open", "pg"))
-	setRole := func(r Role) { // as replication does on a fence or a promotion
-		if err := b.repl.ForceRole(r); err != nil {
+	setRole := func(r broker.Role) { // as replication does on a fence or a promotion
+		if err := b.Replication().ForceRole(r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	setRole(RoleFenced)
-	b.gate.Sync()
+	setRole(broker.RoleFenced)
+	b.SyncRole()
 	if _, err := end(t, tc, endReq("pg", "orders", open, pb.TransactionState_TRANSACTION_STATE_COMMIT)); !codeIs(err, pb.Code_NOT_MASTER) {
 		t.Fatalf("end on a demoted broker: %v", err)
 	}
-	setRole(RoleMaster) // promoted again: the next end starts the service
+	setRole(broker.RoleMaster) // promoted again: the next end starts the service
 	l, err := tc.ListPending(ctx, &pb.ListPendingRequest{})
 	if err != nil || l.Total != 1 || l.Transactions[0].TransactionId != open.UniqueId {
 		t.Fatalf("pending after promotion: %v %+v", err, l)

@@ -10,7 +10,6 @@ import (
 	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/broker/txn"
 	"github.com/bolide-mq/bolide/message"
-	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
 // TransactionOptions configure transactional messages (see txn.Options).
@@ -95,23 +94,19 @@ func (h *txnHost) WaitReplicated(ctx context.Context, res []store.PutResult) err
 func (h *txnHost) SyncRole() bool { return h.b.gate.Sync() }
 
 // PushCheck hands a check to a connected producer of group (round robin)
-// over its Connect stream, waiting briefly when every one's queue is full.
+// as a notice of its session, waiting briefly when every one's queue is
+// full.
 func (h *txnHost) PushCheck(ctx context.Context, group string, c txn.Check) bool {
-	conns := h.b.consumers.producersOf(group)
-	if len(conns) == 0 {
+	sessions := h.b.clients.producersOf(group)
+	if len(sessions) == 0 {
 		h.log.Debug("no live producer for a check", zap.String("group", group), zap.String("id", c.TransactionID))
 		return false
 	}
-	msg := &pb.BrokerMessage{Kind: &pb.BrokerMessage_CheckTransaction{CheckTransaction: &pb.TransactionCheck{
-		ProducerGroup: c.Group, Topic: c.Topic, QueueId: c.QueueID,
-		CommitLogOffset: c.CommitLogOffset, TranStateTableOffset: c.HalfQueueOffset,
-		MsgId: c.UniqueID, TransactionId: c.TransactionID, OffsetMsgId: c.OffsetMsgID, CheckTimes: c.CheckTimes,
-		BrokerName: h.b.opts.BrokerName, Record: c.Record,
-	}}}
-	start := int((h.rr.Add(1) - 1) % uint64(len(conns)))
-	for i := range conns {
+	n := Notice{CheckTransaction: &c}
+	start := int((h.rr.Add(1) - 1) % uint64(len(sessions)))
+	for i := range sessions {
 		select {
-		case conns[(start+i)%len(conns)].notify <- msg:
+		case sessions[(start+i)%len(sessions)].notices <- n:
 			return true
 		default:
 		}
@@ -119,7 +114,7 @@ func (h *txnHost) PushCheck(ctx context.Context, group string, c txn.Check) bool
 	t := time.NewTimer(pushWait)
 	defer t.Stop()
 	select {
-	case conns[start].notify <- msg:
+	case sessions[start].notices <- n:
 		return true
 	case <-t.C:
 	case <-ctx.Done():

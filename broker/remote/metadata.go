@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/bolide-mq/bolide/broker/delay"
+	"github.com/bolide-mq/bolide/broker/frontend/v1wire"
 	"github.com/bolide-mq/bolide/broker/offsets"
 	"github.com/bolide-mq/bolide/broker/replication"
 	"github.com/bolide-mq/bolide/broker/topic"
@@ -102,7 +103,7 @@ func MetadataToProto(md replication.Metadata) *pb.GetMetadataResponse {
 		DataVersion: &pb.DataVersion{Timestamp: md.DataVersion.Timestamp, Counter: md.DataVersion.Counter},
 		Offsets:     offsetsToProto(md.Offsets)}
 	for i := range md.Topics {
-		resp.Topics = append(resp.Topics, TopicToProto(&md.Topics[i]))
+		resp.Topics = append(resp.Topics, v1wire.TopicToProto(md.Topics[i]))
 	}
 	if p := md.Delay; p != nil {
 		resp.DelayOffsets = make(map[int32]int64, len(p.Levels))
@@ -122,7 +123,7 @@ func MetadataFromProto(resp *pb.GetMetadataResponse) replication.Metadata {
 	md := replication.Metadata{Epoch: resp.Epoch, Offsets: offsetsFromProto(resp.Offsets)}
 	md.Topics = make([]topic.Config, 0, len(resp.Topics))
 	for _, t := range resp.Topics {
-		md.Topics = append(md.Topics, TopicFromProto(t))
+		md.Topics = append(md.Topics, v1wire.TopicFromProto(t))
 	}
 	if v := resp.DataVersion; v != nil {
 		md.DataVersion = topic.DataVersion{Timestamp: v.Timestamp, Counter: v.Counter}
@@ -145,18 +146,6 @@ func delayProgressFromProto(resp *pb.GetMetadataResponse) *delay.MasterProgress 
 		p.Timer = &delay.Progress{Location: tp.Location, DueBeforeMS: tp.DueBeforeMs}
 	}
 	return p
-}
-
-// TopicToProto and TopicFromProto convert a topic's configuration.
-func TopicToProto(t *topic.Config) *pb.TopicConfig {
-	return &pb.TopicConfig{Name: t.Name, ReadQueueNums: t.ReadQueueNums, WriteQueueNums: t.WriteQueueNums,
-		Perm: t.Perm, Order: t.Order, TopicSysFlag: t.TopicSysFlag, Attributes: t.Attributes}
-}
-
-// TopicFromProto reads a topic's configuration.
-func TopicFromProto(p *pb.TopicConfig) topic.Config {
-	return topic.Config{Name: p.Name, ReadQueueNums: p.ReadQueueNums, WriteQueueNums: p.WriteQueueNums,
-		Perm: p.Perm, Order: p.Order, TopicSysFlag: p.TopicSysFlag, Attributes: p.Attributes}
 }
 
 func offsetsToProto(m offsets.Map) []*pb.GroupOffsets {

@@ -22,7 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bolide-mq/bolide/broker"
-	"github.com/bolide-mq/bolide/broker/remote"
+	"github.com/bolide-mq/bolide/broker/server"
 	"github.com/bolide-mq/bolide/cmd/internal/daemon"
 	"github.com/bolide-mq/bolide/commitlog"
 )
@@ -262,7 +262,7 @@ func loadOptions(cmd *cobra.Command, f *flags) (broker.Options, *daemon.Config, 
 
 // serve runs the broker until a signal and returns the exit status.
 func serve(opts broker.Options, f *flags, lg *zap.Logger) int {
-	newBroker := func() (daemon.Server, error) { return broker.New(opts, lg, broker.WithMasterClient(remote.NewMasterClient())) }
+	newBroker := func() (daemon.Server, error) { return server.New(opts, lg) }
 	return daemon.Serve(context.Background(), newBroker, daemon.ServeOptions{
 		Name:          "broker",
 		ListenAddr:    opts.ListenAddr,

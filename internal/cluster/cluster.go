@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/bolide-mq/bolide/broker"
-	"github.com/bolide-mq/bolide/broker/remote"
+	"github.com/bolide-mq/bolide/broker/server"
 	"github.com/bolide-mq/bolide/commitlog"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/nameserver"
@@ -47,7 +47,7 @@ type Cluster struct {
 
 	NameServers []*nameserver.Server
 	mu          sync.Mutex
-	brokers     []*broker.Broker
+	brokers     []*server.Server
 	brokerOpts  []broker.Options
 }
 
@@ -135,17 +135,17 @@ func (c *Cluster) NameServerAddrs() []string {
 }
 
 // Broker returns broker group i's master (nil while stopped).
-func (c *Cluster) Broker(i int) *broker.Broker {
+func (c *Cluster) Broker(i int) *server.Server {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.brokers[i]
 }
 
 // Brokers returns the running brokers.
-func (c *Cluster) Brokers() []*broker.Broker {
+func (c *Cluster) Brokers() []*server.Server {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []*broker.Broker
+	var out []*server.Server
 	for _, b := range c.brokers {
 		if b != nil {
 			out = append(out, b)
@@ -156,16 +156,16 @@ func (c *Cluster) Brokers() []*broker.Broker {
 
 // StartBroker starts (or restarts, on the same address and directory)
 // broker group i.
-func (c *Cluster) StartBroker(i int) *broker.Broker {
+func (c *Cluster) StartBroker(i int) *server.Server {
 	c.t.Helper()
 	c.mu.Lock()
 	bo := c.brokerOpts[i]
 	c.mu.Unlock()
-	var b *broker.Broker
+	var b *server.Server
 	var err error
 	// A restarted broker reuses its port; the old socket may linger briefly.
 	for attempt := 0; attempt < 50; attempt++ {
-		b, err = broker.New(bo, c.log.Named(bo.BrokerName), broker.WithMasterClient(remote.NewMasterClient()))
+		b, err = server.New(bo, c.log.Named(bo.BrokerName))
 		if err == nil {
 			break
 		}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/server"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -56,7 +57,7 @@ func sendOne(bc pb.BrokerClient, topic string, q int32, body string) (*pb.SendRe
 
 // caughtUp waits until every slave's CommitLog ends where the master's does
 // and everything is dispatched.
-func caughtUp(t *testing.T, master *broker.Broker, slaves ...*broker.Broker) {
+func caughtUp(t *testing.T, master *server.Server, slaves ...*server.Server) {
 	t.Helper()
 	if err := Poll(20*time.Second, func() error {
 		m := master.Store().CommitLog().MaxOffset()
@@ -73,7 +74,7 @@ func caughtUp(t *testing.T, master *broker.Broker, slaves ...*broker.Broker) {
 
 // sameCommitLog checks the slave's CommitLog is byte-identical to the
 // master's.
-func sameCommitLog(t *testing.T, master, slave *broker.Broker) int64 {
+func sameCommitLog(t *testing.T, master, slave *server.Server) int64 {
 	t.Helper()
 	ml := master.Store().CommitLog()
 	n, err := CompareCommitLogs(ml.Options().Dir, slave.Store().CommitLog().Options().Dir, ml.Options().SegmentSize, ml.MaxOffset())
@@ -262,7 +263,7 @@ func TestOneSlaveCutOtherSatisfiesSync(t *testing.T) {
 	sameCommitLog(t, master, other)
 }
 
-func waitInSync(t *testing.T, master *broker.Broker, n int) {
+func waitInSync(t *testing.T, master *server.Server, n int) {
 	t.Helper()
 	if err := Poll(20*time.Second, func() error {
 		info, err := BrokerInfo(master.Addr())
@@ -278,12 +279,12 @@ func waitInSync(t *testing.T, master *broker.Broker, n int) {
 	}
 }
 
-func masterSlaveInfo(t *testing.T, master *broker.Broker) *pb.SlaveInfo {
+func masterSlaveInfo(t *testing.T, master *server.Server) *pb.SlaveInfo {
 	t.Helper()
 	return masterSlaveInfoOf(t, master, 1)
 }
 
-func masterSlaveInfoOf(t *testing.T, master *broker.Broker, id int64) *pb.SlaveInfo {
+func masterSlaveInfoOf(t *testing.T, master *server.Server, id int64) *pb.SlaveInfo {
 	t.Helper()
 	info, err := BrokerInfo(master.Addr())
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/bolide-mq/bolide/broker"
-	"github.com/bolide-mq/bolide/broker/remote"
+	"github.com/bolide-mq/bolide/broker/server"
 )
 
 // Slave is a slave broker of one of the cluster's groups, running in the
@@ -16,7 +16,7 @@ type Slave struct {
 	c    *Cluster
 	mu   sync.Mutex
 	opts broker.Options
-	b    *broker.Broker
+	b    *server.Server
 }
 
 // StartSlave starts a slave with broker id id for group i: the group's
@@ -55,15 +55,15 @@ func (c *Cluster) StartSlave(group int, id int64, mutate ...func(*broker.Options
 }
 
 // Start starts (or restarts, on the same address and directory) the slave.
-func (s *Slave) Start() *broker.Broker {
+func (s *Slave) Start() *server.Server {
 	s.c.t.Helper()
 	s.mu.Lock()
 	bo := s.opts
 	s.mu.Unlock()
-	var b *broker.Broker
+	var b *server.Server
 	var err error
 	for attempt := 0; attempt < 50; attempt++ {
-		b, err = broker.New(bo, s.c.log.Named(fmt.Sprintf("%s-%d", bo.BrokerName, bo.BrokerID)), broker.WithMasterClient(remote.NewMasterClient()))
+		b, err = server.New(bo, s.c.log.Named(fmt.Sprintf("%s-%d", bo.BrokerName, bo.BrokerID)))
 		if err == nil {
 			break
 		}
@@ -84,7 +84,7 @@ func (s *Slave) Start() *broker.Broker {
 }
 
 // Broker returns the running slave (nil while stopped).
-func (s *Slave) Broker() *broker.Broker {
+func (s *Slave) Broker() *server.Server {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b

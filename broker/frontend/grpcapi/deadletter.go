@@ -1,22 +1,23 @@
-package broker
+package grpcapi
 
 import (
 	"context"
 
+	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/retry"
 	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
-// deadLetterServer is the gRPC front end of retries and dead letters
+// deadLetterService is the gRPC front end of retries and dead letters
 // (service DeadLetter in retry.proto).
-type deadLetterServer struct {
+type deadLetterService struct {
 	pb.UnimplementedDeadLetterServer
-	b *Broker
+	b *broker.Broker
 }
 
-func (s *deadLetterServer) SendBack(ctx context.Context, req *pb.SendBackRequest) (*pb.SendBackResponse, error) {
-	res, err := s.b.retry.SendBack(ctx, retry.SendBackRequest{
+func (s *deadLetterService) SendBack(ctx context.Context, req *pb.SendBackRequest) (*pb.SendBackResponse, error) {
+	res, err := s.b.Retry().SendBack(ctx, retry.SendBackRequest{
 		Group: req.Group, CommitLogOffset: req.CommitLogOffset, UniqueID: req.UniqueId, OriginMsgID: req.OriginMsgId,
 		DelayLevel: req.DelayLevel, MaxReconsumeTimes: req.MaxReconsumeTimes, ReconsumeTimes: req.ReconsumeTimes,
 		Reason: req.Reason,
@@ -28,8 +29,8 @@ func (s *deadLetterServer) SendBack(ctx context.Context, req *pb.SendBackRequest
 		ReconsumeTimes: res.ReconsumeTimes}, nil
 }
 
-func (s *deadLetterServer) ListDeadLetters(_ context.Context, req *pb.ListDeadLettersRequest) (*pb.ListDeadLettersResponse, error) {
-	list, next, minOff, maxOff, err := s.b.retry.DeadLetters(retry.DeadLetterQuery{
+func (s *deadLetterService) ListDeadLetters(_ context.Context, req *pb.ListDeadLettersRequest) (*pb.ListDeadLettersResponse, error) {
+	list, next, minOff, maxOff, err := s.b.Retry().DeadLetters(retry.DeadLetterQuery{
 		Group: req.Group, Offset: req.Offset, Max: int(req.Max), SinceMS: req.SinceMs, IDs: req.Ids,
 	})
 	if err != nil {
@@ -49,12 +50,12 @@ func (s *deadLetterServer) ListDeadLetters(_ context.Context, req *pb.ListDeadLe
 	return &pb.ListDeadLettersResponse{Status: wire.OK, Entries: entries, NextOffset: next, MinOffset: minOff, MaxOffset: maxOff}, nil
 }
 
-func (s *deadLetterServer) MarkReplayed(ctx context.Context, req *pb.MarkReplayedRequest) (*pb.MarkReplayedResponse, error) {
+func (s *deadLetterService) MarkReplayed(ctx context.Context, req *pb.MarkReplayedRequest) (*pb.MarkReplayedResponse, error) {
 	var mark *retry.ReplayMark
 	if m := req.Mark; m != nil {
 		mark = &retry.ReplayMark{AtMS: m.AtMs, Topic: m.Topic, MsgID: m.MsgId, UniqueID: m.UniqueId}
 	}
-	got, already, err := s.b.retry.MarkReplayed(ctx, req.Group, req.QueueOffset, req.MsgId, mark)
+	got, already, err := s.b.Retry().MarkReplayed(ctx, req.Group, req.QueueOffset, req.MsgId, mark)
 	if err != nil {
 		return &pb.MarkReplayedResponse{Status: wire.Status(err)}, nil
 	}

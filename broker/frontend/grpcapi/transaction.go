@@ -1,30 +1,25 @@
-package broker
+package grpcapi
 
 import (
 	"context"
 	"strconv"
 
+	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/txn"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
-// transactionServer is the gRPC front end of the transaction service
+// transactionService is the gRPC front end of the transaction service
 // (service Transaction in transaction.proto).
-type transactionServer struct {
+type transactionService struct {
 	pb.UnimplementedTransactionServer
-	b *Broker
+	b *broker.Broker
 }
 
-// newTransactionServer returns the gRPC front end of the broker's
-// transaction service.
-func newTransactionServer(b *Broker) *transactionServer {
-	return &transactionServer{b: b}
-}
-
-func (s *transactionServer) EndTransaction(ctx context.Context, req *pb.EndTransactionRequest) (*pb.EndTransactionResponse, error) {
-	res, err := s.b.txn.End(ctx, txn.EndRequest{
+func (s *transactionService) EndTransaction(ctx context.Context, req *pb.EndTransactionRequest) (*pb.EndTransactionResponse, error) {
+	res, err := s.b.Transactions().End(ctx, txn.EndRequest{
 		ProducerGroup: req.ProducerGroup, Topic: req.Topic, CommitLogOffset: req.CommitLogOffset,
 		HalfQueueOffset: req.TranStateTableOffset, MsgID: req.MsgId, TransactionID: req.TransactionId,
 		State: txn.State(req.State), FromCheck: req.FromCheck, // txn.State shares the enum's numbers
@@ -39,13 +34,13 @@ func (s *transactionServer) EndTransaction(ctx context.Context, req *pb.EndTrans
 	return resp, nil
 }
 
-func (s *transactionServer) ListDiscarded(_ context.Context, req *pb.ListDiscardedRequest) (*pb.ListDiscardedResponse, error) {
+func (s *transactionService) ListDiscarded(_ context.Context, req *pb.ListDiscardedRequest) (*pb.ListDiscardedResponse, error) {
 	max := int(req.Max)
 	if max <= 0 {
 		max = 32
 	}
 	max = min(max, 1024)
-	entries, next, minOff, maxOff, err := s.b.txn.Discarded(req.Offset, max, req.ProducerGroup, req.Topic)
+	entries, next, minOff, maxOff, err := s.b.Transactions().Discarded(req.Offset, max, req.ProducerGroup, req.Topic)
 	if err != nil {
 		return &pb.ListDiscardedResponse{Status: wire.Status(err)}, nil
 	}
@@ -68,13 +63,13 @@ func (s *transactionServer) ListDiscarded(_ context.Context, req *pb.ListDiscard
 	return resp, nil
 }
 
-func (s *transactionServer) ListPending(ctx context.Context, req *pb.ListPendingRequest) (*pb.ListPendingResponse, error) {
+func (s *transactionService) ListPending(ctx context.Context, req *pb.ListPendingRequest) (*pb.ListPendingResponse, error) {
 	max := int(req.Max)
 	if max <= 0 {
 		max = 100
 	}
 	max = min(max, 10000)
-	list, total, err := s.b.txn.Pending(ctx, req.ProducerGroup, req.Topic, max)
+	list, total, err := s.b.Transactions().Pending(ctx, req.ProducerGroup, req.Topic, max)
 	if err != nil {
 		return &pb.ListPendingResponse{Status: wire.Status(err)}, nil
 	}
@@ -89,8 +84,8 @@ func (s *transactionServer) ListPending(ctx context.Context, req *pb.ListPending
 	return resp, nil
 }
 
-func (s *transactionServer) Stats(context.Context, *pb.TransactionStatsRequest) (*pb.TransactionStatsResponse, error) {
-	st := s.b.txn.Stats()
+func (s *transactionService) Stats(context.Context, *pb.TransactionStatsRequest) (*pb.TransactionStatsResponse, error) {
+	st := s.b.Transactions().Stats()
 	return &pb.TransactionStatsResponse{
 		Status: wire.OK, Pending: st.Pending, OldestPendingAgeMs: st.OldestPendingAgeMS,
 		HalfMessages: st.HalfMessages, Checks: st.Checks, ChecksSent: st.ChecksSent, ChecksWithoutProducer: st.ChecksNoProd,
@@ -99,4 +94,13 @@ func (s *transactionServer) Stats(context.Context, *pb.TransactionStatsRequest) 
 		HalfConsumeOffset: st.HalfConsumeOffset, HalfMaxOffset: st.HalfMaxOffset,
 		OpConsumeOffset: st.OpConsumeOffset, OpMaxOffset: st.OpMaxOffset, DiscardedTotal: st.DiscardedTotal,
 	}, nil
+}
+
+func transactionCheckToProto(c *txn.Check, brokerName string) *pb.TransactionCheck {
+	return &pb.TransactionCheck{
+		ProducerGroup: c.Group, Topic: c.Topic, QueueId: c.QueueID,
+		CommitLogOffset: c.CommitLogOffset, TranStateTableOffset: c.HalfQueueOffset,
+		MsgId: c.UniqueID, TransactionId: c.TransactionID, OffsetMsgId: c.OffsetMsgID, CheckTimes: c.CheckTimes,
+		BrokerName: brokerName, Record: c.Record,
+	}
 }

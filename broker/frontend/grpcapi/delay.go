@@ -1,25 +1,27 @@
-package broker
+package grpcapi
 
 import (
 	"context"
 
+	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
-// delayServer is the Delay gRPC service.
-type delayServer struct {
+// delayService is bolide.v1's Delay service: cancel and status of delayed
+// delivery.
+type delayService struct {
 	pb.UnimplementedDelayServer
-	b *Broker
+	b *broker.Broker
 }
 
-func (s *delayServer) Cancel(ctx context.Context, req *pb.CancelDelayedRequest) (*pb.CancelDelayedResponse, error) {
+func (s *delayService) Cancel(ctx context.Context, req *pb.CancelDelayedRequest) (*pb.CancelDelayedResponse, error) {
 	due, n, err := s.b.CancelDelayed(ctx, req.Topic, req.UniqueId)
 	return &pb.CancelDelayedResponse{Status: wire.Status(err), DeliverAtMs: due, Copies: int32(n)}, nil
 }
 
-func (s *delayServer) Status(context.Context, *pb.DelayStatusRequest) (*pb.DelayStatusResponse, error) {
+func (s *delayService) Status(context.Context, *pb.DelayStatusRequest) (*pb.DelayStatusResponse, error) {
 	levels, ts, err := s.b.DelayStatus()
 	if err != nil {
 		return &pb.DelayStatusResponse{Status: wire.Status(err)}, nil
@@ -33,9 +35,9 @@ func (s *delayServer) Status(context.Context, *pb.DelayStatusRequest) (*pb.Delay
 		}
 		resp.Levels = append(resp.Levels, ls)
 	}
-	t := &pb.TimerStatus{Enabled: ts != nil, MaxDelayMs: s.b.opts.Delay.MaxDelay.Milliseconds()}
+	t := &pb.TimerStatus{Enabled: ts != nil, MaxDelayMs: s.b.Options().Delay.MaxDelay.Milliseconds()}
 	if ts != nil {
-		_, qmax := s.b.store.QueueOffsets(message.TimerTopic, 0)
+		_, qmax := s.b.Store().QueueOffsets(message.TimerTopic, 0)
 		t.IndexedOffset, t.QueueMaxOffset = ts.IndexedOffset, qmax
 		t.Pending, t.Buckets, t.LoadedBuckets, t.LoadedEntries = ts.Pending, ts.Buckets, ts.LoadedBuckets, ts.LoadedEntries
 		t.Delivered, t.Cancelled, t.Lost, t.NextDueMs, t.IndexBytes = ts.Delivered, ts.Cancelled, ts.Lost, ts.NextDueMS, ts.IndexBytes

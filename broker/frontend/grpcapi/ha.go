@@ -1,28 +1,31 @@
-package broker
+package grpcapi
 
 import (
 	"context"
 
+	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/remote"
+	"github.com/bolide-mq/bolide/broker/replication"
 	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
-// haGRPC is the BrokerHA service: metadata for slaves, promotion, status.
-type haGRPC struct {
+// haService is bolide.v1's BrokerHA service: metadata for slaves,
+// promotion, replication status.
+type haService struct {
 	pb.UnimplementedBrokerHAServer
-	b *Broker
+	b *broker.Broker
 }
 
-func (s *haGRPC) GetMetadata(_ context.Context, req *pb.GetMetadataRequest) (*pb.GetMetadataResponse, error) {
-	md, err := s.b.repl.Metadata(remote.MetadataRequestFromProto(req))
+func (s *haService) GetMetadata(_ context.Context, req *pb.GetMetadataRequest) (*pb.GetMetadataResponse, error) {
+	md, err := s.b.Replication().Metadata(remote.MetadataRequestFromProto(req))
 	if err != nil {
 		return &pb.GetMetadataResponse{Status: wire.Status(err)}, nil
 	}
 	return remote.MetadataToProto(md), nil
 }
 
-func (s *haGRPC) Promote(ctx context.Context, req *pb.PromoteRequest) (*pb.PromoteResponse, error) {
+func (s *haService) Promote(ctx context.Context, req *pb.PromoteRequest) (*pb.PromoteResponse, error) {
 	res, err := s.b.Promote(ctx, req.BrokerName, req.Epoch)
 	if err != nil {
 		return &pb.PromoteResponse{Status: wire.Status(err)}, nil
@@ -31,13 +34,12 @@ func (s *haGRPC) Promote(ctx context.Context, req *pb.PromoteRequest) (*pb.Promo
 		CommitLogMaxOffset: res.MaxOffset, Registered: res.Registered}, nil
 }
 
-func (s *haGRPC) ReplicationStatus(context.Context, *pb.ReplicationStatusRequest) (*pb.ReplicationStatusResponse, error) {
-	return &pb.ReplicationStatusResponse{Status: wire.OK, Replication: s.b.replicationInfo()}, nil
+func (s *haService) ReplicationStatus(context.Context, *pb.ReplicationStatusRequest) (*pb.ReplicationStatusResponse, error) {
+	return &pb.ReplicationStatusResponse{Status: wire.OK, Replication: replicationToProto(s.b.Replication().Info())}, nil
 }
 
-// replicationInfo is the broker's replication state for status calls.
-func (b *Broker) replicationInfo() *pb.ReplicationInfo {
-	in := b.repl.Info()
+// replicationToProto converts the replication state for status calls.
+func replicationToProto(in replication.Info) *pb.ReplicationInfo {
 	info := &pb.ReplicationInfo{
 		Role: in.Role.String(), Mode: in.Mode, Epoch: in.Epoch, InSyncReplicas: int32(in.InSyncReplicas),
 		HaAddr: in.HAAddr, CommitLogMaxOffset: in.CommitLogMaxOffset, InSyncSlaves: int32(in.InSyncSlaves),

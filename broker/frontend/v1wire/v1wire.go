@@ -1,0 +1,109 @@
+// Package v1wire adapts Bolide's own protocol, bolide.v1 (proto/bolidev1),
+// to the broker core: the send and pull calls that the gRPC and the frame
+// front ends both serve, and the conversions of the types the other
+// bolide.v1 services share. Coded errors become a Status here
+// (internal/wire); the core never sees a protobuf type.
+package v1wire
+
+import (
+	"context"
+	"time"
+
+	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/topic"
+	"github.com/bolide-mq/bolide/internal/wire"
+	"github.com/bolide-mq/bolide/message"
+	pb "github.com/bolide-mq/bolide/proto/bolidev1"
+)
+
+// Send serves a send request on core b for the named front end.
+func Send(ctx context.Context, b *broker.Broker, frontend string, req *pb.SendRequest) *pb.SendResponse {
+	msgs := make([]*message.Ext, len(req.Messages))
+	for i, pm := range req.Messages {
+		if pm == nil {
+			return &pb.SendResponse{RequestId: req.RequestId, Status: wire.Status(wire.Errorf(pb.Code_INVALID_PARAMETER, "message %d is empty", i))}
+		}
+		msgs[i] = wire.MessageFromProto(pm)
+	}
+	res, err := b.Send(broker.WithFrontend(ctx, frontend), msgs)
+	resp := &pb.SendResponse{RequestId: req.RequestId, Status: wire.Status(err), BrokerName: b.Options().BrokerName}
+	if err != nil {
+		return resp
+	}
+	resp.Results = make([]*pb.SendResult, len(res))
+	for i, r := range res {
+		resp.Results[i] = &pb.SendResult{MsgId: r.MsgID, UniqueId: msgs[i].UniqueID(), QueueId: msgs[i].QueueID,
+			QueueOffset: r.QueueOffset, CommitLogOffset: r.PhysicalOffset}
+	}
+	return resp
+}
+
+// Pull serves a pull request on core b for the named front end.
+func Pull(ctx context.Context, b *broker.Broker, frontend string, req *pb.PullRequest) *pb.PullResponse {
+	res, err := b.Pull(broker.WithFrontend(ctx, frontend), broker.PullRequest{
+		Group: req.Group, Topic: req.Topic, QueueID: req.QueueId, Offset: req.Offset,
+		MaxMessages: int(req.MaxMessages), MaxBytes: int(req.MaxBytes), TagExpression: req.TagExpression,
+		SuspendTimeout: time.Duration(req.SuspendTimeoutMs) * time.Millisecond, CommitOffset: req.CommitOffset,
+	})
+	if err != nil {
+		return &pb.PullResponse{Status: wire.Status(err)}
+	}
+	return &pb.PullResponse{Status: wire.OK, PullStatus: pullStatus(res.Status), Records: res.Records,
+		NextOffset: res.NextOffset, MinOffset: res.MinOffset, MaxOffset: res.MaxOffset}
+}
+
+func pullStatus(s broker.PullStatus) pb.PullStatus {
+	switch s {
+	case broker.PullFound:
+		return pb.PullStatus_FOUND
+	case broker.PullNoMatchedMessage:
+		return pb.PullStatus_NO_MATCHED_MESSAGE
+	case broker.PullOffsetIllegal:
+		return pb.PullStatus_OFFSET_ILLEGAL
+	}
+	return pb.PullStatus_NO_NEW_MESSAGE
+}
+
+// TopicToProto converts a topic configuration.
+func TopicToProto(t topic.Config) *pb.TopicConfig {
+	return &pb.TopicConfig{Name: t.Name, ReadQueueNums: t.ReadQueueNums, WriteQueueNums: t.WriteQueueNums,
+		Perm: t.Perm, Order: t.Order, TopicSysFlag: t.TopicSysFlag, Attributes: t.Attributes}
+}
+
+// TopicFromProto converts a topic configuration.
+func TopicFromProto(p *pb.TopicConfig) topic.Config {
+	return topic.Config{Name: p.Name, ReadQueueNums: p.ReadQueueNums, WriteQueueNums: p.WriteQueueNums,
+		Perm: p.Perm, Order: p.Order, TopicSysFlag: p.TopicSysFlag, Attributes: p.Attributes}
+}
+
+// Queues converts queue references.
+func Queues(refs []*pb.QueueRef) []broker.Queue {
+	out := make([]broker.Queue, 0, len(refs))
+	for _, r := range refs {
+		out = append(out, broker.Queue{Topic: r.Topic, ID: r.QueueId})
+	}
+	return out
+}
+
+// QueueRefs converts queues.
+func QueueRefs(qs []broker.Queue) []*pb.QueueRef {
+	out := make([]*pb.QueueRef, 0, len(qs))
+	for _, q := range qs {
+		out = append(out, &pb.QueueRef{Topic: q.Topic, QueueId: q.ID})
+	}
+	return out
+}
+
+// Heartbeat converts a client's heartbeat.
+func Heartbeat(hb *pb.Heartbeat) broker.Heartbeat {
+	out := broker.Heartbeat{ClientID: hb.GetClientId(), ProducerGroups: hb.GetProducerGroups()}
+	for _, cd := range hb.GetConsumers() {
+		d := broker.ConsumerData{Group: cd.Group, Model: broker.MessageModel(cd.MessageModel), Orderly: cd.Orderly,
+			Pull: cd.ConsumeType == pb.ConsumeType_CONSUME_ACTIVELY}
+		for _, s := range cd.Subscriptions {
+			d.Subscriptions = append(d.Subscriptions, broker.Subscription{Topic: s.Topic, Expression: s.Expression})
+		}
+		out.Consumers = append(out.Consumers, d)
+	}
+	return out
+}

@@ -1,0 +1,99 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/frontend/v1wire"
+	"github.com/bolide-mq/bolide/internal/wire"
+	pb "github.com/bolide-mq/bolide/proto/bolidev1"
+)
+
+// NameServers implements broker.NameServers over bolide.v1 gRPC: one
+// connection per NameServer address, opened on first use.
+type NameServers struct {
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
+	closed bool
+}
+
+// NewNameServers returns a client with no connection yet.
+func NewNameServers() *NameServers {
+	return &NameServers{conns: make(map[string]*grpc.ClientConn)}
+}
+
+func (n *NameServers) client(addr string) (pb.NameServerClient, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil, errors.New("name server client closed")
+	}
+	conn := n.conns[addr]
+	if conn == nil {
+		var err error
+		if conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+			return nil, fmt.Errorf("name server %s: %w", addr, err)
+		}
+		n.conns[addr] = conn
+	}
+	return pb.NewNameServerClient(conn), nil
+}
+
+// Register registers the broker with one NameServer.
+func (n *NameServers) Register(ctx context.Context, addr string, r broker.Registration) (broker.RegistrationAnswer, error) {
+	c, err := n.client(addr)
+	if err != nil {
+		return broker.RegistrationAnswer{}, err
+	}
+	req := &pb.RegisterBrokerRequest{
+		Cluster: r.Cluster, BrokerName: r.BrokerName, BrokerAddr: r.Addr, BrokerId: r.BrokerID,
+		HaAddr: r.HAAddr, Epoch: r.Epoch, Version: r.Version, GossipAddr: r.GossipAddr,
+		HeartbeatTimeoutMs: r.HeartbeatTimeout.Milliseconds(),
+		DataVersion:        &pb.DataVersion{Timestamp: r.DataVersion.Timestamp, Counter: r.DataVersion.Counter},
+	}
+	for _, t := range r.Topics {
+		req.Topics = append(req.Topics, v1wire.TopicToProto(t))
+	}
+	resp, err := c.RegisterBroker(ctx, req)
+	if err == nil {
+		err = wire.FromStatus(resp.GetStatus())
+	}
+	if err != nil {
+		return broker.RegistrationAnswer{}, err
+	}
+	return broker.RegistrationAnswer{MasterAddr: resp.GetMasterAddr(), MasterHAAddr: resp.GetMasterHaAddr(),
+		GossipAddr: resp.GetGossipAddr()}, nil
+}
+
+// Unregister removes the broker from one NameServer's routes.
+func (n *NameServers) Unregister(ctx context.Context, addr string, r broker.Registration) error {
+	c, err := n.client(addr)
+	if err != nil {
+		return err
+	}
+	resp, err := c.UnregisterBroker(ctx, &pb.UnregisterBrokerRequest{Cluster: r.Cluster, BrokerName: r.BrokerName,
+		BrokerAddr: r.Addr, BrokerId: r.BrokerID})
+	if err == nil {
+		err = wire.FromStatus(resp.GetStatus())
+	}
+	return err
+}
+
+// Close closes every connection.
+func (n *NameServers) Close() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.closed = true
+	var errs []error
+	for _, c := range n.conns {
+		errs = append(errs, c.Close())
+	}
+	n.conns = nil
+	return errors.Join(errs...)
+}

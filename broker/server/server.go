@@ -1,0 +1,93 @@
+// Package server assembles a broker as the daemon runs it: the listener,
+// the broker core (package broker) with its links to the NameServers and
+// to its master (package broker/remote), and the front ends that serve the
+// port (gRPC and frames, package broker/frontend/...). cmd/bolide-broker and
+// the in-process test clusters build brokers with New.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/frontend"
+	"github.com/bolide-mq/bolide/broker/frontend/framed"
+	"github.com/bolide-mq/bolide/broker/frontend/grpcapi"
+	"github.com/bolide-mq/bolide/broker/remote"
+)
+
+// Server is a broker core serving its front ends on one port. The core's
+// methods are promoted; Start, Shutdown and Close cover the port too.
+type Server struct {
+	*broker.Broker
+	mux *frontend.Mux
+	log *zap.Logger
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New binds opts.ListenAddr (":0" picks a free port), then opens the core
+// (validating the options, recovering the store) and the front ends.
+// Serving starts with Start.
+func New(opts broker.Options, log *zap.Logger) (*Server, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	lis, err := net.Listen("tcp", opts.ListenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("broker: listen %s: %w", opts.ListenAddr, err)
+	}
+	core, err := broker.New(opts, log, broker.WithAddr(lis.Addr().String()),
+		broker.WithNameServers(remote.NewNameServers()), broker.WithMasterClient(remote.NewMasterClient()))
+	if err != nil {
+		_ = lis.Close()
+		return nil, err
+	}
+	mux := frontend.NewMux(lis, log.Named("port"),
+		grpcapi.New(core),
+		framed.New(core, grpcapi.MaxMessage, log.Named("frame")),
+	)
+	return &Server{Broker: core, mux: mux, log: log}, nil
+}
+
+// Start serves the port, then starts the core (services, registration).
+func (s *Server) Start() error {
+	s.mux.Serve()
+	return s.Broker.Start()
+}
+
+// CloseDrain bounds how long Close waits for in-flight calls.
+const CloseDrain = 5 * time.Second
+
+// Close is Shutdown with CloseDrain (5 s) for in-flight calls. It is idempotent.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), CloseDrain)
+	defer cancel()
+	return s.Shutdown(ctx)
+}
+
+// Shutdown unregisters and stops the core's services (ending parked pulls
+// and client sessions), drains the front ends until ctx ends, then persists
+// offsets and closes the store. It is idempotent.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		errs = append(errs, s.Broker.Quiesce())
+		if err := s.mux.Shutdown(ctx); err != nil {
+			s.log.Warn("front ends did not drain in time: calls still running were cut off", zap.Error(err))
+		}
+		errs = append(errs, s.Broker.Close())
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}

@@ -1,0 +1,104 @@
+// Package archtest checks the import rules of docs/ARCHITECTURE.md with the
+// go tool itself: the broker core speaks no protocol, and the storage
+// packages stay independent of each other.
+package archtest
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/bolide-mq/bolide/"
+
+// edge lists the packages allowed to speak a protocol: the front ends, the
+// broker's calls to other daemons, and the assembly of both.
+var edge = []string{
+	"broker/frontend",
+	"broker/remote",
+	"broker/server",
+}
+
+// protocols may be imported only at the edge. (google.golang.org/protobuf
+// itself is not among them: the Prometheus client depends on it.)
+var protocols = []string{
+	module + "proto/bolidev1",
+	module + "internal/wire",
+	module + "internal/frame",
+	"google.golang.org/grpc",
+}
+
+type pkg struct {
+	ImportPath string
+	Deps       []string
+}
+
+// list runs go list -deps -json on patterns and returns the named packages
+// (not their dependencies) with their dependency lists.
+func list(t *testing.T, patterns ...string) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-json=ImportPath,Deps"}, patterns...)...)
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v", patterns, err)
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+func atEdge(path string) bool {
+	rel := strings.TrimPrefix(path, module)
+	for _, e := range edge {
+		if rel == e || strings.HasPrefix(rel, e+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func TestBrokerCoreSpeaksNoProtocol(t *testing.T) {
+	core := 0
+	for _, p := range list(t, "./broker/...", "./commitlog/...", "./consumequeue/...", "./indexfile/...", "./ha/...", "./message/...") {
+		if atEdge(p.ImportPath) {
+			continue
+		}
+		core++
+		for _, proto := range protocols {
+			for _, d := range p.Deps {
+				if d == proto || strings.HasPrefix(d, proto+"/") {
+					t.Errorf("%s (core) depends on %s: protocols belong in a front end (broker/frontend/...)", p.ImportPath, proto)
+					break
+				}
+			}
+		}
+	}
+	if core < 5 {
+		t.Fatalf("only %d core packages listed: the pattern list is stale", core)
+	}
+}
+
+func TestStoragePackagesStayApart(t *testing.T) {
+	storage := []string{module + "commitlog", module + "consumequeue", module + "indexfile", module + "ha"}
+	for _, p := range list(t, "./commitlog", "./consumequeue", "./indexfile", "./ha") {
+		for _, d := range p.Deps {
+			for _, s := range storage {
+				if d == s && d != p.ImportPath {
+					t.Errorf("%s imports %s: the storage packages never import each other", p.ImportPath, d)
+				}
+			}
+		}
+	}
+}
