@@ -42,10 +42,17 @@ func storeError(err error) error {
 	return errcode.Errorf(errcode.SystemError, "%v", err)
 }
 
-// checkMessage validates one message against the topic and the limits.
+// checkMessage checks one message against the topic and the broker's
+// limits. The message's own well-formedness (topic characters, property
+// bytes) is the store's to check, once per message, as it encodes (storeError
+// gives those failures their codes); a topic the table holds is legal, so
+// the name is validated here only when the table does not know it.
 func (b *Broker) checkMessage(m *message.Ext) (TopicConfig, error) {
-	if err := message.ValidateTopic(m.Topic); err != nil {
-		return TopicConfig{}, errcode.Errorf(errcode.IllegalTopic, "%v", err)
+	tc, ok := b.topics.get(m.Topic)
+	if !ok {
+		if err := message.ValidateTopic(m.Topic); err != nil {
+			return TopicConfig{}, errcode.Errorf(errcode.IllegalTopic, "%v", err)
+		}
 	}
 	if message.IsSystemTopic(m.Topic) {
 		return TopicConfig{}, errcode.Errorf(errcode.NoPermission, "topic %s is reserved for the broker", m.Topic)
@@ -59,10 +66,6 @@ func (b *Broker) checkMessage(m *message.Ext) (TopicConfig, error) {
 	if n := propertiesSize(m.Properties); n > b.opts.MaxPropertiesSize {
 		return TopicConfig{}, errcode.Errorf(errcode.PropertiesTooLarge, "properties take %d bytes, the limit is %d", n, b.opts.MaxPropertiesSize)
 	}
-	if err := message.ValidateProperties(m.Properties); err != nil {
-		return TopicConfig{}, errcode.Errorf(errcode.MessageIllegal, "%v", err)
-	}
-	tc, ok := b.topics.get(m.Topic)
 	if !ok {
 		if !b.opts.AutoCreateTopic || message.IsRetryTopic(m.Topic) || message.IsDLQTopic(m.Topic) {
 			return TopicConfig{}, errcode.Errorf(errcode.TopicNotExist, "topic %s does not exist on broker %s", m.Topic, b.opts.BrokerName)
