@@ -50,6 +50,9 @@
 #   OUT              copy of the table                          (.bench/bench-vs-nats.md)
 #   KEEP             1: keep DATA_DIR afterwards                (0)
 #   NATS_SERVER_VERSION / NATSCLI_VERSION                       (v2.15.2 / v0.5.0)
+#   BOLIDE_BIN       a directory of prebuilt bolide, bolide-nameserver and
+#                    bolide-broker to measure instead of building this tree
+#                    (to compare two builds: run them alternately)     (unset)
 #
 # Usage: scripts/bench-vs-nats.sh        (or: make bench-vs-nats QUICK=1)
 set -euo pipefail
@@ -96,7 +99,7 @@ done
 tools=$BENCH_DIR/tools
 nats_server=$tools/nats-server-$NATS_SERVER_VERSION/nats-server
 nats=$tools/natscli-$NATSCLI_VERSION/nats
-bolide_bin=$BENCH_DIR/bolide
+bolide_bin=${BOLIDE_BIN:-$BENCH_DIR/bolide}
 bolide=$bolide_bin/bolide
 
 # install BINARY MODULE@VERSION builds a tool once into BINARY's directory.
@@ -110,10 +113,17 @@ install_tool() {
 }
 install_tool "$nats_server" "github.com/nats-io/nats-server/v2@$NATS_SERVER_VERSION"
 install_tool "$nats" "github.com/nats-io/natscli/nats@$NATSCLI_VERSION"
-say "building Bolide into $bolide_bin"
-mkdir -p "$bolide_bin"
-timeout -k 10 "$BUILD_TIMEOUT" go build -o "$bolide_bin/" ./cmd/bolide ./cmd/bolide-nameserver ./cmd/bolide-broker ||
-  die "building Bolide failed"
+if [[ -n ${BOLIDE_BIN:-} ]]; then
+  for b in bolide bolide-nameserver bolide-broker; do
+    [[ -x $bolide_bin/$b ]] || die "BOLIDE_BIN=$bolide_bin has no $b"
+  done
+  say "measuring the Bolide binaries in $bolide_bin"
+else
+  say "building Bolide into $bolide_bin"
+  mkdir -p "$bolide_bin"
+  timeout -k 10 "$BUILD_TIMEOUT" go build -o "$bolide_bin/" ./cmd/bolide ./cmd/bolide-nameserver ./cmd/bolide-broker ||
+    die "building Bolide failed"
+fi
 
 # ------------------------------------------------------------- processes
 pids=()   # every daemon this run started
@@ -365,7 +375,7 @@ table=$res/table.md
   echo "### Bolide vs NATS JetStream, side by side ($(date -u '+%Y-%m-%d %H:%M UTC'))"
   echo
   echo "Machine: $(nproc) vCPU, $(uname -r), $(go version | awk '{print $3}'); load average $load_start at the start," \
-    "$load_end at the end. Bolide $(git describe --always --dirty 2>/dev/null || echo '?')," \
+    "$load_end at the end. Bolide ${BOLIDE_BIN:+binaries in $BOLIDE_BIN, tree }$(git describe --always --dirty 2>/dev/null || echo '?')," \
     "nats-server $NATS_SERVER_VERSION, natscli $NATSCLI_VERSION. $SIZE-byte messages, one replica, file storage," \
     "client and server on loopback; one Bolide NameServer and one broker, topics of $QUEUES queues." \
     "Figures are msgs/s, the median of $REPS run(s)$( ((REPS > 1)) && echo ' (min–max)')."
