@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/bolide-mq/bolide/broker"
-	"github.com/bolide-mq/bolide/broker/remote"
+	"github.com/bolide-mq/bolide/broker/frontend/v1wire"
 	"github.com/bolide-mq/bolide/broker/replication"
 	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -18,11 +18,11 @@ type haService struct {
 }
 
 func (s *haService) GetMetadata(_ context.Context, req *pb.GetMetadataRequest) (*pb.GetMetadataResponse, error) {
-	md, err := s.b.Replication().Metadata(remote.MetadataRequestFromProto(req))
+	md, err := s.b.Replication().Metadata(v1wire.MetadataRequestFromProto(req))
 	if err != nil {
 		return &pb.GetMetadataResponse{Status: wire.Status(err)}, nil
 	}
-	return remote.MetadataToProto(md), nil
+	return v1wire.MetadataToProto(md), nil
 }
 
 func (s *haService) Promote(ctx context.Context, req *pb.PromoteRequest) (*pb.PromoteResponse, error) {

@@ -1,8 +1,10 @@
 // Package v1wire adapts Bolide's own protocol, bolide.v1 (proto/bolidev1),
 // to the broker core: the send and pull calls that the gRPC and the frame
-// front ends both serve, and the conversions of the types the other
-// bolide.v1 services share. Coded errors become a Status here
-// (internal/wire); the core never sees a protobuf type.
+// front ends both serve, and the conversions both ends of a bolide.v1 call
+// share — topics, heartbeats, and the metadata a slave fetches from its
+// master (served by broker/frontend/grpcapi, fetched by broker/remote).
+// Coded errors become a Status here (internal/wire); the core never sees a
+// protobuf type.
 package v1wire
 
 import (

@@ -1,4 +1,4 @@
-package remote
+package v1wire
 
 import (
 	"reflect"
