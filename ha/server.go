@@ -164,6 +164,8 @@ type Server struct {
 	log  *zap.Logger
 	lis  net.Listener
 
+	// Lock order: mu (the slave sessions) and timerMu (the shared wake-up
+	// timer) are never held together.
 	mu     sync.Mutex
 	slaves map[int64]*slave // by broker id; the newest connection
 	ackSig notifier

@@ -241,6 +241,10 @@ type clientConn struct {
 	nc net.Conn
 	br *bufio.Reader // the reader goroutine's
 
+	// Lock order: wmu (writing) and mu (the waiters) are never held
+	// together; a caller registers its waiter under mu, then writes under
+	// wmu.
+	//
 	// wmu protects bw and werr; queued counts the callers waiting for it,
 	// so that the last one in line flushes.
 	wmu    sync.Mutex

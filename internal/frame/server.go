@@ -139,6 +139,9 @@ type serverConn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// Lock order: wmu (writing answers) and mu (the running requests) are
+	// never held together.
+	//
 	// wmu protects bw and werr. writers counts the answers waiting for
 	// wmu, so that the last one flushes: answers written while others
 	// queue leave in one write.
