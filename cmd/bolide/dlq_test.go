@@ -188,9 +188,15 @@ func TestDLQReplay(t *testing.T) {
 	if code != 0 || strings.Count(out, "\n") != 3 || strings.Count(out, `"replayed":{"at"`) != 3 {
 		t.Fatalf("export (exit %d):\n%s", code, out)
 	}
+	// An unknown id: exit 1 and one line that names it, in both formats.
+	wantNotFound := "bolide: no dead letter NOPE in group " + group + " (see 'bolide dlq list --group " + group + "')\n"
 	code, out, stderr = runCLI(t, "", "--namesrv", ns, "dlq", "replay", "--group", group, "--id", "NOPE")
-	if code != 1 || !strings.Contains(stderr, "no dead letter NOPE") || !strings.Contains(out, "replayed 0") {
+	if code != 1 || stderr != wantNotFound || !strings.Contains(out, "replayed 0") {
 		t.Fatalf("replay of an unknown id (exit %d): %q %q", code, out, stderr)
+	}
+	code, out, stderr = runCLI(t, "", "--namesrv", ns, "dlq", "replay", "--group", group, "--id", "NOPE", "-o", "json")
+	if code != 1 || stderr != wantNotFound || !strings.Contains(out, `"notFound":["NOPE"]`) {
+		t.Fatalf("replay of an unknown id, json (exit %d): %q %q", code, out, stderr)
 	}
 	code, out, stderr = runCLI(t, "", "--namesrv", ns, "dlq", "show", "NOPE", "--group", group)
 	if code != 1 || out != "" || !strings.Contains(stderr, "no dead letter NOPE") {
@@ -205,5 +211,28 @@ func TestDLQReplay(t *testing.T) {
 	} {
 		code, out, stderr := runCLI(t, "", append([]string{"--namesrv", ns}, args...)...)
 		checkOneLineError(t, args, code, out, stderr, exitUsage, "--")
+	}
+}
+
+func TestReplayError(t *testing.T) {
+	for _, c := range []struct {
+		sum  client.ReplaySummary
+		want string
+	}{
+		{client.ReplaySummary{Selected: 3, Replayed: 2, Skipped: 1}, ""},
+		{client.ReplaySummary{NotFound: []string{"NOPE"}}, "no dead letter NOPE in group g (see 'bolide dlq list --group g')"},
+		{client.ReplaySummary{NotFound: []string{"A", "B"}}, "no dead letters A, B in group g (see 'bolide dlq list --group g')"},
+		{client.ReplaySummary{Selected: 3, Failed: 2}, "2 of 3 replays failed"},
+		{client.ReplaySummary{Selected: 1, Failed: 1, NotFound: []string{"X"}},
+			"1 of 1 replays failed; no dead letter X in group g (see 'bolide dlq list --group g')"},
+	} {
+		err := replayError("g", c.sum)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != c.want {
+			t.Errorf("replayError(%+v) = %q, want %q", c.sum, got, c.want)
+		}
 	}
 }
