@@ -18,7 +18,7 @@ type Admin struct {
 
 // NewAdmin returns an admin client.
 func NewAdmin(opts ...Option) (*Admin, error) {
-	o, err := buildOptions(opts)
+	o, err := buildOptions(opts, Option.applyProducer) // the same as applyConsumer for an Option
 	if err != nil {
 		return nil, err
 	}

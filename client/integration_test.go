@@ -34,7 +34,7 @@ func TestRouteDiscovery(t *testing.T) {
 	}
 
 	// A dead NameServer first in the list: calls move on to the next.
-	p, err := NewProducer("pg", e.opts(WithNameServers(append([]string{"127.0.0.1:1"}, e.ns...)...))...)
+	p, err := NewProducer("pg", e.popts(WithNameServers(append([]string{"127.0.0.1:1"}, e.ns...)...))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -926,8 +926,8 @@ func TestPullConsumer(t *testing.T) {
 	topic := e.topic(2)
 	p := e.producer()
 	ctx := context.Background()
-	newPC := func(extra ...Option) *PullConsumer {
-		c, err := NewPullConsumer("pullg", e.opts(append([]Option{WithConsumeFrom(ConsumeFromFirst), WithPollBatchSize(7)}, extra...)...)...)
+	newPC := func(extra ...ConsumerOption) *PullConsumer {
+		c, err := NewPullConsumer("pullg", e.copts(append([]ConsumerOption{WithConsumeFrom(ConsumeFromFirst), WithPollBatchSize(7)}, extra...)...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1238,7 +1238,7 @@ func TestConsumeFromTimestamp(t *testing.T) {
 func TestProducerCloseWaitsForAsyncCallbacks(t *testing.T) {
 	e := startEnv(t, 1, 1)
 	topic := e.topic(2)
-	p, err := NewProducer("pg", e.opts()...)
+	p, err := NewProducer("pg", e.popts()...)
 	if err != nil {
 		t.Fatal(err)
 	}

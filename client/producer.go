@@ -45,11 +45,11 @@ type Producer struct {
 
 // NewProducer returns a producer of group. Nothing is contacted until
 // Start.
-func NewProducer(group string, opts ...Option) (*Producer, error) {
+func NewProducer(group string, opts ...ProducerOption) (*Producer, error) {
 	if err := message.ValidateGroup(group); err != nil {
 		return nil, codeErr(pb.Code_ILLEGAL_GROUP, "producer group: %v", err)
 	}
-	o, err := buildOptions(opts)
+	o, err := buildOptions(opts, ProducerOption.applyProducer)
 	if err != nil {
 		return nil, err
 	}

@@ -54,11 +54,15 @@ type ErrorListener func(ctx context.Context, msgs []*MessageExt) error
 // WithMaxReconsumeTimes sets how many times a failed message is delivered
 // again before it is dead-lettered. Default: the broker's setting for the
 // group (16), and 16 for orderly consumers.
-func WithMaxReconsumeTimes(n int) Option { return func(o *options) { o.maxReconsumeTimes = n } }
+func WithMaxReconsumeTimes(n int) ConsumerOption {
+	return consumerOption(func(o *options) { o.maxReconsumeTimes = n })
+}
 
 // WithConsumeTimeout sets how long a concurrent listener may hold a message
 // before it is sent back as failed. Default 15 min.
-func WithConsumeTimeout(d time.Duration) Option { return func(o *options) { o.consumeTimeout = d } }
+func WithConsumeTimeout(d time.Duration) ConsumerOption {
+	return consumerOption(func(o *options) { o.consumeTimeout = d })
+}
 
 // consumeOutcome is what a listener says about a failure through its
 // context.

@@ -141,7 +141,7 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 	}
 	producers := make([]*client.Producer, f.producers)
 	for i := range producers {
-		p, err := client.NewProducer("bolide-bench", a.clientOptions(transport)...)
+		p, err := client.NewProducer("bolide-bench", a.producerOptions(transport)...)
 		if err != nil {
 			return err
 		}
@@ -369,7 +369,7 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 	}
 	consumers := make([]*client.PullConsumer, f.consumers)
 	for i := range consumers {
-		c, err := client.NewPullConsumer(group, a.clientOptions(transport, client.WithConsumeFrom(client.ConsumeFromFirst),
+		c, err := client.NewPullConsumer(group, a.consumerOptions(transport, client.WithConsumeFrom(client.ConsumeFromFirst),
 			client.WithAutoCommit(false), client.WithPollBatchSize(max(256, f.pullBatch)), client.WithPullBatchSize(f.pullBatch))...)
 		if err != nil {
 			return err

@@ -44,11 +44,15 @@ func TestDLQReplay(t *testing.T) {
 	const topic, group, fixed = "dlq-cli", "dlq-cli-g", "dlq-cli-fixed"
 	c.CreateTopic(topic, 2)
 	ns := strings.Join(c.NameServerAddrs(), ",")
-	opts := []client.Option{client.WithNameServers(c.NameServerAddrs()...), client.WithRebalanceInterval(time.Second),
-		client.WithHeartbeatInterval(500 * time.Millisecond), client.WithCommitInterval(200 * time.Millisecond),
-		client.WithRouteRefreshInterval(300 * time.Millisecond), client.WithLongPollTimeout(2 * time.Second)}
+	shared := client.WithOptions(client.WithNameServers(c.NameServerAddrs()...),
+		client.WithRouteRefreshInterval(300*time.Millisecond))
+	consumerOpts := func(extra ...client.ConsumerOption) []client.ConsumerOption {
+		return append([]client.ConsumerOption{shared, client.WithRebalanceInterval(time.Second),
+			client.WithHeartbeatInterval(500 * time.Millisecond), client.WithCommitInterval(200 * time.Millisecond),
+			client.WithLongPollTimeout(2 * time.Second)}, extra...)
+	}
 	ctx := context.Background()
-	p, err := client.NewProducer("dlq-cli-pg", opts...)
+	p, err := client.NewProducer("dlq-cli-pg", shared)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +71,7 @@ func TestDLQReplay(t *testing.T) {
 		sent[r.UniqueID] = body
 	}
 	// A consumer that dead-letters everything at once.
-	failing, err := client.NewPushConsumer(group, append(opts, client.WithConsumeFrom(client.ConsumeFromFirst))...)
+	failing, err := client.NewPushConsumer(group, consumerOpts(client.WithConsumeFrom(client.ConsumeFromFirst))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +115,7 @@ func TestDLQReplay(t *testing.T) {
 	// A fixed consumer of the original topic, from before any replay.
 	var mu sync.Mutex
 	got := map[string][]*client.MessageExt{} // replayed-from dead letter id → deliveries
-	fixedC, err := client.NewPushConsumer(fixed, append(opts, client.WithConsumeFrom(client.ConsumeFromTimestamp(time.Now())))...)
+	fixedC, err := client.NewPushConsumer(fixed, consumerOpts(client.WithConsumeFrom(client.ConsumeFromTimestamp(time.Now())))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +158,7 @@ func TestDLQReplay(t *testing.T) {
 		t.Fatalf("second replay (exit %d): %q %q", code, out, stderr)
 	}
 	// Every replay is consumed (offsets committed), each exactly once.
-	adm, err := client.NewAdmin(opts...)
+	adm, err := client.NewAdmin(shared)
 	if err != nil {
 		t.Fatal(err)
 	}
