@@ -117,7 +117,7 @@ type options struct {
 	queueMaxBytes     int64
 	retryDelay        time.Duration
 	suspendDelay      time.Duration
-	maxReconsumeTimes int           // retry.go; 0 = the broker's setting
+	maxReconsumeTimes int           // retry.go; < 0 = the broker's setting, 0 = no retries
 	consumeTimeout    time.Duration // retry.go
 	lockInterval      time.Duration
 	lockRetryInterval time.Duration
@@ -154,6 +154,7 @@ func defaultOptions() options {
 		queueMaxBytes:     100 << 20,
 		retryDelay:        time.Second,
 		suspendDelay:      time.Second,
+		maxReconsumeTimes: -1,
 		consumeTimeout:    15 * time.Minute,
 		lockInterval:      20 * time.Second,
 		lockRetryInterval: 500 * time.Millisecond,
