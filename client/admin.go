@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -51,6 +52,9 @@ func (a *Admin) brokerCall(ctx context.Context, addr string, fn func(ctx context
 	defer cancel()
 	st, err := fn(rctx, c)
 	if err != nil {
+		if err := brokerFailure(ctx, addr, err); errors.Is(err, ErrBrokerUnreachable) {
+			return err
+		}
 		return fmt.Errorf("broker %s: %w", addr, err)
 	}
 	if err := wire.FromStatus(st); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -1057,6 +1058,45 @@ func TestSendRetriesOnAnotherBroker(t *testing.T) {
 	e.waitFor(10*time.Second, "broker-a back", func() error {
 		_, err := p.Send(context.Background(), &Message{Topic: topic, Body: []byte("x")},
 			WithQueue(MessageQueue{Topic: topic, BrokerName: "broker-a", QueueID: 0}))
+		return err
+	})
+}
+
+// TestSendWhileBrokerDown: with the only broker of a topic down, a send
+// says the broker is unreachable — not that the topic does not exist —
+// for a producer that knew the route and for a new one; a send started
+// while it is down succeeds once it is back, within its retries.
+func TestSendWhileBrokerDown(t *testing.T) {
+	e := startEnv(t, 1, 1)
+	topic := e.topic(2)
+	ctx := context.Background()
+	running := e.producer()
+	e.sendN(running, topic, 2, nil)
+	e.c.StopBroker(0) // unregisters: the NameServer drops its routes at once
+	fresh := e.producer()
+	for name, p := range map[string]*Producer{"running": running, "new": fresh} {
+		_, err := p.Send(ctx, &Message{Topic: topic, Body: []byte("x")})
+		if !errors.Is(err, ErrBrokerUnreachable) || errors.Is(err, ErrTopicNotExist) {
+			t.Errorf("%s producer, broker down: %v, want ErrBrokerUnreachable and not ErrTopicNotExist", name, err)
+		}
+	}
+	if _, err := fresh.Send(ctx, &Message{Topic: topic, Body: []byte("x")}); err == nil ||
+		!strings.Contains(err.Error(), "no broker is registered") {
+		t.Errorf("new producer, broker down: %v, want it to say that no broker is registered", err)
+	}
+	// A send in progress when the broker comes back succeeds.
+	slow := e.producer(WithSendRetries(10))
+	done := make(chan error, 1)
+	go func() {
+		_, err := slow.Send(ctx, &Message{Topic: topic, Body: []byte("during the restart")})
+		done <- err
+	}()
+	e.c.StartBroker(0)
+	if err := <-done; err != nil {
+		t.Errorf("send across the restart: %v", err)
+	}
+	e.waitFor(10*time.Second, "the running producer sends again", func() error {
+		_, err := running.Send(ctx, &Message{Topic: topic, Body: []byte("x")})
 		return err
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -241,14 +242,68 @@ func (n *nameServers) getRoute(ctx context.Context, topic string) (*TopicRoute, 
 		return route, nil
 	}
 	if notExist {
-		return nil, fmt.Errorf("%w %q: %w", ErrNoRoute, topic, ErrTopicNotExist)
+		return nil, n.noRoute(ctx, topic, nil)
 	}
 	return nil, fmt.Errorf("%w %q: %w", ErrNoRoute, topic, err)
 }
 
+// noRoute explains a topic no NameServer routes. NameServers drop the
+// routes of a broker group once none of its brokers is registered, so
+// "no route" is not always "no such topic": when the groups that served
+// it (known, from an earlier route), or for a topic never seen every
+// broker, are not registered, they are down or still starting and the
+// error matches ErrBrokerUnreachable; otherwise ErrTopicNotExist.
+func (n *nameServers) noRoute(ctx context.Context, topic string, known []string) error {
+	live, err := n.liveGroups(ctx)
+	if err != nil {
+		return fmt.Errorf("%w %q: %w", ErrNoRoute, topic, ErrTopicNotExist)
+	}
+	// A broker that is down has left no trace on the NameServers: a topic
+	// never seen that no registered broker serves may live on one.
+	notExist := fmt.Errorf("%w %q: %w: no registered broker serves it (unless its brokers are down or still starting)",
+		ErrNoRoute, topic, ErrTopicNotExist)
+	if len(known) > 0 {
+		for _, g := range known {
+			if live[g] {
+				return notExist // its broker is up without it: deleted
+			}
+		}
+		return fmt.Errorf("%w %q: %w: broker group %s, which serves it, is not registered with the NameServers (down or still starting)",
+			ErrNoRoute, topic, ErrBrokerUnreachable, strings.Join(known, ", "))
+	}
+	if len(live) == 0 {
+		return fmt.Errorf("%w %q: %w: no broker is registered with the NameServers (down or still starting)",
+			ErrNoRoute, topic, ErrBrokerUnreachable)
+	}
+	return notExist
+}
+
+// liveGroups returns the broker groups with a registered broker, as the
+// first NameServer that answers knows them.
+func (n *nameServers) liveGroups(ctx context.Context) (map[string]bool, error) {
+	live := make(map[string]bool)
+	err := n.call(ctx, func(ctx context.Context, c pb.NameServerClient) error {
+		resp, err := c.GetClusterInfo(ctx, &pb.GetClusterInfoRequest{})
+		if err != nil {
+			return err
+		}
+		if err := wire.FromStatus(resp.GetStatus()); err != nil {
+			return err
+		}
+		for _, l := range resp.GetLive() {
+			live[l.GetBrokerName()] = true
+		}
+		return nil
+	})
+	return live, err
+}
+
 // routeCache caches topic routes. A route is fetched on first use, again
 // when marked stale after an error, and by refreshAll; when a fetch fails
-// the last known route is kept.
+// the last known route is kept — also when the NameServers no longer route
+// the topic because its brokers are not registered (down or restarting):
+// calls then go to the last known addresses and fail, or succeed as soon
+// as a broker is back there, with no wait for its registration.
 type routeCache struct {
 	ns  *nameServers
 	log *zap.Logger
@@ -317,6 +372,11 @@ func (c *routeCache) fetch(ctx context.Context, topic string) (*routeInfo, error
 	c.mu.Unlock()
 
 	r, err := c.ns.getRoute(ctx, topic)
+	if errors.Is(err, ErrTopicNotExist) {
+		if known := c.cached(topic); known != nil {
+			err = c.ns.noRoute(ctx, topic, known.brokerNames())
+		}
+	}
 	c.mu.Lock()
 	delete(c.inflight, topic)
 	switch {
@@ -333,6 +393,16 @@ func (c *routeCache) fetch(ctx context.Context, topic string) (*routeInfo, error
 	c.mu.Unlock()
 	close(f.done)
 	return f.info, f.err
+}
+
+// brokerNames lists the route's broker groups, sorted.
+func (ri *routeInfo) brokerNames() []string {
+	out := make([]string, 0, len(ri.brokers))
+	for name := range ri.brokers {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // cached returns the cached route of topic without fetching (nil if none).

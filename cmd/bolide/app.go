@@ -179,7 +179,9 @@ func (a *app) describeError(err error) string {
 	var te *topicError
 	switch {
 	case errors.As(err, &te) && errors.Is(err, client.ErrTopicNotExist):
-		return fmt.Sprintf("topic %q does not exist (see 'bolide topic list')", te.topic)
+		// The NameServers forget the topics of a broker that is down, so
+		// the truth is about the registered brokers only.
+		return fmt.Sprintf("topic %q does not exist on any registered broker (see 'bolide topic list' and 'bolide cluster list')", te.topic)
 	case errors.As(err, &te) && errors.Is(err, client.ErrTopicExists):
 		return fmt.Sprintf("topic %q already exists (change it with 'bolide topic update')", te.topic)
 	case unreachable(err):
