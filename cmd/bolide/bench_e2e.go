@@ -169,7 +169,7 @@ func (a *app) runBenchE2E(f *benchE2EFlags) error {
 	secs := sendEnd.Sub(r.start).Seconds()
 	out := benchJSON{Bench: "e2e", Topic: f.topic, Clients: 1, Transport: f.transport.name, Size: f.size, Messages: n, Bytes: n * int64(f.size),
 		Errors: r.errs.Load(), Seconds: secs, Latency: r.hist.summary(), LatencyKind: "end-to-end",
-		TargetRate: float64(f.rate), Sent: sent, Missing: max(sent-n, 0)}
+		E2EFields: &E2EFields{TargetRate: float64(f.rate), Sent: sent, Missing: max(sent-n, 0)}}
 	if secs > 0 {
 		out.MsgsPerSec = float64(sent) / secs
 		out.MiBPerSec = out.MsgsPerSec * float64(f.size) / (1 << 20)

@@ -23,6 +23,22 @@ func runBench(t *testing.T, ns string, args ...string) benchJSON {
 	if err := json.Unmarshal([]byte(out), &b); err != nil {
 		t.Fatalf("%q: %v in %q", args, err, out)
 	}
+	// The keys docs/CLI.md lists are there, zeros included; e2e's only
+	// for e2e.
+	var keys map[string]any
+	if err := json.Unmarshal([]byte(out), &keys); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"msgsPerSec", "mibPerSec", "messages", "errors", "seconds", "latencyMs"} {
+		if _, ok := keys[k]; !ok {
+			t.Errorf("%q: no %q in %s", args, k, out)
+		}
+	}
+	for _, k := range []string{"targetRate", "sent", "missing"} {
+		if _, ok := keys[k]; ok != (b.Bench == "e2e") {
+			t.Errorf("%q: %q present: %v in a %s report: %s", args, k, ok, b.Bench, out)
+		}
+	}
 	return b
 }
 
