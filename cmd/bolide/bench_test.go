@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/internal/cluster"
 )
 
@@ -108,5 +111,19 @@ func TestBenchUsageErrors(t *testing.T) {
 			code, out, errb := runCLI(t, "", args...)
 			checkOneLineError(t, args, code, out, errb, exitUsage, c.want)
 		}
+	}
+}
+
+// TestPullBatchHelpNamesBrokerCap: the help of --pull-batch names the
+// broker's real default cap on a pull.
+func TestPullBatchHelpNamesBrokerCap(t *testing.T) {
+	root := newRootCmd(newApp(context.Background(), nil, nil, nil))
+	c, _, err := root.Find([]string{"bench", "consume"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage := c.Flags().Lookup("pull-batch").Usage
+	if want := fmt.Sprintf("caps it: %d unless configured", broker.DefaultOptions("").PullMaxMessages); !strings.Contains(usage, want) {
+		t.Errorf("--pull-batch: %q, want %q", usage, want)
 	}
 }
