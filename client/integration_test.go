@@ -1084,6 +1084,10 @@ func TestSendWhileBrokerDown(t *testing.T) {
 		!strings.Contains(err.Error(), "no broker is registered") {
 		t.Errorf("new producer, broker down: %v, want it to say that no broker is registered", err)
 	}
+	if _, err := running.b.routes.fetch(ctx, topic); !errors.Is(err, ErrBrokerUnreachable) ||
+		!strings.Contains(err.Error(), "broker group broker-a, which serves it, is not registered") {
+		t.Errorf("route of the running producer, broker down: %v", err)
+	}
 	// A send in progress when the broker comes back succeeds.
 	slow := e.producer(WithSendRetries(10))
 	done := make(chan error, 1)
@@ -1099,6 +1103,13 @@ func TestSendWhileBrokerDown(t *testing.T) {
 		_, err := running.Send(ctx, &Message{Topic: topic, Body: []byte("x")})
 		return err
 	})
+	// A topic deleted while its broker is up does not exist.
+	if err := e.admin.DeleteTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := running.b.routes.fetch(ctx, topic); !errors.Is(err, ErrTopicNotExist) || errors.Is(err, ErrBrokerUnreachable) {
+		t.Errorf("route of a deleted topic: %v, want ErrTopicNotExist", err)
+	}
 }
 
 func TestConcurrentSendsShareStreams(t *testing.T) {

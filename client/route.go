@@ -214,8 +214,9 @@ func (n *nameServers) call(ctx context.Context, fn func(ctx context.Context, c p
 
 // getRoute asks the NameServers for a topic's route. NameServers are
 // independent, so one that does not know the topic yet does not end the
-// search: the topic does not exist only when none knows it.
-func (n *nameServers) getRoute(ctx context.Context, topic string) (*TopicRoute, error) {
+// search: the topic does not exist only when none knows it (and known,
+// the broker groups of its last route, are registered: see noRoute).
+func (n *nameServers) getRoute(ctx context.Context, topic string, known []string) (*TopicRoute, error) {
 	var route *TopicRoute
 	notExist := false
 	err := n.each(ctx, func(ctx context.Context, c pb.NameServerClient) error {
@@ -242,7 +243,7 @@ func (n *nameServers) getRoute(ctx context.Context, topic string) (*TopicRoute, 
 		return route, nil
 	}
 	if notExist {
-		return nil, n.noRoute(ctx, topic, nil)
+		return nil, n.noRoute(ctx, topic, known)
 	}
 	return nil, fmt.Errorf("%w %q: %w", ErrNoRoute, topic, err)
 }
@@ -268,8 +269,12 @@ func (n *nameServers) noRoute(ctx context.Context, topic string, known []string)
 				return notExist // its broker is up without it: deleted
 			}
 		}
-		return fmt.Errorf("%w %q: %w: broker group %s, which serves it, is not registered with the NameServers (down or still starting)",
-			ErrNoRoute, topic, ErrBrokerUnreachable, strings.Join(known, ", "))
+		what := "broker group " + known[0] + ", which serves it, is"
+		if len(known) > 1 {
+			what = "broker groups " + strings.Join(known, ", ") + ", which serve it, are"
+		}
+		return fmt.Errorf("%w %q: %w: %s not registered with the NameServers (down or still starting)",
+			ErrNoRoute, topic, ErrBrokerUnreachable, what)
 	}
 	if len(live) == 0 {
 		return fmt.Errorf("%w %q: %w: no broker is registered with the NameServers (down or still starting)",
@@ -371,12 +376,11 @@ func (c *routeCache) fetch(ctx context.Context, topic string) (*routeInfo, error
 	c.inflight[topic] = f
 	c.mu.Unlock()
 
-	r, err := c.ns.getRoute(ctx, topic)
-	if errors.Is(err, ErrTopicNotExist) {
-		if known := c.cached(topic); known != nil {
-			err = c.ns.noRoute(ctx, topic, known.brokerNames())
-		}
+	var known []string
+	if ri := c.cached(topic); ri != nil {
+		known = ri.brokerNames()
 	}
+	r, err := c.ns.getRoute(ctx, topic, known)
 	c.mu.Lock()
 	delete(c.inflight, topic)
 	switch {
