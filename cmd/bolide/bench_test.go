@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/client"
 	"github.com/bolide-mq/bolide/internal/cluster"
+	"github.com/bolide-mq/bolide/internal/testutil"
 )
 
 // runBench runs one bench command with -o json and decodes its one line.
@@ -61,6 +64,27 @@ func TestBenchAgainstCluster(t *testing.T) {
 	if b.Messages != 256 || b.Errors != 0 || !b.Async || b.Batch != 8 || b.Latency.Count != 256/8 {
 		t.Errorf("produce --batch --async: %+v", b)
 	}
+	// bench consume reads the backlog its start finds: wait until the
+	// queues hold every message sent (acknowledged is not yet dispatched).
+	adm, err := client.NewAdmin(client.WithNameServers(c.NameServerAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	testutil.WaitFor(t, 10*time.Second, "456 messages in the queues", func() error {
+		qs, err := adm.QueueStatus(context.Background(), "bench-cli")
+		if err != nil {
+			return err
+		}
+		n := int64(0)
+		for _, q := range qs {
+			n += q.MaxOffset - q.MinOffset
+		}
+		if n != 456 {
+			return fmt.Errorf("%d messages", n)
+		}
+		return nil
+	})
 	cs := runBench(t, ns, "bench", "consume", "--topic", "bench-cli", "--pull-batch", "16")
 	if cs.Bench != "consume" || cs.Messages != 456 || cs.LatencyKind != "end-to-end" || cs.Latency.Count != 456 {
 		t.Errorf("consume: %+v", cs)
