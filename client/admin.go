@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -18,7 +19,7 @@ type Admin struct {
 
 // NewAdmin returns an admin client.
 func NewAdmin(opts ...Option) (*Admin, error) {
-	o, err := buildOptions(opts)
+	o, err := buildOptions(opts, Option.applyProducer) // the same as applyConsumer for an Option
 	if err != nil {
 		return nil, err
 	}
@@ -51,6 +52,9 @@ func (a *Admin) brokerCall(ctx context.Context, addr string, fn func(ctx context
 	defer cancel()
 	st, err := fn(rctx, c)
 	if err != nil {
+		if err := brokerFailure(ctx, addr, err); errors.Is(err, ErrBrokerUnreachable) {
+			return err
+		}
 		return fmt.Errorf("broker %s: %w", addr, err)
 	}
 	if err := wire.FromStatus(st); err != nil {

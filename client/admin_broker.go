@@ -239,6 +239,7 @@ func (a *Admin) ReplicationStatus(ctx context.Context, addr string) (*Replicatio
 	rctx, cancel := a.b.rpcContext(ctx)
 	defer cancel()
 	resp, err := c.ReplicationStatus(rctx, &pb.ReplicationStatusRequest{})
+	err = brokerFailure(ctx, addr, err)
 	if err == nil {
 		err = wire.FromStatus(resp.GetStatus())
 	}
@@ -316,6 +317,7 @@ func (a *Admin) Promote(ctx context.Context, addr, brokerName string, epoch int6
 	pctx, cancel := withTimeout(ctx, promoteTimeout)
 	defer cancel()
 	resp, err := c.Promote(pctx, &pb.PromoteRequest{BrokerName: brokerName, Epoch: epoch})
+	err = brokerFailure(ctx, addr, err)
 	if err == nil {
 		err = wire.FromStatus(resp.GetStatus())
 	}

@@ -405,10 +405,12 @@ func (a *Admin) replayOne(ctx context.Context, p *Producer, d *DeadLetter, toTop
 	return res, nil
 }
 
-// replayProducer starts a producer with the admin's options.
+// replayProducer starts a producer with the admin's options; each send
+// attempt is bounded by the admin's RPC timeout.
 func (a *Admin) replayProducer(ctx context.Context) (*Producer, error) {
 	opts := a.b.opts
-	p, err := NewProducer("DLQ_REPLAY_PRODUCER", func(o *options) { *o = opts })
+	opts.sendTimeout = opts.rpcTimeout
+	p, err := NewProducer("DLQ_REPLAY_PRODUCER", producerOption(func(o *options) { *o = opts }))
 	if err != nil {
 		return nil, err
 	}

@@ -159,7 +159,7 @@ func (a *Admin) DeleteTopic(ctx context.Context, topic string) error {
 		return codeErr(pb.Code_ILLEGAL_TOPIC, "%v", err)
 	}
 	var targets []BrokerData
-	if r, err := a.b.ns.getRoute(ctx, topic); err == nil {
+	if r, err := a.b.ns.getRoute(ctx, topic, nil); err == nil {
 		targets = r.Brokers
 	} else if errors.Is(err, ErrTopicNotExist) {
 		// No route: the topic may still be on a broker that has not
@@ -233,7 +233,7 @@ func (a *Admin) Route(ctx context.Context, topic string) (*TopicRoute, error) {
 	if err := a.check(); err != nil {
 		return nil, err
 	}
-	return a.b.ns.getRoute(ctx, topic)
+	return a.b.ns.getRoute(ctx, topic, nil)
 }
 
 // QueueStatus is one queue's offsets.

@@ -7,6 +7,13 @@
 // each takes a context.Context first — and Close, which stops and waits for
 // every goroutine the client started.
 //
+// Options are typed by the clients they concern: an Option (WithNameServers,
+// WithLogger, ...) is accepted by every client, a ProducerOption
+// (WithSendRetries, ...) only by NewProducer and NewTransactionProducer, a
+// ConsumerOption (WithConsumeFrom, ...) only by NewPushConsumer and
+// NewPullConsumer, so that a setting given to a client that would ignore it
+// does not compile. WithOptions bundles shared options into one.
+//
 // # Routes
 //
 // Clients learn where a topic lives from the NameServers given with
@@ -38,9 +45,9 @@
 // re-allocated when members join or leave) or each take all of them
 // (Broadcasting). Clustering offsets are committed to the brokers,
 // broadcasting offsets to a JSON file on the client. PushConsumer pulls with
-// long polling and calls a ConcurrentListener from a worker pool, or an
-// OrderlyListener one queue at a time while holding the queue's broker-side
-// lock. PullConsumer hands messages to Poll and commits what Poll returned.
+// long polling and calls a ConcurrentListener (or an ErrorListener) from a
+// worker pool, or an OrderlyListener one queue at a time while holding the
+// queue's broker-side lock; Subscribe takes only these types. PullConsumer hands messages to Poll and commits what Poll returned.
 //
 // # Errors
 //

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -45,8 +46,10 @@ var (
 // Client-side errors.
 var (
 	// ErrNoRoute: no NameServer knows a route for the topic, or the route
-	// has no queue usable for the operation. When the NameServer said the
-	// topic does not exist the error also matches ErrTopicNotExist.
+	// has no queue usable for the operation. When the topic does not exist
+	// the error also matches ErrTopicNotExist; when the brokers that serve
+	// it are not registered with the NameServers (down or still starting)
+	// it matches ErrBrokerUnreachable instead.
 	ErrNoRoute = errors.New("no route for topic")
 	// ErrClosed is returned by calls on a closed client.
 	ErrClosed = errors.New("client closed")
@@ -56,7 +59,53 @@ var (
 	ErrAlreadyStarted = errors.New("client already started")
 	// ErrNoNameServer: no NameServer answered.
 	ErrNoNameServer = errors.New("no NameServer available")
+	// ErrBrokerUnreachable: a broker could not be reached or did not
+	// answer in time, or the brokers that serve a topic are not registered
+	// with the NameServers (they drop a broker that stops or dies, and a
+	// starting broker registers only once it serves): down or still
+	// starting. The topic exists as far as the client knows; retrying later
+	// may succeed. Sends retry it by themselves (WithSendRetries).
+	ErrBrokerUnreachable = errors.New("broker unreachable")
 )
+
+// brokerFailure returns err, the failure of a call made with ctx to the
+// broker at addr, marked as ErrBrokerUnreachable when the broker could not
+// be reached or did not answer in time (and ctx was not canceled).
+func brokerFailure(ctx context.Context, addr string, err error) error {
+	if err == nil || errors.Is(ctx.Err(), context.Canceled) || !isUnreachable(err) {
+		return err
+	}
+	return &unreachableError{addr: addr, err: err}
+}
+
+// isUnreachable reports whether err says that the peer could not be
+// reached, broke the connection, or did not answer in time — not an answer,
+// nor a cancellation.
+func isUnreachable(err error) bool {
+	if isCoded(err) {
+		return false
+	}
+	var se *streamError
+	if errors.As(err, &se) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	return ok && (st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded)
+}
+
+// unreachableError is a broker that could not be reached or did not answer.
+type unreachableError struct {
+	addr string
+	err  error
+}
+
+func (e *unreachableError) Error() string {
+	return fmt.Sprintf("%v at %s: %v", ErrBrokerUnreachable, e.addr, e.err)
+}
+
+func (e *unreachableError) Is(target error) bool { return target == ErrBrokerUnreachable }
+
+func (e *unreachableError) Unwrap() error { return e.err }
 
 // codeErr builds a coded error; it matches the sentinel of its code.
 func codeErr(code pb.Code, format string, args ...any) error {

@@ -50,7 +50,7 @@ func TestTransports(t *testing.T) {
 				t.Errorf("%s: frame pool %v", tr, p.b.frames)
 			}
 
-			c, err := NewPullConsumer("pull-"+tr.String(), e.opts(WithTransport(tr), WithConsumeFrom(ConsumeFromFirst))...)
+			c, err := NewPullConsumer("pull-"+tr.String(), e.copts(WithTransport(tr), WithConsumeFrom(ConsumeFromFirst))...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,10 +14,19 @@ import (
 )
 
 // Short intervals so that integration tests converge quickly.
-func fastOptions(ns []string) []Option {
-	return []Option{
-		WithNameServers(ns...),
-		WithRouteRefreshInterval(300 * time.Millisecond),
+func fastShared(ns []string) Option {
+	return WithOptions(WithNameServers(ns...), WithRouteRefreshInterval(300*time.Millisecond))
+}
+
+// fastProducerOptions are fastShared and extra.
+func fastProducerOptions(ns []string, extra ...ProducerOption) []ProducerOption {
+	return append([]ProducerOption{fastShared(ns)}, extra...)
+}
+
+// fastConsumerOptions are shared, short consumer intervals and extra.
+func fastConsumerOptions(shared Option, extra ...ConsumerOption) []ConsumerOption {
+	return append([]ConsumerOption{
+		shared,
 		WithHeartbeatInterval(500 * time.Millisecond),
 		WithRebalanceInterval(time.Second),
 		WithCommitInterval(200 * time.Millisecond),
@@ -25,7 +34,7 @@ func fastOptions(ns []string) []Option {
 		WithRetryDelay(200 * time.Millisecond),
 		WithSuspendDelay(100 * time.Millisecond),
 		WithLockInterval(time.Second),
-	}
+	}, extra...)
 }
 
 type env struct {
@@ -49,7 +58,7 @@ func startEnvWith(t *testing.T, o cluster.Options) *env {
 	// close; stopping (idempotently) here runs first.
 	t.Cleanup(c.Stop)
 	e := &env{t: t, c: c, ns: c.NameServerAddrs()}
-	a, err := NewAdmin(e.opts()...)
+	a, err := NewAdmin(e.shared())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,12 +67,24 @@ func startEnvWith(t *testing.T, o cluster.Options) *env {
 	return e
 }
 
-func (e *env) opts(extra ...Option) []Option {
-	o := fastOptions(e.ns)
+// shared are the options of every client of a test: fastShared, and a
+// test logger with -v.
+func (e *env) shared() Option {
+	o := fastShared(e.ns)
 	if testing.Verbose() {
-		o = append(o, WithLogger(zaptest.NewLogger(e.t)))
+		o = WithOptions(o, WithLogger(zaptest.NewLogger(e.t)))
 	}
-	return append(o, extra...)
+	return o
+}
+
+// popts are a producer's options: shared and extra.
+func (e *env) popts(extra ...ProducerOption) []ProducerOption {
+	return append([]ProducerOption{e.shared()}, extra...)
+}
+
+// copts are a consumer's options: shared, short intervals and extra.
+func (e *env) copts(extra ...ConsumerOption) []ConsumerOption {
+	return fastConsumerOptions(e.shared(), extra...)
 }
 
 func (e *env) topic(queues int) string {
@@ -77,9 +98,9 @@ func (e *env) topic(queues int) string {
 	return name
 }
 
-func (e *env) producer(extra ...Option) *Producer {
+func (e *env) producer(extra ...ProducerOption) *Producer {
 	e.t.Helper()
-	p, err := NewProducer("pg", e.opts(extra...)...)
+	p, err := NewProducer("pg", e.popts(extra...)...)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -90,9 +111,9 @@ func (e *env) producer(extra ...Option) *Producer {
 	return p
 }
 
-func (e *env) push(group, topic, expr string, listener any, extra ...Option) *PushConsumer {
+func (e *env) push(group, topic, expr string, listener Listener, extra ...ConsumerOption) *PushConsumer {
 	e.t.Helper()
-	c, err := NewPushConsumer(group, e.opts(extra...)...)
+	c, err := NewPushConsumer(group, e.copts(extra...)...)
 	if err != nil {
 		e.t.Fatal(err)
 	}

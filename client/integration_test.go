@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,7 +35,7 @@ func TestRouteDiscovery(t *testing.T) {
 	}
 
 	// A dead NameServer first in the list: calls move on to the next.
-	p, err := NewProducer("pg", e.opts(WithNameServers(append([]string{"127.0.0.1:1"}, e.ns...)...))...)
+	p, err := NewProducer("pg", e.popts(WithNameServers(append([]string{"127.0.0.1:1"}, e.ns...)...))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -926,8 +927,8 @@ func TestPullConsumer(t *testing.T) {
 	topic := e.topic(2)
 	p := e.producer()
 	ctx := context.Background()
-	newPC := func(extra ...Option) *PullConsumer {
-		c, err := NewPullConsumer("pullg", e.opts(append([]Option{WithConsumeFrom(ConsumeFromFirst), WithPollBatchSize(7)}, extra...)...)...)
+	newPC := func(extra ...ConsumerOption) *PullConsumer {
+		c, err := NewPullConsumer("pullg", e.copts(append([]ConsumerOption{WithConsumeFrom(ConsumeFromFirst), WithPollBatchSize(7)}, extra...)...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1059,6 +1060,56 @@ func TestSendRetriesOnAnotherBroker(t *testing.T) {
 			WithQueue(MessageQueue{Topic: topic, BrokerName: "broker-a", QueueID: 0}))
 		return err
 	})
+}
+
+// TestSendWhileBrokerDown: with the only broker of a topic down, a send
+// says the broker is unreachable — not that the topic does not exist —
+// for a producer that knew the route and for a new one; a send started
+// while it is down succeeds once it is back, within its retries.
+func TestSendWhileBrokerDown(t *testing.T) {
+	e := startEnv(t, 1, 1)
+	topic := e.topic(2)
+	ctx := context.Background()
+	running := e.producer()
+	e.sendN(running, topic, 2, nil)
+	e.c.StopBroker(0) // unregisters: the NameServer drops its routes at once
+	fresh := e.producer()
+	for name, p := range map[string]*Producer{"running": running, "new": fresh} {
+		_, err := p.Send(ctx, &Message{Topic: topic, Body: []byte("x")})
+		if !errors.Is(err, ErrBrokerUnreachable) || errors.Is(err, ErrTopicNotExist) {
+			t.Errorf("%s producer, broker down: %v, want ErrBrokerUnreachable and not ErrTopicNotExist", name, err)
+		}
+	}
+	if _, err := fresh.Send(ctx, &Message{Topic: topic, Body: []byte("x")}); err == nil ||
+		!strings.Contains(err.Error(), "no broker is registered") {
+		t.Errorf("new producer, broker down: %v, want it to say that no broker is registered", err)
+	}
+	if _, err := running.b.routes.fetch(ctx, topic); !errors.Is(err, ErrBrokerUnreachable) ||
+		!strings.Contains(err.Error(), "broker group broker-a, which serves it, is not registered") {
+		t.Errorf("route of the running producer, broker down: %v", err)
+	}
+	// A send in progress when the broker comes back succeeds.
+	slow := e.producer(WithSendRetries(10))
+	done := make(chan error, 1)
+	go func() {
+		_, err := slow.Send(ctx, &Message{Topic: topic, Body: []byte("during the restart")})
+		done <- err
+	}()
+	e.c.StartBroker(0)
+	if err := <-done; err != nil {
+		t.Errorf("send across the restart: %v", err)
+	}
+	e.waitFor(10*time.Second, "the running producer sends again", func() error {
+		_, err := running.Send(ctx, &Message{Topic: topic, Body: []byte("x")})
+		return err
+	})
+	// A topic deleted while its broker is up does not exist.
+	if err := e.admin.DeleteTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := running.b.routes.fetch(ctx, topic); !errors.Is(err, ErrTopicNotExist) || errors.Is(err, ErrBrokerUnreachable) {
+		t.Errorf("route of a deleted topic: %v, want ErrTopicNotExist", err)
+	}
 }
 
 func TestConcurrentSendsShareStreams(t *testing.T) {
@@ -1238,7 +1289,7 @@ func TestConsumeFromTimestamp(t *testing.T) {
 func TestProducerCloseWaitsForAsyncCallbacks(t *testing.T) {
 	e := startEnv(t, 1, 1)
 	topic := e.topic(2)
-	p, err := NewProducer("pg", e.opts()...)
+	p, err := NewProducer("pg", e.popts()...)
 	if err != nil {
 		t.Fatal(err)
 	}

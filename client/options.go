@@ -79,8 +79,9 @@ func (c ConsumeFrom) String() string {
 	return "last"
 }
 
-// options hold every client setting. One Option type serves all clients;
-// each client reads the settings that concern it and ignores the others.
+// options hold every client setting. Each client reads the settings that
+// concern it; the option types (Option, ProducerOption, ConsumerOption)
+// keep the others from being given to it.
 type options struct {
 	nameServers  []string
 	log          *zap.Logger
@@ -116,7 +117,7 @@ type options struct {
 	queueMaxBytes     int64
 	retryDelay        time.Duration
 	suspendDelay      time.Duration
-	maxReconsumeTimes int           // retry.go; 0 = the broker's setting
+	maxReconsumeTimes int           // retry.go; < 0 = the broker's setting, 0 = no retries
 	consumeTimeout    time.Duration // retry.go
 	lockInterval      time.Duration
 	lockRetryInterval time.Duration
@@ -153,6 +154,7 @@ func defaultOptions() options {
 		queueMaxBytes:     100 << 20,
 		retryDelay:        time.Second,
 		suspendDelay:      time.Second,
+		maxReconsumeTimes: -1,
 		consumeTimeout:    15 * time.Minute,
 		lockInterval:      20 * time.Second,
 		lockRetryInterval: 500 * time.Millisecond,
@@ -244,29 +246,89 @@ func sanitizePath(s string) string {
 	return string(b)
 }
 
-// Option configures a Producer, PushConsumer, PullConsumer or Admin. Each
-// client ignores the options that do not concern it.
-type Option func(*options)
+// Option is a setting every client accepts: NewProducer,
+// NewTransactionProducer, NewPushConsumer, NewPullConsumer and NewAdmin.
+// The settings of one kind of client only are a ProducerOption or a
+// ConsumerOption, so that giving one to another kind of client does not
+// compile.
+type Option interface {
+	ProducerOption
+	ConsumerOption
+}
+
+// ProducerOption configures a Producer or TransactionProducer.
+type ProducerOption interface{ applyProducer(*options) }
+
+// ConsumerOption configures a PushConsumer or PullConsumer.
+type ConsumerOption interface{ applyConsumer(*options) }
+
+// sharedOption is an Option.
+type sharedOption func(*options)
+
+func (f sharedOption) applyProducer(o *options) { f.apply(o) }
+func (f sharedOption) applyConsumer(o *options) { f.apply(o) }
+func (f sharedOption) apply(o *options) {
+	if f != nil {
+		f(o)
+	}
+}
+
+// producerOption is a ProducerOption only.
+type producerOption func(*options)
+
+func (f producerOption) applyProducer(o *options) {
+	if f != nil {
+		f(o)
+	}
+}
+
+// consumerOption is a ConsumerOption only.
+type consumerOption func(*options)
+
+func (f consumerOption) applyConsumer(o *options) {
+	if f != nil {
+		f(o)
+	}
+}
+
+// WithOptions bundles options into one, applied in order: settings shared
+// by several clients, given to each as one argument.
+//
+//	common := client.WithOptions(client.WithNameServers(addrs...), client.WithLogger(log))
+//	p, err := client.NewProducer("billing-producer", common, client.WithSendRetries(3))
+//	c, err := client.NewPushConsumer("billing", common, client.WithConsumeFrom(client.ConsumeFromFirst))
+func WithOptions(opts ...Option) Option {
+	opts = append([]Option(nil), opts...)
+	return sharedOption(func(o *options) {
+		for _, opt := range opts {
+			if opt != nil {
+				opt.applyProducer(o) // the same as applyConsumer for an Option
+			}
+		}
+	})
+}
 
 // WithNameServers sets the NameServer addresses ("host:port"); a call that
 // fails on one is tried on the next. Default 127.0.0.1:9876.
 func WithNameServers(addrs ...string) Option {
-	return func(o *options) { o.nameServers = append([]string(nil), addrs...) }
+	return sharedOption(func(o *options) { o.nameServers = append([]string(nil), addrs...) })
 }
 
 // WithLogger sets the logger (default: no-op).
-func WithLogger(l *zap.Logger) Option { return func(o *options) { o.log = l } }
+func WithLogger(l *zap.Logger) Option { return sharedOption(func(o *options) { o.log = l }) }
 
 // WithInstanceName sets the instance part of the client id ("ip@instance").
 // The default is the process id (plus a sequence number for a second
 // client of the same group in one process); broadcasting consumers default
 // to "DEFAULT" so that their offset file survives restarts.
-func WithInstanceName(name string) Option { return func(o *options) { o.instanceName = name } }
+func WithInstanceName(name string) Option {
+	return sharedOption(func(o *options) { o.instanceName = name })
+}
 
 // WithDialOptions adds gRPC dial options to every connection (insecure
 // transport credentials are always set first).
 func WithDialOptions(opts ...grpc.DialOption) Option {
-	return func(o *options) { o.dialOptions = append(o.dialOptions, opts...) }
+	return sharedOption(func(o *options) { o.dialOptions = append(o.dialOptions, opts...) })
 }
 
 // Transport is how a client sends and pulls messages (the data path). Every
@@ -307,103 +369,137 @@ func ParseTransport(s string) (Transport, error) {
 
 // WithTransport chooses the transport of sends and pulls. Default
 // TransportFrame.
-func WithTransport(t Transport) Option { return func(o *options) { o.transport = t } }
+func WithTransport(t Transport) Option { return sharedOption(func(o *options) { o.transport = t }) }
 
 // WithRPCTimeout bounds metadata calls (routes, offsets, locks, admin) that
 // have no deadline of their own. Default 3 s.
-func WithRPCTimeout(d time.Duration) Option { return func(o *options) { o.rpcTimeout = d } }
+func WithRPCTimeout(d time.Duration) Option {
+	return sharedOption(func(o *options) { o.rpcTimeout = d })
+}
 
 // WithRouteRefreshInterval sets how often cached topic routes are
 // refreshed. Default 30 s.
 func WithRouteRefreshInterval(d time.Duration) Option {
-	return func(o *options) { o.routeRefresh = d }
+	return sharedOption(func(o *options) { o.routeRefresh = d })
 }
 
 // WithSendTimeout bounds one send attempt (each retry gets its own).
 // Default 3 s.
-func WithSendTimeout(d time.Duration) Option { return func(o *options) { o.sendTimeout = d } }
+func WithSendTimeout(d time.Duration) ProducerOption {
+	return producerOption(func(o *options) { o.sendTimeout = d })
+}
 
 // WithSendRetries sets how many times a failed send is retried on another
 // broker. Default 2.
-func WithSendRetries(n int) Option { return func(o *options) { o.sendRetries = n } }
+func WithSendRetries(n int) ProducerOption {
+	return producerOption(func(o *options) { o.sendRetries = n })
+}
 
 // WithMaxBodySize sets the largest body the producer accepts (and the
 // largest batch total). Default 4 MiB, the broker's default.
-func WithMaxBodySize(n int) Option { return func(o *options) { o.maxBodySize = n } }
+func WithMaxBodySize(n int) ProducerOption {
+	return producerOption(func(o *options) { o.maxBodySize = n })
+}
 
 // WithLatencyFaultTolerance turns avoiding recently failed or slow brokers
 // on or off. Default on.
-func WithLatencyFaultTolerance(on bool) Option { return func(o *options) { o.faultTolerance = on } }
+func WithLatencyFaultTolerance(on bool) ProducerOption {
+	return producerOption(func(o *options) { o.faultTolerance = on })
+}
 
 // WithFaultIsolation sets how long a broker that failed a send is avoided
 // (slow brokers are avoided for shorter times, never longer). Default 30 s.
-func WithFaultIsolation(d time.Duration) Option { return func(o *options) { o.faultIsolation = d } }
+func WithFaultIsolation(d time.Duration) ProducerOption {
+	return producerOption(func(o *options) { o.faultIsolation = d })
+}
 
 // WithAsyncSendLimit bounds the SendAsync calls in flight; beyond it
 // SendAsync blocks until one completes. Default 10 000.
-func WithAsyncSendLimit(n int) Option { return func(o *options) { o.asyncSendsLimit = n } }
+func WithAsyncSendLimit(n int) ProducerOption {
+	return producerOption(func(o *options) { o.asyncSendsLimit = n })
+}
 
 // WithMessageModel sets Clustering (default) or Broadcasting.
-func WithMessageModel(m MessageModel) Option { return func(o *options) { o.model = m } }
+func WithMessageModel(m MessageModel) ConsumerOption {
+	return consumerOption(func(o *options) { o.model = m })
+}
 
 // WithConsumeFrom sets where to start on a queue without a committed offset.
 // Default ConsumeFromLast.
-func WithConsumeFrom(c ConsumeFrom) Option { return func(o *options) { o.consumeFrom = c } }
+func WithConsumeFrom(c ConsumeFrom) ConsumerOption {
+	return consumerOption(func(o *options) { o.consumeFrom = c })
+}
 
-// WithHeartbeatInterval sets how often consumers heartbeat to brokers.
-// Default 30 s.
+// WithHeartbeatInterval sets how often consumers and transaction
+// producers heartbeat to brokers. Default 30 s.
 func WithHeartbeatInterval(d time.Duration) Option {
-	return func(o *options) { o.heartbeatInterval = d }
+	return sharedOption(func(o *options) { o.heartbeatInterval = d })
 }
 
 // WithRebalanceInterval sets how often queues are re-allocated besides the
 // re-allocation on membership change. Default 20 s.
-func WithRebalanceInterval(d time.Duration) Option {
-	return func(o *options) { o.rebalanceInterval = d }
+func WithRebalanceInterval(d time.Duration) ConsumerOption {
+	return consumerOption(func(o *options) { o.rebalanceInterval = d })
 }
 
 // WithAllocateStrategy sets how queues are allocated among a group's
 // consumers. Default AllocateAverage.
-func WithAllocateStrategy(s AllocateStrategy) Option { return func(o *options) { o.allocate = s } }
+func WithAllocateStrategy(s AllocateStrategy) ConsumerOption {
+	return consumerOption(func(o *options) { o.allocate = s })
+}
 
 // WithOffsetStoreDir sets the directory of broadcasting offset files
 // (<dir>/<group>.json). Default ~/.bolide/offsets/<client id>.
-func WithOffsetStoreDir(dir string) Option { return func(o *options) { o.offsetStoreDir = dir } }
+func WithOffsetStoreDir(dir string) ConsumerOption {
+	return consumerOption(func(o *options) { o.offsetStoreDir = dir })
+}
 
 // WithCommitInterval sets how often consumed offsets are committed.
 // Default 5 s.
-func WithCommitInterval(d time.Duration) Option { return func(o *options) { o.commitInterval = d } }
+func WithCommitInterval(d time.Duration) ConsumerOption {
+	return consumerOption(func(o *options) { o.commitInterval = d })
+}
 
 // WithAutoCommit turns the PullConsumer's periodic commit on or off.
 // Default on.
-func WithAutoCommit(on bool) Option { return func(o *options) { o.autoCommit = on } }
+func WithAutoCommit(on bool) ConsumerOption {
+	return consumerOption(func(o *options) { o.autoCommit = on })
+}
 
 // WithConsumeGoroutines sets the size of the concurrent listener's worker
 // pool. Default 20.
-func WithConsumeGoroutines(n int) Option { return func(o *options) { o.consumeGoroutines = n } }
+func WithConsumeGoroutines(n int) ConsumerOption {
+	return consumerOption(func(o *options) { o.consumeGoroutines = n })
+}
 
 // WithConsumeBatchSize sets the most messages given to one listener call.
 // Default 1.
-func WithConsumeBatchSize(n int) Option { return func(o *options) { o.consumeBatchSize = n } }
+func WithConsumeBatchSize(n int) ConsumerOption {
+	return consumerOption(func(o *options) { o.consumeBatchSize = n })
+}
 
 // WithPullBatchSize sets the most messages one pull asks for. Default 32.
-func WithPullBatchSize(n int) Option { return func(o *options) { o.pullBatchSize = n } }
+func WithPullBatchSize(n int) ConsumerOption {
+	return consumerOption(func(o *options) { o.pullBatchSize = n })
+}
 
 // WithPullMaxBytes sets the most bytes one pull asks for. Default 4 MiB
 // (the broker may cap it lower).
-func WithPullMaxBytes(n int) Option { return func(o *options) { o.pullMaxBytes = n } }
+func WithPullMaxBytes(n int) ConsumerOption {
+	return consumerOption(func(o *options) { o.pullMaxBytes = n })
+}
 
 // WithLongPollTimeout sets how long the broker holds a pull on a queue with
 // nothing new. Default 15 s.
-func WithLongPollTimeout(d time.Duration) Option {
-	return func(o *options) { o.longPollTimeout = d }
+func WithLongPollTimeout(d time.Duration) ConsumerOption {
+	return consumerOption(func(o *options) { o.longPollTimeout = d })
 }
 
 // WithPullThreshold sets the flow control of one queue: pulling pauses
 // while more than msgs messages or bytes bytes are fetched and not yet
 // consumed. Default 1000 and 100 MiB.
-func WithPullThreshold(msgs int, bytes int64) Option {
-	return func(o *options) { o.queueMaxMessages, o.queueMaxBytes = msgs, bytes }
+func WithPullThreshold(msgs int, bytes int64) ConsumerOption {
+	return consumerOption(func(o *options) { o.queueMaxMessages, o.queueMaxBytes = msgs, bytes })
 }
 
 // WithRetryDelay sets how long a failed message that could not be sent
@@ -411,31 +507,43 @@ func WithPullThreshold(msgs int, bytes int64) Option {
 // waits before it is delivered again locally. Sent-back messages come back
 // through the group's retry topic after their delay level (retry.go).
 // Default 1 s.
-func WithRetryDelay(d time.Duration) Option { return func(o *options) { o.retryDelay = d } }
+func WithRetryDelay(d time.Duration) ConsumerOption {
+	return consumerOption(func(o *options) { o.retryDelay = d })
+}
 
 // WithSuspendDelay sets how long an orderly queue waits after
 // OrderlySuspend before the same batch is delivered again. Default 1 s.
-func WithSuspendDelay(d time.Duration) Option { return func(o *options) { o.suspendDelay = d } }
+func WithSuspendDelay(d time.Duration) ConsumerOption {
+	return consumerOption(func(o *options) { o.suspendDelay = d })
+}
 
 // WithLockInterval sets how often held orderly queue locks are renewed
 // (the broker expires them after 60 s, the client trusts one for 30 s).
 // Default 20 s.
-func WithLockInterval(d time.Duration) Option { return func(o *options) { o.lockInterval = d } }
+func WithLockInterval(d time.Duration) ConsumerOption {
+	return consumerOption(func(o *options) { o.lockInterval = d })
+}
 
 // WithPollBatchSize sets the most messages one PullConsumer.Poll returns.
 // Default 32.
-func WithPollBatchSize(n int) Option { return func(o *options) { o.pollBatchSize = n } }
+func WithPollBatchSize(n int) ConsumerOption {
+	return consumerOption(func(o *options) { o.pollBatchSize = n })
+}
 
 // WithMasterRetryInterval sets how often a consumer reading from a slave
 // (its master unavailable) fetches the route again and tries to return to
 // the master; pulls from a slave are held at most this long. Default 3 s.
-func WithMasterRetryInterval(d time.Duration) Option { return func(o *options) { o.masterRetry = d } }
+func WithMasterRetryInterval(d time.Duration) ConsumerOption {
+	return consumerOption(func(o *options) { o.masterRetry = d })
+}
 
-func buildOptions(opts []Option) (options, error) {
+// buildOptions applies opts to the defaults with apply (a method
+// expression: ProducerOption.applyProducer, ...) and validates the result.
+func buildOptions[T any](opts []T, apply func(T, *options)) (options, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
+		if any(opt) != nil {
+			apply(opt, &o)
 		}
 	}
 	if err := o.validate(); err != nil {

@@ -31,7 +31,7 @@ func TestOrderlyCrashChild(t *testing.T) {
 		t.Skip("child process of TestOrderlyAcrossConsumerCrash")
 	}
 	ns := strings.Split(os.Getenv(envOrderlyNS), ",")
-	c, err := NewPushConsumer("orderly-crash", append(fastOptions(ns), WithConsumeFrom(ConsumeFromFirst))...)
+	c, err := NewPushConsumer("orderly-crash", fastConsumerOptions(fastShared(ns), WithConsumeFrom(ConsumeFromFirst))...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
@@ -68,7 +68,7 @@ func TestOrderlyAcrossConsumerCrash(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{BrokerGroups: 2, Broker: func(o *broker.Options) { o.LockExpiry = 2 * time.Second }})
 	c.CreateTopic("orderly-crash", 4)
 	ctx := context.Background()
-	p, err := NewProducer("orderly-crash-pg", fastOptions(c.NameServerAddrs())...)
+	p, err := NewProducer("orderly-crash-pg", fastProducerOptions(c.NameServerAddrs())...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestOrderlyAcrossConsumerCrash(t *testing.T) {
 	// The survivor.
 	var mu sync.Mutex
 	var after []string
-	cons, err := NewPushConsumer("orderly-crash", append(fastOptions(c.NameServerAddrs()), WithConsumeFrom(ConsumeFromFirst))...)
+	cons, err := NewPushConsumer("orderly-crash", fastConsumerOptions(fastShared(c.NameServerAddrs()), WithConsumeFrom(ConsumeFromFirst))...)
 	if err != nil {
 		t.Fatal(err)
 	}

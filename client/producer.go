@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -45,11 +46,11 @@ type Producer struct {
 
 // NewProducer returns a producer of group. Nothing is contacted until
 // Start.
-func NewProducer(group string, opts ...Option) (*Producer, error) {
+func NewProducer(group string, opts ...ProducerOption) (*Producer, error) {
 	if err := message.ValidateGroup(group); err != nil {
 		return nil, codeErr(pb.Code_ILLEGAL_GROUP, "producer group: %v", err)
 	}
-	o, err := buildOptions(opts)
+	o, err := buildOptions(opts, ProducerOption.applyProducer)
 	if err != nil {
 		return nil, err
 	}
@@ -370,6 +371,11 @@ func (p *Producer) send(ctx context.Context, msg *Message, pms []*pb.Message, so
 	var lastErr error
 	avoid := ""
 	for i := 0; i < attempts; i++ {
+		if i > 0 && errors.Is(lastErr, ErrBrokerUnreachable) && !p.otherBroker(msg.Topic, avoid) {
+			// Only unreachable brokers to try: give them a moment (a
+			// restart) rather than failing every attempt at once.
+			sleepCtx(ctx, unreachableBackoff(i))
+		}
 		if err := ctx.Err(); err != nil {
 			if lastErr != nil {
 				return nil, fmt.Errorf("send to topic %q: %w (after %w)", msg.Topic, err, lastErr)
@@ -378,6 +384,10 @@ func (p *Producer) send(ctx context.Context, msg *Message, pms []*pb.Message, so
 		}
 		ri, err := p.b.routes.get(ctx, msg.Topic)
 		if err != nil {
+			if errors.Is(err, ErrBrokerUnreachable) && ctx.Err() == nil {
+				lastErr = err // no broker registered yet: try again
+				continue
+			}
 			if lastErr != nil {
 				return nil, fmt.Errorf("%w (after %w)", err, lastErr)
 			}
@@ -398,10 +408,31 @@ func (p *Producer) send(ctx context.Context, msg *Message, pms []*pb.Message, so
 		p.b.routes.markStale(msg.Topic)
 		avoid = q.BrokerName
 		if i+1 < attempts {
-			p.b.log.Debug("send failed, retrying on another broker", zap.Stringer("queue", q), zap.Error(err))
+			p.b.log.Debug("send failed, retrying", zap.Stringer("queue", q), zap.Error(err))
 		}
 	}
 	return nil, lastErr
+}
+
+// unreachableBackoff is the pause before attempt i (≥ 1) when the brokers
+// to try are unreachable: 200 ms, 400 ms, 800 ms, then 1 s.
+func unreachableBackoff(i int) time.Duration {
+	return min(200*time.Millisecond<<(i-1), time.Second)
+}
+
+// otherBroker reports whether the cached route of topic has a writable
+// queue on a broker group other than avoid.
+func (p *Producer) otherBroker(topic, avoid string) bool {
+	ri := p.b.routes.cached(topic)
+	if ri == nil {
+		return false
+	}
+	for _, q := range ri.publish {
+		if q.BrokerName != avoid {
+			return true
+		}
+	}
+	return false
 }
 
 // sendToQueue makes one attempt.
@@ -434,6 +465,9 @@ func (p *Producer) sendToQueue(ctx context.Context, ri *routeInfo, q MessageQueu
 		p.faults.update(q.BrokerName, time.Since(start), err != nil && retryableSend(err))
 	}
 	if err != nil {
+		if err := brokerFailure(ctx, addr, err); errors.Is(err, ErrBrokerUnreachable) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("broker %s: %w", addr, err)
 	}
 	brokerName := resp.GetBrokerName()

@@ -51,8 +51,8 @@ func (q *liteQueue) commitPoint() int64 {
 }
 
 // NewPullConsumer returns a lite pull consumer of group.
-func NewPullConsumer(group string, opts ...Option) (*PullConsumer, error) {
-	o, err := buildOptions(opts)
+func NewPullConsumer(group string, opts ...ConsumerOption) (*PullConsumer, error) {
+	o, err := buildOptions(opts, ConsumerOption.applyConsumer)
 	if err != nil {
 		return nil, err
 	}

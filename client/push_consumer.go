@@ -43,6 +43,26 @@ type ConcurrentListener func(ctx context.Context, msgs []*MessageExt) ConsumeRes
 // order. A panic counts as OrderlySuspend.
 type OrderlyListener func(ctx context.Context, msgs []*MessageExt) OrderlyResult
 
+// Listener is what PushConsumer.Subscribe takes: a ConcurrentListener, an
+// ErrorListener or an OrderlyListener. No other type implements it, so a
+// listener of the wrong type is a compile error.
+type Listener interface {
+	// forms returns the listener as a concurrent or an orderly one (the
+	// other nil; both nil for a nil listener).
+	forms() (ConcurrentListener, OrderlyListener)
+}
+
+func (l ConcurrentListener) forms() (ConcurrentListener, OrderlyListener) { return l, nil }
+
+func (l OrderlyListener) forms() (ConcurrentListener, OrderlyListener) { return nil, l }
+
+func (l ErrorListener) forms() (ConcurrentListener, OrderlyListener) {
+	if l == nil {
+		return nil, nil
+	}
+	return l.concurrent(), nil
+}
+
 // PushConsumer pulls messages in the background and hands them to the
 // listener of their topic.
 type PushConsumer struct {
@@ -93,8 +113,8 @@ type consumeTask struct {
 const lockLease = 30 * time.Second
 
 // NewPushConsumer returns a push consumer of group.
-func NewPushConsumer(group string, opts ...Option) (*PushConsumer, error) {
-	o, err := buildOptions(opts)
+func NewPushConsumer(group string, opts ...ConsumerOption) (*PushConsumer, error) {
+	o, err := buildOptions(opts, ConsumerOption.applyConsumer)
 	if err != nil {
 		return nil, err
 	}
@@ -112,49 +132,29 @@ func NewPushConsumer(group string, opts ...Option) (*PushConsumer, error) {
 func (p *PushConsumer) ClientID() string { return p.c.clientID }
 
 // Subscribe subscribes to topic with a tag expression ("*" or "" for all,
-// or "a || b") and a listener: a ConcurrentListener, an ErrorListener or
-// an OrderlyListener (or a func with one of their signatures). All
-// subscriptions of one consumer use the same kind of listener. Subscribing again to a topic replaces its
-// expression and listener.
-func (p *PushConsumer) Subscribe(topic, expression string, listener any) error {
+// or "a || b") and a listener: a ConcurrentListener, an ErrorListener or an
+// OrderlyListener (a func literal is converted to one of them:
+// client.ConcurrentListener(func(...) ...)). All subscriptions of one
+// consumer use the same kind of listener. Subscribing again to a topic
+// replaces its expression and listener.
+func (p *PushConsumer) Subscribe(topic, expression string, listener Listener) error {
 	p.closeMu.Lock()
 	defer p.closeMu.Unlock()
 	if p.state.Load() == stateClosed {
 		return ErrClosed
 	}
-	var orderly bool
-	switch l := listener.(type) {
-	case ConcurrentListener:
-		if l == nil {
-			return codeErr(pb.Code_INVALID_PARAMETER, "nil listener")
+	var l any // what the subscription keeps: a ConcurrentListener or an OrderlyListener
+	orderly := false
+	if listener != nil {
+		switch c, o := listener.forms(); {
+		case o != nil:
+			l, orderly = o, true
+		case c != nil:
+			l = c
 		}
-	case func(context.Context, []*MessageExt) ConsumeResult:
-		if l == nil {
-			return codeErr(pb.Code_INVALID_PARAMETER, "nil listener")
-		}
-		listener = ConcurrentListener(l)
-	case OrderlyListener:
-		if l == nil {
-			return codeErr(pb.Code_INVALID_PARAMETER, "nil listener")
-		}
-		orderly = true
-	case func(context.Context, []*MessageExt) OrderlyResult:
-		if l == nil {
-			return codeErr(pb.Code_INVALID_PARAMETER, "nil listener")
-		}
-		listener, orderly = OrderlyListener(l), true
-	case ErrorListener:
-		if l == nil {
-			return codeErr(pb.Code_INVALID_PARAMETER, "nil listener")
-		}
-		listener = l.concurrent()
-	case func(context.Context, []*MessageExt) error:
-		if l == nil {
-			return codeErr(pb.Code_INVALID_PARAMETER, "nil listener")
-		}
-		listener = ErrorListener(l).concurrent()
-	default:
-		return codeErr(pb.Code_INVALID_PARAMETER, "listener of type %T: want ConcurrentListener, ErrorListener or OrderlyListener", listener)
+	}
+	if l == nil {
+		return codeErr(pb.Code_INVALID_PARAMETER, "nil listener")
 	}
 	if p.kindSet && orderly != p.orderly {
 		return codeErr(pb.Code_INVALID_PARAMETER, "a consumer's listeners must all be concurrent or all orderly")
@@ -162,7 +162,7 @@ func (p *PushConsumer) Subscribe(topic, expression string, listener any) error {
 	if p.state.Load() == stateStarted && orderly != p.orderly {
 		return codeErr(pb.Code_INVALID_PARAMETER, "cannot change the listener kind after Start")
 	}
-	if err := p.c.subscribe(topic, expression, listener); err != nil {
+	if err := p.c.subscribe(topic, expression, l); err != nil {
 		return err
 	}
 	if !p.kindSet {

@@ -23,7 +23,8 @@ import (
 //     stores a copy in %RETRY%<group>, delayed by level 3 + reconsume times
 //     or the level the listener asked for (SetRetryDelayLevel); after the
 //     maximum number of reconsumes (WithMaxReconsumeTimes, else the
-//     broker's setting, 16 by default) the copy goes to %DLQ%<group>. The
+//     broker's setting, 16 by default; 0: no retries) the copy goes to
+//     %DLQ%<group>. The
 //     consumer subscribes to %RETRY%<group> by itself, and the listener of
 //     the original topic gets the copies with the original topic, the
 //     reconsume count and the original unique id (OriginMsgID gives the
@@ -52,13 +53,18 @@ const defaultMaxReconsumeTimes = 16
 type ErrorListener func(ctx context.Context, msgs []*MessageExt) error
 
 // WithMaxReconsumeTimes sets how many times a failed message is delivered
-// again before it is dead-lettered. Default: the broker's setting for the
-// group (16), and 16 for orderly consumers.
-func WithMaxReconsumeTimes(n int) Option { return func(o *options) { o.maxReconsumeTimes = n } }
+// again before it is dead-lettered: 0 means no retries (the first failure
+// dead-letters the message), a negative n the default — the broker's
+// setting for the group (16), and 16 for orderly consumers.
+func WithMaxReconsumeTimes(n int) ConsumerOption {
+	return consumerOption(func(o *options) { o.maxReconsumeTimes = n })
+}
 
 // WithConsumeTimeout sets how long a concurrent listener may hold a message
 // before it is sent back as failed. Default 15 min.
-func WithConsumeTimeout(d time.Duration) Option { return func(o *options) { o.consumeTimeout = d } }
+func WithConsumeTimeout(d time.Duration) ConsumerOption {
+	return consumerOption(func(o *options) { o.consumeTimeout = d })
+}
 
 // consumeOutcome is what a listener says about a failure through its
 // context.
@@ -329,7 +335,7 @@ func (p *PushConsumer) retryLocally(t *consumeTask) {
 // one more attempt. It reports whether any message is left to retry.
 func (p *PushConsumer) orderlyFailed(q *pushQueue, batch []*MessageExt, reason string) bool {
 	limit := p.c.opts.maxReconsumeTimes
-	if limit <= 0 {
+	if limit < 0 {
 		limit = defaultMaxReconsumeTimes
 	}
 	var dead []*MessageExt
@@ -376,6 +382,11 @@ func (c *consumerCore) sendBack(ctx context.Context, mq MessageQueue, m *Message
 	}
 	if reason == "" {
 		reason = "the listener asked to retry later"
+	}
+	// The broker reads a maximum of 0 as its own setting; no retries is
+	// asked for by the level that dead-letters at once.
+	if c.opts.maxReconsumeTimes == 0 {
+		level = -1
 	}
 	rctx, cancel := c.rpcContext(ctx)
 	defer cancel()

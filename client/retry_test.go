@@ -242,6 +242,64 @@ func TestOrderlyRetryInPlaceThenDeadLetter(t *testing.T) {
 	})
 }
 
+// TestMaxReconsumeTimesZero: WithMaxReconsumeTimes(0) means no retries —
+// the first failure of a concurrent or an orderly listener dead-letters the
+// message — while a negative value keeps the broker's default.
+func TestMaxReconsumeTimesZero(t *testing.T) {
+	if o, _ := buildOptions([]ConsumerOption{WithMaxReconsumeTimes(-1)}, ConsumerOption.applyConsumer); o.maxReconsumeTimes >= 0 {
+		t.Fatalf("WithMaxReconsumeTimes(-1) = %d, want the broker's default (< 0)", o.maxReconsumeTimes)
+	}
+	if o, _ := buildOptions[ConsumerOption](nil, ConsumerOption.applyConsumer); o.maxReconsumeTimes >= 0 {
+		t.Fatalf("default max reconsume times %d, want the broker's default (< 0)", o.maxReconsumeTimes)
+	}
+	e := startRetryEnv(t, retryLevels)
+	for _, orderly := range []bool{false, true} {
+		topic := "no-retries-" + fmt.Sprint(orderly)
+		if err := e.admin.CreateTopic(context.Background(), TopicSpec{Name: topic, Queues: 1}); err != nil {
+			t.Fatal(err)
+		}
+		group := "no-retries-" + fmt.Sprint(orderly)
+		var got deliveries
+		var l Listener = ErrorListener(func(_ context.Context, msgs []*MessageExt) error {
+			got.add(msgs[0])
+			return fmt.Errorf("always fails")
+		})
+		if orderly {
+			l = OrderlyListener(func(ctx context.Context, msgs []*MessageExt) OrderlyResult {
+				got.add(msgs[0])
+				SetConsumeFailureReason(ctx, "always fails")
+				return OrderlySuspend
+			})
+		}
+		e.push(group, topic, "*", l, WithConsumeFrom(ConsumeFromFirst), WithMaxReconsumeTimes(0))
+		res := e.sendN(e.producer(), topic, 2, nil)
+		// Done when both are dead letters, or as soon as one is retried.
+		e.waitFor(30*time.Second, "failed messages dead-lettered", func() error {
+			dlq := e.dlqByUnique(group)
+			for _, r := range res {
+				if len(got.of(r.UniqueID)) > 1 {
+					return nil
+				}
+			}
+			for i, r := range res {
+				if len(dlq[r.UniqueID]) == 0 {
+					return fmt.Errorf("message %d not in the DLQ yet (%d deliveries)", i, len(got.of(r.UniqueID)))
+				}
+			}
+			return nil
+		})
+		dlq := e.dlqByUnique(group)
+		for i, r := range res {
+			if ds := got.of(r.UniqueID); len(ds) != 1 {
+				t.Errorf("orderly %v: message %d delivered %d times, want once: %+v", orderly, i, len(ds), ds)
+			}
+			if d := dlq[r.UniqueID]; len(d) != 1 || d[0].Reason != "always fails" {
+				t.Errorf("orderly %v: message %d dead letters %+v, want one", orderly, i, d)
+			}
+		}
+	}
+}
+
 func TestConsumeTimeoutSendsBack(t *testing.T) {
 	e := startRetryEnv(t, retryLevels)
 	topic := e.topic(1)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -213,8 +214,9 @@ func (n *nameServers) call(ctx context.Context, fn func(ctx context.Context, c p
 
 // getRoute asks the NameServers for a topic's route. NameServers are
 // independent, so one that does not know the topic yet does not end the
-// search: the topic does not exist only when none knows it.
-func (n *nameServers) getRoute(ctx context.Context, topic string) (*TopicRoute, error) {
+// search: the topic does not exist only when none knows it (and known,
+// the broker groups of its last route, are registered: see noRoute).
+func (n *nameServers) getRoute(ctx context.Context, topic string, known []string) (*TopicRoute, error) {
 	var route *TopicRoute
 	notExist := false
 	err := n.each(ctx, func(ctx context.Context, c pb.NameServerClient) error {
@@ -241,14 +243,72 @@ func (n *nameServers) getRoute(ctx context.Context, topic string) (*TopicRoute, 
 		return route, nil
 	}
 	if notExist {
-		return nil, fmt.Errorf("%w %q: %w", ErrNoRoute, topic, ErrTopicNotExist)
+		return nil, n.noRoute(ctx, topic, known)
 	}
 	return nil, fmt.Errorf("%w %q: %w", ErrNoRoute, topic, err)
 }
 
+// noRoute explains a topic no NameServer routes. NameServers drop the
+// routes of a broker group once none of its brokers is registered, so
+// "no route" is not always "no such topic": when the groups that served
+// it (known, from an earlier route), or for a topic never seen every
+// broker, are not registered, they are down or still starting and the
+// error matches ErrBrokerUnreachable; otherwise ErrTopicNotExist.
+func (n *nameServers) noRoute(ctx context.Context, topic string, known []string) error {
+	live, err := n.liveGroups(ctx)
+	if err != nil {
+		return fmt.Errorf("%w %q: %w", ErrNoRoute, topic, ErrTopicNotExist)
+	}
+	// A broker that is down has left no trace on the NameServers: a topic
+	// never seen that no registered broker serves may live on one.
+	notExist := fmt.Errorf("%w %q: %w: no registered broker serves it (unless its brokers are down or still starting)",
+		ErrNoRoute, topic, ErrTopicNotExist)
+	if len(known) > 0 {
+		for _, g := range known {
+			if live[g] {
+				return notExist // its broker is up without it: deleted
+			}
+		}
+		what := "broker group " + known[0] + ", which serves it, is"
+		if len(known) > 1 {
+			what = "broker groups " + strings.Join(known, ", ") + ", which serve it, are"
+		}
+		return fmt.Errorf("%w %q: %w: %s not registered with the NameServers (down or still starting)",
+			ErrNoRoute, topic, ErrBrokerUnreachable, what)
+	}
+	if len(live) == 0 {
+		return fmt.Errorf("%w %q: %w: no broker is registered with the NameServers (down or still starting)",
+			ErrNoRoute, topic, ErrBrokerUnreachable)
+	}
+	return notExist
+}
+
+// liveGroups returns the broker groups with a registered broker, as the
+// first NameServer that answers knows them.
+func (n *nameServers) liveGroups(ctx context.Context) (map[string]bool, error) {
+	live := make(map[string]bool)
+	err := n.call(ctx, func(ctx context.Context, c pb.NameServerClient) error {
+		resp, err := c.GetClusterInfo(ctx, &pb.GetClusterInfoRequest{})
+		if err != nil {
+			return err
+		}
+		if err := wire.FromStatus(resp.GetStatus()); err != nil {
+			return err
+		}
+		for _, l := range resp.GetLive() {
+			live[l.GetBrokerName()] = true
+		}
+		return nil
+	})
+	return live, err
+}
+
 // routeCache caches topic routes. A route is fetched on first use, again
 // when marked stale after an error, and by refreshAll; when a fetch fails
-// the last known route is kept.
+// the last known route is kept — also when the NameServers no longer route
+// the topic because its brokers are not registered (down or restarting):
+// calls then go to the last known addresses and fail, or succeed as soon
+// as a broker is back there, with no wait for its registration.
 type routeCache struct {
 	ns  *nameServers
 	log *zap.Logger
@@ -316,7 +376,11 @@ func (c *routeCache) fetch(ctx context.Context, topic string) (*routeInfo, error
 	c.inflight[topic] = f
 	c.mu.Unlock()
 
-	r, err := c.ns.getRoute(ctx, topic)
+	var known []string
+	if ri := c.cached(topic); ri != nil {
+		known = ri.brokerNames()
+	}
+	r, err := c.ns.getRoute(ctx, topic, known)
 	c.mu.Lock()
 	delete(c.inflight, topic)
 	switch {
@@ -333,6 +397,16 @@ func (c *routeCache) fetch(ctx context.Context, topic string) (*routeInfo, error
 	c.mu.Unlock()
 	close(f.done)
 	return f.info, f.err
+}
+
+// brokerNames lists the route's broker groups, sorted.
+func (ri *routeInfo) brokerNames() []string {
+	out := make([]string, 0, len(ri.brokers))
+	for name := range ri.brokers {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // cached returns the cached route of topic without fetching (nil if none).

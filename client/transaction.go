@@ -142,7 +142,7 @@ const (
 // NewTransactionProducer returns a transaction producer of group whose
 // local transactions listener runs and checks. Nothing is contacted until
 // Start.
-func NewTransactionProducer(group string, listener TransactionListener, opts ...Option) (*TransactionProducer, error) {
+func NewTransactionProducer(group string, listener TransactionListener, opts ...ProducerOption) (*TransactionProducer, error) {
 	if listener == nil {
 		return nil, codeErr(pb.Code_INVALID_PARAMETER, "transaction producer needs a listener")
 	}

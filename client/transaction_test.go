@@ -79,9 +79,9 @@ func (l *ledger) CheckLocalTransaction(_ context.Context, msg *MessageExt) Local
 	return Unknown
 }
 
-func (e *env) txnProducer(group string, l TransactionListener, extra ...Option) *TransactionProducer {
+func (e *env) txnProducer(group string, l TransactionListener, extra ...ProducerOption) *TransactionProducer {
 	e.t.Helper()
-	p, err := NewTransactionProducer(group, l, e.opts(extra...)...)
+	p, err := NewTransactionProducer(group, l, e.popts(extra...)...)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -380,7 +380,7 @@ func TestTransactionProducerBadInput(t *testing.T) {
 	e := startTxnEnv(t, 1, time.Hour, time.Hour, 15)
 	topic := e.topic(1)
 	l := newLedger(func(*ledger, string) LocalTransactionState { return CommitMessage })
-	p, err := NewTransactionProducer("txn-pg", l, e.opts()...)
+	p, err := NewTransactionProducer("txn-pg", l, e.popts()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -198,13 +198,25 @@ func TestOptionsAndNames(t *testing.T) {
 	if _, err := NewPushConsumer(""); !errors.Is(err, ErrIllegalGroup) {
 		t.Fatalf("empty consumer group: %v", err)
 	}
-	bad := []Option{
-		WithNameServers(), WithNameServers(""), WithSendRetries(-1), WithConsumeGoroutines(0),
-		WithPullThreshold(0, 1), WithLongPollTimeout(0), WithAllocateStrategy(nil), WithRPCTimeout(-time.Second),
-	}
-	for i, o := range bad {
+	for i, o := range []Option{WithNameServers(), WithNameServers(""), WithRPCTimeout(-time.Second),
+		WithOptions(WithNameServers("a:1"), WithNameServers())} {
 		if _, err := NewProducer("g", o); !errors.Is(err, ErrInvalidParameter) {
-			t.Errorf("bad option %d accepted: %v", i, err)
+			t.Errorf("bad shared option %d accepted by a producer: %v", i, err)
+		}
+		if _, err := NewPullConsumer("g", o); !errors.Is(err, ErrInvalidParameter) {
+			t.Errorf("bad shared option %d accepted by a consumer: %v", i, err)
+		}
+		if _, err := NewAdmin(o); !errors.Is(err, ErrInvalidParameter) {
+			t.Errorf("bad shared option %d accepted by an admin: %v", i, err)
+		}
+	}
+	if _, err := NewProducer("g", WithSendRetries(-1)); !errors.Is(err, ErrInvalidParameter) {
+		t.Errorf("bad producer option accepted: %v", err)
+	}
+	for i, o := range []ConsumerOption{WithConsumeGoroutines(0), WithPullThreshold(0, 1), WithLongPollTimeout(0),
+		WithAllocateStrategy(nil)} {
+		if _, err := NewPushConsumer("g", o); !errors.Is(err, ErrInvalidParameter) {
+			t.Errorf("bad consumer option %d accepted: %v", i, err)
 		}
 	}
 	c, err := NewPushConsumer("g", WithNameServers("127.0.0.1:1"))
@@ -218,17 +230,19 @@ func TestOptionsAndNames(t *testing.T) {
 	if err := c.Subscribe("bad topic", "*", ConcurrentListener(func(context.Context, []*MessageExt) ConsumeResult { return ConsumeSuccess })); !errors.Is(err, ErrIllegalTopic) {
 		t.Fatalf("bad topic: %v", err)
 	}
-	if err := c.Subscribe("t", "*", func(string) {}); !errors.Is(err, ErrInvalidParameter) {
-		t.Fatalf("bad listener: %v", err)
+	if err := c.Subscribe("t", "*", nil); !errors.Is(err, ErrInvalidParameter) {
+		t.Fatalf("nil listener: %v", err)
+	}
+	if err := c.Subscribe("t", "*", ConcurrentListener(nil)); !errors.Is(err, ErrInvalidParameter) {
+		t.Fatalf("nil ConcurrentListener: %v", err)
 	}
 	if err := c.Start(context.Background()); !errors.Is(err, ErrInvalidParameter) {
 		t.Fatalf("start without subscription: %v", err)
 	}
-	// A plain func literal is accepted as a listener.
-	if err := c.Subscribe("t", "*", func(context.Context, []*MessageExt) ConsumeResult { return ConsumeSuccess }); err != nil {
+	if err := c.Subscribe("t", "*", ErrorListener(func(context.Context, []*MessageExt) error { return nil })); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Subscribe("u", "*", func(context.Context, []*MessageExt) OrderlyResult { return OrderlySuccess }); !errors.Is(err, ErrInvalidParameter) {
+	if err := c.Subscribe("u", "*", OrderlyListener(func(context.Context, []*MessageExt) OrderlyResult { return OrderlySuccess })); !errors.Is(err, ErrInvalidParameter) {
 		t.Fatalf("mixed listener kinds: %v", err)
 	}
 }

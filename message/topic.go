@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // System topics and prefixes.
@@ -56,13 +57,21 @@ func legalNameChar(c byte) bool {
 		c == '_' || c == '-' || c == '%' || c == '|'
 }
 
-func checkChars(s string) int {
+// illegalChar describes the first character of s outside the name
+// alphabet ("" when there is none): the character itself, not its first
+// byte, and its byte offset.
+func illegalChar(s string) string {
 	for i := 0; i < len(s); i++ {
-		if !legalNameChar(s[i]) {
-			return i
+		if legalNameChar(s[i]) {
+			continue
 		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return fmt.Sprintf("invalid UTF-8 byte 0x%02X at byte %d", s[i], i)
+		}
+		return fmt.Sprintf("illegal character %q (%U) at byte %d", r, r, i)
 	}
-	return -1
+	return ""
 }
 
 // ValidateTopic checks a topic name: characters [A-Za-z0-9_%|-], at most 127
@@ -78,8 +87,8 @@ func ValidateTopic(topic string) error {
 	if len(topic) > max {
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrBadTopic, len(topic), max)
 	}
-	if i := checkChars(topic); i >= 0 {
-		return fmt.Errorf("%w: %q has illegal character %q at %d (allowed: A-Z a-z 0-9 _ - %% |)", ErrBadTopic, topic, topic[i], i)
+	if bad := illegalChar(topic); bad != "" {
+		return fmt.Errorf("%w: %q has %s (allowed: A-Z a-z 0-9 _ - %% |)", ErrBadTopic, topic, bad)
 	}
 	return nil
 }
@@ -92,8 +101,8 @@ func ValidateGroup(group string) error {
 	if len(group) > MaxGroupLen {
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrBadGroup, len(group), MaxGroupLen)
 	}
-	if i := checkChars(group); i >= 0 {
-		return fmt.Errorf("%w: %q has illegal character %q at %d", ErrBadGroup, group, group[i], i)
+	if bad := illegalChar(group); bad != "" {
+		return fmt.Errorf("%w: %q has %s (allowed: A-Z a-z 0-9 _ - %% |)", ErrBadGroup, group, bad)
 	}
 	return nil
 }

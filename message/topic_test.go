@@ -87,6 +87,28 @@ func TestValidateGroup(t *testing.T) {
 	}
 }
 
+// TestValidateNameReportsCharacter: an illegal name is reported by its
+// first illegal character, decoded, with its byte offset — not by the
+// first byte of a multi-byte character.
+func TestValidateNameReportsCharacter(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+	}{
+		{"ünï", `illegal character 'ü' (U+00FC) at byte 0`},
+		{"abcï", `illegal character 'ï' (U+00EF) at byte 3`},
+		{"a.b", `illegal character '.' (U+002E) at byte 1`},
+		{"tab\there", `illegal character '\t' (U+0009) at byte 3`},
+		{"ok😀", `illegal character '😀' (U+1F600) at byte 2`},
+		{"a\xffb", `invalid UTF-8 byte 0xFF at byte 1`},
+	} {
+		for _, err := range []error{ValidateTopic(tc.name), ValidateGroup(tc.name)} {
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("validate %q = %v, want it to contain %q", tc.name, err, tc.want)
+			}
+		}
+	}
+}
+
 func TestRetryAndDLQTopics(t *testing.T) {
 	if got := RetryTopic("cg"); got != "%RETRY%cg" {
 		t.Errorf("RetryTopic = %q", got)

@@ -95,15 +95,24 @@ func (a *app) logger() *zap.Logger {
 	return zap.New(core)
 }
 
-// clientOptions are the SDK options every client of a command gets.
-func (a *app) clientOptions(extra ...client.Option) []client.Option {
-	opts := []client.Option{
+// clientOption holds the SDK options every client of a command gets.
+func (a *app) clientOption() client.Option {
+	return client.WithOptions(
 		client.WithNameServers(a.nameServers...),
 		client.WithRPCTimeout(a.timeout),
-		client.WithSendTimeout(a.timeout),
 		client.WithLogger(a.logger()),
-	}
-	return append(opts, extra...)
+	)
+}
+
+// producerOptions are a producer's: clientOption, each send attempt bounded
+// by --timeout, and extra.
+func (a *app) producerOptions(extra ...client.ProducerOption) []client.ProducerOption {
+	return append([]client.ProducerOption{a.clientOption(), client.WithSendTimeout(a.timeout)}, extra...)
+}
+
+// consumerOptions are a consumer's: clientOption and extra.
+func (a *app) consumerOptions(extra ...client.ConsumerOption) []client.ConsumerOption {
+	return append([]client.ConsumerOption{a.clientOption()}, extra...)
 }
 
 // adminClient returns the command's Admin, creating it on first use.
@@ -113,7 +122,7 @@ func (a *app) adminClient() (*client.Admin, error) {
 	if a.admin != nil {
 		return a.admin, nil
 	}
-	adm, err := client.NewAdmin(a.clientOptions()...)
+	adm, err := client.NewAdmin(a.clientOption())
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +179,9 @@ func (a *app) describeError(err error) string {
 	var te *topicError
 	switch {
 	case errors.As(err, &te) && errors.Is(err, client.ErrTopicNotExist):
-		return fmt.Sprintf("topic %q does not exist (see 'bolide topic list')", te.topic)
+		// The NameServers forget the topics of a broker that is down, so
+		// the truth is about the registered brokers only.
+		return fmt.Sprintf("topic %q does not exist on any registered broker (see 'bolide topic list' and 'bolide cluster list')", te.topic)
 	case errors.As(err, &te) && errors.Is(err, client.ErrTopicExists):
 		return fmt.Sprintf("topic %q already exists (change it with 'bolide topic update')", te.topic)
 	case unreachable(err):

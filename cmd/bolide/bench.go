@@ -64,11 +64,18 @@ type benchJSON struct {
 	// one per request) or "end-to-end" (born timestamp to receipt).
 	LatencyKind string `json:"latencyKind"`
 	FirstError  string `json:"firstError,omitempty"`
-	// TargetRate, Sent and Missing describe an e2e run: the rate asked
-	// for, the messages acknowledged, and those of them never received.
-	TargetRate float64 `json:"targetRate,omitempty"`
-	Sent       int64   `json:"sent,omitempty"`
-	Missing    int64   `json:"missing,omitempty"`
+	// E2EFields is set for an e2e run only; its fields are then always
+	// printed, zeros included.
+	*E2EFields
+}
+
+// E2EFields describe an e2e run (exported: encoding/json sets an embedded
+// pointer only to an exported type): the rate asked for, the messages
+// acknowledged, and those of them never received.
+type E2EFields struct {
+	TargetRate float64 `json:"targetRate"`
+	Sent       int64   `json:"sent"`
+	Missing    int64   `json:"missing"`
 }
 
 type benchProduceFlags struct {
@@ -141,7 +148,7 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 	}
 	producers := make([]*client.Producer, f.producers)
 	for i := range producers {
-		p, err := client.NewProducer("bolide-bench", a.clientOptions(transport)...)
+		p, err := client.NewProducer("bolide-bench", a.producerOptions(transport)...)
 		if err != nil {
 			return err
 		}
@@ -313,7 +320,7 @@ the backlog's age. Offsets are not committed. Progress goes to stderr (not with 
 	fs.DurationVar(&f.duration, "duration", 0, "stop after this long")
 	fs.IntVar(&f.consumers, "consumers", 1, "concurrent consumers of the group (each its own client)")
 	fs.DurationVar(&f.idle, "idle", 5*time.Second, "stop when nothing arrives for this long")
-	fs.IntVar(&f.pullBatch, "pull-batch", 32, "messages asked for per pull request (the broker caps it: 32 unless configured)")
+	fs.IntVar(&f.pullBatch, "pull-batch", 32, "messages asked for per pull request (the broker caps it: 1024 unless configured)")
 	_ = c.RegisterFlagCompletionFunc("topic", a.topicCompletion)
 	return c
 }
@@ -369,7 +376,7 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 	}
 	consumers := make([]*client.PullConsumer, f.consumers)
 	for i := range consumers {
-		c, err := client.NewPullConsumer(group, a.clientOptions(transport, client.WithConsumeFrom(client.ConsumeFromFirst),
+		c, err := client.NewPullConsumer(group, a.consumerOptions(transport, client.WithConsumeFrom(client.ConsumeFromFirst),
 			client.WithAutoCommit(false), client.WithPollBatchSize(max(256, f.pullBatch)), client.WithPullBatchSize(f.pullBatch))...)
 		if err != nil {
 			return err

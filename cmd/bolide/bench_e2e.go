@@ -122,7 +122,7 @@ func (a *app) runBenchE2E(f *benchE2EFlags) error {
 	// The consumer reads from the run's start time and is given every queue
 	// before the first send, so no message waits for a rebalance.
 	cons, err := client.NewPullConsumer(fmt.Sprintf("bolide-bench-e2e-%d", now.UnixMilli()),
-		a.clientOptions(transport, client.WithConsumeFrom(client.ConsumeFromTimestamp(now)), client.WithAutoCommit(false),
+		a.consumerOptions(transport, client.WithConsumeFrom(client.ConsumeFromTimestamp(now)), client.WithAutoCommit(false),
 			client.WithPollBatchSize(256))...)
 	if err != nil {
 		return err
@@ -137,7 +137,7 @@ func (a *app) runBenchE2E(f *benchE2EFlags) error {
 	if err := a.waitAssignment(cons, queues); err != nil {
 		return forTopic(f.topic, err)
 	}
-	prod, err := client.NewProducer("bolide-bench", a.clientOptions(transport, client.WithAsyncSendLimit(f.inflight))...)
+	prod, err := client.NewProducer("bolide-bench", a.producerOptions(transport, client.WithAsyncSendLimit(f.inflight))...)
 	if err != nil {
 		return err
 	}
@@ -169,7 +169,7 @@ func (a *app) runBenchE2E(f *benchE2EFlags) error {
 	secs := sendEnd.Sub(r.start).Seconds()
 	out := benchJSON{Bench: "e2e", Topic: f.topic, Clients: 1, Transport: f.transport.name, Size: f.size, Messages: n, Bytes: n * int64(f.size),
 		Errors: r.errs.Load(), Seconds: secs, Latency: r.hist.summary(), LatencyKind: "end-to-end",
-		TargetRate: float64(f.rate), Sent: sent, Missing: max(sent-n, 0)}
+		E2EFields: &E2EFields{TargetRate: float64(f.rate), Sent: sent, Missing: max(sent-n, 0)}}
 	if secs > 0 {
 		out.MsgsPerSec = float64(sent) / secs
 		out.MiBPerSec = out.MsgsPerSec * float64(f.size) / (1 << 20)

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/client"
 	"github.com/bolide-mq/bolide/internal/cluster"
+	"github.com/bolide-mq/bolide/internal/testutil"
 )
 
 // runBench runs one bench command with -o json and decodes its one line.
@@ -22,6 +28,22 @@ func runBench(t *testing.T, ns string, args ...string) benchJSON {
 	var b benchJSON
 	if err := json.Unmarshal([]byte(out), &b); err != nil {
 		t.Fatalf("%q: %v in %q", args, err, out)
+	}
+	// The keys docs/CLI.md lists are there, zeros included; e2e's only
+	// for e2e.
+	var keys map[string]any
+	if err := json.Unmarshal([]byte(out), &keys); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"msgsPerSec", "mibPerSec", "messages", "errors", "seconds", "latencyMs"} {
+		if _, ok := keys[k]; !ok {
+			t.Errorf("%q: no %q in %s", args, k, out)
+		}
+	}
+	for _, k := range []string{"targetRate", "sent", "missing"} {
+		if _, ok := keys[k]; ok != (b.Bench == "e2e") {
+			t.Errorf("%q: %q present: %v in a %s report: %s", args, k, ok, b.Bench, out)
+		}
 	}
 	return b
 }
@@ -42,6 +64,27 @@ func TestBenchAgainstCluster(t *testing.T) {
 	if b.Messages != 256 || b.Errors != 0 || !b.Async || b.Batch != 8 || b.Latency.Count != 256/8 {
 		t.Errorf("produce --batch --async: %+v", b)
 	}
+	// bench consume reads the backlog its start finds: wait until the
+	// queues hold every message sent (acknowledged is not yet dispatched).
+	adm, err := client.NewAdmin(client.WithNameServers(c.NameServerAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	testutil.WaitFor(t, 10*time.Second, "456 messages in the queues", func() error {
+		qs, err := adm.QueueStatus(context.Background(), "bench-cli")
+		if err != nil {
+			return err
+		}
+		n := int64(0)
+		for _, q := range qs {
+			n += q.MaxOffset - q.MinOffset
+		}
+		if n != 456 {
+			return fmt.Errorf("%d messages", n)
+		}
+		return nil
+	})
 	cs := runBench(t, ns, "bench", "consume", "--topic", "bench-cli", "--pull-batch", "16")
 	if cs.Bench != "consume" || cs.Messages != 456 || cs.LatencyKind != "end-to-end" || cs.Latency.Count != 456 {
 		t.Errorf("consume: %+v", cs)
@@ -92,5 +135,19 @@ func TestBenchUsageErrors(t *testing.T) {
 			code, out, errb := runCLI(t, "", args...)
 			checkOneLineError(t, args, code, out, errb, exitUsage, c.want)
 		}
+	}
+}
+
+// TestPullBatchHelpNamesBrokerCap: the help of --pull-batch names the
+// broker's real default cap on a pull.
+func TestPullBatchHelpNamesBrokerCap(t *testing.T) {
+	root := newRootCmd(newApp(context.Background(), nil, nil, nil))
+	c, _, err := root.Find([]string{"bench", "consume"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage := c.Flags().Lookup("pull-batch").Usage
+	if want := fmt.Sprintf("caps it: %d unless configured", broker.DefaultOptions("").PullMaxMessages); !strings.Contains(usage, want) {
+		t.Errorf("--pull-batch: %q, want %q", usage, want)
 	}
 }

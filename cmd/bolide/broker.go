@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/bolide-mq/bolide/client"
 )
@@ -303,10 +301,10 @@ func (a *app) pickSlave(ctx context.Context, adm *client.Admin, name string) (st
 }
 
 // brokerError explains a failed call to the broker at addr: one that did
-// not reach it becomes a short brokerUnreachable.
+// not reach it (client.ErrBrokerUnreachable) becomes a short
+// brokerUnreachable.
 func (a *app) brokerError(addr string, err error) error {
-	st, ok := status.FromError(err)
-	if ok && (st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, client.ErrBrokerUnreachable) {
 		return &brokerUnreachable{addr: addr, cause: transportCause(err, a.timeout), err: err}
 	}
 	return err

@@ -98,7 +98,7 @@ func (a *app) runConsume(f *consumeFlags) error {
 	if f.broadcast {
 		model = client.Broadcasting
 	}
-	c, err := client.NewPullConsumer(f.group, a.clientOptions(
+	c, err := client.NewPullConsumer(f.group, a.consumerOptions(
 		client.WithConsumeFrom(from),
 		client.WithMessageModel(model),
 		client.WithPollBatchSize(batch),

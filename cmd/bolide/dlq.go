@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -277,7 +278,7 @@ original unique id). Each replayed entry is marked on its broker, durably, so a 
 replay skips it; --dry-run shows what would be replayed and changes nothing.
 
 Progress goes to stderr, one line per message; the summary (replayed, skipped, failed)
-to stdout. The exit status is 1 when any replay failed.`,
+to stdout. The exit status is 1 when any replay failed or an --id matches no dead letter.`,
 		Example: `  bolide dlq replay --group billing --all --dry-run
   bolide dlq replay --group billing --id 7F00000100002A9F0000000000001A2B
   bolide dlq replay --group billing --since 2h --to-topic orders-retry --rate 100/s`,
@@ -338,9 +339,6 @@ to stdout. The exit status is 1 when any replay failed.`,
 					}
 				},
 			})
-			for _, id := range sum.NotFound {
-				a.warn("no dead letter %s in group %s", id, group)
-			}
 			if err != nil {
 				return err
 			}
@@ -356,10 +354,7 @@ to stdout. The exit status is 1 when any replay failed.`,
 			} else {
 				fmt.Fprintf(a.stdout, "%s %d, skipped %d (replayed before), failed %d\n", verb, sum.Replayed, sum.Skipped, sum.Failed)
 			}
-			if sum.Failed > 0 || len(sum.NotFound) > 0 {
-				return fmt.Errorf("%d of %d replays failed, %d ids not found", sum.Failed, sum.Selected, len(sum.NotFound))
-			}
-			return nil
+			return replayError(group, sum)
 		},
 	}
 	f := c.Flags()
@@ -372,6 +367,28 @@ to stdout. The exit status is 1 when any replay failed.`,
 	f.BoolVar(&dryRun, "dry-run", false, "show what would be replayed; change nothing")
 	_ = c.RegisterFlagCompletionFunc("to-topic", a.topicCompletion)
 	return c
+}
+
+// replayError is the failure of a replay, nil when every selected entry
+// was replayed or skipped and every requested id was found: one line that
+// names the ids not found.
+func replayError(group string, sum client.ReplaySummary) error {
+	var parts []string
+	if sum.Failed > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d replays failed", sum.Failed, sum.Selected))
+	}
+	if n := len(sum.NotFound); n > 0 {
+		noun := "dead letter"
+		if n > 1 {
+			noun = "dead letters"
+		}
+		parts = append(parts, fmt.Sprintf("no %s %s in group %s (see 'bolide dlq list --group %s')",
+			noun, strings.Join(sum.NotFound, ", "), group, group))
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(parts, "; "))
 }
 
 func newDLQExportCmd(a *app) *cobra.Command {

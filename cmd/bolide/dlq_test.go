@@ -44,11 +44,15 @@ func TestDLQReplay(t *testing.T) {
 	const topic, group, fixed = "dlq-cli", "dlq-cli-g", "dlq-cli-fixed"
 	c.CreateTopic(topic, 2)
 	ns := strings.Join(c.NameServerAddrs(), ",")
-	opts := []client.Option{client.WithNameServers(c.NameServerAddrs()...), client.WithRebalanceInterval(time.Second),
-		client.WithHeartbeatInterval(500 * time.Millisecond), client.WithCommitInterval(200 * time.Millisecond),
-		client.WithRouteRefreshInterval(300 * time.Millisecond), client.WithLongPollTimeout(2 * time.Second)}
+	shared := client.WithOptions(client.WithNameServers(c.NameServerAddrs()...),
+		client.WithRouteRefreshInterval(300*time.Millisecond))
+	consumerOpts := func(extra ...client.ConsumerOption) []client.ConsumerOption {
+		return append([]client.ConsumerOption{shared, client.WithRebalanceInterval(time.Second),
+			client.WithHeartbeatInterval(500 * time.Millisecond), client.WithCommitInterval(200 * time.Millisecond),
+			client.WithLongPollTimeout(2 * time.Second)}, extra...)
+	}
 	ctx := context.Background()
-	p, err := client.NewProducer("dlq-cli-pg", opts...)
+	p, err := client.NewProducer("dlq-cli-pg", shared)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +71,7 @@ func TestDLQReplay(t *testing.T) {
 		sent[r.UniqueID] = body
 	}
 	// A consumer that dead-letters everything at once.
-	failing, err := client.NewPushConsumer(group, append(opts, client.WithConsumeFrom(client.ConsumeFromFirst))...)
+	failing, err := client.NewPushConsumer(group, consumerOpts(client.WithConsumeFrom(client.ConsumeFromFirst))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +115,7 @@ func TestDLQReplay(t *testing.T) {
 	// A fixed consumer of the original topic, from before any replay.
 	var mu sync.Mutex
 	got := map[string][]*client.MessageExt{} // replayed-from dead letter id → deliveries
-	fixedC, err := client.NewPushConsumer(fixed, append(opts, client.WithConsumeFrom(client.ConsumeFromTimestamp(time.Now())))...)
+	fixedC, err := client.NewPushConsumer(fixed, consumerOpts(client.WithConsumeFrom(client.ConsumeFromTimestamp(time.Now())))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +158,7 @@ func TestDLQReplay(t *testing.T) {
 		t.Fatalf("second replay (exit %d): %q %q", code, out, stderr)
 	}
 	// Every replay is consumed (offsets committed), each exactly once.
-	adm, err := client.NewAdmin(opts...)
+	adm, err := client.NewAdmin(shared)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,9 +192,15 @@ func TestDLQReplay(t *testing.T) {
 	if code != 0 || strings.Count(out, "\n") != 3 || strings.Count(out, `"replayed":{"at"`) != 3 {
 		t.Fatalf("export (exit %d):\n%s", code, out)
 	}
+	// An unknown id: exit 1 and one line that names it, in both formats.
+	wantNotFound := "bolide: no dead letter NOPE in group " + group + " (see 'bolide dlq list --group " + group + "')\n"
 	code, out, stderr = runCLI(t, "", "--namesrv", ns, "dlq", "replay", "--group", group, "--id", "NOPE")
-	if code != 1 || !strings.Contains(stderr, "no dead letter NOPE") || !strings.Contains(out, "replayed 0") {
+	if code != 1 || stderr != wantNotFound || !strings.Contains(out, "replayed 0") {
 		t.Fatalf("replay of an unknown id (exit %d): %q %q", code, out, stderr)
+	}
+	code, out, stderr = runCLI(t, "", "--namesrv", ns, "dlq", "replay", "--group", group, "--id", "NOPE", "-o", "json")
+	if code != 1 || stderr != wantNotFound || !strings.Contains(out, `"notFound":["NOPE"]`) {
+		t.Fatalf("replay of an unknown id, json (exit %d): %q %q", code, out, stderr)
 	}
 	code, out, stderr = runCLI(t, "", "--namesrv", ns, "dlq", "show", "NOPE", "--group", group)
 	if code != 1 || out != "" || !strings.Contains(stderr, "no dead letter NOPE") {
@@ -205,5 +215,28 @@ func TestDLQReplay(t *testing.T) {
 	} {
 		code, out, stderr := runCLI(t, "", append([]string{"--namesrv", ns}, args...)...)
 		checkOneLineError(t, args, code, out, stderr, exitUsage, "--")
+	}
+}
+
+func TestReplayError(t *testing.T) {
+	for _, c := range []struct {
+		sum  client.ReplaySummary
+		want string
+	}{
+		{client.ReplaySummary{Selected: 3, Replayed: 2, Skipped: 1}, ""},
+		{client.ReplaySummary{NotFound: []string{"NOPE"}}, "no dead letter NOPE in group g (see 'bolide dlq list --group g')"},
+		{client.ReplaySummary{NotFound: []string{"A", "B"}}, "no dead letters A, B in group g (see 'bolide dlq list --group g')"},
+		{client.ReplaySummary{Selected: 3, Failed: 2}, "2 of 3 replays failed"},
+		{client.ReplaySummary{Selected: 1, Failed: 1, NotFound: []string{"X"}},
+			"1 of 1 replays failed; no dead letter X in group g (see 'bolide dlq list --group g')"},
+	} {
+		err := replayError("g", c.sum)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != c.want {
+			t.Errorf("replayError(%+v) = %q, want %q", c.sum, got, c.want)
+		}
 	}
 }

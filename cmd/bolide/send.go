@@ -146,7 +146,7 @@ func (a *app) runSend(cmd *cobra.Command, f *sendFlags, args []string) error {
 	if err := a.checkTopic(f.topic); err != nil {
 		return err
 	}
-	p, err := client.NewProducer(cliProducerGroup, a.clientOptions()...)
+	p, err := client.NewProducer(cliProducerGroup, a.producerOptions()...)
 	if err != nil {
 		return err
 	}

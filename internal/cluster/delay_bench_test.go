@@ -77,9 +77,14 @@ func startDelayRig(t *testing.T, topic string, queues int32, brokerArgs ...strin
 	return r
 }
 
-func (r *delayRig) producer(extra ...client.Option) *client.Producer {
+// shared are the options of every client of the rig.
+func (r *delayRig) shared() client.Option {
+	return client.WithOptions(client.WithNameServers(r.ns.Addr), client.WithRouteRefreshInterval(500*time.Millisecond))
+}
+
+func (r *delayRig) producer(extra ...client.ProducerOption) *client.Producer {
 	r.t.Helper()
-	opts := append([]client.Option{client.WithNameServers(r.ns.Addr), client.WithRouteRefreshInterval(500 * time.Millisecond)}, extra...)
+	opts := append([]client.ProducerOption{r.shared()}, extra...)
 	p, err := client.NewProducer("delay-bench", opts...)
 	if err != nil {
 		r.t.Fatal(err)
@@ -91,10 +96,9 @@ func (r *delayRig) producer(extra ...client.Option) *client.Producer {
 	return p
 }
 
-func (r *delayRig) consumer(group, topic string, fn func(now time.Time, msgs []*client.MessageExt), extra ...client.Option) *client.PushConsumer {
+func (r *delayRig) consumer(group, topic string, fn func(now time.Time, msgs []*client.MessageExt), extra ...client.ConsumerOption) *client.PushConsumer {
 	r.t.Helper()
-	opts := append([]client.Option{client.WithNameServers(r.ns.Addr), client.WithRouteRefreshInterval(500 * time.Millisecond),
-		client.WithRebalanceInterval(time.Second), client.WithConsumeGoroutines(8), client.WithPullBatchSize(256),
+	opts := append([]client.ConsumerOption{r.shared(), client.WithRebalanceInterval(time.Second), client.WithConsumeGoroutines(8), client.WithPullBatchSize(256),
 		client.WithConsumeBatchSize(64), client.WithCommitInterval(200 * time.Millisecond)}, extra...)
 	c, err := client.NewPushConsumer(group, opts...)
 	if err != nil {

@@ -144,7 +144,7 @@ func TestPromotedSlaveDeliversDelayed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cons.Subscribe(topic, "*", func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
+	if err := cons.Subscribe(topic, "*", client.ConcurrentListener(func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
 		// retry-me fails until its copy comes back from the retry topic
 		// (a failed send-back is retried locally first).
 		res := client.ConsumeSuccess
@@ -154,7 +154,7 @@ func TestPromotedSlaveDeliversDelayed(t *testing.T) {
 			}
 		}
 		return res
-	}); err != nil {
+	})); err != nil {
 		t.Fatal(err)
 	}
 	if err := cons.Start(ctx); err != nil {

@@ -103,8 +103,8 @@ const (
 	srHoldAfter = 40
 )
 
-func srOptions(ns []string, lg *zap.Logger) []client.Option {
-	return []client.Option{
+func srOptions(ns []string, lg *zap.Logger) []client.ConsumerOption {
+	return []client.ConsumerOption{
 		client.WithNameServers(ns...), client.WithLogger(lg),
 		client.WithConsumeFrom(client.ConsumeFromFirst),
 		client.WithMasterRetryInterval(300 * time.Millisecond),
@@ -145,11 +145,11 @@ func startPushSR(t *testing.T, ns []string, lg *zap.Logger, group, topic string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Subscribe(topic, "*", func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
+	if err := c.Subscribe(topic, "*", client.ConcurrentListener(func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
 		got.add(msgs)
 		pass(len(msgs))
 		return client.ConsumeSuccess
-	}); err != nil {
+	})); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Start(context.Background()); err != nil {

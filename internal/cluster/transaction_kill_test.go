@@ -105,16 +105,16 @@ func TestTransactionKillBrokerBetweenHalfAndCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	opts := []client.Option{client.WithNameServers(ns.Addr), client.WithRouteRefreshInterval(300 * time.Millisecond),
-		client.WithHeartbeatInterval(300 * time.Millisecond), client.WithSendTimeout(2 * time.Second), client.WithSendRetries(0)}
-	admin, err := client.NewAdmin(opts...)
+	shared := client.WithOptions(client.WithNameServers(ns.Addr), client.WithRouteRefreshInterval(300*time.Millisecond),
+		client.WithHeartbeatInterval(300*time.Millisecond))
+	admin, err := client.NewAdmin(shared)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close()
 	l := &killLedger{outcome: make(map[string]client.LocalTransactionState), checks: make(map[string]int),
 		hold: map[string]bool{"B": true, "C": true}, started: make(chan string, 2), release: make(chan struct{})}
-	p, err := client.NewTransactionProducer("kill-pg", l, opts...)
+	p, err := client.NewTransactionProducer("kill-pg", l, shared, client.WithSendTimeout(2*time.Second), client.WithSendRetries(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestTransactionKillBrokerBetweenHalfAndCommit(t *testing.T) {
 	// Consume everything from the start.
 	var mu sync.Mutex
 	seen := make(map[string]int)
-	c, err := client.NewPushConsumer("kill-audit", append(opts, client.WithConsumeFrom(client.ConsumeFromFirst))...)
+	c, err := client.NewPushConsumer("kill-audit", shared, client.WithConsumeFrom(client.ConsumeFromFirst))
 	if err != nil {
 		t.Fatal(err)
 	}
