@@ -504,6 +504,15 @@ func TestConfigValidation(t *testing.T) {
 		{"body larger than a segment", "segment-size: 1048576\n", [2]string{}, nil, []string{"max-message-size", "segment-size"}},
 		{"unknown key", "admin-listn: off\n", [2]string{}, nil, []string{`"admin-listn"`}},
 		{"bad duration", "drain-timeout: soon\n", [2]string{}, nil, []string{`"drain-timeout"`}},
+		// A bad listen address is the listen setting's fault, not the
+		// admin listener's (derived from it).
+		{"bad listen flag", "", [2]string{}, []string{"--listen", "banana"}, []string{`"--listen"`, "banana", "not host:port"}},
+		{"bad listen in file", "listen: banana\n", [2]string{}, nil, []string{`key "listen"`, "banana"}},
+		{"bad flush flag", "", [2]string{}, []string{"--flush", "banana"}, []string{`"--flush"`, "banana"}},
+		{"bad flush in env", "", [2]string{"BOLIDE_FLUSH", "banana"}, nil, []string{`BOLIDE_FLUSH="banana"`, "flush"}},
+		{"bad flush in file", "flush: banana\n", [2]string{}, nil, []string{`key "flush"`, "banana"}},
+		{"bad log level in env", "", [2]string{"BOLIDE_LOG_LEVEL", "loud"}, nil, []string{`BOLIDE_LOG_LEVEL="loud"`, "log-level"}},
+		{"one key twice", "broker_name: a\nbroker-name: b\n", [2]string{}, nil, []string{`"broker-name" and "broker_name"`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -520,12 +529,15 @@ func TestConfigValidation(t *testing.T) {
 			}
 			code := 0
 			cmd, f := newCommand(&code)
-			if err := cmd.ParseFlags(args); err != nil {
-				t.Fatal(err)
+			err := cmd.ParseFlags(args)
+			if err == nil {
+				_, _, err = loadOptions(cmd, f)
 			}
-			_, _, err := loadOptions(cmd, f)
 			if err == nil {
 				t.Fatal("accepted")
+			}
+			if strings.HasPrefix(c.name, "bad listen") && strings.Contains(err.Error(), "admin-listen") {
+				t.Errorf("error %q blames admin-listen", err)
 			}
 			for _, w := range c.want {
 				if !strings.Contains(err.Error(), w) {

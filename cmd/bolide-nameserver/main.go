@@ -95,17 +95,17 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs := cmd.Flags()
 	fs.SortFlags = false
 	fs.StringVar(&f.config, "config", "", "YAML config file; keys are flag names")
-	fs.StringVar(&f.listen, "listen", d.ListenAddr, "gRPC listen address (port 0 picks one; see --addr-file)")
+	daemon.CheckedStringVar(fs, &f.listen, "listen", d.ListenAddr, "gRPC listen address (port 0 picks one; see --addr-file)", daemon.CheckHostPort)
 	fs.StringVar(&f.gossip, "gossip", "", `gossip (memberlist) address: "" derives listen port + 1, "off" disables`)
 	fs.StringSliceVar(&f.gossipSeeds, "gossip-seeds", nil, "gossip addresses of other NameServers or brokers to join")
 	fs.StringVar(&f.gossipProfile, "gossip-profile", d.GossipProfile, `failure detection timings: "lan" or "fast" (tests)`)
 	fs.DurationVar(&f.scanInterval, "scan-interval", d.ScanInterval, "how often silent brokers are evicted")
 	fs.DurationVar(&f.brokerTimeout, "broker-timeout", d.BrokerTimeout, "a broker silent this long is evicted (unless it asks for its own)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", daemon.DefaultDrainTimeout, "how long SIGTERM waits for in-flight calls")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&f.logFormat, "log-format", "console", "console or json")
+	daemon.CheckedStringVar(fs, &f.logLevel, "log-level", "info", "debug, info, warn or error", daemon.CheckLogLevel)
+	daemon.CheckedStringVar(fs, &f.logFormat, "log-format", "console", "console or json", daemon.CheckLogFormat)
 	fs.StringVar(&f.addrFile, "addr-file", "", "write the bound gRPC address to this file once serving")
-	fs.StringVar(&f.adminListen, "admin-listen", daemon.AdminAuto, daemon.AdminFlagHelp)
+	daemon.CheckedStringVar(fs, &f.adminListen, "admin-listen", daemon.AdminAuto, daemon.AdminFlagHelp, daemon.CheckAdminListen)
 	fs.StringVar(&f.adminAddrFile, "admin-addr-file", "", "write the bound admin address to this file once serving")
 	return cmd, f
 }

@@ -237,6 +237,14 @@ broker-timeout: 1m
 	if _, _, err := loadOptions(cmd, f); err == nil || !strings.Contains(err.Error(), `"listen-addr"`) {
 		t.Fatalf("unknown key: %v", err)
 	}
+
+	// A bad listen address names listen, not the admin listener derived
+	// from it.
+	cmd, _ = newCommand(&code)
+	if err := cmd.ParseFlags([]string{"--listen", "banana"}); err == nil || !strings.Contains(err.Error(), `"--listen"`) ||
+		strings.Contains(err.Error(), "admin-listen") {
+		t.Fatalf("bad listen: %v", err)
+	}
 }
 
 // TestConfigDoc fails when docs/config.md does not list every setting with

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -103,7 +104,7 @@ func (c *Config) Load(path string) error {
 		if val, ok := os.LookupEnv(env); ok && val != "" {
 			c.sources[f.Name] = SourceEnv
 			if err := c.fs.Set(f.Name, val); err != nil {
-				errs = append(errs, fmt.Sprintf("%s=%q: invalid value for %s: %v", env, val, f.Name, err))
+				errs = append(errs, fmt.Sprintf("%s=%q: invalid value for %s: %v", env, val, f.Name, valueError(err)))
 			}
 			return
 		}
@@ -111,7 +112,7 @@ func (c *Config) Load(path string) error {
 			c.sources[f.Name] = SourceFile
 			val := stringify(c.v.Get(f.Name))
 			if err := c.fs.Set(f.Name, val); err != nil {
-				errs = append(errs, fmt.Sprintf("%s: key %q: invalid value %q: %v", path, f.Name, val, err))
+				errs = append(errs, fmt.Sprintf("%s: key %q: invalid value %q: %v", path, f.Name, val, valueError(err)))
 			}
 			return
 		}
@@ -121,6 +122,16 @@ func (c *Config) Load(path string) error {
 		return fmt.Errorf("config: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// valueError is why a value was refused, without pflag's "invalid
+// argument ... for --flag" wrapping: the caller names the variable or key.
+func valueError(err error) error {
+	var ive *pflag.InvalidValueError
+	if errors.As(err, &ive) && ive.Unwrap() != nil {
+		return ive.Unwrap()
+	}
+	return err
 }
 
 // readFile reads a YAML file into a map keyed by flag name. Keys are case
@@ -134,6 +145,7 @@ func (c *Config) readFile(path string) (map[string]any, error) {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	out := map[string]any{}
+	keys := map[string][]string{} // setting -> the file's keys for it
 	var unknown []string
 	for key, val := range fv.AllSettings() {
 		name := strings.ReplaceAll(strings.ToLower(key), "_", "-")
@@ -142,11 +154,35 @@ func (c *Config) readFile(path string) (map[string]any, error) {
 			continue
 		}
 		out[name] = val
+		keys[name] = append(keys[name], key)
 	}
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
 		return nil, fmt.Errorf("config %s: unknown key %q (known: %s)", path, strings.Join(unknown, `", "`),
 			strings.Join(c.settingNames(), ", "))
+	}
+	// "broker_name" and "broker-name" are one setting: a file with both
+	// would keep whichever came last, so it is refused.
+	var dups []string
+	for _, name := range slices.Sorted(maps.Keys(keys)) {
+		ks := keys[name]
+		if len(ks) < 2 {
+			continue
+		}
+		slices.Sort(ks)
+		quoted := make([]string, len(ks))
+		for i, k := range ks {
+			quoted[i] = strconv.Quote(k)
+		}
+		all := "all"
+		if len(ks) == 2 {
+			all = "both"
+		}
+		dups = append(dups, fmt.Sprintf("keys %s and %s %s set %s: keep one",
+			strings.Join(quoted[:len(ks)-1], ", "), quoted[len(ks)-1], all, name))
+	}
+	if len(dups) > 0 {
+		return nil, fmt.Errorf("config %s: %s", path, strings.Join(dups, "; "))
 	}
 	return out, nil
 }
