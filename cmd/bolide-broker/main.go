@@ -4,9 +4,9 @@
 //	bolide-broker --namesrv 127.0.0.1:9876 --listen 127.0.0.1:10911 \
 //	    --store-dir ./data/broker-a --broker-name broker-a --broker-id 0 --cluster DefaultCluster
 //
-// Every flag can also come from a BOLIDE_* environment variable
-// (BOLIDE_NAMESRV, BOLIDE_STORE_DIR, ...) or a YAML file given with --config
-// whose keys are the flag names; flags win over the environment, which wins
+// Every flag can also come from a BOLIDE_BROKER_* environment variable
+// (BOLIDE_BROKER_NAMESRV, BOLIDE_BROKER_STORE_DIR, ...) or a YAML file given
+// with --config whose keys are the flag names; flags win over the environment, which wins
 // over the file. SIGTERM or SIGINT drains and exits 0; a second one forces.
 package main
 
@@ -117,6 +117,7 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 			}
 			defer func() { _ = lg.Sync() }()
 			lg.Info("bolide-broker starting", append([]zap.Field{zap.String("version", daemon.Version)}, cfg.LogFields()...)...)
+			cfg.WarnIgnoredEnv(lg)
 			*code = serve(opts, f, lg)
 			return nil
 		},
@@ -201,7 +202,7 @@ var positiveSettings = []string{
 // loadOptions resolves the flags (flag > env > file > default) and turns
 // them into validated broker options.
 func loadOptions(cmd *cobra.Command, f *flags) (broker.Options, *daemon.Config, error) {
-	cfg := daemon.BindCommand(cmd)
+	cfg := daemon.BindCommand(cmd, daemon.BrokerEnvPrefix)
 	if err := cfg.Load(f.config); err != nil {
 		return broker.Options{}, nil, err
 	}

@@ -3,9 +3,9 @@
 //
 //	bolide-nameserver --listen 127.0.0.1:9876
 //
-// Every flag can also come from a BOLIDE_* environment variable
-// (BOLIDE_LISTEN, BOLIDE_BROKER_TIMEOUT, ...) or a YAML file given with
-// --config whose keys are the flag names; flags win over the environment,
+// Every flag can also come from a BOLIDE_NAMESRV_* environment variable
+// (BOLIDE_NAMESRV_LISTEN, BOLIDE_NAMESRV_BROKER_TIMEOUT, ...) or a YAML file
+// given with --config whose keys are the flag names; flags win over the environment,
 // which wins over the file. SIGTERM or SIGINT drains and exits 0.
 package main
 
@@ -87,6 +87,7 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 			}
 			defer func() { _ = lg.Sync() }()
 			lg.Info("bolide-nameserver starting", append([]zap.Field{zap.String("version", daemon.Version)}, cfg.LogFields()...)...)
+			cfg.WarnIgnoredEnv(lg)
 			*code = serve(opts, f, lg)
 			return nil
 		},
@@ -113,7 +114,7 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 // loadOptions resolves the flags (flag > env > file > default) and turns
 // them into validated NameServer options.
 func loadOptions(cmd *cobra.Command, f *flags) (nameserver.Options, *daemon.Config, error) {
-	cfg := daemon.BindCommand(cmd)
+	cfg := daemon.BindCommand(cmd, daemon.NameServerEnvPrefix)
 	if err := cfg.Load(f.config); err != nil {
 		return nameserver.Options{}, nil, err
 	}

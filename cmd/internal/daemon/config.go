@@ -15,9 +15,17 @@ import (
 	"go.uber.org/zap"
 )
 
-// EnvPrefix prefixes every environment variable a daemon reads:
-// --broker-timeout is BOLIDE_BROKER_TIMEOUT.
+// EnvPrefix starts every Bolide environment variable. The daemons add their
+// own name to it, so one environment can hold both daemons' settings
+// without a clash: the broker's --listen is BOLIDE_BROKER_LISTEN, the
+// NameServer's BOLIDE_NAMESRV_LISTEN.
 const EnvPrefix = "BOLIDE"
+
+// The daemons' environment variable prefixes.
+const (
+	BrokerEnvPrefix     = EnvPrefix + "_BROKER"
+	NameServerEnvPrefix = EnvPrefix + "_NAMESRV"
+)
 
 // Where a setting came from.
 const (
@@ -41,6 +49,7 @@ type Config struct {
 	prefix  string
 	exempt  map[string]bool   // flags that are not settings (help, version, config)
 	sources map[string]string // flag name -> Source*
+	ignored []string          // set variables of the shared names, see IgnoredEnv
 }
 
 // NewConfig binds fs. Flags named in exempt are not settings: they cannot
@@ -62,16 +71,53 @@ func NewConfig(fs *pflag.FlagSet, envPrefix string, exempt ...string) *Config {
 	return c
 }
 
-// BindCommand binds a cobra command's flags with the BOLIDE prefix; the
-// flag "config", if the command has one, names the file and is not itself
-// a setting. Call it in RunE (after cobra parsed the flags), then Load.
-func BindCommand(cmd *cobra.Command) *Config {
-	return NewConfig(cmd.Flags(), EnvPrefix, "config")
+// BindCommand binds a cobra command's flags with a daemon's environment
+// prefix (BrokerEnvPrefix, NameServerEnvPrefix); the flag "config", if the
+// command has one, names the file and is not itself a setting. Call it in
+// RunE (after cobra parsed the flags), then Load.
+func BindCommand(cmd *cobra.Command, envPrefix string) *Config {
+	return NewConfig(cmd.Flags(), envPrefix, "config")
 }
 
 // EnvName is the environment variable of a flag.
 func (c *Config) EnvName(flag string) string {
-	return c.prefix + "_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+	return envName(c.prefix, flag)
+}
+
+func envName(prefix, flag string) string {
+	return prefix + "_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// IgnoredEnv lists, after Load, the variables set under the names both
+// daemons once shared (BOLIDE_LISTEN for --listen), which a daemon with
+// its own prefix does not read; a main logs them so that an old
+// environment file does not go unnoticed.
+func (c *Config) IgnoredEnv() []string { return c.ignored }
+
+// WarnIgnoredEnv logs IgnoredEnv, if any.
+func (c *Config) WarnIgnoredEnv(lg *zap.Logger) {
+	if len(c.ignored) > 0 {
+		lg.Warn("environment variables not read: this daemon's settings are under its own prefix",
+			zap.String("prefix", c.prefix+"_"), zap.Strings("ignored", c.ignored))
+	}
+}
+
+// noteIgnoredEnv fills c.ignored.
+func (c *Config) noteIgnoredEnv() {
+	c.ignored = nil
+	if c.prefix == EnvPrefix {
+		return
+	}
+	own := map[string]bool{}
+	for _, name := range c.settingNames() {
+		own[c.EnvName(name)] = true
+	}
+	for _, name := range c.settingNames() {
+		old := envName(EnvPrefix, name)
+		if os.Getenv(old) != "" && !own[old] {
+			c.ignored = append(c.ignored, fmt.Sprintf("%s (use %s)", old, c.EnvName(name)))
+		}
+	}
 }
 
 // Load reads the YAML file at path ("" for none), rejects keys that are
@@ -91,6 +137,7 @@ func (c *Config) Load(path string) error {
 			return fmt.Errorf("config %s: %w", path, err)
 		}
 	}
+	c.noteIgnoredEnv()
 	var errs []string
 	c.fs.VisitAll(func(f *pflag.Flag) {
 		if c.exempt[f.Name] {
