@@ -202,3 +202,33 @@ func TestRunScriptKeepsSegmentSize(t *testing.T) {
 		t.Errorf("the broker did not open the store with %s", want)
 	}
 }
+
+// TestClusterUpSegmentSize: scripts/cluster-up.sh gives its brokers the
+// local segment size too.
+func TestClusterUpSegmentSize(t *testing.T) {
+	bin := binDir(t)
+	taken := map[int]bool{}
+	ns, ba, bb := freePort(t, taken, 1, 2), freePort(t, taken, 1, 2, 3), freePort(t, taken, 1, 2, 3)
+	dir := filepath.Join(t.TempDir(), "cluster")
+	env := cleanEnv("CLUSTER_DIR="+dir, fmt.Sprintf("NAMESRV_PORTS=%d", ns), fmt.Sprintf("BROKER_A_PORT=%d", ba),
+		fmt.Sprintf("BROKER_B_PORT=%d", bb), "BIN="+bin, "UP_TIMEOUT=60", "STOP_TIMEOUT=40")
+	t.Cleanup(func() {
+		cmd := exec.Command(filepath.Join(repoRoot(), "scripts", "cluster-down.sh"))
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("cluster-down: %v\n%s", err, out)
+		}
+		killLeftovers(t, dir)
+	})
+	cmd := exec.Command(filepath.Join(repoRoot(), "scripts", "cluster-up.sh"))
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cluster-up: %v\n%s", err, out)
+	}
+	for _, b := range []string{"broker-a", "broker-b"} {
+		log := readTrim(t, filepath.Join(dir, b+".log"))
+		if want := fmt.Sprintf(`"segmentSize": %d`, localSegmentSize); !strings.Contains(log, want) {
+			t.Errorf("%s does not log %s", b, want)
+		}
+	}
+}
