@@ -63,7 +63,9 @@ disk-limits:
 	bash scripts/disk-limits.sh
 
 ## run: build, then a NameServer and one broker on loopback in the foreground
-## (data in ./data); Ctrl-C stops both cleanly
+## (data in ./data); Ctrl-C stops both cleanly. Ports and the rest as in
+## scripts/run.sh: make run NAMESRV_PORT=19876 BROKER_PORT=20911 (DATA_DIR and
+## SEGMENT_SIZE too)
 run: build
 	@scripts/run.sh
 

@@ -17,7 +17,8 @@
 #   BROKER_B_PORT   broker-b's port            (default 10921)
 #   CLUSTER_NAME    cluster name               (default DefaultCluster)
 #   FLUSH           sync or async              (default async)
-#   SEGMENT_SIZE    CommitLog segment bytes    (default 134217728 = 128 MiB)
+#   SEGMENT_SIZE    CommitLog segment bytes    (default 67108864 = 64 MiB, not
+#                   the broker's 1 GiB; a store made with another size keeps it)
 #   BIN             directory of the binaries  (default ./bin; run `make build` first)
 #   UP_TIMEOUT      seconds to wait for it all (default 30)
 #
@@ -33,7 +34,7 @@ BROKER_A_PORT=${BROKER_A_PORT:-10911}
 BROKER_B_PORT=${BROKER_B_PORT:-10921}
 CLUSTER_NAME=${CLUSTER_NAME:-DefaultCluster}
 FLUSH=${FLUSH:-async}
-SEGMENT_SIZE=${SEGMENT_SIZE:-134217728}
+SEGMENT_SIZE=${SEGMENT_SIZE:-}
 UP_TIMEOUT=${UP_TIMEOUT:-30}
 
 say() { echo "cluster-up: $*"; }
@@ -104,6 +105,18 @@ wait_served() {
   say "$name serves on $(cat "$base.addr") (pid $(cat "$base.pid"))"
 }
 
+# segment_size STORE_DIR prints the CommitLog segment size for a broker:
+# SEGMENT_SIZE if set, else that of the store's existing segments (a store
+# cannot be opened with another size), else 64 MiB.
+segment_size() {
+  if [[ -n $SEGMENT_SIZE ]]; then echo "$SEGMENT_SIZE"; return; fi
+  local seg
+  for seg in "$1"/store/commitlog/[0-9]*; do
+    [[ -f $seg ]] && { stat -c %s "$seg"; return; }
+  done
+  echo 67108864
+}
+
 namesrvs=()
 seed=""
 for port in "${ns_ports[@]}"; do
@@ -124,7 +137,7 @@ for i in 0 1; do
   name=${brokers[$i]}
   start "$name" "$BIN/bolide-broker" --namesrv "$namesrv_list" --listen "127.0.0.1:${broker_ports[$i]}" \
     --store-dir "$CLUSTER_DIR/$name" --broker-name "$name" --broker-id 0 --cluster "$CLUSTER_NAME" \
-    --flush "$FLUSH" --segment-size "$SEGMENT_SIZE"
+    --flush "$FLUSH" --segment-size "$(segment_size "$CLUSTER_DIR/$name")"
 done
 for name in "${brokers[@]}"; do
   wait_served "$name"

@@ -1,18 +1,42 @@
 #!/usr/bin/env bash
-# run.sh — run a NameServer and one broker on loopback in the foreground, on
-# their embedded defaults (NameServer 127.0.0.1:9876, broker broker-a on
-# 127.0.0.1:10911, data in ./data/broker-a). Both log to this terminal.
-# Ctrl-C (or SIGTERM) stops the broker, then the NameServer, each with one
-# SIGTERM so that they drain and exit cleanly; the script exits with the
-# first non-zero status of the two, or 0. `make run` builds, then runs this.
+# run.sh — run a NameServer and one broker (broker-a) on loopback in the
+# foreground. Both log to this terminal. Ctrl-C (or SIGTERM) stops the
+# broker, then the NameServer, each with one SIGTERM so that they drain and
+# exit cleanly; the script exits with the first non-zero status of the two,
+# or 0. `make run` builds, then runs this; make passes its variables on
+# (`make run NAMESRV_PORT=19876 BROKER_PORT=20911`). Settings (environment):
 #
-#   BIN   directory of the binaries (default ./bin)
+#   NAMESRV_PORT  the NameServer's port     (default 9876; gossip +1, admin +2)
+#   BROKER_PORT   the broker's port         (default 10911; HA +1, admin +2, gossip +3)
+#   DATA_DIR      the store and run files   (default ./data: ./data/broker-a, ./data/run)
+#   SEGMENT_SIZE  CommitLog segment bytes   (default 67108864 = 64 MiB; a store made
+#                                            with another size keeps its own)
+#   BIN           directory of the binaries (default ./bin)
+#
+# The daemons' other settings can come from BOLIDE_NAMESRV_* and
+# BOLIDE_BROKER_* variables (docs/config.md); the flags this script passes
+# (listen, namesrv, store-dir, segment-size) win over them.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 BIN=${BIN:-$(cd "$here/.." && pwd)/bin}
-run_dir=./data/run
+NAMESRV_PORT=${NAMESRV_PORT:-9876}
+BROKER_PORT=${BROKER_PORT:-10911}
+DATA_DIR=${DATA_DIR:-./data}
+store_dir=$DATA_DIR/broker-a
+run_dir=$DATA_DIR/run
 mkdir -p "$run_dir"
+
+# Local runs use 64 MiB segments, not the broker's 1 GiB default: each
+# segment (and the next one, prepared ahead) is allocated in full on disk.
+# A store cannot be opened with another segment size than it was made
+# with, so unless SEGMENT_SIZE is set an existing store keeps its own.
+segment_size=${SEGMENT_SIZE:-67108864}
+if [[ -z ${SEGMENT_SIZE:-} ]]; then
+  for seg in "$store_dir"/store/commitlog/[0-9]*; do
+    [[ -f $seg ]] && { segment_size=$(stat -c %s "$seg"); break; }
+  done
+fi
 
 for b in bolide-nameserver bolide-broker; do
   [[ -x $BIN/$b ]] || { echo "run: $BIN/$b is missing: run 'make build' first" >&2; exit 1; }
@@ -69,15 +93,21 @@ wait_addr() {
   stop
 }
 
-setsid "$BIN/bolide-nameserver" --addr-file "$run_dir/namesrv.addr" </dev/null &
+namesrv=127.0.0.1:$NAMESRV_PORT
+rm -f "$run_dir/namesrv.addr" "$run_dir/broker.addr"
+setsid "$BIN/bolide-nameserver" --listen "$namesrv" --addr-file "$run_dir/namesrv.addr" </dev/null &
 ns_pid=$!
 wait_addr "$run_dir/namesrv.addr" "$ns_pid" NameServer
-setsid "$BIN/bolide-broker" --addr-file "$run_dir/broker.addr" </dev/null &
+setsid "$BIN/bolide-broker" --namesrv "$namesrv" --listen "127.0.0.1:$BROKER_PORT" --store-dir "$store_dir" \
+  --segment-size "$segment_size" --addr-file "$run_dir/broker.addr" </dev/null &
 broker_pid=$!
 wait_addr "$run_dir/broker.addr" "$broker_pid" broker
 
 cat >&2 <<EOF
-run: Bolide is running: NameServer $(cat "$run_dir/namesrv.addr"), broker broker-a $(cat "$run_dir/broker.addr"), data in ./data
+run: Bolide is running: NameServer $(cat "$run_dir/namesrv.addr"), broker broker-a $(cat "$run_dir/broker.addr"), data in $DATA_DIR
+EOF
+[[ $namesrv == 127.0.0.1:9876 ]] || echo "run: export BOLIDE_NAMESRV=$namesrv   # for bin/bolide" >&2
+cat >&2 <<EOF
 run: try   bin/bolide topic create demo && bin/bolide send --topic demo hello && bin/bolide consume --topic demo --group g
 run: Ctrl-C stops both
 EOF

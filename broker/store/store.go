@@ -156,9 +156,6 @@ func (s *Store) open() error {
 		return err
 	}
 	s.cpFile = cpFile
-	if !found {
-		s.log.Warn("no valid checkpoint; verifying the whole log")
-	}
 	s.recovery.Checkpoint = found
 	if !s.recovery.CleanShutdown {
 		s.log.Warn("store was not shut down cleanly; recovering from the checkpoint",
@@ -169,6 +166,15 @@ func (s *Store) open() error {
 		return err
 	}
 	s.recovery.Log = s.clog.Recovery()
+	if !found {
+		// Without a checkpoint the whole log is verified: worth a warning
+		// when there was a log, not for a new (or empty) store.
+		if rec := s.recovery.Log; rec.End == 0 && !rec.Torn && rec.RemovedSegments == 0 {
+			s.log.Info("new store: no checkpoint and an empty log")
+		} else {
+			s.log.Warn("no valid checkpoint; verified the whole log", zap.Int64("records", rec.Records), zap.Int64("end", rec.End))
+		}
+	}
 	s.cqs, err = consumequeue.Open(filepath.Join(o.Dir, "consumequeue"), o.ConsumeQueue, s.log.Named("consumequeue"))
 	if err != nil {
 		return err

@@ -4,9 +4,9 @@
 //	bolide-broker --namesrv 127.0.0.1:9876 --listen 127.0.0.1:10911 \
 //	    --store-dir ./data/broker-a --broker-name broker-a --broker-id 0 --cluster DefaultCluster
 //
-// Every flag can also come from a BOLIDE_* environment variable
-// (BOLIDE_NAMESRV, BOLIDE_STORE_DIR, ...) or a YAML file given with --config
-// whose keys are the flag names; flags win over the environment, which wins
+// Every flag can also come from a BOLIDE_BROKER_* environment variable
+// (BOLIDE_BROKER_NAMESRV, BOLIDE_BROKER_STORE_DIR, ...) or a YAML file given
+// with --config whose keys are the flag names; flags win over the environment, which wins
 // over the file. SIGTERM or SIGINT drains and exits 0; a second one forces.
 package main
 
@@ -117,6 +117,7 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 			}
 			defer func() { _ = lg.Sync() }()
 			lg.Info("bolide-broker starting", append([]zap.Field{zap.String("version", daemon.Version)}, cfg.LogFields()...)...)
+			cfg.WarnIgnoredEnv(lg)
 			*code = serve(opts, f, lg)
 			return nil
 		},
@@ -126,13 +127,13 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs.SortFlags = false
 	fs.StringVar(&f.config, "config", "", "YAML config file; keys are flag names")
 	fs.StringVar(&f.namesrv, "namesrv", strings.Join(d.NameServers, ";"), `NameServer addresses, separated by ";" or ","`)
-	fs.StringVar(&f.listen, "listen", d.ListenAddr, "gRPC listen address (port 0 picks one; see --addr-file)")
+	daemon.CheckedStringVar(fs, &f.listen, "listen", d.ListenAddr, "gRPC listen address (port 0 picks one; see --addr-file)", daemon.CheckHostPort)
 	fs.StringVar(&f.advertise, "advertise", "", "address registered with the NameServers (default: the bound address)")
 	fs.StringVar(&f.storeDir, "store-dir", d.StoreDir, "data directory (store and metadata)")
 	fs.StringVar(&f.brokerName, "broker-name", d.BrokerName, "broker group name")
 	fs.Int64Var(&f.brokerID, "broker-id", d.BrokerID, "0 for the master, > 0 for a slave")
 	fs.StringVar(&f.cluster, "cluster", d.Cluster, "cluster name")
-	fs.StringVar(&f.flush, "flush", d.Store.CommitLog.FlushMode.String(), "sync (acknowledge once durable) or async (flush every 500 ms)")
+	daemon.CheckedStringVar(fs, &f.flush, "flush", d.Store.CommitLog.FlushMode.String(), "sync (acknowledge once durable) or async (flush every 500 ms)", checkFlush)
 	fs.Int64Var(&f.segmentSize, "segment-size", d.Store.CommitLog.SegmentSize, "CommitLog segment size in bytes")
 	fs.DurationVar(&f.registerInterval, "register-interval", d.RegisterInterval, "how often to register with the NameServers")
 	fs.DurationVar(&f.registerTimeout, "register-timeout", d.RegisterTimeout, "bound of one registration or unregistration call")
@@ -163,10 +164,10 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs.DurationVar(&f.haHeartbeat, "ha-heartbeat", r.HeartbeatInterval, "replication heartbeat interval")
 	fs.DurationVar(&f.haTimeout, "ha-timeout", r.Timeout, "drop a replication connection silent this long")
 	fs.DurationVar(&f.metadataSync, "metadata-sync-interval", r.MetadataSyncInterval, "slave: how often topics and consumer offsets are fetched from the master")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&f.logFormat, "log-format", "console", "console or json")
+	daemon.CheckedStringVar(fs, &f.logLevel, "log-level", "info", "debug, info, warn or error", daemon.CheckLogLevel)
+	daemon.CheckedStringVar(fs, &f.logFormat, "log-format", "console", "console or json", daemon.CheckLogFormat)
 	fs.StringVar(&f.addrFile, "addr-file", "", "write the bound gRPC address to this file once serving")
-	fs.StringVar(&f.adminListen, "admin-listen", daemon.AdminAuto, daemon.AdminFlagHelp)
+	daemon.CheckedStringVar(fs, &f.adminListen, "admin-listen", daemon.AdminAuto, daemon.AdminFlagHelp, daemon.CheckAdminListen)
 	fs.StringVar(&f.adminAddrFile, "admin-addr-file", "", "write the bound admin address to this file once serving")
 	return cmd, f
 }
@@ -182,6 +183,13 @@ func splitList(s string) []string {
 	return out
 }
 
+// checkFlush accepts the flush modes; as a flag check it runs wherever the
+// value comes from, so the error names the flag, variable or file key.
+func checkFlush(s string) error {
+	_, err := commitlog.ParseFlushMode(s)
+	return err
+}
+
 // positiveSettings must be above zero; a bad value is refused naming the
 // setting and its source before the broker's own validation runs.
 var positiveSettings = []string{
@@ -194,7 +202,7 @@ var positiveSettings = []string{
 // loadOptions resolves the flags (flag > env > file > default) and turns
 // them into validated broker options.
 func loadOptions(cmd *cobra.Command, f *flags) (broker.Options, *daemon.Config, error) {
-	cfg := daemon.BindCommand(cmd)
+	cfg := daemon.BindCommand(cmd, daemon.BrokerEnvPrefix)
 	if err := cfg.Load(f.config); err != nil {
 		return broker.Options{}, nil, err
 	}
@@ -236,7 +244,7 @@ func loadOptions(cmd *cobra.Command, f *flags) (broker.Options, *daemon.Config, 
 	opts.Retry.MaxReconsumeTimes = f.maxReconsume
 	opts.PullMaxMessages = f.pullMaxMessages
 	opts.PullMaxBytes = f.pullMaxBytes
-	mode, err := commitlog.ParseFlushMode(f.flush)
+	mode, err := commitlog.ParseFlushMode(f.flush) // checked by the flag
 	if err != nil {
 		return broker.Options{}, nil, fmt.Errorf("flush: %w", err)
 	}

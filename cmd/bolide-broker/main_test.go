@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -250,7 +251,7 @@ func TestBinary(t *testing.T) {
 			env  string
 			want []string
 		}{
-			{[]string{"--listen", "127.0.0.1:0"}, "BOLIDE_SEGMENT_SIZE=0", []string{"segment-size", "BOLIDE_SEGMENT_SIZE"}},
+			{[]string{"--listen", "127.0.0.1:0"}, "BOLIDE_BROKER_SEGMENT_SIZE=0", []string{"segment-size", "BOLIDE_BROKER_SEGMENT_SIZE"}},
 			{[]string{"--admin-listen", "everywhere"}, "", []string{"admin-listen"}},
 			{[]string{"--register-timeout", "-1s"}, "", []string{"register-timeout"}},
 		} {
@@ -497,13 +498,22 @@ func TestConfigValidation(t *testing.T) {
 		want []string
 	}{
 		{"zero in file", "segment-size: 0\n", [2]string{}, nil, []string{"segment-size", "config file"}},
-		{"negative in env", "", [2]string{"BOLIDE_REGISTER_INTERVAL", "-1s"}, nil, []string{"register-interval", "BOLIDE_REGISTER_INTERVAL"}},
+		{"negative in env", "", [2]string{"BOLIDE_BROKER_REGISTER_INTERVAL", "-1s"}, nil, []string{"register-interval", "BOLIDE_BROKER_REGISTER_INTERVAL"}},
 		{"zero flag", "", [2]string{}, []string{"--default-queues", "0"}, []string{"default-queues", "--default-queues"}},
 		{"bad admin address", "admin-listen: everywhere\n", [2]string{}, nil, []string{"admin-listen", "everywhere"}},
 		{"bad flush mode", "flush: sometimes\n", [2]string{}, nil, []string{"flush", "sometimes"}},
 		{"body larger than a segment", "segment-size: 1048576\n", [2]string{}, nil, []string{"max-message-size", "segment-size"}},
 		{"unknown key", "admin-listn: off\n", [2]string{}, nil, []string{`"admin-listn"`}},
 		{"bad duration", "drain-timeout: soon\n", [2]string{}, nil, []string{`"drain-timeout"`}},
+		// A bad listen address is the listen setting's fault, not the
+		// admin listener's (derived from it).
+		{"bad listen flag", "", [2]string{}, []string{"--listen", "banana"}, []string{`"--listen"`, "banana", "not host:port"}},
+		{"bad listen in file", "listen: banana\n", [2]string{}, nil, []string{`key "listen"`, "banana"}},
+		{"bad flush flag", "", [2]string{}, []string{"--flush", "banana"}, []string{`"--flush"`, "banana"}},
+		{"bad flush in env", "", [2]string{"BOLIDE_BROKER_FLUSH", "banana"}, nil, []string{`BOLIDE_BROKER_FLUSH="banana"`, "flush"}},
+		{"bad flush in file", "flush: banana\n", [2]string{}, nil, []string{`key "flush"`, "banana"}},
+		{"bad log level in env", "", [2]string{"BOLIDE_BROKER_LOG_LEVEL", "loud"}, nil, []string{`BOLIDE_BROKER_LOG_LEVEL="loud"`, "log-level"}},
+		{"one key twice", "broker_name: a\nbroker-name: b\n", [2]string{}, nil, []string{`"broker-name" and "broker_name"`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -520,12 +530,15 @@ func TestConfigValidation(t *testing.T) {
 			}
 			code := 0
 			cmd, f := newCommand(&code)
-			if err := cmd.ParseFlags(args); err != nil {
-				t.Fatal(err)
+			err := cmd.ParseFlags(args)
+			if err == nil {
+				_, _, err = loadOptions(cmd, f)
 			}
-			_, _, err := loadOptions(cmd, f)
 			if err == nil {
 				t.Fatal("accepted")
+			}
+			if strings.HasPrefix(c.name, "bad listen") && strings.Contains(err.Error(), "admin-listen") {
+				t.Errorf("error %q blames admin-listen", err)
 			}
 			for _, w := range c.want {
 				if !strings.Contains(err.Error(), w) {
@@ -550,13 +563,47 @@ func TestConfigValidation(t *testing.T) {
 	}
 }
 
+// TestEnvPrefix: the broker reads BOLIDE_BROKER_*, so the NameServer's
+// variables and the names both daemons once shared (BOLIDE_LISTEN) do not
+// reach it; the latter are reported.
+func TestEnvPrefix(t *testing.T) {
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "BOLIDE_") {
+			t.Setenv(k, "")
+		}
+	}
+	t.Setenv("BOLIDE_NAMESRV_LISTEN", "127.0.0.1:19876")
+	t.Setenv("BOLIDE_BROKER_LISTEN", "127.0.0.1:20911")
+	t.Setenv("BOLIDE_BROKER_NAMESRV", "127.0.0.1:19876")
+	t.Setenv("BOLIDE_BROKER_BROKER_NAME", "broker-x")
+	t.Setenv("BOLIDE_LISTEN", "127.0.0.1:30911")
+	t.Setenv("BOLIDE_FLUSH", "banana")
+	code := 0
+	cmd, f := newCommand(&code)
+	if err := cmd.ParseFlags([]string{"--store-dir", t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	opts, cfg, err := loadOptions(cmd, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.ListenAddr != "127.0.0.1:20911" || opts.BrokerName != "broker-x" ||
+		len(opts.NameServers) != 1 || opts.NameServers[0] != "127.0.0.1:19876" {
+		t.Fatalf("listen %s, broker %s, name servers %v", opts.ListenAddr, opts.BrokerName, opts.NameServers)
+	}
+	want := []string{"BOLIDE_FLUSH (use BOLIDE_BROKER_FLUSH)", "BOLIDE_LISTEN (use BOLIDE_BROKER_LISTEN)"}
+	if got := cfg.IgnoredEnv(); !slices.Equal(got, want) {
+		t.Errorf("ignored %q, want %q", got, want)
+	}
+}
+
 // TestConfigDoc fails when docs/config.md does not list every setting with
 // its default and environment variable; BOLIDE_UPDATE_CONFIG_DOC=1
 // rewrites the table.
 func TestConfigDoc(t *testing.T) {
 	code := 0
 	cmd, _ := newCommand(&code)
-	table := daemon.BindCommand(cmd).DocTable()
+	table := daemon.BindCommand(cmd, daemon.BrokerEnvPrefix).DocTable()
 	err := daemon.SyncDocTable("../../docs/config.md", "bolide-broker", table, os.Getenv("BOLIDE_UPDATE_CONFIG_DOC") == "1")
 	if err != nil {
 		t.Fatalf("%v: run BOLIDE_UPDATE_CONFIG_DOC=1 go test -run TestConfigDoc ./cmd/bolide-broker/", err)

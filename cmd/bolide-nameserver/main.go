@@ -3,9 +3,9 @@
 //
 //	bolide-nameserver --listen 127.0.0.1:9876
 //
-// Every flag can also come from a BOLIDE_* environment variable
-// (BOLIDE_LISTEN, BOLIDE_BROKER_TIMEOUT, ...) or a YAML file given with
-// --config whose keys are the flag names; flags win over the environment,
+// Every flag can also come from a BOLIDE_NAMESRV_* environment variable
+// (BOLIDE_NAMESRV_LISTEN, BOLIDE_NAMESRV_BROKER_TIMEOUT, ...) or a YAML file
+// given with --config whose keys are the flag names; flags win over the environment,
 // which wins over the file. SIGTERM or SIGINT drains and exits 0.
 package main
 
@@ -87,6 +87,7 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 			}
 			defer func() { _ = lg.Sync() }()
 			lg.Info("bolide-nameserver starting", append([]zap.Field{zap.String("version", daemon.Version)}, cfg.LogFields()...)...)
+			cfg.WarnIgnoredEnv(lg)
 			*code = serve(opts, f, lg)
 			return nil
 		},
@@ -95,17 +96,17 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs := cmd.Flags()
 	fs.SortFlags = false
 	fs.StringVar(&f.config, "config", "", "YAML config file; keys are flag names")
-	fs.StringVar(&f.listen, "listen", d.ListenAddr, "gRPC listen address (port 0 picks one; see --addr-file)")
+	daemon.CheckedStringVar(fs, &f.listen, "listen", d.ListenAddr, "gRPC listen address (port 0 picks one; see --addr-file)", daemon.CheckHostPort)
 	fs.StringVar(&f.gossip, "gossip", "", `gossip (memberlist) address: "" derives listen port + 1, "off" disables`)
 	fs.StringSliceVar(&f.gossipSeeds, "gossip-seeds", nil, "gossip addresses of other NameServers or brokers to join")
 	fs.StringVar(&f.gossipProfile, "gossip-profile", d.GossipProfile, `failure detection timings: "lan" or "fast" (tests)`)
 	fs.DurationVar(&f.scanInterval, "scan-interval", d.ScanInterval, "how often silent brokers are evicted")
 	fs.DurationVar(&f.brokerTimeout, "broker-timeout", d.BrokerTimeout, "a broker silent this long is evicted (unless it asks for its own)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", daemon.DefaultDrainTimeout, "how long SIGTERM waits for in-flight calls")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&f.logFormat, "log-format", "console", "console or json")
+	daemon.CheckedStringVar(fs, &f.logLevel, "log-level", "info", "debug, info, warn or error", daemon.CheckLogLevel)
+	daemon.CheckedStringVar(fs, &f.logFormat, "log-format", "console", "console or json", daemon.CheckLogFormat)
 	fs.StringVar(&f.addrFile, "addr-file", "", "write the bound gRPC address to this file once serving")
-	fs.StringVar(&f.adminListen, "admin-listen", daemon.AdminAuto, daemon.AdminFlagHelp)
+	daemon.CheckedStringVar(fs, &f.adminListen, "admin-listen", daemon.AdminAuto, daemon.AdminFlagHelp, daemon.CheckAdminListen)
 	fs.StringVar(&f.adminAddrFile, "admin-addr-file", "", "write the bound admin address to this file once serving")
 	return cmd, f
 }
@@ -113,7 +114,7 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 // loadOptions resolves the flags (flag > env > file > default) and turns
 // them into validated NameServer options.
 func loadOptions(cmd *cobra.Command, f *flags) (nameserver.Options, *daemon.Config, error) {
-	cfg := daemon.BindCommand(cmd)
+	cfg := daemon.BindCommand(cmd, daemon.NameServerEnvPrefix)
 	if err := cfg.Load(f.config); err != nil {
 		return nameserver.Options{}, nil, err
 	}

@@ -69,7 +69,7 @@ func TestBinary(t *testing.T) {
 		}
 		var stderr bytes.Buffer
 		cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--addr-file", addrFile, "--log-format", "json")
-		cmd.Env = cleanEnv("BOLIDE_GOSSIP_PROFILE=fast")
+		cmd.Env = cleanEnv("BOLIDE_NAMESRV_GOSSIP_PROFILE=fast")
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -146,7 +146,7 @@ func TestBinary(t *testing.T) {
 			want string
 		}{
 			{[]string{"--config", cfg}, nil, "broker-timout"},
-			{[]string{"--listen", "127.0.0.1:0"}, []string{"BOLIDE_SCAN_INTERVAL=often"}, "BOLIDE_SCAN_INTERVAL"},
+			{[]string{"--listen", "127.0.0.1:0"}, []string{"BOLIDE_NAMESRV_SCAN_INTERVAL=often"}, "BOLIDE_NAMESRV_SCAN_INTERVAL"},
 			{[]string{"--listen", "127.0.0.1:0", "--gossip-profile", "wan"}, nil, "gossip_profile"},
 		} {
 			cmd := exec.Command(bin, c.args...)
@@ -179,7 +179,7 @@ func TestBinary(t *testing.T) {
 }
 
 // TestConfigPrecedence resolves the real command's flags in-process:
-// flag > BOLIDE_* env > YAML file > default.
+// flag > BOLIDE_NAMESRV_* env > YAML file > default.
 func TestConfigPrecedence(t *testing.T) {
 	for _, kv := range os.Environ() {
 		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "BOLIDE_") {
@@ -197,8 +197,13 @@ broker-timeout: 1m
 	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("BOLIDE_LISTEN", "10.0.0.9:9876")
-	t.Setenv("BOLIDE_BROKER_TIMEOUT", "90s")
+	t.Setenv("BOLIDE_NAMESRV_LISTEN", "10.0.0.9:9876")
+	t.Setenv("BOLIDE_NAMESRV_BROKER_TIMEOUT", "90s")
+	// The broker's variables, and the names both daemons once shared, are
+	// not the NameServer's.
+	t.Setenv("BOLIDE_BROKER_SCAN_INTERVAL", "1h")
+	t.Setenv("BOLIDE_BROKER_LISTEN", "10.0.0.8:10911")
+	t.Setenv("BOLIDE_GOSSIP", "10.0.0.7:7000")
 
 	code := 0
 	cmd, f := newCommand(&code)
@@ -219,6 +224,9 @@ broker-timeout: 1m
 			t.Errorf("source of %s: %s, want %s", name, got, src)
 		}
 	}
+	if got, want := c.IgnoredEnv(), []string{"BOLIDE_GOSSIP (use BOLIDE_NAMESRV_GOSSIP)"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("ignored %q, want %q", got, want)
+	}
 
 	// An invalid value or an unknown key fails, naming it.
 	if err := os.WriteFile(cfg, []byte("scan-interval: -1s\n"), 0o644); err != nil {
@@ -237,6 +245,14 @@ broker-timeout: 1m
 	if _, _, err := loadOptions(cmd, f); err == nil || !strings.Contains(err.Error(), `"listen-addr"`) {
 		t.Fatalf("unknown key: %v", err)
 	}
+
+	// A bad listen address names listen, not the admin listener derived
+	// from it.
+	cmd, _ = newCommand(&code)
+	if err := cmd.ParseFlags([]string{"--listen", "banana"}); err == nil || !strings.Contains(err.Error(), `"--listen"`) ||
+		strings.Contains(err.Error(), "admin-listen") {
+		t.Fatalf("bad listen: %v", err)
+	}
 }
 
 // TestConfigDoc fails when docs/config.md does not list every setting with
@@ -245,7 +261,7 @@ broker-timeout: 1m
 func TestConfigDoc(t *testing.T) {
 	code := 0
 	cmd, _ := newCommand(&code)
-	table := daemon.BindCommand(cmd).DocTable()
+	table := daemon.BindCommand(cmd, daemon.NameServerEnvPrefix).DocTable()
 	err := daemon.SyncDocTable("../../docs/config.md", "bolide-nameserver", table, os.Getenv("BOLIDE_UPDATE_CONFIG_DOC") == "1")
 	if err != nil {
 		t.Fatalf("%v: run BOLIDE_UPDATE_CONFIG_DOC=1 go test -run TestConfigDoc ./cmd/bolide-nameserver/", err)

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -14,9 +15,17 @@ import (
 	"go.uber.org/zap"
 )
 
-// EnvPrefix prefixes every environment variable a daemon reads:
-// --broker-timeout is BOLIDE_BROKER_TIMEOUT.
+// EnvPrefix starts every Bolide environment variable. The daemons add their
+// own name to it, so one environment can hold both daemons' settings
+// without a clash: the broker's --listen is BOLIDE_BROKER_LISTEN, the
+// NameServer's BOLIDE_NAMESRV_LISTEN.
 const EnvPrefix = "BOLIDE"
+
+// The daemons' environment variable prefixes.
+const (
+	BrokerEnvPrefix     = EnvPrefix + "_BROKER"
+	NameServerEnvPrefix = EnvPrefix + "_NAMESRV"
+)
 
 // Where a setting came from.
 const (
@@ -40,6 +49,7 @@ type Config struct {
 	prefix  string
 	exempt  map[string]bool   // flags that are not settings (help, version, config)
 	sources map[string]string // flag name -> Source*
+	ignored []string          // set variables of the shared names, see IgnoredEnv
 }
 
 // NewConfig binds fs. Flags named in exempt are not settings: they cannot
@@ -61,16 +71,53 @@ func NewConfig(fs *pflag.FlagSet, envPrefix string, exempt ...string) *Config {
 	return c
 }
 
-// BindCommand binds a cobra command's flags with the BOLIDE prefix; the
-// flag "config", if the command has one, names the file and is not itself
-// a setting. Call it in RunE (after cobra parsed the flags), then Load.
-func BindCommand(cmd *cobra.Command) *Config {
-	return NewConfig(cmd.Flags(), EnvPrefix, "config")
+// BindCommand binds a cobra command's flags with a daemon's environment
+// prefix (BrokerEnvPrefix, NameServerEnvPrefix); the flag "config", if the
+// command has one, names the file and is not itself a setting. Call it in
+// RunE (after cobra parsed the flags), then Load.
+func BindCommand(cmd *cobra.Command, envPrefix string) *Config {
+	return NewConfig(cmd.Flags(), envPrefix, "config")
 }
 
 // EnvName is the environment variable of a flag.
 func (c *Config) EnvName(flag string) string {
-	return c.prefix + "_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+	return envName(c.prefix, flag)
+}
+
+func envName(prefix, flag string) string {
+	return prefix + "_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// IgnoredEnv lists, after Load, the variables set under the names both
+// daemons once shared (BOLIDE_LISTEN for --listen), which a daemon with
+// its own prefix does not read; a main logs them so that an old
+// environment file does not go unnoticed.
+func (c *Config) IgnoredEnv() []string { return c.ignored }
+
+// WarnIgnoredEnv logs IgnoredEnv, if any.
+func (c *Config) WarnIgnoredEnv(lg *zap.Logger) {
+	if len(c.ignored) > 0 {
+		lg.Warn("environment variables not read: this daemon's settings are under its own prefix",
+			zap.String("prefix", c.prefix+"_"), zap.Strings("ignored", c.ignored))
+	}
+}
+
+// noteIgnoredEnv fills c.ignored.
+func (c *Config) noteIgnoredEnv() {
+	c.ignored = nil
+	if c.prefix == EnvPrefix {
+		return
+	}
+	own := map[string]bool{}
+	for _, name := range c.settingNames() {
+		own[c.EnvName(name)] = true
+	}
+	for _, name := range c.settingNames() {
+		old := envName(EnvPrefix, name)
+		if os.Getenv(old) != "" && !own[old] {
+			c.ignored = append(c.ignored, fmt.Sprintf("%s (use %s)", old, c.EnvName(name)))
+		}
+	}
 }
 
 // Load reads the YAML file at path ("" for none), rejects keys that are
@@ -90,6 +137,7 @@ func (c *Config) Load(path string) error {
 			return fmt.Errorf("config %s: %w", path, err)
 		}
 	}
+	c.noteIgnoredEnv()
 	var errs []string
 	c.fs.VisitAll(func(f *pflag.Flag) {
 		if c.exempt[f.Name] {
@@ -103,7 +151,7 @@ func (c *Config) Load(path string) error {
 		if val, ok := os.LookupEnv(env); ok && val != "" {
 			c.sources[f.Name] = SourceEnv
 			if err := c.fs.Set(f.Name, val); err != nil {
-				errs = append(errs, fmt.Sprintf("%s=%q: invalid value for %s: %v", env, val, f.Name, err))
+				errs = append(errs, fmt.Sprintf("%s=%q: invalid value for %s: %v", env, val, f.Name, valueError(err)))
 			}
 			return
 		}
@@ -111,7 +159,7 @@ func (c *Config) Load(path string) error {
 			c.sources[f.Name] = SourceFile
 			val := stringify(c.v.Get(f.Name))
 			if err := c.fs.Set(f.Name, val); err != nil {
-				errs = append(errs, fmt.Sprintf("%s: key %q: invalid value %q: %v", path, f.Name, val, err))
+				errs = append(errs, fmt.Sprintf("%s: key %q: invalid value %q: %v", path, f.Name, val, valueError(err)))
 			}
 			return
 		}
@@ -121,6 +169,16 @@ func (c *Config) Load(path string) error {
 		return fmt.Errorf("config: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// valueError is why a value was refused, without pflag's "invalid
+// argument ... for --flag" wrapping: the caller names the variable or key.
+func valueError(err error) error {
+	var ive *pflag.InvalidValueError
+	if errors.As(err, &ive) && ive.Unwrap() != nil {
+		return ive.Unwrap()
+	}
+	return err
 }
 
 // readFile reads a YAML file into a map keyed by flag name. Keys are case
@@ -134,6 +192,7 @@ func (c *Config) readFile(path string) (map[string]any, error) {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	out := map[string]any{}
+	keys := map[string][]string{} // setting -> the file's keys for it
 	var unknown []string
 	for key, val := range fv.AllSettings() {
 		name := strings.ReplaceAll(strings.ToLower(key), "_", "-")
@@ -142,11 +201,35 @@ func (c *Config) readFile(path string) (map[string]any, error) {
 			continue
 		}
 		out[name] = val
+		keys[name] = append(keys[name], key)
 	}
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
 		return nil, fmt.Errorf("config %s: unknown key %q (known: %s)", path, strings.Join(unknown, `", "`),
 			strings.Join(c.settingNames(), ", "))
+	}
+	// "broker_name" and "broker-name" are one setting: a file with both
+	// would keep whichever came last, so it is refused.
+	var dups []string
+	for _, name := range slices.Sorted(maps.Keys(keys)) {
+		ks := keys[name]
+		if len(ks) < 2 {
+			continue
+		}
+		slices.Sort(ks)
+		quoted := make([]string, len(ks))
+		for i, k := range ks {
+			quoted[i] = strconv.Quote(k)
+		}
+		all := "all"
+		if len(ks) == 2 {
+			all = "both"
+		}
+		dups = append(dups, fmt.Sprintf("keys %s and %s %s set %s: keep one",
+			strings.Join(quoted[:len(ks)-1], ", "), quoted[len(ks)-1], all, name))
+	}
+	if len(dups) > 0 {
+		return nil, fmt.Errorf("config %s: %s", path, strings.Join(dups, "; "))
 	}
 	return out, nil
 }

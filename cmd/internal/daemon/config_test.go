@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -117,6 +118,10 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		{"bad bool in file", "verbose: maybe\n", [2]string{}, []string{`key "verbose"`}},
 		{"bad env", "", [2]string{"BOLIDE_SCAN_INTERVAL", "fast"}, []string{"BOLIDE_SCAN_INTERVAL", "scan-interval"}},
 		{"not yaml", "listen: [unclosed\n", [2]string{}, []string{"bolide.yaml"}},
+		{"one setting twice", "scan_interval: 1s\nscan-interval: 2s\n", [2]string{},
+			[]string{`keys "scan-interval" and "scan_interval" both set scan-interval`}},
+		{"bad value of a checked flag in file", "mode: sometimes\n", [2]string{}, []string{`key "mode": invalid value "sometimes": want fast or slow`}},
+		{"bad value of a checked flag in env", "", [2]string{"BOLIDE_MODE", "sometimes"}, []string{`BOLIDE_MODE="sometimes": invalid value for mode: want fast or slow`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -128,6 +133,8 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 				path = writeFile(t, c.file)
 			}
 			f := newTestFlags()
+			var mode string
+			CheckedStringVar(f.fs, &mode, "mode", "fast", "", checkMode)
 			err := NewConfig(f.fs, EnvPrefix, "config").Load(path)
 			if err == nil {
 				t.Fatal("Load succeeded")
@@ -142,5 +149,46 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 	f := newTestFlags()
 	if err := NewConfig(f.fs, EnvPrefix).Load(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
 		t.Fatal("missing file accepted")
+	}
+}
+
+func checkMode(s string) error {
+	if s != "fast" && s != "slow" {
+		return errors.New("want fast or slow")
+	}
+	return nil
+}
+
+// TestCheckedString: a checked flag refuses a bad value wherever it comes
+// from and keeps the good one.
+func TestCheckedString(t *testing.T) {
+	f := newTestFlags()
+	var mode string
+	CheckedStringVar(f.fs, &mode, "mode", "fast", "", checkMode)
+	if mode != "fast" || f.fs.Lookup("mode").DefValue != "fast" || f.fs.Lookup("mode").Value.Type() != "string" {
+		t.Fatalf("default %q", mode)
+	}
+	err := f.fs.Parse([]string{"--mode", "sometimes"})
+	if err == nil || !strings.Contains(err.Error(), `"--mode"`) || !strings.Contains(err.Error(), "want fast or slow") {
+		t.Fatalf("flag: %v", err)
+	}
+	if err := f.fs.Parse([]string{"--mode", "slow"}); err != nil || mode != "slow" {
+		t.Fatalf("flag: %q %v", mode, err)
+	}
+}
+
+func TestCheckHostPort(t *testing.T) {
+	for s, ok := range map[string]bool{
+		"127.0.0.1:9876": true, ":9876": true, "[::1]:0": true, "broker-a.example:10911": true,
+		"banana": false, "127.0.0.1": false, "127.0.0.1:http": false, "127.0.0.1:65536": false, "": false,
+	} {
+		if err := CheckHostPort(s); (err == nil) != ok {
+			t.Errorf("CheckHostPort(%q) = %v", s, err)
+		}
+	}
+	for s, ok := range map[string]bool{"auto": true, "off": true, "": true, "127.0.0.1:10980": true, "everywhere": false} {
+		if err := CheckAdminListen(s); (err == nil) != ok {
+			t.Errorf("CheckAdminListen(%q) = %v", s, err)
+		}
 	}
 }

@@ -1,8 +1,9 @@
 // Package daemon is what every Bolide daemon's main shares: the logger,
-// configuration from flags, BOLIDE_* environment variables and an optional
-// YAML file, the version string, the address file, the admin listener, and
-// the run-until-signal lifecycle; Serve puts them together around a server.
-// Only cmd/ imports it; libraries take plain Options structs.
+// configuration from flags, environment variables (BOLIDE_BROKER_*,
+// BOLIDE_NAMESRV_*) and an optional YAML file, the version string, the
+// address file, the admin listener, and the run-until-signal lifecycle;
+// Serve puts them together around a server. Only cmd/ imports it;
+// libraries take plain Options structs.
 package daemon
 
 // Version is the build's version, set at link time:
