@@ -34,6 +34,10 @@ type Producer struct {
 	rr       atomic.Uint64
 	state    atomic.Int32
 
+	// Lock order: muxMu and asyncMu are never held together. mux holds
+	// muxMu while it takes the connection pool's lock (p.b.broker).
+	// SendAsync and Close release asyncMu before they call a callback or
+	// wait for asyncWG.
 	muxMu sync.Mutex
 	muxes map[string]*sendMux
 

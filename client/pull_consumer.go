@@ -18,6 +18,9 @@ type PullConsumer struct {
 	c     *consumerCore
 	state atomic.Int32
 
+	// Lock order: closeMu, then mu: Close holds closeMu through
+	// consumerCore.close, which calls removeQueues. removeQueues releases
+	// mu before it waits for the fetch loops, and they take mu themselves.
 	mu      sync.Mutex
 	queues  map[MessageQueue]*liteQueue
 	rr      int

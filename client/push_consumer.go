@@ -78,6 +78,10 @@ type PushConsumer struct {
 	lockNow       signal
 	lockDone      chan struct{}
 
+	// Lock order: closeMu, then mu, then a pushQueue's lockMu. Close (and
+	// Start when it fails) holds closeMu through consumerCore.close, which
+	// calls removeQueues; lockLoop checks lockValid under mu. removeQueues
+	// releases mu before it waits for the queues' loops and the listeners.
 	mu     sync.Mutex
 	queues map[MessageQueue]*pushQueue
 	// running are the listener calls in progress (retry.go).

@@ -39,6 +39,10 @@ type sendConn struct {
 	stream grpc.BidiStreamingClient[pb.SendRequest, pb.SendResponse]
 	cancel context.CancelFunc
 
+	// Lock order: sendMu and mu are never held together (do registers the
+	// waiter under mu, then sends under sendMu). teardown releases
+	// sendMux.mu before it takes mu, and replies are sent to the waiters'
+	// channels after mu is released.
 	sendMu sync.Mutex // stream.Send is not safe for concurrent use
 
 	mu      sync.Mutex

@@ -108,6 +108,10 @@ type TransactionProducer struct {
 	*Producer
 	listener TransactionListener
 
+	// Lock order: sessMu and retriedMu are never held together, nor with
+	// the embedded Producer's locks. Under sessMu, openSessionLocked only
+	// starts a session's goroutine; syncSessions and closeSessions release
+	// sessMu before they wait for sessions to end.
 	sessMu   sync.Mutex
 	sessions map[string]*txnSession
 	checks   chan struct{} // bounds concurrent check answers

@@ -99,6 +99,18 @@ type Log struct {
 	writable bool // segments mapped read-write
 	log      *zap.Logger
 
+	// Lock order: flushMu, then commitMu, then mu, then segMu or allocMu;
+	// segMu and allocMu are never held together. flush holds flushMu
+	// across commit (commitMu, then mu) and takes segMu once commit has
+	// returned; StartAt takes all five in this order; under mu, rollLocked
+	// takes segMu and allocMu one after the other, startLoops allocMu and
+	// LastRecord segMu (findLastRecordLocked). Appenders and LastRecord
+	// release mu before commitUpTo, which takes commitMu. OnFlush runs
+	// under flushMu. allocLoop holds allocMu while it creates and maps the
+	// next segment, so a roll can wait for it under mu. View, Scan and
+	// PreadRecords call fn under segMu's read lock: fn must not call the
+	// Log methods that take these locks.
+
 	segMu sync.RWMutex
 	segs  []*segment
 
