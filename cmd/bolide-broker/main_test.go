@@ -578,6 +578,7 @@ func TestEnvPrefix(t *testing.T) {
 	t.Setenv("BOLIDE_BROKER_BROKER_NAME", "broker-x")
 	t.Setenv("BOLIDE_LISTEN", "127.0.0.1:30911")
 	t.Setenv("BOLIDE_FLUSH", "banana")
+	t.Setenv("BOLIDE_NAMESRV", "127.0.0.1:9876") // the CLI's: set in the same shell, not reported
 	code := 0
 	cmd, f := newCommand(&code)
 	if err := cmd.ParseFlags([]string{"--store-dir", t.TempDir()}); err != nil {

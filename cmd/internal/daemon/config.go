@@ -102,6 +102,11 @@ func (c *Config) WarnIgnoredEnv(lg *zap.Logger) {
 	}
 }
 
+// cliEnv are variables the CLI (bin/bolide) reads under the shared prefix:
+// set for the CLI in the same shell, they are no sign of an old daemon
+// environment and are not reported.
+var cliEnv = map[string]bool{"BOLIDE_NAMESRV": true}
+
 // noteIgnoredEnv fills c.ignored.
 func (c *Config) noteIgnoredEnv() {
 	c.ignored = nil
@@ -114,7 +119,7 @@ func (c *Config) noteIgnoredEnv() {
 	}
 	for _, name := range c.settingNames() {
 		old := envName(EnvPrefix, name)
-		if os.Getenv(old) != "" && !own[old] {
+		if os.Getenv(old) != "" && !own[old] && !cliEnv[old] {
 			c.ignored = append(c.ignored, fmt.Sprintf("%s (use %s)", old, c.EnvName(name)))
 		}
 	}
