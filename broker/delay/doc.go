@@ -42,7 +42,9 @@
 // A message with TIMER_DELIVER_MS (absolute), TIMER_DELAY_MS or
 // TIMER_DELAY_SEC is stored once, in the CommitLog, as a message of topic
 // rmq_sys_wheel_timer queue 0 with REAL_TOPIC, REAL_QID and TIMER_OUT_MS
-// (its due time, also its ConsumeQueue tag code). The send is acknowledged
+// (its due time, also its ConsumeQueue tag code; a delay counts from the
+// broker's clock rounded up to the millisecond, so the due time is never
+// before the send's instant + the delay). The send is acknowledged
 // as any send is (flush mode, replication): durability comes from the
 // CommitLog. A time in the past is delivered at once; one beyond the
 // maximum delay is refused (ILLEGAL_DELIVERY_TIME), never clamped. The
