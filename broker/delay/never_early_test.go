@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bolide-mq/bolide/broker/store"
+	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/message"
 )
 
@@ -50,6 +52,63 @@ func TestTimerDelayRoundsUp(t *testing.T) {
 	}
 }
 
+// TestLevelNeverEarlyWithinTheMillisecond: a delay-level message stored
+// 0.6 ms into a millisecond has a store timestamp 0.6 ms before the instant
+// it was stored; at store time + delay + 0.3 ms (past its tag code, before
+// its true due instant) it is not delivered; 1 ms after the tag code it is.
+func TestLevelNeverEarlyWithinTheMillisecond(t *testing.T) {
+	vc := NewVirtualClock(t0.Add(600 * time.Microsecond))
+	ts := startTestService(t, t.TempDir(), func(so *store.Options, o *BrokerOptions) {
+		so.Now, so.CommitLog.Now = vc.Now, vc.Now
+		o.Clock = vc
+		o.Levels = "300ms"
+	})
+	stored := vc.Now()
+	res := ts.send(t, &message.Ext{Message: message.Message{Topic: "lv", Body: []byte("x"),
+		Properties: map[string]string{message.PropertyDelayLevel: "1"}}})
+	if res.StoreTimestamp != t0.UnixMilli() {
+		t.Fatalf("stored at %d ms, want %d (truncated)", res.StoreTimestamp, t0.UnixMilli())
+	}
+	vc.Set(t0.Add(300*time.Millisecond + 300*time.Microsecond)) // tag code + 0.3 ms
+	// The runner reads the clock whenever it wakes; give it time to (wrongly)
+	// deliver. A correct runner never does, so this cannot flake.
+	time.Sleep(200 * time.Millisecond)
+	if got := ts.pullAll(t, "lv", 0, 0); len(got) != 0 {
+		t.Fatalf("delivered at %v, %v before it was due (stored at %v + 300 ms)", vc.Now().Format(time.StampMicro),
+			stored.Add(300*time.Millisecond).Sub(vc.Now()), stored.Format(time.StampMicro))
+	}
+	vc.Set(t0.Add(301 * time.Millisecond))
+	testutil.WaitFor(t, 5*time.Second, "the delayed message", func() error {
+		if got := ts.pullAll(t, "lv", 0, 0); len(got) != 1 {
+			return errNotYet(len(got))
+		}
+		return nil
+	})
+}
+
+// TestLevelStatusNextDeliverNeverEarly: the next delivery a level reports
+// is the instant the runner waits for, not the truncated tag code.
+func TestLevelStatusNextDeliverNeverEarly(t *testing.T) {
+	vc := NewVirtualClock(t0.Add(600 * time.Microsecond))
+	ts := startTestService(t, t.TempDir(), func(so *store.Options, o *BrokerOptions) {
+		so.Now, so.CommitLog.Now = vc.Now, vc.Now
+		o.Clock = vc
+		o.Levels = "300ms"
+	})
+	stored := vc.Now()
+	ts.send(t, &message.Ext{Message: message.Message{Topic: "lv", Body: []byte("x"),
+		Properties: map[string]string{message.PropertyDelayLevel: "1"}}})
+	testutil.WaitFor(t, 5*time.Second, "the level's head", func() error {
+		if st := ts.svc.levelStatus()[0]; st.NextDeliver.IsZero() {
+			return errNotYet(int(st.Pending))
+		}
+		return nil
+	})
+	if next, truth := ts.svc.levelStatus()[0].NextDeliver, stored.Add(300*time.Millisecond); next.Before(truth) {
+		t.Fatalf("next delivery reported at %v, before %v", next.Format(time.StampMicro), truth.Format(time.StampMicro))
+	}
+}
+
 // TestEngineFiresAtDueNotBefore: the timer engine fires an entry due at D
 // ms not at D − 0.5 ms (the clock reads D − 1 in whole ms), and at D.
 func TestEngineFiresAtDueNotBefore(t *testing.T) {
@@ -69,3 +128,7 @@ func TestEngineFiresAtDueNotBefore(t *testing.T) {
 	settle(t, e)
 	checkDeliveries(t, h.deliveries(), map[int]int64{0: due}, 0, true)
 }
+
+type errNotYet int
+
+func (n errNotYet) Error() string { return strconv.Itoa(int(n)) + " so far" }
