@@ -120,6 +120,22 @@ bench-delay:
 	BOLIDE_DELAY_BENCH=1 $(GO) test -count=1 -v -timeout 60m -run '^TestTimerHorizonThroughStore$$' ./broker/
 	BOLIDE_DELAY_BENCH=1 $(GO) test -count=1 -v -timeout 60m -run '^TestDelay(Precision|Burst|Scale|Crash)$$' ./internal/cluster/
 
+## soak: one hour of mixed traffic against real processes (sends, consumes,
+## delay levels and timers, transactions, retries and dead letters) with the
+## broker restarted every ten minutes, kill -9 and SIGTERM in turn; fails if
+## an acknowledged message is lost, a rolled-back one consumed or a delayed
+## one early, or if the broker's anonymous memory, goroutines or open files
+## at the end of the last ten minutes are not within 10 % of their value at
+## the end of the first ten (the rule: internal/cluster/soak_test.go).
+## BOLIDE_SOAK_DURATION (1h), BOLIDE_SOAK_RESTART_EVERY (10m),
+## BOLIDE_SOAK_SAMPLE_EVERY (1m), BOLIDE_SOAK_RATE (100 plain msg/s) and
+## BOLIDE_SOAK_CSV (samples as CSV) tune it. Not part of `make test` or CI.
+SOAK_TIMEOUT ?= 3h
+.PHONY: soak
+soak:
+	@mkdir -p $(BIN) && $(GO) build -o $(BIN)/ ./cmd/...
+	BOLIDE_SOAK=1 BOLIDE_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestSoak$$' ./internal/cluster/
+
 ## release: static (CGO_ENABLED=0) binaries of the daemons and the CLI for
 ## linux/amd64 and linux/arm64, with VERSION embedded (`--version` prints
 ## it), in dist/bolide-VERSION-OS-ARCH/ plus a .tar.gz and SHA256SUMS.

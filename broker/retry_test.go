@@ -2,14 +2,18 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/delay"
 	"github.com/bolide-mq/bolide/broker/retry"
 	"github.com/bolide-mq/bolide/broker/server"
+	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -193,4 +197,45 @@ func TestSendBackRetryDeadLetterAndReplayMarks(t *testing.T) {
 	if _, ok := b.TopicFor(retry.ReplayMarkTopic); ok {
 		t.Fatalf("%s is in the topic table", retry.ReplayMarkTopic)
 	}
+}
+
+// TestRetryNeverEarlyWithinTheMillisecond: a retry copy sent back 0.6 ms
+// into a millisecond waits its level's delay from that instant, not from
+// its truncated store timestamp: it is not in the retry topic at store
+// timestamp + delay + 0.3 ms, and is 1 ms after that.
+func TestRetryNeverEarlyWithinTheMillisecond(t *testing.T) {
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	vc := delay.NewVirtualClock(t0)
+	db := startDelayBroker(t, t.TempDir(), func(o *broker.Options) {
+		o.Delay.Clock = vc
+		o.Store.Now, o.Store.CommitLog.Now = vc.Now, vc.Now
+		o.Delay.Levels = "100ms 200ms 300ms"
+	})
+	ctx := context.Background()
+	if err := db.b.PutTopic(broker.TopicConfig{Name: "orders", ReadQueueNums: 1, WriteQueueNums: 1, Perm: broker.PermReadWrite}, false); err != nil {
+		t.Fatal(err)
+	}
+	res, err := db.b.Send(ctx, []*message.Ext{{Message: message.Message{Topic: "orders", Body: []byte("one")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vc.Set(t0.Add(600 * time.Microsecond))
+	failedAt := vc.Now()
+	back, err := db.b.Retry().SendBack(ctx, retry.SendBackRequest{Group: "billing", CommitLogOffset: res[0].PhysicalOffset})
+	if err != nil || back.Topic != message.RetryTopic("billing") {
+		t.Fatalf("send-back: %+v %v", back, err)
+	}
+	vc.Set(t0.Add(300*time.Millisecond + 300*time.Microsecond)) // level 3: 300 ms after the truncated store time, + 0.3 ms
+	// A correct broker never delivers now, so waiting cannot flake.
+	time.Sleep(200 * time.Millisecond)
+	if got := db.pullAll(t, back.Topic, 0, 0); len(got) != 0 {
+		t.Fatalf("retry delivered at %v, %v after the failure, before the level's 300 ms", vc.Now().Format(time.StampMicro), vc.Now().Sub(failedAt))
+	}
+	vc.Set(t0.Add(301 * time.Millisecond))
+	testutil.WaitFor(t, 5*time.Second, "the retry copy", func() error {
+		if n := len(db.pullAll(t, back.Topic, 0, 0)); n != 1 {
+			return fmt.Errorf("%d in %s", n, back.Topic)
+		}
+		return nil
+	})
 }

@@ -26,10 +26,12 @@
 // A message with property DELAY = n (1..18 by default, capped at the
 // highest level) is stored by the broker in SCHEDULE_TOPIC_XXXX queue n−1
 // (RocketMQ's layout) with REAL_TOPIC and REAL_QID; its ConsumeQueue tag
-// code is its due time (store time + the level's delay). One goroutine per
-// level (level_runner.go) walks the queue from a persisted offset and
-// stores due messages in their real topic, in order. The offsets are
-// config/delayOffset.json:
+// code is its store time + the level's delay, in ms. The store time is the
+// instant of the store truncated to the millisecond, so the message is due
+// up to 1 ms after its tag code: it is due at tag code + 1 ms. One
+// goroutine per level (level_runner.go) walks the queue from a persisted
+// offset and stores due messages in their real topic, in order. The
+// offsets are config/delayOffset.json:
 //
 //	{"offsetTable":{"1":1042,"2":0,...}}
 //
@@ -42,7 +44,9 @@
 // A message with TIMER_DELIVER_MS (absolute), TIMER_DELAY_MS or
 // TIMER_DELAY_SEC is stored once, in the CommitLog, as a message of topic
 // rmq_sys_wheel_timer queue 0 with REAL_TOPIC, REAL_QID and TIMER_OUT_MS
-// (its due time, also its ConsumeQueue tag code). The send is acknowledged
+// (its due time, also its ConsumeQueue tag code; a delay counts from the
+// broker's clock rounded up to the millisecond, so the due time is never
+// before the send's instant + the delay). The send is acknowledged
 // as any send is (flush mode, replication): durability comes from the
 // CommitLog. A time in the past is delivered at once; one beyond the
 // maximum delay is refused (ILLEGAL_DELIVERY_TIME), never clamped. The
@@ -77,6 +81,16 @@
 // TIMER_ORIGIN; TIMER_OUT_MS tells the consumer when the message was due.
 // A message is never stored in its topic before its due time: the engine
 // fires an entry only when its clock reads at or after the due time.
+//
+// # Never early
+//
+// Wherever a due time comes from a millisecond timestamp of a finer clock,
+// it is rounded up: a level's message is due 1 ms after its truncated
+// store time + delay, a timer delay counts from the next millisecond, and
+// the engine and the level runners fire when the clock reads at or after
+// the due millisecond. A delivery may be up to 1 ms late, never early: a
+// consumer that failed a message sees its retry no sooner than the level's
+// delay after it failed.
 //
 // # Files (Options.Dir, <StoreDir>/timerwheel by default)
 //

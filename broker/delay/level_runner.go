@@ -15,9 +15,9 @@ const levelBatch = 64
 
 // runLevel delivers one delay level: it walks queue level−1 of
 // SCHEDULE_TOPIC_XXXX from its saved offset and stores every message whose
-// due time (the unit's tag code) has come in its real topic, in queue
-// order. It waits for the head's due time, or for the queue to grow. It
-// runs while the broker is the master (until ctx ends).
+// due time (levelDueMS of the unit's tag code) has come in its real topic,
+// in queue order. It waits for the head's due time, or for the queue to
+// grow. It runs while the broker is the master (until ctx ends).
 func (d *Service) runLevel(ctx context.Context, level int) {
 	qid := int32(level - 1)
 	delayMS := d.levels.Delay(level).Milliseconds()
@@ -29,11 +29,12 @@ func (d *Service) runLevel(ctx context.Context, level int) {
 		now := d.clock.Now().UnixMilli()
 		var stopAt int64
 		stopped := false
-		filter := func(due int64) bool {
+		filter := func(tag int64) bool {
 			if stopped {
 				return false
 			}
-			if due > now+delayMS {
+			due := levelDueMS(tag)
+			if tag > now+delayMS {
 				// Due later than a message stored now would be: the clock
 				// went back. Deliver it now rather than hold the level.
 				due = now
@@ -72,7 +73,7 @@ func (d *Service) runLevel(ctx context.Context, level int) {
 				d.offsets.Set(level, off)
 				continue
 			}
-			if !d.wait(ctx, d.clock.NewTimer(time.UnixMilli(stopAt).Sub(d.clock.Now())), nil, 0) {
+			if !d.wait(ctx, TimerAt(d.clock, time.UnixMilli(stopAt)), nil, 0) {
 				return
 			}
 		case store.OffsetTooSmall, store.OffsetOverflowBadly:
@@ -87,6 +88,13 @@ func (d *Service) runLevel(ctx context.Context, level int) {
 		}
 	}
 }
+
+// levelDueMS is when a delay-level message whose unit has tag code tag
+// (store time + the level's delay, ms) is due, in ms: the store time is
+// the instant the message was stored truncated to the millisecond, so the
+// message is due up to 1 ms after its tag code. It is delivered once the
+// clock reads at or after tag + 1 ms, never before the true instant.
+func levelDueMS(tag int64) int64 { return tag + 1 }
 
 // wait waits for a clock timer, an arrival or a wall-clock fallback; it
 // reports whether ctx (the lead) is still live.
@@ -164,7 +172,7 @@ func (d *Service) levelStatus() []LevelStatus {
 		st := &out[i]
 		if st.Pending > 0 {
 			if ts, err := d.host.StoreTimeAt(message.ScheduleTopic, int32(st.Level-1), st.Offset); err == nil {
-				st.NextDeliver = time.UnixMilli(ts).Add(st.Delay)
+				st.NextDeliver = time.UnixMilli(levelDueMS(ts + st.Delay.Milliseconds()))
 			}
 		}
 	}

@@ -89,7 +89,8 @@ func (o *BrokerOptions) clock() Clock {
 }
 
 // TagCode wraps the store's tag code hook: the units of SCHEDULE_TOPIC_XXXX
-// and of the timer topic carry the time their message is due.
+// carry store time + the level's delay (the message is due 1 ms later, see
+// levelDueMS), those of the timer topic the time their message is due.
 func (o *BrokerOptions) TagCode(next func(*message.Dispatch) int64) func(*message.Dispatch) int64 {
 	levels := o.levels
 	return func(d *message.Dispatch) int64 {
@@ -146,8 +147,8 @@ func (o *BrokerOptions) Schedule(m *message.Ext, brokerName string) error {
 		message.Reroute(m, message.ScheduleTopic, int32(n-1))
 		return nil
 	}
-	now := o.clock().Now().UnixMilli()
-	due, ok, err := timerDue(props, now, o.MaxDelay)
+	t := o.clock().Now()
+	due, ok, err := timerDue(props, t, o.MaxDelay)
 	if err != nil || !ok {
 		return err
 	}
@@ -155,7 +156,7 @@ func (o *BrokerOptions) Schedule(m *message.Ext, brokerName string) error {
 	delete(props, message.PropertyTimerDelayMS)
 	delete(props, message.PropertyTimerDelaySec)
 	props[message.PropertyTimerOutMS] = strconv.FormatInt(due, 10)
-	if due <= now {
+	if due <= t.UnixMilli() {
 		return nil // due already: delivered at once
 	}
 	if !o.TimerEnabled {
@@ -167,8 +168,12 @@ func (o *BrokerOptions) Schedule(m *message.Ext, brokerName string) error {
 
 // timerDue computes the due time (ms) a message asks for with
 // TIMER_DELIVER_MS, TIMER_DELAY_MS or TIMER_DELAY_SEC (in that order of
-// precedence); ok is false if it asks for none.
-func timerDue(props map[string]string, now int64, maxDelay time.Duration) (due int64, ok bool, err error) {
+// precedence); ok is false if it asks for none. A delay counts from t
+// rounded up to the millisecond, so the due time is never before t + the
+// delay; a delivery time is exact (the engine fires it when its clock reads
+// at or after it).
+func timerDue(props map[string]string, t time.Time, maxDelay time.Duration) (due int64, ok bool, err error) {
+	now := t.UnixMilli()
 	maxMS := maxDelay.Milliseconds()
 	parse := func(k string) (int64, error) {
 		n, err := strconv.ParseInt(props[k], 10, 64)
@@ -210,5 +215,17 @@ func timerDue(props map[string]string, now int64, maxDelay time.Duration) (due i
 		return 0, false, errcode.Errorf(errcode.IllegalDeliveryTime, "a delay of %v is more than the maximum delay of %v",
 			time.Duration(min(delayMS, 1<<62/int64(time.Millisecond)))*time.Millisecond, maxDelay)
 	}
-	return now + delayMS, true, nil
+	if delayMS == 0 {
+		return now, true, nil // at once
+	}
+	return ceilMS(t) + delayMS, true, nil
+}
+
+// ceilMS is t in ms since the epoch, rounded up.
+func ceilMS(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if t.After(time.UnixMilli(ms)) {
+		ms++
+	}
+	return ms
 }

@@ -22,6 +22,7 @@ func TestTimerDue(t *testing.T) {
 		{map[string]string{"TIMER_DELIVER_MS": strconv.FormatInt(now+maxMS, 10)}, now + maxMS, true, false},
 		{map[string]string{"TIMER_DELIVER_MS": strconv.FormatInt(now+maxMS+1, 10)}, 0, false, true},
 		{map[string]string{"TIMER_DELAY_MS": "250"}, now + 250, true, false},
+		{map[string]string{"TIMER_DELAY_MS": "0"}, now, true, false},
 		{map[string]string{"TIMER_DELAY_SEC": "3"}, now + 3000, true, false},
 		{map[string]string{"TIMER_DELAY_SEC": "9223372036854775807"}, 0, false, true},
 		{map[string]string{"TIMER_DELAY_MS": strconv.FormatInt(maxMS+1, 10)}, 0, false, true},
@@ -30,7 +31,7 @@ func TestTimerDue(t *testing.T) {
 		{map[string]string{"TIMER_DELIVER_MS": "1900000001000", "TIMER_DELAY_MS": "99999"}, now + 1000, true, false},
 	}
 	for _, tc := range cases {
-		due, ok, err := timerDue(tc.props, now, max)
+		due, ok, err := timerDue(tc.props, time.UnixMilli(now), max)
 		if (err != nil) != tc.bad || ok != tc.ok || due != tc.due {
 			t.Errorf("%v: due %d ok %v err %v", tc.props, due, ok, err)
 		}

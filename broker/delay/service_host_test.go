@@ -2,6 +2,8 @@ package delay
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -99,6 +101,9 @@ func startTestService(t *testing.T, dir string, mutate func(*store.Options, *Bro
 		t.Fatal(err)
 	}
 	so.TagCode = o.TagCode(so.TagCode)
+	if err := os.MkdirAll(filepath.Join(dir, "config"), 0o755); err != nil { // a broker's config directory
+		t.Fatal(err)
+	}
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	st, err := store.Open(so, log.Named("store"))
 	if err != nil {
