@@ -252,16 +252,15 @@ func (r *soakRig) restart(n int) (string, time.Duration) {
 	return how, time.Since(down)
 }
 
-func soakClientOpts(ns string) []client.Option {
-	return []client.Option{client.WithNameServers(ns), client.WithRouteRefreshInterval(500 * time.Millisecond),
-		client.WithSendTimeout(3 * time.Second)}
+func soakClientOpts(ns string) client.Option {
+	return client.WithOptions(client.WithNameServers(ns), client.WithRouteRefreshInterval(500*time.Millisecond))
 }
 
-func soakConsumer(t *testing.T, ns, group, topic string, fn client.ConcurrentListener, extra ...client.Option) {
+func soakConsumer(t *testing.T, ns, group, topic string, fn client.ConcurrentListener, extra ...client.ConsumerOption) {
 	t.Helper()
-	opts := append(append(soakClientOpts(ns), client.WithRebalanceInterval(time.Second),
-		client.WithConsumeGoroutines(8), client.WithCommitInterval(200*time.Millisecond),
-		client.WithConsumeFrom(client.ConsumeFromFirst)), extra...)
+	opts := append([]client.ConsumerOption{soakClientOpts(ns), client.WithRebalanceInterval(time.Second),
+		client.WithConsumeGoroutines(8), client.WithCommitInterval(200 * time.Millisecond),
+		client.WithConsumeFrom(client.ConsumeFromFirst)}, extra...)
 	c, err := client.NewPushConsumer(group, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -416,7 +415,7 @@ func TestSoak(t *testing.T) {
 	})
 
 	// Producers.
-	p, err := client.NewProducer("soak-producer", soakClientOpts(r.ns.Addr)...)
+	p, err := client.NewProducer("soak-producer", soakClientOpts(r.ns.Addr), client.WithSendTimeout(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +423,7 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	tp, err := client.NewTransactionProducer("soak-txn-producer", soakTxn{}, soakClientOpts(r.ns.Addr)...)
+	tp, err := client.NewTransactionProducer("soak-txn-producer", soakTxn{}, soakClientOpts(r.ns.Addr), client.WithSendTimeout(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
