@@ -13,6 +13,7 @@ import (
 
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/server"
+	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -81,15 +82,16 @@ func createTopic(t *testing.T, c pb.BrokerClient, name string, queues int32) {
 // asynchronous).
 func waitQueue(t *testing.T, c pb.BrokerClient, topic string, q int32, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	testutil.WaitFor(t, 5*time.Second, fmt.Sprintf("queue %s/%d to reach %d messages", topic, q, n), func() error {
 		r, err := c.GetQueueOffsets(context.Background(), &pb.GetQueueOffsetsRequest{Topic: topic, QueueId: q})
-		if err == nil && r.MaxOffset >= n {
-			return
+		if err != nil {
+			return err
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("queue %s/%d did not reach %d messages", topic, q, n)
+		if r.MaxOffset < n {
+			return fmt.Errorf("max offset %d", r.MaxOffset)
+		}
+		return nil
+	})
 }
 
 func msg(topic string, q int32, body, tag, keys string) *pb.Message {
@@ -152,14 +154,10 @@ func TestSendPullOffsetsLookup(t *testing.T) {
 		t.Fatalf("view: %v", err)
 	}
 	var qr *pb.QueryMessageResponse
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	testutil.Eventually(t, 5*time.Second, "the key to be indexed", func() bool {
 		qr, _ = c.QueryMessage(ctx, &pb.QueryMessageRequest{Topic: "orders", Key: "order-6", Max: 4})
-		if len(qr.Records) == 1 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(qr.GetRecords()) == 1
+	})
 	if m, err := message.Decode(qr.Records[0]); err != nil || string(m.Body) != "m6" {
 		t.Fatalf("query: %v", err)
 	}
