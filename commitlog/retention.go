@@ -3,6 +3,7 @@ package commitlog
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"time"
@@ -65,6 +66,14 @@ func (p RetentionPolicy) Validate() error {
 // stops at the first segment it keeps, so the log stays contiguous. It
 // returns how many segments it deleted.
 func (l *Log) DeleteExpired(now time.Time, p RetentionPolicy) (int, error) {
+	return l.DeleteExpiredBelow(now, p, math.MaxInt64)
+}
+
+// DeleteExpiredBelow is DeleteExpired that keeps every segment ending
+// above limit. The store passes the offset its dispatch has reached, so a
+// record is never deleted before its ConsumeQueue and index entries exist
+// (a dispatch that found its next record gone would stop for good).
+func (l *Log) DeleteExpiredBelow(now time.Time, p RetentionPolicy, limit int64) (int, error) {
 	if l.closed.Load() {
 		return 0, ErrClosed
 	}
@@ -82,7 +91,7 @@ func (l *Log) DeleteExpired(now time.Time, p RetentionPolicy) (int, error) {
 		}
 		s := l.segs[0]
 		l.segMu.RUnlock()
-		if s.end() > l.flushed.Load() {
+		if s.end() > l.flushed.Load() || s.end() > limit {
 			break
 		}
 		st, err := os.Stat(s.path)

@@ -302,3 +302,23 @@ func TestRetentionConcurrentWithAppendsAndReads(t *testing.T) {
 		})
 	}
 }
+
+// TestRetentionKeepsWhatIsAboveTheLimit: DeleteExpiredBelow keeps every
+// segment ending above the limit (the store's dispatch position), expired
+// or not.
+func TestRetentionKeepsWhatIsAboveTheLimit(t *testing.T) {
+	l, recs := retentionLog(t, testOptions(t.TempDir(), FlushAsync, WriteMmap), 4)
+	segs := l.Segments()
+	setAges(t, segs, 3*time.Hour, 3*time.Hour, 3*time.Hour, 3*time.Hour)
+	p := policy(retentionNow.Hour())
+	if n, err := l.DeleteExpiredBelow(retentionNow, p, segs[0].End-1); err != nil || n != 0 {
+		t.Fatalf("limit inside the first segment: deleted %d, %v", n, err)
+	}
+	if l.MinOffset() != segs[0].Start {
+		t.Fatalf("min offset %d after a run that deleted nothing", l.MinOffset())
+	}
+	if n, err := l.DeleteExpiredBelow(retentionNow, p, segs[1].End); err != nil || n != 2 {
+		t.Fatalf("limit at the second segment's end: deleted %d (%v), want 2", n, err)
+	}
+	checkRetained(t, l, recs, segs[2].Start)
+}

@@ -332,7 +332,7 @@ func (s *Store) retentionOnce() {
 // RunRetention applies the retention policy once at time now and returns the
 // number of CommitLog segments deleted.
 func (s *Store) RunRetention(now time.Time) (int, error) {
-	n, err := s.clog.DeleteExpired(now, s.opts.Retention)
+	n, err := s.clog.DeleteExpiredBelow(now, s.opts.Retention, s.DispatchedOffset())
 	if n == 0 {
 		return n, err
 	}

@@ -54,6 +54,10 @@ func TestReplicaStoreBuildsQueuesAndPromotes(t *testing.T) {
 			if err := master.Flush(); err != nil {
 				t.Fatal(err)
 			}
+			// Retention deletes only what dispatch has indexed.
+			if err := master.WaitDispatched(ctx, master.CommitLog().MaxOffset()); err != nil {
+				t.Fatal(err)
+			}
 			if n, err := master.RunRetention(time.Now()); err != nil || n < 1 {
 				t.Fatalf("retention deleted %d segments: %v", n, err)
 			}
