@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -155,26 +154,8 @@ func (r *delayRig) queueTotal(topic string, queues int32) int64 {
 
 // memory reads the broker's VmRSS and RssAnon (bytes).
 func (r *delayRig) memory() (rss, anon int64) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", r.broker.cmd.Process.Pid))
-	if err != nil {
-		return -1, -1
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseInt(fields[1], 10, 64)
-		switch fields[0] {
-		case "VmRSS:":
-			rss = kb << 10
-		case "RssAnon:":
-			anon = kb << 10
-		}
-	}
-	return rss, anon
+	m := procMemory(r.broker.cmd.Process.Pid)
+	return m.rss, m.anon
 }
 
 // cpuTime reads the CPU time (user + system) a process has used.

@@ -188,26 +188,9 @@ func soakBinaries() {
 
 func (r *soakRig) sample(start time.Time, label string) soakSample {
 	s := soakSample{at: time.Since(start), uptime: time.Since(r.started), label: label, pid: r.broker.cmd.Process.Pid,
-		rss: -1, anon: -1, file: -1, goroutines: -1, fds: -1, loadAverage: loadAvg()}
-	if f, err := os.Open(fmt.Sprintf("/proc/%d/status", s.pid)); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			fields := strings.Fields(sc.Text())
-			if len(fields) < 2 {
-				continue
-			}
-			kb, _ := strconv.ParseInt(fields[1], 10, 64)
-			switch fields[0] {
-			case "VmRSS:":
-				s.rss = kb << 10
-			case "RssAnon:":
-				s.anon = kb << 10
-			case "RssFile:":
-				s.file = kb << 10
-			}
-		}
-		f.Close()
-	}
+		goroutines: -1, fds: -1, loadAverage: loadAvg()}
+	m := procMemory(s.pid)
+	s.rss, s.anon, s.file = m.rss, m.anon, m.file
 	if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.pid)); err == nil {
 		s.fds = len(ents)
 	}
