@@ -3,6 +3,7 @@ package consumequeue
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -24,13 +25,15 @@ type Queue struct {
 	upf   int64  // units per file
 	fsize int64  // bytes per file
 	log   *zap.Logger
+	// spare is Options.Spare: a file when the disk has no room for one.
+	spare func(path string, size int64) (*os.File, error)
 
 	// Lock order: wmu, then flushMu, then mu.
 
 	// wmu serialises the writer side: Put, TruncateAfter and close.
 	wmu      sync.Mutex
-	lastEnd  int64 // End() of the unit at MaxOffset-1, 0 if the queue is empty
-	dirReady bool  // the queue directory exists
+	lastEnd  int64       // End() of the unit at MaxOffset-1, 0 if the queue is empty
+	dirReady atomic.Bool // the queue directory exists; set with wmu held
 
 	// flushMu serialises flushes and keeps files from being removed while
 	// a flush writes them; units below flushed are durable.
@@ -63,6 +66,7 @@ func newQueue(root, topic string, id int32, opts Options, log *zap.Logger) *Queu
 		dir:   filepath.Join(root, topic, fmt.Sprint(id)),
 		upf:   int64(opts.UnitsPerFile),
 		fsize: opts.FileSize(),
+		spare: opts.Spare,
 		log:   log.With(zap.String("topic", topic), zap.Int32("queueId", id)),
 	}
 }

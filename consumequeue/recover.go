@@ -14,7 +14,7 @@ import (
 // recover loads the queue's files from disk and finds MinOffset and
 // MaxOffset. It runs before the queue is shared, so it takes no locks.
 func (q *Queue) recover() error {
-	q.dirReady = true
+	q.dirReady.Store(true)
 	entries, err := os.ReadDir(q.dir)
 	if err != nil {
 		return q.errf("recover: %w", err)
