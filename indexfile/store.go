@@ -290,6 +290,18 @@ func (s *Store) MaxPhysicalOffset() int64 {
 	return 0
 }
 
+// Room returns how many entries can still be put before a new file must
+// be created: the positions left in the newest file, 0 when there is none.
+func (s *Store) Room() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	f := s.newest()
+	if s.closed || f == nil {
+		return 0
+	}
+	return int64(s.opts.MaxEntries) - int64(max(f.hdr.IndexCount, 1))
+}
+
 // Files returns the number of index files.
 func (s *Store) Files() int {
 	s.mu.RLock()
