@@ -45,6 +45,9 @@ func (s *Store) PutBatch(ctx context.Context, msgs []*message.Ext, dst []PutResu
 	if s.closed.Load() {
 		return dst, ErrClosed
 	}
+	if err := s.refusal(); err != nil {
+		return dst, err
+	}
 	entries := make([]*commitlog.Entry, len(msgs))
 	bufs := make([]*[]byte, len(msgs))
 	defer func() {
@@ -80,6 +83,10 @@ func (s *Store) PutBatch(ctx context.Context, msgs []*message.Ext, dst []PutResu
 		}
 	}
 	results, err := s.clog.AppendBatch(ctx, entries, make([]commitlog.Result, 0, len(entries)))
+	if err == nil && len(results) > 0 {
+		// Acknowledge only what the dispatcher has room for.
+		err = s.roomFor(results[len(results)-1].End())
+	}
 	for _, r := range results {
 		dst = append(dst, PutResult{Result: r, MsgID: message.OffsetMsgID(s.opts.StoreHost, r.PhysicalOffset)})
 	}
