@@ -399,3 +399,93 @@ func TestDiskFullTransientQueueFile(t *testing.T) {
 	checkAcked(t, s, topic, queues, acked, "after a clean restart")
 }
 
+// TestDiskFullRestart: a writer (a child process, as in the crash tests)
+// takes messages until the disk, filled by another process meanwhile,
+// makes the store refuse them; it then stops cleanly or is killed (SIGKILL:
+// no final dispatch, flush or checkpoint). The store must restart on the
+// still full disk, recover, and serve every acknowledged message by
+// offset, queue and key while refusing puts; once space is freed it takes
+// messages again and the queues and index agree with the log.
+func TestDiskFullRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	for _, flush := range []commitlog.FlushMode{commitlog.FlushSync, commitlog.FlushAsync} {
+		for _, stop := range []string{"clean", "kill"} {
+			t.Run(flush.String()+"/"+stop, func(t *testing.T) {
+				root := mountTmpfs(t, "12m")
+				dir := filepath.Join(root, "store")
+				acks := runWriter(t, dir, flush, 0, stop, []string{envUntilFull + "=1"}, func(n int, _ *os.Process) bool {
+					if n == 200 {
+						addBallast(t, root)
+					}
+					return false
+				})
+				if len(acks) < 200 {
+					t.Fatalf("only %d messages acknowledged", len(acks))
+				}
+				ballast := fillDisk(t, root) // whatever the writer freed when it stopped
+				s, err := Open(crashOptions(dir, flush), nil)
+				if err != nil {
+					t.Fatalf("restart on the full disk: %v", err)
+				}
+				defer s.Close()
+				t.Logf("%d messages acknowledged; reopened: %+v", len(acks), s.Recovery())
+				if s.Recovery().CleanShutdown != (stop == "clean") {
+					t.Fatalf("clean shutdown reported %v", s.Recovery().CleanShutdown)
+				}
+				if err := waitDispatched(s, acks[len(acks)-1].end(), 30*time.Second); err != nil {
+					t.Fatalf("on the full disk: %v", err)
+				}
+				checkCrashAcks(t, s, acks)
+				ctx := context.Background()
+				if _, err := s.Put(ctx, crashMsg(3_000_000)); !errors.Is(err, commitlog.ErrDiskFull) {
+					t.Fatalf("Put on the full disk: %v, want ErrDiskFull", err)
+				}
+
+				if err := os.Remove(ballast); err != nil {
+					t.Fatal(err)
+				}
+				deadline := time.Now().Add(10 * time.Second)
+				for i := 3_000_001; ; i++ {
+					_, err := s.Put(ctx, crashMsg(i))
+					if err == nil {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("Put still fails 10 s after the disk was freed: %v", err)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				if err := waitDispatched(s, s.CommitLog().MaxOffset(), 30*time.Second); err != nil {
+					t.Fatal(err)
+				}
+				verifyStore(t, s, acks, false)
+			})
+		}
+	}
+}
+
+// checkCrashAcks checks that every acknowledged message of the crash
+// writer is readable by offset, at its queue offset and by its key.
+func checkCrashAcks(t *testing.T, s *Store, acks []ack) {
+	t.Helper()
+	now := time.Now().UnixMilli() + 1000
+	for _, a := range acks {
+		m, err := s.ReadMessage(a.phys)
+		if err != nil || !bytes.Equal(m.Body, crashBody(a.i)) {
+			t.Fatalf("message %d at %d: %v", a.i, a.phys, err)
+		}
+		res, err := s.GetMessages("crash", int32(a.qid), a.qoff, 1, 1<<20, nil)
+		if err != nil || res.Status != Found || len(res.Records) != 1 {
+			t.Fatalf("pull crash/%d at %d (message %d): %v %v", a.qid, a.qoff, a.i, res.Status, err)
+		}
+		if d, _ := message.DecodeDispatch(res.Records[0]); d.PhysicalOffset != a.phys {
+			t.Fatalf("pull crash/%d at %d: record at %d, want %d", a.qid, a.qoff, d.PhysicalOffset, a.phys)
+		}
+		got, err := s.QueryByKey("crash", fmt.Sprintf("ck-%d", a.i), 0, now, 4)
+		if err != nil || len(got) != 1 || got[0].PhysicalOffset != a.phys {
+			t.Fatalf("index lookup of message %d: %v %v, want offset %d", a.i, got, err, a.phys)
+		}
+	}
+}
