@@ -105,6 +105,7 @@ func (q *Queue) appendUnit(off int64, u Unit) error {
 	}
 	q.mu.Lock()
 	q.segs = append(q.segs, seg)
+	q.segsChanged()
 	if first {
 		q.minOff.Store(off)
 		q.written = off
@@ -136,13 +137,9 @@ func writeBlanks(seg *segment, from, to int64) error {
 }
 
 // NeedsFile reports whether a Put at queue offset off would create a new
-// file: the queue has no file yet, or off lies past its last file.
-func (q *Queue) NeedsFile(off int64) bool {
-	q.mu.RLock()
-	defer q.mu.RUnlock()
-	n := len(q.segs)
-	return n == 0 || off >= q.segs[n-1].start+q.upf
-}
+// file: the queue has no file yet, or off lies past its last file. It takes
+// no lock.
+func (q *Queue) NeedsFile(off int64) bool { return off >= q.fileEnd.Load() }
 
 // Prepare creates the queue's directory if it does not exist yet, so that
 // creating its first file later needs no room for a directory.
