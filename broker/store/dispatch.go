@@ -31,21 +31,30 @@ func (s *Store) dispatchLoop() {
 	defer s.wg.Done()
 	for {
 		ch := s.clog.ReadableChanged()
+		planCh := s.plannedSig.C()
 		readable := s.clog.Readable()
-		if s.dispatched.Load() < readable {
-			if err := s.planTo(readable); err != nil {
-				s.setFull(err)
+		// Puts in flight plan their own records (without decoding them);
+		// the dispatcher plans the rest: replicated records, and those of
+		// puts that returned without planning them.
+		putting := s.putting.Load() > 0
+		var planErr error
+		if !putting && s.planned.Load() < readable {
+			if planErr = s.planTo(readable); planErr != nil {
+				s.setFull(planErr)
 			}
-			if limit := s.planned.Load(); s.dispatched.Load() < limit {
-				_, err := s.dispatchAvailable(limit)
-				s.finishRecovery()
-				if err == nil {
-					continue
-				}
-				// An I/O error: keep the record and retry; consumers lag
-				// until it succeeds, nothing is skipped.
-				s.log.Error("dispatch stopped; retrying", zap.Int64("offset", s.dispatched.Load()), zap.Error(err))
+		}
+		if limit := s.planned.Load(); s.dispatched.Load() < limit {
+			_, err := s.dispatchAvailable(limit)
+			s.finishRecovery()
+			if err == nil {
+				continue
 			}
+			// An I/O error: keep the record and retry; consumers lag
+			// until it succeeds, nothing is skipped.
+			s.log.Error("dispatch stopped; retrying", zap.Int64("offset", s.dispatched.Load()), zap.Error(err))
+			planErr = err
+		}
+		if planErr != nil {
 			// Retry later, or as soon as the keeper finds room.
 			select {
 			case <-s.ctx.Done():
@@ -55,9 +64,16 @@ func (s *Store) dispatchLoop() {
 			}
 			continue
 		}
+		// Wait for more: while puts are in flight, for them to plan it
+		// (their planning wakes the dispatcher, and so does the return of
+		// the last one, after which it looks at the log again).
+		if putting {
+			ch = nil
+		}
 		select {
 		case <-s.ctx.Done():
 			return
+		case <-planCh:
 		case <-ch:
 		}
 	}

@@ -50,6 +50,7 @@ type plannedFile struct {
 func (s *Store) planTo(limit int64) error {
 	s.planMu.Lock()
 	defer s.planMu.Unlock()
+	defer s.plannedSig.Notify()
 	for {
 		from := s.planned.Load()
 		if from >= limit {
@@ -151,9 +152,18 @@ func (s *Store) indexLine() int64 {
 // planQueueFile holds a spare ConsumeQueue file for a record that will
 // start a new file.
 func (s *Store) planQueueFile(off int64, d *message.Dispatch) error {
-	q, err := s.cqs.Queue(d.Topic, d.QueueID)
-	if err != nil || !q.NeedsFile(d.QueueOffset) {
-		return nil // the dispatcher skips an invalid queue
+	k := touched{d.Topic, d.QueueID}
+	q := s.planQueues[k]
+	if q == nil || q.NeedsFile(d.QueueOffset) {
+		// Not seen yet, or maybe deleted and made anew since.
+		var err error
+		if q, err = s.cqs.Queue(d.Topic, d.QueueID); err != nil {
+			return nil // the dispatcher skips an invalid queue
+		}
+		s.planQueues[k] = q
+	}
+	if !q.NeedsFile(d.QueueOffset) {
+		return nil
 	}
 	upf := int64(s.opts.ConsumeQueue.UnitsPerFile)
 	f := queueFile{d.Topic, d.QueueID, d.QueueOffset - d.QueueOffset%upf}
@@ -233,13 +243,18 @@ func noRoom(off int64, kind spareKind, err error) error {
 	return fmt.Errorf("store: no room for a new %s file that the record at %d may need: %w", kind, off, err)
 }
 
-// roomFor makes sure every record below end is planned before Put
-// acknowledges the message that ends there.
-func (s *Store) roomFor(end int64) error {
+// roomFor makes sure that the records of a PutBatch, rs (appended from
+// msgs), and every record before them are planned before Put acknowledges
+// them.
+func (s *Store) roomFor(msgs []*message.Ext, rs []commitlog.Result) error {
+	end := rs[len(rs)-1].End()
 	if s.planned.Load() >= end {
 		return nil
 	}
-	err := s.planTo(max(end, s.clog.Readable()))
+	err := s.planOwn(msgs, rs)
+	if err == nil && s.planned.Load() < end {
+		err = s.planTo(max(end, s.clog.Readable()))
+	}
 	if s.planned.Load() >= end {
 		return nil
 	}
@@ -248,6 +263,34 @@ func (s *Store) roomFor(end int64) error {
 	}
 	s.setFull(err)
 	return fmt.Errorf("store: the message is in the CommitLog but not acknowledged: %w", err)
+}
+
+// planOwn plans the records before rs, then rs themselves from what Put
+// knows of them, without decoding them, as far as they follow each other
+// and fit; planTo does the rest.
+func (s *Store) planOwn(msgs []*message.Ext, rs []commitlog.Result) error {
+	if s.planned.Load() < rs[0].PhysicalOffset {
+		if err := s.planTo(rs[0].PhysicalOffset); err != nil {
+			return err
+		}
+	}
+	s.planMu.Lock()
+	defer s.planMu.Unlock()
+	defer s.plannedSig.Notify()
+	line := s.indexLine()
+	for i, r := range rs {
+		if s.planned.Load() != r.PhysicalOffset {
+			return nil // planned already, or a blank ends a segment before r
+		}
+		m := msgs[i]
+		d := message.Dispatch{Topic: m.Topic, QueueID: m.QueueID, QueueOffset: r.QueueOffset, SysFlag: m.SysFlag,
+			Keys: m.Properties[message.PropertyKeys], UniqueKey: m.Properties[message.PropertyUniqueKey]}
+		if s.planRecord(r.PhysicalOffset, &d, &line) != nil {
+			return nil // short of a spare: planTo adds it
+		}
+		s.planned.Store(r.End())
+	}
+	return nil
 }
 
 // takeSpare is the ConsumeQueues' and the index's Spare hook: a new file

@@ -56,9 +56,12 @@ type Store struct {
 	planMu         sync.Mutex // serialises planning
 	dispatchMu     sync.Mutex // held by the dispatcher while it dispatches one record
 	planned        atomic.Int64
-	plannedEntries int64        // index entries of the records planned since Open; planMu
-	settledEntries atomic.Int64 // index entries of the records dispatched since Open
-	newMu          sync.Mutex   // guards newFiles and newOrder
+	plannedSig     notify.Signal                   // planned moved, or the last PutBatch in flight returned
+	putting        atomic.Int64                    // PutBatch calls in flight
+	plannedEntries int64                           // index entries of the records planned since Open; planMu
+	settledEntries atomic.Int64                    // index entries of the records dispatched since Open
+	planQueues     map[touched]*consumequeue.Queue // the planner's; planMu
+	newMu          sync.Mutex                      // guards newFiles and newOrder
 	newFiles       map[queueFile]struct{}
 	newOrder       []plannedFile         // planned records that start a queue file, in log order
 	nextNewFile    atomic.Int64          // newOrder[0].off, MaxInt64 when empty
@@ -127,7 +130,7 @@ func Open(opts Options, log *zap.Logger) (*Store, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	s := &Store{opts: opts, log: log, newFiles: make(map[queueFile]struct{})}
+	s := &Store{opts: opts, log: log, newFiles: make(map[queueFile]struct{}), planQueues: make(map[touched]*consumequeue.Queue)}
 	s.nextNewFile.Store(math.MaxInt64)
 	lf, err := lockDir(filepath.Join(opts.Dir, lockName))
 	if err != nil {
