@@ -63,16 +63,18 @@
 //     synced at Open (by default 24 MB and 420 MB). Queue and index files
 //     are created as usual; only when that fails for lack of space is a
 //     spare renamed in the new file's place.
-//   - Planning: before Put acknowledges a message (after its flush in sync
-//     mode), a planner walks the log up to it in log order and holds, for
-//     every record not yet dispatched, what its dispatch will need: one
-//     spare ConsumeQueue file for each record that will start a queue file,
-//     and room for its index entries in the newest IndexFile or the spare
-//     ones. When these do not fit, it adds spares; when the disk has no
-//     room for one, it stops. The dispatcher never passes the planned
-//     offset, so every acknowledged message is dispatched, full disk or
-//     not. The planner decodes each record once and hands it to the
-//     dispatcher.
+//   - Planning: records are planned in log order, and for every record not
+//     yet dispatched the plan holds what its dispatch will need: one spare
+//     ConsumeQueue file for each record that will start a queue file, and
+//     room for its index entries in the newest IndexFile or the spare ones.
+//     When these do not fit, the planner adds spares; when the disk has no
+//     room for one, it stops. Put acknowledges messages (after their flush
+//     in sync mode) only once they are planned: it plans them itself, from
+//     the messages, after the records before them. The dispatcher plans
+//     what no put does (replicated records, those of a failed put) and
+//     never passes the planned offset; a record decoded for planning is not
+//     decoded again for dispatch. So every acknowledged message is
+//     dispatched, full disk or not.
 //   - Refusal: from the moment a spare is taken (a file could not be
 //     created) or cannot be replaced, or a record could not be planned, Put
 //     fails at once with an error wrapping commitlog.ErrDiskFull (the
