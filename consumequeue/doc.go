@@ -50,7 +50,12 @@
 // yet, which starts there: its first file is the one holding that offset, the
 // units before it are pre-blank (written to the new file at once), and
 // MinOffset is that offset. A new file is created when the first unit past
-// the last file is put.
+// the last file is put. NeedsFile(off) tells whether a Put at off would
+// create one, and Prepare creates a queue's directory ahead of its first
+// file. When the disk has no room for a new file and Options.Spare is set,
+// Spare supplies it instead (the broker's store renames a file it
+// preallocated earlier); without it Put fails with an error that
+// fsutil.IsNoSpace recognises and the queue is unchanged.
 //
 // A unit that is put is kept, encoded, in the queue's memory (the stage) and
 // is readable from there at once. Flush writes the staged units to their

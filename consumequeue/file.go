@@ -130,11 +130,24 @@ func parseFileName(name string) (int64, bool) {
 }
 
 // createSegment creates (or resets) the file at path, preallocates size
-// zero bytes and maps it read/write.
-func createSegment(path string, start, size int64) (*segment, error) {
+// zero bytes and maps it. When the disk has no room for it, spare (if
+// set) supplies the file instead.
+func createSegment(path string, start, size int64, spare func(string, int64) (*os.File, error)) (*segment, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("create %s: %w", path, err)
+		err = fmt.Errorf("create %s: %w", path, err)
+	} else if seg, merr := mapFile(f, start, size); merr == nil {
+		return seg, nil
+	} else {
+		err = merr
+		_ = os.Remove(path)
+	}
+	if spare == nil || !fsutil.IsNoSpace(err) {
+		return nil, err
+	}
+	f, serr := spare(path, size)
+	if serr != nil {
+		return nil, fmt.Errorf("%w; no spare file either: %v", err, serr)
 	}
 	seg, err := mapFile(f, start, size)
 	if err != nil {

@@ -59,6 +59,7 @@ func (q *Queue) TruncateAfter(phyOffset int64) error {
 	removed := append([]*segment(nil), q.segs[keep:]...)
 	clear(q.segs[keep:])
 	q.segs = q.segs[:keep]
+	q.segsChanged()
 	if cut >= q.written {
 		q.stage = q.stage[:(cut-q.written)*UnitSize]
 	} else {
@@ -124,6 +125,7 @@ func (q *Queue) DeleteBefore(minPhyOffset int64) (int, error) {
 	}
 	removed := append([]*segment(nil), q.segs[:k]...)
 	q.segs = append([]*segment(nil), q.segs[k:]...)
+	q.segsChanged()
 	if start := q.segs[0].start; q.written < start {
 		// Staged units of the removed files are gone with them.
 		n := copy(q.stage, q.stage[(start-q.written)*UnitSize:])
@@ -249,6 +251,7 @@ func (q *Queue) close(flush bool) error {
 	q.closed.Store(true)
 	segs := q.segs
 	q.segs = nil
+	q.segsChanged()
 	q.mu.Unlock()
 	for _, seg := range segs {
 		errs = append(errs, seg.unmap())

@@ -1,6 +1,9 @@
 package consumequeue
 
-import "fmt"
+import (
+	"fmt"
+	"os"
+)
 
 // DefaultUnitsPerFile is RocketMQ's ConsumeQueue file capacity: 300 000 units,
 // 6 000 000 bytes.
@@ -16,6 +19,13 @@ type Options struct {
 	// every queue has exactly UnitsPerFile*UnitSize bytes; reopening a store
 	// with a different value fails with ErrCorrupt.
 	UnitsPerFile int
+	// Spare, if set, is asked for a file when a new ConsumeQueue file
+	// cannot be allocated because the disk is full. It must make path an
+	// all-zero file already allocated to size bytes (typically by renaming
+	// one it preallocated earlier) and return it open for reading and
+	// writing. The broker's store uses it to draw on its reserve, so that
+	// dispatch never lacks room for an acknowledged message.
+	Spare func(path string, size int64) (*os.File, error)
 }
 
 // DefaultOptions returns the RocketMQ defaults.

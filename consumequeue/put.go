@@ -105,6 +105,7 @@ func (q *Queue) appendUnit(off int64, u Unit) error {
 	}
 	q.mu.Lock()
 	q.segs = append(q.segs, seg)
+	q.segsChanged()
 	if first {
 		q.minOff.Store(off)
 		q.written = off
@@ -135,21 +136,52 @@ func writeBlanks(seg *segment, from, to int64) error {
 	return seg.fill(from, to, chunk)
 }
 
+// NeedsFile reports whether a Put at queue offset off would create a new
+// file: the queue has no file yet, or off lies past its last file. It takes
+// no lock.
+func (q *Queue) NeedsFile(off int64) bool { return off >= q.fileEnd.Load() }
+
+// Prepare creates the queue's directory if it does not exist yet, so that
+// creating its first file later needs no room for a directory.
+func (q *Queue) Prepare() error {
+	if q.dirReady.Load() {
+		return nil
+	}
+	q.wmu.Lock()
+	defer q.wmu.Unlock()
+	if q.closed.Load() {
+		return q.errf("prepare: %w", ErrClosed)
+	}
+	if err := q.makeDir(); err != nil {
+		return q.errf("prepare: %w", err)
+	}
+	return nil
+}
+
+// makeDir creates the queue directory durably. wmu is held.
+func (q *Queue) makeDir() error {
+	if q.dirReady.Load() {
+		return nil
+	}
+	if err := os.MkdirAll(q.dir, 0o755); err != nil {
+		return fmt.Errorf("create queue dir: %w", err)
+	}
+	// Make the new topic and queue directory entries durable.
+	for _, d := range []string{filepath.Dir(q.dir), q.root} {
+		if err := fsutil.SyncDir(d); err != nil {
+			return err
+		}
+	}
+	q.dirReady.Store(true)
+	return nil
+}
+
 // newSegment creates the file starting at queue offset start. wmu is held.
 func (q *Queue) newSegment(start int64) (*segment, error) {
-	if !q.dirReady {
-		if err := os.MkdirAll(q.dir, 0o755); err != nil {
-			return nil, fmt.Errorf("create queue dir: %w", err)
-		}
-		// Make the new topic and queue directory entries durable.
-		for _, d := range []string{filepath.Dir(q.dir), q.root} {
-			if err := fsutil.SyncDir(d); err != nil {
-				return nil, err
-			}
-		}
-		q.dirReady = true
+	if err := q.makeDir(); err != nil {
+		return nil, err
 	}
-	seg, err := createSegment(filepath.Join(q.dir, fileName(start*UnitSize)), start, q.fsize)
+	seg, err := createSegment(filepath.Join(q.dir, fileName(start*UnitSize)), start, q.fsize, q.spare)
 	if err != nil {
 		return nil, err
 	}

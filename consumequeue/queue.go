@@ -3,6 +3,7 @@ package consumequeue
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -24,13 +25,15 @@ type Queue struct {
 	upf   int64  // units per file
 	fsize int64  // bytes per file
 	log   *zap.Logger
+	// spare is Options.Spare: a file when the disk has no room for one.
+	spare func(path string, size int64) (*os.File, error)
 
 	// Lock order: wmu, then flushMu, then mu.
 
 	// wmu serialises the writer side: Put, TruncateAfter and close.
 	wmu      sync.Mutex
-	lastEnd  int64 // End() of the unit at MaxOffset-1, 0 if the queue is empty
-	dirReady bool  // the queue directory exists
+	lastEnd  int64       // End() of the unit at MaxOffset-1, 0 if the queue is empty
+	dirReady atomic.Bool // the queue directory exists; set with wmu held
 
 	// flushMu serialises flushes and keeps files from being removed while
 	// a flush writes them; units below flushed are durable.
@@ -49,10 +52,11 @@ type Queue struct {
 	stage     []byte
 	stagePeak int // the stage's largest length since the last flush
 
-	closed atomic.Bool  // set with wmu, flushMu and mu held
-	minOff atomic.Int64 // first readable queue offset
-	maxOff atomic.Int64 // next queue offset to write; published after the unit bytes
-	maxPhy atomic.Int64 // End() of the last unit, 0 if empty
+	closed  atomic.Bool  // set with wmu, flushMu and mu held
+	fileEnd atomic.Int64 // queue offset just past the last file, 0 without files; set with mu held
+	minOff  atomic.Int64 // first readable queue offset
+	maxOff  atomic.Int64 // next queue offset to write; published after the unit bytes
+	maxPhy  atomic.Int64 // End() of the last unit, 0 if empty
 }
 
 func newQueue(root, topic string, id int32, opts Options, log *zap.Logger) *Queue {
@@ -63,6 +67,7 @@ func newQueue(root, topic string, id int32, opts Options, log *zap.Logger) *Queu
 		dir:   filepath.Join(root, topic, fmt.Sprint(id)),
 		upf:   int64(opts.UnitsPerFile),
 		fsize: opts.FileSize(),
+		spare: opts.Spare,
 		log:   log.With(zap.String("topic", topic), zap.Int32("queueId", id)),
 	}
 }
@@ -89,6 +94,16 @@ func (q *Queue) String() string { return fmt.Sprintf("%s/%d", q.topic, q.id) }
 
 func (q *Queue) errf(format string, args ...any) error {
 	return fmt.Errorf("consumequeue %s/%d: %w", q.topic, q.id, fmt.Errorf(format, args...))
+}
+
+// segsChanged republishes fileEnd after segs changed. mu is held (or the
+// queue is not shared yet).
+func (q *Queue) segsChanged() {
+	if n := len(q.segs); n > 0 {
+		q.fileEnd.Store(q.segs[n-1].start + q.upf)
+	} else {
+		q.fileEnd.Store(0)
+	}
 }
 
 // segFor returns the segment holding queue offset off, or nil. mu must be held.

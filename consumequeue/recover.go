@@ -14,7 +14,7 @@ import (
 // recover loads the queue's files from disk and finds MinOffset and
 // MaxOffset. It runs before the queue is shared, so it takes no locks.
 func (q *Queue) recover() error {
-	q.dirReady = true
+	q.dirReady.Store(true)
 	entries, err := os.ReadDir(q.dir)
 	if err != nil {
 		return q.errf("recover: %w", err)
@@ -91,6 +91,7 @@ func (q *Queue) recover() error {
 	for minOff < limit && decodeUnit(first.unit(minOff)) == blankUnit {
 		minOff++
 	}
+	q.segsChanged()
 	q.minOff.Store(minOff)
 	q.maxOff.Store(end)
 	q.written = end
@@ -123,6 +124,7 @@ func (q *Queue) dropEmptyTail() error {
 		removed = true
 		errs = append(errs, last.unmap())
 		q.segs = q.segs[:len(q.segs)-1]
+		q.segsChanged()
 	}
 	if removed {
 		errs = append(errs, fsutil.SyncDir(q.dir))
@@ -138,4 +140,5 @@ func (q *Queue) unmapAll() {
 		_ = seg.unmap()
 	}
 	q.segs = nil
+	q.segsChanged()
 }

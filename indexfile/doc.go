@@ -31,6 +31,10 @@
 // mapped page that a flush has just cleaned faults, and under load those
 // faults waited for the flush's writeback, stalling dispatch for tens of
 // milliseconds (docs/BENCHMARKS.md).
+//
+// Room says how many entries fit before a new file is needed. When the
+// disk has no room for a new file and Options.Spare is set, Spare supplies
+// it instead (the broker's store renames a file it preallocated earlier).
 // Options (SlotCount, MaxEntries) are not recorded in the file and must not
 // change for an existing directory; a file larger than the options allow
 // makes Open fail with ErrCorrupt.

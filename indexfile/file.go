@@ -71,7 +71,16 @@ func createFile(root, name string, opts Options, durable bool) (*file, error) {
 	}
 	size := opts.FileSize()
 	if err := fsutil.Preallocate(osf, size); err != nil {
-		return fail(err)
+		if opts.Spare == nil || !fsutil.IsNoSpace(err) {
+			return fail(err)
+		}
+		// The disk is full: take a preallocated file from the reserve.
+		_ = osf.Close()
+		_ = os.Remove(path)
+		var serr error
+		if osf, serr = opts.Spare(path, size); serr != nil {
+			return nil, fmt.Errorf("create index file %s: %w; no spare file either: %v", path, err, serr)
+		}
 	}
 	if durable {
 		if err := osf.Sync(); err != nil {

@@ -172,7 +172,8 @@ func TestOptions(t *testing.T) {
 	if got := d.FileSize(); got != 420_000_040 {
 		t.Fatalf("default file size %d", got)
 	}
-	for _, o := range []Options{{0, 10}, {10, 1}, {-1, 10}, {10, math.MaxInt32 + 1}, {1 << 30, 1 << 30}} {
+	for _, o := range []Options{{SlotCount: 0, MaxEntries: 10}, {SlotCount: 10, MaxEntries: 1}, {SlotCount: -1, MaxEntries: 10},
+		{SlotCount: 10, MaxEntries: math.MaxInt32 + 1}, {SlotCount: 1 << 30, MaxEntries: 1 << 30}} {
 		if err := o.Validate(); err == nil {
 			t.Errorf("Validate(%+v) = nil", o)
 		}

@@ -3,6 +3,7 @@ package indexfile
 import (
 	"fmt"
 	"math"
+	"os"
 )
 
 // Defaults, as in RocketMQ (maxHashSlotNum, maxIndexNum).
@@ -26,6 +27,13 @@ type Options struct {
 	// maxIndexNum). Position 0 is never used, so a file holds at most
 	// MaxEntries-1 entries.
 	MaxEntries int
+	// Spare, if set, is asked for a file when a new index file cannot be
+	// allocated because the disk is full. It must make path an all-zero
+	// file already allocated to size bytes (typically by renaming one it
+	// preallocated earlier) and return it open for reading and writing.
+	// The broker's store uses it to draw on its reserve, so that dispatch
+	// never lacks room for an acknowledged message.
+	Spare func(path string, size int64) (*os.File, error)
 }
 
 // DefaultOptions returns RocketMQ's defaults: 5,000,000 slots and

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -28,6 +29,8 @@ type Store struct {
 	mu     sync.RWMutex
 	files  []*file
 	closed bool
+	// room is what Room returns, published under mu by what changes it.
+	room atomic.Int64
 
 	// noSync skips fsync and fdatasync; tests that do not test durability set
 	// it right after Open to run at memory speed.
@@ -79,6 +82,7 @@ func Open(root string, opts Options, log *zap.Logger) (*Store, error) {
 		}
 		s.files = append(s.files, f)
 	}
+	s.publishRoom()
 	log.Info("index store opened", zap.String("dir", root), zap.Int("files", len(s.files)),
 		zap.Int64("maxPhyOffset", s.MaxPhysicalOffset()))
 	return s, nil
@@ -102,6 +106,7 @@ func (s *Store) Put(key string, phyOffset int64, storeTimestamp int64) error {
 	hash := KeyHash(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.publishRoom()
 	for {
 		if s.closed {
 			return fmt.Errorf("index put: %w", ErrClosed)
@@ -290,6 +295,20 @@ func (s *Store) MaxPhysicalOffset() int64 {
 	return 0
 }
 
+// Room returns how many entries can still be put before a new file must
+// be created: the positions left in the newest file, 0 when there is none.
+// It takes no lock.
+func (s *Store) Room() int64 { return s.room.Load() }
+
+// publishRoom updates what Room returns. mu is held for writing.
+func (s *Store) publishRoom() {
+	var n int64
+	if f := s.newest(); f != nil && !s.closed {
+		n = int64(s.opts.MaxEntries) - int64(max(f.hdr.IndexCount, 1))
+	}
+	s.room.Store(n)
+}
+
 // Files returns the number of index files.
 func (s *Store) Files() int {
 	s.mu.RLock()
@@ -309,6 +328,7 @@ func (s *Store) TruncateAfter(phyOffset int64) error {
 	defer s.flushMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.publishRoom()
 	if s.closed {
 		return fmt.Errorf("index truncate: %w", ErrClosed)
 	}
@@ -412,6 +432,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.room.Store(0)
 	var errs []error
 	for _, f := range s.files {
 		if err := s.flushLocked(f); err != nil {

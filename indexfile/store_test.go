@@ -387,7 +387,7 @@ func TestAccessors(t *testing.T) {
 	opts := Options{SlotCount: 5, MaxEntries: 10}
 	s := openTest(t, dir, opts)
 	defer s.Close()
-	if s.Dir() != dir || s.Options() != opts {
+	if got := s.Options(); s.Dir() != dir || got.SlotCount != opts.SlotCount || got.MaxEntries != opts.MaxEntries {
 		t.Fatalf("Dir %q Options %+v", s.Dir(), s.Options())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -27,12 +28,15 @@ import (
 // SIGKILL: no deferred code, no final flush, no checkpoint.
 
 const (
-	envChild   = "BOLIDE_CRASH_CHILD"
-	envDir     = "BOLIDE_CRASH_DIR"
-	envFlush   = "BOLIDE_CRASH_FLUSH"
-	envCount   = "BOLIDE_CRASH_COUNT"
-	envStop    = "BOLIDE_CRASH_STOP" // clean | kill | forever
-	crashQueue = 4
+	envChild = "BOLIDE_CRASH_CHILD"
+	envDir   = "BOLIDE_CRASH_DIR"
+	envFlush = "BOLIDE_CRASH_FLUSH"
+	envCount = "BOLIDE_CRASH_COUNT"
+	envStop  = "BOLIDE_CRASH_STOP" // clean | kill | forever
+	// envUntilFull: writers stop at their first Put refused with
+	// commitlog.ErrDiskFull instead of failing.
+	envUntilFull = "BOLIDE_CRASH_UNTIL_FULL"
+	crashQueue   = 4
 )
 
 func crashOptions(dir string, flush commitlog.FlushMode) Options {
@@ -70,6 +74,7 @@ func TestCrashChild(t *testing.T) {
 	}
 	flush, _ := commitlog.ParseFlushMode(os.Getenv(envFlush))
 	count, _ := strconv.Atoi(os.Getenv(envCount))
+	untilFull := os.Getenv(envUntilFull) == "1"
 	s, err := Open(crashOptions(os.Getenv(envDir), flush), nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
@@ -92,6 +97,9 @@ func TestCrashChild(t *testing.T) {
 					return
 				}
 				r, err := s.Put(context.Background(), crashMsg(i))
+				if err != nil && untilFull && errors.Is(err, commitlog.ErrDiskFull) {
+					return
+				}
 				if err != nil {
 					fmt.Fprintln(os.Stderr, "put:", err)
 					os.Exit(4)
@@ -130,9 +138,25 @@ func (a ack) end() int64 { return a.phys + a.size }
 // physical offset. killAfter > 0 kills it after that many acks.
 func runChild(t *testing.T, dir string, flush commitlog.FlushMode, count int, stop string, killAfter int) []ack {
 	t.Helper()
+	return runWriter(t, dir, flush, count, stop, nil, func(n int, p *os.Process) bool {
+		if killAfter > 0 && n == killAfter {
+			_ = p.Kill()
+			return true
+		}
+		return false
+	})
+}
+
+// runWriter runs the writer with extra environment variables and calls
+// onAck after every ack with the number of acks so far; onAck returns true
+// once it has killed the writer.
+func runWriter(t *testing.T, dir string, flush commitlog.FlushMode, count int, stop string, env []string,
+	onAck func(n int, p *os.Process) bool) []ack {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), envChild+"=1", envDir+"="+dir, envFlush+"="+flush.String(),
 		envCount+"="+strconv.Itoa(count), envStop+"="+stop)
+	cmd.Env = append(cmd.Env, env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	pipe, err := cmd.StdoutPipe()
@@ -143,6 +167,7 @@ func runChild(t *testing.T, dir string, flush commitlog.FlushMode, count int, st
 		t.Fatal(err)
 	}
 	var acks []ack
+	killed := false
 	sc := bufio.NewScanner(pipe)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -154,15 +179,15 @@ func runChild(t *testing.T, dir string, flush commitlog.FlushMode, count int, st
 			v[k], _ = strconv.ParseInt(f[k+1], 10, 64)
 		}
 		acks = append(acks, ack{i: int(v[0]), qid: int(v[0]) % crashQueue, phys: v[1], size: v[2], qoff: v[3], flushedAfterAck: v[4]})
-		if killAfter > 0 && len(acks) == killAfter {
-			_ = cmd.Process.Kill()
+		if !killed && onAck(len(acks), cmd.Process) {
+			killed = true
 		}
 	}
 	err = cmd.Wait()
-	if stop == "clean" && killAfter == 0 && err != nil {
+	if stop == "clean" && !killed && err != nil {
 		t.Fatalf("child: %v\n%s", err, stderr.String())
 	}
-	if killAfter == 0 && stop != "clean" {
+	if !killed && stop != "clean" {
 		if ee, ok := err.(*exec.ExitError); !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 			t.Fatalf("child should have died of SIGKILL: %v\n%s", err, stderr.String())
 		}

@@ -25,32 +25,71 @@ const maxSamples = 256
 const dispatchRetryDelay = 200 * time.Millisecond
 
 // dispatchLoop tails the CommitLog: whenever its readable end moves, it
-// builds the ConsumeQueue and IndexFile entries of the new records and wakes
-// whoever waits for them.
+// plans room for the new records (room.go), builds their ConsumeQueue and
+// IndexFile entries and wakes whoever waits for them.
 func (s *Store) dispatchLoop() {
 	defer s.wg.Done()
 	for {
 		ch := s.clog.ReadableChanged()
+		planCh := s.plannedSig.C()
 		readable := s.clog.Readable()
-		if s.dispatched.Load() < readable {
-			if _, err := s.dispatchAvailable(readable); err != nil {
-				// A full disk or an I/O error: keep the record and retry;
-				// consumers lag until it succeeds, nothing is skipped.
-				s.log.Error("dispatch stopped; retrying", zap.Int64("offset", s.dispatched.Load()), zap.Error(err))
-				select {
-				case <-s.ctx.Done():
-					return
-				case <-time.After(dispatchRetryDelay):
-				}
+		// Puts in flight plan their own records (without decoding them);
+		// the dispatcher plans the rest: replicated records, and those of
+		// puts that returned without planning them.
+		putting := s.putting.Load() > 0
+		var planErr error
+		if !putting && s.planned.Load() < readable {
+			if planErr = s.planTo(readable); planErr != nil {
+				s.setFull(planErr)
+			}
+		}
+		if limit := s.planned.Load(); s.dispatched.Load() < limit {
+			_, err := s.dispatchAvailable(limit)
+			s.finishRecovery()
+			if err == nil {
+				continue
+			}
+			// An I/O error: keep the record and retry; consumers lag
+			// until it succeeds, nothing is skipped.
+			s.log.Error("dispatch stopped; retrying", zap.Int64("offset", s.dispatched.Load()), zap.Error(err))
+			planErr = err
+		}
+		if planErr != nil {
+			// Retry later, or as soon as the keeper finds room.
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-s.roomSig.C():
+			case <-time.After(dispatchRetryDelay):
 			}
 			continue
+		}
+		// Wait for more: while puts are in flight, for them to plan it
+		// (their planning wakes the dispatcher, and so does the return of
+		// the last one, after which it looks at the log again).
+		if putting {
+			ch = nil
 		}
 		select {
 		case <-s.ctx.Done():
 			return
+		case <-planCh:
 		case <-ch:
 		}
 	}
+}
+
+// finishRecovery ends a recovery that the disk cut short once the
+// dispatcher has reached the end of the log as Open found it: the log
+// takes the queues' next offsets and puts are accepted again.
+func (s *Store) finishRecovery() {
+	if !s.recovering.Load() || s.dispatched.Load() < s.recoverEnd {
+		return
+	}
+	n := s.adoptQueueOffsets()
+	s.recovering.Store(false)
+	s.log.Info("recovery finished: the queues are rebuilt up to the end of the log",
+		zap.Int64("logEnd", s.recoverEnd), zap.Int("queues", n))
 }
 
 // touched remembers the queues a dispatch batch advanced, to notify them once.
@@ -74,16 +113,28 @@ func (s *Store) dispatchAvailable(limit int64) (int64, error) {
 	if s.dispatchFailed && s.index != nil {
 		// The last attempt may have indexed some keys of the record it
 		// failed on; drop them so the retry does not index them twice.
-		if err := s.index.TruncateAfter(from); err != nil {
+		s.dispatchMu.Lock()
+		err := s.index.TruncateAfter(from)
+		s.dispatchMu.Unlock()
+		if err != nil {
 			return 0, &retryableError{off: from, err: err}
 		}
 	}
 	next, err := s.clog.Scan(from, limit, func(off int64, rec []byte) error {
-		d, err := message.DecodeDispatch(rec)
-		if err != nil {
-			return fmt.Errorf("record at %d: %w", off, err)
+		var d message.Dispatch
+		if !s.decoded.take(off, &d) {
+			var err error
+			if d, err = message.DecodeDispatch(rec); err != nil {
+				return fmt.Errorf("record at %d: %w", off, err)
+			}
 		}
-		if err := s.dispatchRecord(&d); err != nil {
+		s.dispatchMu.Lock()
+		err := s.dispatchRecord(&d)
+		if err == nil {
+			s.settle(off, &d)
+		}
+		s.dispatchMu.Unlock()
+		if err != nil {
 			return &retryableError{off: off, err: err}
 		}
 		n++

@@ -8,6 +8,8 @@
 //	<dir>/commitlog/<20-digit offset>     CommitLog segments (package commitlog)
 //	<dir>/consumequeue/<topic>/<queue>/…  ConsumeQueues (package consumequeue)
 //	<dir>/index/<yyyyMMddHHmmssSSS>       IndexFiles (package indexfile)
+//	<dir>/reserve/consumequeue-<n>        spare ConsumeQueue files, see Full disk
+//	<dir>/reserve/index-<n>               spare IndexFiles
 //	<dir>/checkpoint                      what is durable, see below
 //	<dir>/abort                           exists while the store is open
 //	<dir>/lock                            flock'ed while the store is open
@@ -42,9 +44,56 @@
 // in sync mode, so consumers never see what is not durable) and for every
 // record writes the ConsumeQueue unit (plain and committed messages) and one
 // index entry per KEYS value and unique id (all but rolled-back
-// transactional records), then wakes parked pulls. A transient failure
-// (full disk, I/O error) stops dispatch at that record and retries it later;
-// an inconsistency a retry cannot fix is logged, counted and skipped.
+// transactional records), then wakes parked pulls. It never passes the
+// planned offset (see Full disk). A transient failure (an I/O error) stops
+// dispatch at that record and retries it later; an inconsistency a retry
+// cannot fix is logged, counted and skipped.
+//
+// # Full disk
+//
+// CommitLog segments are preallocated, so the log fails only when it needs
+// a new segment (or when the disk is above DiskFullRatio). The ConsumeQueues
+// and IndexFiles, though, are built after the fact: a message acknowledged
+// while the disk fills may need a new queue or index file when the
+// dispatcher reaches it. The store makes sure that room exists before it
+// acknowledges the message:
+//
+//   - Reserve: <dir>/reserve holds ReserveQueueFiles (4) spare ConsumeQueue
+//     files and ReserveIndexFiles (1) spare IndexFiles, preallocated and
+//     synced at Open (by default 24 MB and 420 MB). Queue and index files
+//     are created as usual; only when that fails for lack of space is a
+//     spare renamed in the new file's place.
+//   - Planning: records are planned in log order, and for every record not
+//     yet dispatched the plan holds what its dispatch will need: one spare
+//     ConsumeQueue file for each record that will start a queue file, and
+//     room for its index entries in the newest IndexFile or the spare ones.
+//     When these do not fit, the planner adds spares; when the disk has no
+//     room for one, it stops. Put acknowledges messages (after their flush
+//     in sync mode) only once they are planned: it plans them itself, from
+//     the messages, after the records before them. The dispatcher plans
+//     what no put does (replicated records, those of a failed put) and
+//     never passes the planned offset; a record decoded for planning is not
+//     decoded again for dispatch. So every acknowledged message is
+//     dispatched, full disk or not.
+//   - Refusal: from the moment a spare is taken (a file could not be
+//     created) or cannot be replaced, or a record could not be planned, Put
+//     fails at once with an error wrapping commitlog.ErrDiskFull (the
+//     broker's DISK_FULL), appending nothing. A keeper retries every
+//     DiskCheckInterval (at most a second apart) and accepts puts again
+//     once the reserve is whole. The CommitLog's own checks still apply.
+//   - A Put that passed that check just as the reserve ran out may find its
+//     message appended but not planned: it fails with ErrDiskFull like a
+//     flush timeout, and the message becomes visible once there is room (a
+//     producer that retries it may store it twice). Nothing acknowledged is
+//     ever hidden.
+//   - Restart: recovery needs no new space for what was acknowledged: the
+//     queue and index files it rebuilds after truncating take the space the
+//     truncation freed, or the reserve. On a full disk Open recovers and
+//     serves reads with puts refused. If the records at the end of the log
+//     (never acknowledged) have no room, Open still succeeds, logs it, and
+//     the dispatcher finishes once there is room; puts wait until it has.
+//   - A slave plans before it dispatches too, but replication into its log
+//     is not refused: on a full disk its consumers lag until there is room.
 //
 // # Recovery
 //

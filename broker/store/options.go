@@ -18,6 +18,7 @@ import (
 //	commitlog/      CommitLog segments
 //	consumequeue/   ConsumeQueues
 //	index/          IndexFiles
+//	reserve/        spare ConsumeQueue and IndexFile files (reserve.go)
 //	checkpoint      what is durable (see checkpoint.go)
 //	abort           exists while the store is open
 //	lock            flock'ed while the store is open
@@ -46,6 +47,13 @@ type Options struct {
 	// checkpoint's verification point is kept, so that recovery re-verifies
 	// at least the last RecoverWindow bytes (4 MiB).
 	RecoverWindow int64
+	// ReserveQueueFiles and ReserveIndexFiles are how many spare
+	// ConsumeQueue files and IndexFiles the store keeps preallocated in
+	// <dir>/reserve, so that dispatch has room for every acknowledged
+	// message when the disk fills up (4 and 1; see "Full disk" in the
+	// package documentation).
+	ReserveQueueFiles int
+	ReserveIndexFiles int
 	// StoreHost is written into every record as its store host and used in
 	// offset message ids.
 	StoreHost netip.AddrPort
@@ -70,6 +78,8 @@ func DefaultOptions(dir string) Options {
 		RetentionInterval:  10 * time.Second,
 		CheckpointInterval: time.Second,
 		RecoverWindow:      4 << 20,
+		ReserveQueueFiles:  4,
+		ReserveIndexFiles:  1,
 		ResidentTail:       64 << 20,
 		ReleaseInterval:    10 * time.Second,
 		StoreHost:          netip.MustParseAddrPort("127.0.0.1:10911"),
@@ -103,6 +113,9 @@ func (o *Options) Validate() error {
 	}
 	if o.RetentionInterval <= 0 || o.CheckpointInterval <= 0 {
 		errs = append(errs, fmt.Errorf("store: RetentionInterval (%v) and CheckpointInterval (%v) must be positive", o.RetentionInterval, o.CheckpointInterval))
+	}
+	if o.ReserveQueueFiles < 0 || o.ReserveIndexFiles < 0 {
+		errs = append(errs, fmt.Errorf("store: ReserveQueueFiles (%d) and ReserveIndexFiles (%d) must not be negative", o.ReserveQueueFiles, o.ReserveIndexFiles))
 	}
 	if o.RecoverWindow < 0 {
 		errs = append(errs, fmt.Errorf("store: RecoverWindow %d must not be negative", o.RecoverWindow))

@@ -45,6 +45,12 @@ func (s *Store) PutBatch(ctx context.Context, msgs []*message.Ext, dst []PutResu
 	if s.closed.Load() {
 		return dst, ErrClosed
 	}
+	if err := s.refusal(); err != nil {
+		return dst, err
+	}
+	// The dispatcher leaves the planning of these records to this call.
+	s.putting.Add(1)
+	defer s.putDone()
 	entries := make([]*commitlog.Entry, len(msgs))
 	bufs := make([]*[]byte, len(msgs))
 	defer func() {
@@ -80,10 +86,23 @@ func (s *Store) PutBatch(ctx context.Context, msgs []*message.Ext, dst []PutResu
 		}
 	}
 	results, err := s.clog.AppendBatch(ctx, entries, make([]commitlog.Result, 0, len(entries)))
+	if err == nil && len(results) > 0 {
+		// Acknowledge only what the dispatcher has room for.
+		err = s.roomFor(msgs, results)
+	}
 	for _, r := range results {
 		dst = append(dst, PutResult{Result: r, MsgID: message.OffsetMsgID(s.opts.StoreHost, r.PhysicalOffset)})
 	}
 	return dst, err
+}
+
+// putDone ends a PutBatch. When no other is in flight the dispatcher looks
+// at the log again: records this one appended but did not plan (it failed,
+// or its flush is still to come) are the dispatcher's to plan now.
+func (s *Store) putDone() {
+	if s.putting.Add(-1) == 0 {
+		s.plannedSig.Notify()
+	}
 }
 
 // check validates a message before it is encoded.

@@ -24,12 +24,15 @@ func (s *Store) StartAt(off int64) error {
 	}
 	// The log is empty, so the dispatcher is idle: nothing is readable. Move
 	// the dispatch point first so it never looks below the new start.
+	s.planMu.Lock()
+	defer s.planMu.Unlock()
 	prev := s.dispatched.Load()
 	s.dispatched.Store(off)
 	if err := s.clog.StartAt(off); err != nil {
 		s.dispatched.Store(prev)
 		return err
 	}
+	s.planned.Store(off)
 	s.log.Info("store starts at a new offset", zap.Int64("start", off))
 	return s.writeCheckpoint()
 }
@@ -48,11 +51,7 @@ func (s *Store) AdoptQueueOffsets(ctx context.Context) error {
 	if err := s.WaitDispatched(ctx, s.clog.MaxOffset()); err != nil {
 		return err
 	}
-	n := 0
-	for _, q := range s.cqs.Queues() {
-		s.clog.SetQueueOffset(q.Topic(), q.ID(), q.MaxOffset())
-		n++
-	}
+	n := s.adoptQueueOffsets()
 	s.log.Info("queue offsets taken from the consume queues", zap.Int("queues", n),
 		zap.Int64("logEnd", s.clog.MaxOffset()))
 	return nil

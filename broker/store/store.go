@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/bolide-mq/bolide/commitlog"
 	"github.com/bolide-mq/bolide/consumequeue"
 	"github.com/bolide-mq/bolide/indexfile"
+	"github.com/bolide-mq/bolide/internal/fsutil"
 	"github.com/bolide-mq/bolide/internal/notify"
 )
 
@@ -46,6 +48,30 @@ type Store struct {
 	logFrom    int64        // last checkpoint's LogFrom
 	lastSample int64        // dispatcher-owned: newest boundary in samples
 	sampleGap  atomic.Int64 // spacing of samples: sampleEvery, doubled while the ring is full
+
+	// Room for dispatch (room.go): every record below planned has room
+	// for its queue and index files; the dispatcher never passes it, and
+	// Put acknowledges nothing above it.
+	res            *reserve
+	planMu         sync.Mutex // serialises planning
+	dispatchMu     sync.Mutex // held by the dispatcher while it dispatches one record
+	planned        atomic.Int64
+	plannedSig     notify.Signal                   // planned moved, or the last PutBatch in flight returned
+	putting        atomic.Int64                    // PutBatch calls in flight
+	plannedEntries int64                           // index entries of the records planned since Open; planMu
+	settledEntries atomic.Int64                    // index entries of the records dispatched since Open
+	planQueues     map[touched]*consumequeue.Queue // the planner's; planMu
+	newMu          sync.Mutex                      // guards newFiles and newOrder
+	newFiles       map[queueFile]struct{}
+	newOrder       []plannedFile         // planned records that start a queue file, in log order
+	nextNewFile    atomic.Int64          // newOrder[0].off, MaxInt64 when empty
+	decoded        decodedRing           // records the planner decoded, for the dispatcher
+	full           atomic.Pointer[error] // why puts are refused, nil when they are not
+	roomSig        notify.Signal         // the keeper found room
+	// recovering: Open could not rebuild the queues up to recoverEnd for
+	// lack of room; puts are refused until the dispatcher gets there.
+	recovering atomic.Bool
+	recoverEnd int64
 
 	// seen is the dispatcher's scratch map of queues a batch touched.
 	seen map[touched]*consumequeue.Queue
@@ -85,6 +111,7 @@ const (
 	lockName       = "lock"
 	abortName      = "abort"
 	checkpointName = "checkpoint"
+	reserveName    = "reserve"
 )
 
 // Open opens (creating if needed) the store, recovers it and starts the
@@ -103,7 +130,8 @@ func Open(opts Options, log *zap.Logger) (*Store, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	s := &Store{opts: opts, log: log}
+	s := &Store{opts: opts, log: log, newFiles: make(map[queueFile]struct{}), planQueues: make(map[touched]*consumequeue.Queue)}
+	s.nextNewFile.Store(math.MaxInt64)
 	lf, err := lockDir(filepath.Join(opts.Dir, lockName))
 	if err != nil {
 		return nil, err
@@ -115,8 +143,9 @@ func Open(opts Options, log *zap.Logger) (*Store, error) {
 	}
 	s.recovery.Duration = time.Since(start)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.wg.Add(3)
+	s.wg.Add(4)
 	go s.dispatchLoop()
+	go s.keepRoom()
 	go s.every(s.opts.CheckpointInterval, s.checkpointOnce)
 	go s.every(s.opts.RetentionInterval, s.retentionOnce)
 	if s.opts.ReleaseInterval > 0 {
@@ -175,6 +204,18 @@ func (s *Store) open() error {
 			s.log.Warn("no valid checkpoint; verified the whole log", zap.Int64("records", rec.Records), zap.Int64("end", rec.End))
 		}
 	}
+	var sizes [spareKinds]int64
+	sizes[spareQueue] = o.ConsumeQueue.FileSize()
+	if o.IndexEnabled {
+		sizes[spareIndex] = o.Index.FileSize()
+	}
+	s.res, err = openReserve(filepath.Join(o.Dir, reserveName), sizes,
+		[spareKinds]int{o.ReserveQueueFiles, o.ReserveIndexFiles}, s.log.Named("reserve"))
+	if err != nil {
+		return err
+	}
+	o.ConsumeQueue.Spare = func(path string, size int64) (*os.File, error) { return s.takeSpare(spareQueue, path, size) }
+	o.Index.Spare = func(path string, size int64) (*os.File, error) { return s.takeSpare(spareIndex, path, size) }
 	s.cqs, err = consumequeue.Open(filepath.Join(o.Dir, "consumequeue"), o.ConsumeQueue, s.log.Named("consumequeue"))
 	if err != nil {
 		return err
@@ -199,22 +240,36 @@ func (s *Store) open() error {
 		}
 	}
 	s.dispatched.Store(from)
+	s.planned.Store(from)
 	s.lastStoreTime.Store(cp.StoreTimestamp)
 	s.recovery.DispatchFrom = from
 	s.logFrom = min(cp.LogFrom, from)
 	s.samples = []int64{s.logFrom}
 	s.lastSample = s.logFrom
-	// Rebuild what the checkpoint did not cover, before any append.
-	n, err := s.dispatchAvailable(end)
+	// Keep the reserve, then rebuild what the checkpoint did not cover,
+	// before any append. On a full disk the store still opens: it serves
+	// what it could rebuild and refuses puts until there is room.
+	if err := s.res.fill(); err != nil {
+		s.setFull(fmt.Errorf("%w: the reserve of spare queue and index files cannot be kept: %w", commitlog.ErrDiskFull, err))
+	}
+	planErr := s.planTo(end)
+	n, err := s.dispatchAvailable(s.planned.Load())
 	s.recovery.Redispatched = n
-	if err != nil {
+	if err != nil && !fsutil.IsNoSpace(err) {
 		return fmt.Errorf("store: rebuild queues from %d: %w", from, err)
 	}
-	if s.dispatched.Load() != end {
-		return fmt.Errorf("store: rebuilt queues up to %d, log ends at %d", s.dispatched.Load(), end)
-	}
-	for _, q := range s.cqs.Queues() {
-		s.clog.SetQueueOffset(q.Topic(), q.ID(), q.MaxOffset())
+	if d := s.dispatched.Load(); d != end {
+		if err == nil && planErr == nil {
+			return fmt.Errorf("store: rebuilt queues up to %d, log ends at %d", d, end)
+		}
+		s.recovering.Store(true)
+		s.recoverEnd = end
+		s.setFull(fmt.Errorf("%w: %w", commitlog.ErrDiskFull, errors.Join(planErr, err)))
+		s.log.Error("disk full: the queues are rebuilt up to the middle of the log only; "+
+			"serving what they hold and refusing puts until the dispatcher reaches the end",
+			zap.Int64("dispatched", d), zap.Int64("logEnd", end), zap.NamedError("plan", planErr), zap.Error(err))
+	} else {
+		s.adoptQueueOffsets()
 	}
 	// Make the rebuilt state durable before declaring the store running.
 	if err := s.writeCheckpoint(); err != nil {
@@ -224,6 +279,15 @@ func (s *Store) open() error {
 		return fmt.Errorf("store: create abort marker: %w", err)
 	}
 	return nil
+}
+
+// adoptQueueOffsets gives the CommitLog the ConsumeQueues' next offsets.
+func (s *Store) adoptQueueOffsets() int {
+	qs := s.cqs.Queues()
+	for _, q := range qs {
+		s.clog.SetQueueOffset(q.Topic(), q.ID(), q.MaxOffset())
+	}
+	return len(qs)
 }
 
 // CommitLog exposes the log for replication and tools.
@@ -297,7 +361,12 @@ func (s *Store) Close() error {
 		if err := s.clog.Flush(); err != nil && !errors.Is(err, commitlog.ErrClosed) {
 			errs = append(errs, err)
 		}
-		if _, err := s.dispatchAvailable(s.clog.Readable()); err != nil {
+		// Records without room stay in the log, unacknowledged; the next
+		// Open dispatches them once there is room.
+		if err := s.planTo(s.clog.Readable()); err != nil {
+			s.log.Warn("disk full: records at the end of the log are left undispatched", zap.Error(err))
+		}
+		if _, err := s.dispatchAvailable(s.planned.Load()); err != nil {
 			errs = append(errs, err)
 		}
 		if err := s.writeCheckpoint(); err != nil {

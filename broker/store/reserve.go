@@ -1,0 +1,189 @@
+package store
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	"github.com/bolide-mq/bolide/internal/fsutil"
+)
+
+// The reserve is a directory of preallocated, all-zero spare files, one
+// kind per file size: ConsumeQueue files and IndexFiles. The ConsumeQueues
+// and the index create their files as usual and take a spare (a rename)
+// only when the disk has no room for a new file, so the spares sit unused
+// until the disk is full. See doc.go, "Full disk".
+
+// spareKind names the two kinds of spare files.
+type spareKind int
+
+const (
+	spareQueue spareKind = iota
+	spareIndex
+	spareKinds
+)
+
+var spareNames = [spareKinds]string{"consumequeue", "index"}
+
+func (k spareKind) String() string { return spareNames[k] }
+
+// reserve manages the spare files under <dir>/reserve.
+type reserve struct {
+	dir    string
+	log    *zap.Logger
+	size   [spareKinds]int64 // 0: the kind is not used
+	target [spareKinds]int
+
+	mu     sync.Mutex
+	spares [spareKinds][]string // paths, oldest first
+	seq    int
+	count  [spareKinds]atomic.Int64
+
+	taken chan struct{} // a spare was taken: the keeper should replace it
+}
+
+// openReserve lists the spare files under dir, removing those of the wrong
+// size (the options changed) and leftovers of an interrupted creation.
+func openReserve(dir string, size [spareKinds]int64, target [spareKinds]int, log *zap.Logger) (*reserve, error) {
+	r := &reserve{dir: dir, log: log, size: size, target: target, taken: make(chan struct{}, 1)}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("store: reserve: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("store: reserve: %w", err)
+	}
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		kind, seq, ok := parseSpareName(e.Name())
+		var st os.FileInfo
+		if ok && e.Type().IsRegular() {
+			st, err = e.Info()
+		}
+		if !ok || st == nil || err != nil || r.size[kind] == 0 || st.Size() != r.size[kind] {
+			log.Info("removing unusable reserve file", zap.String("file", path))
+			if err := os.RemoveAll(path); err != nil {
+				return nil, fmt.Errorf("store: reserve: %w", err)
+			}
+			continue
+		}
+		r.spares[kind] = append(r.spares[kind], path)
+		r.count[kind].Add(1)
+		r.seq = max(r.seq, seq+1)
+	}
+	return r, nil
+}
+
+func spareName(kind spareKind, seq int) string {
+	return fmt.Sprintf("%s-%d", kind, seq)
+}
+
+func parseSpareName(name string) (spareKind, int, bool) {
+	for k := spareKind(0); k < spareKinds; k++ {
+		if rest, ok := strings.CutPrefix(name, k.String()+"-"); ok {
+			seq, err := strconv.Atoi(rest)
+			return k, seq, err == nil && seq >= 0
+		}
+	}
+	return 0, 0, false
+}
+
+// ready returns how many spare files of kind are ready.
+func (r *reserve) ready(kind spareKind) int64 { return r.count[kind].Load() }
+
+// add preallocates one more spare file of kind. It is made durable
+// before it counts, so a crash cannot leave a short spare.
+func (r *reserve) add(kind spareKind) error {
+	r.mu.Lock()
+	seq := r.seq
+	r.seq++
+	r.mu.Unlock()
+	tmp := filepath.Join(r.dir, ".tmp-"+spareName(kind, seq))
+	path := filepath.Join(r.dir, spareName(kind, seq))
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("store: reserve %s file: %w", kind, err)
+	}
+	err = fsutil.Preallocate(f, r.size[kind])
+	if err == nil {
+		err = fsutil.Fdatasync(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		err = fsutil.SyncDir(r.dir)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("store: reserve %s file: %w", kind, err)
+	}
+	r.mu.Lock()
+	r.spares[kind] = append(r.spares[kind], path)
+	r.count[kind].Add(1)
+	r.mu.Unlock()
+	return nil
+}
+
+// fill adds spares until every kind has its target.
+func (r *reserve) fill() error {
+	for k := spareKind(0); k < spareKinds; k++ {
+		for r.size[k] > 0 && r.count[k].Load() < int64(r.target[k]) {
+			if err := r.add(k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// full reports whether every kind has its target.
+func (r *reserve) full() bool {
+	for k := spareKind(0); k < spareKinds; k++ {
+		if r.size[k] > 0 && r.count[k].Load() < int64(r.target[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// take moves a spare file of kind to path and opens it: the ConsumeQueues'
+// and the index's Spare hook.
+func (r *reserve) take(kind spareKind, path string, size int64) (*os.File, error) {
+	if size != r.size[kind] {
+		return nil, fmt.Errorf("store: reserve holds %d-byte %s files, %d asked", r.size[kind], kind, size)
+	}
+	r.mu.Lock()
+	n := len(r.spares[kind])
+	if n == 0 {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("store: reserve: no spare %s file left", kind)
+	}
+	spare := r.spares[kind][n-1]
+	r.spares[kind] = r.spares[kind][:n-1]
+	r.count[kind].Add(-1)
+	r.mu.Unlock()
+	select {
+	case r.taken <- struct{}{}:
+	default:
+	}
+	if err := os.Rename(spare, path); err != nil {
+		return nil, fmt.Errorf("store: reserve: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("store: reserve: %w", err)
+	}
+	r.log.Warn("disk full: took a file from the reserve", zap.Stringer("kind", kind), zap.String("file", path),
+		zap.Int64("sparesLeft", r.count[kind].Load()))
+	return f, nil
+}
