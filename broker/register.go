@@ -50,6 +50,7 @@ type NameServers interface {
 type registrar struct {
 	b       *Broker
 	ns      NameServers // nil: no registration (a broker without NameServers)
+	started bool        // start ran (set before the loop, read after it stopped)
 	now     chan struct{}
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -70,6 +71,7 @@ func (r *registrar) start() error {
 	if r.ns == nil {
 		return nil
 	}
+	r.started = true
 	r.registerAll() // before Start returns: routes exist as soon as we serve
 	r.wg.Add(1)
 	go r.loop()
@@ -188,6 +190,10 @@ func (r *registrar) stop() {
 	r.cancel()
 	r.wg.Wait()
 	if r.ns == nil {
+		return
+	}
+	if !r.started { // never registered: nothing to undo
+		_ = r.ns.Close()
 		return
 	}
 	reg := r.registration()
