@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -299,24 +298,6 @@ func TestDiskFullRatio(t *testing.T) {
 	})
 }
 
-// mountTmpfs mounts a tmpfs of size bytes on a new temporary directory and
-// unmounts it when the test ends; it skips the test where mounting is not
-// allowed.
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	dir := t.TempDir()
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput()
-	if err != nil {
-		t.Skipf("cannot mount a tmpfs (need root and CAP_SYS_ADMIN): %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
-}
-
 // TestRealDiskFull fills a 1 MiB tmpfs with 256 KiB segments: appends end
 // with ErrDiskFull (a failed segment allocation or the usage check at 100 %),
 // without a fault, and every acknowledged record is readable, also after
@@ -324,7 +305,7 @@ func mountTmpfs(t *testing.T, size string) string {
 func TestRealDiskFull(t *testing.T) {
 	for _, m := range modes() {
 		t.Run(m.name, func(t *testing.T) {
-			dir := mountTmpfs(t, "1m")
+			dir := testutil.MountTmpfs(t, "1m")
 			opts := testOptions(dir, m.flush, m.write)
 			opts.DiskFullRatio = 1.0
 			opts.DiskCheckInterval = 5 * time.Millisecond

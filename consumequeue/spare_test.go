@@ -3,30 +3,13 @@ package consumequeue
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/bolide-mq/bolide/internal/fsutil"
+	"github.com/bolide-mq/bolide/internal/testutil"
 )
-
-// smallTmpfs mounts a 1 MiB tmpfs on a new temporary directory, skipping
-// the test where mounting is not allowed.
-func smallTmpfs(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs (need root): %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
-}
 
 // fill writes a ballast file in dir until the file system is full.
 func fill(t *testing.T, dir string) {
@@ -51,7 +34,7 @@ func fill(t *testing.T, dir string) {
 // from Options.Spare; without Spare, Put fails with a no-space error and
 // the queue is unchanged.
 func TestSpareOnFullDisk(t *testing.T) {
-	root := smallTmpfs(t)
+	root := testutil.MountTmpfs(t, "1m")
 	const upf = 1000 // 20 000-byte files
 	spare := filepath.Join(root, "spare")
 	f, err := os.Create(spare)

@@ -4,37 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/bolide-mq/bolide/internal/fsutil"
+	"github.com/bolide-mq/bolide/internal/testutil"
 )
-
-// smallTmpfs mounts a 1 MiB tmpfs on a new temporary directory, skipping
-// the test where mounting is not allowed.
-func smallTmpfs(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs (need root): %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
-}
 
 // TestSpareOnFullDisk: on a full disk the index takes a new file from
 // Options.Spare; with no spare left, Put fails with a no-space error and
 // what is indexed stays queryable. Room counts the entries left before a
 // new file is needed.
 func TestSpareOnFullDisk(t *testing.T) {
-	root := smallTmpfs(t)
+	root := testutil.MountTmpfs(t, "1m")
 	opts := Options{SlotCount: 10, MaxEntries: 100}
 	spare := filepath.Join(root, "spare")
 	f, err := os.Create(spare)

@@ -6,35 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/bolide-mq/bolide/commitlog"
 	"github.com/bolide-mq/bolide/internal/fsutil"
+	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/message"
 )
-
-// mountTmpfs mounts a tmpfs of the given size on a new temporary directory
-// and unmounts it when the test ends. It skips the test where mounting is
-// not allowed (not root, no CAP_SYS_ADMIN).
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	dir := t.TempDir()
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput()
-	if err != nil {
-		t.Skipf("cannot mount a tmpfs (need root and CAP_SYS_ADMIN): %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
-}
 
 // waitDispatched waits until everything below off is dispatched, at most d.
 func waitDispatched(s *Store, off int64, d time.Duration) error {
@@ -148,7 +129,7 @@ func TestDiskFull(t *testing.T) {
 		{"ratio-async", 0.5, commitlog.FlushAsync, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			root := mountTmpfs(t, "12m")
+			root := testutil.MountTmpfs(t, "12m")
 			dir := filepath.Join(root, "store")
 			opts := testOptions(dir, tc.flush)
 			opts.CommitLog.SegmentSize = 2 << 20
@@ -313,7 +294,7 @@ func TestDiskFullTransientQueueFile(t *testing.T) {
 	const topic = "DiskFull"
 	const queues = 4
 	const units = 250 // per ConsumeQueue file
-	root := mountTmpfs(t, "24m")
+	root := testutil.MountTmpfs(t, "24m")
 	opts := testOptions(filepath.Join(root, "store"), commitlog.FlushSync)
 	opts.CommitLog.SegmentSize = 4 << 20
 	// Only a real ENOSPC stops the log: it keeps filling its preallocated
@@ -423,7 +404,7 @@ func TestDiskFullRestart(t *testing.T) {
 	for _, flush := range []commitlog.FlushMode{commitlog.FlushSync, commitlog.FlushAsync} {
 		for _, stop := range []string{"clean", "kill"} {
 			t.Run(flush.String()+"/"+stop, func(t *testing.T) {
-				root := mountTmpfs(t, "8m")
+				root := testutil.MountTmpfs(t, "8m")
 				dir := filepath.Join(root, "store")
 				acks := runWriter(t, dir, flush, 0, stop, []string{envUntilFull + "=1"}, func(n int, _ *os.Process) bool {
 					if n == 200 {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -74,4 +76,23 @@ func CrashCopy(t testing.TB, dir string) string {
 		t.Fatalf("crash copy of %s: %v", dir, err)
 	}
 	return dst
+}
+
+// MountTmpfs mounts a tmpfs of size (mount's notation: "1m", "12m") on a
+// new temporary directory and unmounts it when the test ends: a small file
+// system a test can fill. It skips the test where mounting is not allowed
+// (not root, no CAP_SYS_ADMIN).
+func MountTmpfs(t testing.TB, size string) string {
+	t.Helper()
+	dir := t.TempDir()
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput()
+	if err != nil {
+		t.Skipf("cannot mount a tmpfs (need root and CAP_SYS_ADMIN): %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
 }
