@@ -13,13 +13,16 @@ type SubscriptionGroup = subgroup.Config
 
 // SubscriptionGroups lists the declared subscription groups by name, with
 // the table's version.
-func (b *Broker) SubscriptionGroups() ([]SubscriptionGroup, TopicDataVersion) {
+func (b *Broker) SubscriptionGroups() ([]SubscriptionGroup, DataVersion) {
 	return b.subs.All()
 }
 
-// TopicDataVersion is the version of a metadata table (topics,
-// subscription groups).
-type TopicDataVersion = dataVersion
+// DataVersion is the version of a metadata table (topics, subscription
+// groups): it changes with every change of the table.
+type DataVersion = dataVersion
+
+// TopicDataVersion is the topic table's version.
+func (b *Broker) TopicDataVersion() DataVersion { return b.topics.dataVersion() }
 
 // LookupSubscriptionGroup returns a group's declared configuration.
 func (b *Broker) LookupSubscriptionGroup(group string) (SubscriptionGroup, bool) {
