@@ -206,7 +206,7 @@ func (f *Frontend) adminAllTopicConfig(_ context.Context, _ *connState, req *rmq
 	}
 	resp := adminJSON(req, struct {
 		TopicConfigTable map[string]topicConfigJSON `json:"topicConfigTable"`
-		DataVersion      broker.DataVersion  `json:"dataVersion"`
+		DataVersion      broker.DataVersion         `json:"dataVersion"`
 	}{table, f.b.TopicDataVersion()})
 	return resp.SetInt("totalTopicNum", int64(len(topics)))
 }
@@ -274,9 +274,9 @@ func (f *Frontend) subscriptionGroups() (map[string]subgroup.Config, broker.Data
 func (f *Frontend) adminAllSubGroups(_ context.Context, _ *connState, req *rmq.Command) *rmq.Command {
 	groups, v := f.subscriptionGroups()
 	resp := adminJSON(req, struct {
-		SubscriptionGroupTable map[string]subgroup.Config   `json:"subscriptionGroupTable"`
+		SubscriptionGroupTable map[string]subgroup.Config  `json:"subscriptionGroupTable"`
 		ForbiddenTable         map[string]map[string]int32 `json:"forbiddenTable"`
-		DataVersion            broker.DataVersion   `json:"dataVersion"`
+		DataVersion            broker.DataVersion          `json:"dataVersion"`
 	}{groups, map[string]map[string]int32{}, v})
 	return resp.SetInt("totalGroupNum", int64(len(groups)))
 }
