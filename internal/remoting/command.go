@@ -129,4 +129,3 @@ func (c *Command) Required(key string) (string, error) {
 	}
 	return s, nil
 }
-
