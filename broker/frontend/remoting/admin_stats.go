@@ -74,7 +74,7 @@ func (f *Frontend) adminRuntimeInfo(_ context.Context, _ *connState, req *rmq.Co
 		"timerEnqueueTps":   "0.0",
 		"timerDequeueTps":   "0.0",
 	}
-	if ts := f.earliestStoreTime(info.CommitLogMinOffset, info.CommitLogMaxOffset); ts > 0 {
+	if ts := f.firstMessageStoreTime(info.CommitLogMinOffset, info.CommitLogMaxOffset); ts > 0 {
 		t["earliestMessageTimeStamp"] = strconv.FormatInt(ts, 10)
 	}
 	return adminJSON(req, struct {
@@ -114,9 +114,9 @@ func (f *Frontend) messageTotals() (in, out, inBytes int64) {
 	return in, out, inBytes
 }
 
-// earliestStoreTime is the store time of the CommitLog's first message, 0
+// firstMessageStoreTime is the store time of the CommitLog's first message, 0
 // when there is none.
-func (f *Frontend) earliestStoreTime(minOff, maxOff int64) int64 {
+func (f *Frontend) firstMessageStoreTime(minOff, maxOff int64) int64 {
 	if maxOff <= minOff {
 		return 0
 	}

@@ -52,18 +52,7 @@ func adminBroker(t *testing.T) (*server.Server, *rmq.Conn) {
 	return b, conn
 }
 
-func invoke(t *testing.T, c *rmq.Conn, code int32, ext map[string]string, body []byte) *rmq.Command {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	resp, err := c.Invoke(ctx, rmq.NewRequest(code, ext, body))
-	if err != nil {
-		t.Fatalf("request %d: %v", code, err)
-	}
-	return resp
-}
-
-func ok(t *testing.T, resp *rmq.Command) *rmq.Command {
+func wantOK(t *testing.T, resp *rmq.Command) *rmq.Command {
 	t.Helper()
 	if resp.Code != rmq.Success {
 		t.Fatalf("response %d %q, want success", resp.Code, resp.Remark)
@@ -105,13 +94,13 @@ func sendN(t *testing.T, b *server.Server, topic string, n int, key func(i int) 
 
 func TestAdminTopicsAndStats(t *testing.T) {
 	b, c := adminBroker(t)
-	ok(t, invoke(t, c, rmq.UpdateAndCreateTopic, map[string]string{"topic": "AdminT", "defaultTopic": "TBW102",
+	wantOK(t, invoke(t, c, rmq.UpdateAndCreateTopic, map[string]string{"topic": "AdminT", "defaultTopic": "TBW102",
 		"readQueueNums": "2", "writeQueueNums": "2", "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0",
 		"order": "false", "attributes": "+message.type=NORMAL"}, nil))
 	offs := sendN(t, b, "AdminT", 5, func(i int) string { return "k" + strconv.Itoa(i%2) })
 
 	// All topic configs.
-	resp := ok(t, invoke(t, c, rmq.GetAllTopicConfig, nil, nil))
+	resp := wantOK(t, invoke(t, c, rmq.GetAllTopicConfig, nil, nil))
 	var all struct {
 		TopicConfigTable map[string]struct {
 			TopicName      string            `json:"topicName"`
@@ -135,7 +124,7 @@ func TestAdminTopicsAndStats(t *testing.T) {
 	}
 
 	// Topic stats: 3 messages on queue 0, 2 on queue 1.
-	resp = ok(t, invoke(t, c, rmq.GetTopicStatsInfo, map[string]string{"topic": "AdminT"}, nil))
+	resp = wantOK(t, invoke(t, c, rmq.GetTopicStatsInfo, map[string]string{"topic": "AdminT"}, nil))
 	if !strings.Contains(string(resp.Body), `{"brokerName":"broker-a","queueId":0,"topic":"AdminT"}:{"minOffset":0,"maxOffset":3,`) {
 		t.Fatalf("topic stats body: %s", resp.Body)
 	}
@@ -150,7 +139,7 @@ func TestAdminTopicsAndStats(t *testing.T) {
 	}
 
 	// Runtime info counts the five messages.
-	resp = ok(t, invoke(t, c, rmq.GetBrokerRuntimeInfo, nil, nil))
+	resp = wantOK(t, invoke(t, c, rmq.GetBrokerRuntimeInfo, nil, nil))
 	var kv struct{ Table map[string]string }
 	if err := json.Unmarshal(resp.Body, &kv); err != nil {
 		t.Fatal(err)
@@ -160,12 +149,12 @@ func TestAdminTopicsAndStats(t *testing.T) {
 	}
 
 	// View by offset and query by key.
-	resp = ok(t, invoke(t, c, rmq.ViewMessageByID, map[string]string{"topic": "AdminT", "offset": strconv.FormatInt(offs[3], 10)}, nil))
+	resp = wantOK(t, invoke(t, c, rmq.ViewMessageByID, map[string]string{"topic": "AdminT", "offset": strconv.FormatInt(offs[3], 10)}, nil))
 	m, err := message.Decode(resp.Body)
 	if err != nil || string(m.Body) != "body-3" {
 		t.Fatalf("view by offset: %v %+v", err, m)
 	}
-	resp = ok(t, invoke(t, c, rmq.QueryMessage, map[string]string{"topic": "AdminT", "key": "k1", "maxNum": "64",
+	resp = wantOK(t, invoke(t, c, rmq.QueryMessage, map[string]string{"topic": "AdminT", "key": "k1", "maxNum": "64",
 		"beginTimestamp": "0", "endTimestamp": strconv.FormatInt(1<<62, 10), "_UNIQUE_KEY_QUERY": "false"}, nil))
 	var bodies []string
 	for rest := resp.Body; len(rest) > 0; {
@@ -181,7 +170,7 @@ func TestAdminTopicsAndStats(t *testing.T) {
 	if strings.Join(bodies, ",") != "body-1,body-3" || resp.String("indexLastUpdatePhyoffset") == "" {
 		t.Fatalf("query by key k1: %v, ext %v", bodies, resp.Ext)
 	}
-	resp = ok(t, invoke(t, c, rmq.QueryMessage, map[string]string{"topic": "AdminT", "key": "UNIQ4", "maxNum": "64",
+	resp = wantOK(t, invoke(t, c, rmq.QueryMessage, map[string]string{"topic": "AdminT", "key": "UNIQ4", "maxNum": "64",
 		"beginTimestamp": "0", "endTimestamp": strconv.FormatInt(1<<62, 10), "_UNIQUE_KEY_QUERY": "true"}, nil))
 	if m, err := message.Decode(resp.Body); err != nil || string(m.Body) != "body-4" {
 		t.Fatalf("query by unique key: %v %+v", err, m)
@@ -192,8 +181,8 @@ func TestAdminTopicsAndStats(t *testing.T) {
 	}
 
 	// Delete; a second delete is no error.
-	ok(t, invoke(t, c, rmq.DeleteTopicInBroker, map[string]string{"topic": "AdminT"}, nil))
-	ok(t, invoke(t, c, rmq.DeleteTopicInBroker, map[string]string{"topic": "AdminT"}, nil))
+	wantOK(t, invoke(t, c, rmq.DeleteTopicInBroker, map[string]string{"topic": "AdminT"}, nil))
+	wantOK(t, invoke(t, c, rmq.DeleteTopicInBroker, map[string]string{"topic": "AdminT"}, nil))
 	if r := invoke(t, c, rmq.GetTopicStatsInfo, map[string]string{"topic": "AdminT"}, nil); r.Code != rmq.TopicNotExist {
 		t.Fatalf("stats of a deleted topic: %d", r.Code)
 	}
@@ -213,9 +202,9 @@ func TestAdminGroupsOffsetsAndRefusals(t *testing.T) {
 	}
 
 	// Subscription groups.
-	ok(t, invoke(t, c, rmq.UpdateAndCreateSubscriptionGroup, nil,
+	wantOK(t, invoke(t, c, rmq.UpdateAndCreateSubscriptionGroup, nil,
 		[]byte(`{"groupName":"SG","consumeEnable":true,"retryMaxTimes":3,"groupRetryPolicy":{"type":"CUSTOMIZED"},"attributes":{}}`)))
-	resp := ok(t, invoke(t, c, rmq.GetAllSubscriptionGroupConfig, nil, nil))
+	resp := wantOK(t, invoke(t, c, rmq.GetAllSubscriptionGroupConfig, nil, nil))
 	var groups struct {
 		SubscriptionGroupTable map[string]struct {
 			GroupName      string `json:"groupName"`
@@ -232,13 +221,13 @@ func TestAdminGroupsOffsetsAndRefusals(t *testing.T) {
 	if _, ok := groups.SubscriptionGroupTable["CG"]; !ok {
 		t.Fatalf("a group with offsets is not listed: %s", resp.Body)
 	}
-	ok(t, invoke(t, c, rmq.DeleteSubscriptionGroup, map[string]string{"groupName": "SG", "cleanOffset": "false"}, nil))
+	wantOK(t, invoke(t, c, rmq.DeleteSubscriptionGroup, map[string]string{"groupName": "SG", "cleanOffset": "false"}, nil))
 	if r := invoke(t, c, rmq.GetSubscriptionGroupConfig, map[string]string{"group": "SG"}, nil); r.Code != rmq.SubscriptionGroupNotExist {
 		t.Fatalf("a deleted group: %d", r.Code)
 	}
 
 	// Consume stats and who consumes.
-	resp = ok(t, invoke(t, c, rmq.GetConsumeStats, map[string]string{"consumerGroup": "CG", "topic": "GT"}, nil))
+	resp = wantOK(t, invoke(t, c, rmq.GetConsumeStats, map[string]string{"consumerGroup": "CG", "topic": "GT"}, nil))
 	var cs struct {
 		OffsetTable map[string]struct{ BrokerOffset, ConsumerOffset, PullOffset, LastTimestamp int64 } `json:"offsetTable"`
 	}
@@ -249,7 +238,7 @@ func TestAdminGroupsOffsetsAndRefusals(t *testing.T) {
 		q0.LastTimestamp <= 0 || q1.BrokerOffset != 4 || q1.ConsumerOffset != 0 || q1.LastTimestamp != 0 {
 		t.Fatalf("consume stats: %+v", cs.OffsetTable)
 	}
-	resp = ok(t, invoke(t, c, rmq.QueryTopicConsumeByWho, map[string]string{"topic": "GT"}, nil))
+	resp = wantOK(t, invoke(t, c, rmq.QueryTopicConsumeByWho, map[string]string{"topic": "GT"}, nil))
 	if string(resp.Body) != `{"groupList":["CG"]}` {
 		t.Fatalf("consumed by: %s", resp.Body)
 	}
@@ -257,12 +246,12 @@ func TestAdminGroupsOffsetsAndRefusals(t *testing.T) {
 	// Reset by time: both queues go back to 3, the first message stored
 	// after before; without force, only backwards (queue 0 stays at 2; queue
 	// 1, never committed, moves).
-	resp = ok(t, invoke(t, c, rmq.InvokeBrokerToResetOffset, map[string]string{"group": "CG", "topic": "GT",
+	resp = wantOK(t, invoke(t, c, rmq.InvokeBrokerToResetOffset, map[string]string{"group": "CG", "topic": "GT",
 		"timestamp": strconv.FormatInt(before, 10), "isForce": "false", "offset": "-1"}, nil))
 	if want := `{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"GT"}:2,{"brokerName":"broker-a","queueId":1,"topic":"GT"}:3}}`; string(resp.Body) != want {
 		t.Fatalf("reset without force: %s", resp.Body)
 	}
-	resp = ok(t, invoke(t, c, rmq.InvokeBrokerToResetOffset, map[string]string{"group": "CG", "topic": "GT",
+	resp = wantOK(t, invoke(t, c, rmq.InvokeBrokerToResetOffset, map[string]string{"group": "CG", "topic": "GT",
 		"timestamp": strconv.FormatInt(before, 10), "isForce": "true", "offset": "-1"}, nil))
 	if want := `{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"GT"}:3,{"brokerName":"broker-a","queueId":1,"topic":"GT"}:3}}`; string(resp.Body) != want {
 		t.Fatalf("forced reset: %s", resp.Body)
@@ -286,5 +275,5 @@ func TestAdminGroupsOffsetsAndRefusals(t *testing.T) {
 	if r := invoke(t, c, rmq.WipeWritePermOfBroker, nil, nil); r.Code != rmq.RequestCodeNotSupported {
 		t.Fatalf("an admin code Bolide does not serve: %d", r.Code)
 	}
-	ok(t, invoke(t, c, rmq.GetBrokerRuntimeInfo, nil, nil))
+	wantOK(t, invoke(t, c, rmq.GetBrokerRuntimeInfo, nil, nil))
 }
