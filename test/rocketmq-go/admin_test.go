@@ -36,12 +36,17 @@ func TestAdminAPI(t *testing.T) {
 				t.Fatalf("CreateTopic on %s: %v", b.name, err)
 			}
 		}
-		// The brokers publish the new topic's route to the NameServer.
-		var mqs []*primitive.MessageQueue
+		// The brokers publish the new topic's route to the NameServer. (The
+		// client caches the first route it gets for good: ask once it is
+		// complete.)
 		if !waitFor(15*time.Second, func() bool {
-			mqs, err = adm.FetchPublishMessageQueues(ctx, topic)
-			return err == nil && len(mqs) == 3*len(c.brokers)
+			r, err := c.admin.Route(ctx, topic)
+			return err == nil && len(r.Queues) == len(c.brokers)
 		}) {
+			t.Fatalf("%s not routed on every broker 15 s after CreateTopic", topic)
+		}
+		mqs, err := adm.FetchPublishMessageQueues(ctx, topic)
+		if err != nil || len(mqs) != 3*len(c.brokers) {
 			t.Fatalf("FetchPublishMessageQueues(%s): %d queues (%v), want %d", topic, len(mqs), err, 3*len(c.brokers))
 		}
 		for _, b := range c.brokers {

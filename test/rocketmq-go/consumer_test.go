@@ -225,6 +225,7 @@ func TestRetryThenDeadLetter(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
 		topic := c.newTopic(t, "retry", 2)
 		group := uniq("retryg")
+		prepareGroup(t, c, group, topic)
 		p := newProducer(t, c)
 		var msgs []*primitive.Message
 		for i := range 3 {
@@ -242,6 +243,9 @@ func TestRetryThenDeadLetter(t *testing.T) {
 			t.Fatalf("%d deliveries of %d failing messages, want %d", col.len(), len(ss), 3*len(ss))
 		}
 		dl := waitDeadLetters(t, c, group, len(ss), 30*time.Second)
+		for _, d := range col.all() {
+			t.Logf("delivery of %s at %s: reconsume times %d", d.msg.MsgId, d.at.Format("15:04:05.000"), d.msg.ReconsumeTimes)
+		}
 		time.Sleep(2 * time.Second) // a fourth delivery would come by now
 		got := col.byMsgID()
 		for _, s := range ss {
@@ -278,7 +282,7 @@ func TestRetryThenDeadLetter(t *testing.T) {
 			}
 		}
 		// And so does the RocketMQ pull consumer, reading %DLQ%<group>.
-		dlq := indexByMsgID(t, flatten(readTopic(t, c, "%DLQ%"+group)))
+		dlq := indexByMsgID(t, flatten(readTopic(t, c, "%DLQ%"+group, len(ss))))
 		if len(dlq) != len(ss) {
 			t.Errorf("%%DLQ%%%s holds %d messages, want %d", group, len(dlq), len(ss))
 		}
@@ -300,4 +304,27 @@ func TestRetryThenDeadLetter(t *testing.T) {
 			}
 		}
 	})
+}
+
+// prepareGroup has the brokers create group's retry topic (a clustering
+// consumer's heartbeat does) and waits until the NameServer routes it. The
+// RocketMQ client reads the route of %RETRY%<group> when it starts, before
+// its first heartbeat, and then only every 30 s: without this, a brand-new
+// group's first retries wait up to 30 s (as with Apache RocketMQ's broker).
+// Call it before anything is sent to topic.
+func prepareGroup(t testing.TB, c *cluster, group, topic string) {
+	t.Helper()
+	pc := startPushConsumer(t, c, group, topic, "*", func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		t.Errorf("the warm-up consumer of %s got a message", group)
+		return consumer.ConsumeRetryLater, nil
+	})
+	defer func() { _ = pc.Shutdown() }()
+	if !waitFor(15*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		r, err := c.admin.Route(ctx, "%RETRY%"+group)
+		return err == nil && len(r.Queues) == len(c.brokers)
+	}) {
+		t.Errorf("%%RETRY%%%s is not routed on every broker 15 s after its consumer started", group)
+	}
 }

@@ -26,7 +26,9 @@ import (
 //   - crash: the killed member consumed it within its commit interval (plus
 //     a margin) before the kill, and another member consumed it again;
 //   - handover: the surviving member consumed it within its commit interval
-//     before, or while, the restarted member took its queues back.
+//     before, or while, the restarted member took its queues back (in
+//     either order: nothing stops a RocketMQ consumer from starting on a
+//     queue its previous owner is still consuming).
 //
 // Anything else — a duplicate while the membership is stable (the two
 // kinds disagreeing about the allocation), one member consuming a message
@@ -140,8 +142,8 @@ func mixedRun(t *testing.T, l layout, childKind string) {
 	}) {
 		t.Fatalf("the child consumed %d messages in 60 s", len(ch.records()))
 	}
-	ch.kill()
 	killAt := time.Now()
+	ch.kill()
 	time.Sleep(2 * time.Second)
 	ch.start(t)
 	restartAt := time.Now()
@@ -195,7 +197,10 @@ func mixedRun(t *testing.T, l layout, childKind string) {
 				t.Errorf("message %s consumed twice by %s (%v and %v, offsets %d, %d)", seq, prev.by, prev.at.Format("15:04:05.000"), next.at.Format("15:04:05.000"), prev.offset, next.offset)
 			case prev.by == "child#1" && !prev.at.Before(killAt.Add(-wKill)) && !next.at.Before(killAt):
 				crash++
-			case prev.by == "parent" && next.by == "child#2" && !prev.at.Before(restartAt.Add(-wHand)) && prev.at.Before(restartAt.Add(20*time.Second)):
+			case handoverPair(prev.by, next.by) && !prev.at.Before(restartAt.Add(-wHand)) && prev.at.Before(restartAt.Add(20*time.Second)):
+				// The survivor's uncommitted messages, or the restarted
+				// member starting on a queue the survivor has not yet let
+				// go (clustering consumers of RocketMQ hold no lock).
 				handover++
 			default:
 				other++
@@ -240,4 +245,10 @@ func mixedRun(t *testing.T, l layout, childKind string) {
 		childKind, sentN.Load(), sendEnd.Sub(sendStart).Round(time.Millisecond), len(recs), perMember, members)
 	t.Logf("mixed group: %d lost, %d duplicates: %d after the crash (the killed member's last %v), %d at the handover back (the survivor's last %v), %d unexplained",
 		missing, len(recs)-len(bySeq), crash, wKill, handover, wHand, other)
+}
+
+// handoverPair reports whether two deliveries are by the survivor and the
+// restarted member.
+func handoverPair(a, b string) bool {
+	return (a == "parent" && b == "child#2") || (a == "child#2" && b == "parent")
 }

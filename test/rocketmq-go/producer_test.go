@@ -114,7 +114,7 @@ func TestSendOneWay(t *testing.T) {
 		if !waitFor(10*time.Second, func() bool { return storedCount(t, c, topic) >= n }) {
 			t.Fatalf("%d of %d oneway messages stored after 10 s", storedCount(t, c, topic), n)
 		}
-		got := indexByMsgID(t, flatten(readTopic(t, c, topic)))
+		got := indexByMsgID(t, flatten(readTopic(t, c, topic, n)))
 		if len(got) != n {
 			t.Errorf("topic holds %d messages, want %d", len(got), n)
 		}
@@ -181,7 +181,7 @@ func TestSendBatch(t *testing.T) {
 			t.Logf("batch %d: %v", b, res)
 			batches = append(batches, batch{msgs, res})
 		}
-		byQueue := readTopic(t, c, topic)
+		byQueue := readTopic(t, c, topic, 15)
 		total := 0
 		for _, q := range byQueue {
 			total += len(q)
@@ -256,7 +256,7 @@ func TestSendOrderedBySharding(t *testing.T) {
 			ss = append(ss, sent{m, res})
 		}
 		// In each queue, the messages of a key are stored in send order.
-		byQueue := readTopic(t, c, topic)
+		byQueue := readTopic(t, c, topic, len(ss))
 		for q, msgs := range byQueue {
 			last := map[string]int{}
 			for _, m := range msgs {

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/bolide-mq/bolide/client"
 )
 
 // Helpers around the RocketMQ client: every client gets a unique instance
@@ -292,13 +293,26 @@ func trunc(b []byte) string {
 }
 
 // readTopic reads every message of topic with a RocketMQ pull consumer's
-// PullFrom, queue by queue up to the offsets the brokers report, and returns
-// them by queue ("broker/queue") in offset order.
-func readTopic(t testing.TB, c *cluster, topic string) map[string][]*primitive.MessageExt {
+// PullFrom, queue by queue up to the offsets the brokers report once they
+// hold at least want messages, and returns them by queue ("broker/queue")
+// in offset order. (A broker answers a send once the message is in its
+// CommitLog; its queues index it a moment later.)
+func readTopic(t testing.TB, c *cluster, topic string, want int) map[string][]*primitive.MessageExt {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	st, err := c.admin.QueueStatus(ctx, topic)
+	var (
+		st  []client.QueueStatus
+		err error
+	)
+	waitFor(10*time.Second, func() bool {
+		st, err = c.admin.QueueStatus(ctx, topic)
+		n := 0
+		for _, q := range st {
+			n += int(q.MaxOffset - q.MinOffset)
+		}
+		return err == nil && n >= want
+	})
 	if err != nil {
 		t.Fatalf("queue status of %s: %v", topic, err)
 	}
@@ -386,7 +400,7 @@ func indexByMsgID(t testing.TB, msgs []*primitive.MessageExt) map[string]*primit
 // there exactly once, as sent.
 func checkAllStored(t testing.TB, c *cluster, topic string, ss []sent) {
 	t.Helper()
-	got := indexByMsgID(t, flatten(readTopic(t, c, topic)))
+	got := indexByMsgID(t, flatten(readTopic(t, c, topic, len(ss))))
 	if len(got) != len(ss) {
 		t.Errorf("topic %s holds %d messages, want %d", topic, len(got), len(ss))
 	}
