@@ -112,8 +112,9 @@ func (s *sendOptions) applyDelay(pm *pb.Message) error {
 }
 
 // CancelDelayed cancels a pending timer message of topic by its MsgID (the
-// unique id SendResult.MsgID names; not its OffsetMsgID), on whichever broker of the topic holds it. Once it
-// returns nil the message is never delivered. It fails with
+// unique id SendResult.MsgID names; not its OffsetMsgID), on whichever
+// broker of the topic holds it. Once it returns nil the message is never
+// delivered. It fails with
 // ErrAlreadyDelivered if the message was delivered first, and with
 // ErrQueryNotFound if no broker holds it.
 func (p *Producer) CancelDelayed(ctx context.Context, topic, msgID string) error {

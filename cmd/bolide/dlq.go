@@ -111,8 +111,9 @@ func newDLQListCmd(a *app) *cobra.Command {
 		Short: "List a group's dead-lettered messages",
 		Long: `List the messages of a consumer group that failed more than the maximum number of
 reconsumes (16 by default) and sit in its dead-letter topic %DLQ%<group>: their msg id
-(the message's unique id; use it with dlq show and dlq replay --id), original topic, reconsume count, first and last failure
-time, whether they were replayed, and the start of the body.`,
+(the message's unique id; use it with dlq show and dlq replay --id), original topic,
+reconsume count, first and last failure time, whether they were replayed, and the start
+of the body.`,
 		Example: "  bolide dlq list --group billing\n  bolide dlq list --group billing --since 1h -o json",
 		Args:    exactArgs(0, ""),
 		RunE: func(*cobra.Command, []string) error {
@@ -276,8 +277,9 @@ func newDLQReplayCmd(a *app) *cobra.Command {
 		Long: `Replay dead letters: each selected message is sent again, as a new message with its body,
 tag, keys and properties, to its original topic or --to-topic. The new message carries
 DLQ_REPLAY_GROUP, DLQ_REPLAY_MSG_ID (the dead letter's offset msg id) and
-DLQ_REPLAY_ORIGIN_ID (the original msg id, its unique id). Each replayed entry is marked on its broker, durably, so a later
-replay skips it; --dry-run shows what would be replayed and changes nothing.
+DLQ_REPLAY_ORIGIN_ID (the original msg id, its unique id). Each replayed entry is marked
+on its broker, durably, so a later replay skips it; --dry-run shows what would be
+replayed and changes nothing.
 
 Progress goes to stderr, one line per message; the summary (replayed, skipped, failed)
 to stdout. The exit status is 1 when any replay failed or an --id matches no dead letter.`,
