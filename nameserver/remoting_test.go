@@ -323,7 +323,7 @@ func TestRemotingUnsupportedCodesKeepTheConnection(t *testing.T) {
 			calls[l["protocol_type"]+" "+l["request_code"]+" "+l["response_code"]] += m.GetHistogram().GetSampleCount()
 		}
 	}
-	if calls["remoting 103 3"] != 1 || calls["remoting 105 0"] != 2 || calls["remoting 101 22"] != 2 {
+	if calls["remoting 103 3"] != 1 || calls["remoting unsupported 3"] != 3 || calls["remoting 105 0"] != 2 || calls["remoting 101 22"] != 2 {
 		t.Errorf("remoting latency samples %v", calls)
 	}
 }
