@@ -19,6 +19,7 @@ import (
 	"github.com/bolide-mq/bolide/broker/frontend"
 	"github.com/bolide-mq/bolide/broker/frontend/framed"
 	"github.com/bolide-mq/bolide/broker/frontend/grpcapi"
+	"github.com/bolide-mq/bolide/broker/frontend/remoting"
 	"github.com/bolide-mq/bolide/broker/remote"
 )
 
@@ -33,10 +34,25 @@ type Server struct {
 	closeErr  error
 }
 
+// Option changes what New assembles.
+type Option func(*config)
+
+type config struct {
+	remoting bool
+}
+
+// WithRemoting turns RocketMQ's remoting protocol on the port on or off
+// (on by default).
+func WithRemoting(on bool) Option { return func(c *config) { c.remoting = on } }
+
 // New binds opts.ListenAddr (":0" picks a free port), then opens the core
 // (validating the options, recovering the store) and the front ends.
 // Serving starts with Start.
-func New(opts broker.Options, log *zap.Logger) (*Server, error) {
+func New(opts broker.Options, log *zap.Logger, options ...Option) (*Server, error) {
+	cfg := config{remoting: true}
+	for _, o := range options {
+		o(&cfg)
+	}
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -53,10 +69,14 @@ func New(opts broker.Options, log *zap.Logger) (*Server, error) {
 		_ = lis.Close()
 		return nil, err
 	}
-	mux := frontend.NewMux(lis, log.Named("port"),
+	fes := []frontend.Frontend{
 		grpcapi.New(core),
 		framed.New(core, grpcapi.MaxMessage, log.Named("frame")),
-	)
+	}
+	if cfg.remoting {
+		fes = append(fes, remoting.New(core, log.Named("remoting")))
+	}
+	mux := frontend.NewMux(lis, log.Named("port"), fes...)
 	return &Server{Broker: core, mux: mux, log: log}, nil
 }
 

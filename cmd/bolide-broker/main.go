@@ -54,6 +54,7 @@ type flags struct {
 	gossip           string
 	gossipProfile    string
 	autoCreateTopic  bool
+	remoting         bool
 	defaultQueues    int
 	maxMessageSize   int
 	retentionHours   int
@@ -140,6 +141,7 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs.DurationVar(&f.brokerTimeout, "broker-timeout", 0, "heartbeat timeout the NameServers apply to this broker (0: theirs)")
 	fs.StringVar(&f.gossip, "gossip", "", `gossip (memberlist) address: "" derives listen port + 3, "off" disables`)
 	fs.StringVar(&f.gossipProfile, "gossip-profile", d.GossipProfile, `failure detection timings: "lan" or "fast" (tests)`)
+	fs.BoolVar(&f.remoting, "remoting", true, "serve RocketMQ's remoting protocol (its clients and mqadmin) on the listen port")
 	fs.BoolVar(&f.autoCreateTopic, "auto-create-topic", d.AutoCreateTopic, "create unknown topics on first send")
 	fs.IntVar(&f.defaultQueues, "default-queues", d.DefaultQueueNums, "queues of an auto-created topic")
 	fs.IntVar(&f.maxMessageSize, "max-message-size", d.MaxMessageSize, "largest message body in bytes")
@@ -270,7 +272,7 @@ func loadOptions(cmd *cobra.Command, f *flags) (broker.Options, *daemon.Config, 
 
 // serve runs the broker until a signal and returns the exit status.
 func serve(opts broker.Options, f *flags, lg *zap.Logger) int {
-	newBroker := func() (daemon.Server, error) { return server.New(opts, lg) }
+	newBroker := func() (daemon.Server, error) { return server.New(opts, lg, server.WithRemoting(f.remoting)) }
 	return daemon.Serve(context.Background(), newBroker, daemon.ServeOptions{
 		Name:          "broker",
 		ListenAddr:    opts.ListenAddr,

@@ -102,3 +102,15 @@ func TestStoragePackagesStayApart(t *testing.T) {
 		}
 	}
 }
+
+// The port multiplexer is shared by the broker and the NameServer: it
+// knows connections and their first bytes, nothing of the project.
+func TestPortMuxStandsAlone(t *testing.T) {
+	for _, p := range list(t, "./internal/portmux") {
+		for _, d := range p.Deps {
+			if strings.HasPrefix(d, module) {
+				t.Errorf("%s imports %s: the port multiplexer imports nothing of the project", p.ImportPath, d)
+			}
+		}
+	}
+}

@@ -1,0 +1,69 @@
+package remoting_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/server"
+	rmq "github.com/bolide-mq/bolide/internal/remoting"
+)
+
+// startBroker starts a broker with every front end on 127.0.0.1:0, without
+// NameServers, and closes it when the test ends.
+func startBroker(t *testing.T, mutate ...func(*broker.Options)) *server.Server {
+	t.Helper()
+	opts := broker.DefaultOptions(t.TempDir())
+	opts.ListenAddr = "127.0.0.1:0"
+	opts.NameServers = nil
+	opts.GossipAddr = "off"
+	opts.Store.CommitLog.SegmentSize = 4 << 20
+	opts.Store.ConsumeQueue.UnitsPerFile = 1000
+	opts.Store.Index.SlotCount = 1000
+	opts.Store.Index.MaxEntries = 4000
+	opts.MaxMessageSize = 1 << 20
+	for _, f := range mutate {
+		f(&opts)
+	}
+	b, err := server.New(opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return b
+}
+
+// dialBroker opens a remoting connection; h serves the broker's calls
+// (nil: ignored).
+func dialBroker(t *testing.T, addr string, h rmq.Handler) *rmq.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := rmq.Dial(ctx, addr, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(); <-c.Done() })
+	return c
+}
+
+// invoke sends a request and returns its response, failing the test on a
+// transport error.
+func invoke(t *testing.T, c *rmq.Conn, code int32, ext map[string]string, body []byte) *rmq.Command {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := c.Invoke(ctx, rmq.NewRequest(code, ext, body))
+	if err != nil {
+		t.Fatalf("request %d: %v", code, err)
+	}
+	return resp
+}

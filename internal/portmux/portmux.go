@@ -1,0 +1,235 @@
+package portmux
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// HeadLen is how many bytes of a new connection the Mux reads to sort it.
+const HeadLen = 4
+
+// SniffTimeout bounds the wait for a new connection's first bytes.
+const SniffTimeout = 10 * time.Second
+
+// Protocol is one protocol served on the port.
+type Protocol interface {
+	// Name labels the protocol in logs and metrics ("grpc", "frame",
+	// "remoting").
+	Name() string
+	// Claims reports whether a connection that opened with head (HeadLen
+	// bytes) speaks this protocol.
+	Claims(head []byte) bool
+	// Serve serves the connections lis yields until lis is closed or
+	// Shutdown is called. The connections replay their head.
+	Serve(lis net.Listener) error
+	// Shutdown stops serving: calls in flight may finish until ctx ends,
+	// then the remaining connections are cut.
+	Shutdown(ctx context.Context) error
+}
+
+// Mux accepts a listener's connections and hands each to the protocol
+// that claims it.
+type Mux struct {
+	lis   net.Listener
+	log   *zap.Logger
+	fes   []Protocol
+	lises []*connListener
+
+	// mu protects sniffing (connections whose first bytes are awaited)
+	// and closed.
+	mu       sync.Mutex
+	sniffing map[net.Conn]struct{}
+	closed   bool
+	wg       sync.WaitGroup // the accept loop, each sorting, each Serve
+}
+
+// NewMux returns a mux over lis; Serve starts it.
+func NewMux(lis net.Listener, log *zap.Logger, fes ...Protocol) *Mux {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	m := &Mux{lis: lis, log: log, fes: fes, sniffing: make(map[net.Conn]struct{})}
+	for range fes {
+		m.lises = append(m.lises, &connListener{addr: lis.Addr(), conns: make(chan net.Conn), done: make(chan struct{})})
+	}
+	return m
+}
+
+// Addr is the listener's address.
+func (m *Mux) Addr() net.Addr { return m.lis.Addr() }
+
+// Serve starts every protocol and the accept loop, and returns at once.
+func (m *Mux) Serve() {
+	for i, fe := range m.fes {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			if err := fe.Serve(m.lises[i]); err != nil && !errors.Is(err, net.ErrClosed) {
+				m.log.Error("protocol server stopped", zap.String("protocol", fe.Name()), zap.Error(err))
+			}
+		}()
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.accept()
+	}()
+}
+
+// accept runs until StopAccepting.
+func (m *Mux) accept() {
+	var backoff time.Duration
+	for {
+		nc, err := m.lis.Accept()
+		if err != nil {
+			if m.isClosed() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			if isTemporary(err) { // out of file descriptors, say
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				m.log.Warn("accept failed, retrying", zap.Error(err), zap.Duration("backoff", backoff))
+				time.Sleep(backoff)
+				continue
+			}
+			m.log.Error("listener failed", zap.Error(err))
+			return
+		}
+		backoff = 0
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			_ = nc.Close()
+			return
+		}
+		m.sniffing[nc] = struct{}{}
+		m.wg.Add(1)
+		m.mu.Unlock()
+		go m.route(nc)
+	}
+}
+
+// route reads a connection's first bytes and hands it over.
+func (m *Mux) route(nc net.Conn) {
+	defer m.wg.Done()
+	head := make([]byte, HeadLen)
+	_ = nc.SetReadDeadline(time.Now().Add(SniffTimeout))
+	_, err := io.ReadFull(nc, head)
+	_ = nc.SetReadDeadline(time.Time{})
+	m.mu.Lock()
+	delete(m.sniffing, nc)
+	closed := m.closed
+	m.mu.Unlock()
+	if closed || err != nil {
+		if err != nil && !closed {
+			m.log.Debug("connection closed before its protocol was known", zap.Stringer("remote", nc.RemoteAddr()), zap.Error(err))
+		}
+		_ = nc.Close()
+		return
+	}
+	for i, fe := range m.fes {
+		if fe.Claims(head) {
+			m.lises[i].hand(&replayConn{Conn: nc, head: head})
+			return
+		}
+	}
+	m.log.Debug("connection speaks no protocol served here", zap.Stringer("remote", nc.RemoteAddr()), zap.Binary("head", head))
+	_ = nc.Close()
+}
+
+// StopAccepting closes the listener and the connections still being
+// sorted. The connections already handed over are the protocols' to stop.
+func (m *Mux) StopAccepting() {
+	m.mu.Lock()
+	m.closed = true
+	for nc := range m.sniffing {
+		_ = nc.Close()
+	}
+	m.mu.Unlock()
+	_ = m.lis.Close()
+}
+
+// Shutdown stops accepting, then shuts every protocol down in parallel,
+// each bounded by ctx, and waits for them to return.
+func (m *Mux) Shutdown(ctx context.Context) error {
+	m.StopAccepting()
+	errs := make([]error, len(m.fes))
+	var wg sync.WaitGroup
+	for i, fe := range m.fes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = fe.Shutdown(ctx)
+			_ = m.lises[i].Close()
+		}()
+	}
+	wg.Wait()
+	m.wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (m *Mux) isClosed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
+}
+
+func isTemporary(err error) bool {
+	var te interface{ Temporary() bool }
+	return errors.As(err, &te) && te.Temporary()
+}
+
+// connListener is the net.Listener a protocol serves: it yields the
+// connections the mux sorted to it.
+type connListener struct {
+	addr  net.Addr
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+// hand gives nc to the protocol, or closes it once that has stopped.
+func (l *connListener) hand(nc net.Conn) {
+	select {
+	case l.conns <- nc:
+	case <-l.done:
+		_ = nc.Close()
+	}
+}
+
+func (l *connListener) Accept() (net.Conn, error) {
+	select {
+	case nc := <-l.conns:
+		return nc, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *connListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *connListener) Addr() net.Addr { return l.addr }
+
+// replayConn gives back the bytes read to sort a connection before the
+// rest of it.
+type replayConn struct {
+	net.Conn
+	head []byte
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	if len(c.head) > 0 {
+		n := copy(p, c.head)
+		c.head = c.head[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}

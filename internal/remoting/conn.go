@@ -1,0 +1,314 @@
+package remoting
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Handler serves the requests that arrive on a connection.
+type Handler interface {
+	// ServeRemoting answers req; a nil response sends nothing. ctx ends
+	// when the connection closes or the server stops.
+	ServeRemoting(ctx context.Context, conn *Conn, req *Command) *Command
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, conn *Conn, req *Command) *Command
+
+// ServeRemoting calls f.
+func (f HandlerFunc) ServeRemoting(ctx context.Context, conn *Conn, req *Command) *Command {
+	return f(ctx, conn, req)
+}
+
+// ErrClosed is returned by calls on a closed connection.
+var ErrClosed = errors.New("remoting: connection closed")
+
+// writeTimeout bounds one frame's write: a peer that stops reading is cut.
+const writeTimeout = 30 * time.Second
+
+// Options tune a connection; zero values take the defaults.
+type Options struct {
+	MaxFrame         int           // DefaultMaxFrame
+	MaxInFlight      int           // requests served at once per connection: 1024
+	MaxInFlightBytes int           // bytes of requests being served per connection: 64 MiB
+	IdleTimeout      time.Duration // no frame for this long closes the connection: 120 s; < 0 never
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxFrame <= 0 {
+		o.MaxFrame = DefaultMaxFrame
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = 1024
+	}
+	if o.MaxInFlightBytes <= 0 {
+		o.MaxInFlightBytes = 64 << 20
+	}
+	if o.MaxInFlightBytes < o.MaxFrame {
+		o.MaxInFlightBytes = o.MaxFrame
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = 120 * time.Second
+	}
+	return o
+}
+
+// Conn is one remoting connection, either end: it reads frames, serves
+// requests concurrently through its handler, pairs responses with the
+// requests it sent, and serialises its writes.
+type Conn struct {
+	nc   net.Conn
+	h    Handler
+	opts Options
+	log  *zap.Logger
+
+	ctx    context.Context // ends when the connection does
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the reader has stopped
+
+	wmu     sync.Mutex // wmu serialises writes to bw
+	bw      *bufio.Writer
+	writers atomic.Int32 // writers waiting for wmu: the last one flushes
+	wbuf    []byte       // encode buffer, under wmu
+
+	opaque atomic.Int32
+
+	// mu protects pending, inFlight, inBytes and closed.
+	mu       sync.Mutex
+	cond     *sync.Cond // signalled when a request finishes
+	pending  map[int32]chan *Command
+	inFlight int
+	inBytes  int
+	closed   bool
+	handlers sync.WaitGroup
+
+	value atomic.Value
+}
+
+func newConn(parent context.Context, nc net.Conn, h Handler, opts Options, log *zap.Logger) *Conn {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	ctx, cancel := context.WithCancel(parent)
+	c := &Conn{nc: nc, h: h, opts: opts.withDefaults(), log: log, ctx: ctx, cancel: cancel,
+		done: make(chan struct{}), bw: bufio.NewWriterSize(nc, 32<<10), pending: make(map[int32]chan *Command)}
+	c.cond = sync.NewCond(&c.mu)
+	context.AfterFunc(ctx, func() { // wake a reader waiting in admit
+		c.mu.Lock()
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	})
+	return c
+}
+
+// RemoteAddr is the peer's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// LocalAddr is this end's address.
+func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
+
+// Done is closed when the connection has ended.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Context ends when the connection does.
+func (c *Conn) Context() context.Context { return c.ctx }
+
+// Value returns what SetValue stored.
+func (c *Conn) Value() any { return c.value.Load() }
+
+// SetValue stores per-connection state for the connection's user. Every
+// call must store the same concrete type.
+func (c *Conn) SetValue(v any) { c.value.Store(v) }
+
+// Close ends the connection: pending invokes fail with ErrClosed and the
+// handlers' context ends.
+func (c *Conn) Close() error {
+	c.cancel()
+	return c.nc.Close()
+}
+
+// Send writes one frame.
+func (c *Conn) Send(cmd *Command) error {
+	c.writers.Add(1)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	last := c.writers.Add(-1) == 0
+	if c.ctx.Err() != nil {
+		return ErrClosed
+	}
+	c.wbuf = AppendFrame(c.wbuf[:0], cmd)
+	_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := c.bw.Write(c.wbuf); err != nil {
+		c.fail(err)
+		return fmt.Errorf("remoting: write to %s: %w", c.nc.RemoteAddr(), err)
+	}
+	if cap(c.wbuf) > 1<<20 {
+		c.wbuf = nil // do not keep a large body's buffer
+	}
+	if last {
+		if err := c.bw.Flush(); err != nil {
+			c.fail(err)
+			return fmt.Errorf("remoting: write to %s: %w", c.nc.RemoteAddr(), err)
+		}
+	}
+	return nil
+}
+
+func (c *Conn) fail(err error) {
+	c.log.Debug("remoting connection failed", zap.Stringer("remote", c.nc.RemoteAddr()), zap.Error(err))
+	_ = c.Close()
+}
+
+// Oneway sends a request that wants no answer (the oneway flag is set).
+func (c *Conn) Oneway(req *Command) error {
+	req.Opaque = c.opaque.Add(1)
+	req.Flag = (req.Flag | FlagOneway) &^ FlagResponse
+	return c.Send(req)
+}
+
+// Invoke sends a request and waits for its response until ctx ends.
+func (c *Conn) Invoke(ctx context.Context, req *Command) (*Command, error) {
+	req.Opaque = c.opaque.Add(1)
+	req.Flag &^= FlagResponse | FlagOneway
+	ch := make(chan *Command, 1)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	c.pending[req.Opaque] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, req.Opaque)
+		c.mu.Unlock()
+	}()
+	if err := c.Send(req); err != nil {
+		return nil, err
+	}
+	select {
+	case resp, ok := <-ch:
+		if !ok {
+			return nil, ErrClosed
+		}
+		return resp, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.done:
+		return nil, ErrClosed
+	}
+}
+
+// serve reads frames until the connection ends, then waits for the
+// handlers it started.
+func (c *Conn) serve() {
+	defer func() {
+		c.cancel()
+		_ = c.nc.Close()
+		c.mu.Lock()
+		c.closed = true
+		for op, ch := range c.pending {
+			close(ch)
+			delete(c.pending, op)
+		}
+		c.cond.Broadcast()
+		c.mu.Unlock()
+		close(c.done)
+		c.handlers.Wait()
+	}()
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	for {
+		if !c.admit() {
+			return
+		}
+		if c.opts.IdleTimeout > 0 {
+			_ = c.nc.SetReadDeadline(time.Now().Add(c.opts.IdleTimeout))
+		}
+		frame, err := ReadFrame(br, c.opts.MaxFrame, nil)
+		if err != nil {
+			if c.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+				c.log.Debug("remoting connection ends", zap.Stringer("remote", c.nc.RemoteAddr()), zap.Error(err))
+			}
+			return
+		}
+		cmd, err := DecodeFrame(frame)
+		if err != nil {
+			c.log.Info("remoting: undecodable frame", zap.Stringer("remote", c.nc.RemoteAddr()), zap.Error(err))
+			if cmd != nil && !cmd.IsResponse() && !cmd.IsOneway() {
+				_ = c.Send(cmd.Reply(SystemError, err.Error()))
+			}
+			continue
+		}
+		if cmd.IsResponse() {
+			c.mu.Lock()
+			ch := c.pending[cmd.Opaque]
+			delete(c.pending, cmd.Opaque)
+			c.mu.Unlock()
+			if ch != nil {
+				ch <- cmd
+			}
+			continue
+		}
+		if c.h == nil {
+			continue
+		}
+		size := len(frame)
+		c.mu.Lock()
+		c.inFlight++
+		c.inBytes += size
+		c.mu.Unlock()
+		c.handlers.Add(1)
+		go c.handle(cmd, size)
+	}
+}
+
+// admit waits until the connection may take another request.
+func (c *Conn) admit() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for !c.closed && c.ctx.Err() == nil && (c.inFlight >= c.opts.MaxInFlight || c.inBytes+c.opts.MaxFrame > c.opts.MaxInFlightBytes) {
+		c.cond.Wait()
+	}
+	return !c.closed && c.ctx.Err() == nil
+}
+
+func (c *Conn) handle(req *Command, size int) {
+	defer func() {
+		c.mu.Lock()
+		c.inFlight--
+		c.inBytes -= size
+		c.cond.Broadcast()
+		c.mu.Unlock()
+		c.handlers.Done()
+	}()
+	resp := c.h.ServeRemoting(c.ctx, c, req)
+	if resp == nil || req.IsOneway() {
+		return
+	}
+	resp.Opaque = req.Opaque
+	resp.Flag |= FlagResponse
+	if err := c.Send(resp); err != nil && !errors.Is(err, ErrClosed) {
+		c.log.Debug("remoting: response not written", zap.Error(err))
+	}
+}
+
+// Dial connects to a remoting server; h serves the requests the server
+// sends (nil: they are ignored). The connection's reader runs until Close.
+func Dial(ctx context.Context, addr string, h Handler, log *zap.Logger) (*Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("remoting: dial %s: %w", addr, err)
+	}
+	c := newConn(context.Background(), nc, h, Options{IdleTimeout: -1}, log)
+	go c.serve()
+	return c, nil
+}

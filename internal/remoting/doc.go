@@ -1,0 +1,58 @@
+// Package remoting is RocketMQ's remoting protocol: the TCP protocol that
+// Apache RocketMQ's clients (Java, Go, C++, Python), its brokers and its
+// admin tool speak to NameServers and brokers. It holds the pure codec
+// (frames and headers), the request and response codes, and a connection
+// type that serves one end of a connection — the server side through
+// Server, the client side through Dial. What each request means is the
+// business of the front ends that use it (broker/frontend/remoting, the
+// NameServer).
+//
+// # Frames
+//
+// Both directions use one frame layout, all integers big-endian:
+//
+//	+--------------+---------------------------------+--------+------+
+//	| int32 length | int32 serType<<24 | headerLen    | header | body |
+//	+--------------+---------------------------------+--------+------+
+//
+// length counts everything after itself (4 + headerLen + bodyLen). The
+// high byte of the second word is the header's serialisation: 0 is JSON,
+// 1 is RocketMQ's binary layout; the low 24 bits are the header's length.
+// The body is whatever follows the header: a message body, a JSON document,
+// concatenated stored messages, depending on the request.
+//
+// # JSON header
+//
+//	{"code":10,"language":"JAVA","version":453,"opaque":7,"flag":0,
+//	 "remark":null,"extFields":{"topic":"T","queueId":"1"},
+//	 "serializeTypeCurrentRPC":"JSON"}
+//
+// code is the request code in a request and the response code in a
+// response. opaque pairs a response with its request. flag bit 0 marks a
+// response, bit 1 a oneway request (no response wanted; the Go client never
+// sets it and expects nothing, so a server answers everything that is not
+// marked oneway). extFields are the request's or response's header fields,
+// every value a string: integers in decimal, booleans "true"/"false". The
+// decoder here accepts numbers, booleans and null as values too (turned
+// into their text, null into an absent field); the encoder writes strings
+// only, compact, because the Go client drops a frame whose extFields hold
+// anything else. Unknown header keys are ignored.
+//
+// # Binary header (decoded only)
+//
+//	int16 code | int8 language | int16 version | int32 opaque | int32 flag |
+//	int32 remarkLen | remark | int32 extLen | ext
+//
+// where ext is a run of int16 keyLen | key | int32 valueLen | value.
+// Responses are always written with a JSON header, which every client
+// reads whatever it sent.
+//
+// # Limits
+//
+// A frame longer than the reader's limit (DefaultMaxFrame, 16 MiB) or
+// shorter than its 4-byte header word is refused, and the connection is
+// closed: its framing can no longer be trusted. The reader's memory grows
+// with the bytes that actually arrive, never with the length a frame
+// claims. A frame whose header does not decode gets a SystemError
+// response when its opaque could be read, and the connection stays.
+package remoting
