@@ -58,6 +58,7 @@ type pullHeader struct {
 	queueID        int32
 	offset         int64
 	maxMsgs        int32
+	maxBytes       int32 // Java's maxMsgBytes; 0: the broker's limit
 	sysFlag        int32
 	commitOffset   int64
 	suspend        time.Duration
@@ -76,6 +77,9 @@ func parsePullHeader(req *rmq.Command) (pullHeader, error) {
 		return h, err
 	}
 	if h.maxMsgs, err = req.OptInt32("maxMsgNums", 0); err != nil {
+		return h, err
+	}
+	if h.maxBytes, err = req.OptInt32("maxMsgBytes", 0); err != nil {
 		return h, err
 	}
 	if h.sysFlag, err = req.OptInt32("sysFlag", 0); err != nil {
@@ -107,7 +111,7 @@ func (f *Frontend) pullMessage(ctx context.Context, _ *connState, req *rmq.Comma
 	}
 	master := f.b.IsMaster()
 	preq := broker.PullRequest{Group: h.group, Topic: h.topic, QueueID: h.queueID, Offset: h.offset,
-		MaxMessages: int(max(h.maxMsgs, 1)), TagExpression: expr, CommitOffset: -1}
+		MaxMessages: int(max(h.maxMsgs, 1)), MaxBytes: int(max(h.maxBytes, 0)), TagExpression: expr, CommitOffset: -1}
 	if h.sysFlag&pullSuspend != 0 {
 		preq.SuspendTimeout = min(h.suspend, maxHold)
 		if !master {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/server"
 	"github.com/bolide-mq/bolide/broker/store"
 	rmq "github.com/bolide-mq/bolide/internal/remoting"
 	"github.com/bolide-mq/bolide/internal/testutil"
@@ -478,4 +479,97 @@ func TestPullLitePullCode(t *testing.T) {
 	if resp.Code != rmq.Success || len(decodePullBody(t, resp.Body)) != 1 {
 		t.Fatalf("lite pull: %d %s", resp.Code, resp.Remark)
 	}
+}
+
+// replicated configures fast replication for a test broker; slave makes it
+// a slave of master.
+func replicated(master *server.Server, id int64) func(*broker.Options) {
+	return func(o *broker.Options) {
+		o.Replication.Mode = broker.ReplicationAsync
+		o.Replication.HAListenAddr = "127.0.0.1:0"
+		o.Replication.HeartbeatInterval = 100 * time.Millisecond
+		o.Replication.Timeout = time.Second
+		o.Replication.SlaveTimeout = 2 * time.Second
+		o.Replication.MetadataSyncInterval = 100 * time.Millisecond
+		if master != nil {
+			o.BrokerID = id
+			o.Replication.MasterHAAddr = master.HAServerAddr()
+		}
+	}
+}
+
+func TestPullFromSlave(t *testing.T) {
+	master := startBroker(t, replicated(nil, 0))
+	mb := &consumerBroker{b: master.Broker}
+	mb.createTopic(t, "T", 1)
+	for i := 0; i < 3; i++ {
+		mb.send(t, "T", 0, fmt.Sprint("m", i), "")
+	}
+	slave := startBroker(t, replicated(master, 1))
+	sb := &consumerBroker{b: slave.Broker, conn: dialBroker(t, slave.Addr(), nil), addr: slave.Addr()}
+	testutil.WaitFor(t, 10*time.Second, "the slave to copy the topic and its messages", func() error {
+		if _, err := slave.QueueState("T", 0); err != nil {
+			return err
+		}
+		if _, maxOff := slave.Store().QueueOffsets("T", 0); maxOff < 3 {
+			return fmt.Errorf("slave holds %d messages", maxOff)
+		}
+		return nil
+	})
+	// A slave serves reads, read-only: the offset a pull carries is the
+	// master's business, and the client is sent back to the master (id 0).
+	resp := sb.invoke(t, rmq.PullMessage, pullExt("CG", "T", 0, 0, "sysFlag", "3", "commitOffset", "2"), nil)
+	if resp.Code != rmq.Success {
+		t.Fatalf("pull from the slave: %d %s", resp.Code, resp.Remark)
+	}
+	msgs := decodePullBody(t, resp.Body)
+	if len(msgs) != 3 || string(msgs[2].body) != "m2" {
+		t.Fatalf("slave pull got %d messages", len(msgs))
+	}
+	// Records are the master's bytes: STOREHOST is the master's address.
+	if want := netip.MustParseAddrPort(master.Addr()); msgs[0].storeHost != want {
+		t.Fatalf("store host %s, master %s", msgs[0].storeHost, want)
+	}
+	checkPullExt(t, resp, 3, 0, 3)
+	if off, _ := slave.QueryOffset("CG", "T", 0); off != -1 {
+		t.Fatalf("a pull to the slave committed offset %d", off)
+	}
+	// Past the slave's end (the client got the offset from the master), the
+	// pull is held until the slave catches up, never moved.
+	got := make(chan *rmq.Command, 1)
+	go func() {
+		resp, err := sb.conn.Invoke(context.Background(), rmq.NewRequest(rmq.PullMessage, pullExt("CG", "T", 0, 5), nil))
+		if err != nil {
+			resp = &rmq.Command{Code: -1, Remark: err.Error()}
+		}
+		got <- resp
+	}()
+	time.Sleep(200 * time.Millisecond)
+	for i := 3; i < 8; i++ {
+		mb.send(t, "T", 0, fmt.Sprint("m", i), "")
+	}
+	resp = <-got
+	if resp.Code != rmq.Success {
+		t.Fatalf("held slave pull past its end: %d %s %v", resp.Code, resp.Remark, resp.Ext)
+	}
+	if msgs := decodePullBody(t, resp.Body); len(msgs) == 0 || msgs[0].queueOffset != 5 {
+		t.Fatalf("held slave pull got %+v", msgs)
+	}
+	// Far past the end, the hold ends (at most 3 s on a slave) with the
+	// offset unmoved.
+	start := time.Now()
+	resp = sb.invoke(t, rmq.PullMessage, pullExt("CG", "T", 0, 100), nil)
+	if took := time.Since(start); resp.Code != rmq.PullNotFound || took < 2*time.Second || took > 10*time.Second {
+		t.Fatalf("slave pull far past the end: %d %s after %v", resp.Code, resp.Remark, took)
+	}
+	if next, _ := resp.Int64("nextBeginOffset"); next != 100 {
+		t.Fatalf("slave moved the offset to %d", next)
+	}
+	// At the end, the hold is the slave's (3 s), not the client's 20 s.
+	start = time.Now()
+	resp = sb.invoke(t, rmq.PullMessage, pullExt("CG", "T", 0, 8), nil)
+	if took := time.Since(start); resp.Code != rmq.PullNotFound || took > 10*time.Second {
+		t.Fatalf("slave pull at the end: %d %s after %v", resp.Code, resp.Remark, took)
+	}
+	checkPullExt(t, resp, 8, 0, 8)
 }

@@ -282,3 +282,53 @@ func TestSendDelayed(t *testing.T) {
 		}
 	}
 }
+
+// replier answers the broker's requests with SUCCESS and collects them.
+type replier chan *rmq.Command
+
+func (r replier) ServeRemoting(_ context.Context, _ *rmq.Conn, req *rmq.Command) *rmq.Command {
+	r <- req
+	return req.Reply(rmq.Success, "")
+}
+
+// TestSendReply: a reply (request-reply) is pushed to the requesting
+// client on its connection, then stored in the reply topic.
+func TestSendReply(t *testing.T) {
+	b := startBroker(t)
+	replyTopic := b.Options().Cluster + "_REPLY_TOPIC"
+	newTopic(t, b, replyTopic, 1)
+	pushed := make(replier, 4)
+	requester := dialBroker(t, b.Addr(), pushed)
+	hb := []byte(`{"clientID":"10.0.0.7@7","producerDataSet":[{"groupName":"REQ"}]}`)
+	if resp := invoke(t, requester, rmq.HeartBeat, nil, hb); resp.Code != rmq.Success {
+		t.Fatalf("heartbeat: %d %q", resp.Code, resp.Remark)
+	}
+	responder := dialBroker(t, b.Addr(), nil)
+	p := props("MSG_TYPE", "reply", "CORRELATION_ID", "corr-1", "REPLY_TO_CLIENT", "10.0.0.7@7", "TTL", "3", "UNIQ_KEY", "FF01")
+	resp := invoke(t, responder, rmq.SendReplyMessage, sendExt("RESP", replyTopic, 0, 0, p), []byte("the answer"))
+	checkSent(t, b, resp, 0, 0)
+	var push *rmq.Command
+	select {
+	case push = <-pushed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reply pushed")
+	}
+	got := map[string]string{}
+	for _, kv := range strings.Split(push.String("properties"), "\x02") {
+		if k, v, ok := strings.Cut(kv, "\x01"); ok {
+			got[k] = v
+		}
+	}
+	if push.Code != rmq.PushReplyMessageToClient || string(push.Body) != "the answer" || got["CORRELATION_ID"] != "corr-1" ||
+		push.String("topic") != replyTopic || push.String("storeHost") != b.Addr() || push.String("bornHost") != responder.LocalAddr().String() {
+		t.Fatalf("pushed %d %v %q", push.Code, push.Ext, push.Body)
+	}
+	if m := waitMessages(t, b, replyTopic, 0, 1)[0]; string(m.Body) != "the answer" {
+		t.Fatalf("stored reply %+v", m)
+	}
+	// No such requester: SYSTEM_ERROR, as Java.
+	p = props("MSG_TYPE", "reply", "CORRELATION_ID", "corr-2", "REPLY_TO_CLIENT", "10.0.0.8@8")
+	if resp := invoke(t, responder, rmq.SendReplyMessageV2, map[string]string{"a": "RESP", "b": replyTopic, "e": "0", "i": p}, []byte("x")); resp.Code != rmq.SystemError {
+		t.Fatalf("reply to nobody: %d %q", resp.Code, resp.Remark)
+	}
+}

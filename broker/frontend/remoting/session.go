@@ -39,6 +39,10 @@ import (
 // refreshed (the core expires clients silent for ClientExpiry, 120 s).
 const sessionRefresh = 30 * time.Second
 
+// maxSendGroups bounds the producer groups a connection's SEND requests
+// add to its session.
+const maxSendGroups = 64
+
 // sessionState is the client session of a connection.
 type sessionState struct {
 	smu      sync.Mutex
@@ -105,7 +109,7 @@ func (f *Frontend) apply(cs *connState) error {
 // seen in a SEND request, so that its transactions can be checked back on
 // this connection before (or without) a heartbeat naming it.
 func (f *Frontend) noteProducer(cs *connState, group string) {
-	if group == "" || message.ValidateGroup(group) != nil {
+	if group == "" {
 		return
 	}
 	s := &cs.sessionState
@@ -119,6 +123,9 @@ func (f *Frontend) noteProducer(cs *connState, group string) {
 		return
 	}
 	if !known {
+		if len(s.extra) >= maxSendGroups || message.ValidateGroup(group) != nil {
+			return
+		}
 		s.extra = append(s.extra, group)
 	}
 	if s.clientID == "" {
