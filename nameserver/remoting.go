@@ -57,13 +57,15 @@ func (s *Server) newRemoting() remotingProtocol {
 	h := remoting.HandlerFunc(func(_ context.Context, conn *remoting.Conn, req *remoting.Command) *remoting.Command {
 		start := time.Now()
 		var resp *remoting.Command
+		label := strconv.Itoa(int(req.Code))
 		if f := handlers[req.Code]; f != nil {
 			resp = f(req)
 		} else {
 			resp = req.Reply(remoting.RequestCodeNotSupported,
 				fmt.Sprintf("request code %d is not supported by Bolide's NameServer", req.Code))
+			label = "unsupported" // any int32 may come: keep the label set bounded
 		}
-		s.metrics.init().rpcLatency.WithLabelValues("remoting", strconv.Itoa(int(req.Code)), strconv.Itoa(int(resp.Code))).
+		s.metrics.init().rpcLatency.WithLabelValues("remoting", label, strconv.Itoa(int(resp.Code))).
 			Observe(float64(time.Since(start)) / float64(time.Millisecond))
 		if resp.Code != remoting.Success {
 			s.lg.Debug("remoting request refused", zap.Int32("code", req.Code), zap.Int32("response_code", resp.Code),

@@ -2,12 +2,15 @@ package nameserver
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"net"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -320,7 +323,7 @@ func TestRemotingUnsupportedCodesKeepTheConnection(t *testing.T) {
 			calls[l["protocol_type"]+" "+l["request_code"]+" "+l["response_code"]] += m.GetHistogram().GetSampleCount()
 		}
 	}
-	if calls["remoting 103 3"] != 1 || calls["remoting 105 0"] != 2 || calls["remoting 101 22"] != 2 {
+	if calls["remoting 103 3"] != 1 || calls["remoting unsupported 3"] != 3 || calls["remoting 105 0"] != 2 || calls["remoting 101 22"] != 2 {
 		t.Errorf("remoting latency samples %v", calls)
 	}
 }
@@ -356,5 +359,82 @@ func TestRemotingOffClosesRemotingConnections(t *testing.T) {
 	}
 	if _, err := route(t, g, "orders"); err != nil {
 		t.Fatalf("gRPC with remoting off: %v", err)
+	}
+}
+
+// rawExchange writes frame bytes on a plain TCP connection and returns the
+// answer's frame (after its length) and its decoded header as JSON.
+func rawExchange(t *testing.T, addr string, header string) (map[string]json.RawMessage, []byte) {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+	frame := binary.BigEndian.AppendUint32(nil, uint32(4+len(header)))
+	frame = binary.BigEndian.AppendUint32(frame, uint32(len(header))) // serType 0: JSON
+	frame = append(frame, header...)
+	if _, err := nc.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := remoting.ReadFrame(nc, remoting.DefaultMaxFrame, nil)
+	if err != nil {
+		t.Fatalf("no answer to %s: %v", header, err)
+	}
+	word := binary.BigEndian.Uint32(resp)
+	if word>>24 != 0 {
+		t.Fatalf("answer header serialisation %d, want 0 (JSON)", word>>24)
+	}
+	hl := int(word & 0xFFFFFF)
+	var h map[string]json.RawMessage
+	if err := json.Unmarshal(resp[4:4+hl], &h); err != nil {
+		t.Fatalf("answer header: %v\n%s", err, resp[4:4+hl])
+	}
+	return h, resp[4+hl:]
+}
+
+// The exact frames the Go client and the Java client write (the reference's
+// capture and Java's header shape) get answers both can read: flag bit 0
+// set, the request's opaque, extFields as strings, the route in the body.
+func TestRemotingAnswersClientFramesAsWritten(t *testing.T) {
+	s := startServer(t, func(o *Options) { o.GossipAddr = GossipOff })
+	rmqCluster(t, s)
+	for name, header := range map[string]string{
+		"go":   `{"code":105,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"","extFields":{"topic":"orders"}}`,
+		"java": `{"code":105,"extFields":{"topic":"orders"},"flag":0,"language":"JAVA","opaque":42,"serializeTypeCurrentRPC":"JSON","version":505}`,
+	} {
+		h, body := rawExchange(t, s.Addr(), header)
+		var code, flag, opaque int
+		_ = json.Unmarshal(h["code"], &code)
+		_ = json.Unmarshal(h["flag"], &flag)
+		_ = json.Unmarshal(h["opaque"], &opaque)
+		wantOpaque := map[string]int{"go": 1, "java": 42}[name]
+		if code != 0 || flag&1 != 1 || opaque != wantOpaque {
+			t.Fatalf("%s: header %s", name, h)
+		}
+		var ext map[string]string // the Go client drops a frame whose values are not strings
+		if raw, ok := h["extFields"]; ok && string(raw) != "null" {
+			if err := json.Unmarshal(raw, &ext); err != nil {
+				t.Fatalf("%s: extFields %s: %v", name, raw, err)
+			}
+		}
+		if rt := decodeLikeGoClient(t, body); len(rt.Brokers) != 1 || rt.Brokers[0].Addrs[0] != "127.0.0.1:10911" {
+			t.Fatalf("%s: route %s", name, body)
+		}
+	}
+
+	// A connection speaking none of the port's protocols is closed.
+	nc, err := net.DialTimeout("tcp", s.Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := nc.Write([]byte("GET / HTTP/1.1\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := nc.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("an HTTP/1 connection got %d bytes; want it closed", n)
 	}
 }
