@@ -43,25 +43,13 @@ func (f *Frontend) adminHandlers() map[int32]handler {
 	}
 }
 
-// adminFail answers req with err's response code and message.
+// adminFail answers req with err's response code (codes.go) and message;
+// an illegal topic name is a bad parameter here, not a bad message.
 func adminFail(req *rmq.Command, err error) *rmq.Command {
-	return req.Reply(adminCode(err), err.Error())
-}
-
-// adminCode is RocketMQ's response code for an error of the core: the codes
-// RocketMQ has keep their numbers.
-func adminCode(err error) int32 {
-	switch c := errcode.Of(err); {
-	case c == errcode.OK:
-		return rmq.Success
-	case c == errcode.IllegalTopic || c == errcode.IllegalGroup:
-		return rmq.InvalidParameter
-	case c == errcode.NotMaster || c == errcode.ShuttingDown || c == errcode.DiskFull:
-		return rmq.ServiceNotAvailable
-	case c < 1000:
-		return int32(c)
+	if errcode.Of(err) == errcode.IllegalTopic {
+		return req.Reply(rmq.InvalidParameter, err.Error())
 	}
-	return rmq.SystemError
+	return errorReply(req, err)
 }
 
 // adminBadRequest answers a request whose header does not parse.

@@ -15,7 +15,20 @@ type adminClient struct {
 }
 
 // remotingClients lists the clients that have a session on a connection
-// of this front end.
+// of this front end (session.go), one entry per connection.
 func (f *Frontend) remotingClients() []adminClient {
-	return nil
+	var out []adminClient
+	for _, c := range f.srv.Conns() {
+		cs, _ := c.Value().(*connState)
+		if cs == nil {
+			continue
+		}
+		s := &cs.sessionState
+		s.smu.Lock()
+		if s.sess != nil && !s.closed {
+			out = append(out, adminClient{ID: s.clientID, Addr: c.RemoteAddr().String(), Consumers: s.hb.Consumers, conn: c})
+		}
+		s.smu.Unlock()
+	}
+	return out
 }

@@ -277,3 +277,49 @@ func TestAdminGroupsOffsetsAndRefusals(t *testing.T) {
 	}
 	wantOK(t, invoke(t, c, rmq.GetBrokerRuntimeInfo, nil, nil))
 }
+
+func TestAdminConnectionsAndResetNotice(t *testing.T) {
+	b, admin := adminBroker(t)
+	if err := b.CreateTopic(broker.TopicConfig{Name: "orders", ReadQueueNums: 2, WriteQueueNums: 2}, false); err != nil {
+		t.Fatal(err)
+	}
+	calls := make(brokerCalls, 16)
+	client := dialBroker(t, b.Addr(), calls)
+	wantOK(t, invoke(t, client, rmq.HeartBeat, nil, goHeartbeat("10.0.0.1@1", "PG", "CG", "orders")))
+
+	resp := wantOK(t, invoke(t, admin, rmq.GetConsumerConnectionList, map[string]string{"consumerGroup": "CG"}, nil))
+	var cc struct {
+		ConnectionSet []struct {
+			ClientID, ClientAddr, Language string
+		} `json:"connectionSet"`
+		SubscriptionTable map[string]struct {
+			SubString string   `json:"subString"`
+			TagsSet   []string `json:"tagsSet"`
+			CodeSet   []int32  `json:"codeSet"`
+		} `json:"subscriptionTable"`
+		ConsumeType, MessageModel string
+	}
+	if err := json.Unmarshal(resp.Body, &cc); err != nil {
+		t.Fatal(err)
+	}
+	if len(cc.ConnectionSet) != 1 || cc.ConnectionSet[0].ClientID != "10.0.0.1@1" || cc.ConnectionSet[0].ClientAddr != client.LocalAddr().String() {
+		t.Fatalf("connections: %+v (client at %s)", cc.ConnectionSet, client.LocalAddr())
+	}
+	if s := cc.SubscriptionTable["orders"]; s.SubString != "TagA || TagB" || len(s.TagsSet) != 2 || s.CodeSet[0] != 2598919 ||
+		cc.ConsumeType != "CONSUME_PASSIVELY" || cc.MessageModel != "CLUSTERING" {
+		t.Fatalf("subscriptions: %s", resp.Body)
+	}
+	resp = wantOK(t, invoke(t, admin, rmq.GetProducerConnectionList, map[string]string{"producerGroup": "PG"}, nil))
+	if !strings.Contains(string(resp.Body), `"clientId":"10.0.0.1@1"`) {
+		t.Fatalf("producer connections: %s", resp.Body)
+	}
+
+	// A reset reaches the group's consumer as RESET_CONSUMER_CLIENT_OFFSET.
+	resp = wantOK(t, invoke(t, admin, rmq.InvokeBrokerToResetOffset, map[string]string{"group": "CG", "topic": "orders",
+		"timestamp": "-1", "isForce": "true", "offset": "-1"}, nil))
+	notice := calls.next(t, rmq.ResetConsumerClientOffset, 5*time.Second)
+	if notice.String("group") != "CG" || notice.String("topic") != "orders" || notice.String("timestamp") != "-1" ||
+		string(notice.Body) != string(resp.Body) {
+		t.Fatalf("reset notice %v %s, reply %s", notice.Ext, notice.Body, resp.Body)
+	}
+}
