@@ -328,3 +328,205 @@ func prepareGroup(t testing.TB, c *cluster, group, topic string) {
 		t.Errorf("%%RETRY%%%s is not routed on every broker 15 s after its consumer started", group)
 	}
 }
+
+// TestConsumeFromWhere starts new groups on a topic that already holds
+// messages: from the last offset (GET_MAX_OFFSET: nothing old), and from a
+// timestamp (SEARCH_OFFSET_BY_TIMESTAMP: what was stored since).
+func TestConsumeFromWhere(t *testing.T) {
+	forLayouts(t, func(t *testing.T, c *cluster) {
+		topic := c.newTopic(t, "fromwhere", 2)
+		p := newProducer(t, c, producer.WithQueueSelector(producer.NewManualQueueSelector()))
+		var mqs []*primitive.MessageQueue
+		for _, b := range c.brokers {
+			for q := range 2 {
+				mqs = append(mqs, &primitive.MessageQueue{Topic: topic, BrokerName: b.name, QueueId: q})
+			}
+		}
+		seq := 0
+		send := func(tag string, perQueue int) map[string]bool {
+			ids := map[string]bool{}
+			for range perQueue {
+				for _, mq := range mqs {
+					m := testMessage(topic, seq, tag)
+					seq++
+					m.Queue = mq
+					res, err := p.SendSync(context.Background(), m)
+					if err != nil {
+						t.Fatalf("send: %v", err)
+					}
+					ids[res.MsgID] = true
+				}
+			}
+			return ids
+		}
+		old := send("old", 3)
+		// The timestamp has a one-second grain (yyyyMMddHHmmss, UTC).
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 200*time.Millisecond)))
+		mark := time.Now().Truncate(time.Second)
+		recent := send("recent", 2)
+		storedCount(t, c, topic)
+
+		// From the last offset: a probe on every queue shows the consumer
+		// is at the end of each; then nothing old, everything new.
+		colLast := &collector{}
+		startPushConsumer(t, c, uniq("lastg"), topic, "*", colLast.listener("last"),
+			consumer.WithConsumeFromWhere(consumer.ConsumeFromLastOffset))
+		probed := map[int]bool{}
+		deadline := time.Now().Add(30 * time.Second)
+		for len(probed) < len(mqs) && time.Now().Before(deadline) {
+			for i, mq := range mqs {
+				if probed[i] {
+					continue
+				}
+				m := primitive.NewMessage(topic, []byte("probe"))
+				m.WithTag("probe")
+				m.Queue = mq
+				if _, err := p.SendSync(context.Background(), m); err != nil {
+					t.Fatalf("probe: %v", err)
+				}
+			}
+			time.Sleep(300 * time.Millisecond)
+			for _, d := range colLast.all() {
+				if d.msg.GetTags() == "probe" {
+					for i, mq := range mqs {
+						if d.msg.Queue.BrokerName == mq.BrokerName && d.msg.Queue.QueueId == mq.QueueId {
+							probed[i] = true
+						}
+					}
+				}
+			}
+		}
+		if len(probed) < len(mqs) {
+			t.Fatalf("the consumer from the last offset got probes on %d of %d queues", len(probed), len(mqs))
+		}
+		fresh := send("fresh", 2)
+		if !waitFor(30*time.Second, func() bool {
+			n := 0
+			for id := range colLast.byMsgID() {
+				if fresh[id] {
+					n++
+				}
+			}
+			return n == len(fresh)
+		}) {
+			t.Errorf("the consumer from the last offset did not get every new message")
+		}
+		for id, d := range colLast.byMsgID() {
+			if old[id] || recent[id] {
+				t.Errorf("the consumer from the last offset got %s (%s), stored before it started", id, d[0].msg.GetTags())
+			}
+			if fresh[id] && len(d) != 1 {
+				t.Errorf("message %s consumed %d times", id, len(d))
+			}
+		}
+
+		// From the mark: the recent and fresh ones, none older.
+		colTS := &collector{}
+		startPushConsumer(t, c, uniq("tsg"), topic, "*", colTS.listener("ts"),
+			consumer.WithConsumeFromWhere(consumer.ConsumeFromTimestamp),
+			consumer.WithConsumeTimestamp(mark.UTC().Format("20060102150405")))
+		want := len(recent) + len(fresh) + len(probed)
+		if !waitFor(30*time.Second, func() bool { return colTS.distinct() >= want }) {
+			t.Errorf("the consumer from %v got %d messages, want %d at least", mark, colTS.distinct(), want)
+		}
+		time.Sleep(300 * time.Millisecond)
+		for id, d := range colTS.byMsgID() {
+			if old[id] {
+				t.Errorf("the consumer from %v got %s, stored before it", mark, id)
+			}
+			if len(d) != 1 {
+				t.Errorf("message %s consumed %d times", id, len(d))
+			}
+		}
+		for id := range recent {
+			if len(colTS.byMsgID()[id]) == 0 {
+				t.Errorf("the consumer from %v did not get %s, stored after it", mark, id)
+			}
+		}
+	})
+}
+
+// TestOrderlyHandover: an orderly consumer stops (it unlocks its queues
+// and commits); the next member of its group locks them at once and goes
+// on in order from the committed offsets.
+func TestOrderlyHandover(t *testing.T) {
+	forLayouts(t, func(t *testing.T, c *cluster) {
+		topic := c.newTopic(t, "ordhand", 2)
+		group := uniq("ordhandg")
+		p := newProducer(t, c, producer.WithQueueSelector(producer.NewHashQueueSelector()))
+		keys := []string{"a", "b", "c", "d", "e"}
+		var (
+			mu      sync.Mutex
+			bySeq   = map[int][]string{}
+			lastSeq = map[string]int{}
+			errs    []string
+		)
+		listener := func(name string) func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+			return func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, m := range msgs {
+					s, _ := strconv.Atoi(m.GetProperty("seq"))
+					k := m.GetProperty("shard")
+					if prev, ok := lastSeq[k]; ok && s <= prev {
+						errs = append(errs, fmt.Sprintf("%s: key %s seq %d after %d", name, k, s, prev))
+					}
+					lastSeq[k] = s
+					bySeq[s] = append(bySeq[s], name)
+				}
+				return consumer.ConsumeSuccess, nil
+			}
+		}
+		send := func(from, to int) {
+			for i := from; i < to; i++ {
+				m := testMessage(topic, i, "oh")
+				m.WithShardingKey(keys[i%len(keys)])
+				m.WithProperty("shard", keys[i%len(keys)])
+				if _, err := p.SendSync(context.Background(), m); err != nil {
+					t.Fatalf("send: %v", err)
+				}
+			}
+		}
+		got := func(from, to int) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			for i := from; i < to; i++ {
+				if len(bySeq[i]) == 0 {
+					return false
+				}
+			}
+			return true
+		}
+		send(0, 50)
+		x := startPushConsumer(t, c, group, topic, "*", listener("X"), consumer.WithConsumerOrder(true))
+		if !waitFor(30*time.Second, func() bool { return got(0, 50) }) {
+			t.Fatalf("X did not consume the first 50 messages")
+		}
+		if err := x.Shutdown(); err != nil {
+			t.Fatal(err)
+		}
+		send(50, 100)
+		start := time.Now()
+		startPushConsumer(t, c, group, topic, "*", listener("Y"), consumer.WithConsumerOrder(true))
+		// Far below the brokers' lock lifetime (60 s): X unlocked.
+		if !waitFor(20*time.Second, func() bool { return got(50, 100) }) {
+			t.Fatalf("Y did not consume the next 50 messages in 20 s (the queues stayed locked?)")
+		}
+		t.Logf("Y had consumed everything %v after it started", time.Since(start).Round(time.Millisecond))
+		time.Sleep(300 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range errs {
+			t.Error(e)
+		}
+		for i := range 100 {
+			want := "X"
+			if i >= 50 {
+				want = "Y"
+			}
+			if len(bySeq[i]) != 1 || bySeq[i][0] != want {
+				t.Errorf("message %d consumed by %v, want %s once", i, bySeq[i], want)
+			}
+		}
+	})
+}
