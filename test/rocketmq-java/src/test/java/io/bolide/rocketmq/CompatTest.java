@@ -71,7 +71,7 @@ public abstract class CompatTest {
     protected DefaultMQProducer producer(String group) throws MQClientException {
         DefaultMQProducer p = new DefaultMQProducer(group);
         p.setNamesrvAddr(cluster.namesrvAddr());
-        p.setInstanceName(group);
+        p.setInstanceName(group + "-" + SEQ.incrementAndGet());
         p.start();
         shutdowns.push(p::shutdown);
         return p;
@@ -81,7 +81,7 @@ public abstract class CompatTest {
     protected TransactionMQProducer transactionProducer(String group) {
         TransactionMQProducer p = new TransactionMQProducer(group);
         p.setNamesrvAddr(cluster.namesrvAddr());
-        p.setInstanceName(group);
+        p.setInstanceName(group + "-" + SEQ.incrementAndGet());
         shutdowns.push(p::shutdown);
         return p;
     }
@@ -93,7 +93,7 @@ public abstract class CompatTest {
     protected DefaultMQPushConsumer pushConsumer(String group) {
         DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
         c.setNamesrvAddr(cluster.namesrvAddr());
-        c.setInstanceName(group);
+        c.setInstanceName(group + "-" + SEQ.incrementAndGet());
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         shutdowns.push(c::shutdown);
         return c;
@@ -103,7 +103,7 @@ public abstract class CompatTest {
     protected DefaultLitePullConsumer litePullConsumer(String group) {
         DefaultLitePullConsumer c = new DefaultLitePullConsumer(group);
         c.setNamesrvAddr(cluster.namesrvAddr());
-        c.setInstanceName(group);
+        c.setInstanceName(group + "-" + SEQ.incrementAndGet());
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         shutdowns.push(c::shutdown);
         return c;

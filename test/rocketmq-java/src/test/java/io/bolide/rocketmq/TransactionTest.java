@@ -85,7 +85,9 @@ class TransactionTest extends CompatTest {
         List<MessageExt> checks = checked.get("unknown");
         assertNotNull(checks, "checkLocalTransaction was called for the undecided message");
         MessageExt check = checks.get(0);
-        assertEquals(results.get("unknown").getMsgId(), check.getMsgId(), "msgId of the checked message");
+        // The checked message is a plain MessageExt (getMsgId is its offset id); the client takes
+        // the transaction id from its UNIQ_KEY.
+        assertEquals(results.get("unknown").getMsgId(), check.getProperty("UNIQ_KEY"), "UNIQ_KEY of the checked message");
         assertEquals(results.get("unknown").getTransactionId(), check.getTransactionId(), "transactionId of the check");
         assertEquals(topic, check.getTopic(), "topic of the checked message");
         assertEquals("unknown", check.getUserProperty("outcome"), "user property of the checked message");
