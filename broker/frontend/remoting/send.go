@@ -300,7 +300,7 @@ func (f *Frontend) send(ctx context.Context, cs *connState, req *rmq.Command) *r
 
 // sendMessages builds the messages of a send request.
 func (f *Frontend) sendMessages(cs *connState, req *rmq.Command, h sendHeader) ([]*message.Ext, error) {
-	opts := f.b.Options()
+	cfg := f.config(cs)
 	queueID := h.queueID
 	if queueID < 0 {
 		queueID = f.pickQueue(h.topic)
@@ -308,7 +308,7 @@ func (f *Frontend) sendMessages(cs *connState, req *rmq.Command, h sendHeader) (
 	sysFlag := h.sysFlag & storedSysFlagBits
 	born := addrPort(cs.conn.RemoteAddr())
 	newMsg := func(flag int32, body []byte, props map[string]string) (*message.Ext, error) {
-		body, err := inflate(body, h.sysFlag, opts.MaxMessageSize)
+		body, err := inflate(body, h.sysFlag, cfg.maxBody)
 		if err != nil {
 			return nil, err
 		}
@@ -327,7 +327,7 @@ func (f *Frontend) sendMessages(cs *connState, req *rmq.Command, h sendHeader) (
 		if props[message.PropertyUniqueKey] == "" {
 			props[message.PropertyUniqueKey] = uniqueIDs.Next() // as RocketMQ's broker does
 		}
-		props[propertyCluster] = opts.Cluster
+		props[propertyCluster] = cfg.cluster
 		m, err := newMsg(h.flag, req.Body, props)
 		if err != nil {
 			return nil, err

@@ -53,6 +53,25 @@ type sessionState struct {
 	beat     time.Time        // when sess was last given a heartbeat
 	fwd      *forwarder       // delivers sess's notices
 	closed   bool
+
+	cfgOnce sync.Once
+	cfg     sendConfig // the broker's settings a send needs (config)
+}
+
+// sendConfig is what a send needs from the broker's options, read once
+// per connection (the options are large to copy on every send).
+type sendConfig struct {
+	cluster string
+	maxBody int
+}
+
+// config returns the connection's copy of the broker settings a send needs.
+func (f *Frontend) config(cs *connState) *sendConfig {
+	cs.cfgOnce.Do(func() {
+		o := f.b.Options()
+		cs.cfg = sendConfig{cluster: o.Cluster, maxBody: o.MaxMessageSize}
+	})
+	return &cs.cfg
 }
 
 // forwarder is the goroutine that delivers one session's notices.
