@@ -249,7 +249,7 @@ func (f *Frontend) send(ctx context.Context, cs *connState, req *rmq.Command) *r
 	if err != nil {
 		return sendReply(req, responseCode(err), err.Error())
 	}
-	f.noteProducer(cs, h.producerGroup)
+	f.noteProducer(cs, req, h.producerGroup)
 	msgs, err := f.sendMessages(cs, req, h)
 	if err != nil {
 		return sendReply(req, responseCode(err), err.Error())

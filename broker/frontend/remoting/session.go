@@ -53,6 +53,10 @@ type sessionState struct {
 	beat     time.Time        // when sess was last given a heartbeat
 	fwd      *forwarder       // delivers sess's notices
 	closed   bool
+	// language and version are what the client's requests say it is
+	// ("JAVA", "GO"; RocketMQ's MQVersion ordinal), for the admin listings.
+	language string
+	version  int32
 
 	cfgOnce sync.Once
 	cfg     sendConfig // the broker's settings a send needs (config)
@@ -127,7 +131,7 @@ func (f *Frontend) apply(cs *connState) error {
 // noteProducer makes sure the connection's session names a producer group
 // seen in a SEND request, so that its transactions can be checked back on
 // this connection before (or without) a heartbeat naming it.
-func (f *Frontend) noteProducer(cs *connState, group string) {
+func (f *Frontend) noteProducer(cs *connState, req *rmq.Command, group string) {
 	if group == "" {
 		return
 	}
@@ -140,6 +144,9 @@ func (f *Frontend) noteProducer(cs *connState, group string) {
 	known := slices.Contains(s.hb.ProducerGroups, group) || slices.Contains(s.extra, group)
 	if known && s.sess != nil && time.Since(s.beat) < sessionRefresh {
 		return
+	}
+	if s.language == "" {
+		s.language, s.version = req.Language, req.Version
 	}
 	if !known {
 		if len(s.extra) >= maxSendGroups || message.ValidateGroup(group) != nil {
@@ -358,6 +365,7 @@ func (f *Frontend) heartbeat(_ context.Context, cs *connState, req *rmq.Command)
 	}
 	prev := s.hb
 	s.hb = hb
+	s.language, s.version = req.Language, req.Version
 	// Producer groups the heartbeat names need no separate record.
 	s.extra = slices.DeleteFunc(s.extra, func(g string) bool { return slices.Contains(hb.ProducerGroups, g) })
 	if err := f.apply(cs); err != nil {
