@@ -32,6 +32,7 @@ import (
 	"github.com/bolide-mq/bolide/broker/retry"
 	"github.com/bolide-mq/bolide/broker/rolegate"
 	"github.com/bolide-mq/bolide/broker/store"
+	"github.com/bolide-mq/bolide/broker/subgroup"
 	"github.com/bolide-mq/bolide/broker/txn"
 	"github.com/bolide-mq/bolide/internal/notify"
 )
@@ -50,6 +51,8 @@ type Broker struct {
 	txn     *txn.Service   // txn_host.go
 	metrics brokerMetrics  // metrics.go
 	retry   *retry.Service // retry_host.go
+
+	subs *subgroup.Table // subscription groups (subgroups.go)
 
 	addr    string
 	started time.Time
@@ -123,6 +126,9 @@ func New(opts Options, log *zap.Logger, with ...Option) (*Broker, error) {
 		return fail(err)
 	}
 	if b.offsets, err = offsets.Load(filepath.Join(opts.StoreDir, "config", "consumerOffset.json")); err != nil {
+		return fail(err)
+	}
+	if b.subs, err = subgroup.Load(filepath.Join(opts.StoreDir, "config", "subscriptionGroup.json")); err != nil {
 		return fail(err)
 	}
 	so := opts.storeOptions(host)

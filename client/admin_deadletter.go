@@ -22,7 +22,8 @@ const (
 	PropertyFailureReason = "FAILURE_REASON"
 	// PropertyReplayGroup, PropertyReplayOf and PropertyReplayOrigin mark a
 	// replayed dead letter: the group whose DLQ held it, the dead letter's
-	// message id and the original message's unique id.
+	// offset message id (DeadLetter.OffsetMsgID) and the original message's
+	// unique id (DeadLetter.MsgID).
 	PropertyReplayGroup  = "DLQ_REPLAY_GROUP"
 	PropertyReplayOf     = "DLQ_REPLAY_MSG_ID"
 	PropertyReplayOrigin = "DLQ_REPLAY_ORIGIN_ID"
@@ -46,16 +47,19 @@ var replayDropped = []string{
 type DeadLetter struct {
 	Group      string
 	BrokerName string
-	// QueueOffset is the entry's offset in %DLQ%<group> on its broker;
-	// MsgID its offset message id (what `dlq show` takes).
+	// QueueOffset is the entry's offset in %DLQ%<group> on its broker.
 	QueueOffset int64
+	// MsgID is the message's id: the unique id (UNIQ_KEY) of the original
+	// message, which its retries and the dead letter keep (the dead
+	// letter's offset id if it has none). OffsetMsgID is the dead letter's
+	// own offset message id (store host + CommitLog offset in the DLQ).
 	MsgID       string
-	// UniqueID is the original message's unique id; OriginMsgID the
-	// message id of its first delivery; OriginTopic its topic.
-	UniqueID       string
-	OriginMsgID    string
-	OriginTopic    string
-	ReconsumeTimes int32
+	OffsetMsgID string
+	// OriginOffsetMsgID is the offset message id of the message's first
+	// stored copy (DLQ_ORIGIN_MESSAGE_ID); OriginTopic its topic.
+	OriginOffsetMsgID string
+	OriginTopic       string
+	ReconsumeTimes    int32
 	// FirstFailure is when the message was first sent back, LastFailure
 	// when it was dead-lettered; Reason the consumer's last reason.
 	FirstFailure, LastFailure time.Time
@@ -66,20 +70,21 @@ type DeadLetter struct {
 	Replayed *ReplayMark
 }
 
-// ReplayMark records a replay of a dead letter.
+// ReplayMark records a replay of a dead letter: when, to which topic,
+// and the new message's MsgID (unique id) and OffsetMsgID.
 type ReplayMark struct {
-	At       time.Time
-	Topic    string
-	MsgID    string
-	UniqueID string
+	At          time.Time
+	Topic       string
+	MsgID       string
+	OffsetMsgID string
 }
 
 // DeadLetterQuery selects dead letters.
 type DeadLetterQuery struct {
 	// Since keeps entries dead-lettered at or after it (zero: all).
 	Since time.Time
-	// IDs keeps entries whose message id, unique id or original message
-	// id is listed (none: all).
+	// IDs keeps entries whose MsgID, OffsetMsgID or OriginOffsetMsgID is
+	// listed (none: all).
 	IDs []string
 	// Max bounds the entries returned (0: no bound).
 	Max int
@@ -173,14 +178,18 @@ func deadLetterFromProto(group, brokerName string, e *pb.DeadLetterEntry) (DeadL
 	if err != nil {
 		return DeadLetter{}, err
 	}
+	// On the wire msg_id is the offset message id, unique_id UNIQ_KEY.
 	d := DeadLetter{
-		Group: group, BrokerName: brokerName, QueueOffset: e.GetQueueOffset(), MsgID: e.GetMsgId(),
-		UniqueID: e.GetUniqueId(), OriginMsgID: e.GetOriginMsgId(), OriginTopic: e.GetOriginTopic(),
+		Group: group, BrokerName: brokerName, QueueOffset: e.GetQueueOffset(),
+		MsgID: e.GetUniqueId(), OffsetMsgID: e.GetMsgId(), OriginOffsetMsgID: e.GetOriginMsgId(), OriginTopic: e.GetOriginTopic(),
 		ReconsumeTimes: e.GetReconsumeTimes(), Reason: e.GetReason(), Message: m,
 		FirstFailure: time.UnixMilli(e.GetFirstFailureMs()), LastFailure: time.UnixMilli(e.GetLastFailureMs()),
 	}
+	if d.MsgID == "" {
+		d.MsgID = d.OffsetMsgID
+	}
 	if r := e.GetReplayed(); r != nil {
-		d.Replayed = &ReplayMark{At: time.UnixMilli(r.GetAtMs()), Topic: r.GetTopic(), MsgID: r.GetMsgId(), UniqueID: r.GetUniqueId()}
+		d.Replayed = &ReplayMark{At: time.UnixMilli(r.GetAtMs()), Topic: r.GetTopic(), MsgID: r.GetUniqueId(), OffsetMsgID: r.GetMsgId()}
 	}
 	return d, nil
 }
@@ -201,9 +210,9 @@ func (d *DeadLetter) ReplayMessage(topic string) *Message {
 		}
 	}
 	props[PropertyReplayGroup] = d.Group
-	props[PropertyReplayOf] = d.MsgID
-	if d.UniqueID != "" {
-		props[PropertyReplayOrigin] = d.UniqueID
+	props[PropertyReplayOf] = d.OffsetMsgID
+	if d.MsgID != "" && d.MsgID != d.OffsetMsgID {
+		props[PropertyReplayOrigin] = d.MsgID
 	}
 	return &Message{Topic: topic, Tag: m.Tag, Keys: slices.Clone(m.Keys), Body: m.Body, Properties: props,
 		ShardingKey: m.ShardingKey}
@@ -230,11 +239,11 @@ func (a *Admin) MarkReplayed(ctx context.Context, d *DeadLetter, topic string, r
 	}
 	mark := &pb.ReplayMark{AtMs: time.Now().UnixMilli(), Topic: topic}
 	if res != nil {
-		mark.MsgId, mark.UniqueId = res.MsgID, res.UniqueID
+		mark.MsgId, mark.UniqueId = res.OffsetMsgID, res.MsgID
 	}
 	rctx, cancel := a.b.rpcContext(ctx)
 	defer cancel()
-	resp, err := cli.MarkReplayed(rctx, &pb.MarkReplayedRequest{Group: d.Group, QueueOffset: d.QueueOffset, MsgId: d.MsgID, Mark: mark})
+	resp, err := cli.MarkReplayed(rctx, &pb.MarkReplayedRequest{Group: d.Group, QueueOffset: d.QueueOffset, MsgId: d.OffsetMsgID, Mark: mark})
 	if err == nil {
 		err = wire.FromStatus(resp.GetStatus())
 	}
@@ -260,8 +269,8 @@ func (a *Admin) brokerData(ctx context.Context, topic, name string) (BrokerData,
 
 // ReplayOptions select and pace a replay of dead letters.
 type ReplayOptions struct {
-	// IDs replays these entries (message id, unique id or original
-	// message id); All replays every entry; Since every entry
+	// IDs replays these entries (by MsgID, OffsetMsgID or
+	// OriginOffsetMsgID); All replays every entry; Since every entry
 	// dead-lettered at or after it. Exactly one must be given.
 	IDs   []string
 	All   bool
@@ -333,7 +342,7 @@ func (a *Admin) ReplayDeadLetters(ctx context.Context, group string, opts Replay
 		return sum, err
 	}
 	for _, id := range opts.IDs {
-		if !slices.ContainsFunc(list, func(d DeadLetter) bool { return d.MsgID == id || d.UniqueID == id || d.OriginMsgID == id }) {
+		if !slices.ContainsFunc(list, func(d DeadLetter) bool { return d.MsgID == id || d.OffsetMsgID == id || d.OriginOffsetMsgID == id }) {
 			sum.NotFound = append(sum.NotFound, id)
 		}
 	}

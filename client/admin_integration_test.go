@@ -98,10 +98,10 @@ func TestAdminViewMessageAt(t *testing.T) {
 			m, err = a.ViewMessageAt(ctx, mq, r.QueueOffset)
 			return err
 		})
-		if m.MsgID != r.MsgID || m.UniqueID != r.UniqueID || m.Queue() != mq || m.QueueOffset != r.QueueOffset ||
+		if m.OffsetMsgID != r.OffsetMsgID || m.MsgID != r.MsgID || m.Queue() != mq || m.QueueOffset != r.QueueOffset ||
 			m.CommitLogOffset != r.CommitLogOffset {
-			t.Fatalf("message %d: got %s (%s) at %s offset %d, want %s (%s) at %s offset %d", i, m.MsgID, m.UniqueID, m.Queue(),
-				m.QueueOffset, r.MsgID, r.UniqueID, mq, r.QueueOffset)
+			t.Fatalf("message %d: got %s (%s) at %s offset %d, want %s (%s) at %s offset %d", i, m.OffsetMsgID, m.MsgID, m.Queue(),
+				m.QueueOffset, r.OffsetMsgID, r.MsgID, mq, r.QueueOffset)
 		}
 		if string(m.Body) != fmt.Sprint("body ", i) || m.Tag != fmt.Sprint("tag", i%3) || !slices.Equal(m.Keys, []string{fmt.Sprint("key", i)}) ||
 			m.Properties["n"] != fmt.Sprint(i) || m.StoreTimestamp.IsZero() || m.StoreHost == "" {
@@ -242,7 +242,7 @@ func TestAdminReplicationStatusAndPromote(t *testing.T) {
 	})
 	for i, r := range results {
 		m, err := a.ViewMessageAt(ctx, r.Queue(topic), r.QueueOffset)
-		if err != nil || m.UniqueID != r.UniqueID || string(m.Body) != fmt.Sprint("m", i) || m.StoreHost == "" {
+		if err != nil || m.MsgID != r.MsgID || string(m.Body) != fmt.Sprint("m", i) || m.StoreHost == "" {
 			t.Fatalf("message %d on the new master: %+v, %v", i, m, err)
 		}
 	}

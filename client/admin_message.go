@@ -15,7 +15,7 @@ import (
 const defaultQueryMax = 64
 
 // QueryMessageByKey returns up to max messages of topic with key among
-// their KEYS (or as their unique id) stored between begin and end (zero
+// their KEYS (or as their MsgID, the unique id) stored between begin and end (zero
 // times: no bound), from every broker of the topic, oldest first.
 func (a *Admin) QueryMessageByKey(ctx context.Context, topic, key string, begin, end time.Time, max int) ([]*MessageExt, error) {
 	if err := a.check(); err != nil {
@@ -75,21 +75,22 @@ func (a *Admin) QueryMessageByKey(ctx context.Context, topic, key string, begin,
 type IDKind int
 
 const (
-	// ByOffsetID: the id is an offset message id (store host + CommitLog
-	// offset) and the broker at that host has the message.
-	ByOffsetID IDKind = iota + 1
-	// ByUniqueID: the id is a producer unique id (UNIQ_KEY), found through
-	// the brokers' indexes.
-	ByUniqueID
+	// ByOffsetMsgID: the id is an offset message id (MessageExt.OffsetMsgID:
+	// store host + CommitLog offset) and the broker at that host has the
+	// message.
+	ByOffsetMsgID IDKind = iota + 1
+	// ByMsgID: the id is a message id (MessageExt.MsgID: the unique id,
+	// UNIQ_KEY), found through the brokers' indexes.
+	ByMsgID
 )
 
 // String names the kind.
 func (k IDKind) String() string {
 	switch k {
-	case ByOffsetID:
-		return "offset id"
-	case ByUniqueID:
-		return "unique id"
+	case ByOffsetMsgID:
+		return "offset msg id"
+	case ByMsgID:
+		return "msg id"
 	}
 	return "unknown"
 }
@@ -97,8 +98,8 @@ func (k IDKind) String() string {
 // MessageLookup is the result of ViewMessage.
 type MessageLookup struct {
 	MatchedBy IDKind
-	// Messages: one for an offset id; for a unique id every stored copy
-	// (a retried send may have stored a message twice).
+	// Messages: one for an offset message id; for a msg id every stored
+	// copy (a retried send may have stored a message twice).
 	Messages []*MessageExt
 }
 
@@ -107,16 +108,20 @@ type ViewOption func(*viewOptions)
 
 type viewOptions struct{ topic string }
 
-// InTopic limits a unique id lookup to one topic (without it, every topic
+// InTopic limits a msg id (unique id) lookup to one topic (without it, every topic
 // is searched).
 func InTopic(topic string) ViewOption { return func(o *viewOptions) { o.topic = topic } }
 
-// ViewMessage finds a message by id. An offset message id is decoded into
-// its store host and the broker there is asked; an id that is not one, or
-// that this broker does not have, is looked up as a unique id (UNIQ_KEY)
-// on every broker. The result says which matched. Nothing found is an
+// ViewMessage finds a message by either of its ids, like RocketMQ's
+// viewMessage: id may be its MsgID (the unique id, UNIQ_KEY) or its
+// OffsetMsgID. An id that reads as an offset message id (32 or 56 hex
+// characters naming a host and a CommitLog offset) is first asked of the
+// broker at that host; an id that is not one, or that this broker does not
+// have, is looked up as a MsgID on every broker (through their key
+// indexes; InTopic narrows the search). Both kinds are 32 hex characters
+// for IPv4 hosts, so the result says which matched. Nothing found is an
 // error matching ErrQueryNotFound.
-func (a *Admin) ViewMessage(ctx context.Context, msgID string, opts ...ViewOption) (*MessageLookup, error) {
+func (a *Admin) ViewMessage(ctx context.Context, id string, opts ...ViewOption) (*MessageLookup, error) {
 	if err := a.check(); err != nil {
 		return nil, err
 	}
@@ -125,18 +130,18 @@ func (a *Admin) ViewMessage(ctx context.Context, msgID string, opts ...ViewOptio
 		o(&vo)
 	}
 	var offsetErr error
-	if host, _, err := message.ParseOffsetMsgID(msgID); err == nil {
-		m, err := a.viewByOffsetID(ctx, host.String(), msgID)
+	if host, _, err := message.ParseOffsetMsgID(id); err == nil {
+		m, err := a.viewByOffsetID(ctx, host.String(), id)
 		if err == nil {
-			return &MessageLookup{MatchedBy: ByOffsetID, Messages: []*MessageExt{m}}, nil
+			return &MessageLookup{MatchedBy: ByOffsetMsgID, Messages: []*MessageExt{m}}, nil
 		}
 		offsetErr = err
 	}
-	if !message.IsUniqueID(msgID) {
+	if !message.IsUniqueID(id) {
 		if offsetErr != nil {
 			return nil, offsetErr
 		}
-		return nil, codeErr(pb.Code_INVALID_PARAMETER, "%q is neither an offset message id nor a unique id", msgID)
+		return nil, codeErr(pb.Code_INVALID_PARAMETER, "%q is neither a msg id (unique id) nor an offset msg id", id)
 	}
 	topics := []string{vo.topic}
 	if vo.topic == "" {
@@ -151,34 +156,34 @@ func (a *Admin) ViewMessage(ctx context.Context, msgID string, opts ...ViewOptio
 		if message.ValidateTopic(t) != nil {
 			continue
 		}
-		msgs, err := a.QueryMessageByKey(ctx, t, msgID, time.Time{}, time.Time{}, defaultQueryMax)
+		msgs, err := a.QueryMessageByKey(ctx, t, id, time.Time{}, time.Time{}, defaultQueryMax)
 		if err != nil && !errors.Is(err, ErrTopicNotExist) {
 			return nil, err
 		}
 		for _, m := range msgs {
-			if m.UniqueID == msgID {
+			if m.MsgID == id {
 				found = append(found, m)
 			}
 		}
 	}
 	if len(found) == 0 {
 		if offsetErr != nil {
-			return nil, fmt.Errorf("message %s: %w; not found as a unique id either", msgID, offsetErr)
+			return nil, fmt.Errorf("message %s: %w; not found as a msg id (unique id) either", id, offsetErr)
 		}
-		return nil, codeErr(pb.Code_QUERY_NOT_FOUND, "no message with unique id %s", msgID)
+		return nil, codeErr(pb.Code_QUERY_NOT_FOUND, "no message with msg id %s", id)
 	}
-	return &MessageLookup{MatchedBy: ByUniqueID, Messages: found}, nil
+	return &MessageLookup{MatchedBy: ByMsgID, Messages: found}, nil
 }
 
-func (a *Admin) viewByOffsetID(ctx context.Context, addr, msgID string) (*MessageExt, error) {
+func (a *Admin) viewByOffsetID(ctx context.Context, addr, offsetMsgID string) (*MessageExt, error) {
 	var resp *pb.ViewMessageResponse
 	err := a.brokerCall(ctx, addr, func(ctx context.Context, c pb.BrokerClient) (*pb.Status, error) {
 		var err error
-		resp, err = c.ViewMessage(ctx, &pb.ViewMessageRequest{MsgId: msgID})
+		resp, err = c.ViewMessage(ctx, &pb.ViewMessageRequest{MsgId: offsetMsgID}) // msg_id: the offset id
 		return resp.GetStatus(), err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("view message %s: %w", msgID, err)
+		return nil, fmt.Errorf("view message %s: %w", offsetMsgID, err)
 	}
 	name := ""
 	if ci, err := a.ClusterInfo(ctx); err == nil {
@@ -188,8 +193,8 @@ func (a *Admin) viewByOffsetID(ctx context.Context, addr, msgID string) (*Messag
 	if err != nil {
 		return nil, err
 	}
-	if m.MsgID != msgID {
-		return nil, codeErr(pb.Code_QUERY_NOT_FOUND, "broker %s returned message %s for %s", addr, m.MsgID, msgID)
+	if m.OffsetMsgID != offsetMsgID {
+		return nil, codeErr(pb.Code_QUERY_NOT_FOUND, "broker %s returned message %s for %s", addr, m.OffsetMsgID, offsetMsgID)
 	}
 	return m, nil
 }

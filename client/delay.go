@@ -28,7 +28,7 @@ import (
 // refused with ErrIllegalDeliveryTime. Delivered messages carry the
 // property TIMER_OUT_MS: when they were due (timer messages). A pending
 // timer message can be cancelled with Producer.CancelDelayed or
-// Admin.CancelDelayed, by the unique id its SendResult names.
+// Admin.CancelDelayed, by the MsgID (unique id) its SendResult names.
 
 // Errors of delayed delivery.
 var (
@@ -111,12 +111,13 @@ func (s *sendOptions) applyDelay(pm *pb.Message) error {
 	return nil
 }
 
-// CancelDelayed cancels a pending timer message of topic by its unique id
-// (SendResult.UniqueID), on whichever broker of the topic holds it. Once it
-// returns nil the message is never delivered. It fails with
+// CancelDelayed cancels a pending timer message of topic by its MsgID (the
+// unique id SendResult.MsgID names; not its OffsetMsgID), on whichever
+// broker of the topic holds it. Once it returns nil the message is never
+// delivered. It fails with
 // ErrAlreadyDelivered if the message was delivered first, and with
 // ErrQueryNotFound if no broker holds it.
-func (p *Producer) CancelDelayed(ctx context.Context, topic, uniqueID string) error {
+func (p *Producer) CancelDelayed(ctx context.Context, topic, msgID string) error {
 	if err := p.checkState(); err != nil {
 		return err
 	}
@@ -130,11 +131,11 @@ func (p *Producer) CancelDelayed(ctx context.Context, topic, uniqueID string) er
 			addrs = append(addrs, a)
 		}
 	}
-	return cancelDelayed(ctx, p.b, addrs, topic, uniqueID)
+	return cancelDelayed(ctx, p.b, addrs, topic, msgID)
 }
 
 // CancelDelayed cancels a pending timer message (see Producer.CancelDelayed).
-func (a *Admin) CancelDelayed(ctx context.Context, topic, uniqueID string) error {
+func (a *Admin) CancelDelayed(ctx context.Context, topic, msgID string) error {
 	if err := a.check(); err != nil {
 		return err
 	}
@@ -148,15 +149,15 @@ func (a *Admin) CancelDelayed(ctx context.Context, topic, uniqueID string) error
 			addrs = append(addrs, a)
 		}
 	}
-	return cancelDelayed(ctx, a.b, addrs, topic, uniqueID)
+	return cancelDelayed(ctx, a.b, addrs, topic, msgID)
 }
 
-func cancelDelayed(ctx context.Context, b *base, addrs []string, topic, uniqueID string) error {
+func cancelDelayed(ctx context.Context, b *base, addrs []string, topic, msgID string) error {
 	if err := message.ValidateTopic(topic); err != nil {
 		return codeErr(pb.Code_ILLEGAL_TOPIC, "%v", err)
 	}
-	if uniqueID == "" {
-		return codeErr(pb.Code_INVALID_PARAMETER, "no unique id given")
+	if msgID == "" {
+		return codeErr(pb.Code_INVALID_PARAMETER, "no message id given")
 	}
 	if len(addrs) == 0 {
 		return fmt.Errorf("%w %q: no broker with a master", ErrNoRoute, topic)
@@ -169,7 +170,7 @@ func cancelDelayed(ctx context.Context, b *base, addrs []string, topic, uniqueID
 			return err
 		}
 		rctx, cancel := b.rpcContext(ctx)
-		resp, err := pb.NewDelayClient(cc).Cancel(rctx, &pb.CancelDelayedRequest{Topic: topic, UniqueId: uniqueID})
+		resp, err := pb.NewDelayClient(cc).Cancel(rctx, &pb.CancelDelayedRequest{Topic: topic, UniqueId: msgID})
 		cancel()
 		if err == nil {
 			err = wire.FromStatus(resp.GetStatus())
@@ -178,11 +179,11 @@ func cancelDelayed(ctx context.Context, b *base, addrs []string, topic, uniqueID
 			return nil
 		}
 		if errors.Is(err, ErrAlreadyDelivered) {
-			return fmt.Errorf("cancel %s of %s on %s: %w", uniqueID, topic, addr, err)
+			return fmt.Errorf("cancel %s of %s on %s: %w", msgID, topic, addr, err)
 		}
 		errs = append(errs, fmt.Errorf("broker %s: %w", addr, err))
 	}
-	return fmt.Errorf("cancel %s of %s: %w", uniqueID, topic, errors.Join(errs...))
+	return fmt.Errorf("cancel %s of %s: %w", msgID, topic, errors.Join(errs...))
 }
 
 // DelayLevelStatus is one delay level of a broker.

@@ -92,11 +92,11 @@ func TestDelayLevelTwoWithConsumer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		look, err := e.admin.ViewMessage(ctx, res.MsgID)
+		look, err := e.admin.ViewMessage(ctx, res.OffsetMsgID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		stored[res.UniqueID] = look.Messages[0].StoreTimestamp
+		stored[res.MsgID] = look.Messages[0].StoreTimestamp
 		time.Sleep(30 * time.Millisecond)
 	}
 	e.waitFor(15*time.Second, "level-2 messages", func() error {
@@ -110,7 +110,7 @@ func TestDelayLevelTwoWithConsumer(t *testing.T) {
 		if string(g.m.Body) != strconv.Itoa(i) {
 			t.Fatalf("delivery %d is %s: FIFO order broken", i, g.m.Body)
 		}
-		lat = append(lat, g.at.Sub(stored[g.m.UniqueID]))
+		lat = append(lat, g.at.Sub(stored[g.m.MsgID]))
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	t.Logf("level 2: store → consumer %v (min) %v (median) %v (max)", lat[0], lat[len(lat)/2], lat[len(lat)-1])
@@ -142,16 +142,16 @@ func TestTimerWithConsumerAndCancel(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i%10 == 3 {
-			cancelled = append(cancelled, res.UniqueID)
+			cancelled = append(cancelled, res.MsgID)
 		} else {
-			want[res.UniqueID] = true
+			want[res.MsgID] = true
 		}
 	}
 	past, err := p.Send(ctx, &Message{Topic: topic, Body: []byte("past")}, WithDeliverAt(time.Now().Add(-time.Hour)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want[past.UniqueID] = true
+	want[past.MsgID] = true
 	for _, id := range cancelled {
 		if err := p.CancelDelayed(ctx, topic, id); err != nil {
 			t.Fatalf("cancel %s: %v", id, err)
@@ -166,7 +166,7 @@ func TestTimerWithConsumerAndCancel(t *testing.T) {
 	e.waitFor(20*time.Second, "timer messages", func() error {
 		seen := map[string]bool{}
 		for _, g := range r.all() {
-			seen[g.m.UniqueID] = true
+			seen[g.m.MsgID] = true
 		}
 		if len(seen) < len(want) {
 			return fmt.Errorf("%d of %d", len(seen), len(want))
@@ -183,17 +183,17 @@ func TestTimerWithConsumerAndCancel(t *testing.T) {
 		if g.at.UnixMilli() < due {
 			t.Fatalf("%s received %d ms early", g.m.Body, due-g.at.UnixMilli())
 		}
-		if !want[g.m.UniqueID] {
+		if !want[g.m.MsgID] {
 			t.Fatalf("%s delivered though cancelled", g.m.Body)
 		}
-		seen[g.m.UniqueID]++
+		seen[g.m.MsgID]++
 	}
 	for id, k := range seen {
 		if k != 1 {
 			t.Fatalf("%s consumed %d times", id, k)
 		}
 	}
-	if err := p.CancelDelayed(ctx, topic, past.UniqueID); !errors.Is(err, ErrAlreadyDelivered) {
+	if err := p.CancelDelayed(ctx, topic, past.MsgID); !errors.Is(err, ErrAlreadyDelivered) {
 		t.Fatalf("cancel of a delivered message: %v", err)
 	}
 	st, err := e.admin.DelayStatus(ctx, e.c.Broker(0).Addr())

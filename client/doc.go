@@ -38,6 +38,19 @@
 // sends (WithShardingKey, WithQueueSelector, WithQueue) always use the
 // queue they select and are never retried elsewhere.
 //
+// # Message ids
+//
+// A message has two ids, named as RocketMQ's clients name them. MsgID
+// (SendResult.MsgID, MessageExt.MsgID) is the unique id the producer gives
+// it, property UNIQ_KEY: every copy of the message keeps it (retries, its
+// dead letter, a repeated send), so it is the id to log, deduplicate on,
+// look a message up by and cancel a timer message with. OffsetMsgID is
+// where one copy was stored: the store host and CommitLog offset as hex (32
+// characters for an IPv4 host). A message stored without UNIQ_KEY (the
+// inner messages of a batch some RocketMQ clients send) has its
+// OffsetMsgID as MsgID too, as in RocketMQ's clients. Admin.ViewMessage
+// takes either and says which matched.
+//
 // # Consuming
 //
 // Consumers of one group share the topic's queues (Clustering, the default:

@@ -177,8 +177,8 @@ func (c *collector) add(name string, msgs []*MessageExt) {
 		c.seen[name] = make(map[string]int)
 	}
 	for _, m := range msgs {
-		c.seen[name][m.UniqueID]++
-		c.total[m.UniqueID]++
+		c.seen[name][m.MsgID]++
+		c.total[m.MsgID]++
 		c.msgs = append(c.msgs, m)
 	}
 }
@@ -204,7 +204,7 @@ func (c *collector) waitAll(e *env, d time.Duration, results []*SendResult) {
 		defer c.mu.Unlock()
 		missing := 0
 		for _, r := range results {
-			if c.total[r.UniqueID] == 0 {
+			if c.total[r.MsgID] == 0 {
 				missing++
 			}
 		}

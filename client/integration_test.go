@@ -85,7 +85,7 @@ func TestSendKinds(t *testing.T) {
 	for _, r := range e.sendN(p, topic, 20, nil) {
 		want = append(want, r)
 		brokers[r.BrokerName]++
-		if r.MsgID == "" || len(r.UniqueID) != 32 {
+		if r.OffsetMsgID == "" || len(r.MsgID) != 32 {
 			t.Fatalf("result lacks ids: %+v", r)
 		}
 	}
@@ -156,10 +156,18 @@ func TestSendKinds(t *testing.T) {
 		}
 		return nil
 	})
-	// Consumed messages carry what was sent.
+	// Consumed messages carry what was sent, with the ids the send
+	// returned: MsgID the unique id, OffsetMsgID where it was stored.
 	col.mu.Lock()
 	defer col.mu.Unlock()
+	sent := make(map[string]*SendResult, len(want))
+	for _, r := range want {
+		sent[r.MsgID] = r
+	}
 	for _, m := range col.msgs {
+		if r := sent[m.MsgID]; r != nil && (m.OffsetMsgID != r.OffsetMsgID || m.MsgID == m.OffsetMsgID) {
+			t.Fatalf("message %q: ids %s/%s, sent as %s/%s", m.Body, m.MsgID, m.OffsetMsgID, r.MsgID, r.OffsetMsgID)
+		}
 		if m.Tag == "batch" {
 			if len(m.Keys) != 1 || m.Keys[0] != "bk"+string(m.Body[len("batch-"):]) || m.BrokerName != br[0].BrokerName {
 				t.Fatalf("batch message %q: keys %v broker %s", m.Body, m.Keys, m.BrokerName)
@@ -288,7 +296,7 @@ func TestClusteringThreeConsumers(t *testing.T) {
 		}
 	}
 	for _, m := range col.msgs {
-		if col.seen[held[m.Queue()]][m.UniqueID] != 1 {
+		if col.seen[held[m.Queue()]][m.MsgID] != 1 {
 			t.Fatalf("message of %s not consumed by its holder", m.Queue())
 		}
 	}
@@ -422,7 +430,7 @@ func TestBroadcasting(t *testing.T) {
 	col2.mu.Lock()
 	defer col2.mu.Unlock()
 	for _, r := range res {
-		if col2.total[r.UniqueID] != 0 {
+		if col2.total[r.MsgID] != 0 {
 			t.Fatal("restarted broadcasting consumer replayed old messages")
 		}
 	}
@@ -568,14 +576,14 @@ func TestRetryLaterAndPanicRedeliver(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		m := msgs[0]
-		attempts[m.UniqueID]++
+		attempts[m.MsgID]++
 		switch {
-		case m.Tag == "retry" && attempts[m.UniqueID] < 3:
+		case m.Tag == "retry" && attempts[m.MsgID] < 3:
 			return ConsumeRetryLater
-		case m.Tag == "panic" && attempts[m.UniqueID] == 1:
+		case m.Tag == "panic" && attempts[m.MsgID] == 1:
 			panic("boom")
 		}
-		success[m.UniqueID] = true
+		success[m.MsgID] = true
 		return ConsumeSuccess
 	}), WithConsumeFrom(ConsumeFromFirst))
 	res := e.sendN(p, topic, 6, func(i int) *Message {
@@ -585,8 +593,8 @@ func TestRetryLaterAndPanicRedeliver(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, r := range res {
-			if !success[r.UniqueID] {
-				return fmt.Errorf("%s not yet", r.UniqueID)
+			if !success[r.MsgID] {
+				return fmt.Errorf("%s not yet", r.MsgID)
 			}
 		}
 		return nil
@@ -594,8 +602,8 @@ func TestRetryLaterAndPanicRedeliver(t *testing.T) {
 	mu.Lock()
 	for i, r := range res {
 		want := []int{1, 3, 2}[i%3]
-		if attempts[r.UniqueID] != want {
-			t.Errorf("message %d: %d attempts, want %d", i, attempts[r.UniqueID], want)
+		if attempts[r.MsgID] != want {
+			t.Errorf("message %d: %d attempts, want %d", i, attempts[r.MsgID], want)
 		}
 	}
 	mu.Unlock()
@@ -629,7 +637,7 @@ func TestOffsetsSurviveRestart(t *testing.T) {
 	col2.waitAll(e, 10*time.Second, second)
 	col2.mu.Lock()
 	for _, r := range first {
-		if col2.total[r.UniqueID] != 0 {
+		if col2.total[r.MsgID] != 0 {
 			t.Fatalf("message consumed before the restart delivered again")
 		}
 	}
@@ -760,21 +768,21 @@ func TestLookupByIDAndKey(t *testing.T) {
 	}
 
 	// By offset message id.
-	l, err := e.admin.ViewMessage(ctx, rs[1].MsgID)
+	l, err := e.admin.ViewMessage(ctx, rs[1].OffsetMsgID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.MatchedBy != ByOffsetID || len(l.Messages) != 1 || string(l.Messages[0].Body) != "broker-b" ||
-		l.Messages[0].BrokerName != "broker-b" || l.Messages[0].UniqueID != rs[1].UniqueID {
+	if l.MatchedBy != ByOffsetMsgID || len(l.Messages) != 1 || string(l.Messages[0].Body) != "broker-b" ||
+		l.Messages[0].BrokerName != "broker-b" || l.Messages[0].MsgID != rs[1].MsgID {
 		t.Fatalf("view by offset id: %v %+v", l.MatchedBy, l.Messages)
 	}
 	// By unique id, with and without a topic.
 	for _, opts := range [][]ViewOption{{InTopic(topic)}, nil} {
-		l, err := e.admin.ViewMessage(ctx, rs[0].UniqueID, opts...)
+		l, err := e.admin.ViewMessage(ctx, rs[0].MsgID, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l.MatchedBy != ByUniqueID || len(l.Messages) != 1 || l.Messages[0].MsgID != rs[0].MsgID {
+		if l.MatchedBy != ByMsgID || len(l.Messages) != 1 || l.Messages[0].OffsetMsgID != rs[0].OffsetMsgID {
 			t.Fatalf("view by unique id: %v %+v", l.MatchedBy, l.Messages)
 		}
 	}
@@ -959,7 +967,7 @@ func TestPullConsumer(t *testing.T) {
 			t.Fatalf("poll returned %d messages, batch size 7", len(msgs))
 		}
 		for _, m := range msgs {
-			seen[m.UniqueID]++
+			seen[m.MsgID]++
 			if prev, ok := last[m.Queue()]; ok && m.QueueOffset != prev+1 {
 				t.Fatalf("queue %s: offset %d after %d", m.Queue(), m.QueueOffset, prev)
 			}
@@ -967,8 +975,8 @@ func TestPullConsumer(t *testing.T) {
 		}
 	}
 	for _, r := range res {
-		if seen[r.UniqueID] != 1 {
-			t.Fatalf("message seen %d times", seen[r.UniqueID])
+		if seen[r.MsgID] != 1 {
+			t.Fatalf("message seen %d times", seen[r.MsgID])
 		}
 	}
 	if len(c.Assignment()) != 4 {
@@ -1019,11 +1027,11 @@ func TestPullConsumer(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, m := range msgs {
-			got[m.UniqueID] = true
+			got[m.MsgID] = true
 		}
 	}
 	for _, r := range more {
-		if !got[r.UniqueID] {
+		if !got[r.MsgID] {
 			t.Fatal("new message missing")
 		}
 	}

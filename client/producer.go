@@ -480,12 +480,13 @@ func (p *Producer) sendToQueue(ctx context.Context, ri *routeInfo, q MessageQueu
 	}
 	out := make([]*SendResult, len(pms))
 	for i, r := range resp.GetResults() {
+		// On the wire msg_id is the offset message id, unique_id UNIQ_KEY.
 		uid := r.GetUniqueId()
 		if uid == "" {
 			uid = pms[i].GetProperties()[message.PropertyUniqueKey]
 		}
 		out[i] = &SendResult{
-			MsgID: r.GetMsgId(), UniqueID: uid, BrokerName: brokerName,
+			MsgID: uid, OffsetMsgID: r.GetMsgId(), BrokerName: brokerName,
 			QueueID: r.GetQueueId(), QueueOffset: r.GetQueueOffset(), CommitLogOffset: r.GetCommitLogOffset(),
 		}
 	}

@@ -27,8 +27,8 @@ import (
 //     %DLQ%<group>. The
 //     consumer subscribes to %RETRY%<group> by itself, and the listener of
 //     the original topic gets the copies with the original topic, the
-//     reconsume count and the original unique id (OriginMsgID gives the
-//     first delivery's message id).
+//     reconsume count and the original MsgID (OriginOffsetMsgID gives the
+//     first stored copy's offset message id).
 //   - A message that cannot be sent back (broker unreachable) stays in
 //     flight and is delivered again locally after WithRetryDelay, then sent
 //     back again if it fails again: it is never dropped, and the committed
@@ -121,13 +121,15 @@ func (l ErrorListener) concurrent() ConcurrentListener {
 	}
 }
 
-// OriginMsgID returns the message id of the message's first delivery: for
-// a retried message, the id kept in ORIGIN_MESSAGE_ID, else MsgID.
-func (m *MessageExt) OriginMsgID() string {
+// OriginOffsetMsgID returns the offset message id of the message's first
+// stored copy: for a retried message, the id the broker kept in
+// ORIGIN_MESSAGE_ID, else OffsetMsgID. (MsgID, the unique id, is the same
+// for the message and its retries.)
+func (m *MessageExt) OriginOffsetMsgID() string {
 	if id := m.Properties[message.PropertyOriginMessageID]; id != "" {
 		return id
 	}
-	return m.MsgID
+	return m.OffsetMsgID
 }
 
 // retryListener marks the subscription of the group's retry topic: its
@@ -293,7 +295,7 @@ func (p *PushConsumer) failed(t *consumeTask, level int32, reason string) {
 			if err := p.c.sendBack(p.c.ctx, t.q.mq, m, level, m.ReconsumeTimes, reason); err != nil {
 				if p.c.ctx.Err() == nil {
 					p.c.log.Warn("send back failed; retrying the message locally", zap.Stringer("queue", t.q.mq),
-						zap.String("uniqueId", m.UniqueID), zap.Error(err))
+						zap.String("msgId", m.MsgID), zap.Error(err))
 				}
 				keep = append(keep, m)
 				continue
@@ -349,7 +351,7 @@ func (p *PushConsumer) orderlyFailed(q *pushQueue, batch []*MessageExt, reason s
 		if err := p.c.sendBack(q.ctx, q.mq, m, -1, m.ReconsumeTimes, reason); err != nil {
 			if q.ctx.Err() == nil {
 				p.c.log.Warn("dead-lettering an orderly message failed; retrying", zap.Stringer("queue", q.mq),
-					zap.String("uniqueId", m.UniqueID), zap.Error(err))
+					zap.String("msgId", m.MsgID), zap.Error(err))
 			}
 			left = true
 			continue
@@ -391,7 +393,7 @@ func (c *consumerCore) sendBack(ctx context.Context, mq MessageQueue, m *Message
 	rctx, cancel := c.rpcContext(ctx)
 	defer cancel()
 	resp, err := pb.NewDeadLetterClient(cc).SendBack(rctx, &pb.SendBackRequest{
-		Group: c.group, CommitLogOffset: m.CommitLogOffset, UniqueId: m.UniqueID, OriginMsgId: m.OriginMsgID(),
+		Group: c.group, CommitLogOffset: m.CommitLogOffset, UniqueId: m.uniqKey(), OriginMsgId: m.OriginOffsetMsgID(),
 		DelayLevel: level, MaxReconsumeTimes: int32(max(0, c.opts.maxReconsumeTimes)), ReconsumeTimes: times,
 		Reason: reason,
 	})
@@ -400,7 +402,7 @@ func (c *consumerCore) sendBack(ctx context.Context, mq MessageQueue, m *Message
 	}
 	if err != nil {
 		c.routes.markStale(mq.Topic)
-		return fmt.Errorf("send back %s to %s: %w", m.UniqueID, addr, err)
+		return fmt.Errorf("send back %s to %s: %w", m.MsgID, addr, err)
 	}
 	return nil
 }

@@ -41,9 +41,9 @@ func (d *deliveries) add(m *MessageExt) []delivery {
 	if d.byU == nil {
 		d.byU = make(map[string][]delivery)
 	}
-	d.byU[m.UniqueID] = append(d.byU[m.UniqueID], delivery{topic: m.Topic, uniqueID: m.UniqueID, originID: m.OriginMsgID(),
+	d.byU[m.MsgID] = append(d.byU[m.MsgID], delivery{topic: m.Topic, uniqueID: m.MsgID, originID: m.OriginOffsetMsgID(),
 		reconsume: m.ReconsumeTimes, at: time.Now()})
-	return d.byU[m.UniqueID]
+	return d.byU[m.MsgID]
 }
 
 func (d *deliveries) of(id string) []delivery {
@@ -61,7 +61,7 @@ func (e *env) dlqByUnique(group string) map[string][]DeadLetter {
 	}
 	out := make(map[string][]DeadLetter)
 	for _, d := range list {
-		out[d.UniqueID] = append(out[d.UniqueID], d)
+		out[d.MsgID] = append(out[d.MsgID], d)
 	}
 	return out
 }
@@ -114,7 +114,7 @@ func TestRetryThenDeadLetter(t *testing.T) {
 	e.waitFor(60*time.Second, "failing messages dead-lettered", func() error {
 		dlq := e.dlqByUnique(group)
 		for i, r := range res {
-			if tags[i%4] == "fail" && len(dlq[r.UniqueID]) == 0 {
+			if tags[i%4] == "fail" && len(dlq[r.MsgID]) == 0 {
 				return fmt.Errorf("message %d not in the DLQ yet", i)
 			}
 		}
@@ -124,26 +124,26 @@ func TestRetryThenDeadLetter(t *testing.T) {
 	dlq := e.dlqByUnique(group)
 	levels := []time.Duration{300 * time.Millisecond, 400 * time.Millisecond}
 	for i, r := range res {
-		ds := got.of(r.UniqueID)
+		ds := got.of(r.MsgID)
 		switch tags[i%4] {
 		case "fail":
 			if len(ds) != 3 {
 				t.Fatalf("failing message %d delivered %d times, want 3: %+v", i, len(ds), ds)
 			}
 			for k, d := range ds {
-				if d.reconsume != int32(k) || d.topic != topic || d.uniqueID != r.UniqueID || d.originID != r.MsgID {
+				if d.reconsume != int32(k) || d.topic != topic || d.uniqueID != r.MsgID || d.originID != r.OffsetMsgID {
 					t.Errorf("message %d delivery %d: reconsume %d topic %s unique %s origin %s; want %d %s %s %s",
-						i, k, d.reconsume, d.topic, d.uniqueID, d.originID, k, topic, r.UniqueID, r.MsgID)
+						i, k, d.reconsume, d.topic, d.uniqueID, d.originID, k, topic, r.MsgID, r.OffsetMsgID)
 				}
 				if k > 0 && d.at.Sub(ds[k-1].at) < levels[k-1] {
 					t.Errorf("message %d: attempt %d came %v after attempt %d, before the level's %v", i, k, d.at.Sub(ds[k-1].at), k-1, levels[k-1])
 				}
 			}
-			if n := len(dlq[r.UniqueID]); n != 1 {
+			if n := len(dlq[r.MsgID]); n != 1 {
 				t.Fatalf("failing message %d has %d DLQ copies, want 1", i, n)
 			}
-			d := dlq[r.UniqueID][0]
-			if d.OriginTopic != topic || d.OriginMsgID != r.MsgID || d.Reason != "always fails" || d.ReconsumeTimes != 3 ||
+			d := dlq[r.MsgID][0]
+			if d.OriginTopic != topic || d.OriginOffsetMsgID != r.OffsetMsgID || d.Reason != "always fails" || d.ReconsumeTimes != 3 ||
 				string(d.Message.Body) != "m"+strconv.Itoa(i) || d.Message.Tag != "fail" || d.Message.Topic != message.DLQTopic(group) {
 				t.Errorf("dead letter of message %d: %+v", i, d)
 			}
@@ -154,7 +154,7 @@ func TestRetryThenDeadLetter(t *testing.T) {
 			if len(ds) != 2 || ds[1].reconsume != 1 || ds[1].topic != topic || ds[1].at.Sub(ds[0].at) < levels[0] {
 				t.Errorf("message %d (%s): deliveries %+v, want 2 with the second a retry after %v", i, tags[i%4], ds, levels[0])
 			}
-			if len(dlq[r.UniqueID]) != 0 {
+			if len(dlq[r.MsgID]) != 0 {
 				t.Errorf("message %d (%s) is in the DLQ", i, tags[i%4])
 			}
 		default:
@@ -213,12 +213,12 @@ func TestOrderlyRetryInPlaceThenDeadLetter(t *testing.T) {
 		return &Message{Topic: topic, Tag: tag, Body: []byte(strconv.Itoa(i))}
 	})
 	e.waitFor(30*time.Second, "the message after the poison one consumed", func() error {
-		if len(got.of(res[2].UniqueID)) == 0 {
+		if len(got.of(res[2].MsgID)) == 0 {
 			return fmt.Errorf("not yet")
 		}
 		return nil
 	})
-	ds := got.of(res[1].UniqueID)
+	ds := got.of(res[1].MsgID)
 	if len(ds) != 3 {
 		t.Fatalf("poison message delivered %d times, want 3", len(ds))
 	}
@@ -235,7 +235,7 @@ func TestOrderlyRetryInPlaceThenDeadLetter(t *testing.T) {
 	// The DLQ is routed and its entry dispatched shortly after the send-back.
 	e.waitFor(30*time.Second, "the poison message in the DLQ", func() error {
 		dlq := e.dlqByUnique(group)
-		if len(dlq) != 1 || len(dlq[res[1].UniqueID]) != 1 || dlq[res[1].UniqueID][0].Reason != "poison" {
+		if len(dlq) != 1 || len(dlq[res[1].MsgID]) != 1 || dlq[res[1].MsgID][0].Reason != "poison" {
 			return fmt.Errorf("DLQ %+v, want the poison message once", dlq)
 		}
 		return nil
@@ -277,23 +277,23 @@ func TestMaxReconsumeTimesZero(t *testing.T) {
 		e.waitFor(30*time.Second, "failed messages dead-lettered", func() error {
 			dlq := e.dlqByUnique(group)
 			for _, r := range res {
-				if len(got.of(r.UniqueID)) > 1 {
+				if len(got.of(r.MsgID)) > 1 {
 					return nil
 				}
 			}
 			for i, r := range res {
-				if len(dlq[r.UniqueID]) == 0 {
-					return fmt.Errorf("message %d not in the DLQ yet (%d deliveries)", i, len(got.of(r.UniqueID)))
+				if len(dlq[r.MsgID]) == 0 {
+					return fmt.Errorf("message %d not in the DLQ yet (%d deliveries)", i, len(got.of(r.MsgID)))
 				}
 			}
 			return nil
 		})
 		dlq := e.dlqByUnique(group)
 		for i, r := range res {
-			if ds := got.of(r.UniqueID); len(ds) != 1 {
+			if ds := got.of(r.MsgID); len(ds) != 1 {
 				t.Errorf("orderly %v: message %d delivered %d times, want once: %+v", orderly, i, len(ds), ds)
 			}
-			if d := dlq[r.UniqueID]; len(d) != 1 || d[0].Reason != "always fails" {
+			if d := dlq[r.MsgID]; len(d) != 1 || d[0].Reason != "always fails" {
 				t.Errorf("orderly %v: message %d dead letters %+v, want one", orderly, i, d)
 			}
 		}
@@ -314,13 +314,13 @@ func TestConsumeTimeoutSendsBack(t *testing.T) {
 	}), WithConsumeFrom(ConsumeFromFirst), WithConsumeTimeout(300*time.Millisecond))
 	res := e.sendN(p, topic, 1, nil)
 	e.waitFor(30*time.Second, "redelivery after the consume timeout", func() error {
-		if ds := got.of(res[0].UniqueID); len(ds) < 2 {
+		if ds := got.of(res[0].MsgID); len(ds) < 2 {
 			return fmt.Errorf("%d deliveries", len(ds))
 		}
 		return nil
 	})
 	e.waitNoLag("timeout-g")
-	ds := got.of(res[0].UniqueID)
+	ds := got.of(res[0].MsgID)
 	if len(ds) != 2 || ds[1].reconsume != 1 || ds[1].topic != topic {
 		t.Fatalf("deliveries %+v", ds)
 	}
@@ -448,7 +448,7 @@ func TestSendBackFailureRetriesLocally(t *testing.T) {
 		if g != group {
 			return nil
 		}
-		n, _ := hookCalls.LoadOrStore(m.UniqueID, new(int))
+		n, _ := hookCalls.LoadOrStore(m.MsgID, new(int))
 		if *n.(*int) < 2 {
 			*n.(*int)++
 			return ErrServiceNotAvailable
@@ -466,13 +466,13 @@ func TestSendBackFailureRetriesLocally(t *testing.T) {
 	}), WithConsumeFrom(ConsumeFromFirst), WithConsumeGoroutines(1))
 	res := e.sendN(p, topic, 1, nil)
 	e.waitFor(30*time.Second, "consumed on the fourth delivery", func() error {
-		if ds := got.of(res[0].UniqueID); len(ds) < 4 {
+		if ds := got.of(res[0].MsgID); len(ds) < 4 {
 			return fmt.Errorf("%d deliveries", len(ds))
 		}
 		return nil
 	})
 	e.waitNoLag(group)
-	ds := got.of(res[0].UniqueID)
+	ds := got.of(res[0].MsgID)
 	if len(ds) != 4 {
 		t.Fatalf("%d deliveries, want 4", len(ds))
 	}

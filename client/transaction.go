@@ -64,7 +64,7 @@ type TransactionListener interface {
 	ExecuteLocalTransaction(ctx context.Context, msg *Message, arg any) LocalTransactionState
 	// CheckLocalTransaction answers a broker's check of a half message
 	// whose outcome it does not know (Unknown, or the producer died before
-	// telling it). msg.UniqueID is the transaction id; msg.Topic and
+	// telling it). msg.MsgID is the transaction id; msg.Topic and
 	// msg.QueueID are the real ones. It may run on any producer of the
 	// group, concurrently with other checks. A panic counts as Unknown.
 	CheckLocalTransaction(ctx context.Context, msg *MessageExt) LocalTransactionState
@@ -82,11 +82,12 @@ var (
 
 // TransactionSendResult is the outcome of SendInTransaction.
 type TransactionSendResult struct {
-	// SendResult is where the half message was stored: MsgID,
+	// SendResult is where the half message was stored: MsgID is the
+	// message's unique id (kept by the committed message), OffsetMsgID,
 	// QueueOffset and CommitLogOffset are the half message's; QueueID is
 	// the real queue the message goes to on commit.
 	SendResult
-	// TransactionID is the transaction id (the message's unique id).
+	// TransactionID is the transaction id (the message's unique id, MsgID).
 	TransactionID string
 	// State is what ExecuteLocalTransaction returned.
 	State LocalTransactionState
@@ -225,9 +226,6 @@ func (p *TransactionProducer) SendInTransaction(ctx context.Context, msg *Messag
 		return res, nil
 	}
 	res.Committed, res.EndErr = p.endTransaction(ctx, half, msg.Topic, id, res.State)
-	if res.Committed != nil {
-		res.Committed.UniqueID = id
-	}
 	return res, nil
 }
 
@@ -346,7 +344,8 @@ func (p *TransactionProducer) endTransaction(ctx context.Context, half *SendResu
 	if resp.GetMsgId() == "" {
 		return nil, nil
 	}
-	return &SendResult{MsgID: resp.GetMsgId(), BrokerName: half.BrokerName, QueueID: resp.GetQueueId(),
+	// On the wire msg_id is the committed copy's offset message id.
+	return &SendResult{MsgID: id, OffsetMsgID: resp.GetMsgId(), BrokerName: half.BrokerName, QueueID: resp.GetQueueId(),
 		QueueOffset: resp.GetQueueOffset(), CommitLogOffset: resp.GetCommitLogOffset()}, nil
 }
 

@@ -20,7 +20,7 @@ func (o *orders) ExecuteLocalTransaction(ctx context.Context, msg *client.Messag
 }
 
 func (o *orders) CheckLocalTransaction(ctx context.Context, msg *client.MessageExt) client.LocalTransactionState {
-	if _, ok := o.db[msg.UniqueID]; ok {
+	if _, ok := o.db[msg.MsgID]; ok {
 		return client.CommitMessage
 	}
 	return client.RollbackMessage

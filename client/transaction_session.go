@@ -279,8 +279,8 @@ func (p *TransactionProducer) answer(addr string, c *pb.TransactionCheck) {
 		}
 		m := extFromDecoded(e, c.GetBrokerName())
 		m.Topic, m.QueueID = c.GetTopic(), c.GetQueueId()
-		if m.UniqueID == "" {
-			m.UniqueID = c.GetMsgId()
+		if m.uniqKey() == "" && c.GetMsgId() != "" {
+			m.MsgID = c.GetMsgId() // the check's msg_id is the unique id
 		}
 		st = p.check(ctx, m)
 	}

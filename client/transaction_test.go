@@ -156,7 +156,7 @@ func TestTransactionCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.State != CommitMessage || res.EndErr != nil || res.Committed == nil || res.TransactionID == "" || res.UniqueID != res.TransactionID {
+	if res.State != CommitMessage || res.EndErr != nil || res.Committed == nil || res.TransactionID == "" || res.MsgID != res.TransactionID {
 		t.Fatalf("result: %+v", res)
 	}
 	e.waitFor(10*time.Second, "consumed", func() error {
@@ -342,7 +342,7 @@ func (*panicky) ExecuteLocalTransaction(context.Context, *Message, any) LocalTra
 
 func (p *panicky) CheckLocalTransaction(_ context.Context, msg *MessageExt) LocalTransactionState {
 	p.checks.Add(1)
-	if msg.Properties[PropertyTransactionID] != msg.UniqueID || msg.Properties[message.PropertyRealTopic] != msg.Topic {
+	if msg.Properties[PropertyTransactionID] != msg.MsgID || msg.Properties[message.PropertyRealTopic] != msg.Topic {
 		panic(fmt.Sprintf("check message %+v", msg))
 	}
 	return CommitMessage

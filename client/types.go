@@ -30,10 +30,16 @@ type Message struct {
 // producer and broker recorded about it.
 type MessageExt struct {
 	Message
-	// MsgID is the offset message id (store host + CommitLog offset).
+	// MsgID is the message id, what RocketMQ's clients call MsgId: the
+	// unique id the producer gave the message (property UNIQ_KEY), which
+	// its retries and its dead letter keep. A message stored without one
+	// (the inner messages of a batch some RocketMQ clients send) has its
+	// OffsetMsgID here instead, as in RocketMQ's clients.
 	MsgID string
-	// UniqueID is the producer-assigned id (UNIQ_KEY).
-	UniqueID        string
+	// OffsetMsgID is the offset message id of this stored copy: its store
+	// host and CommitLog offset, as upper-case hex (32 characters for an
+	// IPv4 store host). RocketMQ's getOffsetMsgId.
+	OffsetMsgID     string
 	BrokerName      string
 	QueueID         int32
 	QueueOffset     int64
@@ -55,9 +61,11 @@ func (m *MessageExt) Queue() MessageQueue {
 
 // SendResult is where a message was stored.
 type SendResult struct {
-	// MsgID is the offset message id, UniqueID the producer's UNIQ_KEY.
+	// MsgID is the message's unique id (UNIQ_KEY), the MsgID consumers
+	// see; OffsetMsgID the offset message id of the stored copy (store
+	// host + CommitLog offset). RocketMQ's getMsgId and getOffsetMsgId.
 	MsgID           string
-	UniqueID        string
+	OffsetMsgID     string
 	BrokerName      string
 	QueueID         int32
 	QueueOffset     int64
@@ -127,7 +135,7 @@ func extFromDecoded(e *message.Ext, brokerName string) *MessageExt {
 			Body:        e.Body,
 			ShardingKey: props[message.PropertyShardingKey],
 		},
-		UniqueID:        props[message.PropertyUniqueKey],
+		MsgID:           props[message.PropertyUniqueKey],
 		BrokerName:      brokerName,
 		QueueID:         e.QueueID,
 		QueueOffset:     e.QueueOffset,
@@ -139,7 +147,10 @@ func extFromDecoded(e *message.Ext, brokerName string) *MessageExt {
 	}
 	if e.StoreHost.IsValid() {
 		m.StoreHost = e.StoreHost.String()
-		m.MsgID = e.MsgID()
+		m.OffsetMsgID = e.MsgID()
+	}
+	if m.MsgID == "" {
+		m.MsgID = m.OffsetMsgID
 	}
 	if e.BornHost.IsValid() {
 		m.BornHost = e.BornHost.String()
@@ -163,6 +174,15 @@ func isFieldProperty(k string) bool {
 		}
 	}
 	return false
+}
+
+// uniqKey returns the message's UNIQ_KEY, "" when it was stored without
+// one (and MsgID is its offset message id).
+func (m *MessageExt) uniqKey() string {
+	if m.MsgID == m.OffsetMsgID {
+		return ""
+	}
+	return m.MsgID
 }
 
 // size is what the message counts for in flow control.

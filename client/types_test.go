@@ -25,8 +25,13 @@ func TestExtFromRecord(t *testing.T) {
 		want  func(*MessageExt) string
 	}{
 		{"plain", nil, func(m *MessageExt) string {
-			if m.Tag != "" || m.Keys != nil || m.Properties != nil || m.UniqueID != "" {
+			if m.Tag != "" || m.Keys != nil || m.Properties != nil {
 				return "unexpected fields"
+			}
+			// Without UNIQ_KEY the msg id is the offset id, as in
+			// RocketMQ's clients.
+			if m.MsgID != m.OffsetMsgID || m.uniqKey() != "" {
+				return "msg id " + m.MsgID + ", want the offset id " + m.OffsetMsgID
 			}
 			return ""
 		}},
@@ -39,8 +44,8 @@ func TestExtFromRecord(t *testing.T) {
 				return "tag " + m.Tag
 			case !reflect.DeepEqual(m.Keys, []string{"k1", "k2"}):
 				return "keys"
-			case m.UniqueID != "U1" || m.ShardingKey != "order-7":
-				return "unique id or sharding key"
+			case m.MsgID != "U1" || m.uniqKey() != "U1" || m.ShardingKey != "order-7":
+				return "msg id (UNIQ_KEY) or sharding key"
 			case !reflect.DeepEqual(m.Properties, map[string]string{"color": "red", message.PropertyReconsumeTime: "2"}):
 				return "properties"
 			}
@@ -78,8 +83,8 @@ func TestExtFromRecord(t *testing.T) {
 			if m.StoreHost != "10.1.2.3:10911" || m.BornHost != "10.9.9.9:0" {
 				t.Fatalf("hosts wrong: %s %s", m.StoreHost, m.BornHost)
 			}
-			if m.MsgID != message.OffsetMsgID(store, 123456) {
-				t.Fatalf("msg id %s", m.MsgID)
+			if m.OffsetMsgID != message.OffsetMsgID(store, 123456) {
+				t.Fatalf("offset msg id %s", m.OffsetMsgID)
 			}
 			if m.StoreSize != int32(len(rec)) {
 				t.Fatalf("store size %d, want %d", m.StoreSize, len(rec))

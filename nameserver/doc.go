@@ -1,6 +1,8 @@
 // Package nameserver is Bolide's NameServer as a library: a route table of
 // topics, broker groups and clusters that brokers keep fresh by registering
-// every 30 s, served over gRPC (proto/bolide/v1/nameserver.proto).
+// every 30 s, served over gRPC (proto/bolide/v1/nameserver.proto) and, on
+// the same port, over RocketMQ's remoting protocol for RocketMQ's clients
+// and mqadmin (see "Remoting" below).
 //
 // NameServers are stateless and never talk to each other; a broker registers
 // with every one of them. The table follows RocketMQ's RouteInfoManager:
@@ -20,4 +22,54 @@
 // registration, and a registered broker whose gossip node is missing from
 // the pool (never joined, wrongly declared dead, partitioned) is joined by
 // the NameServer so that it is watched again.
+//
+// # Remoting
+//
+// The port is shared through internal/portmux: a connection opening with
+// the HTTP/2 preface is gRPC's, one whose first byte is 0 (a remoting frame
+// length under 16 MiB) is remoting's (internal/remoting frames), and any
+// other is closed; with Options.Remoting off, remoting connections are
+// closed too. Requests served, with their header fields (extFields) and
+// answers:
+//
+//	105 GET_ROUTEINFO_BY_TOPIC        topic          0 + TopicRouteData, or 17 TOPIC_NOT_EXIST
+//	106 GET_BROKER_CLUSTER_INFO       -              0 + ClusterInfo
+//	206 GET_ALL_TOPIC_LIST_FROM_NAMESERVER -         0 + TopicList
+//	216 DELETE_TOPIC_IN_NAMESRV       topic [clusterName]  0, also when nothing was deleted
+//	224 GET_TOPICS_BY_CLUSTER         cluster        0 + TopicList ([] for an unknown cluster)
+//	304 GET_SYSTEM_TOPIC_LIST_FROM_NS -              0 + TopicList of cluster and broker names, brokerAddr
+//	100 PUT_KV_CONFIG                 namespace key value  0
+//	101 GET_KV_CONFIG                 namespace key  0 + value field, or 22 QUERY_NOT_FOUND
+//	102 DELETE_KV_CONFIG              namespace key  0
+//	219 GET_KVLIST_BY_NAMESPACE       namespace      0 + KVTable, or 22 QUERY_NOT_FOUND
+//
+// A missing required field is answered 1 SYSTEM_ERROR naming it. Every other
+// code, REGISTER_BROKER (103) from a Java broker included, is answered 3
+// REQUEST_CODE_NOT_SUPPORTED with a remark; the connection stays open.
+//
+// The bodies are JSON as RocketMQ's NameServer writes them with fastjson
+// (compact, keys sorted, null fields left out), because clients decode them
+// by hand:
+//
+//	TopicRouteData {"brokerDatas":[{"brokerAddrs":{"0":"10.0.0.1:10911","1":"10.0.0.2:10911"},
+//	                 "brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":false}],
+//	                "filterServerTable":{},
+//	                "queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,
+//	                 "topicSysFlag":0,"writeQueueNums":4}]}
+//	ClusterInfo    {"brokerAddrTable":{"broker-a":<BrokerData>},"clusterAddrTable":{"DefaultCluster":["broker-a"]}}
+//	TopicList      {"brokerAddr":"10.0.0.1:10911","topicList":["T1","T2"]}   (brokerAddr only from 304)
+//	KVTable        {"table":{"key":"value"}}
+//
+// rocketmq-client-go reads brokerAddrs from the object's raw text, cut at
+// commas and colons: a space or a newline anywhere in it corrupts the
+// addresses, and a missing or null brokerAddrs panics the client. It needs
+// queueDatas as an array of JSON numbers, and takes a non-empty
+// orderTopicConf ("broker:queues;...") over queueDatas, panicking on a
+// malformed one. So the body has no whitespace, brokerAddrs is always an
+// object (ids quoted, in numeric order; fastjson accepts the quotes, and
+// RocketMQ 4.9.4+ writes them too), and orderTopicConf is never written:
+// Bolide has no order configuration, and the key-value pairs mqadmin stores
+// (ORDER_TOPIC_CONFIG) are kept in memory for it to read back, never put
+// into routes. Broker addresses are those the brokers registered, which
+// serve remoting on the same port.
 package nameserver

@@ -15,8 +15,11 @@ import (
 )
 
 // Metrics. The RPC histogram is RocketMQ's rocketmq_rpc_latency (in
-// milliseconds, by request and response code); the route table figures are
-// bolide_nameserver_* and are read when Prometheus scrapes.
+// milliseconds, by request and response code): protocol_type "grpc" labels
+// calls with their method and wire code names, "remoting" with RocketMQ's
+// numeric codes ("unsupported" for a request code not served). The route
+// table figures are bolide_nameserver_* and are read when Prometheus
+// scrapes.
 
 var nsLatencyBucketsMS = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 1000}
 

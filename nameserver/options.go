@@ -15,8 +15,13 @@ const GossipOff = "off"
 
 // Options configure a Server.
 type Options struct {
-	// ListenAddr is the gRPC address; port 0 picks a free port.
+	// ListenAddr is the address of the gRPC API and, with Remoting, of
+	// RocketMQ's remoting protocol; port 0 picks a free port.
 	ListenAddr string
+	// Remoting serves RocketMQ's remoting protocol on ListenAddr too, for
+	// RocketMQ clients and mqadmin. When false, remoting connections are
+	// closed. DefaultOptions turns it on.
+	Remoting bool
 	// GossipAddr is the memberlist address: "" derives it from ListenAddr
 	// (same host, port + 1; port 0 stays 0), GossipOff disables membership.
 	GossipAddr string
@@ -38,6 +43,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		ListenAddr:    "127.0.0.1:9876",
+		Remoting:      true,
 		GossipProfile: membership.ProfileLAN,
 		ScanInterval:  10 * time.Second,
 		BrokerTimeout: 120 * time.Second,

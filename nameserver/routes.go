@@ -468,6 +468,25 @@ func (r *Routes) Topics() []string {
 	return slices.Sorted(maps.Keys(r.topics))
 }
 
+// TopicsByCluster returns, sorted, every topic some group of cluster
+// serves; none for an unknown cluster.
+func (r *Routes) TopicsByCluster(cluster string) []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	set := r.clusters[cluster]
+	var out []string
+	for topic, m := range r.topics {
+		for name := range m {
+			if _, ok := set[name]; ok {
+				out = append(out, topic)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // ClusterInfo returns a copy of the broker side of the table.
 func (r *Routes) ClusterInfo() ClusterInfo {
 	r.mu.RLock()

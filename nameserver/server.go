@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/bolide-mq/bolide/internal/membership"
+	"github.com/bolide-mq/bolide/internal/portmux"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -23,19 +24,24 @@ const closeTimeout = 5 * time.Second
 // maxRecvMsgSize lets a broker register a large topic table in one call.
 const maxRecvMsgSize = 16 << 20
 
-// Server is a NameServer: the route table, its gRPC front end, the sweep
-// that evicts silent brokers and the gossip node that reports dead ones.
+// Server is a NameServer: the route table, its front ends (gRPC and
+// RocketMQ's remoting, sharing one port), the sweep that evicts silent
+// brokers and the gossip node that reports dead ones.
 type Server struct {
 	opts   Options
 	lg     *zap.Logger
 	routes *Routes
 	lis    net.Listener
+	mux    *portmux.Mux // sorts the port's connections: gRPC, remoting
 	grpc   *grpc.Server
 	// members is the gossip node, nil when membership is off. Atomic:
 	// membership callbacks may run before New has stored it.
 	members atomic.Pointer[membership.Node]
 	// metrics are the RPC histograms (metrics.go).
 	metrics serverMetrics
+	// kv is the remoting protocol's key-value configuration (kv.go), nil
+	// when remoting is off.
+	kv *kvConfig
 
 	quit  chan struct{} // closed by Close: stops the loops
 	joinc chan string   // gossip addresses of registered brokers missing from the pool
@@ -94,10 +100,15 @@ func New(opts Options, lg *zap.Logger) (*Server, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	)
 	pb.RegisterNameServerServer(s.grpc, &service{s: s})
+	protos := []portmux.Protocol{grpcProtocol{s.grpc}}
+	if opts.Remoting {
+		protos = append(protos, s.newRemoting())
+	}
+	s.mux = portmux.NewMux(lis, lg.Named("port"), protos...)
 	return s, nil
 }
 
-// Addr is the bound gRPC address.
+// Addr is the bound address (gRPC and remoting).
 func (s *Server) Addr() string { return s.lis.Addr().String() }
 
 // GossipAddr is the NameServer's gossip address, "" when membership is off.
@@ -112,8 +123,8 @@ func (s *Server) GossipAddr() string {
 // Routes is the server's route table.
 func (s *Server) Routes() *Routes { return s.routes }
 
-// Start serves gRPC and starts the sweep and the gossip joins (of the seeds,
-// and of registered brokers missing from the pool).
+// Start serves the port and starts the sweep and the gossip joins (of the
+// seeds, and of registered brokers missing from the pool).
 func (s *Server) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -124,7 +135,7 @@ func (s *Server) Start() error {
 		return errors.New("nameserver: already started")
 	}
 	s.started = true
-	s.goFunc(s.serve)
+	s.mux.Serve()
 	s.goFunc(s.sweepLoop)
 	if s.members.Load() != nil {
 		s.goFunc(s.joinBrokers)
@@ -142,12 +153,6 @@ func (s *Server) goFunc(f func()) {
 		defer s.wg.Done()
 		f()
 	}()
-}
-
-func (s *Server) serve() {
-	if err := s.grpc.Serve(s.lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-		s.lg.Error("grpc server stopped", zap.Error(err))
-	}
 }
 
 // sweepLoop evicts brokers silent longer than their heartbeat timeout.
@@ -294,22 +299,9 @@ func (s *Server) shutdown(ctx context.Context) error {
 	started := s.started
 	s.mu.Unlock()
 
-	if started {
-		done := make(chan struct{})
-		go func() {
-			s.grpc.GracefulStop()
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			s.lg.Warn("nameserver: drain deadline passed; cutting off in-flight calls")
-			s.grpc.Stop()
-			<-done
-		}
-	} else {
-		s.grpc.Stop()
-		_ = s.lis.Close()
+	// Before Start this only closes the listener.
+	if err := s.mux.Shutdown(ctx); err != nil && started {
+		s.lg.Warn("nameserver: drain deadline passed; cut off in-flight calls", zap.Error(err))
 	}
 	close(s.quit)
 	var err error

@@ -1,5 +1,7 @@
 // Command bolide-nameserver runs a Bolide NameServer: the route table that
-// brokers register with and clients ask for routes.
+// brokers register with and clients ask for routes. One port serves Bolide's
+// gRPC API and RocketMQ's remoting protocol (RocketMQ clients, mqadmin);
+// --remoting=false turns the latter off.
 //
 //	bolide-nameserver --listen 127.0.0.1:9876
 //
@@ -39,6 +41,7 @@ func main() {
 type flags struct {
 	config        string
 	listen        string
+	remoting      bool
 	gossip        string
 	gossipSeeds   []string
 	gossipProfile string
@@ -96,7 +99,8 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs := cmd.Flags()
 	fs.SortFlags = false
 	fs.StringVar(&f.config, "config", "", "YAML config file; keys are flag names")
-	daemon.CheckedStringVar(fs, &f.listen, "listen", d.ListenAddr, "gRPC listen address (port 0 picks one; see --addr-file)", daemon.CheckHostPort)
+	daemon.CheckedStringVar(fs, &f.listen, "listen", d.ListenAddr, "listen address of gRPC and remoting (port 0 picks one; see --addr-file)", daemon.CheckHostPort)
+	fs.BoolVar(&f.remoting, "remoting", d.Remoting, "serve RocketMQ's remoting protocol (its clients and mqadmin) on the listen port")
 	fs.StringVar(&f.gossip, "gossip", "", `gossip (memberlist) address: "" derives listen port + 1, "off" disables`)
 	fs.StringSliceVar(&f.gossipSeeds, "gossip-seeds", nil, "gossip addresses of other NameServers or brokers to join")
 	fs.StringVar(&f.gossipProfile, "gossip-profile", d.GossipProfile, `failure detection timings: "lan" or "fast" (tests)`)
@@ -105,7 +109,7 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", daemon.DefaultDrainTimeout, "how long SIGTERM waits for in-flight calls")
 	daemon.CheckedStringVar(fs, &f.logLevel, "log-level", "info", "debug, info, warn or error", daemon.CheckLogLevel)
 	daemon.CheckedStringVar(fs, &f.logFormat, "log-format", "console", "console or json", daemon.CheckLogFormat)
-	fs.StringVar(&f.addrFile, "addr-file", "", "write the bound gRPC address to this file once serving")
+	fs.StringVar(&f.addrFile, "addr-file", "", "write the bound address to this file once serving")
 	daemon.CheckedStringVar(fs, &f.adminListen, "admin-listen", daemon.AdminAuto, daemon.AdminFlagHelp, daemon.CheckAdminListen)
 	fs.StringVar(&f.adminAddrFile, "admin-addr-file", "", "write the bound admin address to this file once serving")
 	return cmd, f
@@ -126,6 +130,7 @@ func loadOptions(cmd *cobra.Command, f *flags) (nameserver.Options, *daemon.Conf
 	}
 	opts := nameserver.Options{
 		ListenAddr:    f.listen,
+		Remoting:      f.remoting,
 		GossipAddr:    f.gossip,
 		GossipSeeds:   f.gossipSeeds,
 		GossipProfile: f.gossipProfile,

@@ -216,7 +216,7 @@ broker-timeout: 1m
 	}
 	if opts.ListenAddr != "127.0.0.1:19876" || opts.BrokerTimeout != 90*time.Second || opts.ScanInterval != 5*time.Second ||
 		opts.GossipAddr != "10.0.0.1:7000" || !reflect.DeepEqual(opts.GossipSeeds, []string{"10.0.0.2:7000", "10.0.0.3:7000"}) ||
-		opts.GossipProfile != "lan" {
+		opts.GossipProfile != "lan" || !opts.Remoting {
 		t.Fatalf("options %+v", opts)
 	}
 	for name, src := range map[string]string{"listen": "flag", "broker-timeout": "env", "scan-interval": "file", "gossip-profile": "default"} {
@@ -252,6 +252,26 @@ broker-timeout: 1m
 	if err := cmd.ParseFlags([]string{"--listen", "banana"}); err == nil || !strings.Contains(err.Error(), `"--listen"`) ||
 		strings.Contains(err.Error(), "admin-listen") {
 		t.Fatalf("bad listen: %v", err)
+	}
+}
+
+func TestRemotingFlag(t *testing.T) {
+	code := 0
+	t.Setenv("BOLIDE_NAMESRV_REMOTING", "false")
+	cmd, f := newCommand(&code)
+	if err := cmd.ParseFlags([]string{"--listen", "127.0.0.1:0"}); err != nil {
+		t.Fatal(err)
+	}
+	opts, _, err := loadOptions(cmd, f)
+	if err != nil || opts.Remoting {
+		t.Fatalf("BOLIDE_NAMESRV_REMOTING=false: remoting %v, %v", opts.Remoting, err)
+	}
+	cmd, f = newCommand(&code)
+	if err := cmd.ParseFlags([]string{"--listen", "127.0.0.1:0", "--remoting=true"}); err != nil {
+		t.Fatal(err)
+	}
+	if opts, _, err = loadOptions(cmd, f); err != nil || !opts.Remoting {
+		t.Fatalf("--remoting=true over the environment: remoting %v, %v", opts.Remoting, err)
 	}
 }
 

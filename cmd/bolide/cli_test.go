@@ -135,7 +135,7 @@ func TestUnreachableNameServer(t *testing.T) {
 		{"consume", "--topic", "orders", "--group", "g"},
 		{"cluster", "list", "-o", "json"},
 		{"group", "lag", "g"},
-		{"msg", "get", "C0A8000100002A9F0000000000000001"}, // a unique id: looked up through the topics
+		{"msg", "get", "C0A8000100002A9F0000000000000001"}, // a msg id (unique id): looked up through the topics
 		{"bench", "produce", "--topic", "orders"},
 	} {
 		args = append(args, "-n", closed)

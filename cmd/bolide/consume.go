@@ -39,7 +39,8 @@ them); with --broadcast each gets every message and offsets are kept in
 ~/.bolide/offsets instead of on the brokers. --from says where a group starts on queues
 it has never consumed: first (the default here), last, or a time.
 
-With -o json each line is one message: msgId, uniqId, topic, broker, queueId,
+With -o json each line is one message: msgId (the unique id, UNIQ_KEY), offsetMsgId
+(store host and CommitLog offset), topic, broker, queueId,
 queueOffset, commitLogOffset, tags, keys, properties, body (text; base64 with
 "bodyEncoding":"base64" when the body is not UTF-8), bodySize, bornTimestamp and
 storeTimestamp (RFC 3339 with milliseconds, UTC), bornHost, storeHost, reconsumeTimes.`,

@@ -177,10 +177,11 @@ func writeDelayStatus(a *app, j delayStatusJSON, now time.Time) error {
 func newDelayCancelCmd(a *app) *cobra.Command {
 	var topic string
 	c := &cobra.Command{
-		Use:   "cancel --topic TOPIC UNIQID...",
-		Short: "Cancel pending timer messages by their unique id",
+		Use:   "cancel --topic TOPIC MSGID...",
+		Short: "Cancel pending timer messages by their msg id (unique id)",
 		Long: `Cancel timer messages (sent with --delay or --deliver-at) before they are due, by the
-unique id 'bolide send' printed (UNIQID). Once this reports "cancelled" the message is
+msg id 'bolide send' printed (MSGID, the unique id; not the OFFSETMSGID of the copy
+waiting in the timer topic). Once this reports "cancelled" the message is
 never delivered. A message already delivered, or unknown, is reported as such and the
 command fails.`,
 		Example: "  bolide delay cancel --topic orders 0A0B0C0D00002A9F0000000000000001",
@@ -203,7 +204,7 @@ command fails.`,
 					status = a.describeError(err)
 				}
 				if a.json() {
-					if err := a.emit(map[string]string{"uniqId": id, "topic": topic, "status": status}); err != nil {
+					if err := a.emit(map[string]string{"msgId": id, "topic": topic, "status": status}); err != nil {
 						return err
 					}
 					continue

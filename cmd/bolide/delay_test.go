@@ -42,7 +42,7 @@ func TestSendDelayedAndDelayCommands(t *testing.T) {
 	sendOne("--deliver-at", "+2s", "at")
 	far := sendOne("--delay", "1h", "cancelled")
 
-	out := cli("delay", "cancel", "--topic", "cli-delay", far.UniqID)
+	out := cli("delay", "cancel", "--topic", "cli-delay", far.MsgID)
 	if !strings.Contains(out, "cancelled") {
 		t.Fatalf("delay cancel: %q", out)
 	}

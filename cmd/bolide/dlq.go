@@ -28,37 +28,39 @@ func newDLQCmd(a *app) *cobra.Command {
 
 // deadLetterJSON is one dead letter in list and export output.
 type deadLetterJSON struct {
-	ID             string            `json:"id"`
-	Group          string            `json:"group"`
-	Broker         string            `json:"broker"`
-	QueueOffset    int64             `json:"queueOffset"`
-	UniqueID       string            `json:"uniqueId"`
-	OriginTopic    string            `json:"originTopic"`
-	OriginMsgID    string            `json:"originMsgId"`
-	ReconsumeTimes int32             `json:"reconsumeTimes"`
-	FirstFailure   string            `json:"firstFailure"`
-	LastFailure    string            `json:"lastFailure"`
-	Reason         string            `json:"reason"`
-	Tags           string            `json:"tags"`
-	Keys           []string          `json:"keys"`
-	Properties     map[string]string `json:"properties"`
-	Body           string            `json:"body,omitempty"`
+	// MsgID is the message's unique id, OffsetMsgID the dead letter's
+	// offset id, OriginOffsetMsgID the first stored copy's offset id.
+	MsgID             string            `json:"msgId"`
+	OffsetMsgID       string            `json:"offsetMsgId"`
+	Group             string            `json:"group"`
+	Broker            string            `json:"broker"`
+	QueueOffset       int64             `json:"queueOffset"`
+	OriginTopic       string            `json:"originTopic"`
+	OriginOffsetMsgID string            `json:"originOffsetMsgId"`
+	ReconsumeTimes    int32             `json:"reconsumeTimes"`
+	FirstFailure      string            `json:"firstFailure"`
+	LastFailure       string            `json:"lastFailure"`
+	Reason            string            `json:"reason"`
+	Tags              string            `json:"tags"`
+	Keys              []string          `json:"keys"`
+	Properties        map[string]string `json:"properties"`
+	Body              string            `json:"body,omitempty"`
 	// BodyBase64 replaces Body when the body is not UTF-8.
 	BodyBase64 string          `json:"bodyBase64,omitempty"`
 	Replayed   *replayMarkJSON `json:"replayed"`
 }
 
 type replayMarkJSON struct {
-	At       string `json:"at"`
-	Topic    string `json:"topic"`
-	MsgID    string `json:"msgId"`
-	UniqueID string `json:"uniqueId"`
+	At          string `json:"at"`
+	Topic       string `json:"topic"`
+	MsgID       string `json:"msgId"`
+	OffsetMsgID string `json:"offsetMsgId"`
 }
 
 func toDeadLetterJSON(d *client.DeadLetter) deadLetterJSON {
 	m := d.Message
-	j := deadLetterJSON{ID: d.MsgID, Group: d.Group, Broker: d.BrokerName, QueueOffset: d.QueueOffset,
-		UniqueID: d.UniqueID, OriginTopic: d.OriginTopic, OriginMsgID: d.OriginMsgID, ReconsumeTimes: d.ReconsumeTimes,
+	j := deadLetterJSON{MsgID: d.MsgID, OffsetMsgID: d.OffsetMsgID, Group: d.Group, Broker: d.BrokerName,
+		QueueOffset: d.QueueOffset, OriginTopic: d.OriginTopic, OriginOffsetMsgID: d.OriginOffsetMsgID, ReconsumeTimes: d.ReconsumeTimes,
 		FirstFailure: jsonTime(d.FirstFailure), LastFailure: jsonTime(d.LastFailure), Reason: d.Reason,
 		Tags: m.Tag, Keys: []string{}, Properties: map[string]string{}}
 	if m.Keys != nil {
@@ -73,7 +75,7 @@ func toDeadLetterJSON(d *client.DeadLetter) deadLetterJSON {
 		j.BodyBase64 = base64.StdEncoding.EncodeToString(m.Body)
 	}
 	if r := d.Replayed; r != nil {
-		j.Replayed = &replayMarkJSON{At: jsonTime(r.At), Topic: r.Topic, MsgID: r.MsgID, UniqueID: r.UniqueID}
+		j.Replayed = &replayMarkJSON{At: jsonTime(r.At), Topic: r.Topic, MsgID: r.MsgID, OffsetMsgID: r.OffsetMsgID}
 	}
 	return j
 }
@@ -108,9 +110,10 @@ func newDLQListCmd(a *app) *cobra.Command {
 		Use:   "list",
 		Short: "List a group's dead-lettered messages",
 		Long: `List the messages of a consumer group that failed more than the maximum number of
-reconsumes (16 by default) and sit in its dead-letter topic %DLQ%<group>: their id (use it
-with dlq show and dlq replay --id), original topic, reconsume count, first and last failure
-time, whether they were replayed, and the start of the body.`,
+reconsumes (16 by default) and sit in its dead-letter topic %DLQ%<group>: their msg id
+(the message's unique id; use it with dlq show and dlq replay --id), original topic,
+reconsume count, first and last failure time, whether they were replayed, and the start
+of the body.`,
 		Example: "  bolide dlq list --group billing\n  bolide dlq list --group billing --since 1h -o json",
 		Args:    exactArgs(0, ""),
 		RunE: func(*cobra.Command, []string) error {
@@ -118,7 +121,7 @@ time, whether they were replayed, and the start of the body.`,
 			if err != nil {
 				return err
 			}
-			t := newTable("ID", "ORIGINAL TOPIC", "RECONSUMES", "FIRST FAILURE", "LAST FAILURE", "REPLAYED", "BODY")
+			t := newTable("MSGID", "ORIGINAL TOPIC", "RECONSUMES", "FIRST FAILURE", "LAST FAILURE", "REPLAYED", "BODY")
 			for i := range list {
 				d := &list[i]
 				if a.json() {
@@ -157,10 +160,10 @@ func newDLQShowCmd(a *app) *cobra.Command {
 		Use:   "show ID",
 		Short: "Show one dead-lettered message in full",
 		Long: `Show one dead letter: its ids, original topic, reconsume count, failure times, the
-reason the consumer gave, its replay mark, tag, keys, properties and body. ID is the id
-dlq list prints, the message's unique id or its original message id. Without --group
-every dead-letter topic is searched.`,
-		Example: "  bolide dlq show 7F00000100002A9F0000000000001A2B\n  bolide dlq show 7F00000100002A9F0000000000001A2B --group billing -o json",
+reason the consumer gave, its replay mark, tag, keys, properties and body. ID is the msg
+id dlq list prints (the message's unique id), the dead letter's offset msg id or the
+original offset msg id. Without --group every dead-letter topic is searched.`,
+		Example: "  bolide dlq show C0000202074F658629209623B1020001\n  bolide dlq show C0000202074F658629209623B1020001 --group billing -o json",
 		Args:    exactArgs(1, "an ID"),
 		RunE: func(_ *cobra.Command, args []string) error {
 			if group != "" {
@@ -209,13 +212,13 @@ func (a *app) showDeadLetter(d *client.DeadLetter) error {
 		return a.emit(j)
 	}
 	w := a.stdout
-	line := func(k string, v any) { fmt.Fprintf(w, "%-16s %v\n", k+":", v) }
-	line("ID", j.ID)
+	line := func(k string, v any) { fmt.Fprintf(w, "%-17s %v\n", k+":", v) }
+	line("Msg id", j.MsgID)
+	line("Offset msg id", cell(j.OffsetMsgID))
 	line("Group", j.Group)
 	line("Broker", fmt.Sprintf("%s (offset %d in %s)", j.Broker, j.QueueOffset, message.DLQTopic(j.Group)))
-	line("Unique ID", cell(j.UniqueID))
 	line("Original topic", cell(j.OriginTopic))
-	line("Original msg id", cell(j.OriginMsgID))
+	line("Origin offset id", cell(j.OriginOffsetMsgID))
 	line("Reconsumes", j.ReconsumeTimes)
 	line("First failure", formatTime(d.FirstFailure))
 	line("Last failure", formatTime(d.LastFailure))
@@ -273,14 +276,15 @@ func newDLQReplayCmd(a *app) *cobra.Command {
 		Short: "Send dead-lettered messages again to their original topic (or another)",
 		Long: `Replay dead letters: each selected message is sent again, as a new message with its body,
 tag, keys and properties, to its original topic or --to-topic. The new message carries
-DLQ_REPLAY_GROUP, DLQ_REPLAY_MSG_ID (the dead letter's id) and DLQ_REPLAY_ORIGIN_ID (the
-original unique id). Each replayed entry is marked on its broker, durably, so a later
-replay skips it; --dry-run shows what would be replayed and changes nothing.
+DLQ_REPLAY_GROUP, DLQ_REPLAY_MSG_ID (the dead letter's offset msg id) and
+DLQ_REPLAY_ORIGIN_ID (the original msg id, its unique id). Each replayed entry is marked
+on its broker, durably, so a later replay skips it; --dry-run shows what would be
+replayed and changes nothing.
 
 Progress goes to stderr, one line per message; the summary (replayed, skipped, failed)
 to stdout. The exit status is 1 when any replay failed or an --id matches no dead letter.`,
 		Example: `  bolide dlq replay --group billing --all --dry-run
-  bolide dlq replay --group billing --id 7F00000100002A9F0000000000001A2B
+  bolide dlq replay --group billing --id C0000202074F658629209623B1020001
   bolide dlq replay --group billing --since 2h --to-topic orders-retry --rate 100/s`,
 		Args: exactArgs(0, ""),
 		RunE: func(*cobra.Command, []string) error {
@@ -359,7 +363,7 @@ to stdout. The exit status is 1 when any replay failed or an --id matches no dea
 	}
 	f := c.Flags()
 	f.StringVarP(&group, "group", "g", "", "consumer group (required)")
-	f.StringSliceVar(&ids, "id", nil, "replay this dead letter (id, unique id or original id; repeatable)")
+	f.StringSliceVar(&ids, "id", nil, "replay this dead letter (msg id, offset msg id or original offset msg id; repeatable)")
 	f.BoolVar(&all, "all", false, "replay every dead letter not replayed yet")
 	f.StringVar(&since, "since", "", "replay the dead letters since this time (e.g. 1h)")
 	f.StringVar(&toTopic, "to-topic", "", "send to this topic instead of the original one")

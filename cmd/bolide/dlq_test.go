@@ -60,7 +60,7 @@ func TestDLQReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	sent := map[string]string{} // unique id → body
+	sent := map[string]string{} // msg id → body
 	for i := 0; i < 3; i++ {
 		body := fmt.Sprintf("order %d", i)
 		r, err := p.Send(ctx, &client.Message{Topic: topic, Tag: "paid", Keys: []string{fmt.Sprintf("order-%d", i)},
@@ -68,7 +68,7 @@ func TestDLQReplay(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sent[r.UniqueID] = body
+		sent[r.MsgID] = body
 	}
 	// A consumer that dead-letters everything at once.
 	failing, err := client.NewPushConsumer(group, consumerOpts(client.WithConsumeFrom(client.ConsumeFromFirst))...)
@@ -99,22 +99,27 @@ func TestDLQReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range list {
-		if sent[d.UniqueID] != d.Body || d.OriginTopic != topic || d.Reason != "bad data" || d.Replayed != nil || d.Tags != "paid" {
+		if sent[d.MsgID] != d.Body || d.OffsetMsgID == "" || d.OffsetMsgID == d.MsgID || d.OriginOffsetMsgID == "" || d.OriginTopic != topic || d.Reason != "bad data" || d.Replayed != nil || d.Tags != "paid" {
 			t.Fatalf("dead letter %+v", d)
 		}
 	}
 	code, out, _ := runCLI(t, "", "--namesrv", ns, "dlq", "list", "--group", group)
-	if code != 0 || !strings.Contains(out, "ORIGINAL TOPIC") || !strings.Contains(out, list[0].ID) || !strings.Contains(out, "order 0") {
+	if code != 0 || !strings.Contains(out, "ORIGINAL TOPIC") || !strings.Contains(out, list[0].MsgID) || !strings.Contains(out, "order 0") {
 		t.Fatalf("dlq list (exit %d):\n%s", code, out)
 	}
-	code, out, _ = runCLI(t, "", "--namesrv", ns, "dlq", "show", list[1].ID)
+	code, out, _ = runCLI(t, "", "--namesrv", ns, "dlq", "show", list[1].MsgID)
 	if code != 0 || !strings.Contains(out, "bad data") || !strings.Contains(out, list[1].Body) || !strings.Contains(out, "tenant=acme") {
 		t.Fatalf("dlq show (exit %d):\n%s", code, out)
+	}
+	// dlq show takes the dead letter's offset msg id too.
+	code, out, _ = runCLI(t, "", "--namesrv", ns, "dlq", "show", list[2].OffsetMsgID, "-o", "json")
+	if code != 0 || !strings.Contains(out, `"msgId":"`+list[2].MsgID+`"`) || !strings.Contains(out, list[2].Body) {
+		t.Fatalf("dlq show by offset msg id (exit %d):\n%s", code, out)
 	}
 
 	// A fixed consumer of the original topic, from before any replay.
 	var mu sync.Mutex
-	got := map[string][]*client.MessageExt{} // replayed-from dead letter id → deliveries
+	got := map[string][]*client.MessageExt{} // replayed-from dead letter's offset msg id → deliveries
 	fixedC, err := client.NewPushConsumer(fixed, consumerOpts(client.WithConsumeFrom(client.ConsumeFromTimestamp(time.Now())))...)
 	if err != nil {
 		t.Fatal(err)
@@ -175,16 +180,16 @@ func TestDLQReplay(t *testing.T) {
 	})
 	mu.Lock()
 	for _, d := range list {
-		ms := got[d.ID]
+		ms := got[d.OffsetMsgID]
 		if len(ms) != 1 {
-			t.Errorf("dead letter %s consumed %d times after replay", d.ID, len(ms))
+			t.Errorf("dead letter %s consumed %d times after replay", d.OffsetMsgID, len(ms))
 			continue
 		}
 		m := ms[0]
 		if string(m.Body) != d.Body || m.Tag != "paid" || len(m.Keys) != 1 || m.Keys[0] != d.Keys[0] ||
 			m.Properties["tenant"] != "acme" || m.Properties[client.PropertyReplayGroup] != group ||
-			m.Properties[client.PropertyReplayOrigin] != d.UniqueID || m.UniqueID == d.UniqueID || m.ReconsumeTimes != 0 {
-			t.Errorf("replay of %s: %+v", d.ID, m)
+			m.Properties[client.PropertyReplayOrigin] != d.MsgID || m.MsgID == d.MsgID || m.ReconsumeTimes != 0 {
+			t.Errorf("replay of %s: %+v", d.MsgID, m)
 		}
 	}
 	mu.Unlock()

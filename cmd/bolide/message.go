@@ -17,8 +17,8 @@ import (
 // body is the text of the body when it is valid UTF-8; otherwise it is
 // base64 and bodyEncoding says "base64".
 type messageJSON struct {
-	MsgID           string            `json:"msgId"`
-	UniqID          string            `json:"uniqId"`
+	MsgID           string            `json:"msgId"`       // the unique id (UNIQ_KEY)
+	OffsetMsgID     string            `json:"offsetMsgId"` // store host + CommitLog offset
 	Topic           string            `json:"topic"`
 	Broker          string            `json:"broker"`
 	QueueID         int32             `json:"queueId"`
@@ -36,13 +36,13 @@ type messageJSON struct {
 	BornHost        string            `json:"bornHost"`
 	StoreHost       string            `json:"storeHost"`
 	ReconsumeTimes  int32             `json:"reconsumeTimes"`
-	// MatchedBy is set by msg get: "offsetId" or "uniqueId".
+	// MatchedBy is set by msg get: "msgId" or "offsetMsgId".
 	MatchedBy string `json:"matchedBy,omitempty"`
 }
 
 func toMessageJSON(m *client.MessageExt) messageJSON {
 	j := messageJSON{
-		MsgID: m.MsgID, UniqID: m.UniqueID, Topic: m.Topic, Broker: m.BrokerName,
+		MsgID: m.MsgID, OffsetMsgID: m.OffsetMsgID, Topic: m.Topic, Broker: m.BrokerName,
 		QueueID: m.QueueID, QueueOffset: m.QueueOffset, CommitLogOffset: m.CommitLogOffset,
 		Tags: m.Tag, Keys: m.Keys, ShardingKey: m.ShardingKey, Properties: m.Properties,
 		BodySize:      len(m.Body),
@@ -83,8 +83,8 @@ func writeMessageDetail(w io.Writer, m *client.MessageExt, matchedBy string) {
 	if matchedBy != "" {
 		field("Matched by", matchedBy)
 	}
-	field("Message id", m.MsgID)
-	field("Unique id", m.UniqueID)
+	field("Msg id", m.MsgID)
+	field("Offset msg id", m.OffsetMsgID)
 	field("Topic", m.Topic)
 	field("Queue", fmt.Sprintf("%s#%d offset %d", m.BrokerName, m.QueueID, m.QueueOffset))
 	field("CommitLog offset", m.CommitLogOffset)

@@ -27,10 +27,10 @@ func newMsgCmd(a *app) *cobra.Command {
 // idKindJSON names how msg get matched an id in JSON.
 func idKindJSON(k client.IDKind) string {
 	switch k {
-	case client.ByOffsetID:
-		return "offsetId"
-	case client.ByUniqueID:
-		return "uniqueId"
+	case client.ByOffsetMsgID:
+		return "offsetMsgId"
+	case client.ByMsgID:
+		return "msgId"
 	}
 	return ""
 }
@@ -39,14 +39,16 @@ func newMsgGetCmd(a *app) *cobra.Command {
 	var topic string
 	c := &cobra.Command{
 		Use:   "get ID",
-		Short: "Show a message by id: an offset message id or a unique id (the output says which matched)",
-		Long: `Show a message by id. ID may be the offset message id (msgId: the store host and
-CommitLog offset, as send prints it) or the producer's unique id (uniqId, UNIQ_KEY). An
-offset id is asked of the broker it names; otherwise the id is looked up as a unique id in
-every topic (or only in --topic). "Matched by" (JSON: matchedBy) says which it was. A
-unique id can match more than one stored copy of a message a producer sent twice.`,
-		Example: `  bolide msg get 7F00000100002A9F00000000000A1B2C
-  bolide msg get 0A0000017B2A18B4AAC2641F1E2A0000 --topic orders -o json`,
+		Short: "Show a message by id: its msg id (unique id) or its offset msg id (the output says which matched)",
+		Long: `Show a message by id. ID may be the msg id (msgId: the producer's unique id, UNIQ_KEY,
+what RocketMQ's clients call msgId) or the offset msg id (offsetMsgId: the store host and
+CommitLog offset); send prints both. Both are 32 hex characters (an offset id 56 for an
+IPv6 store host): an id that reads as an offset id is first asked of the broker it names;
+otherwise, or if that broker does not have it, it is looked up as a msg id in every topic
+(or only in --topic). "Matched by" (JSON: matchedBy, "msgId" or "offsetMsgId") says which
+it was. A msg id can match more than one stored copy of a message a producer sent twice.`,
+		Example: `  bolide msg get 0A0000017B2A18B4AAC2641F1E2A0000 --topic orders
+  bolide msg get 7F00000100002A9F00000000000A1B2C -o json`,
 		Args:              exactArgs(1, "an ID"),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(_ *cobra.Command, args []string) error {
@@ -68,7 +70,7 @@ unique id can match more than one stored copy of a message a producer sent twice
 			if host, _, perr := message.ParseOffsetMsgID(id); perr == nil && errors.Is(err, context.DeadlineExceeded) {
 				// The SDK asks the host an offset id names first, and a
 				// host that does not answer takes the whole --timeout.
-				return fmt.Errorf("message %s: no answer within %v; read as an offset id it names the broker at %s", id, a.timeout, host)
+				return fmt.Errorf("message %s: no answer within %v; read as an offset msg id it names the broker at %s", id, a.timeout, host)
 			}
 			if err != nil {
 				if topic != "" {
@@ -93,7 +95,7 @@ unique id can match more than one stored copy of a message a producer sent twice
 			return nil
 		},
 	}
-	c.Flags().StringVarP(&topic, "topic", "t", "", "look a unique id up in this topic only")
+	c.Flags().StringVarP(&topic, "topic", "t", "", "look a msg id (unique id) up in this topic only")
 	_ = c.RegisterFlagCompletionFunc("topic", a.topicCompletion)
 	return c
 }
@@ -104,7 +106,7 @@ func newMsgQueryCmd(a *app) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "query --topic TOPIC --key KEY [--since D | --begin T --end T] [--max N]",
 		Short: "Find the messages of a topic with a key, oldest first",
-		Long: `Find the messages of a topic that have KEY among their keys (or as their unique id),
+		Long: `Find the messages of a topic that have KEY among their keys (or as their msg id),
 through the brokers' key indexes, oldest first. --since limits the search to recent
 messages ("1h": stored in the last hour); --begin and --end give a time range. An empty
 result is not an error.`,

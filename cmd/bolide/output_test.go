@@ -104,7 +104,7 @@ func TestMessageJSON(t *testing.T) {
 	m := &client.MessageExt{
 		Message: client.Message{Topic: "orders", Tag: "paid", Keys: []string{"k1", "k2"}, Body: []byte(`{"x":"<1>"}`),
 			Properties: map[string]string{"source": "web"}},
-		MsgID: "7F00000100002A9F0000000000000000", UniqueID: "C0A8000100002A9F0000000000000001", BrokerName: "broker-a",
+		MsgID: "C0A8000100002A9F0000000000000001", OffsetMsgID: "7F00000100002A9F0000000000000000", BrokerName: "broker-a",
 		QueueID: 3, QueueOffset: 42, CommitLogOffset: 4096, BornTimestamp: time.UnixMilli(1767366245000),
 		StoreTimestamp: time.UnixMilli(1767366245123), ReconsumeTimes: 1, StoreHost: "127.0.0.1:10911", BornHost: "10.0.0.1:0",
 	}
@@ -112,7 +112,7 @@ func TestMessageJSON(t *testing.T) {
 	if err := emitJSON(&buf, toMessageJSON(m)); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"msgId":"7F00000100002A9F0000000000000000","uniqId":"C0A8000100002A9F0000000000000001","topic":"orders",` +
+	want := `{"msgId":"C0A8000100002A9F0000000000000001","offsetMsgId":"7F00000100002A9F0000000000000000","topic":"orders",` +
 		`"broker":"broker-a","queueId":3,"queueOffset":42,"commitLogOffset":4096,"tags":"paid","keys":["k1","k2"],` +
 		`"properties":{"source":"web"},"body":"{\"x\":\"<1>\"}","bodySize":11,"bornTimestamp":"2026-01-02T15:04:05.000Z",` +
 		`"storeTimestamp":"2026-01-02T15:04:05.123Z","bornHost":"10.0.0.1:0","storeHost":"127.0.0.1:10911","reconsumeTimes":1}` + "\n"
@@ -145,8 +145,8 @@ func TestMessageLines(t *testing.T) {
 		t.Fatalf("lines:\n%s", buf.String())
 	}
 	buf.Reset()
-	writeMessageDetail(&buf, m, "unique id")
-	for _, want := range []string{"Matched by:       unique id\n", "Queue:            broker-a#3 offset 120\n", "Body:             11 bytes\nhello world\n"} {
+	writeMessageDetail(&buf, m, client.ByMsgID.String())
+	for _, want := range []string{"Matched by:       msg id\n", "Queue:            broker-a#3 offset 120\n", "Body:             11 bytes\nhello world\n"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("detail lacks %q:\n%s", want, buf.String())
 		}

@@ -24,8 +24,8 @@ const maxLine = message.DefaultMaxBodySize + 1024
 
 // sendJSON is one sent message.
 type sendJSON struct {
-	MsgID       string `json:"msgId"`
-	UniqID      string `json:"uniqId"`
+	MsgID       string `json:"msgId"`       // the unique id (UNIQ_KEY)
+	OffsetMsgID string `json:"offsetMsgId"` // store host + CommitLog offset
 	Topic       string `json:"topic"`
 	Broker      string `json:"broker"`
 	QueueID     int32  `json:"queueId"`
@@ -50,7 +50,9 @@ func newSendCmd(a *app) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "send --topic TOPIC [flags] BODY|-",
 		Short: "Send messages: one BODY (--count times), or one message per line of stdin with -",
-		Long: `Send messages and print, for each, its message id, unique id, broker, queue and offset.
+		Long: `Send messages and print, for each, its ids, broker, queue and offset: MSGID is the
+message's unique id (UNIQ_KEY, what RocketMQ's clients call msgId), OFFSETMSGID where it
+was stored (store host and CommitLog offset).
 
 BODY is sent --count times (default once). With - instead of a BODY every line of stdin
 is one message (empty lines are skipped) and --count, if given, stops after that many.
@@ -66,7 +68,7 @@ Delayed delivery (at most one of): --delay-level N uses the broker's delay level
 (1s 5s 10s 30s 1m 2m ... 2h by default); --delay D delivers D after the broker stores
 the message (1500ms, 90s, 2h, 3d); --deliver-at T delivers at a point in time (RFC 3339,
 "+10m", or epoch milliseconds). Timer messages (--delay, --deliver-at) can be cancelled
-until they are due with 'bolide delay cancel' and the UNIQID printed here.`,
+until they are due with 'bolide delay cancel' and the MSGID printed here.`,
 		Example: `  bolide send --topic orders --tag paid --keys order-42 'hello'
   bolide send --topic orders --keys 'order-{{Count}}' --count 1000 'order {{Count}}'
   bolide send --topic orders --property source=web --property region=eu '{"id":42}'
@@ -329,14 +331,14 @@ const sendLineFormat = "%-32s  %-32s  %-10s  %5v  %8v\n"
 
 func (a *app) printSent(topic string, r *client.SendResult, headerDone *bool) error {
 	if a.json() {
-		return a.emit(sendJSON{MsgID: r.MsgID, UniqID: r.UniqueID, Topic: topic, Broker: r.BrokerName,
+		return a.emit(sendJSON{MsgID: r.MsgID, OffsetMsgID: r.OffsetMsgID, Topic: topic, Broker: r.BrokerName,
 			QueueID: r.QueueID, QueueOffset: r.QueueOffset})
 	}
 	if !*headerDone {
 		*headerDone = true
-		fmt.Fprintf(a.stdout, sendLineFormat, "MSGID", "UNIQID", "BROKER", "QUEUE", "OFFSET")
+		fmt.Fprintf(a.stdout, sendLineFormat, "MSGID", "OFFSETMSGID", "BROKER", "QUEUE", "OFFSET")
 	}
-	_, err := fmt.Fprintf(a.stdout, sendLineFormat, r.MsgID, r.UniqueID, r.BrokerName, r.QueueID, r.QueueOffset)
+	_, err := fmt.Fprintf(a.stdout, sendLineFormat, r.MsgID, r.OffsetMsgID, r.BrokerName, r.QueueID, r.QueueOffset)
 	return err
 }
 

@@ -638,7 +638,7 @@ func TestDelayCrash(t *testing.T) {
 		acked      = map[string]int64{}               // unique id → due ms
 		cancelAck  = map[string]time.Time{}           // unique id → cancel acknowledged
 		cancelTry  = map[string]bool{}                // a cancel was sent (outcome unknown unless acknowledged)
-		copies     = map[string]map[string]copyInfo{} // unique id → delivered copy (msg id) → info
+		copies     = map[string]map[string]copyInfo{} // msg id → delivered copy (offset msg id) → info
 		early      int
 		unexpected int
 	)
@@ -649,10 +649,10 @@ func TestDelayCrash(t *testing.T) {
 			if now.UnixMilli() < dueOf(m) || m.StoreTimestamp.UnixMilli() < dueOf(m) {
 				early++
 			}
-			if copies[m.UniqueID] == nil {
-				copies[m.UniqueID] = map[string]copyInfo{}
+			if copies[m.MsgID] == nil {
+				copies[m.MsgID] = map[string]copyInfo{}
 			}
-			copies[m.UniqueID][m.MsgID] = copyInfo{stored: m.StoreTimestamp.UnixMilli()}
+			copies[m.MsgID][m.OffsetMsgID] = copyInfo{stored: m.StoreTimestamp.UnixMilli()}
 		}
 	})
 	var stop atomic.Bool
@@ -680,7 +680,7 @@ func TestDelayCrash(t *testing.T) {
 				}
 				mu.Lock()
 				for i, r := range res {
-					acked[r.UniqueID] = dues[i]
+					acked[r.MsgID] = dues[i]
 				}
 				mu.Unlock()
 			}

@@ -179,7 +179,7 @@ func TestPromotedSlaveDeliversDelayed(t *testing.T) {
 			t.Fatalf("send %s: %v", body, err)
 		}
 		expect[body] = e
-		uniq[body] = res.UniqueID
+		uniq[body] = res.MsgID
 	}
 	level := func(body string, n int, d time.Duration) {
 		send(body, dpExpect{notBefore: time.Now().Truncate(time.Millisecond).Add(d)}, client.WithDelayLevel(n))

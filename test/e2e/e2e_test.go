@@ -23,16 +23,16 @@ const (
 
 // sent is what the test sent: one message.
 type sent struct {
-	n      int // 1..2*half, in sending order
-	uniqID string
-	msgID  string
-	broker string
-	queue  int64
-	offset int64
-	body   string
-	tag    string
-	keys   []string
-	props  map[string]string
+	n           int // 1..2*half, in sending order
+	msgID       string
+	offsetMsgID string
+	broker      string
+	queue       int64
+	offset      int64
+	body        string
+	tag         string
+	keys        []string
+	props       map[string]string
 }
 
 // TestEndToEnd runs the whole story on one cluster, step by step; a failed
@@ -124,10 +124,10 @@ func TestEndToEnd(t *testing.T) {
 	recordSent(t, r, msgs[half:])
 	byUniq := make(map[string]*sent, len(msgs))
 	for _, m := range msgs {
-		if byUniq[m.uniqID] != nil {
-			t.Fatalf("two sends returned unique id %s", m.uniqID)
+		if byUniq[m.msgID] != nil {
+			t.Fatalf("two sends returned msg id %s", m.msgID)
 		}
-		byUniq[m.uniqID] = m
+		byUniq[m.msgID] = m
 	}
 	done()
 
@@ -200,7 +200,7 @@ func TestEndToEnd(t *testing.T) {
 	done = step("msg query, get, at")
 	probe := msgs[1233] // k-1234
 	q := c.okJSON("msg", "query", "--topic", topic, "--key", "k-1234")
-	if len(q) != 1 || str(q[0], "uniqId") != probe.uniqID || str(q[0], "body") != probe.body {
+	if len(q) != 1 || str(q[0], "msgId") != probe.msgID || str(q[0], "body") != probe.body {
 		t.Fatalf("msg query k-1234: %v, want %+v", q, probe)
 	}
 	if q := c.okJSON("msg", "query", "--topic", topic, "--key", "shared", "--max", "3", "--since", "1h"); len(q) != 3 {
@@ -212,27 +212,27 @@ func TestEndToEnd(t *testing.T) {
 	if r := c.ok("msg", "query", "--topic", topic, "--key", "k2-77"); !strings.Contains(r.stdout, "β-77 body") {
 		t.Fatalf("msg query table: %v", r)
 	}
-	byOffsetID := c.okJSON("msg", "get", probe.msgID)
-	if len(byOffsetID) != 1 || str(byOffsetID[0], "matchedBy") != "offsetId" || str(byOffsetID[0], "uniqId") != probe.uniqID ||
+	byOffsetID := c.okJSON("msg", "get", probe.offsetMsgID)
+	if len(byOffsetID) != 1 || str(byOffsetID[0], "matchedBy") != "offsetMsgId" || str(byOffsetID[0], "msgId") != probe.msgID ||
 		str(byOffsetID[0], "body") != probe.body {
-		t.Fatalf("msg get %s: %v", probe.msgID, byOffsetID)
+		t.Fatalf("msg get %s: %v", probe.offsetMsgID, byOffsetID)
 	}
 	for _, extra := range [][]string{nil, {"--topic", topic}} {
-		byUniqID := c.okJSON(append([]string{"msg", "get", probe.uniqID}, extra...)...)
-		if len(byUniqID) != 1 || str(byUniqID[0], "matchedBy") != "uniqueId" || str(byUniqID[0], "msgId") != probe.msgID {
-			t.Fatalf("msg get %s %v: %v", probe.uniqID, extra, byUniqID)
+		byUniqID := c.okJSON(append([]string{"msg", "get", probe.msgID}, extra...)...)
+		if len(byUniqID) != 1 || str(byUniqID[0], "matchedBy") != "msgId" || str(byUniqID[0], "offsetMsgId") != probe.offsetMsgID {
+			t.Fatalf("msg get %s %v: %v", probe.msgID, extra, byUniqID)
 		}
 	}
-	if r := c.ok("msg", "get", probe.uniqID); !strings.Contains(r.stdout, "Matched by:       unique id") ||
+	if r := c.ok("msg", "get", probe.msgID); !strings.Contains(r.stdout, "Matched by:       msg id") ||
 		!strings.Contains(r.stdout, probe.body) {
 		t.Fatalf("msg get table: %v", r)
 	}
-	unknownID := probe.uniqID[:28] + "FFFF" // another counter value of the same producer
+	unknownID := probe.msgID[:28] + "FFFF" // another counter value of the same producer
 	checkFails(t, c.run("msg", "get", unknownID, "--topic", topic), 1, "no message with id")
 	checkFails(t, c.run("msg", "get", unknownID), 1, "no message with id")
 	at := c.okJSON("msg", "at", "--topic", topic, "--broker", probe.broker, "--queue", fmt.Sprint(probe.queue),
 		"--offset", fmt.Sprint(probe.offset))
-	if len(at) != 1 || str(at[0], "uniqId") != probe.uniqID {
+	if len(at) != 1 || str(at[0], "msgId") != probe.msgID {
 		t.Fatalf("msg at: %v", at)
 	}
 	checkFails(t, c.run("msg", "at", "--topic", topic, "--queue", "0", "--offset", "0"), 2, "give --broker")
@@ -251,7 +251,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		stored = append(stored, ts)
-		storeOf[str(m, "uniqId")] = ts
+		storeOf[str(m, "msgId")] = ts
 	}
 	slices.SortFunc(stored, func(a, b time.Time) int { return a.Compare(b) })
 	// A third of the way in: inside a batch, where several messages share
@@ -448,9 +448,9 @@ func recordSent(t *testing.T, r result, msgs []*sent) {
 	}
 	for i, l := range lines {
 		m := msgs[i]
-		m.uniqID, m.msgID, m.broker = str(l, "uniqId"), str(l, "msgId"), str(l, "broker")
+		m.msgID, m.offsetMsgID, m.broker = str(l, "msgId"), str(l, "offsetMsgId"), str(l, "broker")
 		m.queue, m.offset = num(t, l, "queueId"), num(t, l, "queueOffset")
-		if m.uniqID == "" || m.msgID == "" || m.broker == "" || str(l, "topic") != topic {
+		if m.msgID == "" || m.offsetMsgID == "" || m.broker == "" || str(l, "topic") != topic {
 			t.Fatalf("send line %d: %v", i+1, l)
 		}
 	}
@@ -458,13 +458,13 @@ func recordSent(t *testing.T, r result, msgs []*sent) {
 
 // checkConsumed checks consumed messages against what was sent: each one
 // known, intact and where send said it was stored, each at most once, and
-// in queue order within each queue. It returns the unique ids seen.
+// in queue order within each queue. It returns the msg ids (unique ids) seen.
 func checkConsumed(t *testing.T, who string, got []map[string]any, byUniq map[string]*sent) map[string]bool {
 	t.Helper()
 	seen := make(map[string]bool, len(got))
 	lastOffset := map[string]int64{}
 	for _, m := range got {
-		u := str(m, "uniqId")
+		u := str(m, "msgId")
 		s := byUniq[u]
 		switch {
 		case s == nil:
@@ -475,7 +475,7 @@ func checkConsumed(t *testing.T, who string, got []map[string]any, byUniq map[st
 			t.Fatalf("%s: message %d: body %q, sent %q", who, s.n, str(m, "body"), s.body)
 		case str(m, "tags") != s.tag || !slices.Equal(strs(m, "keys"), s.keys):
 			t.Fatalf("%s: message %d: tag %q keys %q, sent %q %q", who, s.n, str(m, "tags"), strs(m, "keys"), s.tag, s.keys)
-		case str(m, "msgId") != s.msgID || str(m, "broker") != s.broker || num(t, m, "queueId") != s.queue ||
+		case str(m, "offsetMsgId") != s.offsetMsgID || str(m, "broker") != s.broker || num(t, m, "queueId") != s.queue ||
 			num(t, m, "queueOffset") != s.offset || str(m, "topic") != topic:
 			t.Fatalf("%s: message %d stored at %v, send said %+v", who, s.n, m, s)
 		case num(t, m, "reconsumeTimes") != 0 || str(m, "bornTimestamp") == "" || str(m, "storeTimestamp") == "":

@@ -1,4 +1,269 @@
 package remoting
 
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/internal/errcode"
+	rmq "github.com/bolide-mq/bolide/internal/remoting"
+)
+
+// PULL_MESSAGE's sysFlag bits (RocketMQ's PullSysFlag).
+const (
+	pullCommitOffset = 1 << 0 // commitOffset carries the consumer's progress
+	pullSuspend      = 1 << 1 // hold the request while there is nothing new
+	pullSubscription = 1 << 2 // subscription carries the filter
+	pullClassFilter  = 1 << 3 // filter classes, gone from RocketMQ 5: ignored
+)
+
+const (
+	// maxHold bounds a long-polled pull below the clients' 30 s request
+	// timeout (they ask for 15 s to 20 s).
+	maxHold = 25 * time.Second
+	// slaveHold bounds a long-polled pull served by a slave, as Bolide's SDK
+	// bounds its own (its master retry interval): the client asks again
+	// soon and returns to its master, which suggestWhichBrokerId names, as
+	// soon as its route has one.
+	slaveHold = 3 * time.Second
+	// catchUpPoll is how often a slave behind the offset a client asks for
+	// looks again while the pull is held.
+	catchUpPoll = 100 * time.Millisecond
+	// masterID is RocketMQ's broker id of a group's master.
+	masterID = 0
+)
+
 // pullHandlers registers pulls, offsets and locks.
-func (f *Frontend) pullHandlers() map[int32]handler { return nil }
+func (f *Frontend) pullHandlers() map[int32]handler {
+	return map[int32]handler{
+		rmq.PullMessage:             f.pullMessage,
+		rmq.LitePullMessage:         f.pullMessage, // the Java lite pull consumer's code, same header
+		rmq.QueryConsumerOffset:     f.queryConsumerOffset,
+		rmq.UpdateConsumerOffset:    f.updateConsumerOffset,
+		rmq.SearchOffsetByTimestamp: f.searchOffset,
+		rmq.GetMaxOffset:            f.maxOffset,
+		rmq.GetMinOffset:            f.minOffset,
+		rmq.GetEarliestMsgStoreTime: f.earliestStoreTime,
+		rmq.GetConsumerListByGroup:  f.consumerList,
+		rmq.LockBatchMQ:             f.lockBatch,
+		rmq.UnlockBatchMQ:           f.unlockBatch,
+	}
+}
+
+// pullHeader is PULL_MESSAGE's request header.
+type pullHeader struct {
+	group, topic   string
+	queueID        int32
+	offset         int64
+	maxMsgs        int32
+	maxBytes       int32 // Java's maxMsgBytes; 0: the broker's limit
+	sysFlag        int32
+	commitOffset   int64
+	suspend        time.Duration
+	subscription   string
+	expressionType string
+}
+
+func parsePullHeader(req *rmq.Command) (pullHeader, error) {
+	h := pullHeader{group: req.String("consumerGroup"), topic: req.String("topic"),
+		subscription: req.String("subscription"), expressionType: req.String("expressionType")}
+	var err error
+	if h.queueID, err = req.Int32("queueId"); err != nil {
+		return h, err
+	}
+	if h.offset, err = req.Int64("queueOffset"); err != nil {
+		return h, err
+	}
+	if h.maxMsgs, err = req.OptInt32("maxMsgNums", 0); err != nil {
+		return h, err
+	}
+	if h.maxBytes, err = req.OptInt32("maxMsgBytes", 0); err != nil {
+		return h, err
+	}
+	if h.sysFlag, err = req.OptInt32("sysFlag", 0); err != nil {
+		return h, err
+	}
+	if h.commitOffset, err = req.OptInt64("commitOffset", -1); err != nil {
+		return h, err
+	}
+	ms, err := req.OptInt64("suspendTimeoutMillis", 0)
+	if err != nil {
+		return h, err
+	}
+	h.suspend = time.Duration(max(ms, 0)) * time.Millisecond
+	return h, nil
+}
+
+// pullMessage serves PULL_MESSAGE (and LITE_PULL_MESSAGE): a read of one
+// queue, held while there is nothing new. Its answer always carries
+// nextBeginOffset, minOffset, maxOffset and suggestWhichBrokerId: the
+// clients take a missing one for 0.
+func (f *Frontend) pullMessage(ctx context.Context, _ *connState, req *rmq.Command) *rmq.Command {
+	h, err := parsePullHeader(req)
+	if err != nil {
+		return f.pullReply(req, rmq.InvalidParameter, err.Error(), h, broker.PullResult{NextOffset: h.offset})
+	}
+	expr, err := f.pullExpression(h)
+	if err != nil {
+		return f.pullError(req, h, err)
+	}
+	master := f.b.IsMaster()
+	preq := broker.PullRequest{Group: h.group, Topic: h.topic, QueueID: h.queueID, Offset: h.offset,
+		MaxMessages: int(max(h.maxMsgs, 1)), MaxBytes: int(max(h.maxBytes, 0)), TagExpression: expr, CommitOffset: -1}
+	if h.sysFlag&pullSuspend != 0 {
+		preq.SuspendTimeout = min(h.suspend, maxHold)
+		if !master {
+			preq.SuspendTimeout = min(preq.SuspendTimeout, slaveHold)
+		}
+	}
+	// A slave's offsets are the master's business (RocketMQ clients clear
+	// the bit for slaves, and commit to the master).
+	if h.sysFlag&pullCommitOffset != 0 && h.commitOffset >= 0 && master {
+		preq.CommitOffset = h.commitOffset
+	}
+	res, err := f.b.Pull(ctx, preq)
+	if err == nil && !master && res.Status == broker.PullOffsetIllegal {
+		return f.slaveOffsetIllegal(ctx, req, h, preq, res)
+	}
+	if err != nil {
+		return f.pullError(req, h, err)
+	}
+	return f.pullResult(req, h, res)
+}
+
+// pullExpression returns the tag expression a pull filters with: the
+// request's own when it carries one (sysFlag bit 4), else the one the
+// group's clients registered for the topic in their heartbeats (RocketMQ's
+// push consumer sends none), else none (every message; the clients filter
+// again by tag).
+func (f *Frontend) pullExpression(h pullHeader) (string, error) {
+	if t := strings.ToUpper(h.expressionType); t != "" && t != "TAG" {
+		return "", errcode.Errorf(errcode.SubscriptionParseFailed, "expression type %s is not supported: subscribe by tag", h.expressionType)
+	}
+	if h.sysFlag&pullSubscription != 0 {
+		return tagExpression(h.subscription), nil
+	}
+	if expr, ok := f.b.GroupSubscription(h.group, h.topic); ok {
+		return expr, nil
+	}
+	return "", nil
+}
+
+// tagExpression turns a RocketMQ subscription into Bolide's tag expression:
+// RocketMQ skips empty tags ("a || || b", a trailing "||"), Bolide refuses
+// them. An expression with no tag left is passed on as it is (and refused).
+func tagExpression(sub string) string {
+	if !strings.Contains(sub, "||") {
+		return sub
+	}
+	var tags []string
+	for _, t := range strings.Split(sub, "||") {
+		if t = strings.TrimSpace(t); t != "" {
+			tags = append(tags, t)
+		}
+	}
+	if len(tags) == 0 {
+		return sub
+	}
+	return strings.Join(tags, "||")
+}
+
+// pullResult answers a pull the core served.
+func (f *Frontend) pullResult(req *rmq.Command, h pullHeader, res broker.PullResult) *rmq.Command {
+	switch res.Status {
+	case broker.PullFound:
+		resp := f.pullReply(req, rmq.Success, "FOUND", h, res)
+		n := 0
+		for _, r := range res.Records {
+			n += len(r)
+		}
+		body := make([]byte, 0, n)
+		for _, r := range res.Records {
+			body = append(body, r...)
+		}
+		resp.Body = body
+		return resp
+	case broker.PullNoMatchedMessage:
+		if res.NextOffset > h.offset {
+			return f.pullReply(req, rmq.PullRetryImmediately, "NO_MATCHED_MESSAGE", h, res)
+		}
+		// Never "retry immediately" without progress: the client would spin.
+		return f.pullReply(req, rmq.PullNotFound, "NO_MATCHED_MESSAGE", h, res)
+	case broker.PullOffsetIllegal:
+		return f.pullReply(req, rmq.PullOffsetMoved, "OFFSET_ILLEGAL", h, res)
+	}
+	return f.pullReply(req, rmq.PullNotFound, "NO_NEW_MESSAGE", h, res)
+}
+
+// slaveOffsetIllegal answers a pull a slave cannot serve from the offset
+// asked. A slave's queue bounds are not authoritative (Bolide's SDK makes
+// the same rule), so the client's offset is never moved from here: past the
+// slave's end (it lags its master), the pull is held until the slave
+// catches up or the hold ends, then answered PULL_NOT_FOUND at the same
+// offset; below its start, the client is told the slave cannot serve it
+// and asks again later.
+func (f *Frontend) slaveOffsetIllegal(ctx context.Context, req *rmq.Command, h pullHeader, preq broker.PullRequest, res broker.PullResult) *rmq.Command {
+	deadline := time.Now().Add(preq.SuspendTimeout)
+	t := time.NewTimer(catchUpPoll)
+	defer t.Stop()
+	for res.Status == broker.PullOffsetIllegal && h.offset > res.MaxOffset && f.waitCatchUp(ctx, t, deadline) {
+		preq.SuspendTimeout = max(time.Until(deadline), 0)
+		var err error
+		if res, err = f.b.Pull(ctx, preq); err != nil {
+			return f.pullError(req, h, err)
+		}
+	}
+	if ctx.Err() != nil {
+		return nil // the connection is gone
+	}
+	if res.Status != broker.PullOffsetIllegal {
+		return f.pullResult(req, h, res)
+	}
+	res.NextOffset = h.offset
+	if h.offset > res.MaxOffset {
+		return f.pullReply(req, rmq.PullNotFound, "SLAVE_BEHIND", h, res)
+	}
+	return f.pullReply(req, rmq.ServiceNotAvailable,
+		"offset "+strconv.FormatInt(h.offset, 10)+" is below what this slave holds: read it from the master", h, res)
+}
+
+// waitCatchUp waits one catch-up poll of a held slave pull; false when the
+// hold is over (deadline reached, caller gone, broker stopping or no longer
+// a slave).
+func (f *Frontend) waitCatchUp(ctx context.Context, t *time.Timer, deadline time.Time) bool {
+	remaining := time.Until(deadline)
+	if remaining <= 0 || f.b.IsMaster() {
+		return false
+	}
+	t.Reset(min(catchUpPoll, remaining))
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-f.b.Stopping():
+	}
+	return false
+}
+
+// pullError answers a pull the core refused; the offsets still go along.
+func (f *Frontend) pullError(req *rmq.Command, h pullHeader, err error) *rmq.Command {
+	minOff, maxOff := f.b.Store().QueueOffsets(h.topic, h.queueID)
+	return f.pullReply(req, responseCode(err), err.Error(), h,
+		broker.PullResult{NextOffset: h.offset, MinOffset: minOff, MaxOffset: maxOff})
+}
+
+// pullReply builds a pull's answer with its four offset fields.
+func (f *Frontend) pullReply(req *rmq.Command, code int32, remark string, h pullHeader, res broker.PullResult) *rmq.Command {
+	resp := req.Reply(code, remark)
+	resp.SetInt("nextBeginOffset", res.NextOffset)
+	resp.SetInt("minOffset", res.MinOffset)
+	resp.SetInt("maxOffset", res.MaxOffset)
+	// Bolide's own consumers read from the master, and from a slave only
+	// while the master is out of their route; no broker tells them to move.
+	// RocketMQ's clients do the same with masterID: they look it up in
+	// their route and fall back to a slave when it is not there.
+	resp.SetInt("suggestWhichBrokerId", masterID)
+	return resp
+}

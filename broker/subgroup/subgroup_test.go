@@ -1,0 +1,71 @@
+package subgroup
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+func TestTablePersists(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "subscriptionGroup.json")
+	tab, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Default("G1")
+	c.RetryMaxTimes = 3
+	c.ConsumeMessageOrderly = true
+	if err := tab.Put(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := tab.Put(Default("G2")); err != nil {
+		t.Fatal(err)
+	}
+	_, v1 := tab.All()
+	if existed, err := tab.Remove("G2"); err != nil || !existed {
+		t.Fatalf("remove G2: %v %v", existed, err)
+	}
+	if existed, _ := tab.Remove("nope"); existed {
+		t.Fatal("removed a group that was never there")
+	}
+
+	again, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, v2 := again.All()
+	if len(all) != 1 || !reflect.DeepEqual(all[0], c) {
+		t.Fatalf("reloaded %+v, want only %+v", all, c)
+	}
+	if v2.Counter != v1.Counter+1 {
+		t.Fatalf("data version %+v after %+v: one removal should bump it once", v2, v1)
+	}
+	if got, ok := again.Get("G1"); !ok || got.RetryMaxTimes != 3 {
+		t.Fatalf("Get G1 = %+v %v", got, ok)
+	}
+}
+
+func TestLoadRejectsMalformed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "subscriptionGroup.json")
+	if err := os.WriteFile(path, []byte(`{"subscriptionGroupTable":{"A":{"groupName":"B"}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil {
+		t.Fatal("an entry whose name differs from its key loaded")
+	}
+}
+
+func TestPutFailureKeepsTable(t *testing.T) {
+	dir := t.TempDir()
+	tab, err := Load(filepath.Join(dir, "missing-dir", "subscriptionGroup.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tab.Put(Default("G")); err == nil {
+		t.Fatal("put into a directory that does not exist succeeded")
+	}
+	if _, ok := tab.Get("G"); ok {
+		t.Fatal("a group that could not be persisted is in the table")
+	}
+}

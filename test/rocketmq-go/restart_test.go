@@ -1,0 +1,153 @@
+package rocketmqgo_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+)
+
+// Consumer offsets survive a broker crash (kill -9), a clean broker restart
+// and a consumer restart: nothing committed is delivered again, nothing is
+// lost.
+
+func TestOffsetsSurviveRestarts(t *testing.T) {
+	t.Parallel()
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) {
+			t.Parallel()
+			c := privateCluster(t, l)
+			topic := c.newTopic(t, "restart", 4)
+			group := uniq("restartg")
+			p := newProducer(t, c)
+			round := 0
+			send := func(n int) []sent {
+				round++
+				var msgs []*primitive.Message
+				for i := range n {
+					msgs = append(msgs, testMessage(topic, round*1000+i, fmt.Sprintf("round%d", round)))
+				}
+				return sendAllRetry(t, c, p, msgs)
+			}
+			wantOffsets := map[string]int64{}
+			note := func(ss []sent) {
+				for _, s := range ss {
+					q := fmt.Sprintf("%s/%d", s.res.MessageQueue.BrokerName, s.res.MessageQueue.QueueId)
+					wantOffsets[q] = max(wantOffsets[q], s.res.QueueOffset+1)
+				}
+			}
+			waitCommitted := func(what string) {
+				t.Helper()
+				var got map[string]int64
+				if !waitFor(25*time.Second, func() bool {
+					got = c.groupOffsets(t, group, topic)
+					for q, w := range wantOffsets {
+						if got[q] != w {
+							return false
+						}
+					}
+					return true
+				}) {
+					t.Fatalf("%s: committed offsets %v, want %v", what, got, wantOffsets)
+				}
+			}
+
+			// Round 1: consumer A consumes; its offsets reach the brokers.
+			r1 := send(30)
+			note(r1)
+			colA := &collector{}
+			a := startPushConsumer(t, c, group, topic, "*", colA.listener("A"))
+			colA.waitDistinct(t, len(r1), 30*time.Second)
+			waitCommitted("round 1")
+			// Let the brokers persist their offset tables (every 5 s), then
+			// crash them all and start them again.
+			time.Sleep(6 * time.Second)
+			before := c.groupOffsets(t, group, topic)
+			for i := range c.brokers {
+				c.restartBroker(t, i, true)
+			}
+			if after := c.groupOffsets(t, group, topic); !maps.Equal(after, before) {
+				t.Errorf("offsets after kill -9 and restart %v, before %v", after, before)
+			}
+
+			// Round 2: A goes on after the crash, with nothing replayed.
+			r2 := send(30)
+			note(r2)
+			if !waitFor(60*time.Second, func() bool { return colA.distinct() >= len(r1)+len(r2) }) {
+				t.Fatalf("after the broker crash consumer A got %d of %d messages of round 2", colA.distinct()-len(r1), len(r2))
+			}
+			time.Sleep(time.Second)
+			checkOnce(t, c, "consumer A", colA, append(append([]sent{}, r1...), r2...))
+
+			// A stops (it commits on shutdown); the brokers restart cleanly.
+			if err := a.Shutdown(); err != nil {
+				t.Fatalf("shutdown A: %v", err)
+			}
+			waitCommitted("A's shutdown")
+			for i := range c.brokers {
+				c.restartBroker(t, i, false)
+			}
+			waitCommitted("after a clean broker restart")
+
+			// Round 3: consumer B of the same group starts where A stopped.
+			r3 := send(30)
+			note(r3)
+			colB := &collector{}
+			startPushConsumer(t, c, group, topic, "*", colB.listener("B"))
+			colB.waitDistinct(t, len(r3), 30*time.Second)
+			time.Sleep(time.Second)
+			checkOnce(t, c, "consumer B", colB, r3)
+		})
+	}
+}
+
+// checkOnce checks that col got each of ss exactly once, as sent, and
+// nothing else.
+func checkOnce(t testing.TB, c *cluster, who string, col *collector, ss []sent) {
+	t.Helper()
+	got := col.byMsgID()
+	want := map[string]bool{}
+	for _, s := range ss {
+		want[s.res.MsgID] = true
+		d := got[s.res.MsgID]
+		if len(d) != 1 {
+			t.Errorf("%s: message %s (%s) consumed %d times", who, s.res.MsgID, s.msg.GetTags(), len(d))
+		}
+		if len(d) > 0 {
+			checkDelivered(t, c, s, d[0].msg)
+		}
+	}
+	for id, d := range got {
+		if !want[id] {
+			t.Errorf("%s: consumed %s (%s, offset %d) again or unexpectedly", who, id, d[0].msg.GetTags(), d[0].msg.QueueOffset)
+		}
+	}
+}
+
+// sendAllRetry is sendAll with a retry of each send for up to 30 s (the
+// producer may take a moment to find a restarted broker).
+func sendAllRetry(t testing.TB, c *cluster, p interface {
+	SendSync(context.Context, ...*primitive.Message) (*primitive.SendResult, error)
+}, msgs []*primitive.Message) []sent {
+	t.Helper()
+	out := make([]sent, 0, len(msgs))
+	for _, m := range msgs {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			res, err := p.SendSync(context.Background(), m)
+			if err == nil {
+				checkSendResult(t, c, m, res)
+				out = append(out, sent{m, res})
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("send: %v", err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return out
+}

@@ -1,0 +1,169 @@
+package io.bolide.rocketmq;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+import java.util.Map;
+import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
+import org.junit.jupiter.api.Test;
+
+/** DefaultLitePullConsumer: subscribe + poll with committed offsets, and assign + seek. */
+class LitePullTest extends CompatTest {
+
+    private static final Duration TIMEOUT = Duration.ofSeconds(40);
+
+    /** Polls until n distinct messages are in c or the timeout passes. */
+    private static void pollInto(DefaultLitePullConsumer consumer, Collector c, int n, Duration timeout) {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (c.distinct() < n && System.nanoTime() < deadline) {
+            c.addAll(consumer.poll(500));
+        }
+    }
+
+    @Test
+    void subscribeAndPollCommitsOffsets() throws Exception {
+        String topic = topic("subscribe", 4);
+        String group = name("cg");
+        DefaultMQProducer producer = producer(name("pg"));
+        List<SendResult> first = new ArrayList<>();
+        for (int i = 0; i < 20; i++) {
+            Message m = new Message(topic, "TagL", "key-" + i, utf8("body " + i));
+            m.putUserProperty("seq", String.valueOf(i));
+            first.add(producer.send(m));
+        }
+
+        DefaultLitePullConsumer consumer = litePullConsumer(group);
+        consumer.subscribe(topic, "*");
+        consumer.start();
+        Collector c = new Collector();
+        pollInto(consumer, c, first.size(), TIMEOUT);
+        assertEquals(first.size(), c.distinct(), "messages polled");
+        for (int i = 0; i < first.size(); i++) {
+            MessageExt m = c.first(first.get(i).getMsgId());
+            Collector.assertMatches(first.get(i), m);
+            assertEquals("key-" + i, m.getKeys(), "keys");
+            assertEquals("TagL", m.getTags(), "tags");
+            assertEquals(String.valueOf(i), m.getUserProperty("seq"), "user property");
+        }
+        assertEquals(Map.of(), c.duplicates(), "polled twice");
+        // Auto-commit commits every 5 s; commit what was polled now, as an application may.
+        consumer.commitSync();
+        consumer.shutdown();
+
+        // A new member of the group goes on from the committed offsets: only the new messages.
+        List<SendResult> second = new ArrayList<>();
+        for (int i = 0; i < 8; i++) {
+            second.add(producer.send(new Message(topic, "TagL", "later-" + i, utf8("later " + i))));
+        }
+        DefaultLitePullConsumer again = litePullConsumer(group);
+        again.subscribe(topic, "*");
+        again.start();
+        Collector c2 = new Collector();
+        pollInto(again, c2, second.size(), TIMEOUT);
+        // Anything old would show up with the new ones; poll once more to give it the chance.
+        c2.addAll(again.poll(1000));
+        for (SendResult sr : second) {
+            Collector.assertMatches(sr, c2.first(sr.getMsgId()));
+        }
+        for (SendResult sr : first) {
+            assertEquals(List.of(), c2.deliveries(sr.getMsgId()), "already committed message polled again");
+        }
+        assertEquals(second.size(), c2.distinct(), "messages polled by the second consumer");
+    }
+
+    @Test
+    void assignAndSeek() throws Exception {
+        String topic = topic("assign", 2);
+        DefaultMQProducer producer = producer(name("pg"));
+        String group = name("cg");
+        DefaultLitePullConsumer consumer = litePullConsumer(group);
+        consumer.setAutoCommit(false);
+        consumer.start();
+        Collection<MessageQueue> mqs = consumer.fetchMessageQueues(topic);
+        assertEquals(2, mqs.size(), "queues of " + topic + ": " + mqs);
+        MessageQueue q0 = mqs.stream().filter(q -> q.getQueueId() == 0).findFirst().orElseThrow();
+
+        List<SendResult> sent = new ArrayList<>();
+        for (int i = 0; i < 10; i++) {
+            SendResult sr = producer.send(new Message(topic, "TagS", "key-" + i, utf8("body " + i)), q0);
+            assertEquals(i, sr.getQueueOffset(), "queue offset of message " + i + " sent to queue 0");
+            sent.add(sr);
+        }
+
+        consumer.assign(List.of(q0));
+
+        consumer.seek(q0, 6);
+        List<Long> offsets = pollOffsets(consumer, 4);
+        assertEquals(List.of(6L, 7L, 8L, 9L), offsets, "offsets after seek(6)");
+
+        consumer.seek(q0, 2);
+        offsets = pollOffsets(consumer, 8);
+        assertEquals(List.of(2L, 3L, 4L, 5L, 6L, 7L, 8L, 9L), offsets, "offsets after seek(2)");
+
+        consumer.seekToBegin(q0);
+        offsets = pollOffsets(consumer, 10);
+        assertEquals(0L, offsets.get(0), "first offset after seekToBegin");
+        assertEquals(10, offsets.size(), "messages after seekToBegin");
+
+        consumer.seekToEnd(q0);
+        List<MessageExt> none = consumer.poll(1000);
+        assertTrue(none.isEmpty(), "nothing after seekToEnd, got offsets " + none.stream().map(MessageExt::getQueueOffset).toList());
+        SendResult last = producer.send(new Message(topic, "TagS", "key-last", utf8("last")), q0);
+        List<Long> after = pollOffsets(consumer, 1);
+        assertEquals(List.of(10L), after, "the message sent after seekToEnd");
+
+        // What the consumer saw matches what the producer was told.
+        consumer.seek(q0, 0);
+        Collector c = new Collector();
+        pollInto(consumer, c, 11, TIMEOUT);
+        for (SendResult sr : sent) {
+            Collector.assertMatches(sr, c.first(sr.getMsgId()));
+        }
+        Collector.assertMatches(last, c.first(last.getMsgId()));
+
+        // A committed offset is stored by the broker: another member of the group reads it back and
+        // polls from there.
+        consumer.commit(Map.of(q0, 7L), true);
+        DefaultLitePullConsumer other = litePullConsumer(group);
+        other.setAutoCommit(false);
+        other.start();
+        other.assign(List.of(q0));
+        await(Duration.ofSeconds(10), () -> {
+            try {
+                return other.committed(q0) == 7L;
+            } catch (Exception e) {
+                return false;
+            }
+        }, () -> "committed offset of queue 0 as another member reads it: " + committedOrError(other, q0));
+        assertEquals(List.of(7L, 8L, 9L, 10L), pollOffsets(other, 4), "offsets polled from the committed offset");
+    }
+
+    private static String committedOrError(DefaultLitePullConsumer c, MessageQueue mq) {
+        try {
+            return String.valueOf(c.committed(mq));
+        } catch (Exception e) {
+            return e.toString();
+        }
+    }
+
+    /** Polls until n messages came (or the timeout), returning their queue offsets in order. */
+    private static List<Long> pollOffsets(DefaultLitePullConsumer consumer, int n) {
+        List<Long> offsets = new ArrayList<>();
+        long deadline = System.nanoTime() + TIMEOUT.toNanos();
+        while (offsets.size() < n && System.nanoTime() < deadline) {
+            for (MessageExt m : consumer.poll(500)) {
+                offsets.add(m.getQueueOffset());
+            }
+        }
+        return offsets;
+    }
+}

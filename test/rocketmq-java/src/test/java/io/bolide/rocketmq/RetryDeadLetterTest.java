@@ -1,0 +1,131 @@
+package io.bolide.rocketmq;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.MixAll;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A concurrent listener that always answers RECONSUME_LATER: the message comes back with
+ * reconsumeTimes 0, 1, 2 (setMaxReconsumeTimes(2)), then lands in %DLQ%<group>, where a lite pull
+ * consumer reads it with its keys, tags, properties and unique id intact.
+ */
+class RetryDeadLetterTest extends CompatTest {
+
+    @Test
+    void retriesThenDeadLetter() throws Exception {
+        String topic = topic("retry", 2);
+        String group = name("cg");
+        int n = 2;
+
+        Map<String, List<Integer>> reconsumeTimes = new ConcurrentHashMap<>();
+        Map<String, List<String>> topicsSeen = new ConcurrentHashMap<>();
+        DefaultMQPushConsumer consumer = pushConsumer(group);
+        consumer.setMaxReconsumeTimes(2);
+        // The retry topic %RETRY%<group> is made when the group first appears; an application would
+        // see its route at the next 30 s poll of the NameServer. Polling every second keeps the test short.
+        consumer.setPollNameServerInterval(1000);
+        consumer.subscribe(topic, "*");
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                reconsumeTimes.computeIfAbsent(m.getMsgId(), k -> new CopyOnWriteArrayList<>()).add(m.getReconsumeTimes());
+                topicsSeen.computeIfAbsent(m.getMsgId(), k -> new CopyOnWriteArrayList<>()).add(m.getTopic());
+            }
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+        });
+        consumer.start();
+
+        DefaultMQProducer producer = producer(name("pg"));
+        List<SendResult> sent = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            Message m = new Message(topic, "TagR", "retry-key-" + i, utf8("retry body " + i));
+            m.putUserProperty("app-prop", "v" + i);
+            sent.add(producer.send(m));
+        }
+
+        // Default levels for retries are 3 + reconsumeTimes: seconds with the test broker's levels.
+        Duration timeout = Duration.ofSeconds(60);
+        await(timeout, () -> sent.stream().allMatch(sr -> reconsumeTimes.getOrDefault(sr.getMsgId(), List.of()).size() >= 3),
+                () -> "reconsumeTimes seen: " + reconsumeTimes);
+        for (SendResult sr : sent) {
+            List<Integer> got = new ArrayList<>(reconsumeTimes.get(sr.getMsgId()));
+            got.sort(null);
+            assertEquals(List.of(0, 1, 2), got.subList(0, 3), "reconsumeTimes of " + sr.getMsgId() + ": " + got);
+            for (String t : topicsSeen.get(sr.getMsgId())) {
+                assertEquals(topic, t, "a retried message shows its original topic");
+            }
+        }
+
+        // The dead-letter queue: read it as an application would, with a lite pull consumer.
+        String dlq = MixAll.getDLQTopic(group);
+        DefaultLitePullConsumer reader = litePullConsumer(name("dlq-reader"));
+        reader.setPollNameServerInterval(1000);
+        reader.start();
+        Collection<MessageQueue> mqs = awaitQueues(reader, dlq, timeout);
+        reader.assign(mqs);
+        for (MessageQueue mq : mqs) {
+            reader.seek(mq, 0);
+        }
+        Collector dead = new Collector();
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (dead.distinct() < n && System.nanoTime() < deadline) {
+            dead.addAll(reader.poll(1000));
+        }
+        assertEquals(n, dead.distinct(), "messages in " + dlq);
+        for (int i = 0; i < n; i++) {
+            SendResult sr = sent.get(i);
+            MessageExt m = dead.first(sr.getMsgId());
+            assertNotNull(m, "message " + sr.getMsgId() + " in " + dlq);
+            assertEquals(dlq, m.getTopic(), "topic of a dead letter");
+            assertEquals("retry-key-" + i, m.getKeys(), "keys");
+            assertEquals("TagR", m.getTags(), "tags");
+            assertEquals("v" + i, m.getUserProperty("app-prop"), "user property");
+            assertEquals("retry body " + i, str(m.getBody()), "body");
+            assertEquals(topic, m.getProperty("RETRY_TOPIC"), "RETRY_TOPIC names the original topic");
+            assertEquals(3, m.getReconsumeTimes(), "reconsumeTimes of a dead letter after 2 retries (RocketMQ: times + 1)");
+            Collector.assertOffsetMsgId(m);
+        }
+        // No further deliveries after the dead letter.
+        Thread.sleep(1500);
+        for (SendResult sr : sent) {
+            assertFalse(reconsumeTimes.get(sr.getMsgId()).size() > 3,
+                    "deliveries after the last retry: " + reconsumeTimes.get(sr.getMsgId()));
+        }
+    }
+
+    private static Collection<MessageQueue> awaitQueues(DefaultLitePullConsumer c, String topic, Duration timeout) {
+        List<Collection<MessageQueue>> found = new ArrayList<>();
+        List<String> errors = new ArrayList<>();
+        await(timeout, () -> {
+            try {
+                Collection<MessageQueue> mqs = c.fetchMessageQueues(topic);
+                if (mqs != null && !mqs.isEmpty()) {
+                    found.add(mqs);
+                    return true;
+                }
+            } catch (Exception e) {
+                errors.add(e.toString());
+            }
+            return false;
+        }, () -> "no route for " + topic + ": " + (errors.isEmpty() ? "" : errors.get(errors.size() - 1)));
+        return found.get(0);
+    }
+}
