@@ -203,6 +203,40 @@ class ProducerTest extends CompatTest {
     }
 
     @Test
+    void compressedBodyAndManyKeys() throws Exception {
+        String topic = topic("compressed", 2);
+        DefaultMQProducer producer = producer(name("pg"));
+        // Bodies over compressMsgBodyOverHowmuch (4 KiB) go compressed, with the COMPRESSED sysflag.
+        StringBuilder sb = new StringBuilder();
+        java.util.Random rnd = new java.util.Random(16);
+        while (sb.length() < 256 * 1024) {
+            sb.append("line ").append(sb.length()).append(' ').append(rnd.nextInt(1000)).append(" héllo wörld ✓\n");
+        }
+        String big = sb.toString();
+        Message m = new Message(topic, "TagZ", utf8(big));
+        m.setKeys(List.of("first-key", "second-key", "third-key"));
+        m.putUserProperty("unicode", "naïve ✓ 名前");
+        SendResult sr = producer.send(m);
+        assertSendOk(sr, topic);
+        Message small = new Message(topic, "TagZ", "small-key", utf8("small"));
+        SendResult srSmall = producer.send(small);
+        assertSendOk(srSmall, topic);
+
+        Collector c = new Collector();
+        consumeInto(topic, c);
+        c.awaitDistinct(2, CONSUME_TIMEOUT);
+        MessageExt got = c.first(sr.getMsgId());
+        Collector.assertMatches(sr, got);
+        assertEquals(big.length(), str(got.getBody()).length(), "length of the decompressed body");
+        assertEquals(big, str(got.getBody()), "decompressed body");
+        assertEquals("first-key second-key third-key", got.getKeys(), "keys (space-separated)");
+        assertEquals("naïve ✓ 名前", got.getUserProperty("unicode"), "unicode user property");
+        assertEquals("TagZ", got.getTags(), "tags");
+        Collector.assertMatches(srSmall, c.first(srSmall.getMsgId()));
+        assertEquals("small", str(c.first(srSmall.getMsgId()).getBody()), "small body");
+    }
+
+    @Test
     void orderedSendBySelector() throws Exception {
         String topic = topic("ordered", 4);
         DefaultMQProducer producer = producer(name("pg"));
