@@ -290,7 +290,9 @@ type heartbeatData struct {
 
 // parseHeartbeat turns a HEART_BEAT body into the core's heartbeat. prev
 // supplies the subscriptions of a heartbeat without them. Subscriptions of
-// an expression type other than TAG are left out and reported in dropped.
+// an expression type other than TAG, or with a tag expression Bolide does
+// not take (a tag with inner white space, "*" among tags), are left out
+// and reported in dropped.
 func parseHeartbeat(body []byte, prev broker.Heartbeat) (hb broker.Heartbeat, dropped []string, err error) {
 	var d heartbeatData
 	if err := json.Unmarshal(body, &d); err != nil {
@@ -322,6 +324,14 @@ func parseHeartbeat(body []byte, prev broker.Heartbeat) (hb broker.Heartbeat, dr
 			expr := strings.TrimSpace(s.SubString)
 			if expr == "" {
 				expr = "*"
+			}
+			if _, err := message.ParseTagExpression(expr); err != nil {
+				// Empty tags, as RocketMQ's clients skip them (pull.go).
+				expr = tagExpression(expr)
+				if _, err := message.ParseTagExpression(expr); err != nil {
+					dropped = append(dropped, fmt.Sprintf("%s of %s (%v)", s.Topic, cd.Group, err))
+					continue
+				}
 			}
 			cd.Subscriptions = append(cd.Subscriptions, broker.Subscription{Topic: s.Topic, Expression: expr})
 		}
@@ -355,9 +365,8 @@ func (f *Frontend) heartbeat(_ context.Context, cs *connState, req *rmq.Command)
 		return errorReply(req, err)
 	}
 	if len(dropped) > 0 {
-		f.log.Warn("subscriptions not registered: only TAG expressions are supported", zap.String("client", hb.ClientID),
-			zap.Strings("subscriptions", dropped))
-		return req.Reply(rmq.SubscriptionParseFailed, "only TAG subscriptions are supported; not registered: "+strings.Join(dropped, ", "))
+		f.log.Warn("subscriptions not registered", zap.String("client", hb.ClientID), zap.Strings("subscriptions", dropped))
+		return req.Reply(rmq.SubscriptionParseFailed, "only TAG subscriptions of tags without white space are supported; not registered: "+strings.Join(dropped, ", "))
 	}
 	return req.Reply(rmq.Success, "")
 }
