@@ -257,6 +257,11 @@ func (f *Frontend) send(ctx context.Context, cs *connState, req *rmq.Command) *r
 	if req.Code == rmq.SendReplyMessage || req.Code == rmq.SendReplyMessageV2 {
 		return f.reply(ctx, cs, req, h, msgs[0])
 	}
+	if id := msgs[0].Properties[propertyReplyToClient]; id != "" && !h.batch {
+		cs.smu.Lock()
+		cs.requester = id
+		cs.smu.Unlock()
+	}
 	if err := f.toDeadLetter(h, msgs[0]); err != nil {
 		return sendReply(req, responseCode(err), err.Error())
 	}
@@ -451,7 +456,9 @@ func (f *Frontend) reply(ctx context.Context, cs *connState, req *rmq.Command, h
 	return resp.Set("msgId", res[0].MsgID).SetInt("queueOffset", res[0].QueueOffset)
 }
 
-// clientConn finds a connection whose client heartbeat named clientID.
+// clientConn finds the connection of a client: its heartbeat named
+// clientID or, before its first heartbeat, a request it sent did (the Go
+// client may heartbeat 30 s after its first send).
 func (f *Frontend) clientConn(clientID string) *rmq.Conn {
 	for _, c := range f.srv.Conns() {
 		cs, ok := c.Value().(*connState)
@@ -459,9 +466,9 @@ func (f *Frontend) clientConn(clientID string) *rmq.Conn {
 			continue
 		}
 		cs.smu.Lock()
-		id := cs.hb.ClientID
+		ok = cs.hb.ClientID == clientID || cs.hb.ClientID == "" && cs.requester == clientID
 		cs.smu.Unlock()
-		if id == clientID {
+		if ok {
 			return c
 		}
 	}

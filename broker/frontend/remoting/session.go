@@ -57,6 +57,10 @@ type sessionState struct {
 	// ("JAVA", "GO"; RocketMQ's MQVersion ordinal), for the admin listings.
 	language string
 	version  int32
+	// requester is the client id a request (request-reply) sent on this
+	// connection named for its reply, so that the reply finds the
+	// connection before the client's first heartbeat.
+	requester string
 
 	cfgOnce sync.Once
 	cfg     sendConfig // the broker's settings a send needs (config)
