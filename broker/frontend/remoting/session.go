@@ -35,9 +35,9 @@ import (
 // opened for them if the connection has none yet (under a provisional
 // client id, replaced by the client's own at its first heartbeat).
 
-// sessionRefresh is how often a session that only SEND requests keep is
-// refreshed: the core expires clients silent for ClientExpiry (120 s), a
-// third of which is the most it waits.
+// sessionRefresh is how often a session that only SEND requests keep alive
+// is given its heartbeat again (or every third of the core's ClientExpiry,
+// 120 s, after which the core drops a silent client, when that is shorter).
 const sessionRefresh = 30 * time.Second
 
 // maxSendGroups bounds the producer groups a connection's SEND requests
