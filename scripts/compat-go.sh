@@ -7,7 +7,8 @@
 #
 # Settings (environment):
 #
-#   GO_TEST_FLAGS   extra `go test` flags (e.g. "-run TestMixed -v")
+#   GO_TEST_FLAGS   extra `go test` flags (e.g. "-run TestMixed -v"); the
+#                   script's arguments are passed on to `go test` too
 #   PARALLEL        tests run at once           (default 6; most of them wait)
 #   TIMEOUT         go test -timeout            (default 15m)
 #   BOLIDE_BIN      use these binaries instead of building them
@@ -34,6 +35,6 @@ cd "$root/test/rocketmq-go"
 start=$(date +%s)
 status=0
 # shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
-go test ./... -count=1 -timeout "${TIMEOUT:-15m}" -parallel "${PARALLEL:-6}" ${GO_TEST_FLAGS:-} || status=$?
+go test ./... -count=1 -timeout "${TIMEOUT:-15m}" -parallel "${PARALLEL:-6}" ${GO_TEST_FLAGS:-} "$@" || status=$?
 echo "compat-go: $(( $(date +%s) - start )) s, exit status $status" >&2
 exit "$status"

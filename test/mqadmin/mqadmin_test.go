@@ -367,6 +367,16 @@ func TestMQAdmin(t *testing.T) {
 			if _, ok := c.Broker(0).LookupSubscriptionGroup("MqaSubGroup"); !ok {
 				t.Errorf("deleteSubGroup -b %s deleted MqaSubGroup from %s too", addr[1], name[0])
 			}
+			// With -c: from every master, and the group's retry and
+			// dead-letter topics go too.
+			out = m.run(t, "deleteSubGroup", "-c", clusterName, "-g", "MqaSubGroup")
+			for i := range brokers {
+				expect(t, "deleteSubGroup -c", out, `delete subscription group \[MqaSubGroup\] from broker \[`+regexp.QuoteMeta(addr[i])+
+					`\] in cluster \[`+clusterName+`\] success`)
+				if _, ok := c.Broker(i).LookupSubscriptionGroup("MqaSubGroup"); ok {
+					t.Errorf("MqaSubGroup is still on %s", name[i])
+				}
+			}
 		})
 		t.Run("resetOffsetByTime", func(t *testing.T) {
 			t.Parallel()

@@ -249,13 +249,18 @@ func (f *Frontend) send(ctx context.Context, cs *connState, req *rmq.Command) *r
 	if err != nil {
 		return sendReply(req, responseCode(err), err.Error())
 	}
-	f.noteProducer(cs, h.producerGroup)
+	f.noteProducer(cs, req, h.producerGroup)
 	msgs, err := f.sendMessages(cs, req, h)
 	if err != nil {
 		return sendReply(req, responseCode(err), err.Error())
 	}
 	if req.Code == rmq.SendReplyMessage || req.Code == rmq.SendReplyMessageV2 {
 		return f.reply(ctx, cs, req, h, msgs[0])
+	}
+	if id := msgs[0].Properties[propertyReplyToClient]; id != "" && !h.batch {
+		cs.smu.Lock()
+		cs.requester = id
+		cs.smu.Unlock()
 	}
 	if err := f.toDeadLetter(h, msgs[0]); err != nil {
 		return sendReply(req, responseCode(err), err.Error())
@@ -364,13 +369,25 @@ func (f *Frontend) pickQueue(topic string) int32 {
 // toDeadLetter redirects a retry message that the client sends itself
 // (when CONSUMER_SEND_MSG_BACK failed, it sends the message to
 // %RETRY%<group> with reconsumeTimes + 1) to the group's dead-letter topic
-// once it has been retried more than maxReconsumeTimes, as RocketMQ's
-// broker does.
+// once it has been retried more than maxReconsumeTimes (the header's, else
+// the broker's setting for the group), as RocketMQ's broker does.
 func (f *Frontend) toDeadLetter(h sendHeader, m *message.Ext) error {
-	if h.batch || !message.IsRetryTopic(h.topic) || h.maxReconsumeTimes < 0 || h.reconsumeTimes <= h.maxReconsumeTimes {
+	if h.batch || !message.IsRetryTopic(h.topic) {
 		return nil
 	}
 	group := strings.TrimPrefix(h.topic, message.RetryTopicPrefix)
+	limit := h.maxReconsumeTimes
+	if limit < 0 { // not given: the broker's setting for the group
+		ro := f.b.Options().Retry
+		n, ok := ro.GroupMaxReconsumeTimes[group]
+		if !ok {
+			n = ro.MaxReconsumeTimes
+		}
+		limit = int32(n)
+	}
+	if h.reconsumeTimes <= limit {
+		return nil
+	}
 	dlq := message.DLQTopic(group)
 	err := f.b.CreateTopic(broker.TopicConfig{Name: dlq, ReadQueueNums: 1, WriteQueueNums: 1, Perm: broker.PermReadWrite}, false)
 	if err != nil && !errors.Is(err, errcode.ErrTopicExists) {
@@ -439,7 +456,9 @@ func (f *Frontend) reply(ctx context.Context, cs *connState, req *rmq.Command, h
 	return resp.Set("msgId", res[0].MsgID).SetInt("queueOffset", res[0].QueueOffset)
 }
 
-// clientConn finds a connection whose client heartbeat named clientID.
+// clientConn finds the connection of a client: its heartbeat named
+// clientID or, before its first heartbeat, a request it sent did (the Go
+// client may heartbeat 30 s after its first send).
 func (f *Frontend) clientConn(clientID string) *rmq.Conn {
 	for _, c := range f.srv.Conns() {
 		cs, ok := c.Value().(*connState)
@@ -447,9 +466,9 @@ func (f *Frontend) clientConn(clientID string) *rmq.Conn {
 			continue
 		}
 		cs.smu.Lock()
-		id := cs.hb.ClientID
+		ok = cs.hb.ClientID == clientID || cs.hb.ClientID == "" && cs.requester == clientID
 		cs.smu.Unlock()
-		if id == clientID {
+		if ok {
 			return c
 		}
 	}

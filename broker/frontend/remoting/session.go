@@ -35,8 +35,9 @@ import (
 // opened for them if the connection has none yet (under a provisional
 // client id, replaced by the client's own at its first heartbeat).
 
-// sessionRefresh is how often a session that only SEND requests keep is
-// refreshed (the core expires clients silent for ClientExpiry, 120 s).
+// sessionRefresh is how often a session that only SEND requests keep alive
+// is given its heartbeat again (or every third of the core's ClientExpiry,
+// 120 s, after which the core drops a silent client, when that is shorter).
 const sessionRefresh = 30 * time.Second
 
 // maxSendGroups bounds the producer groups a connection's SEND requests
@@ -53,6 +54,14 @@ type sessionState struct {
 	beat     time.Time        // when sess was last given a heartbeat
 	fwd      *forwarder       // delivers sess's notices
 	closed   bool
+	// language and version are what the client's requests say it is
+	// ("JAVA", "GO"; RocketMQ's MQVersion ordinal), for the admin listings.
+	language string
+	version  int32
+	// requester is the client id a request (request-reply) sent on this
+	// connection named for its reply, so that the reply finds the
+	// connection before the client's first heartbeat.
+	requester string
 
 	cfgOnce sync.Once
 	cfg     sendConfig // the broker's settings a send needs (config)
@@ -63,13 +72,14 @@ type sessionState struct {
 type sendConfig struct {
 	cluster string
 	maxBody int
+	refresh time.Duration // sessionRefresh, or less for a short ClientExpiry
 }
 
 // config returns the connection's copy of the broker settings a send needs.
 func (f *Frontend) config(cs *connState) *sendConfig {
 	cs.cfgOnce.Do(func() {
 		o := f.b.Options()
-		cs.cfg = sendConfig{cluster: o.Cluster, maxBody: o.MaxMessageSize}
+		cs.cfg = sendConfig{cluster: o.Cluster, maxBody: o.MaxMessageSize, refresh: min(sessionRefresh, o.ClientExpiry/3)}
 	})
 	return &cs.cfg
 }
@@ -127,7 +137,7 @@ func (f *Frontend) apply(cs *connState) error {
 // noteProducer makes sure the connection's session names a producer group
 // seen in a SEND request, so that its transactions can be checked back on
 // this connection before (or without) a heartbeat naming it.
-func (f *Frontend) noteProducer(cs *connState, group string) {
+func (f *Frontend) noteProducer(cs *connState, req *rmq.Command, group string) {
 	if group == "" {
 		return
 	}
@@ -138,8 +148,11 @@ func (f *Frontend) noteProducer(cs *connState, group string) {
 		return
 	}
 	known := slices.Contains(s.hb.ProducerGroups, group) || slices.Contains(s.extra, group)
-	if known && s.sess != nil && time.Since(s.beat) < sessionRefresh {
+	if known && s.sess != nil && time.Since(s.beat) < f.config(cs).refresh {
 		return
+	}
+	if s.language == "" {
+		s.language, s.version = req.Language, req.Version
 	}
 	if !known {
 		if len(s.extra) >= maxSendGroups || message.ValidateGroup(group) != nil {
@@ -358,6 +371,7 @@ func (f *Frontend) heartbeat(_ context.Context, cs *connState, req *rmq.Command)
 	}
 	prev := s.hb
 	s.hb = hb
+	s.language, s.version = req.Language, req.Version
 	// Producer groups the heartbeat names need no separate record.
 	s.extra = slices.DeleteFunc(s.extra, func(g string) bool { return slices.Contains(hb.ProducerGroups, g) })
 	if err := f.apply(cs); err != nil {
