@@ -35,8 +35,9 @@ import (
 // opened for them if the connection has none yet (under a provisional
 // client id, replaced by the client's own at its first heartbeat).
 
-// sessionRefresh is how often a session that only SEND requests keep is
-// refreshed (the core expires clients silent for ClientExpiry, 120 s).
+// sessionRefresh is how often a session that only SEND requests keep alive
+// is given its heartbeat again (or every third of the core's ClientExpiry,
+// 120 s, after which the core drops a silent client, when that is shorter).
 const sessionRefresh = 30 * time.Second
 
 // maxSendGroups bounds the producer groups a connection's SEND requests
@@ -71,13 +72,14 @@ type sessionState struct {
 type sendConfig struct {
 	cluster string
 	maxBody int
+	refresh time.Duration // sessionRefresh, or less for a short ClientExpiry
 }
 
 // config returns the connection's copy of the broker settings a send needs.
 func (f *Frontend) config(cs *connState) *sendConfig {
 	cs.cfgOnce.Do(func() {
 		o := f.b.Options()
-		cs.cfg = sendConfig{cluster: o.Cluster, maxBody: o.MaxMessageSize}
+		cs.cfg = sendConfig{cluster: o.Cluster, maxBody: o.MaxMessageSize, refresh: min(sessionRefresh, o.ClientExpiry/3)}
 	})
 	return &cs.cfg
 }
@@ -146,7 +148,7 @@ func (f *Frontend) noteProducer(cs *connState, req *rmq.Command, group string) {
 		return
 	}
 	known := slices.Contains(s.hb.ProducerGroups, group) || slices.Contains(s.extra, group)
-	if known && s.sess != nil && time.Since(s.beat) < sessionRefresh {
+	if known && s.sess != nil && time.Since(s.beat) < f.config(cs).refresh {
 		return
 	}
 	if s.language == "" {
