@@ -57,6 +57,12 @@ compat-java:
 compat-mqadmin:
 	bash scripts/compat-mqadmin.sh
 
+## bench-remoting: the broker's CPU per message over RocketMQ's remoting protocol
+## (rocketmq-client-go) against its framed protocol (bolide bench), one broker
+.PHONY: bench-remoting
+bench-remoting:
+	bash scripts/bench-remoting.sh
+
 ## bench: every Go benchmark (storage engine figures for docs/BENCHMARKS.md)
 bench:
 	$(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) -benchmem $(PKGS)

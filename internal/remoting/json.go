@@ -14,7 +14,7 @@ const maxDepth = 32
 // and skips any others; on an error after the opaque was read, the partial
 // command is returned with the error so that the caller can answer it.
 func decodeJSONHeader(h []byte) (*Command, error) {
-	s := scanner{b: h}
+	s := scanner{b: h, src: string(h)} // values are substrings of src: one allocation
 	c := &Command{Ext: make(map[string]string, 16)}
 	err := s.object(func(key []byte) error {
 		switch string(key) {
@@ -93,8 +93,9 @@ var knownFields = func() map[string]string {
 }()
 
 type scanner struct {
-	b []byte
-	i int
+	b   []byte
+	src string // b as a string, when values are to share it
+	i   int
 }
 
 func (s *scanner) errorf(format string, args ...any) error {
@@ -188,7 +189,11 @@ func (s *scanner) stringOrNull() (string, bool, error) {
 func (s *scanner) scalarText() (string, bool, error) {
 	switch c := s.peek(); {
 	case c == '"':
+		start := s.i + 1
 		v, err := s.str()
+		if err == nil && s.src != "" && s.i-1-start == len(v) { // no escapes: share src
+			return s.src[start : s.i-1], true, nil
+		}
 		return string(v), true, err
 	case c == 'n':
 		if s.null() {

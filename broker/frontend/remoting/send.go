@@ -239,7 +239,10 @@ func addrPort(a net.Addr) netip.AddrPort {
 
 // sendReply is a send response with the fields every one carries.
 func sendReply(req *rmq.Command, code int32, remark string) *rmq.Command {
-	return req.Reply(code, remark).Set(extMsgRegion, defaultRegion).Set(extTraceOn, "true")
+	// As req.Reply, with room for the result's msgId, queueId, queueOffset
+	// and transactionId.
+	return &rmq.Command{Code: code, Language: rmq.Language, Version: rmq.ServerVersion, Opaque: req.Opaque,
+		Flag: rmq.FlagResponse, Remark: remark, Ext: map[string]string{extMsgRegion: defaultRegion, extTraceOn: "true"}}
 }
 
 // send serves SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE
