@@ -89,7 +89,14 @@ class RetryDeadLetterTest extends CompatTest {
         while (dead.distinct() < n && System.nanoTime() < deadline) {
             dead.addAll(reader.poll(1000));
         }
-        assertEquals(n, dead.distinct(), "messages in " + dlq);
+        if (dead.distinct() < n) {
+            StringBuilder why = new StringBuilder();
+            for (MessageQueue mq : mqs) {
+                why.append(mq).append(": min ").append(producer.minOffset(mq)).append(" max ").append(producer.maxOffset(mq))
+                        .append(", committed ").append(reader.committed(mq)).append("; ");
+            }
+            assertEquals(n, dead.distinct(), "messages polled from " + dlq + " (" + why + ")");
+        }
         for (int i = 0; i < n; i++) {
             SendResult sr = sent.get(i);
             MessageExt m = dead.first(sr.getMsgId());
