@@ -42,6 +42,27 @@ fuzz:
 	  done; \
 	done
 
+## compat: Apache RocketMQ's own clients and admin tool against Bolide clusters
+## (needs Java 17 and Maven; dependencies come from the Go module proxy and
+## Maven Central on first use). One target per client:
+##   compat-go       rocketmq-client-go (test/rocketmq-go, its own pinned go.mod)
+##   compat-java     rocketmq-client 5.x (test/rocketmq-java, a Maven module)
+##   compat-mqadmin  rocketmq-tools' mqadmin commands and their output
+.PHONY: compat compat-go compat-java compat-mqadmin
+compat: compat-go compat-java compat-mqadmin
+compat-go:
+	bash scripts/compat-go.sh
+compat-java:
+	bash scripts/compat-java.sh
+compat-mqadmin:
+	bash scripts/compat-mqadmin.sh
+
+## bench-remoting: the broker's CPU per message over RocketMQ's remoting protocol
+## (rocketmq-client-go) against its framed protocol (bolide bench), one broker
+.PHONY: bench-remoting
+bench-remoting:
+	bash scripts/bench-remoting.sh
+
 ## bench: every Go benchmark (storage engine figures for docs/BENCHMARKS.md)
 bench:
 	$(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) -benchmem $(PKGS)

@@ -3,6 +3,7 @@ package remoting
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -36,8 +37,14 @@ const writeTimeout = 30 * time.Second
 
 // Options tune a connection; zero values take the defaults.
 type Options struct {
-	MaxFrame         int           // DefaultMaxFrame
-	MaxInFlight      int           // requests served at once per connection: 1024
+	MaxFrame    int // DefaultMaxFrame
+	MaxInFlight int // requests served at once per connection: 1024
+	// Inline reports whether a request is served on the connection's
+	// reader goroutine: for requests that never wait (a send under async
+	// flush), it saves a goroutine hand-off, and their responses are
+	// written together once the requests that have arrived are served.
+	// Nil: every request runs on a goroutine of its own.
+	Inline           func(req *Command) bool
 	MaxInFlightBytes int           // bytes of requests being served per connection: 64 MiB
 	IdleTimeout      time.Duration // no frame for this long closes the connection: 120 s; < 0 never
 }
@@ -78,6 +85,7 @@ type Conn struct {
 	bw      *bufio.Writer
 	writers atomic.Int32 // writers waiting for wmu: the last one flushes
 	wbuf    []byte       // encode buffer, under wmu
+	dirty   atomic.Bool  // bw holds responses of inline requests not yet flushed
 
 	opaque atomic.Int32
 
@@ -136,7 +144,11 @@ func (c *Conn) Close() error {
 }
 
 // Send writes one frame.
-func (c *Conn) Send(cmd *Command) error {
+func (c *Conn) Send(cmd *Command) error { return c.write(cmd, true) }
+
+// write writes one frame; with flush unset it may stay buffered until the
+// reader flushes (see serve).
+func (c *Conn) write(cmd *Command, flush bool) error {
 	c.writers.Add(1)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -153,7 +165,12 @@ func (c *Conn) Send(cmd *Command) error {
 	if cap(c.wbuf) > 1<<20 {
 		c.wbuf = nil // do not keep a large body's buffer
 	}
+	if !flush {
+		c.dirty.Store(true)
+		return nil
+	}
 	if last {
+		c.dirty.Store(false)
 		if err := c.bw.Flush(); err != nil {
 			c.fail(err)
 			return fmt.Errorf("remoting: write to %s: %w", c.nc.RemoteAddr(), err)
@@ -229,6 +246,9 @@ func (c *Conn) serve() {
 		if !c.admit() {
 			return
 		}
+		if c.dirty.Load() && !frameBuffered(br) {
+			c.flush() // the reader is about to wait: send what inline requests answered
+		}
 		if c.opts.IdleTimeout > 0 {
 			_ = c.nc.SetReadDeadline(time.Now().Add(c.opts.IdleTimeout))
 		}
@@ -260,6 +280,10 @@ func (c *Conn) serve() {
 		if c.h == nil {
 			continue
 		}
+		if c.opts.Inline != nil && c.opts.Inline(cmd) {
+			c.serveInline(cmd)
+			continue
+		}
 		size := len(frame)
 		c.mu.Lock()
 		c.inFlight++
@@ -278,6 +302,39 @@ func (c *Conn) admit() bool {
 		c.cond.Wait()
 	}
 	return !c.closed && c.ctx.Err() == nil
+}
+
+// frameBuffered reports whether br holds a whole frame, which the next
+// read takes without waiting.
+func frameBuffered(br *bufio.Reader) bool {
+	if br.Buffered() < 4 {
+		return false
+	}
+	head, _ := br.Peek(4)
+	return int(binary.BigEndian.Uint32(head)) <= br.Buffered()-4
+}
+
+func (c *Conn) flush() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if !c.dirty.Swap(false) || c.ctx.Err() != nil {
+		return
+	}
+	if err := c.bw.Flush(); err != nil {
+		c.fail(err)
+	}
+}
+
+// serveInline serves req on the reader goroutine; its response is
+// buffered for the reader's next flush.
+func (c *Conn) serveInline(req *Command) {
+	resp := c.h.ServeRemoting(c.ctx, c, req)
+	if resp == nil || req.IsOneway() {
+		return
+	}
+	resp.Opaque = req.Opaque
+	resp.Flag |= FlagResponse
+	_ = c.write(resp, false)
 }
 
 func (c *Conn) handle(req *Command, size int) {

@@ -212,3 +212,38 @@ func readResponse(t *testing.T, nc net.Conn) *Command {
 	}
 	return c
 }
+
+func TestInlineRequestsAnsweredTogether(t *testing.T) {
+	var onReader atomic.Int32
+	h := HandlerFunc(func(ctx context.Context, c *Conn, req *Command) *Command {
+		if req.Code == 1 {
+			onReader.Add(1)
+		}
+		return echo(ctx, c, req)
+	})
+	_, addr := startServer(t, h, ServerOptions{Options: Options{Inline: func(req *Command) bool { return req.Code == 1 }}})
+	c := dial(t, addr, nil)
+	// A held request (code 2, not inline) does not hold up inline ones.
+	go func() { _, _ = c.Invoke(context.Background(), NewRequest(2, nil, nil)) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	errs := make(chan error, 200)
+	for i := range 200 {
+		go func() {
+			v := strconv.Itoa(i)
+			resp, err := c.Invoke(ctx, NewRequest(1, map[string]string{"v": v}, nil))
+			if err == nil && resp.String("v") != v {
+				err = errors.New("wrong answer")
+			}
+			errs <- err
+		}()
+	}
+	for range 200 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if onReader.Load() != 200 {
+		t.Fatalf("%d inline requests served", onReader.Load())
+	}
+}

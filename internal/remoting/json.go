@@ -14,8 +14,8 @@ const maxDepth = 32
 // and skips any others; on an error after the opaque was read, the partial
 // command is returned with the error so that the caller can answer it.
 func decodeJSONHeader(h []byte) (*Command, error) {
-	s := scanner{b: h}
-	c := &Command{Ext: map[string]string{}}
+	s := scanner{b: h, src: string(h)} // values are substrings of src: one allocation
+	c := &Command{Ext: make(map[string]string, 16)}
 	err := s.object(func(key []byte) error {
 		switch string(key) {
 		case "code":
@@ -47,7 +47,10 @@ func decodeJSONHeader(h []byte) (*Command, error) {
 				return nil
 			}
 			return s.object(func(k []byte) error {
-				name := string(k)
+				name, ok := knownFields[string(k)] // no allocation for the usual names
+				if !ok {
+					name = string(k)
+				}
 				v, ok, err := s.scalarText()
 				if ok {
 					c.Ext[name] = v
@@ -70,9 +73,29 @@ func decodeJSONHeader(h []byte) (*Command, error) {
 	return c, nil
 }
 
+// knownFields interns the header field names clients send most, so that
+// decoding them allocates nothing.
+var knownFields = func() map[string]string {
+	m := make(map[string]string)
+	for _, k := range []string{
+		"producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
+		"bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode", "batch", "maxReconsumeTimes",
+		"bname", "consumerGroup", "queueOffset", "maxMsgNums", "commitOffset", "suspendTimeoutMillis",
+		"subscription", "subVersion", "expressionType", "offset", "group", "delayLevel", "originMsgId",
+		"originTopic", "msgId", "transactionId", "commitLogOffset", "tranStateTableOffset",
+		"commitOrRollback", "fromTransactionCheck", "timestamp", "key", "maxNum", "beginTimestamp",
+		"endTimestamp", "clusterName", "brokerName", "clientId", "maxMsgBytes",
+		"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q", "z",
+	} {
+		m[k] = k
+	}
+	return m
+}()
+
 type scanner struct {
-	b []byte
-	i int
+	b   []byte
+	src string // b as a string, when values are to share it
+	i   int
 }
 
 func (s *scanner) errorf(format string, args ...any) error {
@@ -166,7 +189,11 @@ func (s *scanner) stringOrNull() (string, bool, error) {
 func (s *scanner) scalarText() (string, bool, error) {
 	switch c := s.peek(); {
 	case c == '"':
+		start := s.i + 1
 		v, err := s.str()
+		if err == nil && s.src != "" && s.i-1-start == len(v) { // no escapes: share src
+			return s.src[start : s.i-1], true, nil
+		}
 		return string(v), true, err
 	case c == 'n':
 		if s.null() {

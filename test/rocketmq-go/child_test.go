@@ -182,6 +182,7 @@ type child struct {
 	done       chan struct{}
 	inc        int
 	started    time.Time
+	pid        int
 }
 
 // newChild prepares a child consumer of group on topic; start runs it.
@@ -222,7 +223,7 @@ func (ch *child) start(t testing.TB) {
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); _ = logf.Close(); close(done) }()
-	ch.cmd, ch.done, ch.started = cmd, done, time.Now()
+	ch.cmd, ch.done, ch.started, ch.pid = cmd, done, time.Now(), cmd.Process.Pid
 }
 
 // kill sends SIGKILL to the running incarnation and waits for it.

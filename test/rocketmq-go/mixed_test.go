@@ -6,6 +6,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -88,8 +89,20 @@ func mixedRun(t *testing.T, l layout, childKind string) {
 	}
 	ch := newChild(t, c, "child", childKind, topic, group, "")
 	ch.start(t)
-	if !waitFor(30*time.Second, func() bool { return len(groupMembers(c, group)) == 2 }) {
-		t.Errorf("the brokers list members %v of group %s, want one SDK and one RocketMQ consumer", groupMembers(c, group), group)
+	var cids []string
+	if !waitFor(30*time.Second, func() bool { cids = groupMembers(c, group); return len(cids) == 2 }) {
+		t.Errorf("the brokers list members %v of group %s, want one SDK and one RocketMQ consumer", cids, group)
+	}
+	// Both kinds allocate as RocketMQ does: the queues sorted by broker and
+	// id, in contiguous blocks, by the position of the client id among the
+	// sorted ids (AllocateByAveragely). The child's id is ip@pid.
+	childFirst := false
+	if len(cids) == 2 {
+		sort.Strings(cids)
+		childFirst = strings.HasSuffix(cids[0], "@"+strconv.Itoa(ch.pid))
+		if !childFirst && !strings.HasSuffix(cids[1], "@"+strconv.Itoa(ch.pid)) {
+			t.Errorf("neither member id %v is the child's (pid %d)", cids, ch.pid)
+		}
 	}
 	time.Sleep(2 * time.Second) // both have rebalanced
 
@@ -235,6 +248,25 @@ func mixedRun(t *testing.T, l layout, childKind string) {
 	}
 	if members["parent"] == 0 || members["child#1"] == 0 {
 		t.Errorf("queues per member while stable: %v (want both members)", members)
+	}
+	var queues []string // sorted as the allocation sorts them
+	for _, b := range c.brokers {
+		for q := range 8 / len(c.brokers) {
+			queues = append(queues, fmt.Sprintf("%s/%d", b.name, q))
+		}
+	}
+	first, second := "parent", "child#1"
+	if childFirst {
+		first, second = second, first
+	}
+	for i, q := range queues {
+		want := first
+		if i >= len(queues)/2 {
+			want = second
+		}
+		if o := keys(owners[q]); len(o) != 1 || o[0] != want {
+			t.Errorf("queue %s consumed by %v while stable, want %s (ids %v, child pid %d)", q, o, want, cids, ch.pid)
+		}
 	}
 
 	perMember := map[string]int{}

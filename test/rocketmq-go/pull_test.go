@@ -155,3 +155,39 @@ func TestPullFromAndOffsetForTimestamp(t *testing.T) {
 		}
 	})
 }
+
+// TestPullPollDefaultBatch: the pull consumer's default batch size is 0
+// (maxMsgNums 0 on the wire); the broker answers with messages anyway, as
+// Apache RocketMQ's does.
+func TestPullPollDefaultBatch(t *testing.T) {
+	forLayouts(t, func(t *testing.T, c *cluster) {
+		topic := c.newTopic(t, "poll0", 2)
+		p := newProducer(t, c)
+		var msgs []*primitive.Message
+		for i := range 10 {
+			msgs = append(msgs, testMessage(topic, i, "poll0"))
+		}
+		ss := sendAll(t, c, p, msgs)
+		pc := startPullConsumer(t, c, uniq("poll0g"), topic, "*")
+		got := map[string]int{}
+		deadline := time.Now().Add(20 * time.Second)
+		for len(got) < len(ss) && time.Now().Before(deadline) {
+			cr, err := pc.Poll(context.Background(), time.Second)
+			if errors.Is(err, consumer.ErrNoNewMsg) {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("Poll: %v", err)
+			}
+			for _, m := range cr.GetMsgList() {
+				got[m.MsgId]++
+			}
+			pc.ACK(context.Background(), cr, consumer.ConsumeSuccess)
+		}
+		for _, s := range ss {
+			if got[s.res.MsgID] != 1 {
+				t.Errorf("message %s polled %d times", s.res.MsgID, got[s.res.MsgID])
+			}
+		}
+	})
+}

@@ -323,3 +323,33 @@ func TestAdminConnectionsAndResetNotice(t *testing.T) {
 		t.Fatalf("reset notice %v %s, reply %s", notice.Ext, notice.Body, resp.Body)
 	}
 }
+
+func TestAdminTopicAttributes(t *testing.T) {
+	_, c := adminBroker(t)
+	update := func(attrs string) *rmq.Command {
+		return invoke(t, c, rmq.UpdateAndCreateTopic, map[string]string{"topic": "AttrT", "defaultTopic": "TBW102",
+			"readQueueNums": "1", "writeQueueNums": "1", "perm": "6", "topicFilterType": "SINGLE_TAG", "attributes": attrs}, nil)
+	}
+	wantOK(t, update("+a=1,+b=2"))
+	wantOK(t, update("-a,+c=3"))
+	resp := wantOK(t, invoke(t, c, rmq.GetTopicConfig, map[string]string{"topic": "AttrT"}, nil))
+	var tc struct {
+		TopicName  string            `json:"topicName"`
+		Attributes map[string]string `json:"attributes"`
+	}
+	if err := json.Unmarshal(resp.Body, &tc); err != nil {
+		t.Fatal(err)
+	}
+	if tc.TopicName != "AttrT" || len(tc.Attributes) != 2 || tc.Attributes["b"] != "2" || tc.Attributes["c"] != "3" {
+		t.Fatalf("attributes after +a=1,+b=2 then -a,+c=3: %s", resp.Body)
+	}
+	if r := update("a=1"); r.Code != rmq.InvalidParameter {
+		t.Fatalf("an attribute without + or -: %d %q", r.Code, r.Remark)
+	}
+	if r := invoke(t, c, rmq.UpdateAndCreateTopic, map[string]string{"topic": "bad topic!", "readQueueNums": "1", "writeQueueNums": "1"}, nil); r.Code != rmq.InvalidParameter {
+		t.Fatalf("an illegal topic name: %d %q", r.Code, r.Remark)
+	}
+	if r := invoke(t, c, rmq.UpdateAndCreateTopic, map[string]string{"topic": "NoQueues"}, nil); r.Code != rmq.InvalidParameter {
+		t.Fatalf("no queue counts: %d %q", r.Code, r.Remark)
+	}
+}

@@ -45,7 +45,20 @@ func New(b *broker.Broker, log *zap.Logger) *Frontend {
 			f.handlers[code] = h
 		}
 	}
+	// A send that waits for neither the disk nor the slaves is served on
+	// the connection's reader: no goroutine per message, and the answers
+	// to the sends that arrived together leave in one write.
+	sendsWait := b.SendsWait()
 	f.srv = rmq.NewServer(rmq.HandlerFunc(f.serve), rmq.ServerOptions{
+		Options: rmq.Options{Inline: func(req *rmq.Command) bool {
+			switch req.Code {
+			case rmq.SendMessage, rmq.SendMessageV2, rmq.SendBatchMessage:
+				return !sendsWait
+			case rmq.UpdateConsumerOffset, rmq.QueryConsumerOffset, rmq.GetMaxOffset, rmq.GetMinOffset:
+				return true
+			}
+			return false
+		}},
 		OnOpen:  func(c *rmq.Conn) { c.SetValue(&connState{conn: c}) },
 		OnClose: func(c *rmq.Conn) { f.closed(c.Value().(*connState)) },
 	}, log)

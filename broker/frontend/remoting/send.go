@@ -239,7 +239,10 @@ func addrPort(a net.Addr) netip.AddrPort {
 
 // sendReply is a send response with the fields every one carries.
 func sendReply(req *rmq.Command, code int32, remark string) *rmq.Command {
-	return req.Reply(code, remark).Set(extMsgRegion, defaultRegion).Set(extTraceOn, "true")
+	// As req.Reply, with room for the result's msgId, queueId, queueOffset
+	// and transactionId.
+	return &rmq.Command{Code: code, Language: rmq.Language, Version: rmq.ServerVersion, Opaque: req.Opaque,
+		Flag: rmq.FlagResponse, Remark: remark, Ext: map[string]string{extMsgRegion: defaultRegion, extTraceOn: "true"}}
 }
 
 // send serves SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE
@@ -249,13 +252,18 @@ func (f *Frontend) send(ctx context.Context, cs *connState, req *rmq.Command) *r
 	if err != nil {
 		return sendReply(req, responseCode(err), err.Error())
 	}
-	f.noteProducer(cs, h.producerGroup)
+	f.noteProducer(cs, req, h.producerGroup)
 	msgs, err := f.sendMessages(cs, req, h)
 	if err != nil {
 		return sendReply(req, responseCode(err), err.Error())
 	}
 	if req.Code == rmq.SendReplyMessage || req.Code == rmq.SendReplyMessageV2 {
 		return f.reply(ctx, cs, req, h, msgs[0])
+	}
+	if id := msgs[0].Properties[propertyReplyToClient]; id != "" && !h.batch {
+		cs.smu.Lock()
+		cs.requester = id
+		cs.smu.Unlock()
 	}
 	if err := f.toDeadLetter(h, msgs[0]); err != nil {
 		return sendReply(req, responseCode(err), err.Error())
@@ -300,7 +308,7 @@ func (f *Frontend) send(ctx context.Context, cs *connState, req *rmq.Command) *r
 
 // sendMessages builds the messages of a send request.
 func (f *Frontend) sendMessages(cs *connState, req *rmq.Command, h sendHeader) ([]*message.Ext, error) {
-	opts := f.b.Options()
+	cfg := f.config(cs)
 	queueID := h.queueID
 	if queueID < 0 {
 		queueID = f.pickQueue(h.topic)
@@ -308,7 +316,7 @@ func (f *Frontend) sendMessages(cs *connState, req *rmq.Command, h sendHeader) (
 	sysFlag := h.sysFlag & storedSysFlagBits
 	born := addrPort(cs.conn.RemoteAddr())
 	newMsg := func(flag int32, body []byte, props map[string]string) (*message.Ext, error) {
-		body, err := inflate(body, h.sysFlag, opts.MaxMessageSize)
+		body, err := inflate(body, h.sysFlag, cfg.maxBody)
 		if err != nil {
 			return nil, err
 		}
@@ -327,7 +335,7 @@ func (f *Frontend) sendMessages(cs *connState, req *rmq.Command, h sendHeader) (
 		if props[message.PropertyUniqueKey] == "" {
 			props[message.PropertyUniqueKey] = uniqueIDs.Next() // as RocketMQ's broker does
 		}
-		props[propertyCluster] = opts.Cluster
+		props[propertyCluster] = cfg.cluster
 		m, err := newMsg(h.flag, req.Body, props)
 		if err != nil {
 			return nil, err
@@ -364,13 +372,25 @@ func (f *Frontend) pickQueue(topic string) int32 {
 // toDeadLetter redirects a retry message that the client sends itself
 // (when CONSUMER_SEND_MSG_BACK failed, it sends the message to
 // %RETRY%<group> with reconsumeTimes + 1) to the group's dead-letter topic
-// once it has been retried more than maxReconsumeTimes, as RocketMQ's
-// broker does.
+// once it has been retried more than maxReconsumeTimes (the header's, else
+// the broker's setting for the group), as RocketMQ's broker does.
 func (f *Frontend) toDeadLetter(h sendHeader, m *message.Ext) error {
-	if h.batch || !message.IsRetryTopic(h.topic) || h.maxReconsumeTimes < 0 || h.reconsumeTimes <= h.maxReconsumeTimes {
+	if h.batch || !message.IsRetryTopic(h.topic) {
 		return nil
 	}
 	group := strings.TrimPrefix(h.topic, message.RetryTopicPrefix)
+	limit := h.maxReconsumeTimes
+	if limit < 0 { // not given: the broker's setting for the group
+		ro := f.b.Options().Retry
+		n, ok := ro.GroupMaxReconsumeTimes[group]
+		if !ok {
+			n = ro.MaxReconsumeTimes
+		}
+		limit = int32(n)
+	}
+	if h.reconsumeTimes <= limit {
+		return nil
+	}
 	dlq := message.DLQTopic(group)
 	err := f.b.CreateTopic(broker.TopicConfig{Name: dlq, ReadQueueNums: 1, WriteQueueNums: 1, Perm: broker.PermReadWrite}, false)
 	if err != nil && !errors.Is(err, errcode.ErrTopicExists) {
@@ -439,7 +459,9 @@ func (f *Frontend) reply(ctx context.Context, cs *connState, req *rmq.Command, h
 	return resp.Set("msgId", res[0].MsgID).SetInt("queueOffset", res[0].QueueOffset)
 }
 
-// clientConn finds a connection whose client heartbeat named clientID.
+// clientConn finds the connection of a client: its heartbeat named
+// clientID or, before its first heartbeat, a request it sent did (the Go
+// client may heartbeat 30 s after its first send).
 func (f *Frontend) clientConn(clientID string) *rmq.Conn {
 	for _, c := range f.srv.Conns() {
 		cs, ok := c.Value().(*connState)
@@ -447,9 +469,9 @@ func (f *Frontend) clientConn(clientID string) *rmq.Conn {
 			continue
 		}
 		cs.smu.Lock()
-		id := cs.hb.ClientID
+		ok = cs.hb.ClientID == clientID || cs.hb.ClientID == "" && cs.requester == clientID
 		cs.smu.Unlock()
-		if id == clientID {
+		if ok {
 			return c
 		}
 	}

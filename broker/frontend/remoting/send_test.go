@@ -326,6 +326,28 @@ func TestSendReply(t *testing.T) {
 	if m := waitMessages(t, b, replyTopic, 0, 1)[0]; string(m.Body) != "the answer" {
 		t.Fatalf("stored reply %+v", m)
 	}
+	// A requester that has not heartbeated yet is found by the request it
+	// sent (its REPLY_TO_CLIENT).
+	newTopic(t, b, "requests", 1)
+	early := make(replier, 4)
+	requester2 := dialBroker(t, b.Addr(), early)
+	rp := props("CORRELATION_ID", "corr-3", "REPLY_TO_CLIENT", "10.0.0.9@9", "TTL", "3")
+	if resp := invoke(t, requester2, rmq.SendMessage, sendExt("REQ", "requests", 0, 0, rp), []byte("ping")); resp.Code != rmq.Success {
+		t.Fatalf("request: %d %q", resp.Code, resp.Remark)
+	}
+	p = props("MSG_TYPE", "reply", "CORRELATION_ID", "corr-3", "REPLY_TO_CLIENT", "10.0.0.9@9")
+	if resp := invoke(t, responder, rmq.SendReplyMessage, sendExt("RESP", replyTopic, 0, 0, p), []byte("pong")); resp.Code != rmq.Success {
+		t.Fatalf("reply before a heartbeat: %d %q", resp.Code, resp.Remark)
+	}
+	select {
+	case push = <-early:
+		if string(push.Body) != "pong" {
+			t.Fatalf("pushed %q", push.Body)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reply pushed to the requester without a heartbeat")
+	}
+
 	// No such requester: SYSTEM_ERROR, as Java.
 	p = props("MSG_TYPE", "reply", "CORRELATION_ID", "corr-2", "REPLY_TO_CLIENT", "10.0.0.8@8")
 	if resp := invoke(t, responder, rmq.SendReplyMessageV2, map[string]string{"a": "RESP", "b": replyTopic, "e": "0", "i": p}, []byte("x")); resp.Code != rmq.SystemError {

@@ -85,7 +85,16 @@ func TestRetrySentAsNormal(t *testing.T) {
 	if string(m.Body) != "dead" || m.ReconsumeTimes != 3 || m.Properties[message.PropertyDLQOriginTopic] != "work" || m.Properties["DELAY"] != "" {
 		t.Fatalf("dead letter %+v", m)
 	}
-	ext["reconsumeTimes"] = "2"
+	// Without maxReconsumeTimes the broker's setting (16) applies.
+	delete(ext, "maxReconsumeTimes")
+	ext["reconsumeTimes"] = "17"
+	if resp := invoke(t, c, rmq.SendMessage, ext, []byte("dead too")); resp.Code != rmq.Success {
+		t.Fatalf("retry past the broker's max: %d %q", resp.Code, resp.Remark)
+	}
+	if m := waitMessages(t, b, "%DLQ%CG", 0, 2)[1]; string(m.Body) != "dead too" {
+		t.Fatalf("dead letter %+v", m)
+	}
+	ext["reconsumeTimes"], ext["maxReconsumeTimes"] = "2", "2"
 	if resp := invoke(t, c, rmq.SendMessage, ext, []byte("retry")); resp.Code != rmq.Success {
 		t.Fatalf("retry: %d %q", resp.Code, resp.Remark)
 	}

@@ -35,8 +35,9 @@ import (
 // opened for them if the connection has none yet (under a provisional
 // client id, replaced by the client's own at its first heartbeat).
 
-// sessionRefresh is how often a session that only SEND requests keep is
-// refreshed (the core expires clients silent for ClientExpiry, 120 s).
+// sessionRefresh is how often a session that only SEND requests keep alive
+// is given its heartbeat again (or every third of the core's ClientExpiry,
+// 120 s, after which the core drops a silent client, when that is shorter).
 const sessionRefresh = 30 * time.Second
 
 // maxSendGroups bounds the producer groups a connection's SEND requests
@@ -53,6 +54,34 @@ type sessionState struct {
 	beat     time.Time        // when sess was last given a heartbeat
 	fwd      *forwarder       // delivers sess's notices
 	closed   bool
+	// language and version are what the client's requests say it is
+	// ("JAVA", "GO"; RocketMQ's MQVersion ordinal), for the admin listings.
+	language string
+	version  int32
+	// requester is the client id a request (request-reply) sent on this
+	// connection named for its reply, so that the reply finds the
+	// connection before the client's first heartbeat.
+	requester string
+
+	cfgOnce sync.Once
+	cfg     sendConfig // the broker's settings a send needs (config)
+}
+
+// sendConfig is what a send needs from the broker's options, read once
+// per connection (the options are large to copy on every send).
+type sendConfig struct {
+	cluster string
+	maxBody int
+	refresh time.Duration // sessionRefresh, or less for a short ClientExpiry
+}
+
+// config returns the connection's copy of the broker settings a send needs.
+func (f *Frontend) config(cs *connState) *sendConfig {
+	cs.cfgOnce.Do(func() {
+		o := f.b.Options()
+		cs.cfg = sendConfig{cluster: o.Cluster, maxBody: o.MaxMessageSize, refresh: min(sessionRefresh, o.ClientExpiry/3)}
+	})
+	return &cs.cfg
 }
 
 // forwarder is the goroutine that delivers one session's notices.
@@ -108,7 +137,7 @@ func (f *Frontend) apply(cs *connState) error {
 // noteProducer makes sure the connection's session names a producer group
 // seen in a SEND request, so that its transactions can be checked back on
 // this connection before (or without) a heartbeat naming it.
-func (f *Frontend) noteProducer(cs *connState, group string) {
+func (f *Frontend) noteProducer(cs *connState, req *rmq.Command, group string) {
 	if group == "" {
 		return
 	}
@@ -119,8 +148,11 @@ func (f *Frontend) noteProducer(cs *connState, group string) {
 		return
 	}
 	known := slices.Contains(s.hb.ProducerGroups, group) || slices.Contains(s.extra, group)
-	if known && s.sess != nil && time.Since(s.beat) < sessionRefresh {
+	if known && s.sess != nil && time.Since(s.beat) < f.config(cs).refresh {
 		return
+	}
+	if s.language == "" {
+		s.language, s.version = req.Language, req.Version
 	}
 	if !known {
 		if len(s.extra) >= maxSendGroups || message.ValidateGroup(group) != nil {
@@ -271,7 +303,9 @@ type heartbeatData struct {
 
 // parseHeartbeat turns a HEART_BEAT body into the core's heartbeat. prev
 // supplies the subscriptions of a heartbeat without them. Subscriptions of
-// an expression type other than TAG are left out and reported in dropped.
+// an expression type other than TAG, or with a tag expression Bolide does
+// not take (a tag with inner white space, "*" among tags), are left out
+// and reported in dropped.
 func parseHeartbeat(body []byte, prev broker.Heartbeat) (hb broker.Heartbeat, dropped []string, err error) {
 	var d heartbeatData
 	if err := json.Unmarshal(body, &d); err != nil {
@@ -304,6 +338,14 @@ func parseHeartbeat(body []byte, prev broker.Heartbeat) (hb broker.Heartbeat, dr
 			if expr == "" {
 				expr = "*"
 			}
+			if _, err := message.ParseTagExpression(expr); err != nil {
+				// Empty tags, as RocketMQ's clients skip them (pull.go).
+				expr = tagExpression(expr)
+				if _, err := message.ParseTagExpression(expr); err != nil {
+					dropped = append(dropped, fmt.Sprintf("%s of %s (%v)", s.Topic, cd.Group, err))
+					continue
+				}
+			}
 			cd.Subscriptions = append(cd.Subscriptions, broker.Subscription{Topic: s.Topic, Expression: expr})
 		}
 		hb.Consumers = append(hb.Consumers, cd)
@@ -329,6 +371,7 @@ func (f *Frontend) heartbeat(_ context.Context, cs *connState, req *rmq.Command)
 	}
 	prev := s.hb
 	s.hb = hb
+	s.language, s.version = req.Language, req.Version
 	// Producer groups the heartbeat names need no separate record.
 	s.extra = slices.DeleteFunc(s.extra, func(g string) bool { return slices.Contains(hb.ProducerGroups, g) })
 	if err := f.apply(cs); err != nil {
@@ -336,9 +379,8 @@ func (f *Frontend) heartbeat(_ context.Context, cs *connState, req *rmq.Command)
 		return errorReply(req, err)
 	}
 	if len(dropped) > 0 {
-		f.log.Warn("subscriptions not registered: only TAG expressions are supported", zap.String("client", hb.ClientID),
-			zap.Strings("subscriptions", dropped))
-		return req.Reply(rmq.SubscriptionParseFailed, "only TAG subscriptions are supported; not registered: "+strings.Join(dropped, ", "))
+		f.log.Warn("subscriptions not registered", zap.String("client", hb.ClientID), zap.Strings("subscriptions", dropped))
+		return req.Reply(rmq.SubscriptionParseFailed, "only TAG subscriptions of tags without white space are supported; not registered: "+strings.Join(dropped, ", "))
 	}
 	return req.Reply(rmq.Success, "")
 }

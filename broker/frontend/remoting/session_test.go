@@ -159,6 +159,7 @@ func TestHeartbeatErrors(t *testing.T) {
 		{`{"clientID":""}`, rmq.InvalidParameter},
 		{`{"clientID":"x@1","consumerDataSet":[{"groupName":"bad group!","subscriptionDataSet":[]}]}`, rmq.InvalidParameter},
 		{`{"clientID":"x@1","consumerDataSet":[{"groupName":"g","subscriptionDataSet":[{"topic":"t","subString":"a ||| b"}]}]}`, rmq.SubscriptionParseFailed},
+		{`{"clientID":"x@1","consumerDataSet":[{"groupName":"g","subscriptionDataSet":[{"topic":"t","subString":"a || || b ||"}]}]}`, rmq.Success},
 		// SQL92 is not supported: the rest of the heartbeat registers.
 		{`{"clientID":"x@1","consumerDataSet":[{"groupName":"g","subscriptionDataSet":[{"topic":"t","subString":"a > 1","expressionType":"SQL92"}]}]}`, rmq.SubscriptionParseFailed},
 	} {

@@ -159,3 +159,24 @@ func TestCheckBackWithoutHeartbeat(t *testing.T) {
 		t.Fatalf("committed %+v", m)
 	}
 }
+
+// TestCheckBackProducerSessionKeptBySends: a producer that never
+// heartbeats but keeps sending stays registered past the client expiry,
+// and its transactions are still checked back.
+func TestCheckBackProducerSessionKeptBySends(t *testing.T) {
+	b := startBroker(t, func(o *broker.Options) {
+		o.ClientExpiry = 900 * time.Millisecond
+		o.Transaction = broker.TransactionOptions{Timeout: 2 * time.Second, CheckInterval: time.Second, CheckMax: 15}
+	})
+	newTopic(t, b, "pay", 1)
+	calls := make(brokerCalls, 16)
+	c := dialBroker(t, b.Addr(), calls)
+	sent := sendHalf(t, c, "TXG", "pay", "EEEE0000000000000000000000000001", "kept")
+	for range 10 { // 2.5 s of plain sends of the group, nearly three expiries
+		time.Sleep(250 * time.Millisecond)
+		if resp := invoke(t, c, rmq.SendMessage, sendExt("TXG", "pay", 0, 0, ""), []byte("plain")); resp.Code != rmq.Success {
+			t.Fatalf("send: %d %q", resp.Code, resp.Remark)
+		}
+	}
+	checkBack(t, c, calls, b, sent, "TXG", "pay", 8)
+}

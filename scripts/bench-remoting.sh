@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# bench-remoting.sh — the broker's CPU per message on RocketMQ's remoting
+# protocol against its own framed protocol, side by side on one broker:
+# 16 goroutines sending 1 KiB messages synchronously, with Bolide's SDK
+# (`bolide bench produce`, framed path) and with Apache RocketMQ's Go client
+# (test/rocketmq-go/cmd/rmqbench, remoting path). The figure is CPU seconds
+# of the broker process (utime + stime from /proc) per million messages,
+# steadier than throughput on a shared machine; throughput is printed too.
+# Runs alternate which client goes first, with `sync` between steps.
+#
+# Settings (environment):
+#   MSGS        messages per run                    (200000)
+#   REPS        runs of each client                 (3)
+#   PRODUCERS   concurrent senders                  (16)
+#   SIZE        body bytes                          (1024)
+#   FLUSH       broker flush mode                   (async)
+#   DATA_DIR    broker data                         (.bench/remoting/data)
+#   OUT         copy of the table                   (.bench/bench-remoting.md)
+#
+# Usage: scripts/bench-remoting.sh   (or: make bench-remoting)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+MSGS=${MSGS:-200000}
+REPS=${REPS:-3}
+PRODUCERS=${PRODUCERS:-16}
+SIZE=${SIZE:-1024}
+FLUSH=${FLUSH:-async}
+work=$root/.bench/remoting
+DATA_DIR=${DATA_DIR:-$work/data}
+OUT=${OUT:-$root/.bench/bench-remoting.md}
+bin=$work/bin
+mkdir -p "$bin"
+
+echo "building binaries" >&2
+go build -o "$bin/" ./cmd/...
+(cd test/rocketmq-go && go build -o "$bin/" ./cmd/rmqbench)
+
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+ns_port=$(port)
+br_port=$(port)
+ns=127.0.0.1:$ns_port
+rm -rf "$DATA_DIR"
+mkdir -p "$DATA_DIR"
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$DATA_DIR"
+}
+trap cleanup EXIT
+
+"$bin/bolide-nameserver" --listen "$ns" --gossip off --admin-listen off >"$work/namesrv.log" 2>&1 &
+pids+=($!)
+"$bin/bolide-broker" --namesrv "$ns" --listen "127.0.0.1:$br_port" --store-dir "$DATA_DIR" --gossip off \
+	--admin-listen off --flush "$FLUSH" --register-interval 2s >"$work/broker.log" 2>&1 &
+broker_pid=$!
+pids+=("$broker_pid")
+
+for _ in $(seq 100); do
+	if "$bin/bolide" -n "$ns" topic create bench --queues 8 >/dev/null 2>&1; then break; fi
+	sleep 0.2
+done
+sleep 3 # the route reaches the NameServer with the next registration
+
+ticks=$(getconf CLK_TCK)
+cpu() { awk '{print $14 + $15}' "/proc/$broker_pid/stat"; }
+
+run_frame() {
+	"$bin/bolide" -n "$ns" bench produce --topic bench --count "$1" --producers "$PRODUCERS" --size "$SIZE" -o json 2>/dev/null |
+		tail -1 | python3 -c 'import json,sys; d=json.load(sys.stdin); print(round(d["msgsPerSec"]))'
+}
+run_remoting() {
+	"$bin/rmqbench" --namesrv "$ns" --topic bench --count "$1" --goroutines "$PRODUCERS" --size "$SIZE" --warmup 0 2>&1 |
+		grep -oE '[0-9.]+ msgs/s' | head -1 | cut -d' ' -f1
+}
+
+# Warm both paths (connections, routes, page cache of the first segment).
+run_frame 20000 >/dev/null
+run_remoting 20000 >/dev/null
+
+declare -A cpus rates
+measure() { # path rep
+	sync
+	local before after rate
+	before=$(cpu)
+	rate=$("run_$1" "$MSGS")
+	after=$(cpu)
+	cpus[$1]+="$(python3 -c "print(f'{($after-$before)/$ticks/$MSGS*1e6:.2f}')") "
+	rates[$1]+="$rate "
+	echo "$1 run $2: $(python3 -c "print(f'{($after-$before)/$ticks:.2f}')") broker CPU s for $MSGS msgs, $rate msgs/s" >&2
+}
+for rep in $(seq "$REPS"); do
+	if ((rep % 2)); then measure frame "$rep"; measure remoting "$rep"; else measure remoting "$rep"; measure frame "$rep"; fi
+done
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+f_cpu=$(echo "${cpus[frame]}" | median)
+r_cpu=$(echo "${cpus[remoting]}" | median)
+{
+	echo "| path | broker CPU s per 1M msgs (runs) | median | msgs/s (runs) |"
+	echo "|---|---|---|---|"
+	echo "| framed (bolide bench produce) | ${cpus[frame]}| $f_cpu | ${rates[frame]}|"
+	echo "| remoting (rmqbench, rocketmq-client-go) | ${cpus[remoting]}| $r_cpu | ${rates[remoting]}|"
+	echo
+	echo "remoting / framed broker CPU per message: $(python3 -c "print(f'{$r_cpu/$f_cpu:.2f}')")  ($PRODUCERS senders, $SIZE B, $MSGS msgs per run, flush $FLUSH, $(nproc) cores, $(date -u +%FT%TZ))"
+} | tee "$OUT"
