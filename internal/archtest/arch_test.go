@@ -27,6 +27,7 @@ var protocols = []string{
 	module + "proto/bolidev1",
 	module + "internal/wire",
 	module + "internal/frame",
+	module + "internal/remoting",
 	"google.golang.org/grpc",
 }
 

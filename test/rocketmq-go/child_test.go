@@ -218,6 +218,7 @@ func (ch *child) start(t testing.TB) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), ch.env...), "RMQGO_OUT="+ch.outPath(ch.inc))
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the test binary
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", ch.name, err)
 	}

@@ -138,7 +138,10 @@ func (p *proc) start() error {
 	args := append(append([]string{}, p.args...), "--addr-file", p.addrFile, "--log-format", "console")
 	cmd := exec.Command(filepath.Join(binDir, p.name), args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group (a terminal's Ctrl-C reaches only the test),
+	// and killed if the test binary dies (a go test timeout) rather than
+	// left running.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
 		return fmt.Errorf("start %s: %w", p.name, err)

@@ -103,6 +103,22 @@ func TestInteropRocketMQToSDK(t *testing.T) {
 				t.Errorf("%s: reconsume times %d", s.res.MsgID, m.ReconsumeTimes)
 			}
 		}
+		// The SDK's lookups find them by either id and by key.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, s := range ss[:3] {
+			for _, id := range []string{s.res.MsgID, s.res.OffsetMsgID} {
+				l, err := c.admin.ViewMessage(ctx, id, client.InTopic(topic))
+				if err != nil || len(l.Messages) != 1 || sdkMsgID(l.Messages[0]) != s.res.MsgID || sdkOffsetID(l.Messages[0]) != s.res.OffsetMsgID {
+					t.Errorf("SDK ViewMessage(%s): %v, %v", id, l, err)
+				}
+			}
+			key := strings.Fields(s.msg.GetKeys())[0]
+			ms, err := c.admin.QueryMessageByKey(ctx, topic, key, time.Time{}, time.Time{}, 10)
+			if err != nil || len(ms) != 1 || sdkMsgID(ms[0]) != s.res.MsgID {
+				t.Errorf("SDK QueryMessageByKey(%s): %d messages, %v", key, len(ms), err)
+			}
+		}
 	})
 }
 

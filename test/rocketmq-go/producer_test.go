@@ -410,3 +410,44 @@ func TestDelayTimestamp(t *testing.T) {
 		}
 	})
 }
+
+// TestSendRefused: sends the brokers refuse come back as errors, and the
+// producer goes on working: a body over the brokers' size limit (4 MiB),
+// plain or compressed by the client and inflating past it, a topic that
+// does not exist (the client falls back to TBW102's route, which
+// auto-creation off does not serve). A body of exactly the limit is taken.
+func TestSendRefused(t *testing.T) {
+	forLayouts(t, func(t *testing.T, c *cluster) {
+		topic := c.newTopic(t, "refused", 2)
+		p := newProducer(t, c, producer.WithRetry(0))
+		plain := newProducer(t, c, producer.WithRetry(0), producer.WithCompressMsgBodyOverHowmuch(1<<30))
+		for _, tc := range []struct {
+			name string
+			p    interface {
+				SendSync(context.Context, ...*primitive.Message) (*primitive.SendResult, error)
+			}
+			msg *primitive.Message
+		}{
+			{"plain, over 4 MiB", plain, primitive.NewMessage(topic, bytes.Repeat([]byte("p"), 4<<20+1))},
+			{"compressed, inflates over 4 MiB", p, primitive.NewMessage(topic, bytes.Repeat([]byte("z"), 4<<20+1))},
+			{"unknown topic", p, primitive.NewMessage(uniq("nosuchtopic"), []byte("x"))},
+		} {
+			start := time.Now()
+			res, err := tc.p.SendSync(context.Background(), tc.msg)
+			if err == nil {
+				t.Errorf("%s: sent (%v), want an error", tc.name, res)
+				continue
+			}
+			t.Logf("%s: %v (%v)", tc.name, err, time.Since(start).Round(time.Millisecond))
+		}
+		var msgs []*primitive.Message
+		for i, b := range [][]byte{bytes.Repeat([]byte("a"), 4<<20), bytes.Repeat([]byte("b"), 4<<20), []byte("small")} {
+			m := testMessage(topic, i, "after")
+			m.Body = b
+			msgs = append(msgs, m)
+		}
+		ss := sendAll(t, c, p, msgs[:1])                   // compressed
+		ss = append(ss, sendAll(t, c, plain, msgs[1:])...) // plain
+		checkAllStored(t, c, topic, ss)
+	})
+}

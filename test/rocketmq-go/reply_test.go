@@ -49,8 +49,8 @@ func TestRequestReply(t *testing.T) {
 		// client heartbeats 1 s after it starts, to the brokers it knows by
 		// then, and next 30 s later (the Java client heartbeats before its
 		// first request): so the requester sends something first.
-		requester := newProducer(t, c)
 		warm := c.newTopic(t, "warm", 1)
+		requester := newProducer(t, c) // sends at once: its heartbeat ticks 1 s after it starts
 		if _, err := requester.SendSync(context.Background(), primitive.NewMessage(warm, []byte("warm-up"))); err != nil {
 			t.Fatalf("warm-up send: %v", err)
 		}
