@@ -3,7 +3,6 @@ package rocketmqgo_test
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -573,5 +572,3 @@ func waitFor(d time.Duration, cond func() bool) bool {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-
-var errTimeout = errors.New("timed out")
