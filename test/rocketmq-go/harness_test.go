@@ -69,7 +69,7 @@ func TestMain(m *testing.M) {
 	}
 	binDir = dir
 	code := m.Run()
-	stopShared(code != 0 || os.Getenv("RMQGO_KEEP") != "")
+	stopShared(code != 0, os.Getenv("RMQGO_KEEP") != "")
 	cleanup()
 	os.Exit(code)
 }
@@ -468,12 +468,16 @@ func sharedCluster(t testing.TB, l layout) *cluster {
 	return c
 }
 
-// stopShared stops the shared clusters.
-func stopShared(keep bool) {
+// stopShared stops the shared clusters; after a failed run it prints the
+// tail of their daemons' logs and keeps their directories.
+func stopShared(failed, keep bool) {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	for _, c := range shared.clusters {
-		c.close(keep)
+		if failed {
+			fmt.Fprintf(os.Stderr, "rocketmq-go: daemon logs of the shared cluster %s:\n%s", c.layout.name, c.logs(60))
+		}
+		c.close(failed || keep)
 	}
 }
 
