@@ -23,7 +23,8 @@ import java.util.stream.Stream;
  * CommitLog segments, so that the tests take seconds (see {@link #DELAY_LEVELS}).
  *
  * <p>{@link #close()} sends SIGTERM to the broker, then to the NameServer, and removes the data
- * unless the system property {@code bolideKeep} is set. The daemons' logs are in
+ * unless the system property {@code bolideKeep} is set ({@code bolideLogLevel} sets the daemons'
+ * log level: debug shows every request code a front end does not serve). The daemons' logs are in
  * {@code <work>/broker.log} and {@code <work>/namesrv.log}; a failed start prints their tails.
  */
 public final class BolideCluster implements AutoCloseable {
@@ -104,7 +105,8 @@ public final class BolideCluster implements AutoCloseable {
                 "--listen", "127.0.0.1:0",
                 "--addr-file", nsAddrFile.toString(),
                 "--gossip", "off",
-                "--admin-listen", "127.0.0.1:0");
+                "--admin-listen", "127.0.0.1:0",
+                "--log-level", System.getProperty("bolideLogLevel", "info"));
         namesrvAddr = waitForFile(nsAddrFile, nameserver, "NameServer");
 
         Path brokerAddrFile = work.resolve("broker.addr");
@@ -124,7 +126,8 @@ public final class BolideCluster implements AutoCloseable {
                 "--register-interval", "5s",
                 "--delay-levels", DELAY_LEVELS,
                 "--transaction-timeout", TRANSACTION_TIMEOUT.toSeconds() + "s",
-                "--transaction-check-interval", "1s");
+                "--transaction-check-interval", "1s",
+                "--log-level", System.getProperty("bolideLogLevel", "info"));
         brokerAddr = waitForFile(brokerAddrFile, broker, "broker");
 
         // The broker is ready for clients once the NameServer routes a topic of it: creating one

@@ -34,6 +34,12 @@ public abstract class CompatTest {
 
     private static final AtomicInteger SEQ = new AtomicInteger();
 
+    /**
+     * Tells this run's names from an earlier run's: clients keep state of their own by group and
+     * client id (a broadcasting consumer's offsets in rocketmq.client.localOffsetStoreDir).
+     */
+    private static final String RUN = Long.toString(System.currentTimeMillis() % 1_000_000_000L, 36);
+
     /** The cluster of the run. */
     protected static BolideCluster cluster;
 
@@ -57,7 +63,7 @@ public abstract class CompatTest {
 
     /** A name unique in the run: letters, digits, '-' and '_' only (RocketMQ's topic rule). */
     protected String name(String what) {
-        return "J" + getClass().getSimpleName().replace("Test", "") + "_" + what + "_" + SEQ.incrementAndGet();
+        return "J" + getClass().getSimpleName().replace("Test", "") + "_" + what + "_" + RUN + "_" + SEQ.incrementAndGet();
     }
 
     /** A topic of its own with {@code queues} queues, created and routed. */

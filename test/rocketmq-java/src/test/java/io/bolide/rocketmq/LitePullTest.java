@@ -155,6 +155,23 @@ class LitePullTest extends CompatTest {
         }
     }
 
+    @Test
+    void assignWithoutSeekStartsAtTheFirstOffset() throws Exception {
+        // A new group has no committed offset: the broker says so (QUERY_NOT_FOUND, or 0 while the
+        // queue still starts at 0) and CONSUME_FROM_FIRST_OFFSET starts at the queue's beginning.
+        String topic = topic("fresh", 1);
+        DefaultMQProducer producer = producer(name("pg"));
+        MessageQueue q0 = new MessageQueue(topic, "broker-a", 0);
+        for (int i = 0; i < 5; i++) {
+            producer.send(new Message(topic, "TagF", "key-" + i, utf8("body " + i)), q0);
+        }
+        DefaultLitePullConsumer consumer = litePullConsumer(name("cg"));
+        consumer.setAutoCommit(false);
+        consumer.start();
+        consumer.assign(List.of(q0));
+        assertEquals(List.of(0L, 1L, 2L, 3L, 4L), pollOffsets(consumer, 5), "offsets polled by a new group without seek");
+    }
+
     /** Polls until n messages came (or the timeout), returning their queue offsets in order. */
     private static List<Long> pollOffsets(DefaultLitePullConsumer consumer, int n) {
         List<Long> offsets = new ArrayList<>();
