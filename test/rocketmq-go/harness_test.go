@@ -3,7 +3,6 @@ package rocketmqgo_test
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -70,7 +69,7 @@ func TestMain(m *testing.M) {
 	}
 	binDir = dir
 	code := m.Run()
-	stopShared(code != 0 || os.Getenv("RMQGO_KEEP") != "")
+	stopShared(code != 0, os.Getenv("RMQGO_KEEP") != "")
 	cleanup()
 	os.Exit(code)
 }
@@ -227,15 +226,19 @@ func (p *proc) logTail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// layout is a cluster shape: its broker groups, one master each.
+// layout is a cluster shape: its broker groups, one master each, and with
+// slaves one slave each (broker id 1). fastEviction makes the NameServer
+// drop a silent broker within about 4 s (instead of 2 min).
 type layout struct {
-	name    string
-	brokers []string
+	name         string
+	brokers      []string
+	slaves       bool
+	fastEviction bool
 }
 
 var (
-	oneGroup  = layout{"one-group", []string{"broker-a"}}
-	twoGroups = layout{"two-groups", []string{"broker-a", "broker-b"}}
+	oneGroup  = layout{name: "one-group", brokers: []string{"broker-a"}}
+	twoGroups = layout{name: "two-groups", brokers: []string{"broker-a", "broker-b"}}
 	layouts   = []layout{oneGroup, twoGroups}
 )
 
@@ -244,16 +247,18 @@ type cluster struct {
 	layout  layout
 	dir     string
 	ns      *proc
-	brokers []*broker
+	brokers []*broker // the masters, in layout order
+	slaves  []*broker // with slaves: one per group, in the same order
 	// nameSrv is the NameServer's "ip:port" (an IP literal, as the
 	// RocketMQ client requires).
 	nameSrv string
 	admin   *client.Admin
 }
 
-// broker is one master.
+// broker is one broker process.
 type broker struct {
 	name string
+	id   int // 0 master, 1 slave
 	addr string
 	p    *proc
 }
@@ -276,11 +281,20 @@ func startCluster(l layout) (c *cluster, err error) {
 		return c, err
 	}
 	for _, name := range l.brokers {
-		b, err := c.startBroker(name)
+		b, err := c.startBroker(name, 0)
 		if err != nil {
 			return c, err
 		}
 		c.brokers = append(c.brokers, b)
+	}
+	if l.slaves {
+		for _, name := range l.brokers {
+			b, err := c.startBroker(name, 1)
+			if err != nil {
+				return c, err
+			}
+			c.slaves = append(c.slaves, b)
+		}
 	}
 	c.admin, err = client.NewAdmin(client.WithNameServers(c.nameSrv), client.WithLogger(zap.NewNop()))
 	if err != nil {
@@ -300,6 +314,9 @@ func (c *cluster) startNameServer() error {
 		c.ns = &proc{name: "bolide-nameserver", logPath: filepath.Join(c.dir, "nameserver.log"),
 			addrFile: filepath.Join(c.dir, "nameserver.addr"),
 			args:     []string{"--listen", c.nameSrv, "--gossip", "off", "--admin-listen", "off"}}
+		if c.layout.fastEviction {
+			c.ns.args = append(c.ns.args, "--scan-interval", "1s")
+		}
 		if err = c.ns.start(); err == nil {
 			return nil
 		}
@@ -307,16 +324,20 @@ func (c *cluster) startNameServer() error {
 	return err
 }
 
-func (c *cluster) startBroker(name string) (*broker, error) {
+func (c *cluster) startBroker(name string, id int) (*broker, error) {
 	var err error
 	for range 3 {
 		var port int
 		if port, err = freePort(); err != nil {
 			return nil, err
 		}
-		b := &broker{name: name, addr: fmt.Sprintf("127.0.0.1:%d", port)}
-		b.p = &proc{name: "bolide-broker", logPath: filepath.Join(c.dir, name+".log"),
-			addrFile: filepath.Join(c.dir, name+".addr"), args: c.brokerArgs(name, b.addr)}
+		b := &broker{name: name, id: id, addr: fmt.Sprintf("127.0.0.1:%d", port)}
+		file := name
+		if id > 0 {
+			file = fmt.Sprintf("%s-%d", name, id)
+		}
+		b.p = &proc{name: "bolide-broker", logPath: filepath.Join(c.dir, file+".log"),
+			addrFile: filepath.Join(c.dir, file+".addr"), args: c.brokerArgs(name, id, file, b.addr)}
 		if err = b.p.start(); err == nil {
 			return b, nil
 		}
@@ -324,20 +345,26 @@ func (c *cluster) startBroker(name string) (*broker, error) {
 	return nil, err
 }
 
-func (c *cluster) brokerArgs(name, addr string) []string {
+func (c *cluster) brokerArgs(name string, id int, dir, addr string) []string {
 	levels := make([]string, len(delayLevels))
 	for i, d := range delayLevels {
 		levels[i] = d.String()
 	}
-	return []string{
-		"--namesrv", c.nameSrv, "--listen", addr, "--store-dir", filepath.Join(c.dir, name),
-		"--broker-name", name, "--broker-id", "0", "--cluster", clusterName,
+	register := "5s"
+	var extra []string
+	if c.layout.fastEviction {
+		register = "1s"
+		extra = []string{"--broker-timeout", "3s"}
+	}
+	return append([]string{
+		"--namesrv", c.nameSrv, "--listen", addr, "--store-dir", filepath.Join(c.dir, dir),
+		"--broker-name", name, "--broker-id", strconv.Itoa(id), "--cluster", clusterName,
 		"--segment-size", strconv.Itoa(segmentSize), "--ha-listen", "127.0.0.1:0",
 		"--gossip", "off", "--admin-listen", "off",
 		"--delay-levels", strings.Join(levels, " "),
 		"--transaction-timeout", txnTimeout.String(), "--transaction-check-interval", txnCheckInterval.String(),
-		"--drain-timeout", "5s", "--register-interval", "5s",
-	}
+		"--drain-timeout", "5s", "--register-interval", register,
+	}, extra...)
 }
 
 // waitRegistered waits until the NameServer knows every broker at its
@@ -349,9 +376,9 @@ func (c *cluster) waitRegistered(d time.Duration) error {
 		ci, err := c.admin.ClusterInfo(ctx)
 		if err == nil {
 			ok := true
-			for _, b := range c.brokers {
+			for _, b := range append(append([]*broker{}, c.brokers...), c.slaves...) {
 				bd, found := ci.Brokers[b.name]
-				if !found || bd.Addrs[0] != b.addr {
+				if !found || bd.Addrs[int64(b.id)] != b.addr {
 					ok = false
 				}
 			}
@@ -399,7 +426,7 @@ func (c *cluster) close(keep bool) {
 		_ = c.admin.Close()
 	}
 	var wg sync.WaitGroup
-	for _, b := range c.brokers {
+	for _, b := range append(append([]*broker{}, c.brokers...), c.slaves...) {
 		wg.Add(1)
 		go func() { defer wg.Done(); b.p.stop(10 * time.Second) }()
 	}
@@ -418,8 +445,8 @@ func (c *cluster) close(keep bool) {
 func (c *cluster) logs(n int) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "--- nameserver (%s)\n%s\n", c.ns.logPath, c.ns.logTail(n))
-	for _, b := range c.brokers {
-		fmt.Fprintf(&sb, "--- %s (%s)\n%s\n", b.name, b.p.logPath, b.p.logTail(n))
+	for _, b := range append(append([]*broker{}, c.brokers...), c.slaves...) {
+		fmt.Fprintf(&sb, "--- %s/%d (%s)\n%s\n", b.name, b.id, b.p.logPath, b.p.logTail(n))
 	}
 	return sb.String()
 }
@@ -469,12 +496,16 @@ func sharedCluster(t testing.TB, l layout) *cluster {
 	return c
 }
 
-// stopShared stops the shared clusters.
-func stopShared(keep bool) {
+// stopShared stops the shared clusters; after a failed run it prints the
+// tail of their daemons' logs and keeps their directories.
+func stopShared(failed, keep bool) {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	for _, c := range shared.clusters {
-		c.close(keep)
+		if failed {
+			fmt.Fprintf(os.Stderr, "rocketmq-go: daemon logs of the shared cluster %s:\n%s", c.layout.name, c.logs(60))
+		}
+		c.close(failed || keep)
 	}
 }
 
@@ -573,5 +604,3 @@ func waitFor(d time.Duration, cond func() bool) bool {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-
-var errTimeout = errors.New("timed out")

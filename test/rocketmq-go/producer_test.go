@@ -30,10 +30,10 @@ func TestSendSync(t *testing.T) {
 		// queue's offsets run from 0 without a gap.
 		next := map[string]int64{}
 		brokers := map[string]bool{}
-		for _, s := range ss {
+		for i, s := range ss {
 			q := fmt.Sprintf("%s/%d", s.res.MessageQueue.BrokerName, s.res.MessageQueue.QueueId)
 			if s.res.QueueOffset != next[q] {
-				t.Errorf("message %d: queue %s offset %d, want %d", len(next), q, s.res.QueueOffset, next[q])
+				t.Errorf("message %d: queue %s offset %d, want %d", i, q, s.res.QueueOffset, next[q])
 			}
 			next[q] = s.res.QueueOffset + 1
 			brokers[s.res.MessageQueue.BrokerName] = true

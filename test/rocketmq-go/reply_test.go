@@ -3,6 +3,7 @@ package rocketmqgo_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,11 +28,18 @@ func TestRequestReply(t *testing.T) {
 			c.createTopic(t, replyTopic, 1)
 		}
 		replier := newProducer(t, c)
+		var finished atomic.Bool // the listener may run on after the test
+		defer finished.Store(true)
+		errorf := func(format string, args ...any) {
+			if !finished.Load() {
+				t.Errorf(format, args...)
+			}
+		}
 		startPushConsumer(t, c, uniq("replyg"), topic, "*", func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 			for _, m := range msgs {
 				reply, err := consumer.CreateReplyMessage(m, nil)
 				if err != nil {
-					t.Errorf("CreateReplyMessage: %v (properties %v)", err, m.GetProperties())
+					errorf("CreateReplyMessage: %v (properties %v)", err, m.GetProperties())
 					continue
 				}
 				// CreateReplyMessage parses its body argument as properties:
@@ -39,7 +47,7 @@ func TestRequestReply(t *testing.T) {
 				reply.Body = []byte("re: " + string(m.Body))
 				reply.WithProperty("answer", m.GetProperty("seq"))
 				if _, err := replier.SendSync(context.Background(), reply); err != nil {
-					t.Errorf("send the reply: %v", err)
+					errorf("send the reply: %v", err)
 				}
 			}
 			return consumer.ConsumeSuccess, nil
