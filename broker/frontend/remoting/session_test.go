@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/bolide-mq/bolide/broker/server"
 	rmq "github.com/bolide-mq/bolide/internal/remoting"
 	"github.com/bolide-mq/bolide/internal/testutil"
@@ -168,4 +170,30 @@ func TestHeartbeatErrors(t *testing.T) {
 		}
 	}
 	waitMembers(t, b, "g", "x@1")
+}
+
+// TestSessionGoroutinesEnd: the goroutines a session starts (the notice
+// forwarder) end with its connection, and those of connections still open
+// end with the broker.
+func TestSessionGoroutinesEnd(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	b := startBroker(t)
+	newTopic(t, b, "pay", 1)
+	calls := make(brokerCalls, 16)
+	for i := range 3 {
+		c := dialBroker(t, b.Addr(), calls)
+		invoke(t, c, rmq.HeartBeat, nil, goHeartbeat(fmt.Sprintf("10.0.0.1@%d", i), "PG", "CG", "pay"))
+		invoke(t, c, rmq.SendMessage, sendExt("PG2", "pay", 0, 0, ""), []byte("x")) // a second producer group
+		if i == 0 {
+			_ = c.Close()
+			<-c.Done()
+		}
+	}
+	waitMembers(t, b, "CG", "10.0.0.1@1", "10.0.0.1@2")
+	// A provisional session too.
+	c := dialBroker(t, b.Addr(), nil)
+	invoke(t, c, rmq.SendMessage, sendExt("PG3", "pay", 0, 0, ""), []byte("x"))
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
