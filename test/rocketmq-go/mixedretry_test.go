@@ -26,7 +26,7 @@ func TestMixedGroupRetry(t *testing.T) {
 
 		type seen struct {
 			by, topic, body, color string
-			recons              int32
+			recons                 int32
 		}
 		var (
 			mu  sync.Mutex
