@@ -222,6 +222,7 @@ func (b *Broker) Start() error {
 				return
 			}
 		}
+		b.ensureReplyTopic() // reply.go
 		err = b.reg.start()
 		b.log.Info("broker started", zap.String("addr", b.addr), zap.String("cluster", b.opts.Cluster),
 			zap.Strings("nameServers", b.opts.NameServers))

@@ -295,8 +295,10 @@ func (r replier) ServeRemoting(_ context.Context, _ *rmq.Conn, req *rmq.Command)
 // client on its connection, then stored in the reply topic.
 func TestSendReply(t *testing.T) {
 	b := startBroker(t)
-	replyTopic := b.Options().Cluster + "_REPLY_TOPIC"
-	newTopic(t, b, replyTopic, 1)
+	replyTopic := broker.ReplyTopic(b.Options().Cluster) // the broker creates it
+	if _, err := b.QueueState(replyTopic, 0); err != nil {
+		t.Fatalf("reply topic: %v", err)
+	}
 	pushed := make(replier, 4)
 	requester := dialBroker(t, b.Addr(), pushed)
 	hb := []byte(`{"clientID":"10.0.0.7@7","producerDataSet":[{"groupName":"REQ"}]}`)
