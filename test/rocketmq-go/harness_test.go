@@ -419,6 +419,26 @@ func (c *cluster) restartBroker(t testing.TB, i int, kill bool) {
 	}
 }
 
+// restartNameServer kills the NameServer (-9) and starts it again on the
+// same port; the brokers register again within their register interval.
+func (c *cluster) restartNameServer(t testing.TB) {
+	t.Helper()
+	c.ns.kill()
+	var err error
+	for range 50 {
+		if err = c.ns.start(); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("restart the NameServer: %v", err)
+	}
+	if err := c.waitRegistered(30 * time.Second); err != nil {
+		t.Fatalf("after the NameServer's restart: %v", err)
+	}
+}
+
 // close stops the brokers, then the NameServer, and removes the directory
 // unless keep.
 func (c *cluster) close(keep bool) {
