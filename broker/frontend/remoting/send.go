@@ -320,7 +320,11 @@ func (f *Frontend) sendMessages(cs *connState, req *rmq.Command, h sendHeader) (
 		if err != nil {
 			return nil, err
 		}
+		// A client resending the properties of a message it consumed (the
+		// Java orderly consumer's dead letter, the Go client's retry) sends
+		// the stored record's checksum trailer too: the store writes its own.
 		delete(props, propertyPopCK)
+		delete(props, message.PropertyCRC32)
 		return &message.Ext{
 			Message:        message.Message{Topic: h.topic, Flag: flag, Body: body, Properties: props},
 			QueueID:        queueID,

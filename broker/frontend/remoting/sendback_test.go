@@ -76,7 +76,10 @@ func TestRetrySentAsNormal(t *testing.T) {
 	b := startBroker(t)
 	c := dialBroker(t, b.Addr(), nil)
 	invoke(t, c, rmq.HeartBeat, nil, goHeartbeat("10.0.0.1@1", "PG", "CG", "work")) // creates %RETRY%CG
-	ext := sendExt("CLIENT_INNER_PRODUCER", "%RETRY%CG", 0, 0, props("RETRY_TOPIC", "work", "ORIGIN_MESSAGE_ID", "X", "DELAY", "1", "UNIQ_KEY", "E1"))
+	// The properties of the consumed message, its checksum trailer included
+	// (RocketMQ's clients see it as a property).
+	ext := sendExt("CLIENT_INNER_PRODUCER", "%RETRY%CG", 0, 0, props("RETRY_TOPIC", "work", "ORIGIN_MESSAGE_ID", "X", "DELAY", "1",
+		"UNIQ_KEY", "E1", "MIN_OFFSET", "0", "MAX_OFFSET", "1", "__CRC32#", "1234567890"))
 	ext["reconsumeTimes"], ext["maxReconsumeTimes"] = "3", "2"
 	if resp := invoke(t, c, rmq.SendMessage, ext, []byte("dead")); resp.Code != rmq.Success {
 		t.Fatalf("retry past max: %d %q", resp.Code, resp.Remark)
