@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 )
 
@@ -73,7 +74,14 @@ func TestOffsetsSurviveRestarts(t *testing.T) {
 				t.Errorf("offsets after kill -9 and restart %v, before %v", after, before)
 			}
 
-			// Round 2: A goes on after the crash, with nothing replayed.
+			// Round 2: A goes on after the crash, with nothing replayed. (First
+			// A heartbeats to the restarted brokers, every 30 s: until then a
+			// rebalance of A's finds no member of its group on them and drops
+			// its queues — TestConsumerKeepsQueuesAcrossBrokerRestart — and a
+			// queue dropped in the middle of consuming is consumed again.)
+			if !waitFor(40*time.Second, func() bool { return len(groupMembers(c, group)) == 1 }) {
+				t.Fatalf("consumer A did not register again with the restarted brokers in 40 s")
+			}
 			r2 := send(30)
 			note(r2)
 			if !waitFor(60*time.Second, func() bool { return colA.distinct() >= len(r1)+len(r2) }) {
@@ -150,4 +158,54 @@ func sendAllRetry(t testing.TB, c *cluster, p interface {
 		}
 	}
 	return out
+}
+
+// TestConsumerKeepsQueuesAcrossBrokerRestart: a RocketMQ push consumer
+// keeps its queues across a restart of its broker, and consumes nothing
+// twice. The Go client heartbeats every 30 s and rebalances every 20 s: its
+// first rebalance after the restart asks the broker for the group's members
+// (GET_CONSUMER_LIST_BY_GROUP) before the broker has heard from it again.
+// An answer without members (Apache RocketMQ's SYSTEM_ERROR "no consumer
+// for this group", without a body) is read by the Go client as an empty
+// group: it drops every queue — the messages its listener is consuming at
+// that moment are not committed — heartbeats, is told the group changed,
+// takes the queues back from the committed offsets and consumes those
+// messages again.
+func TestConsumerKeepsQueuesAcrossBrokerRestart(t *testing.T) {
+	t.Parallel()
+	c := privateCluster(t, oneGroup)
+	topic := c.newTopic(t, "keepq", 2)
+	col := &collector{}
+	start := time.Now()
+	startPushConsumer(t, c, uniq("keepqg"), topic, "*", func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		for _, m := range msgs {
+			if m.GetTags() == "slow" {
+				time.Sleep(4 * time.Second)
+			}
+		}
+		col.add("push", msgs...)
+		return consumer.ConsumeSuccess, nil
+	})
+	p := newProducer(t, c)
+	var all []sent
+	send := func(tag string, n int) {
+		var msgs []*primitive.Message
+		for i := range n {
+			msgs = append(msgs, testMessage(topic, len(all)+i, tag))
+		}
+		all = append(all, sendAllRetry(t, c, p, msgs)...)
+	}
+	send("warm", 4)
+	col.waitDistinct(t, len(all), 30*time.Second)
+	c.restartBroker(t, 0, false)
+	// Messages whose consumption spans the client's rebalance 20 s after
+	// its start (its heartbeat comes 31 s after it).
+	time.Sleep(time.Until(start.Add(18500 * time.Millisecond)))
+	send("slow", 4)
+	col.waitDistinct(t, len(all), 45*time.Second)
+	time.Sleep(6 * time.Second) // a second delivery shows by now
+	for _, d := range col.all() {
+		t.Logf("%s %s delivered %v after the consumer started", d.msg.GetTags(), d.msg.MsgId, d.at.Sub(start).Round(100*time.Millisecond))
+	}
+	checkOnce(t, c, "consumer", col, all)
 }
