@@ -5,10 +5,16 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/server"
 	rmq "github.com/bolide-mq/bolide/internal/remoting"
 )
+
+// TestMain fails the package when a test leaves a goroutine behind: the
+// front end's connections, sessions and forwarders must all stop.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // startBroker starts a broker with every front end on 127.0.0.1:0, without
 // NameServers, and closes it when the test ends.

@@ -320,7 +320,11 @@ func (f *Frontend) sendMessages(cs *connState, req *rmq.Command, h sendHeader) (
 		if err != nil {
 			return nil, err
 		}
+		// A client resending the properties of a message it consumed (the
+		// Java orderly consumer's dead letter, the Go client's retry) sends
+		// the stored record's checksum trailer too: the store writes its own.
 		delete(props, propertyPopCK)
+		delete(props, message.PropertyCRC32)
 		return &message.Ext{
 			Message:        message.Message{Topic: h.topic, Flag: flag, Body: body, Properties: props},
 			QueueID:        queueID,
@@ -373,7 +377,8 @@ func (f *Frontend) pickQueue(topic string) int32 {
 // (when CONSUMER_SEND_MSG_BACK failed, it sends the message to
 // %RETRY%<group> with reconsumeTimes + 1) to the group's dead-letter topic
 // once it has been retried more than maxReconsumeTimes (the header's, else
-// the broker's setting for the group), as RocketMQ's broker does.
+// the broker's setting for the group), or at once when the group consumes
+// orderly, as RocketMQ's broker does.
 func (f *Frontend) toDeadLetter(h sendHeader, m *message.Ext) error {
 	if h.batch || !message.IsRetryTopic(h.topic) {
 		return nil
@@ -388,7 +393,9 @@ func (f *Frontend) toDeadLetter(h sendHeader, m *message.Ext) error {
 		}
 		limit = int32(n)
 	}
-	if h.reconsumeTimes <= limit {
+	// An orderly group (one holding queue locks) retries in place: what its
+	// client sends back it gave up on, as RocketMQ's broker reads it.
+	if h.reconsumeTimes <= limit && !f.b.GroupLocked(group) {
 		return nil
 	}
 	dlq := message.DLQTopic(group)

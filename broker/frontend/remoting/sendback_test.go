@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/bolide-mq/bolide/broker"
 	rmq "github.com/bolide-mq/bolide/internal/remoting"
 	"github.com/bolide-mq/bolide/message"
 )
@@ -76,7 +77,10 @@ func TestRetrySentAsNormal(t *testing.T) {
 	b := startBroker(t)
 	c := dialBroker(t, b.Addr(), nil)
 	invoke(t, c, rmq.HeartBeat, nil, goHeartbeat("10.0.0.1@1", "PG", "CG", "work")) // creates %RETRY%CG
-	ext := sendExt("CLIENT_INNER_PRODUCER", "%RETRY%CG", 0, 0, props("RETRY_TOPIC", "work", "ORIGIN_MESSAGE_ID", "X", "DELAY", "1", "UNIQ_KEY", "E1"))
+	// The properties of the consumed message, its checksum trailer included
+	// (RocketMQ's clients see it as a property).
+	ext := sendExt("CLIENT_INNER_PRODUCER", "%RETRY%CG", 0, 0, props("RETRY_TOPIC", "work", "ORIGIN_MESSAGE_ID", "X", "DELAY", "1",
+		"UNIQ_KEY", "E1", "MIN_OFFSET", "0", "MAX_OFFSET", "1", "__CRC32#", "1234567890"))
 	ext["reconsumeTimes"], ext["maxReconsumeTimes"] = "3", "2"
 	if resp := invoke(t, c, rmq.SendMessage, ext, []byte("dead")); resp.Code != rmq.Success {
 		t.Fatalf("retry past max: %d %q", resp.Code, resp.Remark)
@@ -100,5 +104,27 @@ func TestRetrySentAsNormal(t *testing.T) {
 	}
 	if m := waitMessages(t, b, "%RETRY%CG", 0, 1)[0]; string(m.Body) != "retry" || m.ReconsumeTimes != 2 {
 		t.Fatalf("retry %+v", m)
+	}
+}
+
+// TestRetrySentAsNormalByOrderlyGroup: a retry that a client of an
+// orderly group (one holding queue locks) sends itself goes to the
+// dead-letter topic at once, as RocketMQ's broker does it: older Java
+// orderly consumers send it when they give up, without raising its count.
+func TestRetrySentAsNormalByOrderlyGroup(t *testing.T) {
+	b := startBroker(t)
+	newTopic(t, b, "work", 1)
+	c := dialBroker(t, b.Addr(), nil)
+	invoke(t, c, rmq.HeartBeat, nil, goHeartbeat("10.0.0.1@1", "PG", "OG", "work"))
+	if _, err := b.LockQueues("OG", "10.0.0.1@1", []broker.Queue{{Topic: "work", ID: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	ext := sendExt("CLIENT_INNER_PRODUCER", "%RETRY%OG", 0, 0, props("RETRY_TOPIC", "work", "DELAY", "5", "UNIQ_KEY", "F1"))
+	ext["reconsumeTimes"], ext["maxReconsumeTimes"] = "2", "2"
+	if resp := invoke(t, c, rmq.SendMessage, ext, []byte("gave up")); resp.Code != rmq.Success {
+		t.Fatalf("orderly give-up: %d %q", resp.Code, resp.Remark)
+	}
+	if m := waitMessages(t, b, "%DLQ%OG", 0, 1)[0]; string(m.Body) != "gave up" {
+		t.Fatalf("dead letter %+v", m)
 	}
 }

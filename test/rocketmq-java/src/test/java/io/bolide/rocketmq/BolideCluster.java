@@ -88,6 +88,8 @@ public final class BolideCluster implements AutoCloseable {
             throw new UncheckedIOException(e);
         }
         BolideCluster c = new BolideCluster(bin, work);
+        // The daemons must not outlive the test JVM (Ctrl-C, a surefire timeout that stops it cleanly).
+        Runtime.getRuntime().addShutdownHook(new Thread(c::stopDaemons, "bolide-cluster-stop"));
         try {
             c.startDaemons();
         } catch (RuntimeException | Error e) {
@@ -276,12 +278,7 @@ public final class BolideCluster implements AutoCloseable {
     /** Stops the broker, then the NameServer (SIGTERM, then SIGKILL after 20 s), and removes the data. */
     @Override
     public void close() {
-        for (Process p : List.of(broker, nameserver).stream().filter(x -> x != null).toList()) {
-            stop(p);
-        }
-        for (Process p : processes) {
-            stop(p);
-        }
+        stopDaemons();
         copyLogs();
         if (System.getProperty("bolideKeep") != null) {
             System.err.println("bolide: data and logs kept in " + work);
@@ -291,6 +288,16 @@ public final class BolideCluster implements AutoCloseable {
             walk.sorted(Comparator.reverseOrder()).forEach(f -> f.toFile().delete());
         } catch (IOException e) {
             System.err.println("bolide: removing " + work + ": " + e);
+        }
+    }
+
+    /** Stops the broker, then the NameServer, then anything else started; idempotent. */
+    private synchronized void stopDaemons() {
+        for (Process p : List.of(broker, nameserver).stream().filter(x -> x != null).toList()) {
+            stop(p);
+        }
+        for (Process p : processes) {
+            stop(p);
         }
     }
 
