@@ -14,23 +14,24 @@ import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
 /**
- * A real Bolide cluster for the tests: one NameServer and one broker (broker-a, master) started from
- * prebuilt binaries, on ports the kernel picks on 127.0.0.1, with data in a temporary directory.
+ * A real Bolide cluster for the tests: one NameServer and one or more broker groups (broker-a,
+ * broker-b, ...: a master each) started from prebuilt binaries, on ports the kernel picks on
+ * 127.0.0.1, with data in a temporary directory.
  *
  * <p>The binaries come from the system property {@code bolideBin}, else the environment variable
  * {@code BOLIDE_BIN}, else {@code ../../bin} (the repository's {@code bin/} seen from this module).
- * The broker runs with short delay levels, a transaction check-back after one second and small
+ * The brokers run with short delay levels, a transaction check-back after one second and small
  * CommitLog segments, so that the tests take seconds (see {@link #DELAY_LEVELS}).
  *
- * <p>{@link #close()} sends SIGTERM to the broker, then to the NameServer, and removes the data
+ * <p>{@link #close()} sends SIGTERM to the brokers, then to the NameServer, and removes the data
  * unless the system property {@code bolideKeep} is set ({@code bolideLogLevel} sets the daemons'
  * log level: debug shows every request code a front end does not serve). The daemons' logs are in
- * {@code <work>/broker.log} and {@code <work>/namesrv.log}; a failed start prints their tails.
+ * {@code <work>/broker-a.log}, ... and {@code <work>/namesrv.log}; a failed start prints their tails.
  */
 public final class BolideCluster implements AutoCloseable {
 
     /**
-     * The broker's delay levels 1..18. Level 1 and 2 are what {@code DelayLevelTest} checks; the
+     * The broker's delay levels 1..18. Level 1 and 2 are what {@code DelayTest} checks; the
      * retry levels a failed message takes (3 + reconsumeTimes) are kept short so that a message
      * reaches the dead-letter queue after two retries within seconds.
      */
@@ -49,15 +50,22 @@ public final class BolideCluster implements AutoCloseable {
 
     private final Path bin;
     private final Path work;
+    private final int groups;
     private final List<Process> processes = new ArrayList<>();
+    private final List<Process> brokers = new ArrayList<>();
+    private final java.util.Map<String, String> brokerAddrs = new java.util.LinkedHashMap<>();
     private Process nameserver;
-    private Process broker;
     private String namesrvAddr;
-    private String brokerAddr;
 
-    private BolideCluster(Path bin, Path work) {
+    private BolideCluster(Path bin, Path work, int groups) {
         this.bin = bin;
         this.work = work;
+        this.groups = groups;
+    }
+
+    /** The name of broker group i (0-based): broker-a, broker-b, ... */
+    public static String brokerName(int i) {
+        return "broker-" + (char) ('a' + i);
     }
 
     /** The directory of bolide, bolide-nameserver and bolide-broker. */
@@ -72,8 +80,13 @@ public final class BolideCluster implements AutoCloseable {
         return Paths.get(dir).toAbsolutePath().normalize();
     }
 
-    /** Starts a NameServer and a broker and waits until the broker serves routes. */
+    /** Starts a NameServer and one broker and waits until the broker serves routes. */
     public static BolideCluster start() {
+        return start(1);
+    }
+
+    /** Starts a NameServer and {@code groups} broker groups and waits until every one serves routes. */
+    public static BolideCluster start(int groups) {
         Path bin = binDir();
         for (String b : List.of("bolide", "bolide-nameserver", "bolide-broker")) {
             if (!Files.isExecutable(bin.resolve(b))) {
@@ -87,7 +100,7 @@ public final class BolideCluster implements AutoCloseable {
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
-        BolideCluster c = new BolideCluster(bin, work);
+        BolideCluster c = new BolideCluster(bin, work, groups);
         // The daemons must not outlive the test JVM (Ctrl-C, a surefire timeout that stops it cleanly).
         Runtime.getRuntime().addShutdownHook(new Thread(c::stopDaemons, "bolide-cluster-stop"));
         try {
@@ -111,41 +124,53 @@ public final class BolideCluster implements AutoCloseable {
                 "--log-level", System.getProperty("bolideLogLevel", "info"));
         namesrvAddr = waitForFile(nsAddrFile, nameserver, "NameServer");
 
-        Path brokerAddrFile = work.resolve("broker.addr");
-        broker = spawn("broker.log",
-                bin.resolve("bolide-broker").toString(),
-                "--namesrv", namesrvAddr,
-                "--listen", "127.0.0.1:0",
-                "--addr-file", brokerAddrFile.toString(),
-                "--store-dir", work.resolve("broker-a").toString(),
-                "--broker-name", "broker-a",
-                "--broker-id", "0",
-                "--cluster", "DefaultCluster",
-                "--segment-size", String.valueOf(16 << 20),
-                "--gossip", "off",
-                "--ha-listen", "127.0.0.1:0",
-                "--admin-listen", "127.0.0.1:0",
-                "--register-interval", "5s",
-                "--delay-levels", DELAY_LEVELS,
-                "--transaction-timeout", TRANSACTION_TIMEOUT.toSeconds() + "s",
-                "--transaction-check-interval", "1s",
-                "--log-level", System.getProperty("bolideLogLevel", "info"));
-        brokerAddr = waitForFile(brokerAddrFile, broker, "broker");
+        for (int i = 0; i < groups; i++) {
+            String name = brokerName(i);
+            Path addrFile = work.resolve(name + ".addr");
+            Process b = spawn(name + ".log",
+                    bin.resolve("bolide-broker").toString(),
+                    "--namesrv", namesrvAddr,
+                    "--listen", "127.0.0.1:0",
+                    "--addr-file", addrFile.toString(),
+                    "--store-dir", work.resolve(name).toString(),
+                    "--broker-name", name,
+                    "--broker-id", "0",
+                    "--cluster", "DefaultCluster",
+                    "--segment-size", String.valueOf(16 << 20),
+                    "--gossip", "off",
+                    "--ha-listen", "127.0.0.1:0",
+                    "--admin-listen", "127.0.0.1:0",
+                    "--register-interval", "5s",
+                    "--delay-levels", DELAY_LEVELS,
+                    "--transaction-timeout", TRANSACTION_TIMEOUT.toSeconds() + "s",
+                    "--transaction-check-interval", "1s",
+                    "--log-level", System.getProperty("bolideLogLevel", "info"));
+            brokers.add(b);
+            brokerAddrs.put(name, waitForFile(addrFile, b, name));
+        }
 
-        // The broker is ready for clients once the NameServer routes a topic of it: creating one
-        // returns only then. The first attempts may come before the broker's registration.
+        // The brokers are ready for clients once the NameServer lists every one and routes a topic
+        // created on all of them (creating one returns only then).
         long deadline = System.nanoTime() + START_TIMEOUT.toNanos();
         String last = "";
         while (System.nanoTime() < deadline) {
-            CliResult r = cli(Duration.ofSeconds(15), "topic", "create", "bolide-java-ready", "--queues", "1");
-            if (r.exitCode == 0) {
-                return;
+            CliResult list = cli(Duration.ofSeconds(15), "cluster", "list", "-o", "json");
+            long masters = list.output.lines().filter(l -> l.contains("\"role\":\"MASTER\"")).count();
+            if (list.exitCode == 0 && masters == groups) {
+                CliResult r = cli(Duration.ofSeconds(15), "topic", "create", "bolide-java-ready", "--queues", "1");
+                if (r.exitCode == 0) {
+                    return;
+                }
+                last = r.output;
+            } else {
+                last = list.output;
             }
-            last = r.output;
-            checkAlive(broker, "broker");
+            for (int i = 0; i < brokers.size(); i++) {
+                checkAlive(brokers.get(i), brokerName(i));
+            }
             sleep(200);
         }
-        throw new IllegalStateException("the broker did not become ready within " + START_TIMEOUT + ": " + last);
+        throw new IllegalStateException("the brokers did not become ready within " + START_TIMEOUT + ": " + last);
     }
 
     /** host:port of the NameServer, what {@code setNamesrvAddr} takes. */
@@ -153,9 +178,19 @@ public final class BolideCluster implements AutoCloseable {
         return namesrvAddr;
     }
 
-    /** host:port the broker listens on (and registers). */
+    /** host:port broker-a listens on (and registers). */
     public String brokerAddr() {
-        return brokerAddr;
+        return brokerAddrs.get(brokerName(0));
+    }
+
+    /** Broker group name → the host:port its master listens on, in order (broker-a first). */
+    public java.util.Map<String, String> brokerAddrs() {
+        return java.util.Collections.unmodifiableMap(brokerAddrs);
+    }
+
+    /** How many broker groups the cluster has. */
+    public int brokerGroups() {
+        return groups;
     }
 
     /** The temporary directory that holds the stores and the logs. */
@@ -260,7 +295,7 @@ public final class BolideCluster implements AutoCloseable {
 
     /** Prints the last lines of each daemon's log on stderr. */
     public void dumpLogs() {
-        for (String log : List.of("namesrv.log", "broker.log")) {
+        for (String log : logNames()) {
             Path f = work.resolve(log);
             if (!Files.exists(f)) {
                 continue;
@@ -275,7 +310,7 @@ public final class BolideCluster implements AutoCloseable {
         }
     }
 
-    /** Stops the broker, then the NameServer (SIGTERM, then SIGKILL after 20 s), and removes the data. */
+    /** Stops the brokers, then the NameServer (SIGTERM, then SIGKILL after 20 s), and removes the data. */
     @Override
     public void close() {
         stopDaemons();
@@ -291,10 +326,21 @@ public final class BolideCluster implements AutoCloseable {
         }
     }
 
-    /** Stops the broker, then the NameServer, then anything else started; idempotent. */
+    private List<String> logNames() {
+        List<String> names = new ArrayList<>(List.of("namesrv.log"));
+        for (int i = 0; i < groups; i++) {
+            names.add(brokerName(i) + ".log");
+        }
+        return names;
+    }
+
+    /** Stops the brokers, then the NameServer, then anything else started; idempotent. */
     private synchronized void stopDaemons() {
-        for (Process p : List.of(broker, nameserver).stream().filter(x -> x != null).toList()) {
+        for (Process p : brokers) {
             stop(p);
+        }
+        if (nameserver != null) {
+            stop(nameserver);
         }
         for (Process p : processes) {
             stop(p);
@@ -309,10 +355,11 @@ public final class BolideCluster implements AutoCloseable {
         }
         try {
             Path to = Files.createDirectories(Paths.get(dir));
-            for (String log : List.of("namesrv.log", "broker.log")) {
+            String prefix = groups == 1 ? "" : groups + "-groups-";
+            for (String log : logNames()) {
                 Path f = work.resolve(log);
                 if (Files.exists(f)) {
-                    Files.copy(f, to.resolve(log), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+                    Files.copy(f, to.resolve(prefix + log), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
                 }
             }
         } catch (IOException e) {

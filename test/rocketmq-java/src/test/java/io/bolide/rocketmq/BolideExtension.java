@@ -6,8 +6,8 @@ import org.junit.jupiter.api.extension.ParameterResolutionException;
 import org.junit.jupiter.api.extension.ParameterResolver;
 
 /**
- * Gives tests a {@link BolideCluster}: one cluster for the whole run, started on first use and
- * stopped when the run ends (it lives in the root context's store). Tests keep apart by using
+ * Gives tests a {@link BolideCluster}: one cluster per layout ({@link BrokerGroups}) for the whole
+ * run, started on first use and stopped when the run ends (it lives in the root context's store). Tests keep apart by using
  * topics and groups of their own. A cluster that failed to start is not tried again: every later
  * test fails with the same cause at once.
  */
@@ -20,11 +20,11 @@ public final class BolideExtension implements ParameterResolver {
         final BolideCluster cluster;
         final RuntimeException failure;
 
-        Started() {
+        Started(int groups) {
             BolideCluster c = null;
             RuntimeException f = null;
             try {
-                c = BolideCluster.start();
+                c = BolideCluster.start(groups);
             } catch (RuntimeException e) {
                 f = e;
             }
@@ -47,7 +47,9 @@ public final class BolideExtension implements ParameterResolver {
 
     @Override
     public Object resolveParameter(ParameterContext pc, ExtensionContext ec) throws ParameterResolutionException {
-        Started s = ec.getRoot().getStore(NS).getOrComputeIfAbsent("cluster", k -> new Started(), Started.class);
+        BrokerGroups bg = ec.getRequiredTestClass().getAnnotation(BrokerGroups.class);
+        int groups = bg == null ? 1 : bg.value();
+        Started s = ec.getRoot().getStore(NS).getOrComputeIfAbsent("cluster-" + groups, k -> new Started(groups), Started.class);
         if (s.failure != null) {
             throw new ParameterResolutionException("the Bolide cluster did not start", s.failure);
         }
