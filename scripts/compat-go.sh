@@ -13,7 +13,8 @@
 #   TIMEOUT         go test -timeout            (default 15m)
 #   BOLIDE_BIN      use these binaries instead of building them
 #   RMQGO_KEEP=1    keep the clusters' directories (logs, stores)
-#   RMQGO_LOG       the RocketMQ client's log level (default error)
+#   RMQGO_LOG       the RocketMQ client's log level (default warn; its log is shown
+#                   when the run fails)
 #   RMQGO_MIXED_N   messages of each mixed-group run (default 20000)
 #
 # -mod=mod: the test module takes the SDK from ../.. (replace), so a new

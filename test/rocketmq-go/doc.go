@@ -18,7 +18,8 @@
 //	BOLIDE_BIN       a directory holding bolide-nameserver and bolide-broker
 //	                 (default: built from ../.. once per run)
 //	RMQGO_KEEP=1     keep the clusters' directories (logs, stores) after the run
-//	RMQGO_LOG=level  the RocketMQ client's log level (default "error")
+//	RMQGO_LOG=level  the RocketMQ client's log level (default "warn"); the log
+//	                 goes to $TMPDIR/rmqgo-client-<pid>.log, shown if the run fails
 //
 // Each test creates topics and groups of its own; the clusters of each layout
 // are shared by the tests that do not restart or kill a process, and the

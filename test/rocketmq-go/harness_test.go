@@ -56,12 +56,15 @@ var binDir string
 func TestMain(m *testing.M) {
 	lvl := os.Getenv("RMQGO_LOG")
 	if lvl == "" {
-		lvl = "error"
+		lvl = "warn"
 	}
 	rlog.SetLogLevel(lvl)
 	if role := os.Getenv(childEnv); role != "" {
-		os.Exit(runChild(role))
+		os.Exit(runChild(role)) // the child's log is its standard output
 	}
+	// The RocketMQ client's log goes to a file, shown when the run fails.
+	clientLog := filepath.Join(os.TempDir(), fmt.Sprintf("rmqgo-client-%d.log", os.Getpid()))
+	_ = rlog.SetOutputPath(clientLog)
 	dir, cleanup, err := binaries()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rocketmq-go:", err)
@@ -69,7 +72,15 @@ func TestMain(m *testing.M) {
 	}
 	binDir = dir
 	code := m.Run()
-	stopShared(code != 0, os.Getenv("RMQGO_KEEP") != "")
+	keep := os.Getenv("RMQGO_KEEP") != ""
+	stopShared(code != 0, keep)
+	if code != 0 {
+		p := &proc{logPath: clientLog}
+		fmt.Fprintf(os.Stderr, "rocketmq-go: the RocketMQ client's log (%s, level %s), last lines:\n%s\n", clientLog, lvl, p.logTail(300))
+	}
+	if code == 0 && !keep {
+		_ = os.Remove(clientLog)
+	}
 	cleanup()
 	os.Exit(code)
 }

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
 )
 
 // Consumer offsets survive a broker crash (kill -9), a clean broker restart
@@ -59,6 +61,7 @@ func TestOffsetsSurviveRestarts(t *testing.T) {
 			r1 := send(30)
 			note(r1)
 			colA := &collector{}
+			aStart := time.Now()
 			a := startPushConsumer(t, c, group, topic, "*", colA.listener("A"))
 			colA.waitDistinct(t, len(r1), 30*time.Second)
 			waitCommitted("round 1")
@@ -73,7 +76,12 @@ func TestOffsetsSurviveRestarts(t *testing.T) {
 				t.Errorf("offsets after kill -9 and restart %v, before %v", after, before)
 			}
 
-			// Round 2: A goes on after the crash, with nothing replayed.
+			// Round 2: A goes on after the crash, with nothing replayed. (After
+			// A's first rebalance since the restart: until A heartbeats again
+			// the brokers know no member of its group, and the Go client then
+			// drops its queues and takes them back —
+			// TestConsumerKeepsQueuesAcrossBrokerRestart.)
+			waitPastRebalance(aStart)
 			r2 := send(30)
 			note(r2)
 			if !waitFor(60*time.Second, func() bool { return colA.distinct() >= len(r1)+len(r2) }) {
@@ -102,6 +110,13 @@ func TestOffsetsSurviveRestarts(t *testing.T) {
 			checkOnce(t, c, "consumer B", colB, r3)
 		})
 	}
+}
+
+// waitPastRebalance waits until 2 s after the next periodic rebalance of a
+// RocketMQ client started at start (every 20 s).
+func waitPastRebalance(start time.Time) {
+	n := time.Since(start)/(20*time.Second) + 1
+	time.Sleep(time.Until(start.Add(n*20*time.Second + 2*time.Second)))
 }
 
 // checkOnce checks that col got each of ss exactly once, as sent, and
@@ -150,4 +165,67 @@ func sendAllRetry(t testing.TB, c *cluster, p interface {
 		}
 	}
 	return out
+}
+
+// TestConsumerKeepsQueuesAcrossBrokerRestart: a RocketMQ push consumer
+// keeps its queues across a crash and restart of its broker, and consumes
+// nothing twice. The Go client heartbeats 1 s after it starts and then
+// every 30 s, and rebalances every 20 s: its first rebalance after the
+// restart (20 s after its start) asks the broker for the group's members
+// (GET_CONSUMER_LIST_BY_GROUP) before the broker has heard from it again.
+// An answer without members (Apache RocketMQ's SYSTEM_ERROR "no consumer
+// for this group", without a body) is read by the Go client as an empty
+// group: it drops every queue (persisting its offsets; what its listener
+// is consuming at that moment is not committed), heartbeats, is told the
+// group changed, takes the queues back from the committed offsets and
+// consumes those messages again.
+func TestConsumerKeepsQueuesAcrossBrokerRestart(t *testing.T) {
+	t.Parallel()
+	c := privateCluster(t, oneGroup)
+	topic := c.newTopic(t, "keepq", 2)
+	col := &collector{}
+	start := time.Now()
+	pc := startPushConsumer(t, c, uniq("keepqg"), topic, "*", func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		for _, m := range msgs {
+			if m.GetTags() == "slow" {
+				time.Sleep(4 * time.Second)
+			}
+		}
+		col.add("push", msgs...)
+		return consumer.ConsumeSuccess, nil
+	})
+	p := newProducer(t, c, producer.WithQueueSelector(producer.NewManualQueueSelector()))
+	var all []sent
+	perQueue := func(tag string) {
+		var msgs []*primitive.Message
+		for q := range 2 {
+			m := testMessage(topic, len(all)+q, tag)
+			m.Queue = &primitive.MessageQueue{Topic: topic, BrokerName: "broker-a", QueueId: q}
+			msgs = append(msgs, m)
+		}
+		all = append(all, sendAllRetry(t, c, p, msgs)...)
+	}
+	perQueue("warm")
+	col.waitDistinct(t, len(all), 30*time.Second)
+	// No pull held across the restart (the client would wait for its
+	// answer up to 30 s): suspended, the consumer stops once its held pulls
+	// have returned.
+	pc.Suspend()
+	perQueue("drain")
+	col.waitDistinct(t, len(all), 30*time.Second)
+	time.Sleep(time.Until(start.Add(3 * time.Second))) // after the client's first heartbeat
+	c.restartBroker(t, 0, false)
+	pc.Resume()
+	// Messages whose consumption spans the client's rebalance 20 s after
+	// its start.
+	time.Sleep(time.Until(start.Add(18500 * time.Millisecond)))
+	perQueue("slow")
+	perQueue("slow")
+	col.waitDistinct(t, len(all), 45*time.Second)
+	time.Sleep(6 * time.Second) // a second delivery shows by now
+	for _, d := range col.all() {
+		t.Logf("%s %s (queue %d, offset %d) delivered %v after the consumer started", d.msg.GetTags(), d.msg.MsgId, d.msg.Queue.QueueId, d.msg.QueueOffset,
+			d.at.Sub(start).Round(100*time.Millisecond))
+	}
+	checkOnce(t, c, "consumer", col, all)
 }
