@@ -51,6 +51,7 @@ public final class BolideCluster implements AutoCloseable {
     private final Path bin;
     private final Path work;
     private final int groups;
+    private final String label;
     private final List<Process> processes = new ArrayList<>();
     private final List<Process> brokers = new ArrayList<>();
     private final java.util.Map<String, String> brokerAddrs = new java.util.LinkedHashMap<>();
@@ -58,10 +59,11 @@ public final class BolideCluster implements AutoCloseable {
     private String namesrvAddr;
     private boolean closed;
 
-    private BolideCluster(Path bin, Path work, int groups) {
+    private BolideCluster(Path bin, Path work, int groups, String label) {
         this.bin = bin;
         this.work = work;
         this.groups = groups;
+        this.label = label;
     }
 
     /** The name of broker group i (0-based): broker-a, broker-b, ... */
@@ -83,11 +85,14 @@ public final class BolideCluster implements AutoCloseable {
 
     /** Starts a NameServer and one broker and waits until the broker serves routes. */
     public static BolideCluster start() {
-        return start(1);
+        return start(1, "");
     }
 
-    /** Starts a NameServer and {@code groups} broker groups and waits until every one serves routes. */
-    public static BolideCluster start(int groups) {
+    /**
+     * Starts a NameServer and {@code groups} broker groups and waits until every one serves routes;
+     * label prefixes the names of the logs copied at the end ("" for none).
+     */
+    public static BolideCluster start(int groups, String label) {
         Path bin = binDir();
         for (String b : List.of("bolide", "bolide-nameserver", "bolide-broker")) {
             if (!Files.isExecutable(bin.resolve(b))) {
@@ -101,7 +106,7 @@ public final class BolideCluster implements AutoCloseable {
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
-        BolideCluster c = new BolideCluster(bin, work, groups);
+        BolideCluster c = new BolideCluster(bin, work, groups, label);
         // The daemons must not outlive the test JVM (Ctrl-C, a surefire timeout that stops it cleanly).
         Runtime.getRuntime().addShutdownHook(new Thread(c::close, "bolide-cluster-stop"));
         try {
@@ -126,28 +131,8 @@ public final class BolideCluster implements AutoCloseable {
         namesrvAddr = waitForFile(nsAddrFile, nameserver, "NameServer");
 
         for (int i = 0; i < groups; i++) {
-            String name = brokerName(i);
-            Path addrFile = work.resolve(name + ".addr");
-            Process b = spawn(name + ".log",
-                    bin.resolve("bolide-broker").toString(),
-                    "--namesrv", namesrvAddr,
-                    "--listen", "127.0.0.1:0",
-                    "--addr-file", addrFile.toString(),
-                    "--store-dir", work.resolve(name).toString(),
-                    "--broker-name", name,
-                    "--broker-id", "0",
-                    "--cluster", "DefaultCluster",
-                    "--segment-size", String.valueOf(16 << 20),
-                    "--gossip", "off",
-                    "--ha-listen", "127.0.0.1:0",
-                    "--admin-listen", "127.0.0.1:0",
-                    "--register-interval", "5s",
-                    "--delay-levels", DELAY_LEVELS,
-                    "--transaction-timeout", TRANSACTION_TIMEOUT.toSeconds() + "s",
-                    "--transaction-check-interval", "1s",
-                    "--log-level", System.getProperty("bolideLogLevel", "info"));
-            brokers.add(b);
-            brokerAddrs.put(name, waitForFile(addrFile, b, name));
+            brokers.add(null);
+            startBroker(i, "127.0.0.1:0");
         }
 
         // The brokers are ready for clients once the NameServer lists every one and routes a topic
@@ -172,6 +157,57 @@ public final class BolideCluster implements AutoCloseable {
             sleep(200);
         }
         throw new IllegalStateException("the brokers did not become ready within " + START_TIMEOUT + ": " + last);
+    }
+
+    /** Starts broker group i's master listening on listen, and waits until it serves. */
+    private void startBroker(int i, String listen) {
+        String name = brokerName(i);
+        Path addrFile = work.resolve(name + ".addr");
+        try {
+            Files.deleteIfExists(addrFile);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        Process b = spawn(name + ".log",
+                bin.resolve("bolide-broker").toString(),
+                "--namesrv", namesrvAddr,
+                "--listen", listen,
+                "--addr-file", addrFile.toString(),
+                "--store-dir", work.resolve(name).toString(),
+                "--broker-name", name,
+                "--broker-id", "0",
+                "--cluster", "DefaultCluster",
+                "--segment-size", String.valueOf(16 << 20),
+                "--gossip", "off",
+                "--ha-listen", "127.0.0.1:0",
+                "--admin-listen", "127.0.0.1:0",
+                "--register-interval", "5s",
+                "--delay-levels", DELAY_LEVELS,
+                "--transaction-timeout", TRANSACTION_TIMEOUT.toSeconds() + "s",
+                "--transaction-check-interval", "1s",
+                "--log-level", System.getProperty("bolideLogLevel", "info"));
+        brokers.set(i, b);
+        brokerAddrs.put(name, waitForFile(addrFile, b, name));
+    }
+
+    /**
+     * Restarts broker group i's master on the same address and store: SIGTERM (it drains, flushes
+     * and unregisters) or, with kill, SIGKILL. Returns once it serves again.
+     */
+    public synchronized void restartBroker(int i, boolean kill) {
+        Process p = brokers.get(i);
+        if (kill) {
+            p.destroyForcibly();
+            try {
+                p.waitFor(20, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException(e);
+            }
+        } else {
+            stop(p);
+        }
+        startBroker(i, brokerAddrs.get(brokerName(i)));
     }
 
     /** host:port of the NameServer, what {@code setNamesrvAddr} takes. */
@@ -250,7 +286,7 @@ public final class BolideCluster implements AutoCloseable {
         try {
             Process p = new ProcessBuilder(cmd)
                     .redirectErrorStream(true)
-                    .redirectOutput(work.resolve(logName).toFile())
+                    .redirectOutput(ProcessBuilder.Redirect.appendTo(work.resolve(logName).toFile()))
                     .redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")))
                     .start();
             processes.add(p);
@@ -342,7 +378,9 @@ public final class BolideCluster implements AutoCloseable {
     /** Stops the brokers, then the NameServer, then anything else started; idempotent. */
     private synchronized void stopDaemons() {
         for (Process p : brokers) {
-            stop(p);
+            if (p != null) {
+                stop(p);
+            }
         }
         if (nameserver != null) {
             stop(nameserver);
@@ -360,7 +398,7 @@ public final class BolideCluster implements AutoCloseable {
         }
         try {
             Path to = Files.createDirectories(Paths.get(dir));
-            String prefix = groups == 1 ? "" : groups + "-groups-";
+            String prefix = label.isEmpty() ? "" : label + "-";
             for (String log : logNames()) {
                 Path f = work.resolve(log);
                 if (Files.exists(f)) {

@@ -20,11 +20,11 @@ public final class BolideExtension implements ParameterResolver {
         final BolideCluster cluster;
         final RuntimeException failure;
 
-        Started(int groups) {
+        Started(int groups, String label) {
             BolideCluster c = null;
             RuntimeException f = null;
             try {
-                c = BolideCluster.start(groups);
+                c = BolideCluster.start(groups, label);
             } catch (RuntimeException e) {
                 f = e;
             }
@@ -49,7 +49,12 @@ public final class BolideExtension implements ParameterResolver {
     public Object resolveParameter(ParameterContext pc, ExtensionContext ec) throws ParameterResolutionException {
         BrokerGroups bg = ec.getRequiredTestClass().getAnnotation(BrokerGroups.class);
         int groups = bg == null ? 1 : bg.value();
-        Started s = ec.getRoot().getStore(NS).getOrComputeIfAbsent("cluster-" + groups, k -> new Started(groups), Started.class);
+        // A dedicated cluster lives in the class's store (closed after the class), a shared one in
+        // the root's (closed after the run).
+        ExtensionContext owner = bg != null && bg.dedicated() ? ec : ec.getRoot();
+        String key = bg != null && bg.dedicated() ? "cluster-" + ec.getRequiredTestClass().getName() : "cluster-" + groups;
+        String label = bg != null && bg.dedicated() ? ec.getRequiredTestClass().getSimpleName() : groups == 1 ? "" : groups + "-groups";
+        Started s = owner.getStore(NS).getOrComputeIfAbsent(key, k -> new Started(groups, label), Started.class);
         if (s.failure != null) {
             throw new ParameterResolutionException("the Bolide cluster did not start", s.failure);
         }
