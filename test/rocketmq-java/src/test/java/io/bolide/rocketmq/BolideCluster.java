@@ -56,6 +56,7 @@ public final class BolideCluster implements AutoCloseable {
     private final java.util.Map<String, String> brokerAddrs = new java.util.LinkedHashMap<>();
     private Process nameserver;
     private String namesrvAddr;
+    private boolean closed;
 
     private BolideCluster(Path bin, Path work, int groups) {
         this.bin = bin;
@@ -102,7 +103,7 @@ public final class BolideCluster implements AutoCloseable {
         }
         BolideCluster c = new BolideCluster(bin, work, groups);
         // The daemons must not outlive the test JVM (Ctrl-C, a surefire timeout that stops it cleanly).
-        Runtime.getRuntime().addShutdownHook(new Thread(c::stopDaemons, "bolide-cluster-stop"));
+        Runtime.getRuntime().addShutdownHook(new Thread(c::close, "bolide-cluster-stop"));
         try {
             c.startDaemons();
         } catch (RuntimeException | Error e) {
@@ -312,7 +313,11 @@ public final class BolideCluster implements AutoCloseable {
 
     /** Stops the brokers, then the NameServer (SIGTERM, then SIGKILL after 20 s), and removes the data. */
     @Override
-    public void close() {
+    public synchronized void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
         stopDaemons();
         copyLogs();
         if (System.getProperty("bolideKeep") != null) {
