@@ -16,6 +16,7 @@ func TestBrokerGroupDown(t *testing.T) {
 	c := privateCluster(t, twoGroups)
 	topic := c.newTopic(t, "down", 4)
 	col := &collector{}
+	cStart := time.Now()
 	startPushConsumer(t, c, uniq("downg"), topic, "*", col.listener("push"))
 	p := newProducer(t, c)
 	var all []sent
@@ -51,6 +52,7 @@ func TestBrokerGroupDown(t *testing.T) {
 	t.Logf("broker-b down: %v", perBroker(r2))
 
 	c.restartBroker(t, 1, false)
+	waitPastRebalance(cStart) // the Go client's first rebalance after a restart: TestConsumerKeepsQueuesAcrossBrokerRestart
 	// The producer avoids broker-b for a while after its failures; send
 	// until broker-b takes messages again.
 	var r3 []sent

@@ -21,6 +21,7 @@ func TestSlaveReadsMasterDown(t *testing.T) {
 	time.Sleep(4 * time.Second) // the slave fetches topics every 3 s
 
 	col := &collector{}
+	cStart := time.Now()
 	pc := startPushConsumer(t, c, uniq("slaveg"), topic, "*", col.listener("push"))
 	p := newProducer(t, c, producer.WithQueueSelector(producer.NewManualQueueSelector()))
 	var all []sent
@@ -71,6 +72,7 @@ func TestSlaveReadsMasterDown(t *testing.T) {
 		time.Since(resumed).Round(100*time.Millisecond))
 
 	c.restartBroker(t, 0, false)
+	waitPastRebalance(cStart) // the Go client's first rebalance after a restart: TestConsumerKeepsQueuesAcrossBrokerRestart
 	for range 5 {
 		perQueue("after")
 	}
