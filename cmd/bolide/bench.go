@@ -87,6 +87,7 @@ type benchProduceFlags struct {
 	batch     int
 	async     bool
 	inflight  int
+	rate      int
 	transport *benchTransport
 }
 
@@ -99,7 +100,9 @@ func newBenchProduceCmd(a *app, tr *benchTransport) *cobra.Command {
 each its own client, and report messages/s, MiB/s and the latency of acknowledgements
 (p50, p90, p99, p99.9: one per request, so one per batch with --batch). --batch N sends N
 messages per request (to one queue); --async keeps up to --inflight requests in flight per
-producer instead of one. Progress goes to stderr while it runs (not with -o json).`,
+producer instead of one. --rate caps the messages sent per second, all producers together
+(to compare at one load: a broker's CPU per message depends on it). Progress goes to stderr
+while it runs (not with -o json).`,
 		Example: `  bolide topic create bench --queues 8
   bolide bench produce --topic bench --count 100000
   bolide bench produce --topic bench --duration 30s --producers 4 --size 4096 --async
@@ -116,6 +119,7 @@ producer instead of one. Progress goes to stderr while it runs (not with -o json
 	fs.IntVar(&f.batch, "batch", 1, "messages per send request")
 	fs.BoolVar(&f.async, "async", false, "keep --inflight requests in flight per producer")
 	fs.IntVar(&f.inflight, "inflight", 256, "requests in flight per producer with --async")
+	fs.IntVar(&f.rate, "rate", 0, "at most this many messages per second, all producers together (0: as fast as possible)")
 	_ = c.RegisterFlagCompletionFunc("topic", a.topicCompletion)
 	return c
 }
@@ -132,6 +136,8 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 		return usageErrorf("--duration must not be negative")
 	case f.producers < 1 || f.batch < 1 || f.inflight < 1:
 		return usageErrorf("--producers, --batch and --inflight must be positive")
+	case f.rate < 0:
+		return usageErrorf("--rate must not be negative")
 	case f.batch*f.size > message.DefaultMaxBodySize:
 		return usageErrorf("--batch %d × --size %d exceeds the %d bytes a request may carry", f.batch, f.size, message.DefaultMaxBodySize)
 	}
@@ -204,6 +210,26 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 	}, acked.Load)
 
 	start := time.Now()
+	// pace holds a claim of k messages until its turn under --rate: the
+	// i-th message is due i/rate seconds after the start.
+	var paced atomic.Int64
+	pace := func(k int) bool {
+		if f.rate <= 0 {
+			return true
+		}
+		i := paced.Add(int64(k)) - int64(k)
+		due := start.Add(time.Duration(float64(i) * float64(time.Second) / float64(f.rate)))
+		if d := time.Until(due); d > 0 {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return false
+			}
+		}
+		return true
+	}
 	var wg sync.WaitGroup
 	for i, p := range producers {
 		hists[i] = newHistogram()
@@ -234,7 +260,7 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 				acked.Add(int64(k))
 			}
 			if !f.async {
-				for k := claim(); k > 0; k = claim() {
+				for k := claim(); k > 0 && pace(k); k = claim() {
 					sendOne(k)
 				}
 				return
@@ -243,7 +269,7 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 			// from when it is sent (not from when it waited for a slot).
 			sem := make(chan struct{}, f.inflight)
 			var inner sync.WaitGroup
-			for k := claim(); k > 0; k = claim() {
+			for k := claim(); k > 0 && pace(k); k = claim() {
 				sem <- struct{}{}
 				inner.Add(1)
 				go func() {

@@ -64,6 +64,12 @@ func TestBenchAgainstCluster(t *testing.T) {
 	if b.Messages != 256 || b.Errors != 0 || !b.Async || b.Batch != 8 || b.Latency.Count != 256/8 {
 		t.Errorf("produce --batch --async: %+v", b)
 	}
+	// --rate paces all producers together: the 100th message is due 0.495 s
+	// after the start, so the run cannot end sooner.
+	r := runBench(t, ns, "bench", "produce", "--topic", "bench-cli", "--count", "100", "--producers", "2", "--rate", "200")
+	if r.Messages != 100 || r.Errors != 0 || r.Seconds < 0.49 {
+		t.Errorf("produce --rate 200: %+v", r)
+	}
 	// bench consume reads the backlog its start finds: wait until the
 	// queues hold every message sent (acknowledged is not yet dispatched).
 	adm, err := client.NewAdmin(client.WithNameServers(c.NameServerAddrs()...))
@@ -71,7 +77,7 @@ func TestBenchAgainstCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer adm.Close()
-	testutil.WaitFor(t, 10*time.Second, "456 messages in the queues", func() error {
+	testutil.WaitFor(t, 10*time.Second, "556 messages in the queues", func() error {
 		qs, err := adm.QueueStatus(context.Background(), "bench-cli")
 		if err != nil {
 			return err
@@ -80,13 +86,13 @@ func TestBenchAgainstCluster(t *testing.T) {
 		for _, q := range qs {
 			n += q.MaxOffset - q.MinOffset
 		}
-		if n != 456 {
+		if n != 556 {
 			return fmt.Errorf("%d messages", n)
 		}
 		return nil
 	})
 	cs := runBench(t, ns, "bench", "consume", "--topic", "bench-cli", "--pull-batch", "16")
-	if cs.Bench != "consume" || cs.Messages != 456 || cs.LatencyKind != "end-to-end" || cs.Latency.Count != 456 {
+	if cs.Bench != "consume" || cs.Messages != 556 || cs.LatencyKind != "end-to-end" || cs.Latency.Count != 556 {
 		t.Errorf("consume: %+v", cs)
 	}
 
@@ -129,6 +135,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"bench", "e2e", "--topic", "t", "--duration", "1s", "--warmup", "1s"}, "--warmup"},
 		{[]string{"bench", "e2e", "--topic", "t", "--inflight", "0"}, "--inflight"},
 		{[]string{"bench", "consume", "--topic", "t", "--pull-batch", "0"}, "--pull-batch must be positive"},
+		{[]string{"bench", "produce", "--topic", "t", "--rate", "-1"}, "--rate must not be negative"},
 	} {
 		for _, extra := range [][]string{nil, {"-o", "json"}} {
 			args := append(append([]string{}, c.args...), extra...)
