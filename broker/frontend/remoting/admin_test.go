@@ -21,35 +21,8 @@ import (
 // port, and a remoting connection to it.
 func adminBroker(t *testing.T) (*server.Server, *rmq.Conn) {
 	t.Helper()
-	opts := broker.DefaultOptions(t.TempDir())
-	opts.ListenAddr = "127.0.0.1:0"
-	opts.NameServers = nil
-	opts.GossipAddr = "off"
-	opts.Store.CommitLog.SegmentSize = 4 << 20
-	opts.Store.ConsumeQueue.UnitsPerFile = 1000
-	opts.Store.Index.SlotCount = 1000
-	opts.Store.Index.MaxEntries = 4000
-	opts.MaxMessageSize = 1 << 20
-	b, err := server.New(opts, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := rmq.Dial(ctx, b.Addr(), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		if err := b.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return b, conn
+	b := startBroker(t)
+	return b, dialBroker(t, b.Addr(), nil)
 }
 
 func wantOK(t *testing.T, resp *rmq.Command) *rmq.Command {
