@@ -1,13 +1,20 @@
 package remoting_test
 
 import (
+	"context"
 	"encoding/binary"
 	"net"
 	"runtime"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/server"
 	rmq "github.com/bolide-mq/bolide/internal/remoting"
+	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
 // TestBadInputKeepsTheBrokerServing sends what a broken or hostile client
@@ -116,5 +123,44 @@ func expectClosed(t *testing.T, nc net.Conn) {
 	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := nc.Read(make([]byte, 1)); err == nil {
 		t.Fatal("connection not closed")
+	}
+}
+
+// TestRemotingOff checks server.WithRemoting(false) (bolide-broker
+// --remoting=false): remoting connections are closed, Bolide's protocols
+// are served as before.
+func TestRemotingOff(t *testing.T) {
+	opts := broker.DefaultOptions(t.TempDir())
+	opts.ListenAddr = "127.0.0.1:0"
+	opts.NameServers = nil
+	opts.GossipAddr = "off"
+	opts.Store.CommitLog.SegmentSize = 4 << 20
+	opts.MaxMessageSize = 1 << 20
+	b, err := server.New(opts, nil, server.WithRemoting(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	nc, err := net.Dial("tcp", b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	write(t, nc, rmq.AppendFrame(nil, &rmq.Command{Code: rmq.HeartBeat, Opaque: 1}))
+	expectClosed(t, nc)
+
+	conn, err := grpc.NewClient(b.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := pb.NewBrokerClient(conn).GetBrokerInfo(ctx, &pb.GetBrokerInfoRequest{})
+	if err != nil || info.GetBrokerName() != opts.BrokerName {
+		t.Fatalf("gRPC beside remoting off: %v %v", info, err)
 	}
 }
