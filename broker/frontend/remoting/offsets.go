@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 
+	"go.uber.org/zap"
+
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/internal/errcode"
 	rmq "github.com/bolide-mq/bolide/internal/remoting"
@@ -164,11 +166,19 @@ type consumerIDList struct {
 func (f *Frontend) consumerList(_ context.Context, _ *connState, req *rmq.Command) *rmq.Command {
 	group := req.String("consumerGroup")
 	ids, err := f.b.ConsumerList(group)
-	if err != nil {
+	if err != nil && errcode.Of(err) != errcode.SubscriptionGroupMissing {
 		return errorReply(req, err)
 	}
 	if len(ids) == 0 {
-		return req.Reply(rmq.SystemError, "no consumer of group "+group+" is connected")
+		// The caller is a member that this broker has not heard from yet
+		// (it restarted, and the client's next heartbeat is up to 30 s
+		// away). RocketMQ's broker answers SYSTEM_ERROR without a body,
+		// which rocketmq-client-go reads as an empty group: it drops every
+		// queue and takes them back at its next heartbeat, consuming the
+		// messages in flight again. Without an answer it times out (3 s)
+		// and keeps its queues; the Java client keeps them either way.
+		f.log.Debug("consumer list of a group without connected members: not answered", zap.String("group", group))
+		return nil
 	}
 	body, err := json.Marshal(consumerIDList{ConsumerIDList: ids})
 	if err != nil {
