@@ -95,6 +95,20 @@ func toTopicJSON(tc broker.TopicConfig) topicConfigJSON {
 		Perm: tc.Perm, TopicFilterType: "SINGLE_TAG", TopicSysFlag: tc.TopicSysFlag, Order: tc.Order, Attributes: attrs}
 }
 
+// requestTopic returns the configuration of the topic a request names in
+// its "topic" field, or the answer refusing the request.
+func (f *Frontend) requestTopic(req *rmq.Command) (broker.TopicConfig, *rmq.Command) {
+	name, err := req.Required("topic")
+	if err != nil {
+		return broker.TopicConfig{}, adminBadRequest(req, err)
+	}
+	tc, ok := f.topicByName(name)
+	if !ok {
+		return broker.TopicConfig{}, req.Reply(rmq.TopicNotExist, "topic "+name+" does not exist on broker "+f.b.Options().BrokerName)
+	}
+	return tc, nil
+}
+
 // topicByName returns a topic's configuration on this broker.
 func (f *Frontend) topicByName(name string) (broker.TopicConfig, bool) {
 	for _, tc := range f.b.TopicConfigs() {
@@ -202,13 +216,9 @@ func (f *Frontend) adminAllTopicConfig(_ context.Context, _ *connState, req *rmq
 // adminTopicConfig serves GET_TOPIC_CONFIG (351), which mqadmin asks of
 // every broker of a topic before its stats (to find static topics).
 func (f *Frontend) adminTopicConfig(_ context.Context, _ *connState, req *rmq.Command) *rmq.Command {
-	name, err := req.Required("topic")
-	if err != nil {
-		return adminBadRequest(req, err)
-	}
-	tc, ok := f.topicByName(name)
-	if !ok {
-		return req.Reply(rmq.TopicNotExist, "topic "+name+" does not exist on broker "+f.b.Options().BrokerName)
+	tc, refused := f.requestTopic(req)
+	if refused != nil {
+		return refused
 	}
 	return adminJSON(req, toTopicJSON(tc))
 }

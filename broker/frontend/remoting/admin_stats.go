@@ -141,14 +141,11 @@ type topicOffsetJSON struct {
 // adminTopicStats serves GET_TOPIC_STATS_INFO (202): each write queue's
 // min and max offset and newest store time, as a TopicStatsTable.
 func (f *Frontend) adminTopicStats(_ context.Context, _ *connState, req *rmq.Command) *rmq.Command {
-	name, err := req.Required("topic")
-	if err != nil {
-		return adminBadRequest(req, err)
+	tc, refused := f.requestTopic(req)
+	if refused != nil {
+		return refused
 	}
-	tc, ok := f.topicByName(name)
-	if !ok {
-		return req.Reply(rmq.TopicNotExist, "topic "+name+" does not exist on broker "+f.b.Options().BrokerName)
-	}
+	name := tc.Name
 	bname := f.b.Options().BrokerName
 	entries := make([]mqEntry, 0, tc.WriteQueueNums)
 	for q := int32(0); q < tc.WriteQueueNums; q++ {
