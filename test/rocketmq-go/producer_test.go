@@ -310,11 +310,35 @@ func TestSendCompressedBody(t *testing.T) {
 	})
 }
 
+// warmUp sends one message to each of the queues (queuesPerBroker on every
+// broker) of topic and waits until col, the listener of a consumer just
+// started, has them all: from then on the consumer pulls every queue, and
+// a test may time what it sends (on two busy cores a new consumer's first
+// pulls may come seconds after its start). It returns how many it sent.
+func warmUp(t *testing.T, c *cluster, topic string, queuesPerBroker int, col *collector) int {
+	t.Helper()
+	wp := newProducer(t, c, producer.WithQueueSelector(producer.NewManualQueueSelector()))
+	n := 0
+	for _, b := range c.brokers {
+		for q := range queuesPerBroker {
+			m := testMessage(topic, 100+n, "warm")
+			m.Queue = &primitive.MessageQueue{Topic: topic, BrokerName: b.name, QueueId: q}
+			if _, err := wp.SendSync(context.Background(), m); err != nil {
+				t.Fatalf("warm-up send: %v", err)
+			}
+			n++
+		}
+	}
+	col.waitDistinct(t, n, 30*time.Second)
+	return n
+}
+
 func TestDelayLevel(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
 		topic := c.newTopic(t, "delay", 2)
 		col := &collector{}
 		startPushConsumer(t, c, uniq("delayg"), topic, "*", col.listener("push"))
+		warm := warmUp(t, c, topic, 2, col)
 		p := newProducer(t, c)
 		const level = 2
 		delay := delayLevels[level-1]
@@ -342,7 +366,7 @@ func TestDelayLevel(t *testing.T) {
 		if err != nil {
 			t.Fatalf("send: %v", err)
 		}
-		col.waitDistinct(t, 4, delay+20*time.Second)
+		col.waitDistinct(t, warm+4, delay+20*time.Second)
 		got := col.byMsgID()
 		if d := got[nowRes.MsgID]; len(d) == 0 || d[0].at.Sub(ms[0].start) >= delay {
 			t.Errorf("the undelayed message was not consumed before the delayed ones")
@@ -379,6 +403,7 @@ func TestDelayTimestamp(t *testing.T) {
 		topic := c.newTopic(t, "timer", 2)
 		col := &collector{}
 		startPushConsumer(t, c, uniq("timerg"), topic, "*", col.listener("push"))
+		warm := warmUp(t, c, topic, 2, col)
 		p := newProducer(t, c)
 		at := time.Now().Add(2500 * time.Millisecond)
 		m := testMessage(topic, 0, "timer")
@@ -393,8 +418,12 @@ func TestDelayTimestamp(t *testing.T) {
 		if res.Status != primitive.SendOK {
 			t.Fatalf("send result %v", res)
 		}
-		col.waitDistinct(t, 1, 20*time.Second)
-		d := col.all()[0]
+		col.waitDistinct(t, warm+1, 20*time.Second)
+		ds := col.byMsgID()[res.MsgID]
+		if len(ds) == 0 {
+			t.Fatalf("the timer message %s was not consumed", res.MsgID)
+		}
+		d := ds[0]
 		t.Logf("TIMER_DELIVER_MS %v: consumed %v after it", at.Format(time.RFC3339Nano), d.at.Sub(at))
 		if d.msg.MsgId != res.MsgID {
 			t.Errorf("MsgId %s, want %s", d.msg.MsgId, res.MsgID)
