@@ -26,7 +26,8 @@ func (f *Frontend) remotingClients() []adminClient {
 		s := &cs.sessionState
 		s.smu.Lock()
 		if s.sess != nil && !s.closed {
-			out = append(out, adminClient{ID: s.clientID, Addr: c.RemoteAddr().String(), Consumers: s.hb.Consumers, conn: c})
+			out = append(out, adminClient{ID: s.clientID, Addr: c.RemoteAddr().String(), Language: s.language, Version: s.version,
+				Consumers: s.hb.Consumers, conn: c})
 		}
 		s.smu.Unlock()
 	}

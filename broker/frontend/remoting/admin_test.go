@@ -275,7 +275,9 @@ func TestAdminConnectionsAndResetNotice(t *testing.T) {
 	if err := json.Unmarshal(resp.Body, &cc); err != nil {
 		t.Fatal(err)
 	}
-	if len(cc.ConnectionSet) != 1 || cc.ConnectionSet[0].ClientID != "10.0.0.1@1" || cc.ConnectionSet[0].ClientAddr != client.LocalAddr().String() {
+	// The language is what the client's heartbeat header said (GO here).
+	if len(cc.ConnectionSet) != 1 || cc.ConnectionSet[0].ClientID != "10.0.0.1@1" || cc.ConnectionSet[0].ClientAddr != client.LocalAddr().String() ||
+		cc.ConnectionSet[0].Language != "GO" {
 		t.Fatalf("connections: %+v (client at %s)", cc.ConnectionSet, client.LocalAddr())
 	}
 	if s := cc.SubscriptionTable["orders"]; s.SubString != "TagA || TagB" || len(s.TagsSet) != 2 || s.CodeSet[0] != 2598919 ||
