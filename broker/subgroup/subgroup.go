@@ -34,6 +34,9 @@ type Config struct {
 	GroupSysFlag                   int32             `json:"groupSysFlag"`
 	ConsumeTimeoutMinute           int32             `json:"consumeTimeoutMinute"`
 	Attributes                     map[string]string `json:"attributes,omitempty"`
+	// GroupRetryPolicy is RocketMQ 5's per-group retry backoff (nil: the
+	// customized default, DefaultBackoff).
+	GroupRetryPolicy *RetryPolicy `json:"groupRetryPolicy,omitempty"`
 }
 
 // Default is a group's configuration with RocketMQ's defaults: the fields

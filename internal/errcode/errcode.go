@@ -52,6 +52,9 @@ const (
 	DelayAlreadyDelivered    Code = 1101
 	TransactionStateConflict Code = 1200
 	TransactionNotFound      Code = 1201
+	// POP consumption (broker/pop).
+	InvalidReceiptHandle Code = 1300
+	IllegalInvisibleTime Code = 1301
 )
 
 // names are the codes' upper-case names, the same as bolide.v1's enum.
@@ -90,6 +93,8 @@ var names = map[Code]string{
 	DelayAlreadyDelivered:    "DELAY_ALREADY_DELIVERED",
 	TransactionStateConflict: "TRANSACTION_STATE_CONFLICT",
 	TransactionNotFound:      "TRANSACTION_NOT_FOUND",
+	InvalidReceiptHandle:     "INVALID_RECEIPT_HANDLE",
+	IllegalInvisibleTime:     "ILLEGAL_INVISIBLE_TIME",
 }
 
 // String is the code's upper-case name ("TOPIC_NOT_EXIST"), or its number
@@ -187,4 +192,6 @@ var (
 	ErrShuttingDown          = &Error{Code: ShuttingDown}
 	ErrTimeout               = &Error{Code: Timeout}
 	ErrLockNotHeld           = &Error{Code: LockNotHeld}
+	ErrInvalidReceiptHandle  = &Error{Code: InvalidReceiptHandle}
+	ErrIllegalInvisibleTime  = &Error{Code: IllegalInvisibleTime}
 )

@@ -67,6 +67,10 @@ const (
 	// broker holds as pending or ended.
 	Code_TRANSACTION_STATE_CONFLICT Code = 1200
 	Code_TRANSACTION_NOT_FOUND      Code = 1201
+	// POP consumption: a receipt handle that is malformed, stale, expired or
+	// of another group; an invisible duration out of range.
+	Code_INVALID_RECEIPT_HANDLE Code = 1300
+	Code_ILLEGAL_INVISIBLE_TIME Code = 1301
 )
 
 // Enum value maps for Code.
@@ -106,6 +110,8 @@ var (
 		1101: "DELAY_ALREADY_DELIVERED",
 		1200: "TRANSACTION_STATE_CONFLICT",
 		1201: "TRANSACTION_NOT_FOUND",
+		1300: "INVALID_RECEIPT_HANDLE",
+		1301: "ILLEGAL_INVISIBLE_TIME",
 	}
 	Code_value = map[string]int32{
 		"OK":                           0,
@@ -142,6 +148,8 @@ var (
 		"DELAY_ALREADY_DELIVERED":      1101,
 		"TRANSACTION_STATE_CONFLICT":   1200,
 		"TRANSACTION_NOT_FOUND":        1201,
+		"INVALID_RECEIPT_HANDLE":       1300,
+		"ILLEGAL_INVISIBLE_TIME":       1301,
 	}
 )
 
@@ -522,7 +530,7 @@ const file_bolide_v1_common_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"E\n" +
 	"\vDataVersion\x12\x1c\n" +
 	"\ttimestamp\x18\x01 \x01(\x03R\ttimestamp\x12\x18\n" +
-	"\acounter\x18\x02 \x01(\x03R\acounter*\x9d\x06\n" +
+	"\acounter\x18\x02 \x01(\x03R\acounter*\xd7\x06\n" +
 	"\x04Code\x12\x06\n" +
 	"\x02OK\x10\x00\x12\x10\n" +
 	"\fSYSTEM_ERROR\x10\x01\x12\x0f\n" +
@@ -559,7 +567,11 @@ const file_bolide_v1_common_proto_rawDesc = "" +
 	"\x15ILLEGAL_DELIVERY_TIME\x10\xcc\b\x12\x1c\n" +
 	"\x17DELAY_ALREADY_DELIVERED\x10\xcd\b\x12\x1f\n" +
 	"\x1aTRANSACTION_STATE_CONFLICT\x10\xb0\t\x12\x1a\n" +
-	"\x15TRANSACTION_NOT_FOUND\x10\xb1\tB5Z3github.com/bolide-mq/bolide/proto/bolidev1;bolidev1b\x06proto3"
+	"\x15TRANSACTION_NOT_FOUND\x10\xb1\t\x12\x1b\n" +
+	"\x16INVALID_RECEIPT_HANDLE\x10\x94\n" +
+	"\x12\x1b\n" +
+	"\x16ILLEGAL_INVISIBLE_TIME\x10\x95\n" +
+	"B5Z3github.com/bolide-mq/bolide/proto/bolidev1;bolidev1b\x06proto3"
 
 var (
 	file_bolide_v1_common_proto_rawDescOnce sync.Once
