@@ -1,7 +1,8 @@
 // Package server assembles a broker as the daemon runs it: the listener,
 // the broker core (package broker) with its links to the NameServers and
 // to its master (package broker/remote), and the front ends that serve the
-// port (gRPC and frames, package broker/frontend/...). cmd/bolide-broker and
+// port (gRPC — bolide.v1 and, unless WithV5(false), RocketMQ 5's
+// apache.rocketmq.v2 — frames and remoting, package broker/frontend/...). cmd/bolide-broker and
 // the in-process test clusters build brokers with New.
 package server
 
@@ -14,11 +15,13 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/frontend"
 	"github.com/bolide-mq/bolide/broker/frontend/framed"
 	"github.com/bolide-mq/bolide/broker/frontend/grpcapi"
+	"github.com/bolide-mq/bolide/broker/frontend/grpcv5"
 	"github.com/bolide-mq/bolide/broker/frontend/remoting"
 	"github.com/bolide-mq/bolide/broker/remote"
 )
@@ -39,17 +42,22 @@ type Option func(*config)
 
 type config struct {
 	remoting bool
+	v5       bool
 }
 
 // WithRemoting turns RocketMQ's remoting protocol on the port on or off
 // (on by default).
 func WithRemoting(on bool) Option { return func(c *config) { c.remoting = on } }
 
+// WithV5 turns RocketMQ 5's gRPC protocol (apache.rocketmq.v2.MessagingService,
+// the official v5 clients' protocol) on the port on or off (on by default).
+func WithV5(on bool) Option { return func(c *config) { c.v5 = on } }
+
 // New binds opts.ListenAddr (":0" picks a free port), then opens the core
 // (validating the options, recovering the store) and the front ends.
 // Serving starts with Start.
 func New(opts broker.Options, log *zap.Logger, options ...Option) (*Server, error) {
-	cfg := config{remoting: true}
+	cfg := config{remoting: true, v5: true}
 	for _, o := range options {
 		o(&cfg)
 	}
@@ -69,8 +77,12 @@ func New(opts broker.Options, log *zap.Logger, options ...Option) (*Server, erro
 		_ = lis.Close()
 		return nil, err
 	}
+	var services []func(grpc.ServiceRegistrar)
+	if cfg.v5 {
+		services = append(services, grpcv5.New(core, log.Named("v5")).Register)
+	}
 	fes := []frontend.Frontend{
-		grpcapi.New(core),
+		grpcapi.New(core, services...),
 		framed.New(core, grpcapi.MaxMessage, log.Named("frame")),
 	}
 	if cfg.remoting {
