@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -78,9 +80,28 @@ func TestV5ServiceIsServedUnlessTurnedOff(t *testing.T) {
 	} else if status.Code(err) == codes.Unavailable {
 		t.Fatalf("v5 on: %v", err)
 	}
+	// The Go client's default: TLS without verification, on the same port.
+	tlsCreds := grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{InsecureSkipVerify: true}))
+	if err := v5Call(t, on.Addr(), tlsCreds); status.Code(err) == codes.Unimplemented && strings.Contains(status.Convert(err).Message(), "unknown service") {
+		t.Fatalf("v5 on, TLS: %v", err)
+	} else if status.Code(err) == codes.Unavailable {
+		t.Fatalf("v5 on, TLS: %v", err)
+	}
 	off := startBroker(t, WithV5(false))
 	err := v5Call(t, off.Addr())
 	if status.Code(err) != codes.Unimplemented || !strings.Contains(status.Convert(err).Message(), "unknown service") {
 		t.Fatalf("v5 off: got %v, want Unimplemented unknown service", err)
+	}
+}
+
+func TestUnloadableTLSFilesFailNew(t *testing.T) {
+	bo := broker.DefaultOptions(filepath.Join(t.TempDir(), "broker-a"))
+	bo.ListenAddr = "127.0.0.1:0"
+	bo.GossipAddr = "off"
+	dir := t.TempDir()
+	b, err := New(bo, nil, WithTLS(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")))
+	if err == nil {
+		_ = b.Close()
+		t.Fatal("a broker started with certificate files that do not exist")
 	}
 }
