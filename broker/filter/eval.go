@@ -530,7 +530,7 @@ func (c *compiler) compile(n Node, cond bool) *prog {
 	case *In:
 		c.seen[n.X.Name] = true
 		p := &prog{op: opIn, name: n.X.Name, not: n.Not, set: n.Values}
-		if len(n.Values) > 8 {
+		if c.optimize && len(n.Values) > 8 {
 			p.bigSet = make(map[string]struct{}, len(n.Values))
 			for _, v := range n.Values {
 				p.bigSet[v] = struct{}{}

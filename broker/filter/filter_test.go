@@ -480,3 +480,49 @@ func TestJavaNumbers(t *testing.T) {
 		t.Errorf("0x1.8P-1d = %v", v)
 	}
 }
+
+// TestEvaluateAllocs: evaluation allocates nothing, whatever the path
+// (match, mismatch, missing property, conversion failure, hashed IN).
+func TestEvaluateAllocs(t *testing.T) {
+	e := MustCompile(benchExpr + " OR x IN ('1','2','3','4','5','6','7','8','9','10') OR NOT (y > 2.5) OR z CONTAINS 'q'")
+	for _, props := range []map[string]string{
+		{"region": "eu", "amount": "250", "kind": "b"},
+		{"region": "us"},
+		{},
+		{"region": "eu", "amount": "lots"},
+		{"x": "9", "y": "1e1", "z": "aqb"},
+	} {
+		lookup := mapLookup(props)
+		if n := testing.AllocsPerRun(100, func() { e.Evaluate(lookup) }); n != 0 {
+			t.Errorf("%v: %v allocations per Evaluate", props, n)
+		}
+	}
+}
+
+// TestConcurrentEvaluate: one Expression shared by goroutines (run with -race).
+func TestConcurrentEvaluate(t *testing.T) {
+	e := MustCompile(benchExpr)
+	done := make(chan bool)
+	for g := 0; g < 4; g++ {
+		go func(g int) {
+			ok := true
+			for i := 0; i < 1000; i++ {
+				want := i%2 == 0
+				kind := "c"
+				if want {
+					kind = "a"
+				}
+				props := map[string]string{"region": "eu", "amount": "101", "kind": kind}
+				if e.Evaluate(mapLookup(props)) != want {
+					ok = false
+				}
+			}
+			done <- ok
+		}(g)
+	}
+	for g := 0; g < 4; g++ {
+		if !<-done {
+			t.Error("wrong result under concurrency")
+		}
+	}
+}

@@ -89,6 +89,9 @@ func (g *exprGen) cond(d int) string {
 			not = g.kw("NOT") + " "
 		}
 		n := 1 + g.r.Intn(4)
+		if g.r.Intn(8) == 0 {
+			n = 9 + g.r.Intn(4) // long enough to be hashed
+		}
 		vals := make([]string, n)
 		for i := range vals {
 			vals[i] = g.pick(genStrings)
