@@ -50,8 +50,12 @@ fuzz:
 ##   compat-mqadmin  rocketmq-tools' mqadmin commands and their output
 ##   compat-v5       the RocketMQ 5 gRPC client rocketmq-clients/golang/v5
 ##                   (test/rocketmq-v5, its own pinned go.mod)
-.PHONY: compat compat-go compat-java compat-mqadmin compat-v5
-compat: compat-go compat-java compat-mqadmin compat-v5
+##   compat-node     RocketMQ 5's Node.js client, rocketmq-client-nodejs 1.0.8 over gRPC
+##                   (test/rocketmq-nodejs; needs Node.js 20+ and npm; npm ci from the lock file)
+##   compat-java5    RocketMQ 5's Java client, rocketmq-client-java 5.2.0 over gRPC
+##                   (test/rocketmq-java5, a Maven module)
+.PHONY: compat compat-go compat-java compat-mqadmin compat-v5 compat-node compat-java5
+compat: compat-go compat-java compat-mqadmin compat-v5 compat-node compat-java5
 compat-go:
 	bash scripts/compat-go.sh
 compat-v5:
@@ -60,6 +64,10 @@ compat-java:
 	bash scripts/compat-java.sh
 compat-mqadmin:
 	bash scripts/compat-mqadmin.sh
+compat-node:
+	bash scripts/compat-node.sh
+compat-java5:
+	bash scripts/compat-java5.sh
 
 ## bench-remoting: the broker's CPU per message over RocketMQ's remoting protocol
 ## (rocketmq-client-go) against its framed protocol (bolide bench), one broker
