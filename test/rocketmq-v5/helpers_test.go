@@ -9,17 +9,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 )
 
 // config is the v5 client configuration for c: the access point is the
@@ -175,21 +170,11 @@ func newGroup(t testing.TB, c *cluster, prefix string, flags ...string) string {
 	return group
 }
 
-// The RPCs a cluster serves are probed once per cluster with the
-// generated stubs over plaintext: an RPC the server does not implement
-// yet skips the tests that need it, naming it.
-var probes struct {
-	mu     sync.Mutex
-	byNS   map[string]map[string]bool // NameServer → RPC → unimplemented
-	probed map[string]bool
-}
-
-var nameServerRPCs = []string{"QueryRoute", "QueryAssignment"}
-
-// needRPCs skips the test when the cluster lacks one of the RPCs.
+// needRPCs skips the test when the cluster answers one of the RPCs with
+// UNIMPLEMENTED (the server side lands in pieces), naming them.
 func needRPCs(t testing.TB, c *cluster, rpcs ...string) {
 	t.Helper()
-	missing := unimplemented(c)
+	missing := c.V5Unimplemented()
 	var lack []string
 	for _, r := range rpcs {
 		if missing[r] {
@@ -198,73 +183,6 @@ func needRPCs(t testing.TB, c *cluster, rpcs ...string) {
 	}
 	if len(lack) > 0 {
 		t.Skipf("missing on the server: %s (UNIMPLEMENTED)", strings.Join(lack, ", "))
-	}
-}
-
-func unimplemented(c *cluster) map[string]bool {
-	probes.mu.Lock()
-	defer probes.mu.Unlock()
-	if probes.byNS == nil {
-		probes.byNS = map[string]map[string]bool{}
-	}
-	if m, ok := probes.byNS[c.NameSrv]; ok {
-		return m
-	}
-	m := map[string]bool{}
-	probe(c.NameSrv, nameServerRPCs, m)
-	probe(c.Brokers[0].Addr, []string{"Telemetry", "Heartbeat", "SendMessage", "ReceiveMessage", "AckMessage",
-		"ChangeInvisibleDuration", "ForwardMessageToDeadLetterQueue", "EndTransaction", "NotifyClientTermination"}, m)
-	probes.byNS[c.NameSrv] = m
-	return m
-}
-
-// probe calls each RPC on addr with an empty request and records those
-// answered UNIMPLEMENTED in m.
-func probe(addr string, rpcs []string, m map[string]bool) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return
-	}
-	defer conn.Close()
-	cl := v2.NewMessagingServiceClient(conn)
-	for _, r := range rpcs {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		var err error
-		switch r {
-		case "QueryRoute":
-			_, err = cl.QueryRoute(ctx, &v2.QueryRouteRequest{})
-		case "QueryAssignment":
-			_, err = cl.QueryAssignment(ctx, &v2.QueryAssignmentRequest{})
-		case "Heartbeat":
-			_, err = cl.Heartbeat(ctx, &v2.HeartbeatRequest{})
-		case "SendMessage":
-			_, err = cl.SendMessage(ctx, &v2.SendMessageRequest{})
-		case "AckMessage":
-			_, err = cl.AckMessage(ctx, &v2.AckMessageRequest{})
-		case "ChangeInvisibleDuration":
-			_, err = cl.ChangeInvisibleDuration(ctx, &v2.ChangeInvisibleDurationRequest{})
-		case "ForwardMessageToDeadLetterQueue":
-			_, err = cl.ForwardMessageToDeadLetterQueue(ctx, &v2.ForwardMessageToDeadLetterQueueRequest{})
-		case "EndTransaction":
-			_, err = cl.EndTransaction(ctx, &v2.EndTransactionRequest{})
-		case "NotifyClientTermination":
-			_, err = cl.NotifyClientTermination(ctx, &v2.NotifyClientTerminationRequest{})
-		case "ReceiveMessage":
-			var s grpc.ServerStreamingClient[v2.ReceiveMessageResponse]
-			if s, err = cl.ReceiveMessage(ctx, &v2.ReceiveMessageRequest{}); err == nil {
-				_, err = s.Recv()
-			}
-		case "Telemetry":
-			var s grpc.BidiStreamingClient[v2.TelemetryCommand, v2.TelemetryCommand]
-			if s, err = cl.Telemetry(ctx); err == nil {
-				_ = s.CloseSend()
-				_, err = s.Recv()
-			}
-		}
-		cancel()
-		if status.Code(err) == codes.Unimplemented {
-			m[r] = true
-		}
 	}
 }
 
