@@ -12,7 +12,7 @@ import (
 // cannot be decoded, has expired, was replaced (redelivery, changed
 // invisibility) or belongs to another group is INVALID_RECEIPT_HANDLE.
 func (s *Service) AckMessage(ctx context.Context, req *v2.AckMessageRequest) (*v2.AckMessageResponse, error) {
-	group, topic, st := consumeNames(req.GetGroup(), req.GetTopic())
+	group, topic, st := consumeNames(readMeta(ctx), req.GetGroup(), req.GetTopic())
 	if st != nil {
 		return &v2.AckMessageResponse{Status: st}, nil
 	}
@@ -25,7 +25,7 @@ func (s *Service) AckMessage(ctx context.Context, req *v2.AckMessageRequest) (*v
 		if e.GetReceiptHandle() == "" {
 			est = &v2.Status{Code: v2.Code_INVALID_RECEIPT_HANDLE, Message: "receipt handle is empty"}
 		} else {
-			est = consumeStatus(s.b.PopAck(ctx, group, topic, e.GetReceiptHandle()))
+			est = statusOf(s.b.PopAck(ctx, group, topic, e.GetReceiptHandle()))
 		}
 		resp.Entries = append(resp.Entries, &v2.AckMessageResultEntry{
 			MessageId:     e.GetMessageId(),
@@ -33,18 +33,10 @@ func (s *Service) AckMessage(ctx context.Context, req *v2.AckMessageRequest) (*v
 			Status:        est,
 		})
 	}
-	resp.Status = commonStatus(resp.Entries)
-	return resp, nil
-}
-
-// commonStatus is the status of a multi-entry answer: the entries' one
-// code (with the first entry's message), or MULTIPLE_RESULTS.
-func commonStatus(entries []*v2.AckMessageResultEntry) *v2.Status {
-	first := entries[0].GetStatus()
-	for _, e := range entries[1:] {
-		if e.GetStatus().GetCode() != first.GetCode() {
-			return &v2.Status{Code: v2.Code_MULTIPLE_RESULTS, Message: "entries have different results"}
-		}
+	sts := make([]*v2.Status, len(resp.Entries))
+	for i, e := range resp.Entries {
+		sts[i] = e.GetStatus()
 	}
-	return &v2.Status{Code: first.GetCode(), Message: first.GetMessage()}
+	resp.Status = statusOfCodes(sts)
+	return resp, nil
 }

@@ -13,7 +13,7 @@ import (
 // delivery_attempt and max_delivery_attempts are informational: the
 // broker moves the message whatever they say.
 func (s *Service) ForwardMessageToDeadLetterQueue(ctx context.Context, req *v2.ForwardMessageToDeadLetterQueueRequest) (*v2.ForwardMessageToDeadLetterQueueResponse, error) {
-	group, topic, st := consumeNames(req.GetGroup(), req.GetTopic())
+	group, topic, st := consumeNames(readMeta(ctx), req.GetGroup(), req.GetTopic())
 	if st != nil {
 		return &v2.ForwardMessageToDeadLetterQueueResponse{Status: st}, nil
 	}
@@ -22,5 +22,5 @@ func (s *Service) ForwardMessageToDeadLetterQueue(ctx context.Context, req *v2.F
 			Message: "receipt handle is empty"}}, nil
 	}
 	err := s.b.PopToDLQ(ctx, group, topic, req.GetReceiptHandle())
-	return &v2.ForwardMessageToDeadLetterQueueResponse{Status: consumeStatus(err)}, nil
+	return &v2.ForwardMessageToDeadLetterQueueResponse{Status: statusOf(err)}, nil
 }

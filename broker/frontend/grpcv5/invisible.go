@@ -18,7 +18,7 @@ const maxChangeInvisible = 12 * time.Hour
 // consumers' nack is this call with the backoff of the attempt. suspend
 // (lite push consumers) is not supported: every change counts.
 func (s *Service) ChangeInvisibleDuration(ctx context.Context, req *v2.ChangeInvisibleDurationRequest) (*v2.ChangeInvisibleDurationResponse, error) {
-	group, topic, st := consumeNames(req.GetGroup(), req.GetTopic())
+	group, topic, st := consumeNames(readMeta(ctx), req.GetGroup(), req.GetTopic())
 	if st != nil {
 		return &v2.ChangeInvisibleDurationResponse{Status: st}, nil
 	}
@@ -36,7 +36,7 @@ func (s *Service) ChangeInvisibleDuration(ctx context.Context, req *v2.ChangeInv
 	}
 	pm, err := s.b.ChangeInvisible(ctx, group, topic, req.GetReceiptHandle(), d)
 	if err != nil {
-		return &v2.ChangeInvisibleDurationResponse{Status: consumeStatus(err)}, nil
+		return &v2.ChangeInvisibleDurationResponse{Status: statusOf(err)}, nil
 	}
 	if pm.Handle == "" {
 		// The client replaces its handle with the answer's, even an empty
@@ -45,7 +45,7 @@ func (s *Service) ChangeInvisibleDuration(ctx context.Context, req *v2.ChangeInv
 			Message: "no new receipt handle was issued"}}, nil
 	}
 	return &v2.ChangeInvisibleDurationResponse{
-		Status:        &v2.Status{Code: v2.Code_OK, Message: "OK"},
+		Status:        okStatus(),
 		ReceiptHandle: pm.Handle,
 	}, nil
 }

@@ -58,7 +58,7 @@ func (s *Service) ReceiveMessage(req *v2.ReceiveMessageRequest, stream grpc.Serv
 	}
 	popped, err := s.b.Pop(ctx, pr)
 	if err != nil {
-		s.endReceive(stream, consumeStatus(err))
+		s.endReceive(stream, statusOf(err))
 		return nil
 	}
 	if len(popped) == 0 {
@@ -88,7 +88,7 @@ func (s *Service) ReceiveMessage(req *v2.ReceiveMessageRequest, stream grpc.Serv
 		return nil
 	}
 	if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Status{
-		Status: &v2.Status{Code: v2.Code_OK, Message: "OK"}}}); err != nil {
+		Status: okStatus()}}); err != nil {
 		s.log.Debug("receive: stream broke before the messages", zap.Error(err))
 		s.nackUnsent(ctx, pr, sendable, true)
 		return nil
@@ -146,7 +146,8 @@ func (s *Service) nackUnsent(ctx context.Context, pr broker.PopRequest, pms []br
 // popRequest checks a receive and turns it into the core's request; a
 // non-nil status is the answer to a bad one.
 func (s *Service) popRequest(ctx context.Context, req *v2.ReceiveMessageRequest, now time.Time) (broker.PopRequest, *v2.Status) {
-	group, topic, st := consumeNames(req.GetGroup(), req.GetMessageQueue().GetTopic())
+	meta := readMeta(ctx)
+	group, topic, st := consumeNames(meta, req.GetGroup(), req.GetMessageQueue().GetTopic())
 	if st != nil {
 		return broker.PopRequest{}, st
 	}
@@ -161,13 +162,12 @@ func (s *Service) popRequest(ctx context.Context, req *v2.ReceiveMessageRequest,
 		QueueID:     -1,
 		MaxMessages: int(max(req.GetBatchSize(), 0)),
 		PollTimeout: poll,
-		ClientID:    consumeClientID(ctx),
+		ClientID:    meta.clientID,
 		AttemptID:   req.GetAttemptId(),
 	}
 	if req.GetAutoRenew() {
 		if pr.ClientID == "" {
-			return broker.PopRequest{}, &v2.Status{Code: v2.Code_CLIENT_ID_REQUIRED,
-				Message: "auto_renew needs the x-mq-client-id header"}
+			return broker.PopRequest{}, statusOf(meta.requireClient())
 		}
 		pr.AutoRenew = true
 		pr.Invisible = autoRenewInvisible
@@ -247,15 +247,15 @@ func tagFilter(f *v2.FilterExpression) (string, *v2.Status) {
 }
 
 // consumeNames checks the group and topic a consume RPC names and returns
-// the broker's names for them.
-func consumeNames(group, topic *v2.Resource) (string, string, *v2.Status) {
-	g := consumeResource(group)
-	if err := message.ValidateGroup(g); err != nil {
-		return "", "", &v2.Status{Code: v2.Code_ILLEGAL_CONSUMER_GROUP, Message: err.Error()}
+// the broker's (namespace-folded) names for them.
+func consumeNames(meta callMeta, group, topic *v2.Resource) (string, string, *v2.Status) {
+	g, err := meta.groupName(group)
+	if err != nil {
+		return "", "", statusOf(err)
 	}
-	t := consumeResource(topic)
-	if err := message.ValidateTopic(t); err != nil {
-		return "", "", &v2.Status{Code: v2.Code_ILLEGAL_TOPIC, Message: err.Error()}
+	t, err := meta.topicName(topic)
+	if err != nil {
+		return "", "", statusOf(err)
 	}
 	return g, t, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -24,11 +23,11 @@ import (
 	"github.com/bolide-mq/bolide/message"
 )
 
-// consumeEnv is a broker on 127.0.0.1:0 with apache.rocketmq.v2 served on
-// a gRPC port of its own, and a client of that port.
+// consumeEnv is a broker on 127.0.0.1:0 (its port serves
+// apache.rocketmq.v2) and a plaintext gRPC client of that port.
 type consumeEnv struct {
 	srv *server.Server
-	svc *grpcv5.Service
+	svc *grpcv5.Service // for calls made without the wire
 	cli v2.MessagingServiceClient
 	ids *message.UniqueIDGenerator
 }
@@ -55,28 +54,17 @@ func startConsumeEnv(t *testing.T) *consumeEnv {
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	svc := grpcv5.New(srv.Broker, nil)
-	svc.Register(gs)
-	served := make(chan struct{})
-	go func() { defer close(served); _ = gs.Serve(lis) }()
 	t.Cleanup(func() {
-		gs.Stop()
-		<-served
 		if err := srv.Close(); err != nil {
 			t.Error(err)
 		}
 	})
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return &consumeEnv{srv: srv, svc: svc, cli: v2.NewMessagingServiceClient(conn),
+	return &consumeEnv{srv: srv, svc: grpcv5.New(srv.Broker, nil), cli: v2.NewMessagingServiceClient(conn),
 		ids: message.NewUniqueIDGenerator(netip.MustParseAddr("127.0.0.1"))}
 }
 
