@@ -142,8 +142,8 @@ func storedMessage(topic *v2.Resource, e *message.Ext) (*v2.Message, error) {
 	sp.QueueOffset = &off
 	attempt := e.ReconsumeTimes + 1
 	sp.DeliveryAttempt = &attempt
-	if t, id := props[message.PropertyDLQOriginTopic], props[message.PropertyDLQOriginMessageID]; t != "" && id != "" {
-		sp.DeadLetterQueue = &v2.DeadLetterQueue{Topic: t, MessageId: id}
+	if dlq := deadLetterOrigin(props); dlq != nil {
+		sp.DeadLetterQueue = dlq
 	}
 	user := make(map[string]string, len(props))
 	for k, v := range props {
@@ -166,6 +166,22 @@ func messageID(e *message.Ext) string {
 		return id
 	}
 	return e.MsgID()
+}
+
+// deadLetterOrigin is where a dead letter came from, nil for any other
+// message. Its id is the one a v5 client knew the message by: a dead
+// letter keeps its UNIQ_KEY, which is that id, while DLQ_ORIGIN_MESSAGE_ID
+// holds what the remoting clients know it by (an offset message id when
+// the message was moved by the broker).
+func deadLetterOrigin(props map[string]string) *v2.DeadLetterQueue {
+	topic, id := props[message.PropertyDLQOriginTopic], props[message.PropertyDLQOriginMessageID]
+	if topic == "" || id == "" {
+		return nil
+	}
+	if uniq := props[message.PropertyUniqueKey]; uniq != "" {
+		id = uniq
+	}
+	return &v2.DeadLetterQueue{Topic: topic, MessageId: id}
 }
 
 // messageType classifies a stored message as Apache's proxy does: a

@@ -141,6 +141,13 @@ func TestStoredMessageVariants(t *testing.T) {
 		if dlq.GetTopic() != "orders" || dlq.GetMessageId() != "ID1" || len(m.GetUserProperties()) != 0 {
 			t.Fatalf("dlq %v user %v", dlq, m.GetUserProperties())
 		}
+		// With the producer's id kept, that is the id a v5 client knew.
+		e, _ = message.Decode(record(t, map[string]string{message.PropertyUniqueKey: "UNIQ1",
+			message.PropertyDLQOriginTopic: "orders", message.PropertyDLQOriginMessageID: "OFFSETID"}, []byte("x"), 0))
+		m, _ = storedMessage(&v2.Resource{Name: "%DLQ%g"}, e)
+		if dlq := m.GetSystemProperties().GetDeadLetterQueue(); dlq.GetMessageId() != "UNIQ1" || m.GetSystemProperties().GetMessageId() != "UNIQ1" {
+			t.Fatalf("dlq %v id %s", dlq, m.GetSystemProperties().GetMessageId())
+		}
 	})
 	t.Run("compressed body is inflated", func(t *testing.T) {
 		var zb bytes.Buffer

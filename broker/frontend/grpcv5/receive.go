@@ -67,7 +67,7 @@ func (s *Service) ReceiveMessage(req *v2.ReceiveMessageRequest, stream grpc.Serv
 	}
 	topic := req.GetMessageQueue().GetTopic()
 	msgs := make([]*v2.Message, 0, len(popped))
-	sendable := popped[:0:0]
+	sendable := make([]broker.PoppedMessage, 0, len(popped))
 	for _, pm := range popped {
 		m, err := poppedMessage(topic, pm)
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/frontend/grpcv5"
 	"github.com/bolide-mq/bolide/broker/server"
+	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/message"
 )
 
@@ -47,6 +48,7 @@ func startConsumeEnv(t *testing.T) *consumeEnv {
 	opts.Store.ConsumeQueue.UnitsPerFile = 1000
 	opts.Store.Index.SlotCount = 1000
 	opts.Store.Index.MaxEntries = 4000
+	opts.MaxMessageSize = 1 << 20
 	srv, err := server.New(opts, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -428,6 +430,13 @@ func TestReceiveBrokenStreamGivesBack(t *testing.T) {
 	for range 3 {
 		e.send(t, "fragile", 0, "", nil)
 	}
+	// All three indexed, so that one receive takes them all.
+	testutil.WaitFor(t, 10*time.Second, "3 messages dispatched", func() error {
+		if st, err := e.srv.QueueState("fragile", 0); err != nil || st.MaxOffset < 3 {
+			return fmt.Errorf("queue state %+v, %v", st, err)
+		}
+		return nil
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stream := &brokenStream{ctx: ctx, ok: 2} // the status and one message
@@ -445,6 +454,9 @@ func TestReceiveBrokenStreamGivesBack(t *testing.T) {
 	for _, m := range back {
 		if m.GetSystemProperties().GetMessageId() == stream.msgs[0].GetSystemProperties().GetMessageId() {
 			t.Fatal("the message written before the break was handed out again")
+		}
+		if a := m.GetSystemProperties().GetDeliveryAttempt(); a != 2 {
+			t.Fatalf("an unsent message came back with attempt %d, want 2", a)
 		}
 	}
 	wantCode(t, "ack of the written one", e.ack(t, "g", "fragile", stream.msgs[0]).GetStatus(), v2.Code_OK)
