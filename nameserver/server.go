@@ -105,6 +105,7 @@ func New(opts Options, lg *zap.Logger) (*Server, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	)
 	pb.RegisterNameServerServer(s.grpc, &service{s: s})
+	s.registerV5(s.grpc) // RocketMQ 5's access point (v5.go)
 	protos := []portmux.Protocol{grpcProtocol{s.grpc}}
 	if opts.Remoting {
 		protos = append(protos, s.newRemoting())

@@ -46,6 +46,7 @@ const (
 func (s *Service) applySettings(m callMeta, c *client, in *v2.Settings) (*v2.Settings, error) {
 	var hb broker.Heartbeat
 	var group string
+	ns := m.namespace // the client's namespace: its resources', else the header's
 	switch ps := in.GetPubSub().(type) {
 	case *v2.Settings_Publishing:
 		hb = broker.Heartbeat{ClientID: c.id}
@@ -54,6 +55,7 @@ func (s *Service) applySettings(m callMeta, c *client, in *v2.Settings) (*v2.Set
 			if err != nil {
 				return nil, err
 			}
+			ns = m.resourceNamespace(r)
 			if !slices.Contains(hb.ProducerGroups, t) {
 				hb.ProducerGroups = append(hb.ProducerGroups, t)
 			}
@@ -72,6 +74,7 @@ func (s *Service) applySettings(m callMeta, c *client, in *v2.Settings) (*v2.Set
 			return nil, err
 		}
 		group = g
+		ns = m.resourceNamespace(ps.Subscription.GetGroup())
 		cfg := s.groupConfig(g)
 		cd := broker.ConsumerData{Group: g, Model: broker.Clustering, Pull: in.GetClientType() == v2.ClientType_SIMPLE_CONSUMER,
 			Orderly: cfg.Fifo()}
@@ -96,6 +99,7 @@ func (s *Service) applySettings(m callMeta, c *client, in *v2.Settings) (*v2.Set
 	c.mu.Lock()
 	c.settings = proto.Clone(in).(*v2.Settings)
 	c.group = group
+	c.namespace = ns
 	c.mu.Unlock()
 	return s.settingsFor(in, group), nil
 }
