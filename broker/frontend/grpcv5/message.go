@@ -3,8 +3,6 @@ package grpcv5
 import (
 	"bytes"
 	"compress/zlib"
-	"crypto/md5"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"strconv"
@@ -20,55 +18,23 @@ import (
 	"github.com/bolide-mq/bolide/message"
 )
 
-// Properties a stored message carries that the protocol delivers as
-// system properties, or that are the broker's bookkeeping: none of them is
-// a user property on the wire.
-const (
-	propBornHost       = "__BORNHOST"
-	propBornTimestamp  = "BORN_TIMESTAMP"
-	propTraceContext   = "TRACE_CONTEXT"
-	propTransientStart = "__RMQ.TRANSIENT."
-)
+// transientPrefix starts the names of properties RocketMQ never stores
+// ("__RMQ.TRANSIENT."); one that was stored anyway is not delivered.
+const transientPrefix = "__RMQ.TRANSIENT."
 
-// hiddenProperties are the stored properties that never reach a consumer
-// as user properties: RocketMQ's system set (MessageConst.STRING_HASH_SET),
-// the ones the protocol maps to system properties (message group, trace
-// context) and the broker's own (transaction and timer bookkeeping).
-var hiddenProperties = func() map[string]struct{} {
-	keys := []string{
-		message.PropertyKeys, message.PropertyTags, message.PropertyWaitStoreMsgOK,
-		message.PropertyDelayLevel, message.PropertyRetryTopic, message.PropertyRealTopic,
-		message.PropertyRealQueueID, message.PropertyTransactionPrepared, message.PropertyProducerGroup,
-		message.PropertyMinOffset, message.PropertyMaxOffset, message.PropertyUniqueKey,
-		message.PropertyReconsumeTime, message.PropertyMaxReconsumeTimes,
-		message.PropertyTransactionPreparedQOff, message.PropertyTransactionID,
-		message.PropertyTransactionCheckTimes, message.PropertyCheckImmunityTime,
-		message.PropertyOriginMessageID, message.PropertyConsumeStartTime, message.PropertyShardingKey,
-		message.PropertyTimerDeliverMS, message.PropertyTimerDelaySec, message.PropertyTimerDelayMS,
-		message.PropertyDLQOriginTopic, message.PropertyDLQOriginMessageID, message.PropertyCRC32,
-		message.PropertyTimerOutMS, message.PropertyTimerOrigin,
-		propBornHost, propBornTimestamp, propTraceContext,
-		"BUYER_ID", "TRANSFER_FLAG", "CORRECTION_FLAG", "MQ2_FLAG", "MSG_REGION", "TRACE_ON",
-		"EXTEND_UNIQ_INFO", "INNER_NUM", "INNER_BASE", "DUP_INFO", "INSTANCE_ID", "CORRELATION_ID",
-		"REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME", "PUSH_REPLY_TIME", "CLUSTER", "MSG_TYPE",
-		"POP_CK", "POP_CK_OFFSET", "1ST_POP_TIME", "INNER_MULTI_DISPATCH", "INNER_MULTI_QUEUE_OFFSET",
-		"TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES", "TIMER_DEL_UNIQKEY",
-		"TIMER_DELAY_LEVEL", "PROPERTY_FORWARD_QUEUE_ID", "REDIRECT",
-	}
-	m := make(map[string]struct{}, len(keys))
-	for _, k := range keys {
-		m[k] = struct{}{}
-	}
-	return m
-}()
+// moreSystemKeys are system properties of RocketMQ's that only the
+// broker or a remoting batch sets, beyond systemPropertyKeys (which a v5
+// producer may not set): not user properties either.
+var moreSystemKeys = map[string]bool{
+	"INNER_NUM": true, "INNER_BASE": true, "INNER_MULTI_DISPATCH": true,
+	"PROPERTY_FORWARD_QUEUE_ID": true, "REDIRECT": true,
+}
 
 // userProperty reports whether a stored property travels as a user
-// property.
+// property: every property but RocketMQ's system set, the ones the
+// protocol maps to system properties and the broker's bookkeeping.
 func userProperty(key string) bool {
-	if _, hidden := hiddenProperties[key]; hidden {
-		return false
-	}
-	return !strings.HasPrefix(key, propTransientStart)
+	return !systemPropertyKeys[key] && !moreSystemKeys[key] && !strings.HasPrefix(key, transientPrefix)
 }
 
 // poppedMessage is a message handed out by POP in the protocol's shape.
@@ -111,11 +77,10 @@ func storedMessage(topic *v2.Resource, e *message.Ext) (*v2.Message, error) {
 		return nil, err
 	}
 	props := e.Properties
-	sum := md5.Sum(body)
 	sp := &v2.SystemProperties{
 		MessageId:      messageID(e),
 		Keys:           message.SplitKeys(props[message.PropertyKeys]),
-		BodyDigest:     &v2.Digest{Type: v2.DigestType_MD5, Checksum: strings.ToUpper(hex.EncodeToString(sum[:]))},
+		BodyDigest:     bodyDigest(body),
 		BodyEncoding:   v2.Encoding_IDENTITY,
 		MessageType:    messageType(props),
 		BornTimestamp:  timestamppb.New(time.UnixMilli(e.BornTimestamp)),
@@ -132,7 +97,7 @@ func storedMessage(topic *v2.Resource, e *message.Ext) (*v2.Message, error) {
 	if g, ok := props[message.PropertyShardingKey]; ok && g != "" {
 		sp.MessageGroup = &g
 	}
-	if tc, ok := props[propTraceContext]; ok {
+	if tc, ok := props[propertyTraceContext]; ok {
 		sp.TraceContext = &tc
 	}
 	if ms, ok := deliveryTime(props); ok {
@@ -216,7 +181,7 @@ func deliveryTime(props map[string]string) (int64, bool) {
 // bornHost is the producer's host: the name a v5 producer sent, else the
 // address the record carries (without its port, as Apache's proxy writes).
 func bornHost(e *message.Ext) string {
-	if h := e.Properties[propBornHost]; h != "" {
+	if h := e.Properties[propertyBornHost]; h != "" {
 		return h
 	}
 	if e.BornHost.IsValid() {

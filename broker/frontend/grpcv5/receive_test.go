@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -36,37 +34,11 @@ type consumeEnv struct {
 // consumeClientID is the x-mq-client-id the tests' calls carry.
 const consumeClientID = "test-host@1@0@consume"
 
+// startConsumeEnv starts a broker (startBroker) and dials its port.
 func startConsumeEnv(t *testing.T) *consumeEnv {
 	t.Helper()
-	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
-	opts := broker.DefaultOptions(t.TempDir())
-	opts.ListenAddr = "127.0.0.1:0"
-	opts.NameServers = nil
-	opts.GossipAddr = "off"
-	opts.Store.CommitLog.SegmentSize = 4 << 20
-	opts.Store.ConsumeQueue.UnitsPerFile = 1000
-	opts.Store.Index.SlotCount = 1000
-	opts.Store.Index.MaxEntries = 4000
-	opts.MaxMessageSize = 1 << 20
-	srv, err := server.New(opts, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	conn, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return &consumeEnv{srv: srv, svc: grpcv5.New(srv.Broker, nil), cli: v2.NewMessagingServiceClient(conn),
+	srv := startBroker(t)
+	return &consumeEnv{srv: srv, svc: grpcv5.New(srv.Broker, nil), cli: dial(t, srv),
 		ids: message.NewUniqueIDGenerator(netip.MustParseAddr("127.0.0.1"))}
 }
 
@@ -218,13 +190,6 @@ func (e *consumeEnv) ack(t *testing.T, group, topic string, msgs ...*v2.Message)
 		t.Fatal(err)
 	}
 	return resp
-}
-
-func wantCode(t *testing.T, what string, st *v2.Status, want v2.Code) {
-	t.Helper()
-	if st.GetCode() != want {
-		t.Fatalf("%s: status %v (%s), want %v", what, st.GetCode(), st.GetMessage(), want)
-	}
 }
 
 func TestReceiveAndAck(t *testing.T) {
