@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+	"github.com/bolide-mq/bolide/client"
 )
 
 // config is the v5 client configuration for c: the access point is the
@@ -111,21 +113,10 @@ func cliMissing(out string) bool {
 }
 
 // newTopic creates a fresh topic with queues queues per broker group and
-// the message type typ ("" for none: MIXED) with the CLI; while the CLI
-// has no --type, a topic without one (MIXED: every type accepted).
+// the message type typ ("" for none: MIXED) with the CLI (bolide topic
+// create --type), or with the SDK's admin calls while the CLI lacks the
+// flag.
 func newTopic(t testing.TB, c *cluster, prefix, typ string, queues int) string {
-	t.Helper()
-	return createTopic(t, c, prefix, typ, queues, false)
-}
-
-// newTypedTopic is newTopic that skips the test while the CLI has no
-// --type.
-func newTypedTopic(t testing.TB, c *cluster, prefix, typ string, queues int) string {
-	t.Helper()
-	return createTopic(t, c, prefix, typ, queues, true)
-}
-
-func createTopic(t testing.TB, c *cluster, prefix, typ string, queues int, strict bool) string {
 	t.Helper()
 	topic := uniq(prefix)
 	if typ == "" {
@@ -134,15 +125,12 @@ func createTopic(t testing.TB, c *cluster, prefix, typ string, queues int, stric
 	}
 	out, err := cli(c, "topic", "create", topic, "--queues", fmt.Sprint(queues), "--type", typ)
 	if err != nil {
-		if cliMissing(out) && strict {
-			t.Skipf("missing: bolide topic create --type (SDK-POP): %v", err)
+		if !cliMissing(out) {
+			t.Fatal(err)
 		}
-		if cliMissing(out) {
-			t.Logf("bolide topic create has no --type yet: %s is untyped (MIXED)", topic)
-			c.CreateTopic(t, topic, queues)
-			return topic
-		}
-		t.Fatal(err)
+		t.Logf("bolide topic create has no --type: %s created with the SDK", topic)
+		c.CreateTopicSpec(t, client.TopicSpec{Name: topic, Queues: queues, MessageType: typ})
+		return topic
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -153,7 +141,8 @@ func createTopic(t testing.TB, c *cluster, prefix, typ string, queues int, stric
 }
 
 // newGroup creates a fresh subscription group with the CLI's group create
-// flags (--fifo, --max-delivery-attempts N, --retry-backoff ...).
+// flags (--fifo, --max-delivery-attempts N, --retry-backoff d,d,...), or
+// with the SDK's admin calls while the CLI lacks them.
 func newGroup(t testing.TB, c *cluster, prefix string, flags ...string) string {
 	t.Helper()
 	group := uniq(prefix)
@@ -161,11 +150,38 @@ func newGroup(t testing.TB, c *cluster, prefix string, flags ...string) string {
 		return group
 	}
 	out, err := cli(c, append([]string{"group", "create", group}, flags...)...)
-	if err != nil {
-		if cliMissing(out) {
-			t.Skipf("missing: bolide group create %s (SDK-POP): %v", strings.Join(flags, " "), err)
-		}
+	if err == nil {
+		return group
+	}
+	if !cliMissing(out) {
 		t.Fatal(err)
+	}
+	t.Logf("bolide group create lacks %s: %s created with the SDK", strings.Join(flags, " "), group)
+	spec := client.SubscriptionGroupSpec{Name: group}
+	for i := 0; i < len(flags); i++ {
+		switch flags[i] {
+		case "--fifo":
+			spec.FIFO = true
+		case "--max-delivery-attempts":
+			i++
+			spec.MaxDeliveryAttempts, _ = strconv.Atoi(flags[i])
+		case "--retry-backoff":
+			i++
+			for _, d := range strings.Split(flags[i], ",") {
+				v, err := time.ParseDuration(d)
+				if err != nil {
+					t.Fatalf("--retry-backoff %s: %v", flags[i], err)
+				}
+				spec.RetryBackoff = append(spec.RetryBackoff, v)
+			}
+		default:
+			t.Fatalf("newGroup: flag %s", flags[i])
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Admin.CreateSubscriptionGroup(ctx, spec); err != nil {
+		t.Fatalf("create group %s: %v", group, err)
 	}
 	return group
 }

@@ -54,8 +54,8 @@ func TestPopUnderFaults(t *testing.T) {
 		kills     = 3
 	)
 	c := harness.Private(t, proccluster.OneGroup)
-	normalTopic := newTypedTopic(t, c, "popf", "NORMAL", 8)
-	fifoTopic := newTypedTopic(t, c, "popf-fifo", "FIFO", 4)
+	normalTopic := newTopic(t, c, "popf", "NORMAL", 8)
+	fifoTopic := newTopic(t, c, "popf-fifo", "FIFO", 4)
 	normalGroup := uniq("popfg")
 	fifoGroup := newGroup(t, c, "popf-fifog", "--fifo")
 	needRPCs(t, c, "QueryRoute", "Telemetry", "SendMessage", "ReceiveMessage", "AckMessage")
