@@ -292,7 +292,7 @@ func (n *prog) eval(lookup func(string) (string, bool)) value {
 		case kErr:
 			return v
 		case kInt:
-			return value{k: kInt, i: int64(-int32(v.i))} //nolint:gosec // Java int arithmetic wraps
+			return value{k: kInt, i: int64(-int32(v.i))} // Java int arithmetic wraps
 		case kLong:
 			return value{k: kLong, i: -v.i}
 		case kDouble:

@@ -62,9 +62,9 @@ func parseJavaInt(s string, bits int) (int64, bool) {
 		acc = acc*10 + uint64(d)
 	}
 	if neg {
-		return int64(-acc), true //nolint:gosec // acc ≤ 1<<63, the negation wraps to MinInt64 exactly
+		return int64(-acc), true // acc ≤ 1<<63: the negation wraps to MinInt64 exactly
 	}
-	return int64(acc), true //nolint:gosec // acc ≤ MaxInt64
+	return int64(acc), true
 }
 
 // javaDigit is Character.digit(ch, 10) for a non-ASCII rune: the value of a
