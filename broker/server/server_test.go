@@ -3,7 +3,10 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
+	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +17,13 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
 	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/subgroup"
+	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/nameserver"
 )
 
@@ -25,6 +31,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // startBroker runs a NameServer and one broker on loopback until the test ends.
 func startBroker(t *testing.T, options ...Option) *Server {
+	b, _ := startBrokerNS(t, options...)
+	return b
+}
+
+// startBrokerNS is startBroker that also returns the NameServer.
+func startBrokerNS(t *testing.T, options ...Option) (*Server, *nameserver.Server) {
 	t.Helper()
 	no := nameserver.DefaultOptions()
 	no.ListenAddr = "127.0.0.1:0"
@@ -43,6 +55,7 @@ func startBroker(t *testing.T, options ...Option) *Server {
 	bo.GossipAddr = "off"
 	bo.Replication.HAListenAddr = "127.0.0.1:0"
 	bo.Store.CommitLog.SegmentSize = 16 << 20
+	bo.RegisterInterval = 100 * time.Millisecond
 	b, err := New(bo, nil, options...)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +65,7 @@ func startBroker(t *testing.T, options ...Option) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	return b
+	return b, ns
 }
 
 // v5Call makes one apache.rocketmq.v2 call on the broker's port and returns
@@ -104,4 +117,65 @@ func TestUnloadableTLSFilesFailNew(t *testing.T) {
 		_ = b.Close()
 		t.Fatal("a broker started with certificate files that do not exist")
 	}
+}
+
+// TestNameServerAnswersV5ForRegisteredBrokers: what a broker registers (its
+// address, a topic's message type, its FIFO groups) is what RocketMQ 5's
+// clients get from the NameServer, their access point.
+func TestNameServerAnswersV5ForRegisteredBrokers(t *testing.T) {
+	b, ns := startBrokerNS(t)
+	tc := broker.TopicConfig{Name: "orders", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6,
+		Attributes: map[string]string{"message.type": "FIFO"}}
+	if err := b.CreateTopic(tc, false); err != nil {
+		t.Fatal(err)
+	}
+	g := subgroup.Default("ordered")
+	g.ConsumeMessageOrderly = true
+	if err := b.UpdateSubscriptionGroup(g); err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient(ns.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{InsecureSkipVerify: true})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := v2.NewMessagingServiceClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	host, port, _ := net.SplitHostPort(b.Addr())
+	wantEP := &v2.Endpoints{Scheme: v2.AddressScheme_IPv4, Addresses: []*v2.Address{{Host: host, Port: int32(atoi(t, port))}}}
+	testutil.WaitFor(t, 20*time.Second, "a FIFO route and per-queue assignments", func() error {
+		r, err := c.QueryRoute(ctx, &v2.QueryRouteRequest{Topic: &v2.Resource{Name: "orders"}})
+		if err != nil {
+			return err
+		}
+		if len(r.MessageQueues) != 2 || !proto.Equal(r.MessageQueues[0].Broker.Endpoints, wantEP) ||
+			len(r.MessageQueues[0].AcceptMessageTypes) != 1 || r.MessageQueues[0].AcceptMessageTypes[0] != v2.MessageType_FIFO {
+			return fmt.Errorf("route %v %v", r.Status, r.MessageQueues)
+		}
+		a, err := c.QueryAssignment(ctx, &v2.QueryAssignmentRequest{Topic: &v2.Resource{Name: "orders"}, Group: &v2.Resource{Name: "ordered"}})
+		if err != nil {
+			return err
+		}
+		if len(a.Assignments) != 2 || a.Assignments[1].MessageQueue.Id != 1 {
+			return fmt.Errorf("assignments %v %v", a.Status, a.Assignments)
+		}
+		return nil
+	})
+	// The route's endpoint serves the v5 service (over TLS, as the Go
+	// client dials it).
+	tlsCreds := grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{InsecureSkipVerify: true}))
+	if err := v5Call(t, net.JoinHostPort(host, port), tlsCreds); status.Code(err) == codes.Unavailable ||
+		strings.Contains(status.Convert(err).Message(), "unknown service") {
+		t.Fatalf("the routed endpoint: %v", err)
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
