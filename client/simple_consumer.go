@@ -76,7 +76,9 @@ type popTarget struct {
 // (topic → tag expression: "*" or "" for all, or "a || b"). await is how
 // long Receive waits for a message when none is ready (0: it answers at
 // once); the brokers cap it at their long-poll maximum.
-func NewSimpleConsumer(group string, subscriptions map[string]string, await time.Duration, opts ...ConsumerOption) (*SimpleConsumer, error) {
+// It takes the options every client takes (WithNameServers, WithLogger,
+// WithRPCTimeout, ...); the other consumers' options do not apply.
+func NewSimpleConsumer(group string, subscriptions map[string]string, await time.Duration, opts ...Option) (*SimpleConsumer, error) {
 	if err := message.ValidateGroup(group); err != nil {
 		return nil, codeErr(pb.Code_ILLEGAL_GROUP, "%v", err)
 	}
@@ -86,7 +88,7 @@ func NewSimpleConsumer(group string, subscriptions map[string]string, await time
 	if await < 0 {
 		return nil, codeErr(pb.Code_INVALID_PARAMETER, "await duration %s is negative", await)
 	}
-	o, err := buildOptions(opts, ConsumerOption.applyConsumer)
+	o, err := buildOptions(opts, Option.applyConsumer)
 	if err != nil {
 		return nil, err
 	}

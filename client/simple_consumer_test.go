@@ -11,7 +11,7 @@ import (
 
 func (e *env) simple(group string, subs map[string]string, await time.Duration) *SimpleConsumer {
 	e.t.Helper()
-	c, err := NewSimpleConsumer(group, subs, await, e.copts()...)
+	c, err := NewSimpleConsumer(group, subs, await, e.shared())
 	if err != nil {
 		e.t.Fatal(err)
 	}
