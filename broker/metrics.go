@@ -208,6 +208,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		descReplInSync, descDelayPending, descTimerPending, descTimerDelivered, descHalf, descTxnChecks, descTxnEnds} {
 		ch <- d
 	}
+	for _, d := range dedupDescs {
+		ch <- d
+	}
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -259,6 +262,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.collectReplication(gauge)
 	c.collectDelay(gauge, counter)
+	c.collectDedup(gauge, counter)
 
 	if b.txn != nil {
 		st := b.txn.Stats()
