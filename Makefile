@@ -48,20 +48,50 @@ fuzz:
 ##   compat-go       rocketmq-client-go (test/rocketmq-go, its own pinned go.mod)
 ##   compat-java     rocketmq-client 5.x (test/rocketmq-java, a Maven module)
 ##   compat-mqadmin  rocketmq-tools' mqadmin commands and their output
-.PHONY: compat compat-go compat-java compat-mqadmin
-compat: compat-go compat-java compat-mqadmin
+##   compat-v5       the RocketMQ 5 gRPC client rocketmq-clients/golang/v5
+##                   (test/rocketmq-v5, its own pinned go.mod)
+##   compat-node     RocketMQ 5's Node.js client, rocketmq-client-nodejs 1.0.8 over gRPC
+##                   (test/rocketmq-nodejs; needs Node.js 20+ and npm; npm ci from the lock file)
+##   compat-java5    RocketMQ 5's Java client, rocketmq-client-java 5.2.0 over gRPC
+##                   (test/rocketmq-java5, a Maven module)
+.PHONY: compat compat-go compat-java compat-mqadmin compat-v5 compat-node compat-java5
+compat: compat-go compat-java compat-mqadmin compat-v5 compat-node compat-java5
 compat-go:
 	bash scripts/compat-go.sh
+compat-v5:
+	bash scripts/compat-v5.sh
 compat-java:
 	bash scripts/compat-java.sh
 compat-mqadmin:
 	bash scripts/compat-mqadmin.sh
+compat-node:
+	bash scripts/compat-node.sh
+compat-java5:
+	bash scripts/compat-java5.sh
 
 ## bench-remoting: the broker's CPU per message over RocketMQ's remoting protocol
 ## (rocketmq-client-go) against its framed protocol (bolide bench), one broker
 .PHONY: bench-remoting
 bench-remoting:
 	bash scripts/bench-remoting.sh
+
+## pop-faults: POP consumption under kill -9 at full size: 100 000 messages
+## (some in message groups on a FIFO topic and group), 4 v5 simple
+## consumers acking 90 % and letting 10 % run out of invisibility once,
+## the broker killed and restarted three times; every message acked
+## exactly once, FIFO order per message group (RMQV5_POP_N sets the size;
+## compat-v5 runs a short form)
+POP_N ?= 100000
+.PHONY: pop-faults
+pop-faults:
+	RMQV5_POP_N=$(POP_N) TIMEOUT=60m GO_TEST_FLAGS="-run ^TestPopUnderFaults$$ -v" bash scripts/compat-v5.sh
+
+## bench-v5: the broker's CPU per message over the RocketMQ 5 gRPC protocol
+## (16 v5 producers, 4 simple consumers, 1 KiB) against Bolide's SDK with the
+## same load (scripts/bench-v5.sh)
+.PHONY: bench-v5
+bench-v5:
+	bash scripts/bench-v5.sh
 
 ## bench: every Go benchmark (storage engine figures for docs/BENCHMARKS.md)
 bench:

@@ -30,6 +30,7 @@ import (
 
 	"github.com/bolide-mq/bolide/broker/dedup"
 	"github.com/bolide-mq/bolide/broker/offsets"
+	"github.com/bolide-mq/bolide/broker/pop"
 	"github.com/bolide-mq/bolide/broker/replication"
 	"github.com/bolide-mq/bolide/broker/retry"
 	"github.com/bolide-mq/bolide/broker/rolegate"
@@ -53,6 +54,7 @@ type Broker struct {
 	txn     *txn.Service   // txn_host.go
 	metrics brokerMetrics  // metrics.go
 	retry   *retry.Service // retry_host.go
+	pop     *pop.Service   // pop_host.go
 
 	subs *subgroup.Table // subscription groups (subgroups.go)
 
@@ -144,6 +146,7 @@ func New(opts Options, log *zap.Logger, with ...Option) (*Broker, error) {
 	} else {
 		so.CommitLog.OnFlush = b.metrics.observeFlush
 	}
+	b.pop = newPopService(b) // before the store: its dispatch wakes POP receives
 	if b.store, err = store.Open(so, log.Named("store")); err != nil {
 		return fail(err)
 	}
@@ -155,6 +158,7 @@ func New(opts Options, log *zap.Logger, with ...Option) (*Broker, error) {
 	b.gate = newRoleGate(b)
 	b.txn = newTxnService(b)
 	b.newDedup()
+	b.gate.Subscribe("pop", b.pop)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.reg = newRegistrar(b, deps.nameServers)
 	if err := b.startGossip(); err != nil {
@@ -225,7 +229,7 @@ func (b *Broker) Start() error {
 		go b.housekeeping()
 		// The master-only services (transactions, delay) have subscribed
 		// to the role gate by now; it starts them if this is the master.
-		for _, start := range []func() error{b.startReplication, b.startDelay, b.startRoleGate} {
+		for _, start := range []func() error{b.startReplication, b.startDelay, b.startPop, b.startRoleGate} {
 			if err = start(); err != nil {
 				return
 			}
@@ -263,6 +267,7 @@ func (b *Broker) housekeeping() {
 
 // onArrival is the store's dispatch hook: wake pulls parked on the queue.
 func (b *Broker) onArrival(topic string, queueID int32, _ int64) {
+	b.pop.Notify(topic)
 	if v, ok := b.arrivals.Load(Queue{topic, queueID}); ok {
 		v.(*notify.Signal).Notify()
 	}
@@ -303,6 +308,9 @@ func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		errs := []error{b.Quiesce()}
 		b.wg.Wait()
+		if err := b.pop.Close(); err != nil { // its last snapshot and watermarks
+			errs = append(errs, err)
+		}
 		if err := b.offsets.Persist(); err != nil {
 			errs = append(errs, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,6 +26,10 @@ type Registration struct {
 	HeartbeatTimeout time.Duration
 	Topics           []TopicConfig
 	DataVersion      topic.DataVersion
+	// FifoGroups are the declared subscription groups that consume in
+	// order, sorted: the NameServers answer RocketMQ 5 push consumers'
+	// QueryAssignment with them.
+	FifoGroups []string
 }
 
 // RegistrationAnswer is what a NameServer answers: where the group's
@@ -115,7 +120,21 @@ func (r *registrar) registration() Registration {
 		GossipAddr:       b.gossipAddr(),
 		Topics:           b.topics.all(),
 		DataVersion:      b.topics.dataVersion(),
+		FifoGroups:       b.fifoGroups(),
 	}
+}
+
+// fifoGroups lists the declared groups that consume in order, sorted.
+func (b *Broker) fifoGroups() []string {
+	groups, _ := b.SubscriptionGroups()
+	var out []string
+	for i := range groups {
+		if groups[i].Fifo() {
+			out = append(out, groups[i].GroupName)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // registerAll registers with every NameServer in parallel.

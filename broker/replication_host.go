@@ -60,6 +60,14 @@ func (h replicationHost) ReplaceTopics(topics []topic.Config, v topic.DataVersio
 	return h.b.topics.replaceAll(topics, v)
 }
 
+func (h replicationHost) SubscriptionGroups() ([]SubscriptionGroup, topic.DataVersion) {
+	return h.b.subs.All()
+}
+
+func (h replicationHost) ReplaceSubscriptionGroups(groups []SubscriptionGroup, v topic.DataVersion) (bool, error) {
+	return h.b.replaceSubscriptionGroups(groups, v)
+}
+
 func (h replicationHost) DelayProgress() (delay.MasterProgress, bool) {
 	if d := h.b.delay.Load(); d != nil {
 		return d.Snapshot()

@@ -68,6 +68,16 @@ func (b *Broker) DeleteSubscriptionGroup(group string, cleanOffsets bool) error 
 	return nil
 }
 
+// replaceSubscriptionGroups makes the group table the master's (a slave's
+// metadata sync).
+func (b *Broker) replaceSubscriptionGroups(groups []SubscriptionGroup, v DataVersion) (bool, error) {
+	changed, err := b.subs.Replace(groups, v)
+	if err != nil {
+		return false, errcode.Errorf(errcode.SystemError, "%v", err)
+	}
+	return changed, nil
+}
+
 // ProducerClients returns the client ids of the connected clients that said
 // in their last heartbeat that they produce for group, sorted.
 func (b *Broker) ProducerClients(group string) []string {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/bolide-mq/bolide/internal/wire"
@@ -23,6 +24,13 @@ type TopicSpec struct {
 	// Perm defaults to PermReadWrite.
 	Perm  Perm
 	Order bool
+	// MessageType is the type of message the topic accepts: one of
+	// TopicNormal, TopicFIFO, TopicDelay, TopicTransaction, TopicMixed
+	// (case-insensitive), stored as the topic attribute message.type. ""
+	// sets no type: the topic accepts every type, as TopicMixed. The spec
+	// is the topic's whole configuration: UpdateTopic with "" removes a
+	// type the topic had.
+	MessageType string
 	// Cluster limits the topic to one cluster's masters; BrokerNames to
 	// the listed broker groups. With neither, every master of every
 	// cluster gets the topic.
@@ -69,6 +77,13 @@ func (a *Admin) putTopic(ctx context.Context, spec TopicSpec, update bool) error
 	}
 	tc := &pb.TopicConfig{Name: spec.Name, ReadQueueNums: int32(spec.Queues), WriteQueueNums: int32(spec.Queues),
 		Perm: int32(spec.Perm), Order: spec.Order}
+	if spec.MessageType != "" {
+		mt, ok := ParseTopicMessageType(spec.MessageType)
+		if !ok {
+			return codeErr(pb.Code_INVALID_PARAMETER, "message type %q is not one of %s", spec.MessageType, strings.Join(TopicMessageTypes, ", "))
+		}
+		tc.Attributes = map[string]string{AttrMessageType: mt}
+	}
 	for _, bd := range targets {
 		addr := bd.MasterAddr()
 		if addr == "" {
@@ -290,6 +305,44 @@ type TopicConfig struct {
 	TopicSysFlag int32
 	// Attributes are the topic's attributes (nil: none).
 	Attributes map[string]string
+}
+
+// Topic message types (RocketMQ 5's TopicMessageType): what a topic
+// accepts. A topic without a type is mixed: it accepts every type.
+const (
+	TopicNormal      = "NORMAL"
+	TopicFIFO        = "FIFO"
+	TopicDelay       = "DELAY"
+	TopicTransaction = "TRANSACTION"
+	TopicMixed       = "MIXED"
+	// AttrMessageType is the topic attribute that holds the type.
+	AttrMessageType = "message.type"
+)
+
+// TopicMessageTypes lists the message types a topic can be given.
+var TopicMessageTypes = []string{TopicNormal, TopicFIFO, TopicDelay, TopicTransaction, TopicMixed}
+
+// ParseTopicMessageType returns the canonical (upper-case) type named by
+// s ("" is mixed), or false for an unknown one.
+func ParseTopicMessageType(s string) (string, bool) {
+	if s == "" {
+		return TopicMixed, true
+	}
+	for _, t := range TopicMessageTypes {
+		if strings.EqualFold(s, t) {
+			return t, true
+		}
+	}
+	return "", false
+}
+
+// MessageType is the topic's message type: TopicMixed when it has none.
+func (c *TopicConfig) MessageType() string {
+	mt, ok := ParseTopicMessageType(c.Attributes[AttrMessageType])
+	if !ok {
+		return TopicMixed
+	}
+	return mt
 }
 
 // TopicConfig returns a topic's configuration on each broker group of its

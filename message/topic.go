@@ -16,7 +16,10 @@ const (
 	// TimerTopic holds messages to be delivered at an arbitrary time
 	// (TIMER_DELIVER_MS, TIMER_DELAY_MS, TIMER_DELAY_SEC) until they are due;
 	// the name is RocketMQ 5's.
-	TimerTopic         = "rmq_sys_wheel_timer"
+	TimerTopic = "rmq_sys_wheel_timer"
+	// PopLogTopic holds the POP consumption state changes (broker/pop): one
+	// queue, never routed or pulled.
+	PopLogTopic        = "rmq_sys_POP_LOG"
 	RetryTopicPrefix   = "%RETRY%"
 	DLQTopicPrefix     = "%DLQ%"
 	MaxUserTopicLen    = 127
@@ -46,7 +49,7 @@ func IsDLQTopic(topic string) bool { return strings.HasPrefix(topic, DLQTopicPre
 // IsSystemTopic reports whether topic is one the broker owns.
 func IsSystemTopic(topic string) bool {
 	switch topic {
-	case ScheduleTopic, TransHalfTopic, TransOpHalfTopic, TransCheckMaxTopic, TimerTopic:
+	case ScheduleTopic, TransHalfTopic, TransOpHalfTopic, TransCheckMaxTopic, TimerTopic, PopLogTopic:
 		return true
 	}
 	return false

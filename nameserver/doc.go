@@ -72,4 +72,37 @@
 // (ORDER_TOPIC_CONFIG) are kept in memory for it to read back, never put
 // into routes. Broker addresses are those the brokers registered, which
 // serve remoting on the same port.
+//
+// # RocketMQ 5 access point
+//
+// The gRPC server also serves apache.rocketmq.v2.MessagingService (v5.go,
+// with the official Go client's generated code), so RocketMQ 5's clients
+// take the NameServer's address as their access point. Only QueryRoute
+// and QueryAssignment are served; the clients send every other RPC to the
+// brokers a route names, and here they answer gRPC's Unimplemented.
+//
+// QueryRoute lists, for each broker group serving the topic (sorted by
+// broker name) whose master is registered, queues 0 .. max(read, write)-1
+// of the master: Broker{name, id 0, endpoints = its registered address as
+// one Address, scheme IPv4 or IPv6 for an IP literal, DOMAIN_NAME
+// otherwise}; permission READ_WRITE, READ, WRITE or NONE per queue from
+// the topic's perm and queue counts; accept_message_types from the topic's
+// "message.type" attribute, which brokers register with their topics
+// (NORMAL, FIFO, DELAY or TRANSACTION alone; none, MIXED or unknown: all
+// four). Slaves are not listed (POP state changes go through the master).
+// Statuses: TOPIC_NOT_FOUND when no group serves the topic, NOT_FOUND when
+// none of them has a master registered, ILLEGAL_TOPIC for a bad or system
+// topic name. The request's Resource is echoed in every queue, and the
+// answer is the same as long as the table is (clients compare routes).
+//
+// QueryAssignment gives, per broker group with readable queues, one
+// assignment of queue id -1 (any queue of that master), or, for a group
+// that consumes in order, one per readable queue; FORBIDDEN "no readable
+// queue" when there are none. A group consumes in order when the master of
+// one of the topic's broker groups lists it in fifo_groups
+// (RegisterBrokerRequest; each master registration replaces its list).
+//
+// A Resource's namespace folds into the name as the brokers fold it
+// ("<namespace>%<name>", the header x-mq-namespace when the Resource has
+// none).
 package nameserver

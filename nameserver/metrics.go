@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+
 	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -43,13 +45,19 @@ func (m *serverMetrics) init() *serverMetrics {
 // statusCarrier is every NameServer response: it carries a wire status.
 type statusCarrier interface{ GetStatus() *pb.Status }
 
+// v5StatusCarrier is every RocketMQ 5 access-point response (v5.go).
+type v5StatusCarrier interface{ GetStatus() *v2.Status }
+
 // observeRPC is a unary interceptor timing every call.
 func (s *Server) observeRPC(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
 	resp, err := handler(ctx, req)
 	code := wire.CodeOf(err).String()
 	if err == nil {
-		if sc, ok := resp.(statusCarrier); ok {
+		switch sc := resp.(type) {
+		case statusCarrier:
+			code = sc.GetStatus().GetCode().String()
+		case v5StatusCarrier:
 			code = sc.GetStatus().GetCode().String()
 		}
 	}

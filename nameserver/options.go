@@ -37,6 +37,11 @@ type Options struct {
 	// BrokerTimeout is the heartbeat timeout of a broker that does not ask
 	// for its own.
 	BrokerTimeout time.Duration
+	// TLSCertFile and TLSKeyFile are the PEM certificate and key served to
+	// TLS clients on ListenAddr (reloaded when they change on disk). Both
+	// empty: a self-signed certificate. Plaintext is served alongside.
+	TLSCertFile string
+	TLSKeyFile  string
 }
 
 // DefaultOptions returns RocketMQ's defaults on loopback.
@@ -80,6 +85,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ScanInterval <= 0 {
 		errs = append(errs, fmt.Errorf("nameserver: scan_interval must be > 0, not %v", o.ScanInterval))
+	}
+	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
+		errs = append(errs, errors.New("nameserver: tls_cert and tls_key go together: set both or neither"))
 	}
 	if o.BrokerTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("nameserver: broker_timeout must be > 0, not %v", o.BrokerTimeout))

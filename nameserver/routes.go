@@ -23,6 +23,9 @@ type QueueData struct {
 	WriteQueues int32
 	Perm        int32
 	SysFlag     int32
+	// MessageType is the topic's message.type attribute on this group
+	// ("" when it has none).
+	MessageType string
 }
 
 // BrokerData is a broker group: its addresses by broker id (0 = master).
@@ -39,6 +42,9 @@ type TopicConfig struct {
 	WriteQueues int32
 	Perm        int32
 	SysFlag     int32
+	// MessageType is the topic's message.type attribute (RocketMQ 5's
+	// topic message type; "" when it has none).
+	MessageType string
 }
 
 // DataVersion identifies a broker's topic table; it changes whenever the
@@ -62,6 +68,10 @@ type Registration struct {
 	// below the highest seen for its broker name is refused (NOT_MASTER).
 	Epoch  int64
 	Topics []TopicConfig
+	// FifoGroups are the subscription groups the broker declares as
+	// consuming in order. A master's list replaces the group's previous one
+	// at every registration (DataVersion does not gate it).
+	FifoGroups []string
 	// DataVersion gates topic updates: a master's topics are applied when it
 	// first registers, when its id changes, or when this version differs
 	// from the last one. nil applies them every time.
@@ -138,6 +148,9 @@ type brokerGroup struct {
 	cluster string
 	name    string
 	addrs   map[int64]string
+	// fifoGroups are the ordered-consumption groups its master declared
+	// last.
+	fifoGroups map[string]struct{}
 }
 
 // NewRoutes returns an empty table whose brokers expire after
@@ -230,6 +243,12 @@ func (r *Routes) Register(reg Registration, now time.Time) (RegisterResult, erro
 	}
 	r.live[reg.Addr] = lb
 
+	if reg.ID == MasterID {
+		g.fifoGroups = make(map[string]struct{}, len(reg.FifoGroups))
+		for _, name := range reg.FifoGroups {
+			g.fifoGroups[name] = struct{}{}
+		}
+	}
 	if reg.ID == MasterID && changed {
 		r.applyTopicsLocked(reg.BrokerName, reg.Topics)
 		res.TopicsApplied = true
@@ -315,7 +334,8 @@ func (r *Routes) applyTopicsLocked(name string, topics []TopicConfig) {
 			m = make(map[string]QueueData)
 			r.topics[t.Name] = m
 		}
-		m[name] = QueueData{BrokerName: name, ReadQueues: t.ReadQueues, WriteQueues: t.WriteQueues, Perm: t.Perm, SysFlag: t.SysFlag}
+		m[name] = QueueData{BrokerName: name, ReadQueues: t.ReadQueues, WriteQueues: t.WriteQueues, Perm: t.Perm,
+			SysFlag: t.SysFlag, MessageType: t.MessageType}
 	}
 	for topic, m := range r.topics {
 		if _, ok := m[name]; ok && !keep[topic] {
@@ -455,6 +475,21 @@ func (r *Routes) Route(topic string) (Route, error) {
 		}
 	}
 	return rt, nil
+}
+
+// FifoGroup reports whether the master of any of the named broker groups
+// declared the subscription group as consuming in order.
+func (r *Routes) FifoGroup(group string, brokerNames ...string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, name := range brokerNames {
+		if g := r.groups[name]; g != nil {
+			if _, ok := g.fifoGroups[group]; ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (g *brokerGroup) data() BrokerData {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/bolide-mq/bolide/internal/membership"
 	"github.com/bolide-mq/bolide/internal/portmux"
+	"github.com/bolide-mq/bolide/internal/tlsconf"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -71,6 +72,10 @@ func New(opts Options, lg *zap.Logger) (*Server, error) {
 		quit:   make(chan struct{}),
 		joinc:  make(chan string, 64),
 	}
+	certs, err := tlsconf.New(opts.TLSCertFile, opts.TLSKeyFile, lg.Named("tls"))
+	if err != nil {
+		return nil, fmt.Errorf("nameserver: %w", err)
+	}
 	lis, err := net.Listen("tcp", opts.ListenAddr)
 	if err != nil {
 		return nil, fmt.Errorf("nameserver: listen %s: %w", opts.ListenAddr, err)
@@ -100,11 +105,13 @@ func New(opts Options, lg *zap.Logger) (*Server, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	)
 	pb.RegisterNameServerServer(s.grpc, &service{s: s})
+	s.registerV5(s.grpc) // RocketMQ 5's access point (v5.go)
 	protos := []portmux.Protocol{grpcProtocol{s.grpc}}
 	if opts.Remoting {
 		protos = append(protos, s.newRemoting())
 	}
 	s.mux = portmux.NewMux(lis, lg.Named("port"), protos...)
+	s.mux.EnableTLS(certs.ServerConfig)
 	return s, nil
 }
 

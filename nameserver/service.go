@@ -68,9 +68,10 @@ func registrationFromProto(req *pb.RegisterBrokerRequest) Registration {
 	for _, t := range req.Topics {
 		reg.Topics = append(reg.Topics, TopicConfig{
 			Name: t.Name, ReadQueues: t.ReadQueueNums, WriteQueues: t.WriteQueueNums,
-			Perm: t.Perm, SysFlag: t.TopicSysFlag,
+			Perm: t.Perm, SysFlag: t.TopicSysFlag, MessageType: t.Attributes[attrMessageType],
 		})
 	}
+	reg.FifoGroups = req.FifoGroups
 	return reg
 }
 

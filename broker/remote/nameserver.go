@@ -56,6 +56,7 @@ func (n *NameServers) Register(ctx context.Context, addr string, r broker.Regist
 		HaAddr: r.HAAddr, Epoch: r.Epoch, Version: r.Version, GossipAddr: r.GossipAddr,
 		HeartbeatTimeoutMs: r.HeartbeatTimeout.Milliseconds(),
 		DataVersion:        &pb.DataVersion{Timestamp: r.DataVersion.Timestamp, Counter: r.DataVersion.Counter},
+		FifoGroups:         r.FifoGroups,
 	}
 	for _, t := range r.Topics {
 		req.Topics = append(req.Topics, v1wire.TopicToProto(t))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bolide-mq/bolide/broker/delay"
 	"github.com/bolide-mq/bolide/broker/offsets"
+	"github.com/bolide-mq/bolide/broker/subgroup"
 	"github.com/bolide-mq/bolide/broker/topic"
 	"github.com/bolide-mq/bolide/internal/errcode"
 )
@@ -35,6 +36,21 @@ type Metadata struct {
 	// Delay is the master's delayed delivery progress; nil when it does
 	// not deliver.
 	Delay *delay.MasterProgress
+	// Groups is the master's subscription group table and GroupVersion
+	// its version; a zero GroupVersion means the master sent no table (a
+	// slave then keeps its own).
+	Groups       []subgroup.Config
+	GroupVersion topic.DataVersion
+}
+
+// GroupHost is a Host that also replicates its subscription group table
+// (the groups' FIFO flag, maximum delivery attempts and retry policy).
+type GroupHost interface {
+	// SubscriptionGroups returns the group table and its version.
+	SubscriptionGroups() ([]subgroup.Config, topic.DataVersion)
+	// ReplaceSubscriptionGroups makes the group table exactly groups with
+	// version v and reports whether anything changed.
+	ReplaceSubscriptionGroups(groups []subgroup.Config, v topic.DataVersion) (bool, error)
 }
 
 // MasterClient fetches a slave's metadata from its master.
@@ -158,6 +174,15 @@ func (r *Replicator) syncMetadata(addr string) error {
 			r.log.Warn("delete the queues of a topic the master deleted", zap.String("topic", name), zap.Error(err))
 		}
 	}
+	if gh, ok := r.host.(GroupHost); ok && md.GroupVersion != (topic.DataVersion{}) {
+		changed, err := gh.ReplaceSubscriptionGroups(md.Groups, md.GroupVersion)
+		if err != nil {
+			return err
+		}
+		if changed {
+			r.log.Info("subscription groups replicated from the master", zap.Int("groups", len(md.Groups)))
+		}
+	}
 	r.meta.local.Adopt(r.cfg.Offsets, md.Offsets)
 	if md.Delay != nil {
 		r.host.OfferDelayProgress(*md.Delay)
@@ -192,6 +217,9 @@ func (r *Replicator) Metadata(req MetadataRequest) (Metadata, error) {
 	md.Offsets = r.cfg.Offsets.Snapshot()
 	if p, ok := r.host.DelayProgress(); ok {
 		md.Delay = &p
+	}
+	if gh, ok := r.host.(GroupHost); ok {
+		md.Groups, md.GroupVersion = gh.SubscriptionGroups()
 	}
 	return md, nil
 }

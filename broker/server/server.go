@@ -1,7 +1,8 @@
 // Package server assembles a broker as the daemon runs it: the listener,
 // the broker core (package broker) with its links to the NameServers and
 // to its master (package broker/remote), and the front ends that serve the
-// port (gRPC and frames, package broker/frontend/...). cmd/bolide-broker and
+// port, in the clear and over TLS (gRPC — bolide.v1 and, unless WithV5(false), RocketMQ 5's
+// apache.rocketmq.v2 — frames and remoting, package broker/frontend/...). cmd/bolide-broker and
 // the in-process test clusters build brokers with New.
 package server
 
@@ -14,13 +15,16 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/frontend"
 	"github.com/bolide-mq/bolide/broker/frontend/framed"
 	"github.com/bolide-mq/bolide/broker/frontend/grpcapi"
+	"github.com/bolide-mq/bolide/broker/frontend/grpcv5"
 	"github.com/bolide-mq/bolide/broker/frontend/remoting"
 	"github.com/bolide-mq/bolide/broker/remote"
+	"github.com/bolide-mq/bolide/internal/tlsconf"
 )
 
 // Server is a broker core serving its front ends on one port. The core's
@@ -39,17 +43,32 @@ type Option func(*config)
 
 type config struct {
 	remoting bool
+	v5       bool
+	tlsCert  string
+	tlsKey   string
 }
 
 // WithRemoting turns RocketMQ's remoting protocol on the port on or off
 // (on by default).
 func WithRemoting(on bool) Option { return func(c *config) { c.remoting = on } }
 
+// WithV5 turns RocketMQ 5's gRPC protocol (apache.rocketmq.v2.MessagingService,
+// the official v5 clients' protocol) on the port on or off (on by default).
+func WithV5(on bool) Option { return func(c *config) { c.v5 = on } }
+
+// WithTLS serves TLS on the port with the certificate and key in these
+// PEM files, reloaded when they change on disk. Without it (or with both
+// empty) TLS is served with a self-signed certificate. Plaintext is served
+// alongside either way: the first byte of a connection tells (internal/portmux).
+func WithTLS(certFile, keyFile string) Option {
+	return func(c *config) { c.tlsCert, c.tlsKey = certFile, keyFile }
+}
+
 // New binds opts.ListenAddr (":0" picks a free port), then opens the core
 // (validating the options, recovering the store) and the front ends.
 // Serving starts with Start.
 func New(opts broker.Options, log *zap.Logger, options ...Option) (*Server, error) {
-	cfg := config{remoting: true}
+	cfg := config{remoting: true, v5: true}
 	for _, o := range options {
 		o(&cfg)
 	}
@@ -58,6 +77,10 @@ func New(opts broker.Options, log *zap.Logger, options ...Option) (*Server, erro
 	}
 	if err := opts.Validate(); err != nil {
 		return nil, err
+	}
+	certs, err := tlsconf.New(cfg.tlsCert, cfg.tlsKey, log.Named("tls"))
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
 	}
 	lis, err := net.Listen("tcp", opts.ListenAddr)
 	if err != nil {
@@ -69,14 +92,19 @@ func New(opts broker.Options, log *zap.Logger, options ...Option) (*Server, erro
 		_ = lis.Close()
 		return nil, err
 	}
+	var services []func(grpc.ServiceRegistrar)
+	if cfg.v5 {
+		services = append(services, grpcv5.New(core, log.Named("v5")).Register)
+	}
 	fes := []frontend.Frontend{
-		grpcapi.New(core),
+		grpcapi.New(core, services...),
 		framed.New(core, grpcapi.MaxMessage, log.Named("frame")),
 	}
 	if cfg.remoting {
 		fes = append(fes, remoting.New(core, log.Named("remoting")))
 	}
 	mux := frontend.NewMux(lis, log.Named("port"), fes...)
+	mux.EnableTLS(certs.ServerConfig)
 	return &Server{Broker: core, mux: mux, log: log}, nil
 }
 

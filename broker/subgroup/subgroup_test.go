@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
+
+	"github.com/bolide-mq/bolide/broker/topic"
 )
 
 func TestTablePersists(t *testing.T) {
@@ -67,5 +70,35 @@ func TestPutFailureKeepsTable(t *testing.T) {
 	}
 	if _, ok := tab.Get("G"); ok {
 		t.Fatal("a group that could not be persisted is in the table")
+	}
+}
+
+func TestReplace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "subscriptionGroup.json")
+	tab, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tab.Put(Default("OLD")); err != nil {
+		t.Fatal(err)
+	}
+	g := Default("G")
+	g.ConsumeMessageOrderly = true
+	g.GroupRetryPolicy = Customized([]time.Duration{time.Second, 2 * time.Second})
+	v := topic.DataVersion{Timestamp: 42, Counter: 7}
+	changed, err := tab.Replace([]Config{g}, v)
+	if err != nil || !changed {
+		t.Fatalf("Replace = %v, %v", changed, err)
+	}
+	if changed, err := tab.Replace([]Config{g}, v); err != nil || changed {
+		t.Fatalf("the same table again: changed %v, %v", changed, err)
+	}
+	again, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, got := again.All()
+	if len(all) != 1 || !reflect.DeepEqual(all[0], g) || got != v {
+		t.Fatalf("reloaded %+v at %+v, want only %+v at %+v", all, got, g, v)
 	}
 }

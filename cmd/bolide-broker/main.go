@@ -1,5 +1,8 @@
 // Command bolide-broker runs a Bolide broker: it stores messages, serves
 // producers and consumers over gRPC and registers with the NameServers.
+// Its port also speaks RocketMQ's remoting protocol (--remoting) and
+// RocketMQ 5's gRPC protocol (--v5), each in the clear or over TLS
+// (--tls-cert and --tls-key; a self-signed certificate without them).
 //
 //	bolide-broker --namesrv 127.0.0.1:9876 --listen 127.0.0.1:10911 \
 //	    --store-dir ./data/broker-a --broker-name broker-a --broker-id 0 --cluster DefaultCluster
@@ -55,6 +58,9 @@ type flags struct {
 	gossipProfile    string
 	autoCreateTopic  bool
 	remoting         bool
+	v5               bool
+	tlsCert          string
+	tlsKey           string
 	defaultQueues    int
 	maxMessageSize   int
 	retentionHours   int
@@ -142,6 +148,9 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs.StringVar(&f.gossip, "gossip", "", `gossip (memberlist) address: "" derives listen port + 3, "off" disables`)
 	fs.StringVar(&f.gossipProfile, "gossip-profile", d.GossipProfile, `failure detection timings: "lan" or "fast" (tests)`)
 	fs.BoolVar(&f.remoting, "remoting", true, "serve RocketMQ's remoting protocol (its clients and mqadmin) on the listen port")
+	fs.BoolVar(&f.v5, "v5", true, "serve RocketMQ 5's gRPC protocol (apache.rocketmq.v2, the official v5 clients) on the listen port")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate for TLS on the listen port, reloaded when it changes (default: a self-signed one)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.BoolVar(&f.autoCreateTopic, "auto-create-topic", d.AutoCreateTopic, "create unknown topics on first send")
 	fs.IntVar(&f.defaultQueues, "default-queues", d.DefaultQueueNums, "queues of an auto-created topic")
 	fs.IntVar(&f.maxMessageSize, "max-message-size", d.MaxMessageSize, "largest message body in bytes")
@@ -214,6 +223,9 @@ func loadOptions(cmd *cobra.Command, f *flags) (broker.Options, *daemon.Config, 
 	if _, _, err := daemon.ResolveAdminAddr(f.adminListen, f.listen); err != nil {
 		return broker.Options{}, nil, err
 	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return broker.Options{}, nil, fmt.Errorf("tls-cert and tls-key go together: set both or neither")
+	}
 	opts := broker.DefaultOptions(f.storeDir)
 	opts.NameServers = splitList(f.namesrv)
 	opts.ListenAddr = f.listen
@@ -272,7 +284,9 @@ func loadOptions(cmd *cobra.Command, f *flags) (broker.Options, *daemon.Config, 
 
 // serve runs the broker until a signal and returns the exit status.
 func serve(opts broker.Options, f *flags, lg *zap.Logger) int {
-	newBroker := func() (daemon.Server, error) { return server.New(opts, lg, server.WithRemoting(f.remoting)) }
+	newBroker := func() (daemon.Server, error) {
+		return server.New(opts, lg, server.WithRemoting(f.remoting), server.WithV5(f.v5), server.WithTLS(f.tlsCert, f.tlsKey))
+	}
 	return daemon.Serve(context.Background(), newBroker, daemon.ServeOptions{
 		Name:          "broker",
 		ListenAddr:    opts.ListenAddr,

@@ -514,6 +514,7 @@ func TestConfigValidation(t *testing.T) {
 		{"bad flush in file", "flush: banana\n", [2]string{}, nil, []string{`key "flush"`, "banana"}},
 		{"bad log level in env", "", [2]string{"BOLIDE_BROKER_LOG_LEVEL", "loud"}, nil, []string{`BOLIDE_BROKER_LOG_LEVEL="loud"`, "log-level"}},
 		{"one key twice", "broker_name: a\nbroker-name: b\n", [2]string{}, nil, []string{`"broker-name" and "broker_name"`}},
+		{"TLS key without certificate", "", [2]string{"BOLIDE_BROKER_TLS_KEY", "/etc/bolide/tls.key"}, nil, []string{"tls-cert", "tls-key"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -560,6 +561,24 @@ func TestConfigValidation(t *testing.T) {
 	}
 	if addr, derived, err := daemon.ResolveAdminAddr(f.adminListen, opts.ListenAddr); err != nil || !derived || addr != "127.0.0.1:10913" {
 		t.Fatalf("admin address %q %v %v", addr, derived, err)
+	}
+	if !f.v5 || f.tlsCert != "" || f.tlsKey != "" {
+		t.Fatalf("defaults: v5 %v, tls-cert %q, tls-key %q; want v5 on, no files", f.v5, f.tlsCert, f.tlsKey)
+	}
+
+	// The v5 and TLS settings come from the environment like the others.
+	t.Setenv("BOLIDE_BROKER_V5", "false")
+	t.Setenv("BOLIDE_BROKER_TLS_CERT", "/etc/bolide/tls.crt")
+	t.Setenv("BOLIDE_BROKER_TLS_KEY", "/etc/bolide/tls.key")
+	cmd, f = newCommand(&code)
+	if err := cmd.ParseFlags([]string{"--store-dir", t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := loadOptions(cmd, f); err != nil {
+		t.Fatal(err)
+	}
+	if f.v5 || f.tlsCert != "/etc/bolide/tls.crt" || f.tlsKey != "/etc/bolide/tls.key" {
+		t.Fatalf("from the environment: v5 %v, tls-cert %q, tls-key %q", f.v5, f.tlsCert, f.tlsKey)
 	}
 }
 

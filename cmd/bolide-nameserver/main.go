@@ -1,7 +1,10 @@
 // Command bolide-nameserver runs a Bolide NameServer: the route table that
 // brokers register with and clients ask for routes. One port serves Bolide's
 // gRPC API and RocketMQ's remoting protocol (RocketMQ clients, mqadmin);
-// --remoting=false turns the latter off.
+// --remoting=false turns the latter off. It is also the access point of
+// RocketMQ 5's clients (their routes and assignments). Each protocol is
+// served in the clear or over TLS (--tls-cert and --tls-key; a self-signed
+// certificate without them).
 //
 //	bolide-nameserver --listen 127.0.0.1:9876
 //
@@ -42,6 +45,8 @@ type flags struct {
 	config        string
 	listen        string
 	remoting      bool
+	tlsCert       string
+	tlsKey        string
 	gossip        string
 	gossipSeeds   []string
 	gossipProfile string
@@ -101,6 +106,8 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs.StringVar(&f.config, "config", "", "YAML config file; keys are flag names")
 	daemon.CheckedStringVar(fs, &f.listen, "listen", d.ListenAddr, "listen address of gRPC and remoting (port 0 picks one; see --addr-file)", daemon.CheckHostPort)
 	fs.BoolVar(&f.remoting, "remoting", d.Remoting, "serve RocketMQ's remoting protocol (its clients and mqadmin) on the listen port")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate for TLS on the listen port, reloaded when it changes (default: a self-signed one)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&f.gossip, "gossip", "", `gossip (memberlist) address: "" derives listen port + 1, "off" disables`)
 	fs.StringSliceVar(&f.gossipSeeds, "gossip-seeds", nil, "gossip addresses of other NameServers or brokers to join")
 	fs.StringVar(&f.gossipProfile, "gossip-profile", d.GossipProfile, `failure detection timings: "lan" or "fast" (tests)`)
@@ -136,6 +143,8 @@ func loadOptions(cmd *cobra.Command, f *flags) (nameserver.Options, *daemon.Conf
 		GossipProfile: f.gossipProfile,
 		ScanInterval:  f.scanInterval,
 		BrokerTimeout: f.brokerTimeout,
+		TLSCertFile:   f.tlsCert,
+		TLSKeyFile:    f.tlsKey,
 	}
 	if err := opts.Validate(); err != nil {
 		return nameserver.Options{}, nil, err

@@ -275,6 +275,26 @@ func TestRemotingFlag(t *testing.T) {
 	}
 }
 
+func TestTLSFlags(t *testing.T) {
+	code := 0
+	t.Setenv("BOLIDE_NAMESRV_TLS_CERT", "/etc/bolide/tls.crt")
+	cmd, f := newCommand(&code)
+	if err := cmd.ParseFlags([]string{"--listen", "127.0.0.1:0"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := loadOptions(cmd, f); err == nil || !strings.Contains(err.Error(), "tls_cert and tls_key") {
+		t.Fatalf("a certificate without a key: %v", err)
+	}
+	cmd, f = newCommand(&code)
+	if err := cmd.ParseFlags([]string{"--listen", "127.0.0.1:0", "--tls-key", "/etc/bolide/tls.key"}); err != nil {
+		t.Fatal(err)
+	}
+	opts, _, err := loadOptions(cmd, f)
+	if err != nil || opts.TLSCertFile != "/etc/bolide/tls.crt" || opts.TLSKeyFile != "/etc/bolide/tls.key" {
+		t.Fatalf("tls files %q %q, %v", opts.TLSCertFile, opts.TLSKeyFile, err)
+	}
+}
+
 // TestConfigDoc fails when docs/config.md does not list every setting with
 // its default and environment variable; BOLIDE_UPDATE_CONFIG_DOC=1
 // rewrites the table.

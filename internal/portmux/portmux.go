@@ -2,7 +2,9 @@ package portmux
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -14,8 +16,13 @@ import (
 // HeadLen is how many bytes of a new connection the Mux reads to sort it.
 const HeadLen = 4
 
-// SniffTimeout bounds the wait for a new connection's first bytes.
+// SniffTimeout bounds the wait for a new connection's first bytes and,
+// for a TLS connection, its handshake and the first bytes inside it.
 const SniffTimeout = 10 * time.Second
+
+// tlsHandshake is the first byte of a TLS record carrying a handshake
+// message: a TLS connection opens with its ClientHello in one.
+const tlsHandshake = 0x16
 
 // Protocol is one protocol served on the port.
 type Protocol interface {
@@ -40,6 +47,9 @@ type Mux struct {
 	log   *zap.Logger
 	fes   []Protocol
 	lises []*connListener
+	// tlsConfig, when set, makes a connection opening with a TLS
+	// handshake record a TLS one (EnableTLS).
+	tlsConfig func() *tls.Config
 
 	// mu protects sniffing (connections whose first bytes are awaited)
 	// and closed.
@@ -60,6 +70,14 @@ func NewMux(lis net.Listener, log *zap.Logger, fes ...Protocol) *Mux {
 	}
 	return m
 }
+
+// EnableTLS accepts TLS on the port too, before Serve: a connection whose
+// first byte is a TLS handshake record (0x16) is served TLS with the
+// configuration config returns at that moment (so certificates may
+// change), and once the handshake is done the decrypted connection is
+// sorted by its first bytes exactly as a plaintext one. No protocol served
+// here opens with 0x16 in the clear.
+func (m *Mux) EnableTLS(config func() *tls.Config) { m.tlsConfig = config }
 
 // Addr is the listener's address.
 func (m *Mux) Addr() net.Addr { return m.lis.Addr() }
@@ -117,10 +135,9 @@ func (m *Mux) accept() {
 // route reads a connection's first bytes and hands it over.
 func (m *Mux) route(nc net.Conn) {
 	defer m.wg.Done()
-	head := make([]byte, HeadLen)
-	_ = nc.SetReadDeadline(time.Now().Add(SniffTimeout))
-	_, err := io.ReadFull(nc, head)
-	_ = nc.SetReadDeadline(time.Time{})
+	_ = nc.SetDeadline(time.Now().Add(SniffTimeout))
+	conn, head, err := m.sniff(nc)
+	_ = nc.SetDeadline(time.Time{})
 	m.mu.Lock()
 	delete(m.sniffing, nc)
 	closed := m.closed
@@ -134,12 +151,38 @@ func (m *Mux) route(nc net.Conn) {
 	}
 	for i, fe := range m.fes {
 		if fe.Claims(head) {
-			m.lises[i].hand(&replayConn{Conn: nc, head: head})
+			m.lises[i].hand(conn)
 			return
 		}
 	}
 	m.log.Debug("connection speaks no protocol served here", zap.Stringer("remote", nc.RemoteAddr()), zap.Binary("head", head))
-	_ = nc.Close()
+	_ = conn.Close()
+}
+
+// sniff reads nc's first HeadLen bytes, and for a TLS connection does the
+// handshake and reads the first HeadLen bytes inside. It returns the
+// connection to serve (replaying them) and those bytes.
+func (m *Mux) sniff(nc net.Conn) (net.Conn, []byte, error) {
+	head := make([]byte, HeadLen)
+	if _, err := io.ReadFull(nc, head); err != nil {
+		return nil, nil, err
+	}
+	var cfg *tls.Config
+	if head[0] == tlsHandshake && m.tlsConfig != nil {
+		cfg = m.tlsConfig()
+	}
+	if cfg == nil {
+		return &replayConn{Conn: nc, head: head}, head, nil
+	}
+	tc := tls.Server(&replayConn{Conn: nc, head: head}, cfg)
+	if err := tc.Handshake(); err != nil {
+		return nil, nil, fmt.Errorf("tls handshake: %w", err)
+	}
+	inner := make([]byte, HeadLen)
+	if _, err := io.ReadFull(tc, inner); err != nil {
+		return nil, nil, fmt.Errorf("tls: first bytes: %w", err)
+	}
+	return &replayConn{Conn: tc, head: inner}, inner, nil
 }
 
 // StopAccepting closes the listener and the connections still being

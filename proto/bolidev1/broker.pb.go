@@ -3086,7 +3086,7 @@ var File_bolide_v1_broker_proto protoreflect.FileDescriptor
 
 const file_bolide_v1_broker_proto_rawDesc = "" +
 	"\n" +
-	"\x16bolide/v1/broker.proto\x12\tbolide.v1\x1a\x16bolide/v1/common.proto\x1a\x12bolide/v1/ha.proto\x1a\x1bbolide/v1/transaction.proto\"\x83\x01\n" +
+	"\x16bolide/v1/broker.proto\x12\tbolide.v1\x1a\x16bolide/v1/common.proto\x1a\x15bolide/v1/group.proto\x1a\x12bolide/v1/ha.proto\x1a\x13bolide/v1/pop.proto\x1a\x1bbolide/v1/transaction.proto\"\x83\x01\n" +
 	"\vSendRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12%\n" +
@@ -3309,7 +3309,7 @@ const file_bolide_v1_broker_proto_rawDesc = "" +
 	"\fBROADCASTING\x10\x01*:\n" +
 	"\vConsumeType\x12\x15\n" +
 	"\x11CONSUME_PASSIVELY\x10\x00\x12\x14\n" +
-	"\x10CONSUME_ACTIVELY\x10\x012\xc3\f\n" +
+	"\x10CONSUME_ACTIVELY\x10\x012\x81\x12\n" +
 	"\x06Broker\x127\n" +
 	"\x04Send\x12\x16.bolide.v1.SendRequest\x1a\x17.bolide.v1.SendResponse\x12A\n" +
 	"\n" +
@@ -3332,7 +3332,15 @@ const file_bolide_v1_broker_proto_rawDesc = "" +
 	"\rGetBrokerInfo\x12\x1f.bolide.v1.GetBrokerInfoRequest\x1a .bolide.v1.GetBrokerInfoResponse\x12a\n" +
 	"\x12ListConsumerGroups\x12$.bolide.v1.ListConsumerGroupsRequest\x1a%.bolide.v1.ListConsumerGroupsResponse\x12X\n" +
 	"\x0fGetConsumeStats\x12!.bolide.v1.GetConsumeStatsRequest\x1a\".bolide.v1.GetConsumeStatsResponse\x12L\n" +
-	"\vResetOffset\x12\x1d.bolide.v1.ResetOffsetRequest\x1a\x1e.bolide.v1.ResetOffsetResponseB5Z3github.com/bolide-mq/bolide/proto/bolidev1;bolidev1b\x06proto3"
+	"\vResetOffset\x12\x1d.bolide.v1.ResetOffsetRequest\x1a\x1e.bolide.v1.ResetOffsetResponse\x12g\n" +
+	"\x14GetSubscriptionGroup\x12&.bolide.v1.GetSubscriptionGroupRequest\x1a'.bolide.v1.GetSubscriptionGroupResponse\x12g\n" +
+	"\x14PutSubscriptionGroup\x12&.bolide.v1.PutSubscriptionGroupRequest\x1a'.bolide.v1.PutSubscriptionGroupResponse\x12p\n" +
+	"\x17DeleteSubscriptionGroup\x12).bolide.v1.DeleteSubscriptionGroupRequest\x1a*.bolide.v1.DeleteSubscriptionGroupResponse\x12m\n" +
+	"\x16ListSubscriptionGroups\x12(.bolide.v1.ListSubscriptionGroupsRequest\x1a).bolide.v1.ListSubscriptionGroupsResponse\x12@\n" +
+	"\aReceive\x12\x19.bolide.v1.ReceiveRequest\x1a\x1a.bolide.v1.ReceiveResponse\x124\n" +
+	"\x03Ack\x12\x15.bolide.v1.AckRequest\x1a\x16.bolide.v1.AckResponse\x12X\n" +
+	"\x0fChangeInvisible\x12!.bolide.v1.ChangeInvisibleRequest\x1a\".bolide.v1.ChangeInvisibleResponse\x127\n" +
+	"\x04Nack\x12\x16.bolide.v1.NackRequest\x1a\x17.bolide.v1.NackResponseB5Z3github.com/bolide-mq/bolide/proto/bolidev1;bolidev1b\x06proto3"
 
 var (
 	file_bolide_v1_broker_proto_rawDescOnce sync.Once
@@ -3349,62 +3357,78 @@ func file_bolide_v1_broker_proto_rawDescGZIP() []byte {
 var file_bolide_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_bolide_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_bolide_v1_broker_proto_goTypes = []any{
-	(PullStatus)(0),                    // 0: bolide.v1.PullStatus
-	(MessageModel)(0),                  // 1: bolide.v1.MessageModel
-	(ConsumeType)(0),                   // 2: bolide.v1.ConsumeType
-	(*SendRequest)(nil),                // 3: bolide.v1.SendRequest
-	(*SendResult)(nil),                 // 4: bolide.v1.SendResult
-	(*SendResponse)(nil),               // 5: bolide.v1.SendResponse
-	(*PullRequest)(nil),                // 6: bolide.v1.PullRequest
-	(*PullResponse)(nil),               // 7: bolide.v1.PullResponse
-	(*Subscription)(nil),               // 8: bolide.v1.Subscription
-	(*ConsumerData)(nil),               // 9: bolide.v1.ConsumerData
-	(*Heartbeat)(nil),                  // 10: bolide.v1.Heartbeat
-	(*ClientMessage)(nil),              // 11: bolide.v1.ClientMessage
-	(*ConsumerIdsChanged)(nil),         // 12: bolide.v1.ConsumerIdsChanged
-	(*BrokerMessage)(nil),              // 13: bolide.v1.BrokerMessage
-	(*GetConsumerListRequest)(nil),     // 14: bolide.v1.GetConsumerListRequest
-	(*GetConsumerListResponse)(nil),    // 15: bolide.v1.GetConsumerListResponse
-	(*QueueOffset)(nil),                // 16: bolide.v1.QueueOffset
-	(*CommitOffsetsRequest)(nil),       // 17: bolide.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),      // 18: bolide.v1.CommitOffsetsResponse
-	(*QueryOffsetRequest)(nil),         // 19: bolide.v1.QueryOffsetRequest
-	(*QueryOffsetResponse)(nil),        // 20: bolide.v1.QueryOffsetResponse
-	(*GetQueueOffsetsRequest)(nil),     // 21: bolide.v1.GetQueueOffsetsRequest
-	(*GetQueueOffsetsResponse)(nil),    // 22: bolide.v1.GetQueueOffsetsResponse
-	(*SearchOffsetRequest)(nil),        // 23: bolide.v1.SearchOffsetRequest
-	(*SearchOffsetResponse)(nil),       // 24: bolide.v1.SearchOffsetResponse
-	(*QueueRef)(nil),                   // 25: bolide.v1.QueueRef
-	(*LockQueuesRequest)(nil),          // 26: bolide.v1.LockQueuesRequest
-	(*LockQueuesResponse)(nil),         // 27: bolide.v1.LockQueuesResponse
-	(*UnlockQueuesRequest)(nil),        // 28: bolide.v1.UnlockQueuesRequest
-	(*UnlockQueuesResponse)(nil),       // 29: bolide.v1.UnlockQueuesResponse
-	(*ViewMessageRequest)(nil),         // 30: bolide.v1.ViewMessageRequest
-	(*ViewMessageResponse)(nil),        // 31: bolide.v1.ViewMessageResponse
-	(*QueryMessageRequest)(nil),        // 32: bolide.v1.QueryMessageRequest
-	(*QueryMessageResponse)(nil),       // 33: bolide.v1.QueryMessageResponse
-	(*CreateTopicRequest)(nil),         // 34: bolide.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),        // 35: bolide.v1.CreateTopicResponse
-	(*BrokerDeleteTopicRequest)(nil),   // 36: bolide.v1.BrokerDeleteTopicRequest
-	(*BrokerDeleteTopicResponse)(nil),  // 37: bolide.v1.BrokerDeleteTopicResponse
-	(*GetTopicConfigsRequest)(nil),     // 38: bolide.v1.GetTopicConfigsRequest
-	(*GetTopicConfigsResponse)(nil),    // 39: bolide.v1.GetTopicConfigsResponse
-	(*GetBrokerInfoRequest)(nil),       // 40: bolide.v1.GetBrokerInfoRequest
-	(*GetBrokerInfoResponse)(nil),      // 41: bolide.v1.GetBrokerInfoResponse
-	(*ListConsumerGroupsRequest)(nil),  // 42: bolide.v1.ListConsumerGroupsRequest
-	(*ConsumerGroupInfo)(nil),          // 43: bolide.v1.ConsumerGroupInfo
-	(*ListConsumerGroupsResponse)(nil), // 44: bolide.v1.ListConsumerGroupsResponse
-	(*GetConsumeStatsRequest)(nil),     // 45: bolide.v1.GetConsumeStatsRequest
-	(*QueueStats)(nil),                 // 46: bolide.v1.QueueStats
-	(*GetConsumeStatsResponse)(nil),    // 47: bolide.v1.GetConsumeStatsResponse
-	(*ResetOffsetRequest)(nil),         // 48: bolide.v1.ResetOffsetRequest
-	(*OffsetChange)(nil),               // 49: bolide.v1.OffsetChange
-	(*ResetOffsetResponse)(nil),        // 50: bolide.v1.ResetOffsetResponse
-	(*Message)(nil),                    // 51: bolide.v1.Message
-	(*Status)(nil),                     // 52: bolide.v1.Status
-	(*TransactionCheck)(nil),           // 53: bolide.v1.TransactionCheck
-	(*TopicConfig)(nil),                // 54: bolide.v1.TopicConfig
-	(*ReplicationInfo)(nil),            // 55: bolide.v1.ReplicationInfo
+	(PullStatus)(0),                         // 0: bolide.v1.PullStatus
+	(MessageModel)(0),                       // 1: bolide.v1.MessageModel
+	(ConsumeType)(0),                        // 2: bolide.v1.ConsumeType
+	(*SendRequest)(nil),                     // 3: bolide.v1.SendRequest
+	(*SendResult)(nil),                      // 4: bolide.v1.SendResult
+	(*SendResponse)(nil),                    // 5: bolide.v1.SendResponse
+	(*PullRequest)(nil),                     // 6: bolide.v1.PullRequest
+	(*PullResponse)(nil),                    // 7: bolide.v1.PullResponse
+	(*Subscription)(nil),                    // 8: bolide.v1.Subscription
+	(*ConsumerData)(nil),                    // 9: bolide.v1.ConsumerData
+	(*Heartbeat)(nil),                       // 10: bolide.v1.Heartbeat
+	(*ClientMessage)(nil),                   // 11: bolide.v1.ClientMessage
+	(*ConsumerIdsChanged)(nil),              // 12: bolide.v1.ConsumerIdsChanged
+	(*BrokerMessage)(nil),                   // 13: bolide.v1.BrokerMessage
+	(*GetConsumerListRequest)(nil),          // 14: bolide.v1.GetConsumerListRequest
+	(*GetConsumerListResponse)(nil),         // 15: bolide.v1.GetConsumerListResponse
+	(*QueueOffset)(nil),                     // 16: bolide.v1.QueueOffset
+	(*CommitOffsetsRequest)(nil),            // 17: bolide.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),           // 18: bolide.v1.CommitOffsetsResponse
+	(*QueryOffsetRequest)(nil),              // 19: bolide.v1.QueryOffsetRequest
+	(*QueryOffsetResponse)(nil),             // 20: bolide.v1.QueryOffsetResponse
+	(*GetQueueOffsetsRequest)(nil),          // 21: bolide.v1.GetQueueOffsetsRequest
+	(*GetQueueOffsetsResponse)(nil),         // 22: bolide.v1.GetQueueOffsetsResponse
+	(*SearchOffsetRequest)(nil),             // 23: bolide.v1.SearchOffsetRequest
+	(*SearchOffsetResponse)(nil),            // 24: bolide.v1.SearchOffsetResponse
+	(*QueueRef)(nil),                        // 25: bolide.v1.QueueRef
+	(*LockQueuesRequest)(nil),               // 26: bolide.v1.LockQueuesRequest
+	(*LockQueuesResponse)(nil),              // 27: bolide.v1.LockQueuesResponse
+	(*UnlockQueuesRequest)(nil),             // 28: bolide.v1.UnlockQueuesRequest
+	(*UnlockQueuesResponse)(nil),            // 29: bolide.v1.UnlockQueuesResponse
+	(*ViewMessageRequest)(nil),              // 30: bolide.v1.ViewMessageRequest
+	(*ViewMessageResponse)(nil),             // 31: bolide.v1.ViewMessageResponse
+	(*QueryMessageRequest)(nil),             // 32: bolide.v1.QueryMessageRequest
+	(*QueryMessageResponse)(nil),            // 33: bolide.v1.QueryMessageResponse
+	(*CreateTopicRequest)(nil),              // 34: bolide.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),             // 35: bolide.v1.CreateTopicResponse
+	(*BrokerDeleteTopicRequest)(nil),        // 36: bolide.v1.BrokerDeleteTopicRequest
+	(*BrokerDeleteTopicResponse)(nil),       // 37: bolide.v1.BrokerDeleteTopicResponse
+	(*GetTopicConfigsRequest)(nil),          // 38: bolide.v1.GetTopicConfigsRequest
+	(*GetTopicConfigsResponse)(nil),         // 39: bolide.v1.GetTopicConfigsResponse
+	(*GetBrokerInfoRequest)(nil),            // 40: bolide.v1.GetBrokerInfoRequest
+	(*GetBrokerInfoResponse)(nil),           // 41: bolide.v1.GetBrokerInfoResponse
+	(*ListConsumerGroupsRequest)(nil),       // 42: bolide.v1.ListConsumerGroupsRequest
+	(*ConsumerGroupInfo)(nil),               // 43: bolide.v1.ConsumerGroupInfo
+	(*ListConsumerGroupsResponse)(nil),      // 44: bolide.v1.ListConsumerGroupsResponse
+	(*GetConsumeStatsRequest)(nil),          // 45: bolide.v1.GetConsumeStatsRequest
+	(*QueueStats)(nil),                      // 46: bolide.v1.QueueStats
+	(*GetConsumeStatsResponse)(nil),         // 47: bolide.v1.GetConsumeStatsResponse
+	(*ResetOffsetRequest)(nil),              // 48: bolide.v1.ResetOffsetRequest
+	(*OffsetChange)(nil),                    // 49: bolide.v1.OffsetChange
+	(*ResetOffsetResponse)(nil),             // 50: bolide.v1.ResetOffsetResponse
+	(*Message)(nil),                         // 51: bolide.v1.Message
+	(*Status)(nil),                          // 52: bolide.v1.Status
+	(*TransactionCheck)(nil),                // 53: bolide.v1.TransactionCheck
+	(*TopicConfig)(nil),                     // 54: bolide.v1.TopicConfig
+	(*ReplicationInfo)(nil),                 // 55: bolide.v1.ReplicationInfo
+	(*GetSubscriptionGroupRequest)(nil),     // 56: bolide.v1.GetSubscriptionGroupRequest
+	(*PutSubscriptionGroupRequest)(nil),     // 57: bolide.v1.PutSubscriptionGroupRequest
+	(*DeleteSubscriptionGroupRequest)(nil),  // 58: bolide.v1.DeleteSubscriptionGroupRequest
+	(*ListSubscriptionGroupsRequest)(nil),   // 59: bolide.v1.ListSubscriptionGroupsRequest
+	(*ReceiveRequest)(nil),                  // 60: bolide.v1.ReceiveRequest
+	(*AckRequest)(nil),                      // 61: bolide.v1.AckRequest
+	(*ChangeInvisibleRequest)(nil),          // 62: bolide.v1.ChangeInvisibleRequest
+	(*NackRequest)(nil),                     // 63: bolide.v1.NackRequest
+	(*GetSubscriptionGroupResponse)(nil),    // 64: bolide.v1.GetSubscriptionGroupResponse
+	(*PutSubscriptionGroupResponse)(nil),    // 65: bolide.v1.PutSubscriptionGroupResponse
+	(*DeleteSubscriptionGroupResponse)(nil), // 66: bolide.v1.DeleteSubscriptionGroupResponse
+	(*ListSubscriptionGroupsResponse)(nil),  // 67: bolide.v1.ListSubscriptionGroupsResponse
+	(*ReceiveResponse)(nil),                 // 68: bolide.v1.ReceiveResponse
+	(*AckResponse)(nil),                     // 69: bolide.v1.AckResponse
+	(*ChangeInvisibleResponse)(nil),         // 70: bolide.v1.ChangeInvisibleResponse
+	(*NackResponse)(nil),                    // 71: bolide.v1.NackResponse
 }
 var file_bolide_v1_broker_proto_depIdxs = []int32{
 	51, // 0: bolide.v1.SendRequest.messages:type_name -> bolide.v1.Message
@@ -3467,28 +3491,44 @@ var file_bolide_v1_broker_proto_depIdxs = []int32{
 	42, // 57: bolide.v1.Broker.ListConsumerGroups:input_type -> bolide.v1.ListConsumerGroupsRequest
 	45, // 58: bolide.v1.Broker.GetConsumeStats:input_type -> bolide.v1.GetConsumeStatsRequest
 	48, // 59: bolide.v1.Broker.ResetOffset:input_type -> bolide.v1.ResetOffsetRequest
-	5,  // 60: bolide.v1.Broker.Send:output_type -> bolide.v1.SendResponse
-	5,  // 61: bolide.v1.Broker.SendStream:output_type -> bolide.v1.SendResponse
-	7,  // 62: bolide.v1.Broker.Pull:output_type -> bolide.v1.PullResponse
-	13, // 63: bolide.v1.Broker.Connect:output_type -> bolide.v1.BrokerMessage
-	15, // 64: bolide.v1.Broker.GetConsumerList:output_type -> bolide.v1.GetConsumerListResponse
-	18, // 65: bolide.v1.Broker.CommitOffsets:output_type -> bolide.v1.CommitOffsetsResponse
-	20, // 66: bolide.v1.Broker.QueryOffset:output_type -> bolide.v1.QueryOffsetResponse
-	22, // 67: bolide.v1.Broker.GetQueueOffsets:output_type -> bolide.v1.GetQueueOffsetsResponse
-	24, // 68: bolide.v1.Broker.SearchOffset:output_type -> bolide.v1.SearchOffsetResponse
-	27, // 69: bolide.v1.Broker.LockQueues:output_type -> bolide.v1.LockQueuesResponse
-	29, // 70: bolide.v1.Broker.UnlockQueues:output_type -> bolide.v1.UnlockQueuesResponse
-	31, // 71: bolide.v1.Broker.ViewMessage:output_type -> bolide.v1.ViewMessageResponse
-	33, // 72: bolide.v1.Broker.QueryMessage:output_type -> bolide.v1.QueryMessageResponse
-	35, // 73: bolide.v1.Broker.CreateTopic:output_type -> bolide.v1.CreateTopicResponse
-	37, // 74: bolide.v1.Broker.DeleteTopic:output_type -> bolide.v1.BrokerDeleteTopicResponse
-	39, // 75: bolide.v1.Broker.GetTopicConfigs:output_type -> bolide.v1.GetTopicConfigsResponse
-	41, // 76: bolide.v1.Broker.GetBrokerInfo:output_type -> bolide.v1.GetBrokerInfoResponse
-	44, // 77: bolide.v1.Broker.ListConsumerGroups:output_type -> bolide.v1.ListConsumerGroupsResponse
-	47, // 78: bolide.v1.Broker.GetConsumeStats:output_type -> bolide.v1.GetConsumeStatsResponse
-	50, // 79: bolide.v1.Broker.ResetOffset:output_type -> bolide.v1.ResetOffsetResponse
-	60, // [60:80] is the sub-list for method output_type
-	40, // [40:60] is the sub-list for method input_type
+	56, // 60: bolide.v1.Broker.GetSubscriptionGroup:input_type -> bolide.v1.GetSubscriptionGroupRequest
+	57, // 61: bolide.v1.Broker.PutSubscriptionGroup:input_type -> bolide.v1.PutSubscriptionGroupRequest
+	58, // 62: bolide.v1.Broker.DeleteSubscriptionGroup:input_type -> bolide.v1.DeleteSubscriptionGroupRequest
+	59, // 63: bolide.v1.Broker.ListSubscriptionGroups:input_type -> bolide.v1.ListSubscriptionGroupsRequest
+	60, // 64: bolide.v1.Broker.Receive:input_type -> bolide.v1.ReceiveRequest
+	61, // 65: bolide.v1.Broker.Ack:input_type -> bolide.v1.AckRequest
+	62, // 66: bolide.v1.Broker.ChangeInvisible:input_type -> bolide.v1.ChangeInvisibleRequest
+	63, // 67: bolide.v1.Broker.Nack:input_type -> bolide.v1.NackRequest
+	5,  // 68: bolide.v1.Broker.Send:output_type -> bolide.v1.SendResponse
+	5,  // 69: bolide.v1.Broker.SendStream:output_type -> bolide.v1.SendResponse
+	7,  // 70: bolide.v1.Broker.Pull:output_type -> bolide.v1.PullResponse
+	13, // 71: bolide.v1.Broker.Connect:output_type -> bolide.v1.BrokerMessage
+	15, // 72: bolide.v1.Broker.GetConsumerList:output_type -> bolide.v1.GetConsumerListResponse
+	18, // 73: bolide.v1.Broker.CommitOffsets:output_type -> bolide.v1.CommitOffsetsResponse
+	20, // 74: bolide.v1.Broker.QueryOffset:output_type -> bolide.v1.QueryOffsetResponse
+	22, // 75: bolide.v1.Broker.GetQueueOffsets:output_type -> bolide.v1.GetQueueOffsetsResponse
+	24, // 76: bolide.v1.Broker.SearchOffset:output_type -> bolide.v1.SearchOffsetResponse
+	27, // 77: bolide.v1.Broker.LockQueues:output_type -> bolide.v1.LockQueuesResponse
+	29, // 78: bolide.v1.Broker.UnlockQueues:output_type -> bolide.v1.UnlockQueuesResponse
+	31, // 79: bolide.v1.Broker.ViewMessage:output_type -> bolide.v1.ViewMessageResponse
+	33, // 80: bolide.v1.Broker.QueryMessage:output_type -> bolide.v1.QueryMessageResponse
+	35, // 81: bolide.v1.Broker.CreateTopic:output_type -> bolide.v1.CreateTopicResponse
+	37, // 82: bolide.v1.Broker.DeleteTopic:output_type -> bolide.v1.BrokerDeleteTopicResponse
+	39, // 83: bolide.v1.Broker.GetTopicConfigs:output_type -> bolide.v1.GetTopicConfigsResponse
+	41, // 84: bolide.v1.Broker.GetBrokerInfo:output_type -> bolide.v1.GetBrokerInfoResponse
+	44, // 85: bolide.v1.Broker.ListConsumerGroups:output_type -> bolide.v1.ListConsumerGroupsResponse
+	47, // 86: bolide.v1.Broker.GetConsumeStats:output_type -> bolide.v1.GetConsumeStatsResponse
+	50, // 87: bolide.v1.Broker.ResetOffset:output_type -> bolide.v1.ResetOffsetResponse
+	64, // 88: bolide.v1.Broker.GetSubscriptionGroup:output_type -> bolide.v1.GetSubscriptionGroupResponse
+	65, // 89: bolide.v1.Broker.PutSubscriptionGroup:output_type -> bolide.v1.PutSubscriptionGroupResponse
+	66, // 90: bolide.v1.Broker.DeleteSubscriptionGroup:output_type -> bolide.v1.DeleteSubscriptionGroupResponse
+	67, // 91: bolide.v1.Broker.ListSubscriptionGroups:output_type -> bolide.v1.ListSubscriptionGroupsResponse
+	68, // 92: bolide.v1.Broker.Receive:output_type -> bolide.v1.ReceiveResponse
+	69, // 93: bolide.v1.Broker.Ack:output_type -> bolide.v1.AckResponse
+	70, // 94: bolide.v1.Broker.ChangeInvisible:output_type -> bolide.v1.ChangeInvisibleResponse
+	71, // 95: bolide.v1.Broker.Nack:output_type -> bolide.v1.NackResponse
+	68, // [68:96] is the sub-list for method output_type
+	40, // [40:68] is the sub-list for method input_type
 	40, // [40:40] is the sub-list for extension type_name
 	40, // [40:40] is the sub-list for extension extendee
 	0,  // [0:40] is the sub-list for field type_name
@@ -3500,7 +3540,9 @@ func file_bolide_v1_broker_proto_init() {
 		return
 	}
 	file_bolide_v1_common_proto_init()
+	file_bolide_v1_group_proto_init()
 	file_bolide_v1_ha_proto_init()
+	file_bolide_v1_pop_proto_init()
 	file_bolide_v1_transaction_proto_init()
 	file_bolide_v1_broker_proto_msgTypes[8].OneofWrappers = []any{
 		(*ClientMessage_Heartbeat)(nil),

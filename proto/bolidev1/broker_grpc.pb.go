@@ -19,26 +19,34 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Broker_Send_FullMethodName               = "/bolide.v1.Broker/Send"
-	Broker_SendStream_FullMethodName         = "/bolide.v1.Broker/SendStream"
-	Broker_Pull_FullMethodName               = "/bolide.v1.Broker/Pull"
-	Broker_Connect_FullMethodName            = "/bolide.v1.Broker/Connect"
-	Broker_GetConsumerList_FullMethodName    = "/bolide.v1.Broker/GetConsumerList"
-	Broker_CommitOffsets_FullMethodName      = "/bolide.v1.Broker/CommitOffsets"
-	Broker_QueryOffset_FullMethodName        = "/bolide.v1.Broker/QueryOffset"
-	Broker_GetQueueOffsets_FullMethodName    = "/bolide.v1.Broker/GetQueueOffsets"
-	Broker_SearchOffset_FullMethodName       = "/bolide.v1.Broker/SearchOffset"
-	Broker_LockQueues_FullMethodName         = "/bolide.v1.Broker/LockQueues"
-	Broker_UnlockQueues_FullMethodName       = "/bolide.v1.Broker/UnlockQueues"
-	Broker_ViewMessage_FullMethodName        = "/bolide.v1.Broker/ViewMessage"
-	Broker_QueryMessage_FullMethodName       = "/bolide.v1.Broker/QueryMessage"
-	Broker_CreateTopic_FullMethodName        = "/bolide.v1.Broker/CreateTopic"
-	Broker_DeleteTopic_FullMethodName        = "/bolide.v1.Broker/DeleteTopic"
-	Broker_GetTopicConfigs_FullMethodName    = "/bolide.v1.Broker/GetTopicConfigs"
-	Broker_GetBrokerInfo_FullMethodName      = "/bolide.v1.Broker/GetBrokerInfo"
-	Broker_ListConsumerGroups_FullMethodName = "/bolide.v1.Broker/ListConsumerGroups"
-	Broker_GetConsumeStats_FullMethodName    = "/bolide.v1.Broker/GetConsumeStats"
-	Broker_ResetOffset_FullMethodName        = "/bolide.v1.Broker/ResetOffset"
+	Broker_Send_FullMethodName                    = "/bolide.v1.Broker/Send"
+	Broker_SendStream_FullMethodName              = "/bolide.v1.Broker/SendStream"
+	Broker_Pull_FullMethodName                    = "/bolide.v1.Broker/Pull"
+	Broker_Connect_FullMethodName                 = "/bolide.v1.Broker/Connect"
+	Broker_GetConsumerList_FullMethodName         = "/bolide.v1.Broker/GetConsumerList"
+	Broker_CommitOffsets_FullMethodName           = "/bolide.v1.Broker/CommitOffsets"
+	Broker_QueryOffset_FullMethodName             = "/bolide.v1.Broker/QueryOffset"
+	Broker_GetQueueOffsets_FullMethodName         = "/bolide.v1.Broker/GetQueueOffsets"
+	Broker_SearchOffset_FullMethodName            = "/bolide.v1.Broker/SearchOffset"
+	Broker_LockQueues_FullMethodName              = "/bolide.v1.Broker/LockQueues"
+	Broker_UnlockQueues_FullMethodName            = "/bolide.v1.Broker/UnlockQueues"
+	Broker_ViewMessage_FullMethodName             = "/bolide.v1.Broker/ViewMessage"
+	Broker_QueryMessage_FullMethodName            = "/bolide.v1.Broker/QueryMessage"
+	Broker_CreateTopic_FullMethodName             = "/bolide.v1.Broker/CreateTopic"
+	Broker_DeleteTopic_FullMethodName             = "/bolide.v1.Broker/DeleteTopic"
+	Broker_GetTopicConfigs_FullMethodName         = "/bolide.v1.Broker/GetTopicConfigs"
+	Broker_GetBrokerInfo_FullMethodName           = "/bolide.v1.Broker/GetBrokerInfo"
+	Broker_ListConsumerGroups_FullMethodName      = "/bolide.v1.Broker/ListConsumerGroups"
+	Broker_GetConsumeStats_FullMethodName         = "/bolide.v1.Broker/GetConsumeStats"
+	Broker_ResetOffset_FullMethodName             = "/bolide.v1.Broker/ResetOffset"
+	Broker_GetSubscriptionGroup_FullMethodName    = "/bolide.v1.Broker/GetSubscriptionGroup"
+	Broker_PutSubscriptionGroup_FullMethodName    = "/bolide.v1.Broker/PutSubscriptionGroup"
+	Broker_DeleteSubscriptionGroup_FullMethodName = "/bolide.v1.Broker/DeleteSubscriptionGroup"
+	Broker_ListSubscriptionGroups_FullMethodName  = "/bolide.v1.Broker/ListSubscriptionGroups"
+	Broker_Receive_FullMethodName                 = "/bolide.v1.Broker/Receive"
+	Broker_Ack_FullMethodName                     = "/bolide.v1.Broker/Ack"
+	Broker_ChangeInvisible_FullMethodName         = "/bolide.v1.Broker/ChangeInvisible"
+	Broker_Nack_FullMethodName                    = "/bolide.v1.Broker/Nack"
 )
 
 // BrokerClient is the client API for Broker service.
@@ -78,6 +86,19 @@ type BrokerClient interface {
 	ListConsumerGroups(ctx context.Context, in *ListConsumerGroupsRequest, opts ...grpc.CallOption) (*ListConsumerGroupsResponse, error)
 	GetConsumeStats(ctx context.Context, in *GetConsumeStatsRequest, opts ...grpc.CallOption) (*GetConsumeStatsResponse, error)
 	ResetOffset(ctx context.Context, in *ResetOffsetRequest, opts ...grpc.CallOption) (*ResetOffsetResponse, error)
+	// Subscription groups (group.proto).
+	GetSubscriptionGroup(ctx context.Context, in *GetSubscriptionGroupRequest, opts ...grpc.CallOption) (*GetSubscriptionGroupResponse, error)
+	PutSubscriptionGroup(ctx context.Context, in *PutSubscriptionGroupRequest, opts ...grpc.CallOption) (*PutSubscriptionGroupResponse, error)
+	DeleteSubscriptionGroup(ctx context.Context, in *DeleteSubscriptionGroupRequest, opts ...grpc.CallOption) (*DeleteSubscriptionGroupResponse, error)
+	ListSubscriptionGroups(ctx context.Context, in *ListSubscriptionGroupsRequest, opts ...grpc.CallOption) (*ListSubscriptionGroupsResponse, error)
+	// POP consumption (pop.proto): Receive hands out messages that stay
+	// invisible until acknowledged (Ack) or until their invisibility runs
+	// out; ChangeInvisible moves that deadline; Nack makes a message visible
+	// again after the group's retry backoff.
+	Receive(ctx context.Context, in *ReceiveRequest, opts ...grpc.CallOption) (*ReceiveResponse, error)
+	Ack(ctx context.Context, in *AckRequest, opts ...grpc.CallOption) (*AckResponse, error)
+	ChangeInvisible(ctx context.Context, in *ChangeInvisibleRequest, opts ...grpc.CallOption) (*ChangeInvisibleResponse, error)
+	Nack(ctx context.Context, in *NackRequest, opts ...grpc.CallOption) (*NackResponse, error)
 }
 
 type brokerClient struct {
@@ -294,6 +315,86 @@ func (c *brokerClient) ResetOffset(ctx context.Context, in *ResetOffsetRequest, 
 	return out, nil
 }
 
+func (c *brokerClient) GetSubscriptionGroup(ctx context.Context, in *GetSubscriptionGroupRequest, opts ...grpc.CallOption) (*GetSubscriptionGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetSubscriptionGroupResponse)
+	err := c.cc.Invoke(ctx, Broker_GetSubscriptionGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) PutSubscriptionGroup(ctx context.Context, in *PutSubscriptionGroupRequest, opts ...grpc.CallOption) (*PutSubscriptionGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PutSubscriptionGroupResponse)
+	err := c.cc.Invoke(ctx, Broker_PutSubscriptionGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) DeleteSubscriptionGroup(ctx context.Context, in *DeleteSubscriptionGroupRequest, opts ...grpc.CallOption) (*DeleteSubscriptionGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteSubscriptionGroupResponse)
+	err := c.cc.Invoke(ctx, Broker_DeleteSubscriptionGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) ListSubscriptionGroups(ctx context.Context, in *ListSubscriptionGroupsRequest, opts ...grpc.CallOption) (*ListSubscriptionGroupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSubscriptionGroupsResponse)
+	err := c.cc.Invoke(ctx, Broker_ListSubscriptionGroups_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) Receive(ctx context.Context, in *ReceiveRequest, opts ...grpc.CallOption) (*ReceiveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReceiveResponse)
+	err := c.cc.Invoke(ctx, Broker_Receive_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) Ack(ctx context.Context, in *AckRequest, opts ...grpc.CallOption) (*AckResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AckResponse)
+	err := c.cc.Invoke(ctx, Broker_Ack_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) ChangeInvisible(ctx context.Context, in *ChangeInvisibleRequest, opts ...grpc.CallOption) (*ChangeInvisibleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ChangeInvisibleResponse)
+	err := c.cc.Invoke(ctx, Broker_ChangeInvisible_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) Nack(ctx context.Context, in *NackRequest, opts ...grpc.CallOption) (*NackResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NackResponse)
+	err := c.cc.Invoke(ctx, Broker_Nack_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BrokerServer is the server API for Broker service.
 // All implementations must embed UnimplementedBrokerServer
 // for forward compatibility.
@@ -331,6 +432,19 @@ type BrokerServer interface {
 	ListConsumerGroups(context.Context, *ListConsumerGroupsRequest) (*ListConsumerGroupsResponse, error)
 	GetConsumeStats(context.Context, *GetConsumeStatsRequest) (*GetConsumeStatsResponse, error)
 	ResetOffset(context.Context, *ResetOffsetRequest) (*ResetOffsetResponse, error)
+	// Subscription groups (group.proto).
+	GetSubscriptionGroup(context.Context, *GetSubscriptionGroupRequest) (*GetSubscriptionGroupResponse, error)
+	PutSubscriptionGroup(context.Context, *PutSubscriptionGroupRequest) (*PutSubscriptionGroupResponse, error)
+	DeleteSubscriptionGroup(context.Context, *DeleteSubscriptionGroupRequest) (*DeleteSubscriptionGroupResponse, error)
+	ListSubscriptionGroups(context.Context, *ListSubscriptionGroupsRequest) (*ListSubscriptionGroupsResponse, error)
+	// POP consumption (pop.proto): Receive hands out messages that stay
+	// invisible until acknowledged (Ack) or until their invisibility runs
+	// out; ChangeInvisible moves that deadline; Nack makes a message visible
+	// again after the group's retry backoff.
+	Receive(context.Context, *ReceiveRequest) (*ReceiveResponse, error)
+	Ack(context.Context, *AckRequest) (*AckResponse, error)
+	ChangeInvisible(context.Context, *ChangeInvisibleRequest) (*ChangeInvisibleResponse, error)
+	Nack(context.Context, *NackRequest) (*NackResponse, error)
 	mustEmbedUnimplementedBrokerServer()
 }
 
@@ -400,6 +514,30 @@ func (UnimplementedBrokerServer) GetConsumeStats(context.Context, *GetConsumeSta
 }
 func (UnimplementedBrokerServer) ResetOffset(context.Context, *ResetOffsetRequest) (*ResetOffsetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResetOffset not implemented")
+}
+func (UnimplementedBrokerServer) GetSubscriptionGroup(context.Context, *GetSubscriptionGroupRequest) (*GetSubscriptionGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSubscriptionGroup not implemented")
+}
+func (UnimplementedBrokerServer) PutSubscriptionGroup(context.Context, *PutSubscriptionGroupRequest) (*PutSubscriptionGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PutSubscriptionGroup not implemented")
+}
+func (UnimplementedBrokerServer) DeleteSubscriptionGroup(context.Context, *DeleteSubscriptionGroupRequest) (*DeleteSubscriptionGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteSubscriptionGroup not implemented")
+}
+func (UnimplementedBrokerServer) ListSubscriptionGroups(context.Context, *ListSubscriptionGroupsRequest) (*ListSubscriptionGroupsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSubscriptionGroups not implemented")
+}
+func (UnimplementedBrokerServer) Receive(context.Context, *ReceiveRequest) (*ReceiveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Receive not implemented")
+}
+func (UnimplementedBrokerServer) Ack(context.Context, *AckRequest) (*AckResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Ack not implemented")
+}
+func (UnimplementedBrokerServer) ChangeInvisible(context.Context, *ChangeInvisibleRequest) (*ChangeInvisibleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ChangeInvisible not implemented")
+}
+func (UnimplementedBrokerServer) Nack(context.Context, *NackRequest) (*NackResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Nack not implemented")
 }
 func (UnimplementedBrokerServer) mustEmbedUnimplementedBrokerServer() {}
 func (UnimplementedBrokerServer) testEmbeddedByValue()                {}
@@ -760,6 +898,150 @@ func _Broker_ResetOffset_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Broker_GetSubscriptionGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetSubscriptionGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).GetSubscriptionGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_GetSubscriptionGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).GetSubscriptionGroup(ctx, req.(*GetSubscriptionGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_PutSubscriptionGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PutSubscriptionGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).PutSubscriptionGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_PutSubscriptionGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).PutSubscriptionGroup(ctx, req.(*PutSubscriptionGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_DeleteSubscriptionGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteSubscriptionGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).DeleteSubscriptionGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_DeleteSubscriptionGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).DeleteSubscriptionGroup(ctx, req.(*DeleteSubscriptionGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_ListSubscriptionGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSubscriptionGroupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).ListSubscriptionGroups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_ListSubscriptionGroups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).ListSubscriptionGroups(ctx, req.(*ListSubscriptionGroupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_Receive_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReceiveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).Receive(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_Receive_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).Receive(ctx, req.(*ReceiveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_Ack_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AckRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).Ack(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_Ack_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).Ack(ctx, req.(*AckRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_ChangeInvisible_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ChangeInvisibleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).ChangeInvisible(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_ChangeInvisible_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).ChangeInvisible(ctx, req.(*ChangeInvisibleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_Nack_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NackRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).Nack(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_Nack_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).Nack(ctx, req.(*NackRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Broker_ServiceDesc is the grpc.ServiceDesc for Broker service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -838,6 +1120,38 @@ var Broker_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResetOffset",
 			Handler:    _Broker_ResetOffset_Handler,
+		},
+		{
+			MethodName: "GetSubscriptionGroup",
+			Handler:    _Broker_GetSubscriptionGroup_Handler,
+		},
+		{
+			MethodName: "PutSubscriptionGroup",
+			Handler:    _Broker_PutSubscriptionGroup_Handler,
+		},
+		{
+			MethodName: "DeleteSubscriptionGroup",
+			Handler:    _Broker_DeleteSubscriptionGroup_Handler,
+		},
+		{
+			MethodName: "ListSubscriptionGroups",
+			Handler:    _Broker_ListSubscriptionGroups_Handler,
+		},
+		{
+			MethodName: "Receive",
+			Handler:    _Broker_Receive_Handler,
+		},
+		{
+			MethodName: "Ack",
+			Handler:    _Broker_Ack_Handler,
+		},
+		{
+			MethodName: "ChangeInvisible",
+			Handler:    _Broker_ChangeInvisible_Handler,
+		},
+		{
+			MethodName: "Nack",
+			Handler:    _Broker_Nack_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -165,8 +165,11 @@ type GetMetadataResponse struct {
 	DelayOffsets   map[int32]int64 `protobuf:"bytes,6,rep,name=delay_offsets,json=delayOffsets,proto3" json:"delay_offsets,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	TimerProgress  *TimerProgress  `protobuf:"bytes,7,opt,name=timer_progress,json=timerProgress,proto3" json:"timer_progress,omitempty"`
 	DelayLogOffset int64           `protobuf:"varint,8,opt,name=delay_log_offset,json=delayLogOffset,proto3" json:"delay_log_offset,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// groups is the master's subscription group table, with its version.
+	Groups        []*SubscriptionGroupConfig `protobuf:"bytes,9,rep,name=groups,proto3" json:"groups,omitempty"`
+	GroupVersion  *DataVersion               `protobuf:"bytes,10,opt,name=group_version,json=groupVersion,proto3" json:"group_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetMetadataResponse) Reset() {
@@ -253,6 +256,20 @@ func (x *GetMetadataResponse) GetDelayLogOffset() int64 {
 		return x.DelayLogOffset
 	}
 	return 0
+}
+
+func (x *GetMetadataResponse) GetGroups() []*SubscriptionGroupConfig {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *GetMetadataResponse) GetGroupVersion() *DataVersion {
+	if x != nil {
+		return x.GroupVersion
+	}
+	return nil
 }
 
 // TimerProgress says every timer message whose first copy is at a CommitLog
@@ -833,7 +850,7 @@ var File_bolide_v1_ha_proto protoreflect.FileDescriptor
 
 const file_bolide_v1_ha_proto_rawDesc = "" +
 	"\n" +
-	"\x12bolide/v1/ha.proto\x12\tbolide.v1\x1a\x16bolide/v1/common.proto\"\xb6\x01\n" +
+	"\x12bolide/v1/ha.proto\x12\tbolide.v1\x1a\x16bolide/v1/common.proto\x1a\x15bolide/v1/group.proto\"\xb6\x01\n" +
 	"\fGroupOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12>\n" +
@@ -845,7 +862,7 @@ const file_bolide_v1_ha_proto_rawDesc = "" +
 	"\vbroker_name\x18\x01 \x01(\tR\n" +
 	"brokerName\x12\x1b\n" +
 	"\tbroker_id\x18\x02 \x01(\x03R\bbrokerId\x12<\n" +
-	"\rlocal_offsets\x18\x03 \x03(\v2\x17.bolide.v1.GroupOffsetsR\flocalOffsets\"\xf7\x03\n" +
+	"\rlocal_offsets\x18\x03 \x03(\v2\x17.bolide.v1.GroupOffsetsR\flocalOffsets\"\xf0\x04\n" +
 	"\x13GetMetadataResponse\x12)\n" +
 	"\x06status\x18\x01 \x01(\v2\x11.bolide.v1.StatusR\x06status\x12.\n" +
 	"\x06topics\x18\x02 \x03(\v2\x16.bolide.v1.TopicConfigR\x06topics\x129\n" +
@@ -854,7 +871,10 @@ const file_bolide_v1_ha_proto_rawDesc = "" +
 	"\x05epoch\x18\x05 \x01(\x03R\x05epoch\x12U\n" +
 	"\rdelay_offsets\x18\x06 \x03(\v20.bolide.v1.GetMetadataResponse.DelayOffsetsEntryR\fdelayOffsets\x12?\n" +
 	"\x0etimer_progress\x18\a \x01(\v2\x18.bolide.v1.TimerProgressR\rtimerProgress\x12(\n" +
-	"\x10delay_log_offset\x18\b \x01(\x03R\x0edelayLogOffset\x1a?\n" +
+	"\x10delay_log_offset\x18\b \x01(\x03R\x0edelayLogOffset\x12:\n" +
+	"\x06groups\x18\t \x03(\v2\".bolide.v1.SubscriptionGroupConfigR\x06groups\x12;\n" +
+	"\rgroup_version\x18\n" +
+	" \x01(\v2\x16.bolide.v1.DataVersionR\fgroupVersion\x1a?\n" +
 	"\x11DelayOffsetsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"O\n" +
@@ -944,6 +964,7 @@ var file_bolide_v1_ha_proto_goTypes = []any{
 	(*Status)(nil),                    // 12: bolide.v1.Status
 	(*TopicConfig)(nil),               // 13: bolide.v1.TopicConfig
 	(*DataVersion)(nil),               // 14: bolide.v1.DataVersion
+	(*SubscriptionGroupConfig)(nil),   // 15: bolide.v1.SubscriptionGroupConfig
 }
 var file_bolide_v1_ha_proto_depIdxs = []int32{
 	10, // 0: bolide.v1.GroupOffsets.offsets:type_name -> bolide.v1.GroupOffsets.OffsetsEntry
@@ -954,21 +975,23 @@ var file_bolide_v1_ha_proto_depIdxs = []int32{
 	0,  // 5: bolide.v1.GetMetadataResponse.offsets:type_name -> bolide.v1.GroupOffsets
 	11, // 6: bolide.v1.GetMetadataResponse.delay_offsets:type_name -> bolide.v1.GetMetadataResponse.DelayOffsetsEntry
 	3,  // 7: bolide.v1.GetMetadataResponse.timer_progress:type_name -> bolide.v1.TimerProgress
-	12, // 8: bolide.v1.PromoteResponse.status:type_name -> bolide.v1.Status
-	12, // 9: bolide.v1.ReplicationStatusResponse.status:type_name -> bolide.v1.Status
-	9,  // 10: bolide.v1.ReplicationStatusResponse.replication:type_name -> bolide.v1.ReplicationInfo
-	8,  // 11: bolide.v1.ReplicationInfo.slaves:type_name -> bolide.v1.SlaveInfo
-	1,  // 12: bolide.v1.BrokerHA.GetMetadata:input_type -> bolide.v1.GetMetadataRequest
-	4,  // 13: bolide.v1.BrokerHA.Promote:input_type -> bolide.v1.PromoteRequest
-	6,  // 14: bolide.v1.BrokerHA.ReplicationStatus:input_type -> bolide.v1.ReplicationStatusRequest
-	2,  // 15: bolide.v1.BrokerHA.GetMetadata:output_type -> bolide.v1.GetMetadataResponse
-	5,  // 16: bolide.v1.BrokerHA.Promote:output_type -> bolide.v1.PromoteResponse
-	7,  // 17: bolide.v1.BrokerHA.ReplicationStatus:output_type -> bolide.v1.ReplicationStatusResponse
-	15, // [15:18] is the sub-list for method output_type
-	12, // [12:15] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	15, // 8: bolide.v1.GetMetadataResponse.groups:type_name -> bolide.v1.SubscriptionGroupConfig
+	14, // 9: bolide.v1.GetMetadataResponse.group_version:type_name -> bolide.v1.DataVersion
+	12, // 10: bolide.v1.PromoteResponse.status:type_name -> bolide.v1.Status
+	12, // 11: bolide.v1.ReplicationStatusResponse.status:type_name -> bolide.v1.Status
+	9,  // 12: bolide.v1.ReplicationStatusResponse.replication:type_name -> bolide.v1.ReplicationInfo
+	8,  // 13: bolide.v1.ReplicationInfo.slaves:type_name -> bolide.v1.SlaveInfo
+	1,  // 14: bolide.v1.BrokerHA.GetMetadata:input_type -> bolide.v1.GetMetadataRequest
+	4,  // 15: bolide.v1.BrokerHA.Promote:input_type -> bolide.v1.PromoteRequest
+	6,  // 16: bolide.v1.BrokerHA.ReplicationStatus:input_type -> bolide.v1.ReplicationStatusRequest
+	2,  // 17: bolide.v1.BrokerHA.GetMetadata:output_type -> bolide.v1.GetMetadataResponse
+	5,  // 18: bolide.v1.BrokerHA.Promote:output_type -> bolide.v1.PromoteResponse
+	7,  // 19: bolide.v1.BrokerHA.ReplicationStatus:output_type -> bolide.v1.ReplicationStatusResponse
+	17, // [17:20] is the sub-list for method output_type
+	14, // [14:17] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_bolide_v1_ha_proto_init() }
@@ -977,6 +1000,7 @@ func file_bolide_v1_ha_proto_init() {
 		return
 	}
 	file_bolide_v1_common_proto_init()
+	file_bolide_v1_group_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -34,7 +34,8 @@ const (
 type BrokerHAClient interface {
 	// GetMetadata is called by a slave on its master every few seconds: the
 	// slave sends the consumer offsets clients committed to it, the master
-	// answers with its topics, offsets and delayed delivery progress.
+	// answers with its topics, subscription groups, offsets and delayed
+	// delivery progress.
 	GetMetadata(ctx context.Context, in *GetMetadataRequest, opts ...grpc.CallOption) (*GetMetadataResponse, error)
 	// Promote makes a slave the master of its group (admin).
 	Promote(ctx context.Context, in *PromoteRequest, opts ...grpc.CallOption) (*PromoteResponse, error)
@@ -90,7 +91,8 @@ func (c *brokerHAClient) ReplicationStatus(ctx context.Context, in *ReplicationS
 type BrokerHAServer interface {
 	// GetMetadata is called by a slave on its master every few seconds: the
 	// slave sends the consumer offsets clients committed to it, the master
-	// answers with its topics, offsets and delayed delivery progress.
+	// answers with its topics, subscription groups, offsets and delayed
+	// delivery progress.
 	GetMetadata(context.Context, *GetMetadataRequest) (*GetMetadataResponse, error)
 	// Promote makes a slave the master of its group (admin).
 	Promote(context.Context, *PromoteRequest) (*PromoteResponse, error)

@@ -44,7 +44,12 @@ type RegisterBrokerRequest struct {
 	// (NOT_MASTER, "fenced") a registration whose epoch is lower than the
 	// highest it has seen for the broker name. A promoted slave registers
 	// with a higher epoch than its old master.
-	Epoch         int64 `protobuf:"varint,12,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch int64 `protobuf:"varint,12,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// fifo_groups names the subscription groups that consume in order
+	// (consumeMessageOrderly), sorted: the NameServer, as RocketMQ 5's access
+	// point, answers their QueryAssignment with one assignment per queue.
+	// A master's list replaces the previous one at every registration.
+	FifoGroups    []string `protobuf:"bytes,13,rep,name=fifo_groups,json=fifoGroups,proto3" json:"fifo_groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -161,6 +166,13 @@ func (x *RegisterBrokerRequest) GetEpoch() int64 {
 		return x.Epoch
 	}
 	return 0
+}
+
+func (x *RegisterBrokerRequest) GetFifoGroups() []string {
+	if x != nil {
+		return x.FifoGroups
+	}
+	return nil
 }
 
 type RegisterBrokerResponse struct {
@@ -1085,7 +1097,7 @@ var File_bolide_v1_nameserver_proto protoreflect.FileDescriptor
 
 const file_bolide_v1_nameserver_proto_rawDesc = "" +
 	"\n" +
-	"\x1abolide/v1/nameserver.proto\x12\tbolide.v1\x1a\x16bolide/v1/common.proto\"\xb6\x03\n" +
+	"\x1abolide/v1/nameserver.proto\x12\tbolide.v1\x1a\x16bolide/v1/common.proto\"\xd7\x03\n" +
 	"\x15RegisterBrokerRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1f\n" +
 	"\vbroker_name\x18\x02 \x01(\tR\n" +
@@ -1103,7 +1115,9 @@ const file_bolide_v1_nameserver_proto_rawDesc = "" +
 	" \x01(\x03R\x12heartbeatTimeoutMs\x12\x1f\n" +
 	"\vgossip_addr\x18\v \x01(\tR\n" +
 	"gossipAddr\x12\x14\n" +
-	"\x05epoch\x18\f \x01(\x03R\x05epoch\"\xab\x01\n" +
+	"\x05epoch\x18\f \x01(\x03R\x05epoch\x12\x1f\n" +
+	"\vfifo_groups\x18\r \x03(\tR\n" +
+	"fifoGroups\"\xab\x01\n" +
 	"\x16RegisterBrokerResponse\x12)\n" +
 	"\x06status\x18\x01 \x01(\v2\x11.bolide.v1.StatusR\x06status\x12\x1f\n" +
 	"\vmaster_addr\x18\x02 \x01(\tR\n" +

@@ -188,7 +188,7 @@ type child struct {
 // newChild prepares a child consumer of group on topic; start runs it.
 func newChild(t testing.TB, c *cluster, name, kind, topic, group, instance string) *child {
 	ch := &child{name: name, kind: kind, dir: t.TempDir(),
-		env: []string{childEnv + "=" + kind, "RMQGO_NS=" + c.nameSrv, "RMQGO_TOPIC=" + topic, "RMQGO_GROUP=" + group,
+		env: []string{childEnv + "=" + kind, "RMQGO_NS=" + c.NameSrv, "RMQGO_TOPIC=" + topic, "RMQGO_GROUP=" + group,
 			"RMQGO_INSTANCE=" + instance}}
 	t.Cleanup(func() {
 		ch.kill()

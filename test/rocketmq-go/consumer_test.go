@@ -20,7 +20,7 @@ import (
 
 func TestPushConcurrent(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "push", 4)
+		topic := c.NewTopic(t, "push", 4)
 		p := newProducer(t, c)
 		var msgs []*primitive.Message
 		for i := range 60 {
@@ -52,7 +52,7 @@ func TestPushConcurrent(t *testing.T) {
 
 func TestPushOrderly(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "orderly", 4)
+		topic := c.NewTopic(t, "orderly", 4)
 		p := newProducer(t, c, producer.WithQueueSelector(producer.NewHashQueueSelector()))
 		keys := []string{"k1", "k2", "k3", "k4", "k5", "k6"}
 		var (
@@ -129,7 +129,7 @@ func TestPushOrderly(t *testing.T) {
 
 func TestPushTagFilter(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "tags", 4)
+		topic := c.NewTopic(t, "tags", 4)
 		p := newProducer(t, c)
 		tags := []string{"TagA", "TagB", "TagC", ""}
 		var msgs []*primitive.Message
@@ -187,7 +187,7 @@ func TestPushTagFilter(t *testing.T) {
 
 func TestPushBroadcasting(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "bcast", 4)
+		topic := c.NewTopic(t, "bcast", 4)
 		group := uniq("bcastg")
 		p := newProducer(t, c)
 		var msgs []*primitive.Message
@@ -223,7 +223,7 @@ func TestPushBroadcasting(t *testing.T) {
 
 func TestRetryThenDeadLetter(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "retry", 2)
+		topic := c.NewTopic(t, "retry", 2)
 		group := uniq("retryg")
 		prepareGroup(t, c, group, topic)
 		p := newProducer(t, c)
@@ -322,8 +322,8 @@ func prepareGroup(t testing.TB, c *cluster, group, topic string) {
 	if !waitFor(15*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		r, err := c.admin.Route(ctx, "%RETRY%"+group)
-		return err == nil && len(r.Queues) == len(c.brokers)
+		r, err := c.Admin.Route(ctx, "%RETRY%"+group)
+		return err == nil && len(r.Queues) == len(c.Brokers)
 	}) {
 		t.Errorf("%%RETRY%%%s is not routed on every broker 15 s after its consumer started", group)
 	}
@@ -334,12 +334,12 @@ func prepareGroup(t testing.TB, c *cluster, group, topic string) {
 // timestamp (SEARCH_OFFSET_BY_TIMESTAMP: what was stored since).
 func TestConsumeFromWhere(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "fromwhere", 2)
+		topic := c.NewTopic(t, "fromwhere", 2)
 		p := newProducer(t, c, producer.WithQueueSelector(producer.NewManualQueueSelector()))
 		var mqs []*primitive.MessageQueue
-		for _, b := range c.brokers {
+		for _, b := range c.Brokers {
 			for q := range 2 {
-				mqs = append(mqs, &primitive.MessageQueue{Topic: topic, BrokerName: b.name, QueueId: q})
+				mqs = append(mqs, &primitive.MessageQueue{Topic: topic, BrokerName: b.Name, QueueId: q})
 			}
 		}
 		seq := 0
@@ -451,7 +451,7 @@ func TestConsumeFromWhere(t *testing.T) {
 // on in order from the committed offsets.
 func TestOrderlyHandover(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "ordhand", 2)
+		topic := c.NewTopic(t, "ordhand", 2)
 		group := uniq("ordhandg")
 		p := newProducer(t, c, producer.WithQueueSelector(producer.NewHashQueueSelector()))
 		keys := []string{"a", "b", "c", "d", "e"}

@@ -14,7 +14,7 @@ import (
 func TestBrokerGroupDown(t *testing.T) {
 	t.Parallel()
 	c := privateCluster(t, twoGroups)
-	topic := c.newTopic(t, "down", 4)
+	topic := c.NewTopic(t, "down", 4)
 	col := &collector{}
 	cStart := time.Now()
 	startPushConsumer(t, c, uniq("downg"), topic, "*", col.listener("push"))
@@ -43,7 +43,7 @@ func TestBrokerGroupDown(t *testing.T) {
 	col.waitDistinct(t, len(all), 30*time.Second)
 	t.Logf("both up: %v", perBroker(r1))
 
-	c.brokers[1].p.kill()
+	c.Brokers[1].Proc.Kill()
 	r2 := send(40)
 	if n := perBroker(r2)["broker-b"]; n != 0 {
 		t.Errorf("%d sends stored on the dead broker-b", n)
@@ -51,7 +51,7 @@ func TestBrokerGroupDown(t *testing.T) {
 	col.waitDistinct(t, len(all), 30*time.Second)
 	t.Logf("broker-b down: %v", perBroker(r2))
 
-	c.restartBroker(t, 1, false)
+	c.RestartBroker(t, 1, false)
 	waitPastRebalance(cStart) // the Go client's first rebalance after a restart: TestConsumerKeepsQueuesAcrossBrokerRestart
 	// The producer avoids broker-b for a while after its failures; send
 	// until broker-b takes messages again.

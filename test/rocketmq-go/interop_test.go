@@ -60,7 +60,7 @@ func bigBody(n int) []byte {
 
 func TestInteropRocketMQToSDK(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "r2s", 4)
+		topic := c.NewTopic(t, "r2s", 4)
 		p := newProducer(t, c)
 		var msgs []*primitive.Message
 		for i := range 12 {
@@ -108,13 +108,13 @@ func TestInteropRocketMQToSDK(t *testing.T) {
 		defer cancel()
 		for _, s := range ss[:3] {
 			for _, id := range []string{s.res.MsgID, s.res.OffsetMsgID} {
-				l, err := c.admin.ViewMessage(ctx, id, client.InTopic(topic))
+				l, err := c.Admin.ViewMessage(ctx, id, client.InTopic(topic))
 				if err != nil || len(l.Messages) != 1 || sdkMsgID(l.Messages[0]) != s.res.MsgID || sdkOffsetID(l.Messages[0]) != s.res.OffsetMsgID {
 					t.Errorf("SDK ViewMessage(%s): %v, %v", id, l, err)
 				}
 			}
 			key := strings.Fields(s.msg.GetKeys())[0]
-			ms, err := c.admin.QueryMessageByKey(ctx, topic, key, time.Time{}, time.Time{}, 10)
+			ms, err := c.Admin.QueryMessageByKey(ctx, topic, key, time.Time{}, time.Time{}, 10)
 			if err != nil || len(ms) != 1 || sdkMsgID(ms[0]) != s.res.MsgID {
 				t.Errorf("SDK QueryMessageByKey(%s): %d messages, %v", key, len(ms), err)
 			}
@@ -124,7 +124,7 @@ func TestInteropRocketMQToSDK(t *testing.T) {
 
 func TestInteropSDKToRocketMQ(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "s2r", 4)
+		topic := c.NewTopic(t, "s2r", 4)
 		p := newSDKProducer(t, c)
 		type sdkSent struct {
 			msg *client.Message
@@ -187,7 +187,7 @@ func TestInteropSDKToRocketMQ(t *testing.T) {
 				t.Errorf("%s: consumed at %s/%d@%d, SDK sent to %s/%d@%d", id, m.Queue.BrokerName, m.Queue.QueueId, m.QueueOffset,
 					s.res.BrokerName, s.res.QueueID, s.res.QueueOffset)
 			}
-			if m.StoreHost != c.brokerAddr(s.res.BrokerName) {
+			if m.StoreHost != c.BrokerAddr(s.res.BrokerName) {
 				t.Errorf("%s: StoreHost %q", id, m.StoreHost)
 			}
 		}
@@ -198,7 +198,7 @@ func TestInteropSDKToRocketMQ(t *testing.T) {
 // each starts where the other committed.
 func TestInteropOffsets(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "offx", 4)
+		topic := c.NewTopic(t, "offx", 4)
 		group := uniq("offxg")
 		p := newProducer(t, c)
 		round := 0

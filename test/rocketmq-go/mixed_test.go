@@ -64,7 +64,7 @@ func TestMixedGroupCrash(t *testing.T) {
 func mixedRun(t *testing.T, l layout, childKind string) {
 	n := mixedMessages()
 	c := privateCluster(t, l)
-	topic := c.newTopic(t, "mixed", 8/len(c.brokers)) // 8 queues in all
+	topic := c.NewTopic(t, "mixed", 8/len(c.Brokers)) // 8 queues in all
 	group := uniq("mixedg")
 
 	// The member in this process.
@@ -250,9 +250,9 @@ func mixedRun(t *testing.T, l layout, childKind string) {
 		t.Errorf("queues per member while stable: %v (want both members)", members)
 	}
 	var queues []string // sorted as the allocation sorts them
-	for _, b := range c.brokers {
-		for q := range 8 / len(c.brokers) {
-			queues = append(queues, fmt.Sprintf("%s/%d", b.name, q))
+	for _, b := range c.Brokers {
+		for q := range 8 / len(c.Brokers) {
+			queues = append(queues, fmt.Sprintf("%s/%d", b.Name, q))
 		}
 	}
 	first, second := "parent", "child#1"

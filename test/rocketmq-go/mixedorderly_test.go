@@ -23,7 +23,7 @@ import (
 // order, across the handover.
 func TestMixedOrderly(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "mixord", 4)
+		topic := c.NewTopic(t, "mixord", 4)
 		group := uniq("mixordg")
 		type del struct {
 			by, queue string

@@ -20,7 +20,7 @@ import (
 // properties, reconsume times 1.
 func TestMixedGroupRetry(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "mixretry", 2)
+		topic := c.NewTopic(t, "mixretry", 2)
 		group := uniq("mixretryg")
 		prepareGroup(t, c, group, topic)
 
@@ -110,8 +110,8 @@ func TestMixedGroupRetry(t *testing.T) {
 		if firstBy["sdk"] == 0 || firstBy["rmq"] == 0 {
 			t.Errorf("first deliveries by %v: want both members", firstBy)
 		}
-		if len(retryBy) > len(c.brokers) {
-			t.Errorf("retries consumed by %v: want the owners of the %d retry queues", retryBy, len(c.brokers))
+		if len(retryBy) > len(c.Brokers) {
+			t.Errorf("retries consumed by %v: want the owners of the %d retry queues", retryBy, len(c.Brokers))
 		}
 	})
 }

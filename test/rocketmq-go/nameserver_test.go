@@ -16,7 +16,7 @@ import (
 func TestNameServerRestart(t *testing.T) {
 	t.Parallel()
 	c := privateCluster(t, twoGroups)
-	topic := c.newTopic(t, "nsrestart", 2)
+	topic := c.NewTopic(t, "nsrestart", 2)
 	col := &collector{}
 	startPushConsumer(t, c, uniq("nsrg"), topic, "*", col.listener("old"))
 	p := newProducer(t, c)
@@ -32,7 +32,7 @@ func TestNameServerRestart(t *testing.T) {
 	all := send(p)
 	col.waitDistinct(t, len(all), 30*time.Second)
 
-	c.restartNameServer(t)
+	c.RestartNameServer(t)
 	all = append(all, send(p)...)
 	col.waitDistinct(t, len(all), 30*time.Second)
 
@@ -40,8 +40,8 @@ func TestNameServerRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if !waitFor(20*time.Second, func() bool {
-		r, err := c.admin.Route(ctx, topic)
-		return err == nil && len(r.Queues) == len(c.brokers)
+		r, err := c.Admin.Route(ctx, topic)
+		return err == nil && len(r.Queues) == len(c.Brokers)
 	}) {
 		t.Fatalf("%s not routed 20 s after the NameServer's restart", topic)
 	}

@@ -15,7 +15,7 @@ func TestNamespace(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
 		ns := uniq("ns")
 		topic := "orders"
-		c.createTopic(t, ns+"%"+topic, 2)
+		c.CreateTopic(t, ns+"%"+topic, 2)
 		p := newProducer(t, c, producer.WithNamespace(ns))
 		var msgs []*primitive.Message
 		for i := range 6 {

@@ -19,7 +19,7 @@ import (
 
 func TestSendSync(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "sync", 4)
+		topic := c.NewTopic(t, "sync", 4)
 		p := newProducer(t, c)
 		var msgs []*primitive.Message
 		for i := range 16 {
@@ -38,8 +38,8 @@ func TestSendSync(t *testing.T) {
 			next[q] = s.res.QueueOffset + 1
 			brokers[s.res.MessageQueue.BrokerName] = true
 		}
-		if len(brokers) != len(c.brokers) {
-			t.Errorf("messages went to brokers %v, want all %d", brokers, len(c.brokers))
+		if len(brokers) != len(c.Brokers) {
+			t.Errorf("messages went to brokers %v, want all %d", brokers, len(c.Brokers))
 		}
 		checkAllStored(t, c, topic, ss)
 	})
@@ -47,7 +47,7 @@ func TestSendSync(t *testing.T) {
 
 func TestSendAsync(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "async", 4)
+		topic := c.NewTopic(t, "async", 4)
 		p := newProducer(t, c)
 		const n = 16
 		var (
@@ -100,7 +100,7 @@ func waitGroupWait(wg *sync.WaitGroup, d time.Duration) bool {
 
 func TestSendOneWay(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "oneway", 4)
+		topic := c.NewTopic(t, "oneway", 4)
 		p := newProducer(t, c)
 		const n = 16
 		var msgs []*primitive.Message
@@ -128,7 +128,7 @@ func TestSendOneWay(t *testing.T) {
 			if string(g.Body) != string(m.Body) || g.GetTags() != "oneway" || g.GetKeys() != m.GetKeys() || g.GetProperty("color") != m.GetProperty("color") {
 				t.Errorf("oneway message %s stored as body %q tag %q keys %q color %q", id, g.Body, g.GetTags(), g.GetKeys(), g.GetProperty("color"))
 			}
-			checkOffsetMsgID(t, g.OffsetMsgId, c.brokerAddr(g.Queue.BrokerName))
+			checkOffsetMsgID(t, g.OffsetMsgId, c.BrokerAddr(g.Queue.BrokerName))
 		}
 	})
 }
@@ -138,7 +138,7 @@ func TestSendOneWay(t *testing.T) {
 func storedCount(t testing.TB, c *cluster, topic string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := c.admin.QueueStatus(ctx, topic)
+	st, err := c.Admin.QueueStatus(ctx, topic)
 	if err != nil {
 		t.Logf("queue status %s: %v", topic, err)
 		return 0
@@ -152,7 +152,7 @@ func storedCount(t testing.TB, c *cluster, topic string) int {
 
 func TestSendBatch(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "batch", 4)
+		topic := c.NewTopic(t, "batch", 4)
 		p := newProducer(t, c)
 		type batch struct {
 			msgs []*primitive.Message
@@ -176,7 +176,7 @@ func TestSendBatch(t *testing.T) {
 				t.Fatalf("batch OffsetMsgID %q: want %d comma-separated offset ids", res.OffsetMsgID, len(msgs))
 			}
 			for _, id := range ids {
-				checkOffsetMsgID(t, id, c.brokerAddr(res.MessageQueue.BrokerName))
+				checkOffsetMsgID(t, id, c.BrokerAddr(res.MessageQueue.BrokerName))
 			}
 			t.Logf("batch %d: %v", b, res)
 			batches = append(batches, batch{msgs, res})
@@ -228,7 +228,7 @@ func TestSendBatch(t *testing.T) {
 
 func TestSendOrderedBySharding(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "ordered", 4)
+		topic := c.NewTopic(t, "ordered", 4)
 		p := newProducer(t, c, producer.WithQueueSelector(producer.NewHashQueueSelector()))
 		keys := []string{"order-1", "order-2", "order-3", "order-4", "order-5"}
 		queueOf := map[string]string{}
@@ -277,7 +277,7 @@ func TestSendOrderedBySharding(t *testing.T) {
 
 func TestSendCompressedBody(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "zip", 2)
+		topic := c.NewTopic(t, "zip", 2)
 		p := newProducer(t, c)
 		// The client compresses bodies of 4 KiB and more with zlib (sysflag
 		// bit 0); below that it does not.
@@ -319,10 +319,10 @@ func warmUp(t *testing.T, c *cluster, topic string, queuesPerBroker int, col *co
 	t.Helper()
 	wp := newProducer(t, c, producer.WithQueueSelector(producer.NewManualQueueSelector()))
 	n := 0
-	for _, b := range c.brokers {
+	for _, b := range c.Brokers {
 		for q := range queuesPerBroker {
 			m := testMessage(topic, 100+n, "warm")
-			m.Queue = &primitive.MessageQueue{Topic: topic, BrokerName: b.name, QueueId: q}
+			m.Queue = &primitive.MessageQueue{Topic: topic, BrokerName: b.Name, QueueId: q}
 			if _, err := wp.SendSync(context.Background(), m); err != nil {
 				t.Fatalf("warm-up send: %v", err)
 			}
@@ -335,7 +335,7 @@ func warmUp(t *testing.T, c *cluster, topic string, queuesPerBroker int, col *co
 
 func TestDelayLevel(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "delay", 2)
+		topic := c.NewTopic(t, "delay", 2)
 		col := &collector{}
 		startPushConsumer(t, c, uniq("delayg"), topic, "*", col.listener("push"))
 		warm := warmUp(t, c, topic, 2, col)
@@ -400,7 +400,7 @@ func TestDelayLevel(t *testing.T) {
 
 func TestDelayTimestamp(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "timer", 2)
+		topic := c.NewTopic(t, "timer", 2)
 		col := &collector{}
 		startPushConsumer(t, c, uniq("timerg"), topic, "*", col.listener("push"))
 		warm := warmUp(t, c, topic, 2, col)
@@ -447,7 +447,7 @@ func TestDelayTimestamp(t *testing.T) {
 // auto-creation off does not serve). A body of exactly the limit is taken.
 func TestSendRefused(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "refused", 2)
+		topic := c.NewTopic(t, "refused", 2)
 		p := newProducer(t, c, producer.WithRetry(0))
 		plain := newProducer(t, c, producer.WithRetry(0), producer.WithCompressMsgBodyOverHowmuch(1<<30))
 		for _, tc := range []struct {

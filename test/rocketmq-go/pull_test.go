@@ -16,7 +16,7 @@ import (
 
 func TestPullPollAck(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "poll", 4)
+		topic := c.NewTopic(t, "poll", 4)
 		group := uniq("pollg")
 		p := newProducer(t, c)
 		var msgs []*primitive.Message
@@ -63,7 +63,7 @@ func TestPullPollAck(t *testing.T) {
 		}
 		var offs map[string]int64
 		ok := waitFor(10*time.Second, func() bool {
-			offs = c.groupOffsets(t, group, topic)
+			offs = c.GroupOffsets(t, group, topic)
 			for q, w := range want {
 				if offs[q] != w {
 					return false
@@ -79,7 +79,7 @@ func TestPullPollAck(t *testing.T) {
 
 func TestPullFromAndOffsetForTimestamp(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "pullfrom", 2)
+		topic := c.NewTopic(t, "pullfrom", 2)
 		p := newProducer(t, c)
 		var first, second []*primitive.Message
 		for i := range 12 {
@@ -105,10 +105,10 @@ func TestPullFromAndOffsetForTimestamp(t *testing.T) {
 			byID[s.res.MsgID] = s
 		}
 		seen := 0
-		for _, b := range c.brokers {
+		for _, b := range c.Brokers {
 			for qid := range 2 {
-				mq := &primitive.MessageQueue{Topic: topic, BrokerName: b.name, QueueId: qid}
-				key := fmt.Sprintf("%s/%d", b.name, qid)
+				mq := &primitive.MessageQueue{Topic: topic, BrokerName: b.Name, QueueId: qid}
+				key := fmt.Sprintf("%s/%d", b.Name, qid)
 				off, err := pc.OffsetForTimestamp(mq, mark.UnixMilli())
 				if err != nil {
 					t.Fatalf("OffsetForTimestamp %s: %v", key, err)
@@ -161,7 +161,7 @@ func TestPullFromAndOffsetForTimestamp(t *testing.T) {
 // Apache RocketMQ's does.
 func TestPullPollDefaultBatch(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "poll0", 2)
+		topic := c.NewTopic(t, "poll0", 2)
 		p := newProducer(t, c)
 		var msgs []*primitive.Message
 		for i := range 10 {

@@ -20,7 +20,7 @@ import (
 
 func TestRebalanceTwoProcesses(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "rebal", 4)
+		topic := c.NewTopic(t, "rebal", 4)
 		group := uniq("rebalg")
 		recsA := &memberRecords{}
 		startPushConsumer(t, c, group, topic, "*",
@@ -90,7 +90,7 @@ func TestRebalanceTwoProcesses(t *testing.T) {
 		}
 		qa, qb := keys(queuesOf["A"]), keys(queuesOf["B#1"])
 		t.Logf("phase 1: A consumed from %v, B from %v", qa, qb)
-		total := 4 * len(c.brokers)
+		total := 4 * len(c.Brokers)
 		if len(qa) != total/2 || len(qb) != total/2 {
 			t.Errorf("queues split %d/%d, want %d each", len(qa), len(qb), total/2)
 		}

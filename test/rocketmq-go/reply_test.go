@@ -17,15 +17,15 @@ import (
 // connection (PUSH_REPLY_MESSAGE_TO_CLIENT, 326).
 func TestRequestReply(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "request", 2)
+		topic := c.NewTopic(t, "request", 2)
 		replyTopic := clusterName + "_REPLY_TOPIC"
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		// Apache RocketMQ's broker creates <cluster>_REPLY_TOPIC when it
 		// starts; the replier's producer needs its route.
-		if r, err := c.admin.Route(ctx, replyTopic); err != nil || len(r.Queues) != len(c.brokers) {
+		if r, err := c.Admin.Route(ctx, replyTopic); err != nil || len(r.Queues) != len(c.Brokers) {
 			t.Errorf("%s is not routed on every broker (%v): the replier cannot send", replyTopic, err)
-			c.createTopic(t, replyTopic, 1)
+			c.CreateTopic(t, replyTopic, 1)
 		}
 		replier := newProducer(t, c)
 		var finished atomic.Bool // the listener may run on after the test
@@ -57,7 +57,7 @@ func TestRequestReply(t *testing.T) {
 		// client heartbeats 1 s after it starts, to the brokers it knows by
 		// then, and next 30 s later (the Java client heartbeats before its
 		// first request): so the requester sends something first.
-		warm := c.newTopic(t, "warm", 1)
+		warm := c.NewTopic(t, "warm", 1)
 		requester := newProducer(t, c) // sends at once: its heartbeat ticks 1 s after it starts
 		if _, err := requester.SendSync(context.Background(), primitive.NewMessage(warm, []byte("warm-up"))); err != nil {
 			t.Fatalf("warm-up send: %v", err)

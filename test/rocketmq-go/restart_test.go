@@ -19,10 +19,10 @@ import (
 func TestOffsetsSurviveRestarts(t *testing.T) {
 	t.Parallel()
 	for _, l := range layouts {
-		t.Run(l.name, func(t *testing.T) {
+		t.Run(l.Name, func(t *testing.T) {
 			t.Parallel()
 			c := privateCluster(t, l)
-			topic := c.newTopic(t, "restart", 4)
+			topic := c.NewTopic(t, "restart", 4)
 			group := uniq("restartg")
 			p := newProducer(t, c)
 			round := 0
@@ -45,7 +45,7 @@ func TestOffsetsSurviveRestarts(t *testing.T) {
 				t.Helper()
 				var got map[string]int64
 				if !waitFor(25*time.Second, func() bool {
-					got = c.groupOffsets(t, group, topic)
+					got = c.GroupOffsets(t, group, topic)
 					for q, w := range wantOffsets {
 						if got[q] != w {
 							return false
@@ -68,11 +68,11 @@ func TestOffsetsSurviveRestarts(t *testing.T) {
 			// Let the brokers persist their offset tables (every 5 s), then
 			// crash them all and start them again.
 			time.Sleep(6 * time.Second)
-			before := c.groupOffsets(t, group, topic)
-			for i := range c.brokers {
-				c.restartBroker(t, i, true)
+			before := c.GroupOffsets(t, group, topic)
+			for i := range c.Brokers {
+				c.RestartBroker(t, i, true)
 			}
-			if after := c.groupOffsets(t, group, topic); !maps.Equal(after, before) {
+			if after := c.GroupOffsets(t, group, topic); !maps.Equal(after, before) {
 				t.Errorf("offsets after kill -9 and restart %v, before %v", after, before)
 			}
 
@@ -95,8 +95,8 @@ func TestOffsetsSurviveRestarts(t *testing.T) {
 				t.Fatalf("shutdown A: %v", err)
 			}
 			waitCommitted("A's shutdown")
-			for i := range c.brokers {
-				c.restartBroker(t, i, false)
+			for i := range c.Brokers {
+				c.RestartBroker(t, i, false)
 			}
 			waitCommitted("after a clean broker restart")
 
@@ -182,7 +182,7 @@ func sendAllRetry(t testing.TB, c *cluster, p interface {
 func TestConsumerKeepsQueuesAcrossBrokerRestart(t *testing.T) {
 	t.Parallel()
 	c := privateCluster(t, oneGroup)
-	topic := c.newTopic(t, "keepq", 2)
+	topic := c.NewTopic(t, "keepq", 2)
 	col := &collector{}
 	start := time.Now()
 	pc := startPushConsumer(t, c, uniq("keepqg"), topic, "*", func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
@@ -214,7 +214,7 @@ func TestConsumerKeepsQueuesAcrossBrokerRestart(t *testing.T) {
 	perQueue("drain")
 	col.waitDistinct(t, len(all), 30*time.Second)
 	time.Sleep(time.Until(start.Add(3 * time.Second))) // after the client's first heartbeat
-	c.restartBroker(t, 0, false)
+	c.RestartBroker(t, 0, false)
 	pc.Resume()
 	// Messages whose consumption spans the client's rebalance 20 s after
 	// its start.

@@ -29,7 +29,7 @@ import (
 func newProducer(t testing.TB, c *cluster, opts ...producer.Option) rocketmq.Producer {
 	t.Helper()
 	base := []producer.Option{
-		producer.WithNameServer([]string{c.nameSrv}),
+		producer.WithNameServer([]string{c.NameSrv}),
 		producer.WithGroupName(uniq("pg")),
 		producer.WithInstanceName(uniq("p")),
 		producer.WithRetry(2),
@@ -50,7 +50,7 @@ func newProducer(t testing.TB, c *cluster, opts ...producer.Option) rocketmq.Pro
 // sent before it started too).
 func consumerOpts(c *cluster, group string, opts ...consumer.Option) []consumer.Option {
 	return append([]consumer.Option{
-		consumer.WithNameServer([]string{c.nameSrv}),
+		consumer.WithNameServer([]string{c.NameSrv}),
 		consumer.WithGroupName(group),
 		consumer.WithInstance(uniq("c")),
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
@@ -203,7 +203,7 @@ func checkSendResult(t testing.TB, c *cluster, m *primitive.Message, res *primit
 	if uk == "" || res.MsgID != uk {
 		t.Errorf("SendResult.MsgID %q, want the message's UNIQ_KEY %q", res.MsgID, uk)
 	}
-	addr := c.brokerAddr(res.MessageQueue.BrokerName)
+	addr := c.BrokerAddr(res.MessageQueue.BrokerName)
 	if addr == "" {
 		t.Fatalf("send result on unknown broker %q", res.MessageQueue.BrokerName)
 	}
@@ -274,7 +274,7 @@ func checkDelivered(t testing.TB, c *cluster, s sent, got *primitive.MessageExt)
 	if got.ReconsumeTimes != 0 {
 		t.Errorf("%s: ReconsumeTimes %d, want 0", got.MsgId, got.ReconsumeTimes)
 	}
-	if addr := c.brokerAddr(s.res.MessageQueue.BrokerName); got.StoreHost != addr {
+	if addr := c.BrokerAddr(s.res.MessageQueue.BrokerName); got.StoreHost != addr {
 		t.Errorf("%s: StoreHost %q, want %q", got.MsgId, got.StoreHost, addr)
 	}
 	if born := time.UnixMilli(got.BornTimestamp); time.Since(born) > 10*time.Minute || time.Until(born) > time.Minute {
@@ -306,7 +306,7 @@ func readTopic(t testing.TB, c *cluster, topic string, want int) map[string][]*p
 		err error
 	)
 	waitFor(10*time.Second, func() bool {
-		st, err = c.admin.QueueStatus(ctx, topic)
+		st, err = c.Admin.QueueStatus(ctx, topic)
 		n := 0
 		for _, q := range st {
 			n += int(q.MaxOffset - q.MinOffset)
@@ -359,7 +359,7 @@ func flatten(m map[string][]*primitive.MessageExt) []*primitive.MessageExt {
 func startPullConsumer(t testing.TB, c *cluster, group, topic, expr string, opts ...consumer.Option) rocketmq.PullConsumer {
 	t.Helper()
 	base := []consumer.Option{
-		consumer.WithNameServer([]string{c.nameSrv}),
+		consumer.WithNameServer([]string{c.NameSrv}),
 		consumer.WithGroupName(group),
 		consumer.WithInstance(uniq("pull")),
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),

@@ -13,7 +13,7 @@ import (
 
 // sdkOpts are the common options of SDK clients on c.
 func sdkOpts(c *cluster) []client.Option {
-	return []client.Option{client.WithNameServers(c.nameSrv), client.WithLogger(zap.NewNop())}
+	return []client.Option{client.WithNameServers(c.NameSrv), client.WithLogger(zap.NewNop())}
 }
 
 // newSDKProducer starts a Bolide SDK producer of a fresh group.
@@ -65,7 +65,7 @@ func waitDeadLetters(t testing.TB, c *cluster, group string, n int, d time.Durat
 	ok := waitFor(d, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		dl, err = c.admin.DeadLetters(ctx, group, client.DeadLetterQuery{})
+		dl, err = c.Admin.DeadLetters(ctx, group, client.DeadLetterQuery{})
 		return err == nil && len(dl) >= n
 	})
 	if !ok {
@@ -78,7 +78,7 @@ func waitDeadLetters(t testing.TB, c *cluster, group string, n int, d time.Durat
 func groupMembers(c *cluster, group string) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	gs, err := c.admin.ConsumerGroups(ctx)
+	gs, err := c.Admin.ConsumerGroups(ctx)
 	if err != nil {
 		return nil
 	}

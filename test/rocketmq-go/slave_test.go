@@ -16,8 +16,8 @@ import (
 // master once it is back; nothing is lost or repeated.
 func TestSlaveReadsMasterDown(t *testing.T) {
 	t.Parallel()
-	c := privateCluster(t, layout{name: "master-slave", brokers: []string{"broker-a"}, slaves: true, fastEviction: true})
-	topic := c.newTopic(t, "slave", 2)
+	c := privateCluster(t, layout{Name: "master-slave", Brokers: []string{"broker-a"}, Slaves: true, FastEviction: true})
+	topic := c.NewTopic(t, "slave", 2)
 	time.Sleep(4 * time.Second) // the slave fetches topics every 3 s
 
 	col := &collector{}
@@ -51,11 +51,11 @@ func TestSlaveReadsMasterDown(t *testing.T) {
 		t.Fatalf("the suspended consumer got %d messages, want %d", n, before)
 	}
 
-	c.brokers[0].p.kill()
+	c.Brokers[0].Proc.Kill()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if !waitFor(20*time.Second, func() bool {
-		r, err := c.admin.Route(ctx, topic)
+		r, err := c.Admin.Route(ctx, topic)
 		if err != nil || len(r.Brokers) != 1 {
 			return false
 		}
@@ -71,7 +71,7 @@ func TestSlaveReadsMasterDown(t *testing.T) {
 	t.Logf("the %d messages stored while suspended read from the slave %v after the resume", len(all)-before,
 		time.Since(resumed).Round(100*time.Millisecond))
 
-	c.restartBroker(t, 0, false)
+	c.RestartBroker(t, 0, false)
 	waitPastRebalance(cStart) // the Go client's first rebalance after a restart: TestConsumerKeepsQueuesAcrossBrokerRestart
 	for range 5 {
 		perQueue("after")

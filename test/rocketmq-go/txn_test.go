@@ -47,14 +47,14 @@ func (l *txnListener) checks(id string) []*primitive.MessageExt {
 
 func TestTransactions(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		topic := c.newTopic(t, "txn", 2)
+		topic := c.NewTopic(t, "txn", 2)
 		col := &collector{}
 		startPushConsumer(t, c, uniq("txng"), topic, "*", col.listener("push"))
 		l := &txnListener{checked: map[string][]*primitive.MessageExt{}}
 		// A unique instance name: the client routes a check-back only to the
 		// first client object created for its clientID.
 		tp, err := rocketmq.NewTransactionProducer(l,
-			producer.WithNameServer([]string{c.nameSrv}),
+			producer.WithNameServer([]string{c.NameSrv}),
 			producer.WithGroupName(uniq("txnpg")),
 			producer.WithInstanceName(uniq("txnp")),
 			producer.WithRetry(2))

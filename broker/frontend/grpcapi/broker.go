@@ -8,6 +8,7 @@ import (
 
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/frontend/v1wire"
+	"github.com/bolide-mq/bolide/broker/topic"
 	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -200,7 +201,16 @@ func (s *brokerService) CreateTopic(_ context.Context, req *pb.CreateTopicReques
 	if req.Topic == nil {
 		return &pb.CreateTopicResponse{Status: wire.Status(wire.Errorf(pb.Code_INVALID_PARAMETER, "no topic given"))}, nil
 	}
-	return &pb.CreateTopicResponse{Status: wire.Status(s.b.CreateTopic(v1wire.TopicFromProto(req.Topic), req.Update))}, nil
+	tc := v1wire.TopicFromProto(req.Topic)
+	if v, ok := tc.Attributes[topic.AttrMessageType]; ok {
+		mt, ok := topic.ParseMessageType(v)
+		if !ok {
+			return &pb.CreateTopicResponse{Status: wire.Status(wire.Errorf(pb.Code_INVALID_PARAMETER,
+				"topic %s: message type %q is not one of %v", tc.Name, v, topic.MessageTypes))}, nil
+		}
+		tc.Attributes[topic.AttrMessageType] = mt
+	}
+	return &pb.CreateTopicResponse{Status: wire.Status(s.b.CreateTopic(tc, req.Update))}, nil
 }
 
 func (s *brokerService) DeleteTopic(_ context.Context, req *pb.BrokerDeleteTopicRequest) (*pb.BrokerDeleteTopicResponse, error) {

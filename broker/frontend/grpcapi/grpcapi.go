@@ -1,6 +1,8 @@
 // Package grpcapi is the broker's gRPC front end: bolide.v1's Broker,
-// Transaction, DeadLetter, Delay and BrokerHA services over the broker core.
-// Each handler converts its request, calls the core and converts the result;
+// Transaction, DeadLetter, Delay and BrokerHA services over the broker core,
+// and whatever other services the assembler registers on the same
+// grpc.Server (RocketMQ 5's apache.rocketmq.v2.MessagingService, package
+// broker/frontend/grpcv5). Each handler converts its request, calls the core and converts the result;
 // a coded error from the core becomes the response's Status. The SDK
 // (package client) and the CLI speak this API.
 package grpcapi
@@ -10,8 +12,10 @@ import (
 	"context"
 	"errors"
 	"net"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/bolide-mq/bolide/broker"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -23,6 +27,10 @@ const Name = "grpc"
 // MaxMessage bounds one gRPC message: a 4 MiB body batch plus headroom.
 const MaxMessage = 64 << 20
 
+// MaxRecv bounds one received gRPC message: RocketMQ 5's proxy accepts
+// 130 MiB, and its clients may batch up to that.
+const MaxRecv = 130 << 20
+
 // preface is how every HTTP/2 connection, and so every gRPC one, opens.
 var preface = []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
 
@@ -31,14 +39,29 @@ type Frontend struct {
 	srv *grpc.Server
 }
 
-// New returns the gRPC front end of core b.
-func New(b *broker.Broker) *Frontend {
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessage), grpc.MaxSendMsgSize(MaxMessage))
+// New returns the gRPC front end of core b. Each extra function registers
+// one more service on the same grpc.Server (before it serves).
+//
+// Keepalive is lenient: clients may ping as often as every second, with or
+// without calls in flight (RocketMQ 5's clients hold idle Telemetry streams
+// for hours), and connections are never aged out — a client whose
+// connection the server closes drops it and its streams. The server pings
+// an idle connection after a minute to find peers that are gone.
+func New(b *broker.Broker, extra ...func(grpc.ServiceRegistrar)) *Frontend {
+	srv := grpc.NewServer(
+		grpc.MaxRecvMsgSize(MaxRecv),
+		grpc.MaxSendMsgSize(MaxMessage),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
+	)
 	pb.RegisterBrokerServer(srv, &brokerService{b: b})
 	pb.RegisterDelayServer(srv, &delayService{b: b})
 	pb.RegisterBrokerHAServer(srv, &haService{b: b})
 	pb.RegisterTransactionServer(srv, &transactionService{b: b})
 	pb.RegisterDeadLetterServer(srv, &deadLetterService{b: b})
+	for _, register := range extra {
+		register(srv)
+	}
 	return &Frontend{srv: srv}
 }
 

@@ -17,6 +17,22 @@ type Service struct {
 
 	b   *broker.Broker
 	log *zap.Logger
+
+	// limits are the broker settings the RPCs need, read once.
+	limits limits
+	// clients are the connected clients by x-mq-client-id (clients.go).
+	clients *clientTable
+	// topics caches the broker's topic table for sends (send.go).
+	topics *topicCache
+}
+
+// limits are the broker's options the service reads on every call (the
+// options are large to copy per call and do not change while it runs).
+type limits struct {
+	brokerName  string
+	maxBody     int
+	maxProps    int
+	longPollMax int64 // ms
 }
 
 // New returns the service of core b.
@@ -24,7 +40,14 @@ func New(b *broker.Broker, log *zap.Logger) *Service {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Service{b: b, log: log}
+	o := b.Options()
+	s := &Service{b: b, log: log, limits: limits{
+		brokerName: o.BrokerName, maxBody: o.MaxMessageSize, maxProps: o.MaxPropertiesSize,
+		longPollMax: o.LongPollMax.Milliseconds(),
+	}}
+	s.clients = newClientTable(s, o.ClientExpiry)
+	s.topics = newTopicCache(b)
+	return s
 }
 
 // Register adds the service to a gRPC server (the broker's port serves

@@ -6,6 +6,7 @@ import (
 	"github.com/bolide-mq/bolide/broker/delay"
 	"github.com/bolide-mq/bolide/broker/offsets"
 	"github.com/bolide-mq/bolide/broker/replication"
+	"github.com/bolide-mq/bolide/broker/subgroup"
 	"github.com/bolide-mq/bolide/broker/topic"
 	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -40,6 +41,12 @@ func MetadataToProto(md replication.Metadata) *pb.GetMetadataResponse {
 		}
 		resp.DelayLogOffset = p.Need
 	}
+	if md.GroupVersion != (topic.DataVersion{}) {
+		resp.GroupVersion = &pb.DataVersion{Timestamp: md.GroupVersion.Timestamp, Counter: md.GroupVersion.Counter}
+		for _, c := range md.Groups {
+			resp.Groups = append(resp.Groups, GroupToProto(c))
+		}
+	}
 	return resp
 }
 
@@ -54,6 +61,13 @@ func MetadataFromProto(resp *pb.GetMetadataResponse) replication.Metadata {
 		md.DataVersion = topic.DataVersion{Timestamp: v.Timestamp, Counter: v.Counter}
 	}
 	md.Delay = delayProgressFromProto(resp)
+	if v := resp.GroupVersion; v != nil {
+		md.GroupVersion = topic.DataVersion{Timestamp: v.Timestamp, Counter: v.Counter}
+		md.Groups = make([]subgroup.Config, 0, len(resp.Groups))
+		for _, g := range resp.Groups {
+			md.Groups = append(md.Groups, GroupFromProto(g))
+		}
+	}
 	return md
 }
 

@@ -1,0 +1,152 @@
+package grpcv5
+
+import (
+	"errors"
+	"io"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+
+	"github.com/bolide-mq/bolide/broker"
+)
+
+// telemetryStream is one open Telemetry stream of a client.
+type telemetryStream struct {
+	opened time.Time
+}
+
+// Telemetry is the client's long-lived stream (one per client and broker).
+// Client → broker: Settings (at start, then every 5 minutes), answers to
+// print-thread-stack and verify-message commands (the broker sends
+// neither; answers are logged and dropped). Broker → client: the full
+// server Settings in reply to each Settings, of the same pub_sub kind, and
+// RecoverOrphanedTransactionCommand for the transaction check-backs of a
+// producer's topics.
+//
+// The stream ends when the client ends it, when the client is dropped
+// (NotifyClientTermination, expiry) or when the broker stops. Settings
+// without publishing or subscription, or with illegal names, end it with
+// gRPC INVALID_ARGUMENT, as Apache's proxy does.
+func (s *Service) Telemetry(stream v2.MessagingService_TelemetryServer) error {
+	ctx := stream.Context()
+	m := readMeta(ctx)
+	if m.clientID == "" {
+		return status.Errorf(codes.InvalidArgument, "header %s is required", headerClientID)
+	}
+	c := s.clients.touch(m)
+	st := &telemetryStream{opened: time.Now()}
+	c.attach(st)
+	defer c.detach(st)
+
+	// Recv runs in its own goroutine so that the loop below can also wait
+	// for notices. It ends at the first error, which comes at the latest
+	// when this handler returns (gRPC then ends the stream).
+	in := make(chan *v2.TelemetryCommand)
+	recvErr := make(chan error, 1)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			cmd, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case in <- cmd:
+			case <-done:
+				return
+			}
+		}
+	}()
+
+	for {
+		notices, changed := c.noticesFor(st)
+		select {
+		case cmd := <-in:
+			reply, err := s.telemetryCommand(m, c, cmd)
+			if err != nil {
+				return err
+			}
+			if reply != nil {
+				if err := stream.Send(reply); err != nil {
+					return err
+				}
+			}
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		case n := <-notices:
+			if cmd := s.noticeCommand(c, n); cmd != nil {
+				if err := stream.Send(cmd); err != nil {
+					return err
+				}
+			}
+		case <-changed:
+		case <-c.gone:
+			return nil
+		case <-s.b.Stopping():
+			return status.Error(codes.Unavailable, "the broker is stopping")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// telemetryCommand handles one command from the client and returns the
+// reply to write (nil: none). An error ends the stream.
+func (s *Service) telemetryCommand(m callMeta, c *client, cmd *v2.TelemetryCommand) (*v2.TelemetryCommand, error) {
+	s.clients.touch(m)
+	switch x := cmd.GetCommand().(type) {
+	case *v2.TelemetryCommand_Settings:
+		merged, err := s.applySettings(m, c, x.Settings)
+		if err != nil {
+			return nil, status.Errorf(grpcCodeOf(err), "settings of client %s refused: %v", c.id, err)
+		}
+		return &v2.TelemetryCommand{Status: okStatus(), Command: &v2.TelemetryCommand_Settings{Settings: merged}}, nil
+	case *v2.TelemetryCommand_ThreadStackTrace:
+		s.log.Debug("thread stack trace from client (not asked for)", zap.String("client", c.id),
+			zap.String("nonce", x.ThreadStackTrace.GetNonce()), zap.Int("bytes", len(x.ThreadStackTrace.GetThreadStackTrace())))
+	case *v2.TelemetryCommand_VerifyMessageResult:
+		s.log.Debug("verify message result from client (not asked for)", zap.String("client", c.id),
+			zap.String("nonce", x.VerifyMessageResult.GetNonce()), zap.Stringer("code", cmd.GetStatus().GetCode()))
+	default:
+		s.log.Debug("telemetry command ignored", zap.String("client", c.id), zap.String("command", cmd.String()))
+	}
+	return nil, nil
+}
+
+// grpcCodeOf is the gRPC code a Telemetry stream ends with for err:
+// INVALID_ARGUMENT for the client's mistakes (4xxxx), INTERNAL otherwise,
+// as Apache's proxy ends it.
+func grpcCodeOf(err error) codes.Code {
+	if c := codeOf(err); c >= v2.Code_BAD_REQUEST && c < v2.Code_INTERNAL_ERROR {
+		return codes.InvalidArgument
+	}
+	return codes.Internal
+}
+
+// noticeCommand turns a session notice into the command that tells the
+// client (nil: nothing to tell; a v5 client does not rebalance, so a
+// group's member change is not).
+func (s *Service) noticeCommand(c *client, n broker.Notice) *v2.TelemetryCommand {
+	if n.CheckTransaction == nil {
+		return nil
+	}
+	c.mu.Lock()
+	ns := c.namespace
+	c.mu.Unlock()
+	cmd, err := s.recoverCommand(n.CheckTransaction, ns)
+	if err != nil {
+		s.log.Warn("transaction check not sent", zap.String("client", c.id), zap.String("group", n.CheckTransaction.Group),
+			zap.String("id", n.CheckTransaction.TransactionID), zap.Error(err))
+		return nil
+	}
+	return &v2.TelemetryCommand{Command: &v2.TelemetryCommand_RecoverOrphanedTransactionCommand{RecoverOrphanedTransactionCommand: cmd}}
+}
