@@ -158,7 +158,7 @@ func (h popHost) WaitDispatched(ctx context.Context) error {
 
 // DeadLetter stores the message in %DLQ%<group> through the retry
 // service's dead-letter path (DLQ_ORIGIN_* properties, ids kept).
-func (h popHost) DeadLetter(ctx context.Context, group string, record []byte, attempt int32, maxAttempts int) error {
+func (h popHost) DeadLetter(ctx context.Context, group string, record []byte, attempt int32, maxAttempts int, reason string) error {
 	m, err := message.Decode(record)
 	if err != nil {
 		return errcode.Errorf(errcode.SystemError, "decode a message to dead-letter: %v", err)
@@ -166,7 +166,7 @@ func (h popHost) DeadLetter(ctx context.Context, group string, record []byte, at
 	_, err = h.b.retry.SendBack(ctx, retry.SendBackRequest{
 		Group: group, CommitLogOffset: m.PhysicalOffset, UniqueID: m.UniqueID(), DelayLevel: -1,
 		MaxReconsumeTimes: int32(max(maxAttempts-1, 0)), ReconsumeTimes: max(attempt-1, 0),
-		Reason: "POP: maximum delivery attempts reached",
+		Reason: reason,
 	})
 	return err
 }

@@ -31,42 +31,11 @@ FLUSH=${FLUSH:-async}
 work=$root/.bench/remoting
 DATA_DIR=${DATA_DIR:-$work/data}
 OUT=${OUT:-$root/.bench/bench-remoting.md}
-bin=$work/bin
-mkdir -p "$bin"
-
-echo "building binaries" >&2
-go build -o "$bin/" ./cmd/...
-(cd test/rocketmq-go && go build -o "$bin/" ./cmd/rmqbench)
-
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-ns_port=$(port)
-br_port=$(port)
-ns=127.0.0.1:$ns_port
-rm -rf "$DATA_DIR"
-mkdir -p "$DATA_DIR"
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$DATA_DIR"
-}
-trap cleanup EXIT
-
-"$bin/bolide-nameserver" --listen "$ns" --gossip off --admin-listen off >"$work/namesrv.log" 2>&1 &
-pids+=($!)
-"$bin/bolide-broker" --namesrv "$ns" --listen "127.0.0.1:$br_port" --store-dir "$DATA_DIR" --gossip off \
-	--admin-listen off --flush "$FLUSH" --register-interval 2s >"$work/broker.log" 2>&1 &
-broker_pid=$!
-pids+=("$broker_pid")
-
-for _ in $(seq 100); do
-	if "$bin/bolide" -n "$ns" topic create bench --queues 8 >/dev/null 2>&1; then break; fi
-	sleep 0.2
-done
-sleep 3 # the route reaches the NameServer with the next registration
-
-ticks=$(getconf CLK_TCK)
-cpu() { awk '{print $14 + $15}' "/proc/$broker_pid/stat"; }
+# shellcheck source=scripts/bench-lib.sh
+. "$root/scripts/bench-lib.sh"
+bench_build test/rocketmq-go ./cmd/rmqbench
+bench_start
+bench_topic bench 8
 
 run_frame() { # count [rate]
 	"$bin/bolide" -n "$ns" bench produce --topic bench --count "$1" --producers "$PRODUCERS" --size "$SIZE" \
@@ -81,19 +50,6 @@ run_remoting() {
 run_frame 20000 >/dev/null
 rate=$(run_remoting 20000)
 
-declare -A cpus rates
-measure() { # name rep command...
-	local name=$1 rep=$2 before after r
-	shift 2
-	sync
-	before=$(cpu)
-	r=$("$@")
-	after=$(cpu)
-	cpus[$name]+="$(python3 -c "print(f'{($after-$before)/$ticks/$MSGS*1e6:.1f}')") "
-	rates[$name]+="$r "
-	echo "$name run $rep: $(python3 -c "print(f'{($after-$before)/$ticks:.2f}')") broker CPU s for $MSGS msgs, $r msgs/s" >&2
-	last_rate=$r
-}
 # The broker's CPU per message grows as the load falls (fewer messages per
 # wake-up, per syscall, per flush), and rocketmq-client-go needs more CPU
 # than Bolide's SDK on the same two cores, so it reaches a lower rate. The
@@ -113,7 +69,6 @@ for rep in $(seq "$REPS"); do
 	fi
 done
 
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 f_cpu=$(echo "${cpus[framed]}" | median)
 p_cpu=$(echo "${cpus[framed-paced]}" | median)
 r_cpu=$(echo "${cpus[remoting]}" | median)

@@ -74,19 +74,26 @@ func (s *Service) Pop(ctx context.Context, req Request) ([]Message, error) {
 			return out, err
 		}
 		var wakeC <-chan time.Time
+		var wakeT *time.Timer
 		if wake > 0 {
-			t := time.NewTimer(time.Until(time.UnixMilli(wake)) + time.Millisecond)
-			wakeC = t.C
-			defer t.Stop()
+			wakeT = time.NewTimer(time.Until(time.UnixMilli(wake)) + time.Millisecond)
+			wakeC = wakeT.C
 		}
+		stop := false
 		select {
 		case <-arrived:
 		case <-wakeC:
 		case <-deadline:
-			return nil, nil
+			stop = true
 		case <-ctx.Done():
-			return nil, nil
+			stop = true
 		case <-s.ctx.Done():
+			stop = true
+		}
+		if wakeT != nil {
+			wakeT.Stop()
+		}
+		if stop {
 			return nil, nil
 		}
 		if err := s.serving(ctx); err != nil {
@@ -136,9 +143,9 @@ func (p *popper) try(ctx context.Context, queues []int32) (out []Message, wake i
 		var ds []dlqItem
 		var w int64
 		if p.cfg.Fifo {
-			got, rs, ds, w = p.fifoLocked(q, qs, nowMS, &bytes)
+			got, rs, ds, w = p.fifoLocked(q, qs, p.want-len(out), nowMS, &bytes)
 		} else {
-			got, rs, ds, w = p.concurrentLocked(q, qs, nowMS, &bytes)
+			got, rs, ds, w = p.concurrentLocked(q, qs, p.want-len(out), nowMS, &bytes)
 		}
 		out = append(out, got...)
 		recs = append(recs, rs...)
@@ -152,7 +159,7 @@ func (p *popper) try(ctx context.Context, queues []int32) (out []Message, wake i
 	// Dead letters first: their records follow their copies.
 	var dead []Entry
 	for _, d := range dlqs {
-		if err := s.h.DeadLetter(ctx, p.req.Group, d.record, d.attempt, p.cfg.MaxAttempts); err != nil {
+		if err := s.h.DeadLetter(ctx, p.req.Group, d.record, d.attempt, p.cfg.MaxAttempts, "POP: maximum delivery attempts reached"); err != nil {
 			s.log.Warn("dead-letter a message", zap.String("group", p.req.Group), zap.String("topic", p.req.Topic),
 				zap.Int32("queue", d.queueID), zap.Int64("offset", d.offset), zap.Error(err))
 			continue
@@ -277,8 +284,7 @@ func (p *popper) readNewLocked(q int32, qs *queueState, n int, bytes *int, pop *
 
 // concurrentLocked pops from one queue of a non-FIFO group: messages whose
 // invisibility ran out first (oldest first), then new ones.
-func (p *popper) concurrentLocked(q int32, qs *queueState, nowMS int64, bytes *int) (out []Message, recs []*Record, dlqs []dlqItem, wake int64) {
-	want := p.want
+func (p *popper) concurrentLocked(q int32, qs *queueState, want int, nowMS int64, bytes *int) (out []Message, recs []*Record, dlqs []dlqItem, wake int64) {
 	pop := p.newPopRecord(q, qs, nowMS)
 	gone := &Record{Kind: KindAck, TimeMS: nowMS, Group: p.req.Group, Topic: p.req.Topic, QueueID: q}
 	var due []int64
@@ -303,7 +309,7 @@ func (p *popper) concurrentLocked(q int32, qs *queueState, nowMS int64, bytes *i
 // message handed out is invisible (unless the request retries the batch's
 // attempt id: then that batch again); the same messages, in order, when
 // their invisibility ran out; new messages once all are done.
-func (p *popper) fifoLocked(q int32, qs *queueState, nowMS int64, bytes *int) (out []Message, recs []*Record, dlqs []dlqItem, wake int64) {
+func (p *popper) fifoLocked(q int32, qs *queueState, want int, nowMS int64, bytes *int) (out []Message, recs []*Record, dlqs []dlqItem, wake int64) {
 	offs := qs.sortedInflight()
 	var invisible []int64
 	for _, off := range offs {
@@ -333,7 +339,7 @@ func (p *popper) fifoLocked(q int32, qs *queueState, nowMS int64, bytes *int) (o
 	pop := p.newPopRecord(q, qs, nowMS)
 	gone := &Record{Kind: KindAck, TimeMS: nowMS, Group: p.req.Group, Topic: p.req.Topic, QueueID: q}
 	if len(offs) > 0 {
-		p.redeliverLocked(q, qs, offs[:min(len(offs), p.want)], nowMS, pop, gone, &out, &dlqs)
+		p.redeliverLocked(q, qs, offs[:min(len(offs), want)], nowMS, pop, gone, &out, &dlqs)
 		if len(dlqs) > 0 && len(out) > 0 {
 			// Order: nothing after a message still being dead-lettered.
 			first := dlqs[0].offset
@@ -347,7 +353,7 @@ func (p *popper) fifoLocked(q int32, qs *queueState, nowMS int64, bytes *int) (o
 			out, pop.Entries = out[:keep], pop.Entries[:keep]
 		}
 	} else {
-		p.readNewLocked(q, qs, p.want, bytes, pop, &out, nowMS)
+		p.readNewLocked(q, qs, want, bytes, pop, &out, nowMS)
 	}
 	return p.finishLocked(qs, pop, gone, out), recsOf(pop, gone), dlqs, wake
 }
@@ -526,7 +532,7 @@ func (s *Service) ToDLQ(ctx context.Context, group, topic, token string) error {
 		return errcode.Errorf(errcode.SystemError, "read %s/%d@%d: %v", topic, h.QueueID, h.Offset, err)
 	}
 	if rec != nil {
-		if err := s.h.DeadLetter(ctx, group, rec, attempt, cfg.MaxAttempts); err != nil {
+		if err := s.h.DeadLetter(ctx, group, rec, attempt, cfg.MaxAttempts, "POP: forwarded to the dead-letter queue by the consumer"); err != nil {
 			return err
 		}
 	}
@@ -607,7 +613,7 @@ func (s *Service) renew(now time.Time) {
 				if r == nil {
 					r = &Record{Kind: KindRenew, TimeMS: nowMS, Group: gt.key.group, Topic: gt.key.topic, QueueID: qid}
 				}
-				r.Entries = append(r.Entries, Entry{Offset: off, Seq: e.seq, VisibleAtMS: nowMS + max(e.invisibleMS, ahead)})
+				r.Entries = append(r.Entries, Entry{Offset: off, Seq: e.seq, VisibleAtMS: nowMS + max(e.invisibleMS, 2*ahead)})
 			}
 			if r != nil {
 				s.applyLocked(gt, r)
@@ -640,6 +646,10 @@ func (s *Service) commitWatermarks() {
 
 // Stats returns the POP state of a group's queues of a topic, by queue id.
 func (s *Service) Stats(group, topic string) []QueueStats {
+	select {
+	case <-s.loaded:
+	case <-s.ctx.Done():
+	}
 	gt := s.lookupGroupTopic(group, topic)
 	if gt == nil {
 		return nil

@@ -97,7 +97,7 @@ type Host interface {
 	WaitDispatched(ctx context.Context) error
 	// DeadLetter stores a copy of the stored record in the group's
 	// dead-letter queue, as the retry service does.
-	DeadLetter(ctx context.Context, group string, record []byte, attempt int32, maxAttempts int) error
+	DeadLetter(ctx context.Context, group string, record []byte, attempt int32, maxAttempts int, reason string) error
 }
 
 // Options configure the service.

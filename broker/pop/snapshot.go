@@ -84,6 +84,9 @@ func (s *Service) capture() *snapshotFile {
 	return f
 }
 
+// Snapshot writes a snapshot now.
+func (s *Service) Snapshot() error { return s.snapshot(true) }
+
 // snapshot writes the state (temp file, fsync, rename) unless nothing
 // changed since the last one (force: write anyway).
 func (s *Service) snapshot(force bool) error {

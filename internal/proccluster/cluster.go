@@ -102,6 +102,7 @@ type Cluster struct {
 	Admin *client.Admin
 
 	h *Harness
+	v5probe
 }
 
 // Broker is one broker process.

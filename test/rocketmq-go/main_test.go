@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/rlog"
+	rmq5 "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/bolide-mq/bolide/internal/proccluster"
 )
 
@@ -62,6 +63,11 @@ func TestMain(m *testing.M) {
 	// The RocketMQ client's log goes to a file, shown when the run fails.
 	clientLog := filepath.Join(os.TempDir(), fmt.Sprintf("rmqgo-client-%d.log", os.Getpid()))
 	_ = rlog.SetOutputPath(clientLog)
+	// The RocketMQ 5 client's (v5interop_test.go) next to it; its logger
+	// reads the environment at init, so it is made again.
+	_ = os.Setenv("rocketmq.client.logRoot", os.TempDir())
+	_ = os.Setenv("rocketmq.client.logFileName", fmt.Sprintf("rmqgo-v5client-%d.log", os.Getpid()))
+	rmq5.ResetLogger()
 	dir, cleanup, err := proccluster.Binaries()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rocketmq-go:", err)
@@ -77,6 +83,7 @@ func TestMain(m *testing.M) {
 	}
 	if code == 0 && !keep {
 		_ = os.Remove(clientLog)
+		_ = os.Remove(filepath.Join(os.TempDir(), fmt.Sprintf("rmqgo-v5client-%d.log", os.Getpid())))
 	}
 	cleanup()
 	os.Exit(code)

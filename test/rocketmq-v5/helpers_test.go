@@ -8,18 +8,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
+	"github.com/bolide-mq/bolide/client"
 )
 
 // config is the v5 client configuration for c: the access point is the
@@ -116,21 +113,10 @@ func cliMissing(out string) bool {
 }
 
 // newTopic creates a fresh topic with queues queues per broker group and
-// the message type typ ("" for none: MIXED) with the CLI; while the CLI
-// has no --type, a topic without one (MIXED: every type accepted).
+// the message type typ ("" for none: MIXED) with the CLI (bolide topic
+// create --type), or with the SDK's admin calls while the CLI lacks the
+// flag.
 func newTopic(t testing.TB, c *cluster, prefix, typ string, queues int) string {
-	t.Helper()
-	return createTopic(t, c, prefix, typ, queues, false)
-}
-
-// newTypedTopic is newTopic that skips the test while the CLI has no
-// --type.
-func newTypedTopic(t testing.TB, c *cluster, prefix, typ string, queues int) string {
-	t.Helper()
-	return createTopic(t, c, prefix, typ, queues, true)
-}
-
-func createTopic(t testing.TB, c *cluster, prefix, typ string, queues int, strict bool) string {
 	t.Helper()
 	topic := uniq(prefix)
 	if typ == "" {
@@ -139,15 +125,12 @@ func createTopic(t testing.TB, c *cluster, prefix, typ string, queues int, stric
 	}
 	out, err := cli(c, "topic", "create", topic, "--queues", fmt.Sprint(queues), "--type", typ)
 	if err != nil {
-		if cliMissing(out) && strict {
-			t.Skipf("missing: bolide topic create --type (SDK-POP): %v", err)
+		if !cliMissing(out) {
+			t.Fatal(err)
 		}
-		if cliMissing(out) {
-			t.Logf("bolide topic create has no --type yet: %s is untyped (MIXED)", topic)
-			c.CreateTopic(t, topic, queues)
-			return topic
-		}
-		t.Fatal(err)
+		t.Logf("bolide topic create has no --type: %s created with the SDK", topic)
+		c.CreateTopicSpec(t, client.TopicSpec{Name: topic, Queues: queues, MessageType: typ})
+		return topic
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -158,7 +141,8 @@ func createTopic(t testing.TB, c *cluster, prefix, typ string, queues int, stric
 }
 
 // newGroup creates a fresh subscription group with the CLI's group create
-// flags (--fifo, --max-delivery-attempts N, --retry-backoff ...).
+// flags (--fifo, --max-delivery-attempts N, --retry-backoff d,d,...), or
+// with the SDK's admin calls while the CLI lacks them.
 func newGroup(t testing.TB, c *cluster, prefix string, flags ...string) string {
 	t.Helper()
 	group := uniq(prefix)
@@ -166,30 +150,47 @@ func newGroup(t testing.TB, c *cluster, prefix string, flags ...string) string {
 		return group
 	}
 	out, err := cli(c, append([]string{"group", "create", group}, flags...)...)
-	if err != nil {
-		if cliMissing(out) {
-			t.Skipf("missing: bolide group create %s (SDK-POP): %v", strings.Join(flags, " "), err)
-		}
+	if err == nil {
+		return group
+	}
+	if !cliMissing(out) {
 		t.Fatal(err)
+	}
+	t.Logf("bolide group create lacks %s: %s created with the SDK", strings.Join(flags, " "), group)
+	spec := client.SubscriptionGroupSpec{Name: group}
+	for i := 0; i < len(flags); i++ {
+		switch flags[i] {
+		case "--fifo":
+			spec.FIFO = true
+		case "--max-delivery-attempts":
+			i++
+			spec.MaxDeliveryAttempts, _ = strconv.Atoi(flags[i])
+		case "--retry-backoff":
+			i++
+			for _, d := range strings.Split(flags[i], ",") {
+				v, err := time.ParseDuration(d)
+				if err != nil {
+					t.Fatalf("--retry-backoff %s: %v", flags[i], err)
+				}
+				spec.RetryBackoff = append(spec.RetryBackoff, v)
+			}
+		default:
+			t.Fatalf("newGroup: flag %s", flags[i])
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Admin.CreateSubscriptionGroup(ctx, spec); err != nil {
+		t.Fatalf("create group %s: %v", group, err)
 	}
 	return group
 }
 
-// The RPCs a cluster serves are probed once per cluster with the
-// generated stubs over plaintext: an RPC the server does not implement
-// yet skips the tests that need it, naming it.
-var probes struct {
-	mu     sync.Mutex
-	byNS   map[string]map[string]bool // NameServer → RPC → unimplemented
-	probed map[string]bool
-}
-
-var nameServerRPCs = []string{"QueryRoute", "QueryAssignment"}
-
-// needRPCs skips the test when the cluster lacks one of the RPCs.
+// needRPCs skips the test when the cluster answers one of the RPCs with
+// UNIMPLEMENTED (the server side lands in pieces), naming them.
 func needRPCs(t testing.TB, c *cluster, rpcs ...string) {
 	t.Helper()
-	missing := unimplemented(c)
+	missing := c.V5Unimplemented()
 	var lack []string
 	for _, r := range rpcs {
 		if missing[r] {
@@ -198,73 +199,6 @@ func needRPCs(t testing.TB, c *cluster, rpcs ...string) {
 	}
 	if len(lack) > 0 {
 		t.Skipf("missing on the server: %s (UNIMPLEMENTED)", strings.Join(lack, ", "))
-	}
-}
-
-func unimplemented(c *cluster) map[string]bool {
-	probes.mu.Lock()
-	defer probes.mu.Unlock()
-	if probes.byNS == nil {
-		probes.byNS = map[string]map[string]bool{}
-	}
-	if m, ok := probes.byNS[c.NameSrv]; ok {
-		return m
-	}
-	m := map[string]bool{}
-	probe(c.NameSrv, nameServerRPCs, m)
-	probe(c.Brokers[0].Addr, []string{"Telemetry", "Heartbeat", "SendMessage", "ReceiveMessage", "AckMessage",
-		"ChangeInvisibleDuration", "ForwardMessageToDeadLetterQueue", "EndTransaction", "NotifyClientTermination"}, m)
-	probes.byNS[c.NameSrv] = m
-	return m
-}
-
-// probe calls each RPC on addr with an empty request and records those
-// answered UNIMPLEMENTED in m.
-func probe(addr string, rpcs []string, m map[string]bool) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return
-	}
-	defer conn.Close()
-	cl := v2.NewMessagingServiceClient(conn)
-	for _, r := range rpcs {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		var err error
-		switch r {
-		case "QueryRoute":
-			_, err = cl.QueryRoute(ctx, &v2.QueryRouteRequest{})
-		case "QueryAssignment":
-			_, err = cl.QueryAssignment(ctx, &v2.QueryAssignmentRequest{})
-		case "Heartbeat":
-			_, err = cl.Heartbeat(ctx, &v2.HeartbeatRequest{})
-		case "SendMessage":
-			_, err = cl.SendMessage(ctx, &v2.SendMessageRequest{})
-		case "AckMessage":
-			_, err = cl.AckMessage(ctx, &v2.AckMessageRequest{})
-		case "ChangeInvisibleDuration":
-			_, err = cl.ChangeInvisibleDuration(ctx, &v2.ChangeInvisibleDurationRequest{})
-		case "ForwardMessageToDeadLetterQueue":
-			_, err = cl.ForwardMessageToDeadLetterQueue(ctx, &v2.ForwardMessageToDeadLetterQueueRequest{})
-		case "EndTransaction":
-			_, err = cl.EndTransaction(ctx, &v2.EndTransactionRequest{})
-		case "NotifyClientTermination":
-			_, err = cl.NotifyClientTermination(ctx, &v2.NotifyClientTerminationRequest{})
-		case "ReceiveMessage":
-			var s grpc.ServerStreamingClient[v2.ReceiveMessageResponse]
-			if s, err = cl.ReceiveMessage(ctx, &v2.ReceiveMessageRequest{}); err == nil {
-				_, err = s.Recv()
-			}
-		case "Telemetry":
-			var s grpc.BidiStreamingClient[v2.TelemetryCommand, v2.TelemetryCommand]
-			if s, err = cl.Telemetry(ctx); err == nil {
-				_ = s.CloseSend()
-				_, err = s.Recv()
-			}
-		}
-		cancel()
-		if status.Code(err) == codes.Unimplemented {
-			m[r] = true
-		}
 	}
 }
 

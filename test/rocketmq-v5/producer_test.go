@@ -254,8 +254,8 @@ func TestProducerTransaction(t *testing.T) {
 // its own.
 func TestTopicMessageTypes(t *testing.T) {
 	forLayouts(t, func(t *testing.T, c *cluster) {
-		fifo := newTypedTopic(t, c, "typed-fifo", "FIFO", 2)
-		normal := newTypedTopic(t, c, "typed-normal", "NORMAL", 2)
+		fifo := newTopic(t, c, "typed-fifo", "FIFO", 2)
+		normal := newTopic(t, c, "typed-normal", "NORMAL", 2)
 		p := newProducer(t, c, rmq.WithTopics(fifo, normal), rmq.WithMaxAttempts(1))
 		grouped := func(topic string) *rmq.Message {
 			m := testMsg(topic, 0, "t").build()

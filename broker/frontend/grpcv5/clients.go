@@ -117,15 +117,18 @@ func (t *clientTable) drop(c *client, why string) {
 		return
 	}
 	c.dropped = true
-	close(c.gone)
 	sess := c.sess
 	c.sess = nil
-	c.signalLocked()
 	c.mu.Unlock()
+	// The core forgets the client before its streams end.
 	if sess != nil {
 		sess.Close()
 	}
 	t.s.releaseClient(c.id)
+	c.mu.Lock()
+	close(c.gone)
+	c.signalLocked()
+	c.mu.Unlock()
 	t.s.log.Debug("client dropped", zap.String("client", c.id), zap.String("why", why))
 }
 
@@ -156,17 +159,9 @@ func (t *clientTable) sweep() {
 	}
 }
 
-// clientReleaser is the core's ReleaseClient (POP): in-flight messages a
-// gone client had auto-renewed become visible again after about 1 s.
-type clientReleaser interface{ ReleaseClient(clientID string) }
-
-// releaseClient tells the core that a client is gone, when the core has
-// POP.
-func (s *Service) releaseClient(id string) {
-	if r, ok := any(s.b).(clientReleaser); ok {
-		r.ReleaseClient(id)
-	}
-}
+// releaseClient tells the core's POP that a client is gone: the in-flight
+// messages it had auto-renewed become visible again after about 1 s.
+func (s *Service) releaseClient(id string) { s.b.ReleaseClient(id) }
 
 // signalLocked wakes the stream loops waiting on c.changed.
 func (c *client) signalLocked() {

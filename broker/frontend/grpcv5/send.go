@@ -3,6 +3,7 @@ package grpcv5
 import (
 	"context"
 	"hash/fnv"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -68,6 +69,7 @@ func (s *Service) SendMessage(ctx context.Context, req *v2.SendMessageRequest) (
 	if err != nil {
 		return sendFailed(req, err), nil
 	}
+	t := msgs[0].Topic // Send parks delayed and half messages in system topics
 	res, err := s.b.Send(broker.WithFrontend(ctx, frontendName), msgs)
 	if err != nil && len(res) != len(msgs) {
 		return sendFailed(req, err), nil
@@ -80,15 +82,21 @@ func (s *Service) SendMessage(ctx context.Context, req *v2.SendMessageRequest) (
 		st := statusOf(err)
 		statuses[i] = st
 		e := &v2.SendResultEntry{Status: st, MessageId: msgs[i].UniqueID(), Offset: r.QueueOffset}
-		if mt == topic.TypeTransaction {
+		switch mt {
+		case topic.TypeTransaction:
 			e.TransactionId = r.MsgID
+		case topic.TypeDelay:
+			// Parked until due (not when due already): it can be recalled.
+			if due, perr := strconv.ParseInt(msgs[i].Properties[message.PropertyTimerOutMS], 10, 64); perr == nil && msgs[i].Topic == message.TimerTopic {
+				e.RecallHandle = recallHandle(t, s.limits.brokerName, due, e.MessageId)
+			}
 		}
 		resp.Entries = append(resp.Entries, e)
 	}
 	resp.Status = statusOfCodes(statuses)
 	if mt == topic.TypeTransaction && m.clientID != "" && err == nil {
 		if c := s.clients.get(m.clientID); c != nil {
-			c.addProducerTopic(s.b, msgs[0].Properties[message.PropertyProducerGroup])
+			c.addProducerTopic(s.b, t)
 		}
 	}
 	return resp, nil

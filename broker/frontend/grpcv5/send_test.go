@@ -3,6 +3,7 @@ package grpcv5_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/base64"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,9 +42,10 @@ func TestSendNormal(t *testing.T) {
 		t.Errorf("born host %q, born %d; want the client's", got.Properties["__BORNHOST"], got.BornTimestamp)
 	}
 	// A key finds it too.
-	if recs, err := b.QueryMessage("orders", "customer-7", 0, 0, 4); err != nil || len(recs) != 1 {
-		t.Errorf("query by key: %d records, %v", len(recs), err)
-	}
+	waitFor(t, "the message indexed by its key", func() bool {
+		recs, err := b.QueryMessage("orders", "customer-7", 0, 0, 4)
+		return err == nil && len(recs) == 1
+	})
 
 	// A GZIP body is stored inflated.
 	var zb bytes.Buffer
@@ -222,4 +224,45 @@ func TestSendBadInput(t *testing.T) {
 	if st, err := b.QueueState("orders", 0); err != nil || st.MaxOffset != 0 {
 		t.Errorf("orders queue 0 after bad sends: %+v, %v", st, err)
 	}
+}
+
+func TestRecallDelayed(t *testing.T) {
+	b := startBroker(t)
+	createTopic(t, b, "later", topic.TypeDelay)
+	createTopic(t, b, "plain", topic.TypeNormal)
+	c := dial(t, b)
+	ctx := asClient(t, newClientID())
+	m := newMessage("later", "maybe")
+	m.SystemProperties.DeliveryTimestamp = timestamppb.New(time.Now().Add(time.Hour))
+	e := mustSend(t, c, ctx, m)
+	if e.GetRecallHandle() == "" {
+		t.Fatal("a delayed message got no recall handle")
+	}
+	recall := func(topicName, handle string) *v2.RecallMessageResponse {
+		t.Helper()
+		resp, err := c.RecallMessage(ctx, &v2.RecallMessageRequest{Topic: &v2.Resource{Name: topicName}, RecallHandle: handle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	wantCode(t, "recall with another topic", recall("plain", e.GetRecallHandle()).GetStatus(), v2.Code_BAD_REQUEST)
+	wantCode(t, "recall with a bad handle", recall("later", "not-a-handle").GetStatus(), v2.Code_BAD_REQUEST)
+	resp := recall("later", e.GetRecallHandle())
+	wantCode(t, "recall", resp.GetStatus(), v2.Code_OK)
+	if resp.GetMessageId() != m.SystemProperties.MessageId {
+		t.Errorf("recalled %q, want %q", resp.GetMessageId(), m.SystemProperties.MessageId)
+	}
+	wantCode(t, "recall again (idempotent)", recall("later", e.GetRecallHandle()).GetStatus(), v2.Code_OK)
+	// A message due at once is not parked: no handle.
+	now := newMessage("later", "now")
+	now.SystemProperties.DeliveryTimestamp = timestamppb.New(time.Now().Add(-time.Second))
+	if h := mustSend(t, c, ctx, now).GetRecallHandle(); h != "" {
+		t.Errorf("a message due at once got recall handle %q", h)
+	}
+	findStored(t, b, "later", now.SystemProperties.MessageId)
+	h := base64.URLEncoding.EncodeToString([]byte("v1 later broker-a 1 " + now.SystemProperties.MessageId))
+	wantCode(t, "recall of a delivered message", recall("later", h).GetStatus(), v2.Code_NOT_FOUND)
+	h = base64.URLEncoding.EncodeToString([]byte("v1 later broker-b 1 " + now.SystemProperties.MessageId))
+	wantCode(t, "recall at the wrong broker", recall("later", h).GetStatus(), v2.Code_BAD_REQUEST)
 }

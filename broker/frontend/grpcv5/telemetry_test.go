@@ -12,6 +12,7 @@ import (
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
+	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/subgroup"
 )
 
@@ -235,4 +236,23 @@ func TestHeartbeat(t *testing.T) {
 	wantCode(t, "termination of an unknown client", nt.GetStatus(), v2.Code_OK)
 	nt, _ = c.NotifyClientTermination(asClient(t, ""), &v2.NotifyClientTerminationRequest{})
 	wantCode(t, "termination without client id", nt.GetStatus(), v2.Code_CLIENT_ID_REQUIRED)
+}
+
+func TestClientExpiry(t *testing.T) {
+	b := startBroker(t, func(o *broker.Options) { o.ClientExpiry = time.Second })
+	createTopic(t, b, "orders", "")
+	c := dial(t, b)
+	id := newClientID()
+	stream, _ := handshake(t, c, id, producerSettings("orders"))
+	defer stream.CloseSend()
+	if ids := b.ProducerClients("orders"); len(ids) != 1 {
+		t.Fatalf("producers %v", ids)
+	}
+	// No heartbeat: the broker drops the client and ends its stream.
+	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("stream of an expired client: %v, want EOF", err)
+	}
+	if ids := b.ProducerClients("orders"); len(ids) != 0 {
+		t.Errorf("producers after expiry: %v", ids)
+	}
 }

@@ -1,0 +1,83 @@
+# bench-lib.sh — shared by the scripts that compare client paths on one
+# broker (bench-remoting.sh, bench-v5.sh); source it after setting
+#   root      the repository root
+#   work      a working directory (logs, binaries in $work/bin)
+#   DATA_DIR  the broker's store (wiped at start and at exit)
+#   FLUSH     the broker's flush mode
+# It defines:
+#   bench_build [module-dir cmd]...  build the daemons and the CLI into $bin,
+#                                    and each named command of a test module
+#   bench_start [broker flags]...    start a NameServer and one broker on free
+#                                    loopback ports ($ns, $broker_pid), stopped
+#                                    at exit
+#   bench_topic TOPIC [queues]       create a topic and wait for its route
+#   cpu                              the broker's utime + stime in clock ticks
+#   ticks                            clock ticks per second
+#   measure NAME REP CMD...          run CMD (printing msgs/s) between two cpu
+#                                    readings: appends to cpus[NAME] (broker
+#                                    CPU µs per message of $MSGS) and
+#                                    rates[NAME]; sets last_rate
+#   median                           the median of the numbers on stdin
+bin=$work/bin
+mkdir -p "$bin"
+
+bench_build() {
+	echo "building binaries" >&2
+	(cd "$root" && go build -o "$bin/" ./cmd/...)
+	while (($# >= 2)); do
+		(cd "$root/$1" && go build -o "$bin/" "$2")
+		shift 2
+	done
+}
+
+bench_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+bench_pids=()
+bench_cleanup() {
+	for p in "${bench_pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$DATA_DIR"
+}
+
+bench_start() {
+	local ns_port br_port
+	ns_port=$(bench_port)
+	br_port=$(bench_port)
+	ns=127.0.0.1:$ns_port
+	rm -rf "$DATA_DIR"
+	mkdir -p "$DATA_DIR"
+	trap bench_cleanup EXIT
+	"$bin/bolide-nameserver" --listen "$ns" --gossip off --admin-listen off >"$work/namesrv.log" 2>&1 &
+	bench_pids+=($!)
+	"$bin/bolide-broker" --namesrv "$ns" --listen "127.0.0.1:$br_port" --store-dir "$DATA_DIR" --gossip off \
+		--admin-listen off --flush "$FLUSH" --register-interval 2s "$@" >"$work/broker.log" 2>&1 &
+	broker_pid=$!
+	bench_pids+=("$broker_pid")
+}
+
+bench_topic() {
+	for _ in $(seq 100); do
+		if "$bin/bolide" -n "$ns" topic create "$1" --queues "${2:-8}" >/dev/null 2>&1; then break; fi
+		sleep 0.2
+	done
+	sleep 3 # the route reaches the NameServer with the next registration
+}
+
+ticks=$(getconf CLK_TCK)
+cpu() { awk '{print $14 + $15}' "/proc/$broker_pid/stat"; }
+
+declare -A cpus rates
+measure() { # name rep command...
+	local name=$1 rep=$2 before after r
+	shift 2
+	sync
+	before=$(cpu)
+	r=$("$@")
+	after=$(cpu)
+	cpus[$name]+="$(python3 -c "print(f'{($after-$before)/$ticks/$MSGS*1e6:.1f}')") "
+	rates[$name]+="$r "
+	echo "$name run $rep: $(python3 -c "print(f'{($after-$before)/$ticks:.2f}')") broker CPU s for $MSGS msgs, $r msgs/s" >&2
+	last_rate=$r
+}
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
