@@ -27,7 +27,7 @@ func TestDedupThroughLostAnswersAndKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	const total = 3000
+	const total = 1200
 	ns := StartProc(t, "bolide-nameserver", "--listen", "127.0.0.1:0", "--gossip", "off")
 	proxy, err := faultproxy.New("127.0.0.1:0", "127.0.0.1:1", nil)
 	if err != nil {
@@ -37,8 +37,8 @@ func TestDedupThroughLostAnswersAndKill(t *testing.T) {
 	t.Cleanup(func() { _ = proxy.Close() })
 	// A fixed port: the address file names the advertised address (the
 	// proxy's), and the restarted broker listens where the proxy points.
-	listen := freeAddr(t)
-	b := StartProc(t, "bolide-broker", "--listen", listen, "--advertise", proxy.Addr(), "--namesrv", ns.Addr,
+	listen, admin := freeAddr(t), freeAddr(t)
+	b := StartProc(t, "bolide-broker", "--listen", listen, "--advertise", proxy.Addr(), "--admin-listen", admin, "--namesrv", ns.Addr,
 		"--store-dir", t.TempDir(), "--segment-size", strconv.Itoa(64<<20), "--register-interval", "1s", "--gossip", "off")
 	proxy.SetTarget(listen)
 	createTopicOn(t, listen, "dedup", 4)
@@ -108,6 +108,7 @@ func TestDedupThroughLostAnswersAndKill(t *testing.T) {
 	proxy.SetDropRate(0)
 
 	copies := storedCopies(t, listen, "dedup", 4)
+	hits, _ := scrapeMetric(admin, "bolide_dedup_hits_total") // since the restart
 	lost, twice := 0, 0
 	mu.Lock()
 	defer mu.Unlock()
@@ -127,10 +128,13 @@ func TestDedupThroughLostAnswersAndKill(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d sends: %d acknowledged, %d failed for good; %d distinct messages stored, %d lost, %d stored twice",
-		total, len(acked), failed.Load(), len(copies), lost, twice)
+	t.Logf("%d sends: %d acknowledged, %d failed for good; %d distinct messages stored, %d lost, %d stored twice; "+
+		"%.0f retries answered from the window since the restart", total, len(acked), failed.Load(), len(copies), lost, twice, hits)
 	if lost > 0 {
 		t.Fatalf("%d acknowledged messages are not stored", lost)
+	}
+	if hits == 0 {
+		t.Fatal("no retry reached the broker after its answer was lost: the faults did not exercise deduplication")
 	}
 	if len(acked) < total/2 {
 		t.Fatalf("only %d of %d sends were acknowledged: the faults left too little to check", len(acked), total)
