@@ -114,6 +114,22 @@ func (b *Broker) send(ctx context.Context, msgs []*message.Ext) ([]store.PutResu
 			return nil, err
 		}
 	}
+	if b.dedup != nil && !message.IsRetryTopic(first.Topic) && !message.IsDLQTopic(first.Topic) {
+		// (A consumer that cannot send a message back resends it to the
+		// retry topic itself, with its id, once per failed attempt: those
+		// repeats are not a producer's.)
+		if tc, _ := b.topics.get(first.Topic); b.dedupWindowOf(tc) > 0 {
+			return b.sendDeduplicated(ctx, msgs, b.dedupWindowOf(tc), func(fresh []*message.Ext) ([]store.PutResult, error) {
+				return b.rewriteAndPut(ctx, fresh)
+			})
+		}
+	}
+	return b.rewriteAndPut(ctx, msgs)
+}
+
+// rewriteAndPut applies the rewrites of transactional and delayed messages,
+// then stores.
+func (b *Broker) rewriteAndPut(ctx context.Context, msgs []*message.Ext) ([]store.PutResult, error) {
 	if err := txn.Rewrite(msgs); err != nil {
 		return nil, err
 	}
