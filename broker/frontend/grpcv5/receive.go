@@ -66,8 +66,13 @@ func (s *Service) ReceiveMessage(req *v2.ReceiveMessageRequest, stream grpc.Serv
 		return nil
 	}
 	topic := req.GetMessageQueue().GetTopic()
+	// The core filters by tag hash code; a tag whose hash collides with a
+	// subscribed one is not the group's message: acknowledged unseen, as
+	// Apache's proxy does (PopMessageResultFilterImpl NO_MATCH).
+	te, _ := message.ParseTagExpression(pr.TagExpression) // checked by popRequest
 	msgs := make([]*v2.Message, 0, len(popped))
 	sendable := make([]broker.PoppedMessage, 0, len(popped))
+	unreadable := 0
 	for _, pm := range popped {
 		m, err := poppedMessage(topic, pm)
 		if err != nil {
@@ -78,13 +83,22 @@ func (s *Service) ReceiveMessage(req *v2.ReceiveMessageRequest, stream grpc.Serv
 				zap.String("topic", pr.Topic), zap.Int32("queue", pm.QueueID),
 				zap.Int64("offset", pm.QueueOffset), zap.Error(err))
 			s.nackUnsent(ctx, pr, []broker.PoppedMessage{pm}, false)
+			unreadable++
+			continue
+		}
+		if !te.Match(m.GetSystemProperties().GetTag()) {
+			s.ackUnmatched(ctx, pr, pm)
 			continue
 		}
 		msgs = append(msgs, m)
 		sendable = append(sendable, pm)
 	}
 	if len(msgs) == 0 {
-		s.endReceive(stream, &v2.Status{Code: v2.Code_INTERNAL_SERVER_ERROR, Message: "popped messages could not be read"})
+		st := &v2.Status{Code: v2.Code_MESSAGE_NOT_FOUND, Message: "no matched message"}
+		if unreadable > 0 {
+			st = &v2.Status{Code: v2.Code_INTERNAL_SERVER_ERROR, Message: "popped messages could not be read"}
+		}
+		s.endReceive(stream, st)
 		return nil
 	}
 	if err := stream.Send(&v2.ReceiveMessageResponse{Content: &v2.ReceiveMessageResponse_Status{
@@ -140,6 +154,18 @@ func (s *Service) nackUnsent(ctx context.Context, pr broker.PopRequest, pms []br
 				zap.String("group", pr.Group), zap.String("topic", pr.Topic), zap.Int32("queue", pm.QueueID),
 				zap.Int64("offset", pm.QueueOffset), zap.Error(err))
 		}
+	}
+}
+
+// ackUnmatched acknowledges a popped message the subscription does not
+// match (its tag only shares a hash code with a subscribed one).
+func (s *Service) ackUnmatched(ctx context.Context, pr broker.PopRequest, pm broker.PoppedMessage) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	if err := s.b.PopAck(ctx, pr.Group, pr.Topic, pm.Handle); err != nil {
+		s.log.Warn("receive: message of an unsubscribed tag not acknowledged; it will be popped again",
+			zap.String("group", pr.Group), zap.String("topic", pr.Topic), zap.Int32("queue", pm.QueueID),
+			zap.Int64("offset", pm.QueueOffset), zap.Error(err))
 	}
 }
 
