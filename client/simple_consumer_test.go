@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -65,15 +66,14 @@ func TestSimpleConsumerAcrossBrokers(t *testing.T) {
 	c := e.simple("simple-g", map[string]string{topic: "a"}, 500*time.Millisecond)
 	got := map[string]int{}
 	seenBrokers := map[string]bool{}
+	var views []*MessageView
 	e.receiveUntil(c, 30*time.Second, func(m *MessageView) {
 		if m.Tag != "a" || m.DeliveryAttempt != 1 || m.ReceiptHandle == "" || !m.VisibleAt.After(time.Now()) {
 			t.Errorf("received %s: tag %q attempt %d handle %q visible at %v", m.MsgID, m.Tag, m.DeliveryAttempt, m.ReceiptHandle, m.VisibleAt)
 		}
 		got[m.MsgID]++
 		seenBrokers[m.BrokerName] = true
-		if err := c.Ack(context.Background(), m); err != nil {
-			t.Fatalf("ack %s: %v", m.MsgID, err)
-		}
+		views = append(views, m)
 	}, func() error {
 		if len(got) < len(want) {
 			return fmt.Errorf("%d of %d messages", len(got), len(want))
@@ -87,6 +87,15 @@ func TestSimpleConsumerAcrossBrokers(t *testing.T) {
 	}
 	if len(seenBrokers) != 2 {
 		t.Errorf("received from %v only", seenBrokers)
+	}
+	// One Ack for all (a request per broker group); acknowledged twice,
+	// each handle is refused.
+	if err := c.Ack(context.Background(), views...); err != nil {
+		t.Fatalf("ack: %v", err)
+	}
+	if err := c.Ack(context.Background(), views[:2]...); !errors.Is(err, ErrInvalidReceiptHandle) ||
+		!strings.Contains(err.Error(), views[0].MsgID) || !strings.Contains(err.Error(), views[1].MsgID) {
+		t.Fatalf("second ack: %v", err)
 	}
 	// Acknowledged: nothing comes again.
 	if msgs, err := c.Receive(context.Background(), 16, 30*time.Second); err != nil || len(msgs) != 0 {
