@@ -63,6 +63,8 @@ type Broker struct {
 	dedup       *dedup.Window
 	dedupBefore atomic.Int64 // the log's end when the window was last reset
 
+	sqls sqlCache // compiled SQL92 subscriptions (msgfilter.go)
+
 	addr    string
 	started time.Time
 

@@ -71,6 +71,10 @@ type Options struct {
 	// the ids remembered (1 Mi, about 52 MB); 0 turns deduplication off.
 	DedupWindow     time.Duration
 	DedupMaxEntries int
+	// EnablePropertyFilter lets consumers subscribe with SQL92 conditions
+	// over message properties, evaluated on the broker (RocketMQ's
+	// enablePropertyFilter; on).
+	EnablePropertyFilter bool
 	// Version is reported to NameServers and tools.
 	Version string
 	// Delay, Transaction, Replication and Retry configure those features.
@@ -136,6 +140,7 @@ func DefaultOptions(dir string) Options {
 		LockExpiry:            60 * time.Second,
 		DedupWindow:           2 * time.Minute,
 		DedupMaxEntries:       1 << 20,
+		EnablePropertyFilter:  true,
 		Version:               "dev",
 		Delay:                 delay.DefaultBrokerOptions(),
 		Transaction:           txn.DefaultOptions(),

@@ -165,6 +165,9 @@ type PullRequest struct {
 	MaxMessages    int
 	MaxBytes       int
 	TagExpression  string
+	// ExpressionType says what TagExpression is: "" or ExprTag a tag
+	// expression, ExprSQL92 an SQL92 condition over properties.
+	ExpressionType string
 	SuspendTimeout time.Duration
 	CommitOffset   int64 // < 0: none
 }
@@ -218,11 +221,10 @@ func (b *Broker) pull(ctx context.Context, req PullRequest) (PullResult, error) 
 	if req.QueueID < 0 || req.QueueID >= tc.ReadQueueNums {
 		return PullResult{}, errcode.Errorf(errcode.InvalidParameter, "queue %d of %s does not exist (read queues: %d)", req.QueueID, req.Topic, tc.ReadQueueNums)
 	}
-	expr, err := message.ParseTagExpression(req.TagExpression)
+	mf, err := b.compileFilter(req.ExpressionType, req.TagExpression)
 	if err != nil {
-		return PullResult{}, errcode.Errorf(errcode.SubscriptionParseFailed, "%v", err)
+		return PullResult{}, err
 	}
-	filter := expr.CodeFilter()
 	if req.CommitOffset >= 0 && req.Group != "" {
 		b.advanceOffset(req.Group, req.Topic, req.QueueID, req.CommitOffset)
 	}
@@ -247,7 +249,7 @@ func (b *Broker) pull(ctx context.Context, req PullRequest) (PullResult, error) 
 		// Take the arrival channel before reading, so an arrival between
 		// the read and the wait is not missed.
 		arrived := sig.C()
-		res, err := b.store.GetMessages(req.Topic, req.QueueID, offset, maxMsgs, maxBytes, filter)
+		res, err := b.store.GetMatching(req.Topic, req.QueueID, offset, maxMsgs, maxBytes, mf.tagCode, mf.match)
 		if err != nil {
 			return PullResult{}, storeError(err)
 		}
