@@ -82,8 +82,9 @@
 // the snapshot an exclusive one, so the state it copies is exactly the log
 // up to that offset (plus unlogged filter skips of next). On start the
 // service loads the snapshot and applies the log records after it
-// (everything, if there is none or it is unreadable; from the log's min
-// offset if retention removed older records).
+// (everything, if there is none, it is unreadable, or it covers more of
+// the log than the log holds after a crash cut the log's tail; from the
+// log's min offset if retention removed older records).
 //
 // A slave receives the POP log with the CommitLog and applies its records
 // as they are dispatched, with the same code the master uses (applyLocked),

@@ -196,6 +196,7 @@ func (p *popper) try(ctx context.Context, queues []int32) (out []Message, wake i
 			}
 		}
 		gt.mu.Unlock()
+		s.Notify(p.req.Topic) // a FIFO queue may go on now
 	}
 	gt.popped.Add(int64(len(out)))
 	return out, wake, nil

@@ -19,6 +19,10 @@ import (
 // MaxInvisible is the longest invisible duration a request may ask for.
 const MaxInvisible = 12 * time.Hour
 
+// appendTimeout bounds a POP log append (flush and replication waits
+// have their own, shorter, limits).
+const appendTimeout = 30 * time.Second
+
 // releaseDelay is how long the messages of a released client stay
 // invisible (Apache's invisibleTimeMillisWhenClear).
 const releaseDelay = time.Second
@@ -286,6 +290,17 @@ func (s *Service) load() error {
 	if err := s.h.WaitDispatched(s.ctx); err != nil {
 		return fmt.Errorf("wait for dispatch: %w", err)
 	}
+	if _, end := s.h.QueueOffsets(message.PopLogTopic, 0); s.tailPos.Load() > end {
+		// The log lost its tail after the snapshot was written (a crash of
+		// the machine before a flush): records appended since would be
+		// skipped. The log alone is the truth then.
+		s.log.Warn("POP snapshot is ahead of the POP log; replaying the whole log",
+			zap.Int64("snapshot", s.tailPos.Load()), zap.Int64("log", end))
+		s.mu.Lock()
+		s.gts = make(map[gtKey]*groupTopic)
+		s.mu.Unlock()
+		s.tailPos.Store(0)
+	}
 	from := s.tailPos.Load()
 	n := s.tailAll()
 	inflight := 0
@@ -519,6 +534,10 @@ func (s *Service) append(ctx context.Context, recs []*Record) error {
 		}
 		bodies = append(bodies, b)
 	}
+	// A caller that goes away must not leave a record half-known: the
+	// append completes (or fails) on its own.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
+	defer cancel()
 	last, err := s.h.AppendLog(ctx, bodies)
 	if err != nil {
 		return err
