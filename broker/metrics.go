@@ -197,6 +197,14 @@ var (
 		"Transaction check-backs made, by result (sent to a producer, or no producer connected).", []string{"result"}, nil)
 	descTxnEnds = prometheus.NewDesc("bolide_transaction_ends_total",
 		"Transactions ended, by outcome.", []string{"outcome"}, nil)
+	descPopInFlight = prometheus.NewDesc("bolide_pop_inflight_messages",
+		"POP messages handed out and neither acknowledged nor dead-lettered, by topic and group.", []string{"topic", "consumer_group"}, nil)
+	descPopAcks = prometheus.NewDesc("bolide_pop_acks_total",
+		"POP acknowledgements since the broker started, by topic and group.", []string{"topic", "consumer_group"}, nil)
+	descPopRedeliveries = prometheus.NewDesc("bolide_pop_redeliveries_total",
+		"POP messages handed out again (attempt > 1) since the broker started, by topic and group.", []string{"topic", "consumer_group"}, nil)
+	descPopDLQ = prometheus.NewDesc("bolide_pop_dead_letters_total",
+		"POP messages moved to the dead-letter queue since the broker started, by topic and group.", []string{"topic", "consumer_group"}, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
@@ -205,7 +213,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	for _, d := range []*prometheus.Desc{descStorageSize, descDiskRatio, descMaxOffset, descDispatchBehind,
 		descFlushBehind, descDispatchErrors, descTopics, descGroups, descLag, descReady, descRole, descReplLag,
-		descReplInSync, descDelayPending, descTimerPending, descTimerDelivered, descHalf, descTxnChecks, descTxnEnds} {
+		descReplInSync, descDelayPending, descTimerPending, descTimerDelivered, descHalf, descTxnChecks, descTxnEnds,
+		descPopInFlight, descPopAcks, descPopRedeliveries, descPopDLQ} {
 		ch <- d
 	}
 }
@@ -268,6 +277,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descTxnEnds, float64(st.Commits), "commit")
 		counter(descTxnEnds, float64(st.Rollbacks), "rollback")
 		counter(descTxnEnds, float64(st.Discards), "discard")
+	}
+	for _, t := range b.pop.Totals() {
+		gauge(descPopInFlight, float64(t.InFlight), t.Topic, t.Group)
+		counter(descPopAcks, float64(t.Acks), t.Topic, t.Group)
+		counter(descPopRedeliveries, float64(t.Redeliveries), t.Topic, t.Group)
+		counter(descPopDLQ, float64(t.DLQ), t.Topic, t.Group)
 	}
 }
 

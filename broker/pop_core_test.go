@@ -108,6 +108,15 @@ func TestPopReceiveAck(t *testing.T) {
 			t.Fatalf("stats %+v", st)
 		}
 	}
+	mfs := gather(t, b)
+	for name, want := range map[string]float64{"bolide_pop_acks_total": 10, "bolide_pop_inflight_messages": 0, "bolide_pop_redeliveries_total": 0} {
+		if v, ok := value(t, mfs, name, map[string]string{"topic": "pa", "consumer_group": "g"}); !ok || v != want {
+			t.Errorf("%s = %v (%v), want %v", name, v, ok, want)
+		}
+	}
+	if v, _ := value(t, mfs, "bolide_pop_inflight_messages", map[string]string{"topic": "pa", "consumer_group": "g2"}); v != 10 {
+		t.Errorf("in flight for g2: %v", v)
+	}
 }
 
 // declareGroup saves a subscription group.

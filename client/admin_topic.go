@@ -395,3 +395,44 @@ func (a *Admin) TopicConfig(ctx context.Context, topic string) ([]TopicConfig, e
 	}
 	return out, nil
 }
+
+// AllTopicConfigs returns the configuration of every topic on every broker
+// group (asked on its master, or its lowest slave when it has none), by
+// topic name. A broker group that does not answer is left out and its
+// error returned, joined, with the configurations of the others.
+func (a *Admin) AllTopicConfigs(ctx context.Context) (map[string][]TopicConfig, error) {
+	if err := a.check(); err != nil {
+		return nil, err
+	}
+	ci, err := a.ClusterInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]TopicConfig)
+	var errs []error
+	for _, bd := range ci.allBrokers() {
+		addr := bd.ReadAddr()
+		if addr == "" {
+			continue
+		}
+		var resp *pb.GetTopicConfigsResponse
+		err := a.brokerCall(ctx, addr, func(ctx context.Context, c pb.BrokerClient) (*pb.Status, error) {
+			var err error
+			resp, err = c.GetTopicConfigs(ctx, &pb.GetTopicConfigsRequest{})
+			return resp.GetStatus(), err
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("topic configurations on %s: %w", bd.BrokerName, err))
+			continue
+		}
+		for _, tc := range resp.GetTopics() {
+			c := TopicConfig{Name: tc.GetName(), BrokerName: bd.BrokerName, ReadQueues: tc.GetReadQueueNums(),
+				WriteQueues: tc.GetWriteQueueNums(), Perm: Perm(tc.GetPerm()), Order: tc.GetOrder(), TopicSysFlag: tc.GetTopicSysFlag()}
+			if len(tc.GetAttributes()) > 0 {
+				c.Attributes = maps.Clone(tc.GetAttributes())
+			}
+			out[c.Name] = append(out[c.Name], c)
+		}
+	}
+	return out, errors.Join(errs...)
+}

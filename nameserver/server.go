@@ -101,8 +101,10 @@ func New(opts Options, lg *zap.Logger) (*Server, error) {
 	s.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(maxRecvMsgSize),
 		grpc.ChainUnaryInterceptor(s.observeRPC),
-		// Clients and brokers may keep idle connections alive with pings.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		// Clients and brokers may keep idle connections alive with pings,
+		// as often as every second (RocketMQ 5's clients set their own
+		// keepalive; a stricter policy would close their connections).
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
 	)
 	pb.RegisterNameServerServer(s.grpc, &service{s: s})
 	s.registerV5(s.grpc) // RocketMQ 5's access point (v5.go)

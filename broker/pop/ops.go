@@ -74,19 +74,26 @@ func (s *Service) Pop(ctx context.Context, req Request) ([]Message, error) {
 			return out, err
 		}
 		var wakeC <-chan time.Time
+		var wakeT *time.Timer
 		if wake > 0 {
-			t := time.NewTimer(time.Until(time.UnixMilli(wake)) + time.Millisecond)
-			wakeC = t.C
-			defer t.Stop()
+			wakeT = time.NewTimer(time.Until(time.UnixMilli(wake)) + time.Millisecond)
+			wakeC = wakeT.C
 		}
+		stop := false
 		select {
 		case <-arrived:
 		case <-wakeC:
 		case <-deadline:
-			return nil, nil
+			stop = true
 		case <-ctx.Done():
-			return nil, nil
+			stop = true
 		case <-s.ctx.Done():
+			stop = true
+		}
+		if wakeT != nil {
+			wakeT.Stop()
+		}
+		if stop {
 			return nil, nil
 		}
 		if err := s.serving(ctx); err != nil {

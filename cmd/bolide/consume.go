@@ -22,6 +22,10 @@ type consumeFlags struct {
 	count     int
 	idle      time.Duration
 	broadcast bool
+	pop       bool
+	invisible time.Duration
+	// fromSet and invisibleSet: the flags were given.
+	fromSet, invisibleSet bool
 }
 
 func newConsumeCmd(a *app) *cobra.Command {
@@ -43,13 +47,24 @@ With -o json each line is one message: msgId (the unique id, UNIQ_KEY), offsetMs
 (store host and CommitLog offset), topic, broker, queueId,
 queueOffset, commitLogOffset, tags, keys, properties, body (text; base64 with
 "bodyEncoding":"base64" when the body is not UTF-8), bodySize, bornTimestamp and
-storeTimestamp (RFC 3339 with milliseconds, UTC), bornHost, storeHost, reconsumeTimes.`,
+storeTimestamp (RFC 3339 with milliseconds, UTC), bornHost, storeHost, reconsumeTimes.
+
+With --pop the group consumes over POP, as RocketMQ 5's simple consumers do: each message
+received stays invisible to the group's other consumers for --invisible and is acknowledged
+once printed; one that is not (the command was killed first) is delivered again when its
+invisibility runs out, with a higher delivery attempt (ATTEMPT, "deliveryAttempt"). The
+group's subscription-group settings apply (bolide group create --fifo ...); --from and
+--broadcast do not.`,
 		Example: `  bolide consume --topic orders --group billing
   bolide consume --topic orders --group billing --tag 'paid || refunded' --count 10
   bolide consume --topic orders --group audit --from -1h --timeout 0    # follow
-  bolide consume --topic orders --group replay --from 2026-01-02T15:00:00Z -o json | jq .body`,
+  bolide consume --topic orders --group replay --from 2026-01-02T15:00:00Z -o json | jq .body
+  bolide consume --topic orders --group ledger --pop --invisible 1m --count 10`,
 		Args: exactArgs(0, ""),
-		RunE: func(*cobra.Command, []string) error { return a.runConsume(f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.fromSet, f.invisibleSet = cmd.Flags().Changed("from"), cmd.Flags().Changed("invisible")
+			return a.runConsume(f)
+		},
 	}
 	fs := c.Flags()
 	fs.StringVarP(&f.topic, "topic", "t", "", "topic to consume (required)")
@@ -59,6 +74,8 @@ storeTimestamp (RFC 3339 with milliseconds, UTC), bornHost, storeHost, reconsume
 	fs.IntVarP(&f.count, "count", "c", 0, "exit after this many messages (0: no limit)")
 	fs.DurationVar(&f.idle, "timeout", 5*time.Second, "exit when nothing new arrives for this long (0: never); also bounds each request")
 	fs.BoolVar(&f.broadcast, "broadcast", false, "broadcasting: get every message, keep offsets locally")
+	fs.BoolVar(&f.pop, "pop", false, "consume over POP (a simple consumer): receive, print, acknowledge")
+	fs.DurationVar(&f.invisible, "invisible", 30*time.Second, "with --pop: how long a received message stays invisible to the group")
 	_ = c.RegisterFlagCompletionFunc("topic", a.topicCompletion)
 	_ = c.RegisterFlagCompletionFunc("from", fixedCompletion("first", "last", "-1h", "now"))
 	return c
@@ -76,6 +93,18 @@ func (a *app) runConsume(f *consumeFlags) error {
 	}
 	if f.count < 0 || f.idle < 0 {
 		return usageErrorf("--count and --timeout must not be negative")
+	}
+	if f.pop {
+		if f.broadcast || f.fromSet {
+			return usageErrorf("--from and --broadcast do not apply to --pop")
+		}
+		if f.idle > 0 {
+			a.timeout = f.idle
+		}
+		return a.runPopConsume(f)
+	}
+	if f.invisibleSet {
+		return usageErrorf("--invisible needs --pop")
 	}
 	from, err := parseFrom(f.from, time.Now())
 	if err != nil {

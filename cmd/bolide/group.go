@@ -14,10 +14,14 @@ import (
 )
 
 func newGroupCmd(a *app) *cobra.Command {
-	return groupCmd("group", "Inspect consumer groups: members, subscriptions and lag",
-		"  bolide group list\n  bolide group lag billing",
+	return groupCmd("group", "Declare subscription groups; inspect consumer groups: members, subscriptions and lag",
+		"  bolide group list\n  bolide group lag billing\n  bolide group create ledger --fifo --max-delivery-attempts 5",
 		newGroupListCmd(a),
 		newGroupLagCmd(a),
+		newGroupCreateCmd(a, false),
+		newGroupCreateCmd(a, true),
+		newGroupGetCmd(a),
+		newGroupDeleteCmd(a),
 	)
 }
 

@@ -34,6 +34,7 @@ type topicJSON struct {
 	Queues  int      `json:"queues"`
 	Perm    string   `json:"perm"`
 	Order   bool     `json:"order"`
+	Type    string   `json:"messageType"`
 	Brokers []string `json:"brokers"`
 }
 
@@ -42,6 +43,7 @@ func newTopicCreateCmd(a *app, update bool) *cobra.Command {
 		queues  int
 		perm    string
 		order   bool
+		mtype   string
 		cluster string
 		brokers string
 	)
@@ -53,18 +55,20 @@ and write queues; --cluster limits it to one cluster, --broker to some broker gr
 command returns once the NameServers route the topic.`,
 		Example: `  bolide topic create orders
   bolide topic create payments --queues 16 --cluster DefaultCluster
-  bolide topic create audit --queues 4 --order --broker broker-a -o json`,
+  bolide topic create audit --queues 4 --order --broker broker-a -o json
+  bolide topic create payments --type FIFO`,
 		Args:              exactArgs(1, "a TOPIC"),
 		ValidArgsFunction: cobra.NoFileCompletions,
 	}
 	if update {
 		c.Use = "update TOPIC"
 		c.Short = "Change a topic's queues, permission or order flag (or create it)"
-		c.Long = `Change a topic. Settings not given keep their current value; a topic that does not exist
-is created. The command returns once the NameServers route the new configuration.`
+		c.Long = `Change a topic. Settings not given keep their current value (the message type too); a topic
+that does not exist is created. The command returns once the NameServers route the new configuration.`
 		c.Example = `  bolide topic update orders --queues 16
   bolide topic update orders --perm r        # stop writes, keep reads
-  bolide topic update orders --perm rw`
+  bolide topic update orders --perm rw
+  bolide topic update orders --type NORMAL`
 		c.ValidArgsFunction = a.topicArgCompletion
 	}
 	c.RunE = func(cmd *cobra.Command, args []string) error {
@@ -73,6 +77,13 @@ is created. The command returns once the NameServers route the new configuration
 			return usageErrorf("%v", err)
 		}
 		spec := client.TopicSpec{Name: topic, Queues: queues, Order: order, Cluster: cluster, BrokerNames: splitList(brokers)}
+		if mtype != "" {
+			mt, ok := client.ParseTopicMessageType(mtype)
+			if !ok {
+				return usageErrorf("--type must be one of %s, not %q", strings.Join(client.TopicMessageTypes, ", "), mtype)
+			}
+			spec.MessageType = mt
+		}
 		p, err := parsePerm(perm)
 		if err != nil {
 			return usageErrorf("--perm: %v", err)
@@ -105,7 +116,8 @@ is created. The command returns once the NameServers route the new configuration
 		if err != nil {
 			return forTopic(topic, err)
 		}
-		out := topicJSON{Topic: topic, Queues: spec.Queues, Perm: permString(spec.Perm), Order: spec.Order}
+		mt, _ := client.ParseTopicMessageType(spec.MessageType)
+		out := topicJSON{Topic: topic, Queues: spec.Queues, Perm: permString(spec.Perm), Order: spec.Order, Type: mt}
 		for _, q := range r.Queues {
 			out.Brokers = append(out.Brokers, q.BrokerName)
 		}
@@ -120,6 +132,9 @@ is created. The command returns once the NameServers route the new configuration
 		if spec.Order {
 			order = ", ordered"
 		}
+		if mt != client.TopicMixed {
+			order += ", type " + mt
+		}
 		fmt.Fprintf(a.stdout, "%s topic %s: %d queues on %s (perm %s%s)\n", verb, topic, spec.Queues,
 			strings.Join(out.Brokers, ", "), out.Perm, order)
 		return nil
@@ -128,9 +143,11 @@ is created. The command returns once the NameServers route the new configuration
 	fs.IntVar(&queues, "queues", 8, "read and write queues on each broker group")
 	fs.StringVar(&perm, "perm", "rw", "permission: rw, r (read only) or w (write only)")
 	fs.BoolVar(&order, "order", false, "mark the topic ordered (consumers lock queues)")
+	fs.StringVar(&mtype, "type", "", "message type the topic accepts: NORMAL, FIFO, DELAY, TRANSACTION or MIXED (default: any, as MIXED)")
 	fs.StringVar(&cluster, "cluster", "", "only the masters of this cluster")
 	fs.StringVar(&brokers, "broker", "", "only these broker groups (comma-separated)")
 	_ = c.RegisterFlagCompletionFunc("perm", fixedCompletion("rw", "r", "w"))
+	_ = c.RegisterFlagCompletionFunc("type", fixedCompletion(client.TopicMessageTypes...))
 	return c
 }
 
@@ -166,12 +183,17 @@ func (a *app) keepTopicSettings(cmd *cobra.Command, spec *client.TopicSpec) erro
 			spec.BrokerNames = append(spec.BrokerNames, q.BrokerName)
 		}
 	}
-	if !fs.Changed("order") {
+	if !fs.Changed("order") || !fs.Changed("type") {
 		cfgs, err := adm.TopicConfig(ctx, spec.Name)
 		if err != nil {
 			return forTopic(spec.Name, err)
 		}
-		spec.Order = cfgs[0].Order
+		if !fs.Changed("order") {
+			spec.Order = cfgs[0].Order
+		}
+		if !fs.Changed("type") {
+			spec.MessageType = cfgs[0].Attributes[client.AttrMessageType]
+		}
 	}
 	return nil
 }
@@ -222,11 +244,21 @@ func topicType(t string) string {
 	return "normal"
 }
 
+// messageTypeOf is a topic's message type on its broker groups: "" when
+// none answered, the types joined by "/" when they disagree.
+func messageTypeOf(cfgs []client.TopicConfig) string {
+	var types []string
+	for i := range cfgs {
+		types = append(types, cfgs[i].MessageType())
+	}
+	return strings.Join(slices.Compact(slices.Sorted(slices.Values(types))), "/")
+}
+
 func newTopicListCmd(a *app) *cobra.Command {
 	var all bool
 	c := &cobra.Command{
 		Use:   "list",
-		Short: "List topics; TYPE marks retry (%RETRY%) and dead-letter (%DLQ%) topics",
+		Short: "List topics; TYPE marks retry (%RETRY%) and dead-letter (%DLQ%) topics, MESSAGE TYPE what a topic accepts",
 		Example: `  bolide topic list
   bolide topic list --type dlq -o json`,
 		Args: exactArgs(0, ""),
@@ -248,19 +280,27 @@ func newTopicListCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		t := newTable("TOPIC", "TYPE")
+		cfgs, err := adm.AllTopicConfigs(ctx)
+		if err != nil {
+			a.warn("message types may be missing: %s", oneLine(err.Error()))
+		}
+		t := newTable("TOPIC", "TYPE", "MESSAGE TYPE")
 		for _, name := range topics {
 			kind := topicType(name)
 			if typ != "" && kind != typ || typ == "" && !all && kind == "system" {
 				continue
 			}
+			mt := messageTypeOf(cfgs[name])
 			if a.json() {
-				if err := a.emit(map[string]string{"topic": name, "type": kind}); err != nil {
+				if err := a.emit(map[string]string{"topic": name, "type": kind, "messageType": mt}); err != nil {
 					return err
 				}
 				continue
 			}
-			t.row(name, kind)
+			if mt == "" {
+				mt = "-"
+			}
+			t.row(name, kind, mt)
 		}
 		if a.json() {
 			return nil

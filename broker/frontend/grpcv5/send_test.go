@@ -2,8 +2,8 @@ package grpcv5_test
 
 import (
 	"bytes"
-	"encoding/base64"
 	"compress/gzip"
+	"encoding/base64"
 	"strconv"
 	"strings"
 	"testing"

@@ -1,0 +1,266 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+func (e *env) simple(group string, subs map[string]string, await time.Duration) *SimpleConsumer {
+	e.t.Helper()
+	c, err := NewSimpleConsumer(group, subs, await, e.copts()...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// receiveUntil receives (and hands each message to fn) until done holds.
+func (e *env) receiveUntil(c *SimpleConsumer, invisible time.Duration, fn func(*MessageView), done func() error) {
+	e.t.Helper()
+	e.waitFor(30*time.Second, "receive", func() error {
+		if err := done(); err == nil {
+			return nil
+		}
+		msgs, err := c.Receive(context.Background(), 16, invisible)
+		if err != nil {
+			e.t.Fatalf("receive: %v", err)
+		}
+		for _, m := range msgs {
+			fn(m)
+		}
+		return done()
+	})
+}
+
+// TestSimpleConsumerAcrossBrokers: a simple consumer receives the messages
+// of a topic spread over two broker groups, only those its tag expression
+// selects, each once while it acknowledges them; then there is nothing
+// left to receive.
+func TestSimpleConsumerAcrossBrokers(t *testing.T) {
+	e := startEnv(t, 1, 2)
+	topic := e.topic(2)
+	p := e.producer()
+	res := e.sendN(p, topic, 20, func(i int) *Message {
+		return &Message{Topic: topic, Tag: []string{"a", "b"}[i/2%2], Keys: []string{fmt.Sprint("k", i)}, Body: []byte(fmt.Sprint("m", i))}
+	})
+	want := map[string]bool{}
+	brokers := map[string]bool{}
+	for i, r := range res {
+		if i/2%2 == 0 {
+			want[r.MsgID] = true
+			brokers[r.BrokerName] = true
+		}
+	}
+	if len(brokers) != 2 {
+		t.Fatalf("the tag-a messages went to %v: the test needs both broker groups", brokers)
+	}
+	c := e.simple("simple-g", map[string]string{topic: "a"}, 500*time.Millisecond)
+	got := map[string]int{}
+	seenBrokers := map[string]bool{}
+	e.receiveUntil(c, 30*time.Second, func(m *MessageView) {
+		if m.Tag != "a" || m.DeliveryAttempt != 1 || m.ReceiptHandle == "" || !m.VisibleAt.After(time.Now()) {
+			t.Errorf("received %s: tag %q attempt %d handle %q visible at %v", m.MsgID, m.Tag, m.DeliveryAttempt, m.ReceiptHandle, m.VisibleAt)
+		}
+		got[m.MsgID]++
+		seenBrokers[m.BrokerName] = true
+		if err := c.Ack(context.Background(), m); err != nil {
+			t.Fatalf("ack %s: %v", m.MsgID, err)
+		}
+	}, func() error {
+		if len(got) < len(want) {
+			return fmt.Errorf("%d of %d messages", len(got), len(want))
+		}
+		return nil
+	})
+	for id, n := range got {
+		if !want[id] || n != 1 {
+			t.Errorf("message %s received %d times (wanted: %v)", id, n, want[id])
+		}
+	}
+	if len(seenBrokers) != 2 {
+		t.Errorf("received from %v only", seenBrokers)
+	}
+	// Acknowledged: nothing comes again.
+	if msgs, err := c.Receive(context.Background(), 16, 30*time.Second); err != nil || len(msgs) != 0 {
+		t.Fatalf("after acking everything: %d messages, %v", len(msgs), err)
+	}
+	// An acknowledged handle is no longer valid.
+	var m MessageView
+	m.Topic, m.BrokerName, m.ReceiptHandle = topic, res[0].BrokerName, "not-a-handle"
+	if err := c.Ack(context.Background(), &m); !errors.Is(err, ErrInvalidReceiptHandle) {
+		t.Fatalf("ack of a bad handle: %v", err)
+	}
+	if _, err := c.Receive(context.Background(), 1, 13*time.Hour); !errors.Is(err, ErrIllegalInvisibleTime) {
+		t.Fatalf("receive invisible 13h: %v", err)
+	}
+}
+
+// TestSimpleConsumerRedelivery: a message not acknowledged comes again
+// when its invisibility runs out, with the next delivery attempt; a
+// changed invisible duration replaces the receipt handle; a nacked
+// message comes again after the group's backoff; after the group's
+// maximum delivery attempts it is in %DLQ%group.
+func TestSimpleConsumerRedelivery(t *testing.T) {
+	e := startEnv(t, 1, 1)
+	topic := e.topic(1)
+	ctx := context.Background()
+	const group = "simple-redeliver"
+	if err := e.admin.CreateSubscriptionGroup(ctx, SubscriptionGroupSpec{Name: group, MaxDeliveryAttempts: 4,
+		RetryBackoff: []time.Duration{200 * time.Millisecond}}); err != nil {
+		t.Fatal(err)
+	}
+	p := e.producer()
+	sent := e.sendN(p, topic, 1, nil)[0]
+	c := e.simple(group, map[string]string{topic: "*"}, 500*time.Millisecond)
+
+	var first *MessageView
+	e.receiveUntil(c, time.Second, func(m *MessageView) { first = m }, func() error {
+		if first == nil {
+			return errors.New("nothing yet")
+		}
+		return nil
+	})
+	if first.MsgID != sent.MsgID || first.DeliveryAttempt != 1 {
+		t.Fatalf("first delivery: %s attempt %d", first.MsgID, first.DeliveryAttempt)
+	}
+	// Not acknowledged: it comes again once its second is over.
+	var second *MessageView
+	e.receiveUntil(c, time.Minute, func(m *MessageView) { second = m }, func() error {
+		if second == nil {
+			return errors.New("not redelivered yet")
+		}
+		return nil
+	})
+	if second.MsgID != sent.MsgID || second.DeliveryAttempt != 2 {
+		t.Fatalf("second delivery: %s attempt %d", second.MsgID, second.DeliveryAttempt)
+	}
+	if err := c.Ack(ctx, first); !errors.Is(err, ErrInvalidReceiptHandle) {
+		t.Fatalf("ack with the expired first handle: %v", err)
+	}
+	old := *second
+	if err := c.ChangeInvisibleDuration(ctx, second, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if second.ReceiptHandle == old.ReceiptHandle || !second.VisibleAt.After(old.VisibleAt) {
+		t.Fatalf("change invisible duration: handle %q (was %q), visible at %v (was %v)",
+			second.ReceiptHandle, old.ReceiptHandle, second.VisibleAt, old.VisibleAt)
+	}
+	if err := c.Ack(ctx, &old); !errors.Is(err, ErrInvalidReceiptHandle) {
+		t.Fatalf("ack with the replaced handle: %v", err)
+	}
+	// Nacked: back after the group's backoff, twice, then dead-lettered
+	// (four attempts).
+	m := second
+	for attempt := int32(3); attempt <= 4; attempt++ {
+		if _, err := c.Nack(ctx, m); err != nil {
+			t.Fatalf("nack attempt %d: %v", m.DeliveryAttempt, err)
+		}
+		var next *MessageView
+		e.receiveUntil(c, time.Minute, func(v *MessageView) { next = v }, func() error {
+			if next == nil {
+				return errors.New("not back yet")
+			}
+			return nil
+		})
+		if next.MsgID != sent.MsgID || next.DeliveryAttempt != attempt {
+			t.Fatalf("after a nack: %s attempt %d, want attempt %d", next.MsgID, next.DeliveryAttempt, attempt)
+		}
+		m = next
+	}
+	if _, err := c.Nack(ctx, m); err != nil {
+		t.Fatalf("last nack: %v", err)
+	}
+	// The broker dead-letters the message when it would hand it out a
+	// fifth time: keep receiving (nothing) until it has.
+	e.waitFor(30*time.Second, "dead letter", func() error {
+		if msgs, err := c.Receive(ctx, 16, time.Minute); err != nil || len(msgs) != 0 {
+			t.Fatalf("after the last nack: %d messages, %v", len(msgs), err)
+		}
+		dls, err := e.admin.DeadLetters(ctx, group, DeadLetterQuery{})
+		if err != nil {
+			return err
+		}
+		if len(dls) != 1 || dls[0].MsgID != sent.MsgID {
+			return fmt.Errorf("dead letters: %+v", dls)
+		}
+		return nil
+	})
+}
+
+// TestAdminSubscriptionGroupsAndTopicTypes: groups are declared on every
+// master, refused when they exist, changed keeping what is not changed,
+// listed and deleted; topics carry their message type.
+func TestAdminSubscriptionGroupsAndTopicTypes(t *testing.T) {
+	e := startEnv(t, 1, 2)
+	ctx := context.Background()
+	spec := SubscriptionGroupSpec{Name: "ledger", FIFO: true, MaxDeliveryAttempts: 5,
+		RetryBackoff: []time.Duration{time.Second, 5 * time.Second, 10 * time.Second}}
+	if err := e.admin.CreateSubscriptionGroup(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.admin.CreateSubscriptionGroup(ctx, spec); !errors.Is(err, ErrGroupExists) {
+		t.Fatalf("second create: %v", err)
+	}
+	gs, err := e.admin.SubscriptionGroup(ctx, "ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gs) != 2 {
+		t.Fatalf("declared on %d broker groups", len(gs))
+	}
+	for _, g := range gs {
+		if !g.FIFO || g.MaxDeliveryAttempts != 5 || g.RetryPolicy != RetryCustomized || !slices.Equal(g.RetryBackoff, spec.RetryBackoff) || !g.ConsumeEnable {
+			t.Fatalf("on %s: %+v", g.BrokerName, g)
+		}
+	}
+	spec.FIFO, spec.RetryBackoff, spec.Exponential = false, nil, &ExponentialBackoff{Initial: time.Second, Max: time.Minute, Multiplier: 2}
+	spec.BrokerNames = []string{gs[0].BrokerName}
+	if err := e.admin.UpdateSubscriptionGroup(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	all, err := e.admin.SubscriptionGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 || all[0].FIFO || all[0].RetryPolicy != RetryExponential || *all[0].Exponential != *spec.Exponential || !all[1].FIFO {
+		t.Fatalf("after updating %s: %+v", gs[0].BrokerName, all)
+	}
+	if err := e.admin.DeleteSubscriptionGroup(ctx, "ledger", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.admin.SubscriptionGroup(ctx, "ledger"); !errors.Is(err, ErrGroupNotExist) {
+		t.Fatalf("get after delete: %v", err)
+	}
+	if err := e.admin.DeleteSubscriptionGroup(ctx, "ledger", false); !errors.Is(err, ErrGroupNotExist) {
+		t.Fatalf("second delete: %v", err)
+	}
+	if err := e.admin.CreateSubscriptionGroup(ctx, SubscriptionGroupSpec{Name: "bad", MaxDeliveryAttempts: -1}); !errors.Is(err, ErrInvalidParameter) {
+		t.Fatalf("negative attempts: %v", err)
+	}
+
+	if err := e.admin.CreateTopic(ctx, TopicSpec{Name: "typed", Queues: 2, MessageType: "fifo"}); err != nil {
+		t.Fatal(err)
+	}
+	cfgs, err := e.admin.TopicConfig(ctx, "typed")
+	if err != nil || len(cfgs) != 2 || cfgs[0].MessageType() != TopicFIFO || cfgs[1].MessageType() != TopicFIFO {
+		t.Fatalf("typed topic: %+v %v", cfgs, err)
+	}
+	if err := e.admin.UpdateTopic(ctx, TopicSpec{Name: "typed", Queues: 2}); err != nil {
+		t.Fatal(err)
+	}
+	allCfgs, err := e.admin.AllTopicConfigs(ctx)
+	if err != nil || len(allCfgs["typed"]) != 2 || allCfgs["typed"][0].MessageType() != TopicMixed {
+		t.Fatalf("after an update without a type: %+v %v", allCfgs["typed"], err)
+	}
+	if err := e.admin.CreateTopic(ctx, TopicSpec{Name: "badtype", MessageType: "LOUD"}); !errors.Is(err, ErrInvalidParameter) {
+		t.Fatalf("unknown type: %v", err)
+	}
+}
