@@ -159,12 +159,12 @@ func (b *Broker) put(ctx context.Context, msgs []*message.Ext) ([]store.PutResul
 
 // PullRequest is a protocol-independent pull.
 type PullRequest struct {
-	Group, Topic   string
-	QueueID        int32
-	Offset         int64
-	MaxMessages    int
-	MaxBytes       int
-	TagExpression  string
+	Group, Topic  string
+	QueueID       int32
+	Offset        int64
+	MaxMessages   int
+	MaxBytes      int
+	TagExpression string
 	// ExpressionType says what TagExpression is: "" or ExprTag a tag
 	// expression, ExprSQL92 an SQL92 condition over properties.
 	ExpressionType string
