@@ -41,10 +41,10 @@ type Request struct {
 	// ExpressionType says what TagExpression is: "" or "TAG" a tag
 	// expression, "SQL92" a condition over the message's properties.
 	ExpressionType string
-	PollTimeout   time.Duration // long poll when nothing is ready; 0 answers at once; capped by LongPollMax
-	ClientID      string        // who receives (needed for AutoRenew)
-	AutoRenew     bool          // keep the messages invisible while ClientID is alive
-	AttemptID     string        // FIFO: a retry with the same attempt id gets the same batch again
+	PollTimeout    time.Duration // long poll when nothing is ready; 0 answers at once; capped by LongPollMax
+	ClientID       string        // who receives (needed for AutoRenew)
+	AutoRenew      bool          // keep the messages invisible while ClientID is alive
+	AttemptID      string        // FIFO: a retry with the same attempt id gets the same batch again
 }
 
 // Message is one message handed out (broker.PoppedMessage).
