@@ -16,7 +16,10 @@
 // is not in flight is done (acknowledged, dead-lettered, or skipped by the
 // receive's tag filter: a group is expected to use one subscription per
 // topic). The acknowledged low watermark is the smallest offset in flight,
-// else next; it is committed to the consumer offset table every second, so
+// else next. Filters (a tag expression, matched on the tag code and then
+// exactly on the record's tag, or an SQL92 condition: Request.ExpressionType)
+// apply per receive. The watermark is committed to the consumer offset
+// table every second, so
 // lag, consume stats and remoting admin show POP progress. A queue first
 // seen starts at the group's committed offset, else at the queue's min
 // offset (RocketMQ's behaviour for a young queue).

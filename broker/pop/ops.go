@@ -10,7 +10,6 @@ import (
 
 	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/internal/errcode"
-	"github.com/bolide-mq/bolide/message"
 )
 
 // Pop hands out messages of a topic for a group (see the package
@@ -27,9 +26,9 @@ func (s *Service) Pop(ctx context.Context, req Request) ([]Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	expr, err := message.ParseTagExpression(req.TagExpression)
+	filter, err := s.h.Filter(req.ExpressionType, req.TagExpression)
 	if err != nil {
-		return nil, errcode.Errorf(errcode.SubscriptionParseFailed, "%v", err)
+		return nil, err
 	}
 	var queues []int32
 	switch {
@@ -60,7 +59,7 @@ func (s *Service) Pop(ctx context.Context, req Request) ([]Message, error) {
 	n = min(n, s.opts.MaxMessages)
 	cfg := s.h.Group(req.Group)
 	gt := s.groupTopic(req.Group, req.Topic)
-	p := &popper{s: s, gt: gt, req: req, cfg: cfg, filter: expr.CodeFilter(), want: n}
+	p := &popper{s: s, gt: gt, req: req, cfg: cfg, filter: filter, want: n}
 
 	var deadline <-chan time.Time
 	if poll := min(req.PollTimeout, s.opts.LongPollMax); poll > 0 {
@@ -109,7 +108,7 @@ type popper struct {
 	gt     *groupTopic
 	req    Request
 	cfg    GroupConfig
-	filter func(int64) bool
+	filter Filter
 	want   int
 }
 
@@ -205,7 +204,7 @@ func (p *popper) try(ctx context.Context, queues []int32) (out []Message, wake i
 // read returns the stored record at a queue offset (nil when retention
 // removed it).
 func (p *popper) read(q int32, off int64) ([]byte, error) {
-	res, err := p.s.h.GetMessages(p.req.Topic, q, off, 1, 64<<20, nil)
+	res, err := p.s.h.GetMessages(p.req.Topic, q, off, 1, 64<<20, Filter{})
 	if err != nil {
 		return nil, err
 	}
