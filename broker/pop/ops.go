@@ -534,28 +534,40 @@ func (s *Service) ToDLQ(ctx context.Context, group, topic, token string) error {
 	defer s.snapMu.RUnlock()
 	nowMS := time.Now().UnixMilli()
 	gt.mu.Lock()
-	_, e, err := validLocked(gt, h, nowMS)
-	var attempt int32
-	if e != nil {
-		attempt = e.attempt
-	}
-	gt.mu.Unlock()
+	q, e, err := validLocked(gt, h, nowMS)
 	if err != nil {
+		gt.mu.Unlock()
 		return err
+	}
+	// Held (not logged) while the dead letter is written: no receive hands
+	// it out meanwhile, and the handle is used up.
+	old := *e
+	hold := s.nextSeq()
+	e.seq, e.visibleAt, e.client = hold, nowMS+dlqHold.Milliseconds(), ""
+	gt.mu.Unlock()
+	restore := func() {
+		gt.mu.Lock()
+		if cur := q.inflight[h.Offset]; cur != nil && cur.seq == hold {
+			*cur = old
+			q.visibleFrom = min(q.visibleFrom, old.visibleAt)
+		}
+		gt.mu.Unlock()
 	}
 	p := &popper{s: s, gt: gt, req: Request{Group: group, Topic: topic}}
 	rec, err := p.read(h.QueueID, h.Offset)
 	if err != nil {
+		restore()
 		return errcode.Errorf(errcode.SystemError, "read %s/%d@%d: %v", topic, h.QueueID, h.Offset, err)
 	}
 	if rec != nil {
-		if err := s.h.DeadLetter(ctx, group, rec, attempt, cfg.MaxAttempts, "POP: forwarded to the dead-letter queue by the consumer"); err != nil {
+		if err := s.h.DeadLetter(ctx, group, rec, old.attempt, cfg.MaxAttempts, "POP: forwarded to the dead-letter queue by the consumer"); err != nil {
+			restore()
 			return err
 		}
 	}
 	r := &Record{Kind: KindDLQ, TimeMS: nowMS, Group: group, Topic: topic, QueueID: h.QueueID, Entries: []Entry{{Offset: h.Offset, Seq: h.Seq}}}
 	if err := s.append(ctx, []*Record{r}); err != nil {
-		return err
+		return err // the copy is in the DLQ: the hold ends, the message comes again
 	}
 	gt.mu.Lock()
 	s.applyLocked(gt, r)
