@@ -152,9 +152,15 @@ func TestProducerDelay(t *testing.T) {
 		topic := newTopic(t, c, "delay", "DELAY", 2)
 		p := newProducer(t, c, rmq.WithTopics(topic))
 		col := startSDKConsumer(t, c, topic)
-		// A plain message first: the SDK consumer is consuming.
-		warm := sendAll(t, p, []v5msg{testMsg(topic, 0, "warm")})
-		col.waitIDs(t, warm, 30*time.Second)
+		// A message due at once first (a DELAY topic takes only delayed
+		// messages): the SDK consumer is consuming.
+		warmMsg := testMsg(topic, 0, "warm").build()
+		warmMsg.SetDelayTimestamp(time.Now())
+		wr, err := p.Send(context.Background(), warmMsg)
+		if err != nil {
+			t.Fatalf("send a message due now: %v", err)
+		}
+		col.waitIDs(t, []string{wr[0].MessageID}, 30*time.Second)
 		m := testMsg(topic, 1, "timer")
 		msg := m.build()
 		at := time.Now().Add(3 * time.Second)

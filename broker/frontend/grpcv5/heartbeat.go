@@ -10,17 +10,21 @@ import (
 // answered OK even before the client's Settings arrived on Telemetry (the
 // first heartbeat races them; Apache answers UNRECOGNIZED_CLIENT_TYPE,
 // which the clients only log). A named group must be legal.
+//
+// A heartbeat without x-mq-client-id is answered OK too, with nothing to
+// record: the Go client (v5.1.4) probes a broker with an unsigned, empty
+// heartbeat when its Telemetry stream recovers from an error, and drops the
+// stream unless the answer is OK.
 func (s *Service) Heartbeat(ctx context.Context, req *v2.HeartbeatRequest) (*v2.HeartbeatResponse, error) {
 	m := readMeta(ctx)
-	if err := m.requireClient(); err != nil {
-		return &v2.HeartbeatResponse{Status: statusOf(err)}, nil
-	}
 	if req.GetGroup().GetName() != "" {
 		if _, err := m.groupName(req.GetGroup()); err != nil {
 			return &v2.HeartbeatResponse{Status: statusOf(err)}, nil
 		}
 	}
-	s.clients.touch(m).beat()
+	if m.clientID != "" {
+		s.clients.touch(m).beat()
+	}
 	return &v2.HeartbeatResponse{Status: okStatus()}, nil
 }
 

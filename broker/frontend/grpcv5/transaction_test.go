@@ -148,3 +148,38 @@ func TestTransactionCheckBack(t *testing.T) {
 		Topic: got.GetTopic(), MessageId: sp.GetMessageId(), TransactionId: e.GetTransactionId(),
 		Resolution: v2.TransactionResolution_COMMIT}), v2.Code_OK)
 }
+
+func TestCheckBackGoesToNewestStream(t *testing.T) {
+	b := startBroker(t, func(o *broker.Options) {
+		o.Transaction.Timeout = 200 * time.Millisecond
+		o.Transaction.CheckInterval = 300 * time.Millisecond
+	})
+	createTopic(t, b, "pay", topic.TypeTransaction)
+	c := dial(t, b)
+	id := newClientID()
+	older, _ := handshake(t, c, id, producerSettings("pay"))
+	defer older.CloseSend()
+	newer, _ := handshake(t, c, id, producerSettings("pay"))
+
+	m := halfMessage("pay", "orphan")
+	mustSend(t, c, asClient(t, id), m)
+	cmd, err := newer.Recv()
+	if err != nil || cmd.GetRecoverOrphanedTransactionCommand().GetMessage().GetSystemProperties().GetMessageId() != m.SystemProperties.MessageId {
+		t.Fatalf("newest stream got %v, %v; want the check-back", cmd, err)
+	}
+	// The newest stream ends: the next check goes to the older one.
+	if err := newer.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	cmd, err = older.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := cmd.GetRecoverOrphanedTransactionCommand()
+	if rc.GetMessage().GetSystemProperties().GetMessageId() != m.SystemProperties.MessageId {
+		t.Fatalf("older stream got %v; want the check-back again", cmd)
+	}
+	wantCode(t, "rollback after check", endTx(t, c, id, &v2.EndTransactionRequest{Topic: rc.GetMessage().GetTopic(),
+		MessageId: m.SystemProperties.MessageId, TransactionId: rc.GetTransactionId(),
+		Resolution: v2.TransactionResolution_ROLLBACK, Source: v2.TransactionSource_SOURCE_SERVER_CHECK}), v2.Code_OK)
+}

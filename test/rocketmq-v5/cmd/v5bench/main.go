@@ -65,7 +65,11 @@ func main() {
 		os.Exit(1)
 	}
 	if *jsonOut {
-		b, _ := json.Marshal(res)
+		b, err := json.Marshal(res)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "v5bench:", err)
+			os.Exit(1)
+		}
 		fmt.Println(string(b))
 		return
 	}
@@ -163,19 +167,24 @@ func run(endpoint, topic, group string, producers, consumers int, count int64, s
 		stop()
 		cwg.Wait()
 		res.Consumed = consumed.Load()
-		res.ConsumeSeconds = time.Unix(0, lastArrival.Load()).Sub(start).Seconds()
-		res.ConsumePerSec = float64(res.Consumed) / res.ConsumeSeconds
+		if res.Consumed > 0 {
+			res.ConsumeSeconds = time.Unix(0, lastArrival.Load()).Sub(start).Seconds()
+			res.ConsumePerSec = float64(res.Consumed) / res.ConsumeSeconds
+		}
 	}
 	cpu1, err := brokerCPU(pid)
 	if err != nil {
 		return nil, err
 	}
-	if pid > 0 {
+	if pid > 0 && sent > 0 {
 		res.BrokerCPU = cpu1 - cpu0
 		res.CPUPerMsgUs = res.BrokerCPU / float64(sent) * 1e6
 	}
-	if res.SendErrors > 0 && sent == 0 {
+	if sent == 0 {
 		return res, errors.New("every send failed")
+	}
+	if consumers > 0 && res.Consumed < sent {
+		fmt.Fprintf(os.Stderr, "v5bench: %d of %d messages received and acked before %v without one\n", res.Consumed, sent, idle)
 	}
 	return res, nil
 }
