@@ -23,10 +23,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/bolide-mq/bolide/broker/dedup"
 	"github.com/bolide-mq/bolide/broker/offsets"
 	"github.com/bolide-mq/bolide/broker/pop"
 	"github.com/bolide-mq/bolide/broker/replication"
@@ -55,6 +57,13 @@ type Broker struct {
 	pop     *pop.Service   // pop_host.go
 
 	subs *subgroup.Table // subscription groups (subgroups.go)
+
+	// dedup remembers recent sends by unique id (dedup_host.go); nil when
+	// off.
+	dedup       *dedup.Window
+	dedupBefore atomic.Int64 // the log's end when the window was last reset
+
+	sqls sqlCache // compiled SQL92 subscriptions (msgfilter.go)
 
 	addr    string
 	started time.Time
@@ -150,6 +159,7 @@ func New(opts Options, log *zap.Logger, with ...Option) (*Broker, error) {
 	b.retry = retry.New(retryHost{b}, opts.Retry, opts.BrokerName, log)
 	b.gate = newRoleGate(b)
 	b.txn = newTxnService(b)
+	b.newDedup()
 	b.gate.Subscribe("pop", b.pop)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.reg = newRegistrar(b, deps.nameServers)

@@ -22,9 +22,12 @@ const (
 	Broadcasting MessageModel = 1
 )
 
-// Subscription is a topic and its tag expression.
+// Subscription is a topic and its filter: a tag expression, or an SQL92
+// condition when Type is ExprSQL92.
 type Subscription struct {
 	Topic, Expression string
+	// Type is ExprTag ("" too) or ExprSQL92.
+	Type string
 }
 
 // ConsumerData is one consumer group of a client, as its heartbeat says.
@@ -58,8 +61,8 @@ func (hb *Heartbeat) Validate() error {
 			if err := message.ValidateTopic(sub.Topic); err != nil {
 				return errcode.Errorf(errcode.IllegalTopic, "%v", err)
 			}
-			if _, err := message.ParseTagExpression(sub.Expression); err != nil {
-				return errcode.Errorf(errcode.SubscriptionParseFailed, "%v", err)
+			if err := validSubscription(sub); err != nil {
+				return err
 			}
 		}
 	}
@@ -140,7 +143,7 @@ func (s *Session) Close() { s.b.clients.disconnect(s) }
 type groupInfo struct {
 	model         MessageModel
 	orderly       bool
-	subscriptions map[string]string // topic → expression
+	subscriptions map[string]Subscription // by topic
 	clients       map[string]*Session
 }
 
@@ -183,13 +186,13 @@ func (r *clientRegistry) heartbeat(c *Session, hb Heartbeat, now time.Time) {
 	for g, cd := range next {
 		gi := r.groups[g]
 		if gi == nil {
-			gi = &groupInfo{clients: make(map[string]*Session), subscriptions: make(map[string]string)}
+			gi = &groupInfo{clients: make(map[string]*Session), subscriptions: make(map[string]Subscription)}
 			r.groups[g] = gi
 		}
 		gi.model = cd.Model
 		gi.orderly = cd.Orderly
 		for _, s := range cd.Subscriptions {
-			gi.subscriptions[s.Topic] = s.Expression
+			gi.subscriptions[s.Topic] = s
 		}
 		if gi.clients[c.id] != c {
 			gi.clients[c.id] = c
@@ -289,8 +292,8 @@ func (r *clientRegistry) groupList() []GroupInfo {
 	out := make([]GroupInfo, 0, len(r.groups))
 	for name, gi := range r.groups {
 		info := GroupInfo{Group: name, Model: gi.model, Orderly: gi.orderly}
-		for t, e := range gi.subscriptions {
-			info.Subscriptions = append(info.Subscriptions, Subscription{Topic: t, Expression: e})
+		for _, sub := range gi.subscriptions {
+			info.Subscriptions = append(info.Subscriptions, sub)
 		}
 		sort.Slice(info.Subscriptions, func(i, j int) bool { return info.Subscriptions[i].Topic < info.Subscriptions[j].Topic })
 		for id := range gi.clients {

@@ -217,6 +217,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		descPopInFlight, descPopAcks, descPopRedeliveries, descPopDLQ} {
 		ch <- d
 	}
+	for _, d := range dedupDescs {
+		ch <- d
+	}
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -268,6 +271,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.collectReplication(gauge)
 	c.collectDelay(gauge, counter)
+	c.collectDedup(gauge, counter)
 
 	if b.txn != nil {
 		st := b.txn.Stats()

@@ -64,6 +64,17 @@ type Options struct {
 	// (120 s); LockExpiry is the orderly-queue lock lifetime (60 s).
 	ClientExpiry time.Duration
 	LockExpiry   time.Duration
+	// DedupWindow is how long a send with a unique id (UNIQ_KEY) is
+	// remembered so that a retry of it is answered with the first copy's
+	// result instead of being stored again (2 min; 0 turns it off; a topic's
+	// dedup.window.minutes attribute overrides it). DedupMaxEntries bounds
+	// the ids remembered (1 Mi, about 52 MB); 0 turns deduplication off.
+	DedupWindow     time.Duration
+	DedupMaxEntries int
+	// EnablePropertyFilter lets consumers subscribe with SQL92 conditions
+	// over message properties, evaluated on the broker (RocketMQ's
+	// enablePropertyFilter; on).
+	EnablePropertyFilter bool
 	// Version is reported to NameServers and tools.
 	Version string
 	// Delay, Transaction, Replication and Retry configure those features.
@@ -127,6 +138,9 @@ func DefaultOptions(dir string) Options {
 		OffsetPersistInterval: 5 * time.Second,
 		ClientExpiry:          120 * time.Second,
 		LockExpiry:            60 * time.Second,
+		DedupWindow:           2 * time.Minute,
+		DedupMaxEntries:       1 << 20,
+		EnablePropertyFilter:  true,
 		Version:               "dev",
 		Delay:                 delay.DefaultBrokerOptions(),
 		Transaction:           txn.DefaultOptions(),
@@ -167,6 +181,9 @@ func (o *Options) Validate() error {
 	}
 	if o.OffsetPersistInterval <= 0 || o.ClientExpiry <= 0 || o.LockExpiry <= 0 {
 		errs = append(errs, errors.New("broker: offset persist interval, client expiry and lock expiry must be positive"))
+	}
+	if o.DedupWindow < 0 || o.DedupMaxEntries < 0 {
+		errs = append(errs, errors.New("broker: dedup window and entries must not be negative"))
 	}
 	for _, err := range []error{o.Delay.Validate(), o.Transaction.Validate(), o.Replication.Validate(), o.Retry.Validate()} {
 		if err != nil {

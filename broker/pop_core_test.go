@@ -432,14 +432,33 @@ func TestPopBadHandles(t *testing.T) {
 	wantErrCode(t, "illegal topic", err, errcode.IllegalTopic)
 }
 
-// TestPopTagFilter: only matching messages are handed out; the others
+// TestPopFilters: only matching messages are handed out, by tag (exactly:
+// "Aa" and "BB" share a hash code) or by an SQL92 condition; the others
 // count as done for the group.
-func TestPopTagFilter(t *testing.T) {
-	b := popBroker(t, "tf", 1)
-	sendN(t, b, "tf", 1, "a", 3, "A")
-	sendN(t, b, "tf", 1, "b", 3, "B")
-	got := pop(t, b, broker.PopRequest{Group: "g", Topic: "tf", QueueID: -1, Invisible: time.Minute, TagExpression: "B"})
+func TestPopFilters(t *testing.T) {
+	ctx := context.Background()
+	b := popBroker(t, "tf", 1, func(o *broker.Options) { o.EnablePropertyFilter = true })
+	sendN(t, b, "tf", 1, "a", 3, "Aa")
+	sendN(t, b, "tf", 1, "b", 3, "BB")
+	got := pop(t, b, broker.PopRequest{Group: "g", Topic: "tf", QueueID: -1, Invisible: time.Minute, TagExpression: "BB"})
 	if len(got) != 3 || body(t, got[0]) != "b0" {
 		t.Fatalf("popped %d", len(got))
 	}
+	if st := b.PopStats("g", "tf"); st[0].InFlight != 3 || st[0].NextOffset != 6 {
+		t.Fatalf("stats %+v", st)
+	}
+	for i := range 4 {
+		m := &message.Ext{Message: message.Message{Topic: "tf", Body: []byte(fmt.Sprint("s", i)),
+			Properties: map[string]string{"n": fmt.Sprint(i)}}, BornTimestamp: time.Now().UnixMilli()}
+		if _, err := b.Send(ctx, []*message.Ext{m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got = pop(t, b, broker.PopRequest{Group: "sql", Topic: "tf", QueueID: -1, Invisible: time.Minute,
+		ExpressionType: "SQL92", TagExpression: "n >= 2", PollTimeout: 10 * time.Second})
+	if len(got) != 2 || body(t, got[0]) != "s2" || body(t, got[1]) != "s3" {
+		t.Fatalf("SQL92 pop: %d", len(got))
+	}
+	_, err := b.Pop(ctx, broker.PopRequest{Group: "sql", Topic: "tf", QueueID: -1, Invisible: time.Minute, ExpressionType: "SQL92", TagExpression: "n >="})
+	wantErrCode(t, "bad SQL92", err, errcode.SubscriptionParseFailed)
 }

@@ -120,9 +120,35 @@ func (h popHost) Group(group string) pop.GroupConfig {
 		Backoff: func(attempt int32) time.Duration { return c.Backoff(int(attempt) - 1) }}
 }
 
-func (h popHost) GetMessages(topic string, queueID int32, offset int64, maxCount, maxBytes int, filter func(int64) bool) (store.GetResult, error) {
-	res, err := h.b.store.GetMessages(topic, queueID, offset, maxCount, maxBytes, filter)
+func (h popHost) GetMessages(topic string, queueID int32, offset int64, maxCount, maxBytes int, f pop.Filter) (store.GetResult, error) {
+	res, err := h.b.store.GetMatching(topic, queueID, offset, maxCount, maxBytes, f.TagCode, f.Match)
 	return res, storeError(err)
+}
+
+// Filter compiles a receive's filter as pulls do; a tag expression is also
+// matched exactly on each record, so a tag sharing a subscribed tag's hash
+// code is not handed out (it counts as done for the group, as any message
+// the filter skips).
+func (h popHost) Filter(exprType, expr string) (pop.Filter, error) {
+	mf, err := h.b.compileFilter(exprType, expr)
+	if err != nil {
+		return pop.Filter{}, err
+	}
+	f := pop.Filter{TagCode: mf.tagCode, Match: mf.match}
+	if mf.tagCode != nil && mf.match == nil {
+		te, err := message.ParseTagExpression(expr)
+		if err == nil && !te.All() {
+			f.Match = func(rec []byte) bool {
+				props, err := message.RecordProperties(rec)
+				if err != nil {
+					return false
+				}
+				tag, _ := message.LookupProperty(props, message.PropertyTags)
+				return te.Match(string(tag))
+			}
+		}
+	}
+	return f, nil
 }
 
 func (h popHost) QueueOffsets(topic string, queueID int32) (int64, int64) {

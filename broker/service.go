@@ -114,6 +114,22 @@ func (b *Broker) send(ctx context.Context, msgs []*message.Ext) ([]store.PutResu
 			return nil, err
 		}
 	}
+	if b.dedup != nil && !message.IsRetryTopic(first.Topic) && !message.IsDLQTopic(first.Topic) {
+		// (A consumer that cannot send a message back resends it to the
+		// retry topic itself, with its id, once per failed attempt: those
+		// repeats are not a producer's.)
+		if tc, _ := b.topics.get(first.Topic); b.dedupWindowOf(tc) > 0 {
+			return b.sendDeduplicated(ctx, msgs, b.dedupWindowOf(tc), func(fresh []*message.Ext) ([]store.PutResult, error) {
+				return b.rewriteAndPut(ctx, fresh)
+			})
+		}
+	}
+	return b.rewriteAndPut(ctx, msgs)
+}
+
+// rewriteAndPut applies the rewrites of transactional and delayed messages,
+// then stores.
+func (b *Broker) rewriteAndPut(ctx context.Context, msgs []*message.Ext) ([]store.PutResult, error) {
 	if err := txn.Rewrite(msgs); err != nil {
 		return nil, err
 	}
@@ -143,12 +159,15 @@ func (b *Broker) put(ctx context.Context, msgs []*message.Ext) ([]store.PutResul
 
 // PullRequest is a protocol-independent pull.
 type PullRequest struct {
-	Group, Topic   string
-	QueueID        int32
-	Offset         int64
-	MaxMessages    int
-	MaxBytes       int
-	TagExpression  string
+	Group, Topic  string
+	QueueID       int32
+	Offset        int64
+	MaxMessages   int
+	MaxBytes      int
+	TagExpression string
+	// ExpressionType says what TagExpression is: "" or ExprTag a tag
+	// expression, ExprSQL92 an SQL92 condition over properties.
+	ExpressionType string
 	SuspendTimeout time.Duration
 	CommitOffset   int64 // < 0: none
 }
@@ -202,11 +221,10 @@ func (b *Broker) pull(ctx context.Context, req PullRequest) (PullResult, error) 
 	if req.QueueID < 0 || req.QueueID >= tc.ReadQueueNums {
 		return PullResult{}, errcode.Errorf(errcode.InvalidParameter, "queue %d of %s does not exist (read queues: %d)", req.QueueID, req.Topic, tc.ReadQueueNums)
 	}
-	expr, err := message.ParseTagExpression(req.TagExpression)
+	mf, err := b.compileFilter(req.ExpressionType, req.TagExpression)
 	if err != nil {
-		return PullResult{}, errcode.Errorf(errcode.SubscriptionParseFailed, "%v", err)
+		return PullResult{}, err
 	}
-	filter := expr.CodeFilter()
 	if req.CommitOffset >= 0 && req.Group != "" {
 		b.advanceOffset(req.Group, req.Topic, req.QueueID, req.CommitOffset)
 	}
@@ -231,7 +249,7 @@ func (b *Broker) pull(ctx context.Context, req PullRequest) (PullResult, error) 
 		// Take the arrival channel before reading, so an arrival between
 		// the read and the wait is not missed.
 		arrived := sig.C()
-		res, err := b.store.GetMessages(req.Topic, req.QueueID, offset, maxMsgs, maxBytes, filter)
+		res, err := b.store.GetMatching(req.Topic, req.QueueID, offset, maxMsgs, maxBytes, mf.tagCode, mf.match)
 		if err != nil {
 			return PullResult{}, storeError(err)
 		}

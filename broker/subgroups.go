@@ -42,6 +42,7 @@ func (b *Broker) UpdateSubscriptionGroup(c SubscriptionGroup) error {
 		return errcode.Errorf(errcode.SystemError, "%v", err)
 	}
 	b.log.Info("subscription group saved", zap.String("group", c.GroupName))
+	b.reg.trigger() // the NameServers route FIFO groups (v5 assignments)
 	return nil
 }
 
@@ -65,6 +66,7 @@ func (b *Broker) DeleteSubscriptionGroup(group string, cleanOffsets bool) error 
 		}
 	}
 	b.log.Info("subscription group deleted", zap.String("group", group), zap.Bool("cleanOffsets", cleanOffsets))
+	b.reg.trigger()
 	return nil
 }
 
@@ -74,6 +76,9 @@ func (b *Broker) replaceSubscriptionGroups(groups []SubscriptionGroup, v DataVer
 	changed, err := b.subs.Replace(groups, v)
 	if err != nil {
 		return false, errcode.Errorf(errcode.SystemError, "%v", err)
+	}
+	if changed {
+		b.reg.trigger()
 	}
 	return changed, nil
 }

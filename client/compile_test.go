@@ -24,6 +24,7 @@ func TestMisuseDoesNotCompile(t *testing.T) {
 	_, _ = client.NewTransactionProducer("g", nil, shared, client.WithSendTimeout(0), client.WithHeartbeatInterval(0))
 	_, _ = client.NewPullConsumer("g", shared, client.WithConsumeFrom(client.ConsumeFromFirst))
 	_, _ = client.NewAdmin(shared, client.WithRPCTimeout(0))
+	_, _ = client.NewSimpleConsumer("g", map[string]string{"t": "*"}, 0, shared, client.WithRPCTimeout(0))
 	c, _ := client.NewPushConsumer("g", shared, client.WithMaxReconsumeTimes(0))
 	_ = c.Subscribe("t", "*", client.ConcurrentListener(func(context.Context, []*client.MessageExt) client.ConsumeResult { return client.ConsumeSuccess }))
 	_ = c.Subscribe("t", "*", client.ErrorListener(func(context.Context, []*client.MessageExt) error { return nil }))
@@ -38,6 +39,8 @@ func TestMisuseDoesNotCompile(t *testing.T) {
 		{"producer_option_to_pull_consumer", `_, _ = client.NewPullConsumer("g", client.WithAsyncSendLimit(3))`,
 			"does not implement client.ConsumerOption"},
 		{"consumer_option_to_admin", `_, _ = client.NewAdmin(client.WithConsumeFrom(client.ConsumeFromFirst))`,
+			"does not implement client.Option"},
+		{"consumer_option_to_simple_consumer", `_, _ = client.NewSimpleConsumer("g", nil, 0, client.WithPullBatchSize(1))`,
 			"does not implement client.Option"},
 		{"consumer_option_in_bundle", `_ = client.WithOptions(client.WithPullBatchSize(1))`,
 			"does not implement client.Option"},

@@ -1,5 +1,5 @@
 // Package client is Bolide's Go SDK: a Producer, a PushConsumer, a lite
-// PullConsumer and an Admin, speaking the gRPC protocol of proto/bolidev1 to
+// PullConsumer, a SimpleConsumer and an Admin, speaking the gRPC protocol of proto/bolidev1 to
 // NameServers and brokers.
 //
 // Every client follows one lifecycle: New… with functional options (nothing
@@ -11,7 +11,7 @@
 // WithLogger, ...) is accepted by every client, a ProducerOption
 // (WithSendRetries, ...) only by NewProducer and NewTransactionProducer, a
 // ConsumerOption (WithConsumeFrom, ...) only by NewPushConsumer and
-// NewPullConsumer, so that a setting given to a client that would ignore it
+// NewPullConsumer (NewSimpleConsumer and NewAdmin take only Options), so that a setting given to a client that would ignore it
 // does not compile. WithOptions bundles shared options into one.
 //
 // # Routes
@@ -61,6 +61,16 @@
 // long polling and calls a ConcurrentListener (or an ErrorListener) from a
 // worker pool, or an OrderlyListener one queue at a time while holding the
 // queue's broker-side lock; Subscribe takes only these types. PullConsumer hands messages to Poll and commits what Poll returned.
+//
+// SimpleConsumer consumes over POP, as RocketMQ 5's simple consumers do: no
+// queues are assigned and no offsets kept by the client; Receive asks the
+// masters of the subscribed topics in turn for messages, which stay
+// invisible to the group's other receives until Ack (or until their
+// invisibility runs out: they come again with the next DeliveryAttempt);
+// ChangeInvisibleDuration moves that deadline and Nack asks for the
+// redelivery after the group's retry backoff. The group's FIFO flag,
+// maximum delivery attempts and backoff are its subscription group
+// settings (Admin.CreateSubscriptionGroup, UpdateSubscriptionGroup).
 //
 // # Errors
 //

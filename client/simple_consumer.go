@@ -76,7 +76,9 @@ type popTarget struct {
 // (topic → tag expression: "*" or "" for all, or "a || b"). await is how
 // long Receive waits for a message when none is ready (0: it answers at
 // once); the brokers cap it at their long-poll maximum.
-func NewSimpleConsumer(group string, subscriptions map[string]string, await time.Duration, opts ...ConsumerOption) (*SimpleConsumer, error) {
+// It takes the options every client takes (WithNameServers, WithLogger,
+// WithRPCTimeout, ...); the other consumers' options do not apply.
+func NewSimpleConsumer(group string, subscriptions map[string]string, await time.Duration, opts ...Option) (*SimpleConsumer, error) {
 	if err := message.ValidateGroup(group); err != nil {
 		return nil, codeErr(pb.Code_ILLEGAL_GROUP, "%v", err)
 	}
@@ -86,7 +88,7 @@ func NewSimpleConsumer(group string, subscriptions map[string]string, await time
 	if await < 0 {
 		return nil, codeErr(pb.Code_INVALID_PARAMETER, "await duration %s is negative", await)
 	}
-	o, err := buildOptions(opts, ConsumerOption.applyConsumer)
+	o, err := buildOptions(opts, Option.applyConsumer)
 	if err != nil {
 		return nil, err
 	}
@@ -330,21 +332,75 @@ func (c *SimpleConsumer) handleCall(ctx context.Context, what string, m *Message
 	return nil
 }
 
-// Ack acknowledges a received message: it is not delivered again. A handle
-// whose invisibility ran out is an error matching ErrInvalidReceiptHandle.
-func (c *SimpleConsumer) Ack(ctx context.Context, m *MessageView) error {
-	return c.handleCall(ctx, "ack", m, func(ctx context.Context, cli pb.BrokerClient) (*pb.Status, error) {
-		resp, err := cli.Ack(ctx, &pb.AckRequest{Group: c.group, Topic: m.Topic, ReceiptHandles: []string{m.ReceiptHandle}})
-		if err != nil || wire.FromStatus(resp.GetStatus()) != nil || len(resp.GetResults()) == 0 {
-			return resp.GetStatus(), err
+// Ack acknowledges received messages: they are not delivered again. The
+// messages of one topic and broker group go in one request. A message
+// whose invisibility ran out (or whose handle was replaced) is not
+// acknowledged: its error matches ErrInvalidReceiptHandle. The errors of
+// the messages that failed are returned joined.
+func (c *SimpleConsumer) Ack(ctx context.Context, msgs ...*MessageView) error {
+	type key struct{ topic, broker string }
+	var order []key
+	batches := make(map[key][]*MessageView)
+	for _, m := range msgs {
+		if m == nil || m.ReceiptHandle == "" {
+			return codeErr(pb.Code_INVALID_RECEIPT_HANDLE, "ack: a message without a receipt handle")
 		}
-		return resp.GetResults()[0], nil
+		k := key{m.Topic, m.BrokerName}
+		if batches[k] == nil {
+			order = append(order, k)
+		}
+		batches[k] = append(batches[k], m)
+	}
+	var errs []error
+	for _, k := range order {
+		batch := batches[k]
+		for len(batch) > 0 {
+			n := min(len(batch), maxAckBatch)
+			errs = append(errs, c.ackBatch(ctx, batch[:n])...)
+			batch = batch[n:]
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// maxAckBatch bounds the receipt handles of one Ack request (the broker
+// takes up to 1024).
+const maxAckBatch = 256
+
+// ackBatch acknowledges messages of one topic and broker group.
+func (c *SimpleConsumer) ackBatch(ctx context.Context, msgs []*MessageView) []error {
+	handles := make([]string, len(msgs))
+	for i, m := range msgs {
+		handles[i] = m.ReceiptHandle
+	}
+	var resp *pb.AckResponse
+	err := c.handleCall(ctx, "ack", msgs[0], func(ctx context.Context, cli pb.BrokerClient) (*pb.Status, error) {
+		var err error
+		resp, err = cli.Ack(ctx, &pb.AckRequest{Group: c.group, Topic: msgs[0].Topic, ReceiptHandles: handles})
+		return resp.GetStatus(), err
 	})
+	if err != nil {
+		return []error{err}
+	}
+	var errs []error
+	for i, m := range msgs {
+		var st *pb.Status
+		if i < len(resp.GetResults()) {
+			st = resp.GetResults()[i]
+		} else {
+			st = &pb.Status{Code: pb.Code_SYSTEM_ERROR, Message: "the broker answered no result for this handle"}
+		}
+		if err := wire.FromStatus(st); err != nil {
+			errs = append(errs, fmt.Errorf("ack %s: %w", m.MsgID, err))
+		}
+	}
+	return errs
 }
 
 // ChangeInvisibleDuration makes a received message visible again d from
 // now (d in [0, 12 h]) unless it is acknowledged first. On success m's
-// ReceiptHandle and VisibleAt are replaced: the old handle is stale.
+// ReceiptHandle and VisibleAt are replaced (m must not be used
+// concurrently meanwhile): the old handle is stale.
 func (c *SimpleConsumer) ChangeInvisibleDuration(ctx context.Context, m *MessageView, d time.Duration) error {
 	if d < 0 || d > MaxInvisibleDuration {
 		return codeErr(pb.Code_ILLEGAL_INVISIBLE_TIME, "invisible duration %s is not in [0, %s]", d, MaxInvisibleDuration)

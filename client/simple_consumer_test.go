@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/bolide-mq/bolide/internal/cluster"
 )
 
 func (e *env) simple(group string, subs map[string]string, await time.Duration) *SimpleConsumer {
 	e.t.Helper()
-	c, err := NewSimpleConsumer(group, subs, await, e.copts()...)
+	c, err := NewSimpleConsumer(group, subs, await, e.shared())
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -25,11 +28,21 @@ func (e *env) simple(group string, subs map[string]string, await time.Duration) 
 // receiveUntil receives (and hands each message to fn) until done holds.
 func (e *env) receiveUntil(c *SimpleConsumer, invisible time.Duration, fn func(*MessageView), done func() error) {
 	e.t.Helper()
+	e.receiveUntilTolerating(c, invisible, fn, done, func(error) bool { return false })
+}
+
+// receiveUntilTolerating is receiveUntil, going on after a failed receive
+// when tolerate(err).
+func (e *env) receiveUntilTolerating(c *SimpleConsumer, invisible time.Duration, fn func(*MessageView), done func() error, tolerate func(error) bool) {
+	e.t.Helper()
 	e.waitFor(30*time.Second, "receive", func() error {
 		if err := done(); err == nil {
 			return nil
 		}
 		msgs, err := c.Receive(context.Background(), 16, invisible)
+		if err != nil && tolerate(err) {
+			return err
+		}
 		if err != nil {
 			e.t.Fatalf("receive: %v", err)
 		}
@@ -65,15 +78,14 @@ func TestSimpleConsumerAcrossBrokers(t *testing.T) {
 	c := e.simple("simple-g", map[string]string{topic: "a"}, 500*time.Millisecond)
 	got := map[string]int{}
 	seenBrokers := map[string]bool{}
+	var views []*MessageView
 	e.receiveUntil(c, 30*time.Second, func(m *MessageView) {
 		if m.Tag != "a" || m.DeliveryAttempt != 1 || m.ReceiptHandle == "" || !m.VisibleAt.After(time.Now()) {
 			t.Errorf("received %s: tag %q attempt %d handle %q visible at %v", m.MsgID, m.Tag, m.DeliveryAttempt, m.ReceiptHandle, m.VisibleAt)
 		}
 		got[m.MsgID]++
 		seenBrokers[m.BrokerName] = true
-		if err := c.Ack(context.Background(), m); err != nil {
-			t.Fatalf("ack %s: %v", m.MsgID, err)
-		}
+		views = append(views, m)
 	}, func() error {
 		if len(got) < len(want) {
 			return fmt.Errorf("%d of %d messages", len(got), len(want))
@@ -87,6 +99,15 @@ func TestSimpleConsumerAcrossBrokers(t *testing.T) {
 	}
 	if len(seenBrokers) != 2 {
 		t.Errorf("received from %v only", seenBrokers)
+	}
+	// One Ack for all (a request per broker group); acknowledged twice,
+	// each handle is refused.
+	if err := c.Ack(context.Background(), views...); err != nil {
+		t.Fatalf("ack: %v", err)
+	}
+	if err := c.Ack(context.Background(), views[:2]...); !errors.Is(err, ErrInvalidReceiptHandle) ||
+		!strings.Contains(err.Error(), views[0].MsgID) || !strings.Contains(err.Error(), views[1].MsgID) {
+		t.Fatalf("second ack: %v", err)
 	}
 	// Acknowledged: nothing comes again.
 	if msgs, err := c.Receive(context.Background(), 16, 30*time.Second); err != nil || len(msgs) != 0 {
@@ -263,4 +284,81 @@ func TestAdminSubscriptionGroupsAndTopicTypes(t *testing.T) {
 	if err := e.admin.CreateTopic(ctx, TopicSpec{Name: "badtype", MessageType: "LOUD"}); !errors.Is(err, ErrInvalidParameter) {
 		t.Fatalf("unknown type: %v", err)
 	}
+}
+
+// TestSimpleConsumerAfterPromotion: a simple consumer keeps receiving when
+// its broker group's slave is promoted after the master stopped; messages
+// acknowledged on the old master are not delivered again, the others are.
+func TestSimpleConsumerAfterPromotion(t *testing.T) {
+	e := startEnvWith(t, cluster.Options{Broker: fastReplication})
+	topic := e.topic(2)
+	slave := e.c.StartSlave(0, 1).Broker().Addr()
+	ctx := context.Background()
+	e.waitFor(30*time.Second, "the slave in sync", func() error {
+		st, err := e.admin.ReplicationStatus(ctx, e.c.Broker(0).Addr())
+		if err != nil {
+			return err
+		}
+		if st.InSyncSlaves != 1 || len(st.Slaves) != 1 || !st.Slaves[0].Connected {
+			return fmt.Errorf("master %+v", st)
+		}
+		return nil
+	})
+	sent := e.sendN(e.producer(), topic, 10, nil)
+	c := e.simple("simple-failover", map[string]string{topic: "*"}, 200*time.Millisecond)
+	acked := map[string]bool{}
+	// Half acknowledged; the others stay invisible for 2 s.
+	e.receiveUntil(c, 2*time.Second, func(m *MessageView) {
+		if len(acked) < 5 {
+			if err := c.Ack(ctx, m); err != nil {
+				t.Fatalf("ack %s: %v", m.MsgID, err)
+			}
+			acked[m.MsgID] = true
+		}
+	}, func() error {
+		if len(acked) < 5 {
+			return fmt.Errorf("%d acknowledged", len(acked))
+		}
+		return nil
+	})
+
+	// The slave holds everything (the acknowledgements are records of the
+	// CommitLog too) before the master stops.
+	e.waitFor(30*time.Second, "the slave caught up", func() error {
+		ms, err := e.admin.ReplicationStatus(ctx, e.c.Broker(0).Addr())
+		if err != nil {
+			return err
+		}
+		ss, err := e.admin.ReplicationStatus(ctx, slave)
+		if err != nil {
+			return err
+		}
+		if ss.CommitLogMaxOffset != ms.CommitLogMaxOffset {
+			return fmt.Errorf("slave at %d, master at %d", ss.CommitLogMaxOffset, ms.CommitLogMaxOffset)
+		}
+		return nil
+	})
+	e.c.StopBroker(0)
+	if _, err := e.admin.Promote(ctx, slave, "broker-a", 0); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	// Until the route names the new master, receives fail.
+	failover := func(err error) bool {
+		return errors.Is(err, ErrBrokerUnreachable) || errors.Is(err, ErrNotMaster) || errors.Is(err, ErrServiceNotAvailable) || errors.Is(err, ErrNoRoute)
+	}
+	e.receiveUntilTolerating(c, 2*time.Second, func(m *MessageView) {
+		if acked[m.MsgID] {
+			t.Fatalf("%s was acknowledged on the old master and came again (attempt %d)", m.MsgID, m.DeliveryAttempt)
+		}
+		if err := c.Ack(ctx, m); err != nil {
+			t.Fatalf("ack %s on the new master: %v", m.MsgID, err)
+		}
+		got[m.MsgID] = true
+	}, func() error {
+		if len(got)+len(acked) < len(sent) {
+			return fmt.Errorf("%d acknowledged before, %d after the promotion, of %d", len(acked), len(got), len(sent))
+		}
+		return nil
+	}, failover)
 }

@@ -24,6 +24,13 @@ type Message struct {
 	// ShardingKey routes ordered messages: messages with the same key go to
 	// the same queue (property __SHARDINGKEY).
 	ShardingKey string
+	// UniqueID, on a send, is the id to send the message with (property
+	// UNIQ_KEY; its MsgID). Empty: the producer makes one. The producer's
+	// retries of a send keep its id, and a broker stores the sends of one
+	// id within its deduplication window once (two minutes by default), so
+	// an id the application derives from its own data makes a resend after a
+	// crash safe too. Unset on consumed messages: see MessageExt.MsgID.
+	UniqueID string
 }
 
 // MessageExt is a consumed or looked-up message: the Message plus what the
@@ -215,7 +222,9 @@ func wireProperties(m *Message, shardingKey, uniqueID string) map[string]string 
 	} else {
 		delete(props, message.PropertyShardingKey)
 	}
-	if uniqueID != "" {
+	if m.UniqueID != "" {
+		props[message.PropertyUniqueKey] = m.UniqueID
+	} else if uniqueID != "" {
 		props[message.PropertyUniqueKey] = uniqueID
 	}
 	return props

@@ -557,3 +557,32 @@ func atoi32(b []byte) int32 {
 	}
 	return int32(n)
 }
+
+// RecordProperties returns the PROPERTIES field of a stored record, without
+// decoding it: name\x01value pairs separated by \x02 (LookupProperty reads
+// one).
+func RecordProperties(rec []byte) ([]byte, error) {
+	v, err := parse(rec)
+	if err != nil {
+		return nil, err
+	}
+	return v.props, nil
+}
+
+// LookupProperty finds a property's value in an encoded PROPERTIES field
+// (RecordProperties). The value aliases props.
+func LookupProperty(props []byte, name string) ([]byte, bool) {
+	for len(props) > 0 {
+		end := indexByte(props, PropertySeparator)
+		pair := props
+		if end >= 0 {
+			pair, props = props[:end], props[end+1:]
+		} else {
+			props = nil
+		}
+		if len(pair) > len(name) && pair[len(name)] == NameValueSeparator && string(pair[:len(name)]) == name {
+			return pair[len(name)+1:], true
+		}
+	}
+	return nil, false
+}

@@ -929,3 +929,29 @@ func TestDecodeDispatchLastDuplicateWins(t *testing.T) {
 		t.Errorf("TagsHash = %d, want hash of the last TAGS", d.TagsHash)
 	}
 }
+
+func TestRecordPropertiesLookup(t *testing.T) {
+	e := &Ext{Message: Message{Topic: "T", Body: []byte("b"), Properties: map[string]string{
+		"region": "eu", "reg": "x", PropertyTags: "paid", "empty": ""}}}
+	rec, err := Encode(nil, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	props, err := RecordProperties(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"region": "eu", "reg": "x", PropertyTags: "paid", "empty": ""} {
+		if v, ok := LookupProperty(props, name); !ok || string(v) != want {
+			t.Errorf("%s: %q %v, want %q", name, v, ok, want)
+		}
+	}
+	for _, name := range []string{"re", "regions", "missing", ""} {
+		if v, ok := LookupProperty(props, name); ok {
+			t.Errorf("%s: found %q", name, v)
+		}
+	}
+	if _, err := RecordProperties(rec[:len(rec)-3]); err == nil {
+		t.Error("a truncated record's properties were returned")
+	}
+}

@@ -16,7 +16,10 @@
 // is not in flight is done (acknowledged, dead-lettered, or skipped by the
 // receive's tag filter: a group is expected to use one subscription per
 // topic). The acknowledged low watermark is the smallest offset in flight,
-// else next; it is committed to the consumer offset table every second, so
+// else next. Filters (a tag expression, matched on the tag code and then
+// exactly on the record's tag, or an SQL92 condition: Request.ExpressionType)
+// apply per receive. The watermark is committed to the consumer offset
+// table every second, so
 // lag, consume stats and remoting admin show POP progress. A queue first
 // seen starts at the group's committed offset, else at the queue's min
 // offset (RocketMQ's behaviour for a young queue).
@@ -82,8 +85,9 @@
 // the snapshot an exclusive one, so the state it copies is exactly the log
 // up to that offset (plus unlogged filter skips of next). On start the
 // service loads the snapshot and applies the log records after it
-// (everything, if there is none or it is unreadable; from the log's min
-// offset if retention removed older records).
+// (everything, if there is none, it is unreadable, or it covers more of
+// the log than the log holds after a crash cut the log's tail; from the
+// log's min offset if retention removed older records).
 //
 // A slave receives the POP log with the CommitLog and applies its records
 // as they are dispatched, with the same code the master uses (applyLocked),

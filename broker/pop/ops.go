@@ -2,6 +2,7 @@ package pop
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"time"
 
@@ -9,7 +10,6 @@ import (
 
 	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/internal/errcode"
-	"github.com/bolide-mq/bolide/message"
 )
 
 // Pop hands out messages of a topic for a group (see the package
@@ -26,9 +26,9 @@ func (s *Service) Pop(ctx context.Context, req Request) ([]Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	expr, err := message.ParseTagExpression(req.TagExpression)
+	filter, err := s.h.Filter(req.ExpressionType, req.TagExpression)
 	if err != nil {
-		return nil, errcode.Errorf(errcode.SubscriptionParseFailed, "%v", err)
+		return nil, err
 	}
 	var queues []int32
 	switch {
@@ -59,7 +59,7 @@ func (s *Service) Pop(ctx context.Context, req Request) ([]Message, error) {
 	n = min(n, s.opts.MaxMessages)
 	cfg := s.h.Group(req.Group)
 	gt := s.groupTopic(req.Group, req.Topic)
-	p := &popper{s: s, gt: gt, req: req, cfg: cfg, filter: expr.CodeFilter(), want: n}
+	p := &popper{s: s, gt: gt, req: req, cfg: cfg, filter: filter, want: n}
 
 	var deadline <-chan time.Time
 	if poll := min(req.PollTimeout, s.opts.LongPollMax); poll > 0 {
@@ -108,7 +108,7 @@ type popper struct {
 	gt     *groupTopic
 	req    Request
 	cfg    GroupConfig
-	filter func(int64) bool
+	filter Filter
 	want   int
 }
 
@@ -179,6 +179,7 @@ func (p *popper) try(ctx context.Context, queues []int32) (out []Message, wake i
 			for _, e := range r.Entries {
 				if cur := qs.inflight[e.Offset]; cur != nil && cur.seq == e.Seq {
 					cur.visibleAt = nowMS
+					qs.visibleFrom = min(qs.visibleFrom, nowMS)
 				}
 			}
 		}
@@ -194,6 +195,7 @@ func (p *popper) try(ctx context.Context, queues []int32) (out []Message, wake i
 			}
 		}
 		gt.mu.Unlock()
+		s.Notify(p.req.Topic) // a FIFO queue may go on now
 	}
 	gt.popped.Add(int64(len(out)))
 	return out, wake, nil
@@ -202,7 +204,7 @@ func (p *popper) try(ctx context.Context, queues []int32) (out []Message, wake i
 // read returns the stored record at a queue offset (nil when retention
 // removed it).
 func (p *popper) read(q int32, off int64) ([]byte, error) {
-	res, err := p.s.h.GetMessages(p.req.Topic, q, off, 1, 64<<20, nil)
+	res, err := p.s.h.GetMessages(p.req.Topic, q, off, 1, 64<<20, Filter{})
 	if err != nil {
 		return nil, err
 	}
@@ -287,20 +289,33 @@ func (p *popper) readNewLocked(q int32, qs *queueState, n int, bytes *int, pop *
 func (p *popper) concurrentLocked(q int32, qs *queueState, want int, nowMS int64, bytes *int) (out []Message, recs []*Record, dlqs []dlqItem, wake int64) {
 	pop := p.newPopRecord(q, qs, nowMS)
 	gone := &Record{Kind: KindAck, TimeMS: nowMS, Group: p.req.Group, Topic: p.req.Topic, QueueID: q}
-	var due []int64
-	for _, off := range qs.sortedInflight() {
-		e := qs.inflight[off]
-		if e.visibleAt > nowMS {
-			if wake == 0 || e.visibleAt < wake {
-				wake = e.visibleAt
+	if nowMS < qs.visibleFrom {
+		// Nothing's invisibility has run out: no need to look.
+		wake = qs.visibleFrom
+	} else {
+		var due []int64
+		from := int64(1<<63 - 1)
+		for off, e := range qs.inflight {
+			if e.visibleAt > nowMS {
+				from = min(from, e.visibleAt)
+				continue
 			}
-			continue
-		}
-		if len(due) < want {
 			due = append(due, off)
 		}
+		slices.Sort(due)
+		if len(due) > want {
+			// Left for the next receive: look again then.
+			due, from = due[:want], nowMS
+		}
+		if from != 1<<63-1 && from > nowMS {
+			wake = from
+		}
+		p.redeliverLocked(q, qs, due, nowMS, pop, gone, &out, &dlqs)
+		if len(dlqs) > 0 {
+			from = min(from, nowMS+dlqHold.Milliseconds())
+		}
+		qs.visibleFrom = from // the redeliveries lower it as they apply
 	}
-	p.redeliverLocked(q, qs, due, nowMS, pop, gone, &out, &dlqs)
 	p.readNewLocked(q, qs, want-len(out), bytes, pop, &out, nowMS)
 	return p.finishLocked(qs, pop, gone, out), recsOf(pop, gone), dlqs, wake
 }
@@ -431,6 +446,7 @@ func (s *Service) Ack(ctx context.Context, group, topic, token string) error {
 		gt.mu.Lock()
 		if _, ok := q.inflight[h.Offset]; !ok && gt.qs[h.QueueID] == q {
 			q.inflight[h.Offset] = e
+			q.visibleFrom = min(q.visibleFrom, e.visibleAt)
 		}
 		gt.mu.Unlock()
 		return err
@@ -488,8 +504,9 @@ func (s *Service) change(ctx context.Context, group, topic, token string, dur fu
 	gt.mu.Unlock()
 	if err := s.append(ctx, []*Record{rec}); err != nil {
 		gt.mu.Lock()
-		if cur := gt.qs[h.QueueID].inflight[h.Offset]; cur != nil && cur.seq == ne.Seq {
-			*cur = old
+		if q := gt.qs[h.QueueID]; q.inflight[h.Offset] != nil && q.inflight[h.Offset].seq == ne.Seq {
+			*q.inflight[h.Offset] = old
+			q.visibleFrom = min(q.visibleFrom, old.visibleAt)
 		}
 		gt.mu.Unlock()
 		return Message{}, err

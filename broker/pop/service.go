@@ -19,6 +19,10 @@ import (
 // MaxInvisible is the longest invisible duration a request may ask for.
 const MaxInvisible = 12 * time.Hour
 
+// appendTimeout bounds a POP log append (flush and replication waits
+// have their own, shorter, limits).
+const appendTimeout = 30 * time.Second
+
 // releaseDelay is how long the messages of a released client stay
 // invisible (Apache's invisibleTimeMillisWhenClear).
 const releaseDelay = time.Second
@@ -33,11 +37,14 @@ type Request struct {
 	QueueID       int32         // -1: any readable queue of the topic on this broker
 	MaxMessages   int           // 0 → 32; capped by Options.MaxMessages
 	Invisible     time.Duration // how long handed-out messages stay invisible; (0, 12h]
-	TagExpression string        // "" or "*": all; "a || b" tags
-	PollTimeout   time.Duration // long poll when nothing is ready; 0 answers at once; capped by LongPollMax
-	ClientID      string        // who receives (needed for AutoRenew)
-	AutoRenew     bool          // keep the messages invisible while ClientID is alive
-	AttemptID     string        // FIFO: a retry with the same attempt id gets the same batch again
+	TagExpression string        // "" or "*": all; "a || b" tags; or an SQL92 condition (ExpressionType)
+	// ExpressionType says what TagExpression is: "" or "TAG" a tag
+	// expression, "SQL92" a condition over the message's properties.
+	ExpressionType string
+	PollTimeout    time.Duration // long poll when nothing is ready; 0 answers at once; capped by LongPollMax
+	ClientID       string        // who receives (needed for AutoRenew)
+	AutoRenew      bool          // keep the messages invisible while ClientID is alive
+	AttemptID      string        // FIFO: a retry with the same attempt id gets the same batch again
 }
 
 // Message is one message handed out (broker.PoppedMessage).
@@ -68,6 +75,12 @@ type GroupConfig struct {
 	Backoff func(attempt int32) time.Duration
 }
 
+// Filter is a compiled receive filter.
+type Filter struct {
+	TagCode func(int64) bool      // nil: every tag code
+	Match   func(rec []byte) bool // nil: every record TagCode lets through
+}
+
 // TopicInfo is what the service needs of a topic.
 type TopicInfo struct {
 	ReadQueues int32
@@ -83,7 +96,12 @@ type Host interface {
 	SyncRole() bool
 	Topic(name string) (TopicInfo, bool)
 	Group(group string) GroupConfig
-	GetMessages(topic string, queueID int32, offset int64, maxCount, maxBytes int, filter func(int64) bool) (store.GetResult, error)
+	// Filter compiles a receive's filter (errcode SubscriptionParseFailed,
+	// NoPermission for SQL92 on a broker that does not filter by it).
+	Filter(exprType, expr string) (Filter, error)
+	// GetMessages reads a queue; filter.TagCode sees tag codes,
+	// filter.Match records (both optional).
+	GetMessages(topic string, queueID int32, offset int64, maxCount, maxBytes int, filter Filter) (store.GetResult, error)
 	QueueOffsets(topic string, queueID int32) (minOff, maxOff int64)
 	// ConsumeOffset is the group's committed offset, or -1.
 	ConsumeOffset(group, topic string, queueID int32) int64
@@ -286,6 +304,17 @@ func (s *Service) load() error {
 	if err := s.h.WaitDispatched(s.ctx); err != nil {
 		return fmt.Errorf("wait for dispatch: %w", err)
 	}
+	if _, end := s.h.QueueOffsets(message.PopLogTopic, 0); s.tailPos.Load() > end {
+		// The log lost its tail after the snapshot was written (a crash of
+		// the machine before a flush): records appended since would be
+		// skipped. The log alone is the truth then.
+		s.log.Warn("POP snapshot is ahead of the POP log; replaying the whole log",
+			zap.Int64("snapshot", s.tailPos.Load()), zap.Int64("log", end))
+		s.mu.Lock()
+		s.gts = make(map[gtKey]*groupTopic)
+		s.mu.Unlock()
+		s.tailPos.Store(0)
+	}
 	from := s.tailPos.Load()
 	n := s.tailAll()
 	inflight := 0
@@ -388,7 +417,7 @@ func (s *Service) tailLocked() int {
 	n := 0
 	for s.ctx.Err() == nil {
 		from := s.tailPos.Load()
-		res, err := s.h.GetMessages(message.PopLogTopic, 0, from, 256, 4<<20, nil)
+		res, err := s.h.GetMessages(message.PopLogTopic, 0, from, 256, 4<<20, Filter{})
 		if err != nil {
 			s.log.Warn("read the POP log", zap.Int64("offset", from), zap.Error(err))
 			return n
@@ -519,6 +548,10 @@ func (s *Service) append(ctx context.Context, recs []*Record) error {
 		}
 		bodies = append(bodies, b)
 	}
+	// A caller that goes away must not leave a record half-known: the
+	// append completes (or fails) on its own.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
+	defer cancel()
 	last, err := s.h.AppendLog(ctx, bodies)
 	if err != nil {
 		return err

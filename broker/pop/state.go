@@ -28,6 +28,9 @@ type queueState struct {
 	attemptID   string // FIFO: the attempt id of the last batch
 	redelivered int64
 	committed   int64 // the watermark last committed to the offset table
+	// visibleFrom is a lower bound of the entries' visible times: before
+	// it no entry needs looking at (0: look).
+	visibleFrom int64
 }
 
 func newQueueState(next int64) *queueState {
@@ -88,6 +91,7 @@ func (s *Service) applyLocked(gt *groupTopic, r *Record) {
 	switch r.Kind {
 	case KindPop:
 		for _, e := range r.Entries {
+			q.visibleFrom = min(q.visibleFrom, e.VisibleAtMS)
 			q.inflight[e.Offset] = &entry{attempt: e.Attempt, seq: e.Seq, visibleAt: e.VisibleAtMS,
 				popMS: r.TimeMS, invisibleMS: r.InvisibleMS, client: r.ClientID}
 			if e.Attempt > 1 {
@@ -112,12 +116,14 @@ func (s *Service) applyLocked(gt *groupTopic, r *Record) {
 		for _, e := range r.Entries {
 			if cur := q.inflight[e.Offset]; cur != nil && cur.seq == e.OldSeq {
 				cur.seq, cur.visibleAt, cur.client = e.Seq, e.VisibleAtMS, ""
+				q.visibleFrom = min(q.visibleFrom, e.VisibleAtMS)
 			}
 		}
 	case KindRenew:
 		for _, e := range r.Entries {
 			if cur := q.inflight[e.Offset]; cur != nil && cur.seq == e.Seq {
 				cur.visibleAt = e.VisibleAtMS
+				q.visibleFrom = min(q.visibleFrom, e.VisibleAtMS)
 			}
 		}
 	}

@@ -15,9 +15,9 @@
 //     message is stored and may still reach the slaves: a retry can
 //     duplicate it). Never a silent downgrade.
 //   - A slave refuses sends and topic changes (NOT_MASTER), serves pulls,
-//     offsets and lookups, and fetches topics, consumer offsets and delayed
-//     delivery progress from its master every MetadataSyncInterval
-//     (metadata.go).
+//     offsets and lookups, and fetches topics, subscription groups,
+//     consumer offsets and delayed delivery progress from its master every
+//     MetadataSyncInterval (metadata.go).
 //   - Promote (promote.go) makes a slave the master with a new epoch; a
 //     NameServer refuses a master registration whose epoch is below the
 //     highest it saw for the group, and a master so refused fences itself:
@@ -26,11 +26,15 @@
 //
 // # Metadata replication
 //
-// A slave fetches its master's topics and consumer offsets every
-// MetadataSyncInterval (and right after each HA handshake) through a
-// MasterClient (broker/remote implements it over bolide.v1's
+// A slave fetches its master's topics, subscription groups and consumer
+// offsets every MetadataSyncInterval (and right after each HA handshake)
+// through a MasterClient (broker/remote implements it over bolide.v1's
 // BrokerHA.GetMetadata), and persists them, so that a slave promoted to
-// master serves the same topics and resumes consumers where they were.
+// master serves the same topics, treats each group as declared (FIFO,
+// maximum delivery attempts, retry backoff) and resumes consumers where
+// they were. The group table travels whole with its data version and
+// replaces the slave's (a Host that is also a GroupHost takes it); a master
+// that sends no version (an older one) leaves the slave's table alone.
 //
 // Consumer offsets committed to a slave (consumers reading from it while
 // the master is down) are kept in its table and remembered as local

@@ -71,6 +71,15 @@ const maxScanUnits = 16 * 1024
 // queue starting at offset. filter, if not nil, sees each unit's tag code and
 // says whether to return it.
 func (s *Store) GetMessages(topic string, queueID int32, offset int64, maxCount, maxBytes int, filter func(tagCode int64) bool) (GetResult, error) {
+	return s.GetMatching(topic, queueID, offset, maxCount, maxBytes, filter, nil)
+}
+
+// GetMatching is GetMessages with a second filter: match, if not nil, sees
+// each record that filter let through (the bytes are only valid during the
+// call) and says whether to return it. A record it refuses is neither
+// copied out nor counted against maxBytes.
+func (s *Store) GetMatching(topic string, queueID int32, offset int64, maxCount, maxBytes int,
+	filter func(tagCode int64) bool, match func(rec []byte) bool) (GetResult, error) {
 	if s.closed.Load() {
 		return GetResult{}, ErrClosed
 	}
@@ -101,6 +110,7 @@ func (s *Store) GetMessages(topic string, queueID int32, offset int64, maxCount,
 	next := offset
 	scanned := 0
 	minPhys := s.clog.MinOffset()
+	var scratch []byte // match's view of records it may refuse
 	for len(res.Records) < maxCount && next < res.MaxOffset && scanned < maxScanUnits {
 		var err error
 		units, err = q.Read(next, min(maxCount*2, 1024), units[:0])
@@ -125,8 +135,17 @@ func (s *Store) GetMessages(topic string, queueID int32, offset int64, maxCount,
 				done = true
 				break
 			}
-			rec, err := s.clog.ReadRecord(u.Offset, make([]byte, 0, u.Size))
-			if err != nil {
+			var rec []byte
+			if match != nil {
+				scratch, err = s.clog.ReadRecord(u.Offset, scratch[:0])
+				if err != nil {
+					return res, fmt.Errorf("store: read record of %s/%d@%d at %d: %w", topic, queueID, qo, u.Offset, err)
+				}
+				if !match(scratch) {
+					continue
+				}
+				rec = append(make([]byte, 0, len(scratch)), scratch...)
+			} else if rec, err = s.clog.ReadRecord(u.Offset, make([]byte, 0, u.Size)); err != nil {
 				return res, fmt.Errorf("store: read record of %s/%d@%d at %d: %w", topic, queueID, qo, u.Offset, err)
 			}
 			res.Records = append(res.Records, rec)

@@ -43,7 +43,7 @@ func (a *app) runPopConsume(f *consumeFlags) error {
 	if f.idle > 0 {
 		await = f.idle
 	}
-	c, err := client.NewSimpleConsumer(f.group, map[string]string{f.topic: f.tag}, await, a.consumerOptions()...)
+	c, err := client.NewSimpleConsumer(f.group, map[string]string{f.topic: f.tag}, await, a.clientOption())
 	if err != nil {
 		if errors.Is(err, client.ErrSubscriptionParse) {
 			return usageErrorf("--tag: %v", err)

@@ -38,6 +38,7 @@ type sendFlags struct {
 	keys        string
 	props       []string
 	shardingKey string
+	dedupID     string
 	count       int
 	concurrency int
 	delayLevel  int
@@ -73,6 +74,7 @@ until they are due with 'bolide delay cancel' and the MSGID printed here.`,
   bolide send --topic orders --keys 'order-{{Count}}' --count 1000 'order {{Count}}'
   bolide send --topic orders --property source=web --property region=eu '{"id":42}'
   bolide send --topic orders --sharding-key customer-7 'step 1'
+  bolide send --topic orders --dedup-id order-42-paid 'sent once, however often it is resent'
   seq 1 100 | bolide send --topic orders -o json -
   bolide send --topic orders --delay-level 3 'in 10 seconds'
   bolide send --topic orders --delay 90m 'in an hour and a half'
@@ -89,6 +91,7 @@ until they are due with 'bolide delay cancel' and the MSGID printed here.`,
 	fs.StringVarP(&f.keys, "keys", "k", "", "keys to index the messages by, comma-separated")
 	fs.StringArrayVarP(&f.props, "property", "p", nil, "a user property key=value (repeatable)")
 	fs.StringVar(&f.shardingKey, "sharding-key", "", "send in order to the queue this key selects")
+	fs.StringVar(&f.dedupID, "dedup-id", "", "the message's unique id (MSGID; {{Count}} expands): a resend of an id the broker stored within its deduplication window (2 minutes) is not stored again")
 	fs.IntVarP(&f.count, "count", "c", 0, "how many messages to send (BODY: default 1; stdin: default all lines)")
 	fs.IntVar(&f.concurrency, "concurrency", 16, "messages in flight at once (1 with --sharding-key)")
 	fs.IntVar(&f.delayLevel, "delay-level", 0, "deliver after this delay level (1 = 1s, 2 = 5s, 3 = 10s, ...)")
@@ -162,7 +165,7 @@ func (a *app) runSend(cmd *cobra.Command, f *sendFlags, args []string) error {
 			body = expandCount(body, n)
 		}
 		m := &client.Message{Topic: f.topic, Tag: expandCount(f.tag, n), Body: []byte(body),
-			ShardingKey: expandCount(f.shardingKey, n)}
+			ShardingKey: expandCount(f.shardingKey, n), UniqueID: expandCount(f.dedupID, n)}
 		for _, k := range splitList(f.keys) {
 			m.Keys = append(m.Keys, expandCount(k, n))
 		}

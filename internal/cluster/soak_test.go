@@ -200,23 +200,30 @@ func (r *soakRig) sample(start time.Time, label string) soakSample {
 
 // goroutines reads go_goroutines from the broker's admin listener.
 func (r *soakRig) goroutines() int {
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get("http://" + r.adminAddr + "/metrics")
-	if err != nil {
+	n, ok := scrapeMetric(r.adminAddr, "go_goroutines")
+	if !ok {
 		return -1
+	}
+	return int(n)
+}
+
+// scrapeMetric reads one unlabelled metric from a daemon's admin listener.
+func scrapeMetric(adminAddr, name string) (float64, bool) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + adminAddr + "/metrics")
+	if err != nil {
+		return 0, false
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err == nil {
-				return int(n)
-			}
+			return n, err == nil
 		}
 	}
-	return -1
+	return 0, false
 }
 
 // restart stops the broker (kill -9 on odd restarts, SIGTERM on even ones)

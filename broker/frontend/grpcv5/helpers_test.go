@@ -28,7 +28,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // startBroker starts a broker (every front end, RocketMQ 5's included) on
 // 127.0.0.1:0 without NameServers and closes it when the test ends.
-func startBroker(t *testing.T, mutate ...func(*broker.Options)) *server.Server {
+func startBroker(t testing.TB, mutate ...func(*broker.Options)) *server.Server {
 	t.Helper()
 	opts := broker.DefaultOptions(t.TempDir())
 	opts.ListenAddr = "127.0.0.1:0"
@@ -59,7 +59,7 @@ func startBroker(t *testing.T, mutate ...func(*broker.Options)) *server.Server {
 
 // dial opens a plaintext gRPC connection to the broker's port with the
 // generated v2 client.
-func dial(t *testing.T, b *server.Server) v2.MessagingServiceClient {
+func dial(t testing.TB, b *server.Server) v2.MessagingServiceClient {
 	t.Helper()
 	conn, err := grpc.NewClient(b.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -78,7 +78,7 @@ func newClientID() string {
 
 // asClient is a context carrying the headers a Go client sends (namespace
 // empty), with a deadline for the test.
-func asClient(t *testing.T, clientID string) context.Context {
+func asClient(t testing.TB, clientID string) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -91,7 +91,7 @@ func asClient(t *testing.T, clientID string) context.Context {
 }
 
 // createTopic creates a topic of 4 queues with a message type ("" mixed).
-func createTopic(t *testing.T, b *server.Server, name, mt string) {
+func createTopic(t testing.TB, b *server.Server, name, mt string) {
 	t.Helper()
 	tc := broker.TopicConfig{Name: name, ReadQueueNums: 4, WriteQueueNums: 4, Perm: broker.PermReadWrite}
 	if mt != "" {

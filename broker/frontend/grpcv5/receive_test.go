@@ -322,6 +322,26 @@ func TestReceiveTagFilter(t *testing.T) {
 	}
 }
 
+// TestReceiveTagHashCollision: a message whose tag only shares its hash
+// code with the subscribed tag ("Aa" and "BB" do, in Java's String
+// hashCode) is not delivered.
+func TestReceiveTagHashCollision(t *testing.T) {
+	e := startConsumeEnv(t)
+	e.createTopic(t, "collide", 1)
+	e.send(t, "collide", 0, "BB", nil)
+	want := e.send(t, "collide", 0, "Aa", nil)
+	req := receiveReq("g", "collide", 32, 30*time.Second)
+	req.FilterExpression = &v2.FilterExpression{Type: v2.FilterType_TAG, Expression: "Aa"}
+	msgs := e.receiveUntil(t, req, 1)
+	if len(msgs) != 1 || msgs[0].GetSystemProperties().GetMessageId() != want.id {
+		t.Fatalf("filter Aa delivered %d messages, first tag %q", len(msgs), msgs[0].GetSystemProperties().GetTag())
+	}
+	req.LongPollingTimeout = durationpb.New(0)
+	if r := e.receive(t, callCtx(t, 5*time.Second), req); r.status.GetCode() != v2.Code_MESSAGE_NOT_FOUND {
+		t.Fatalf("after the match: %v with %d messages", r.status, len(r.msgs))
+	}
+}
+
 // TestReceiveAutoRenew: a push consumer's receive (auto_renew, no
 // invisible duration) is served and its messages acknowledged.
 func TestReceiveAutoRenew(t *testing.T) {

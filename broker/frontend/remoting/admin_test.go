@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,12 +43,24 @@ func fastjsonKeys(body []byte) []byte {
 	return re.ReplaceAll(body, []byte(`"$3/$1/$2":`))
 }
 
+// sent numbers the messages sendN sends to each topic of a broker: each gets a unique
+// id of its own, UNIQ0, UNIQ1, ... (a repeated id would be answered from the
+// broker's deduplication window).
+var sent sync.Map // sentKey → *atomic.Int64
+
+type sentKey struct {
+	b     *server.Server
+	topic string
+}
+
 func sendN(t *testing.T, b *server.Server, topic string, n int, key func(i int) string) []int64 {
 	t.Helper()
 	var offs []int64
 	for i := 0; i < n; i++ {
+		n, _ := sent.LoadOrStore(sentKey{b, topic}, new(atomic.Int64))
+		id := "UNIQ" + strconv.FormatInt(n.(*atomic.Int64).Add(1)-1, 10)
 		m := &message.Ext{Message: message.Message{Topic: topic, Body: []byte("body-" + strconv.Itoa(i)),
-			Properties: map[string]string{message.PropertyUniqueKey: "UNIQ" + strconv.Itoa(i), message.PropertyKeys: key(i), message.PropertyTags: "TagA"}},
+			Properties: map[string]string{message.PropertyUniqueKey: id, message.PropertyKeys: key(i), message.PropertyTags: "TagA"}},
 			QueueID: int32(i % 2)}
 		res, err := b.Send(context.Background(), []*message.Ext{m})
 		if err != nil {

@@ -1,0 +1,250 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"strconv"
+	"time"
+
+	"github.com/bolide-mq/bolide/broker/dedup"
+	"github.com/bolide-mq/bolide/broker/store"
+	"github.com/bolide-mq/bolide/broker/topic"
+	"github.com/bolide-mq/bolide/commitlog"
+	"github.com/bolide-mq/bolide/message"
+)
+
+// AttrDedupWindow is the topic attribute that sets its deduplication window
+// in whole minutes ("0" turns it off for the topic); without it the
+// broker's DedupWindow applies.
+const AttrDedupWindow = "dedup.window.minutes"
+
+// maxDedupWindow bounds a topic's window.
+const maxDedupWindow = 24 * time.Hour
+
+// dedupWindowOf is how long a send to tc is remembered.
+func (b *Broker) dedupWindowOf(tc topic.Config) time.Duration {
+	if v, ok := tc.Attributes[AttrDedupWindow]; ok {
+		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+			return min(time.Duration(n)*time.Minute, maxDedupWindow)
+		}
+	}
+	return b.opts.DedupWindow
+}
+
+// longestDedupWindow is the longest window of any topic: how long misses
+// stay uncertain after the window is reset.
+func (b *Broker) longestDedupWindow() time.Duration {
+	w := b.opts.DedupWindow
+	for _, tc := range b.topics.all() {
+		w = max(w, b.dedupWindowOf(tc))
+	}
+	return w
+}
+
+// newDedup makes the window (none when DedupMaxEntries is 0) and follows
+// the role with it.
+func (b *Broker) newDedup() {
+	if b.opts.DedupMaxEntries <= 0 {
+		return
+	}
+	b.dedup = dedup.New(b.opts.DedupMaxEntries)
+	b.resetDedup()
+	b.gate.Subscribe("dedup", dedupLead{b})
+}
+
+// resetDedup empties the window at start and when the broker becomes the
+// master: the sends stored before, which it did not see, are looked up in
+// the index until the newest of them leaves the longest window.
+func (b *Broker) resetDedup() {
+	clog := b.store.CommitLog()
+	b.dedupBefore.Store(clog.MaxOffset())
+	until := time.Now()
+	if last := clog.LastStoreTimestamp(); last > 0 {
+		until = time.UnixMilli(last).Add(b.longestDedupWindow())
+	}
+	b.dedup.Reset(until)
+}
+
+// dedupLead resets the window whenever the broker becomes the master: it
+// did not watch the sends its predecessor stored.
+type dedupLead struct{ b *Broker }
+
+func (d dedupLead) Lead(ctx context.Context) func() {
+	d.b.resetDedup()
+	return func() {}
+}
+
+// DedupStats describes the deduplication window (zero when it is off).
+func (b *Broker) DedupStats() dedup.Stats {
+	if b.dedup == nil {
+		return dedup.Stats{}
+	}
+	return b.dedup.Stats()
+}
+
+// dedupEntry is one message of a send being deduplicated.
+type dedupEntry struct {
+	key  dedup.Key
+	res  *dedup.Reservation // nil: nothing to record
+	prev *message.Ext       // an earlier copy: not stored again
+	same int                // ≥ 0: the same id as that earlier message of the batch
+}
+
+// sendDeduplicated stores the messages of a send that the window has not
+// seen, and answers the others with their first copy's result. msgs are
+// validated and not yet rewritten; put stores a sub-batch (the rewrites
+// and the append).
+func (b *Broker) sendDeduplicated(ctx context.Context, msgs []*message.Ext, window time.Duration,
+	put func([]*message.Ext) ([]store.PutResult, error)) ([]store.PutResult, error) {
+	entries := make([]dedupEntry, len(msgs))
+	abort := func() {
+		for _, e := range entries {
+			if e.res != nil {
+				e.res.Abort()
+			}
+		}
+	}
+	seen := make(map[dedup.Key]int, len(msgs))
+	fresh := make([]*message.Ext, 0, len(msgs))
+	for i, m := range msgs {
+		entries[i].same = -1
+		id := m.Properties[message.PropertyUniqueKey]
+		if id == "" {
+			fresh = append(fresh, m)
+			continue
+		}
+		key := dedup.KeyOf(m.Topic, id)
+		entries[i].key = key
+		if j, ok := seen[key]; ok && msgs[j].Properties[message.PropertyUniqueKey] == id {
+			entries[i].same = j // a batch repeating an id stores it once
+			b.dedup.Hit()
+			continue
+		}
+		seen[key] = i
+		off, found, final, res, err := b.dedup.Lookup(ctx, key)
+		if err != nil {
+			abort()
+			return nil, storeError(err)
+		}
+		if found {
+			if prev := b.storedCopy(off, m.Topic, id); prev != nil {
+				entries[i].prev = prev
+				continue
+			}
+			// Another message shares the hash: store this one, unrecorded.
+			fresh = append(fresh, m)
+			continue
+		}
+		entries[i].res = res
+		if !final {
+			if prev := b.indexedCopy(ctx, m.Topic, id, window); prev != nil {
+				res.Abort()
+				entries[i].res = nil
+				entries[i].prev = prev
+				b.dedup.Remember(key, prev.PhysicalOffset, time.UnixMilli(prev.StoreTimestamp).Add(window))
+				continue
+			}
+		}
+		fresh = append(fresh, m)
+	}
+	var stored []store.PutResult
+	if len(fresh) > 0 {
+		var err error
+		if stored, err = put(fresh); err != nil {
+			abort()
+			return stored, err
+		}
+	}
+	out := make([]store.PutResult, len(msgs))
+	k := 0
+	for i := range msgs {
+		e := &entries[i]
+		switch {
+		case e.same >= 0:
+			out[i] = out[e.same]
+			msgs[i].QueueID = msgs[e.same].QueueID
+		case e.prev != nil:
+			out[i] = putResultOf(e.prev)
+			msgs[i].QueueID = e.prev.QueueID // as the first send's message read after its rewrites
+			b.dedup.Hit()
+		default:
+			out[i] = stored[k]
+			k++
+			if e.res != nil {
+				e.res.Commit(out[i].PhysicalOffset, window)
+			}
+		}
+	}
+	return out, nil
+}
+
+// storedCopy reads the record at off; nil unless it is the message
+// (topic, id).
+func (b *Broker) storedCopy(off int64, topicName, id string) *message.Ext {
+	m, err := b.store.ReadMessage(off)
+	if err != nil || !isCopyOf(m, topicName, id) {
+		return nil
+	}
+	return m
+}
+
+// indexedCopy looks (topic, id) up in the store's index, for the window's
+// length back: the path that survives restarts and promotions. Dispatch is
+// first let index what was stored before the window's reset (at once after
+// the first time).
+func (b *Broker) indexedCopy(ctx context.Context, topicName, id string, window time.Duration) *message.Ext {
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := b.store.WaitDispatched(wctx, b.dedupBefore.Load()); err != nil {
+		return nil
+	}
+	now := time.Now()
+	found, err := b.store.QueryByKey(topicName, id, now.Add(-window).UnixMilli(), now.UnixMilli(), 8)
+	if err != nil {
+		return nil
+	}
+	for _, m := range found {
+		if isCopyOf(m, topicName, id) {
+			return m
+		}
+	}
+	return nil
+}
+
+func isCopyOf(m *message.Ext, topicName, id string) bool {
+	if m.Properties[message.PropertyUniqueKey] != id {
+		return false
+	}
+	return m.Topic == topicName || m.Properties[message.PropertyRealTopic] == topicName
+}
+
+// putResultOf is the result a send of m returned.
+func putResultOf(m *message.Ext) store.PutResult {
+	return store.PutResult{MsgID: m.MsgID(), Result: commitlog.Result{PhysicalOffset: m.PhysicalOffset,
+		QueueOffset: m.QueueOffset, Size: m.StoreSize, StoreTimestamp: m.StoreTimestamp}}
+}
+
+var (
+	descDedupEntries = prometheus.NewDesc("bolide_dedup_entries",
+		"Unique ids the deduplication window remembers.", nil, nil)
+	descDedupBytes = prometheus.NewDesc("bolide_dedup_bytes",
+		"Estimated memory of the deduplication window's entries.", nil, nil)
+	descDedupHits = prometheus.NewDesc("bolide_dedup_hits_total",
+		"Sends answered with an earlier copy's result instead of being stored again.", nil, nil)
+	descDedupEvicted = prometheus.NewDesc("bolide_dedup_evicted_total",
+		"Ids dropped from the deduplication window early for want of room.", nil, nil)
+	dedupDescs = []*prometheus.Desc{descDedupEntries, descDedupBytes, descDedupHits, descDedupEvicted}
+)
+
+// collectDedup reports the window.
+func (c *collector) collectDedup(gauge, counter func(*prometheus.Desc, float64, ...string)) {
+	if c.b.dedup == nil {
+		return
+	}
+	st := c.b.dedup.Stats()
+	gauge(descDedupEntries, float64(st.Entries))
+	gauge(descDedupBytes, float64(st.Bytes))
+	counter(descDedupHits, float64(st.Hits))
+	counter(descDedupEvicted, float64(st.Evicted))
+}
