@@ -266,8 +266,10 @@ func (s *Service) run() {
 	defer tick.Stop()
 	lastSnap := time.Now()
 	for {
-		arrived := s.signal(message.PopLogTopic).C()
+		// A follower wakes on each POP log record; the master on ticks.
+		var arrived <-chan struct{}
 		if !s.isMaster() {
+			arrived = s.signal(message.PopLogTopic).C()
 			s.tail()
 		}
 		select {
