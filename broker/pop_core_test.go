@@ -97,10 +97,22 @@ func TestPopReceiveAck(t *testing.T) {
 	if other := pop(t, b, broker.PopRequest{Group: "g2", Topic: "pa", QueueID: -1, Invisible: time.Minute}); len(other) != 10 {
 		t.Fatalf("other group popped %d", len(other))
 	}
-	for _, p := range got {
-		if err := b.PopAck(ctx, "g", "pa", p.Handle); err != nil {
-			t.Fatal(err)
+	// A batch: one bad handle and one twice, each answered on its own.
+	batch := []string{"bad"}
+	for _, p := range got[:9] {
+		batch = append(batch, p.Handle)
+	}
+	batch = append(batch, got[0].Handle)
+	errs := b.PopAckBatch(ctx, "g", "pa", batch)
+	wantErrCode(t, "bad handle in a batch", errs[0], errcode.InvalidReceiptHandle)
+	wantErrCode(t, "handle twice in a batch", errs[10], errcode.InvalidReceiptHandle)
+	for i, err := range errs[1:10] {
+		if err != nil {
+			t.Fatalf("batch ack %d: %v", i, err)
 		}
+	}
+	if err := b.PopAck(ctx, "g", "pa", got[9].Handle); err != nil {
+		t.Fatal(err)
 	}
 	wantErrCode(t, "second ack", b.PopAck(ctx, "g", "pa", got[0].Handle), errcode.InvalidReceiptHandle)
 	for _, st := range b.PopStats("g", "pa") {

@@ -69,6 +69,12 @@ func (b *Broker) PopAck(ctx context.Context, group, topic, handle string) error 
 	return b.pop.Ack(ctx, group, topic, handle)
 }
 
+// PopAckBatch acknowledges popped messages of a group on a topic with one
+// POP log append; it returns one error (nil: acknowledged) per handle.
+func (b *Broker) PopAckBatch(ctx context.Context, group, topic string, handles []string) []error {
+	return b.pop.AckBatch(ctx, group, topic, handles)
+}
+
 // ChangeInvisible makes a popped message visible again d from now (d in
 // [0, 12h]) and returns its new handle and visible time (Record nil); the
 // old handle is invalid from then on.

@@ -63,6 +63,8 @@ type SimpleConsumer struct {
 	started atomic.Bool
 	closed  atomic.Bool
 	rr      atomic.Uint64
+	// attempts numbers the receives (their attempt ids).
+	attempts atomic.Uint64
 
 	mu sync.Mutex // orders Start and Close
 }
@@ -250,41 +252,58 @@ func (c *SimpleConsumer) Receive(ctx context.Context, maxMessages int, invisible
 	return msgs, nil
 }
 
-// receiveFrom makes one receive on the master of t.
+// receiveFrom makes one receive on the master of t. A receive whose answer
+// was lost (the connection broke or the call timed out) is made once more
+// with the same attempt id: in a FIFO group the broker then hands out the
+// same batch again instead of keeping the queue blocked until the lost
+// batch's invisibility runs out.
 func (c *SimpleConsumer) receiveFrom(ctx context.Context, t popTarget, maxMessages int, invisible, poll time.Duration) ([]*MessageView, error) {
-	cli, addr, err := c.master(ctx, t.topic, t.brokerName)
-	if err != nil {
-		return nil, err
-	}
-	rctx, cancel := context.WithTimeout(ctx, poll+c.b.opts.rpcTimeout)
-	defer cancel()
-	resp, err := cli.Receive(rctx, &pb.ReceiveRequest{
+	req := &pb.ReceiveRequest{
 		Group: c.group, Topic: t.topic, QueueId: -1, MaxMessages: int32(maxMessages), InvisibleMs: invisible.Milliseconds(),
 		TagExpression: t.expr, PollTimeoutMs: poll.Milliseconds(), ClientId: c.b.clientID,
-	})
+		AttemptId: fmt.Sprintf("%s-%d", c.b.clientID, c.attempts.Add(1)),
+	}
+	msgs, lost, err := c.receiveOnce(ctx, t, req)
+	if lost && ctx.Err() == nil {
+		msgs, _, err = c.receiveOnce(ctx, t, req)
+	}
+	return msgs, err
+}
+
+// receiveOnce makes one Receive call; lost reports a transport failure
+// (the broker may have handed out messages whose answer never came).
+func (c *SimpleConsumer) receiveOnce(ctx context.Context, t popTarget, req *pb.ReceiveRequest) (msgs []*MessageView, lost bool, err error) {
+	cli, addr, err := c.master(ctx, t.topic, t.brokerName)
 	if err != nil {
+		return nil, false, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Duration(req.PollTimeoutMs)*time.Millisecond+c.b.opts.rpcTimeout)
+	defer cancel()
+	resp, err := cli.Receive(rctx, req)
+	if err != nil {
+		lost = isTransport(err)
 		err = brokerFailure(ctx, addr, err)
 		if errors.Is(err, ErrBrokerUnreachable) {
 			c.b.routes.markStale(t.topic)
 		}
-		return nil, fmt.Errorf("receive %s from %s (%s): %w", t.topic, t.brokerName, addr, err)
+		return nil, lost, fmt.Errorf("receive %s from %s (%s): %w", t.topic, t.brokerName, addr, err)
 	}
 	if err := wire.FromStatus(resp.GetStatus()); err != nil {
 		if errors.Is(err, ErrNotMaster) {
 			c.b.routes.markStale(t.topic)
 		}
-		return nil, fmt.Errorf("receive %s from %s (%s): %w", t.topic, t.brokerName, addr, err)
+		return nil, false, fmt.Errorf("receive %s from %s (%s): %w", t.topic, t.brokerName, addr, err)
 	}
 	out := make([]*MessageView, 0, len(resp.GetMessages()))
 	for _, m := range resp.GetMessages() {
 		ext, err := extFromRecord(m.GetRecord(), t.brokerName)
 		if err != nil {
-			return out, err
+			return out, false, err
 		}
 		out = append(out, &MessageView{MessageExt: *ext, DeliveryAttempt: m.GetDeliveryAttempt(),
 			ReceiptHandle: m.GetReceiptHandle(), VisibleAt: time.UnixMilli(m.GetVisibleAtMs())})
 	}
-	return out, nil
+	return out, false, nil
 }
 
 // master returns a client for the master of broker group name serving

@@ -423,37 +423,93 @@ func recsOf(rs ...*Record) []*Record {
 
 // Ack acknowledges a message by its receipt handle.
 func (s *Service) Ack(ctx context.Context, group, topic, token string) error {
-	h, gt, err := s.resolve(group, topic, token)
-	if err != nil {
-		return err
+	return s.AckBatch(ctx, group, topic, []string{token})[0]
+}
+
+// AckBatch acknowledges messages of a group on a topic by their receipt
+// handles, with one POP log append, and returns one error per handle.
+func (s *Service) AckBatch(ctx context.Context, group, topic string, tokens []string) []error {
+	errs := make([]error, len(tokens))
+	fail := func(err error) []error {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+		return errs
+	}
+	if err := s.checkNames(group, topic); err != nil {
+		return fail(err)
+	}
+	type acked struct {
+		h Handle
+		e *entry
+	}
+	var gt *groupTopic
+	var hs []Handle
+	var idx []int
+	for i, tok := range tokens {
+		h, g, err := s.resolve(group, topic, tok)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		gt = g
+		hs = append(hs, h)
+		idx = append(idx, i)
+	}
+	if len(hs) == 0 {
+		return errs
 	}
 	if err := s.serving(ctx); err != nil {
-		return err
+		return fail(err)
 	}
 	s.snapMu.RLock()
 	defer s.snapMu.RUnlock()
 	nowMS := time.Now().UnixMilli()
+	var done []acked
+	var doneIdx []int
+	byQueue := map[int32]*Record{}
+	var recs []*Record
 	gt.mu.Lock()
-	q, e, err := validLocked(gt, h, nowMS)
-	if err != nil {
-		gt.mu.Unlock()
-		return err
+	for j, h := range hs {
+		_, e, err := validLocked(gt, h, nowMS)
+		if err != nil {
+			errs[idx[j]] = err
+			continue
+		}
+		rec := &Record{Kind: KindAck, TimeMS: nowMS, Group: group, Topic: topic, QueueID: h.QueueID, Entries: []Entry{{Offset: h.Offset, Seq: h.Seq}}}
+		s.applyLocked(gt, rec) // one handle twice in the batch: the second is refused
+		if r := byQueue[h.QueueID]; r != nil {
+			r.Entries = append(r.Entries, rec.Entries[0])
+		} else {
+			byQueue[h.QueueID] = rec
+			recs = append(recs, rec)
+		}
+		done = append(done, acked{h, e})
+		doneIdx = append(doneIdx, idx[j])
 	}
-	rec := &Record{Kind: KindAck, TimeMS: nowMS, Group: group, Topic: topic, QueueID: h.QueueID, Entries: []Entry{{Offset: h.Offset, Seq: h.Seq}}}
-	s.applyLocked(gt, rec)
 	gt.mu.Unlock()
-	if err := s.append(ctx, []*Record{rec}); err != nil {
+	if len(recs) == 0 {
+		return errs
+	}
+	if err := s.append(ctx, recs); err != nil {
 		gt.mu.Lock()
-		if _, ok := q.inflight[h.Offset]; !ok && gt.qs[h.QueueID] == q {
-			q.inflight[h.Offset] = e
-			q.visibleFrom = min(q.visibleFrom, e.visibleAt)
+		for _, a := range done {
+			if q := gt.qs[a.h.QueueID]; q != nil && q.inflight[a.h.Offset] == nil {
+				q.inflight[a.h.Offset] = a.e
+				q.visibleFrom = min(q.visibleFrom, a.e.visibleAt)
+			}
 		}
 		gt.mu.Unlock()
-		return err
+		for _, i := range doneIdx {
+			errs[i] = err
+		}
+		return errs
 	}
-	gt.acks.Add(1)
+	gt.acks.Add(int64(len(done)))
 	s.Notify(topic) // a FIFO queue may be free now
-	return nil
+	return errs
 }
 
 // ChangeInvisible makes a message visible again d from now, under a new
