@@ -26,6 +26,9 @@ var (
 	ErrIllegalInvisibleTime = wire.Errorf(pb.Code_ILLEGAL_INVISIBLE_TIME, "")
 )
 
+// pollMargin is how long before the caller's deadline a long poll ends.
+const pollMargin = 100 * time.Millisecond
+
 // MaxInvisibleDuration is the longest a received message can stay
 // invisible.
 const MaxInvisibleDuration = 12 * time.Hour
@@ -245,7 +248,9 @@ func (c *SimpleConsumer) Receive(ctx context.Context, maxMessages int, invisible
 	// Nothing ready: wait on one broker.
 	await := c.await
 	if dl, ok := ctx.Deadline(); ok {
-		await = min(await, time.Until(dl)-c.b.opts.rpcTimeout/2)
+		// The broker answers when the poll ends: end it a little before
+		// ctx does.
+		await = min(await, time.Until(dl)-pollMargin)
 	}
 	if await <= 0 {
 		return nil, nil
