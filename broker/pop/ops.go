@@ -685,6 +685,13 @@ func (s *Service) renew(now time.Time) {
 	defer s.snapMu.RUnlock()
 	nowMS := now.UnixMilli()
 	ahead := (2 * s.opts.RenewInterval).Milliseconds()
+	var connected map[string]bool // read once, when needed
+	alive := func(client string) bool {
+		if connected == nil {
+			connected = s.h.ConnectedClients()
+		}
+		return s.alive(client, connected, now)
+	}
 	var recs []*Record
 	for _, gt := range s.groupTopics() {
 		gt.mu.Lock()
@@ -692,7 +699,7 @@ func (s *Service) renew(now time.Time) {
 			var r *Record
 			for off, e := range q.inflight {
 				if e.client == "" || e.visibleAt <= nowMS || e.visibleAt-nowMS > max(ahead, min(e.invisibleMS/3, 10_000)) ||
-					nowMS-e.popMS >= s.opts.RenewMax.Milliseconds() || !s.alive(e.client, now) {
+					nowMS-e.popMS >= s.opts.RenewMax.Milliseconds() || !alive(e.client) {
 					continue
 				}
 				if r == nil {

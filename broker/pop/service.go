@@ -113,6 +113,9 @@ type Host interface {
 	// WaitDispatched returns once every record in the CommitLog now is in
 	// the consume queues.
 	WaitDispatched(ctx context.Context) error
+	// ConnectedClients returns the ids of the clients connected now
+	// (sessions kept alive by heartbeats).
+	ConnectedClients() map[string]bool
 	// DeadLetter stores a copy of the stored record in the group's
 	// dead-letter queue, as the retry service does.
 	DeadLetter(ctx context.Context, group string, record []byte, attempt int32, maxAttempts int, reason string) error
@@ -266,8 +269,10 @@ func (s *Service) run() {
 	defer tick.Stop()
 	lastSnap := time.Now()
 	for {
-		arrived := s.signal(message.PopLogTopic).C()
+		// A follower wakes on each POP log record; the master on ticks.
+		var arrived <-chan struct{}
 		if !s.isMaster() {
+			arrived = s.signal(message.PopLogTopic).C()
 			s.tail()
 		}
 		select {
@@ -641,11 +646,16 @@ func (s *Service) seen(client string) {
 	delete(s.released, client)
 }
 
-func (s *Service) alive(client string, now time.Time) bool {
+// alive reports whether an auto-renewing client is alive: not released,
+// and connected (heartbeating) or receiving within ClientIdle.
+func (s *Service) alive(client string, connected map[string]bool, now time.Time) bool {
 	s.clientsMu.Lock()
 	defer s.clientsMu.Unlock()
 	if _, ok := s.released[client]; ok {
 		return false
+	}
+	if connected[client] {
+		return true
 	}
 	t, ok := s.lastSeen[client]
 	return ok && now.Sub(t) < s.opts.ClientIdle
