@@ -97,10 +97,22 @@ func TestPopReceiveAck(t *testing.T) {
 	if other := pop(t, b, broker.PopRequest{Group: "g2", Topic: "pa", QueueID: -1, Invisible: time.Minute}); len(other) != 10 {
 		t.Fatalf("other group popped %d", len(other))
 	}
-	for _, p := range got {
-		if err := b.PopAck(ctx, "g", "pa", p.Handle); err != nil {
-			t.Fatal(err)
+	// A batch: one bad handle and one twice, each answered on its own.
+	batch := []string{"bad"}
+	for _, p := range got[:9] {
+		batch = append(batch, p.Handle)
+	}
+	batch = append(batch, got[0].Handle)
+	errs := b.PopAckBatch(ctx, "g", "pa", batch)
+	wantErrCode(t, "bad handle in a batch", errs[0], errcode.InvalidReceiptHandle)
+	wantErrCode(t, "handle twice in a batch", errs[10], errcode.InvalidReceiptHandle)
+	for i, err := range errs[1:10] {
+		if err != nil {
+			t.Fatalf("batch ack %d: %v", i, err)
 		}
+	}
+	if err := b.PopAck(ctx, "g", "pa", got[9].Handle); err != nil {
+		t.Fatal(err)
 	}
 	wantErrCode(t, "second ack", b.PopAck(ctx, "g", "pa", got[0].Handle), errcode.InvalidReceiptHandle)
 	for _, st := range b.PopStats("g", "pa") {
@@ -432,14 +444,33 @@ func TestPopBadHandles(t *testing.T) {
 	wantErrCode(t, "illegal topic", err, errcode.IllegalTopic)
 }
 
-// TestPopTagFilter: only matching messages are handed out; the others
+// TestPopFilters: only matching messages are handed out, by tag (exactly:
+// "Aa" and "BB" share a hash code) or by an SQL92 condition; the others
 // count as done for the group.
-func TestPopTagFilter(t *testing.T) {
-	b := popBroker(t, "tf", 1)
-	sendN(t, b, "tf", 1, "a", 3, "A")
-	sendN(t, b, "tf", 1, "b", 3, "B")
-	got := pop(t, b, broker.PopRequest{Group: "g", Topic: "tf", QueueID: -1, Invisible: time.Minute, TagExpression: "B"})
+func TestPopFilters(t *testing.T) {
+	ctx := context.Background()
+	b := popBroker(t, "tf", 1, func(o *broker.Options) { o.EnablePropertyFilter = true })
+	sendN(t, b, "tf", 1, "a", 3, "Aa")
+	sendN(t, b, "tf", 1, "b", 3, "BB")
+	got := pop(t, b, broker.PopRequest{Group: "g", Topic: "tf", QueueID: -1, Invisible: time.Minute, TagExpression: "BB"})
 	if len(got) != 3 || body(t, got[0]) != "b0" {
 		t.Fatalf("popped %d", len(got))
 	}
+	if st := b.PopStats("g", "tf"); st[0].InFlight != 3 || st[0].NextOffset != 6 {
+		t.Fatalf("stats %+v", st)
+	}
+	for i := range 4 {
+		m := &message.Ext{Message: message.Message{Topic: "tf", Body: []byte(fmt.Sprint("s", i)),
+			Properties: map[string]string{"n": fmt.Sprint(i)}}, BornTimestamp: time.Now().UnixMilli()}
+		if _, err := b.Send(ctx, []*message.Ext{m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got = pop(t, b, broker.PopRequest{Group: "sql", Topic: "tf", QueueID: -1, Invisible: time.Minute,
+		ExpressionType: "SQL92", TagExpression: "n >= 2", PollTimeout: 10 * time.Second})
+	if len(got) != 2 || body(t, got[0]) != "s2" || body(t, got[1]) != "s3" {
+		t.Fatalf("SQL92 pop: %d", len(got))
+	}
+	_, err := b.Pop(ctx, broker.PopRequest{Group: "sql", Topic: "tf", QueueID: -1, Invisible: time.Minute, ExpressionType: "SQL92", TagExpression: "n >="})
+	wantErrCode(t, "bad SQL92", err, errcode.SubscriptionParseFailed)
 }

@@ -69,6 +69,12 @@ func (b *Broker) PopAck(ctx context.Context, group, topic, handle string) error 
 	return b.pop.Ack(ctx, group, topic, handle)
 }
 
+// PopAckBatch acknowledges popped messages of a group on a topic with one
+// POP log append; it returns one error (nil: acknowledged) per handle.
+func (b *Broker) PopAckBatch(ctx context.Context, group, topic string, handles []string) []error {
+	return b.pop.AckBatch(ctx, group, topic, handles)
+}
+
 // ChangeInvisible makes a popped message visible again d from now (d in
 // [0, 12h]) and returns its new handle and visible time (Record nil); the
 // old handle is invalid from then on.
@@ -120,9 +126,35 @@ func (h popHost) Group(group string) pop.GroupConfig {
 		Backoff: func(attempt int32) time.Duration { return c.Backoff(int(attempt) - 1) }}
 }
 
-func (h popHost) GetMessages(topic string, queueID int32, offset int64, maxCount, maxBytes int, filter func(int64) bool) (store.GetResult, error) {
-	res, err := h.b.store.GetMessages(topic, queueID, offset, maxCount, maxBytes, filter)
+func (h popHost) GetMessages(topic string, queueID int32, offset int64, maxCount, maxBytes int, f pop.Filter) (store.GetResult, error) {
+	res, err := h.b.store.GetMatching(topic, queueID, offset, maxCount, maxBytes, f.TagCode, f.Match)
 	return res, storeError(err)
+}
+
+// Filter compiles a receive's filter as pulls do; a tag expression is also
+// matched exactly on each record, so a tag sharing a subscribed tag's hash
+// code is not handed out (it counts as done for the group, as any message
+// the filter skips).
+func (h popHost) Filter(exprType, expr string) (pop.Filter, error) {
+	mf, err := h.b.compileFilter(exprType, expr)
+	if err != nil {
+		return pop.Filter{}, err
+	}
+	f := pop.Filter{TagCode: mf.tagCode, Match: mf.match}
+	if mf.tagCode != nil && mf.match == nil {
+		te, err := message.ParseTagExpression(expr)
+		if err == nil && !te.All() {
+			f.Match = func(rec []byte) bool {
+				props, err := message.RecordProperties(rec)
+				if err != nil {
+					return false
+				}
+				tag, _ := message.LookupProperty(props, message.PropertyTags)
+				return te.Match(string(tag))
+			}
+		}
+	}
+	return f, nil
 }
 
 func (h popHost) QueueOffsets(topic string, queueID int32) (int64, int64) {
@@ -154,6 +186,17 @@ func (h popHost) AppendLog(ctx context.Context, bodies [][]byte) (int64, error) 
 
 func (h popHost) WaitDispatched(ctx context.Context) error {
 	return h.b.store.WaitDispatched(ctx, h.b.store.CommitLog().MaxOffset())
+}
+
+func (h popHost) ConnectedClients() map[string]bool {
+	r := h.b.clients
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]bool, len(r.clients))
+	for s := range r.clients {
+		out[s.id] = true
+	}
+	return out
 }
 
 // DeadLetter stores the message in %DLQ%<group> through the retry

@@ -26,6 +26,9 @@ var (
 	ErrIllegalInvisibleTime = wire.Errorf(pb.Code_ILLEGAL_INVISIBLE_TIME, "")
 )
 
+// pollMargin is how long before the caller's deadline a long poll ends.
+const pollMargin = 100 * time.Millisecond
+
 // MaxInvisibleDuration is the longest a received message can stay
 // invisible.
 const MaxInvisibleDuration = 12 * time.Hour
@@ -63,6 +66,8 @@ type SimpleConsumer struct {
 	started atomic.Bool
 	closed  atomic.Bool
 	rr      atomic.Uint64
+	// attempts numbers the receives (their attempt ids).
+	attempts atomic.Uint64
 
 	mu sync.Mutex // orders Start and Close
 }
@@ -210,37 +215,47 @@ func (c *SimpleConsumer) Receive(ctx context.Context, maxMessages int, invisible
 	start := int(c.rr.Add(1) % uint64(len(targets)))
 	var out []*MessageView
 	var errs []error
+	wait := -1 // the first target that answered
 	// One pass without waiting, so that a message ready on any broker is
 	// returned at once.
 	for i := 0; i < len(targets) && len(out) < maxMessages; i++ {
-		msgs, err := c.receiveFrom(ctx, targets[(start+i)%len(targets)], maxMessages-len(out), invisible, 0)
+		j := (start + i) % len(targets)
+		msgs, err := c.receiveFrom(ctx, targets[j], maxMessages-len(out), invisible, 0)
 		if err != nil {
 			if ctx.Err() != nil {
-				return out, ctx.Err()
+				break
 			}
 			errs = append(errs, err)
 			continue
 		}
+		if wait < 0 {
+			wait = j
+		}
 		out = append(out, msgs...)
 	}
-	if len(out) > 0 || c.await == 0 {
-		if len(out) == 0 && len(errs) == len(targets) {
-			return nil, errors.Join(errs...)
-		}
+	switch {
+	case len(out) > 0:
+		// Handed out: returned even when ctx is done, so that the caller
+		// can acknowledge them.
 		return out, nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case wait < 0:
+		return nil, errors.Join(errs...)
+	case c.await == 0:
+		return nil, nil
 	}
 	// Nothing ready: wait on one broker.
 	await := c.await
 	if dl, ok := ctx.Deadline(); ok {
-		await = min(await, time.Until(dl)-c.b.opts.rpcTimeout/2)
+		// The broker answers when the poll ends: end it a little before
+		// ctx does.
+		await = min(await, time.Until(dl)-pollMargin)
 	}
 	if await <= 0 {
-		if len(errs) == len(targets) {
-			return nil, errors.Join(errs...)
-		}
-		return out, nil
+		return nil, nil
 	}
-	msgs, err := c.receiveFrom(ctx, targets[start], maxMessages, invisible, await)
+	msgs, err := c.receiveFrom(ctx, targets[wait], maxMessages, invisible, await)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -250,41 +265,58 @@ func (c *SimpleConsumer) Receive(ctx context.Context, maxMessages int, invisible
 	return msgs, nil
 }
 
-// receiveFrom makes one receive on the master of t.
+// receiveFrom makes one receive on the master of t. A receive whose answer
+// was lost (the connection broke or the call timed out) is made once more
+// with the same attempt id: in a FIFO group the broker then hands out the
+// same batch again instead of keeping the queue blocked until the lost
+// batch's invisibility runs out.
 func (c *SimpleConsumer) receiveFrom(ctx context.Context, t popTarget, maxMessages int, invisible, poll time.Duration) ([]*MessageView, error) {
-	cli, addr, err := c.master(ctx, t.topic, t.brokerName)
-	if err != nil {
-		return nil, err
-	}
-	rctx, cancel := context.WithTimeout(ctx, poll+c.b.opts.rpcTimeout)
-	defer cancel()
-	resp, err := cli.Receive(rctx, &pb.ReceiveRequest{
+	req := &pb.ReceiveRequest{
 		Group: c.group, Topic: t.topic, QueueId: -1, MaxMessages: int32(maxMessages), InvisibleMs: invisible.Milliseconds(),
 		TagExpression: t.expr, PollTimeoutMs: poll.Milliseconds(), ClientId: c.b.clientID,
-	})
+		AttemptId: fmt.Sprintf("%s-%d", c.b.clientID, c.attempts.Add(1)),
+	}
+	msgs, lost, err := c.receiveOnce(ctx, t, req)
+	if lost && ctx.Err() == nil {
+		msgs, _, err = c.receiveOnce(ctx, t, req)
+	}
+	return msgs, err
+}
+
+// receiveOnce makes one Receive call; lost reports a transport failure
+// (the broker may have handed out messages whose answer never came).
+func (c *SimpleConsumer) receiveOnce(ctx context.Context, t popTarget, req *pb.ReceiveRequest) (msgs []*MessageView, lost bool, err error) {
+	cli, addr, err := c.master(ctx, t.topic, t.brokerName)
 	if err != nil {
+		return nil, false, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Duration(req.PollTimeoutMs)*time.Millisecond+c.b.opts.rpcTimeout)
+	defer cancel()
+	resp, err := cli.Receive(rctx, req)
+	if err != nil {
+		lost = isTransport(err)
 		err = brokerFailure(ctx, addr, err)
 		if errors.Is(err, ErrBrokerUnreachable) {
 			c.b.routes.markStale(t.topic)
 		}
-		return nil, fmt.Errorf("receive %s from %s (%s): %w", t.topic, t.brokerName, addr, err)
+		return nil, lost, fmt.Errorf("receive %s from %s (%s): %w", t.topic, t.brokerName, addr, err)
 	}
 	if err := wire.FromStatus(resp.GetStatus()); err != nil {
 		if errors.Is(err, ErrNotMaster) {
 			c.b.routes.markStale(t.topic)
 		}
-		return nil, fmt.Errorf("receive %s from %s (%s): %w", t.topic, t.brokerName, addr, err)
+		return nil, false, fmt.Errorf("receive %s from %s (%s): %w", t.topic, t.brokerName, addr, err)
 	}
 	out := make([]*MessageView, 0, len(resp.GetMessages()))
 	for _, m := range resp.GetMessages() {
 		ext, err := extFromRecord(m.GetRecord(), t.brokerName)
 		if err != nil {
-			return out, err
+			return out, false, err
 		}
 		out = append(out, &MessageView{MessageExt: *ext, DeliveryAttempt: m.GetDeliveryAttempt(),
 			ReceiptHandle: m.GetReceiptHandle(), VisibleAt: time.UnixMilli(m.GetVisibleAtMs())})
 	}
-	return out, nil
+	return out, false, nil
 }
 
 // master returns a client for the master of broker group name serving

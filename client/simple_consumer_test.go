@@ -362,3 +362,40 @@ func TestSimpleConsumerAfterPromotion(t *testing.T) {
 		return nil
 	}, failover)
 }
+
+// TestSimpleConsumerFIFOGroup: in a FIFO group a queue hands out its next
+// message only once the previous one is acknowledged, in queue order.
+func TestSimpleConsumerFIFOGroup(t *testing.T) {
+	e := startEnv(t, 1, 1)
+	topic := e.topic(1)
+	ctx := context.Background()
+	const group = "simple-fifo"
+	if err := e.admin.CreateSubscriptionGroup(ctx, SubscriptionGroupSpec{Name: group, FIFO: true}); err != nil {
+		t.Fatal(err)
+	}
+	sent := e.sendN(e.producer(), topic, 3, nil)
+	c := e.simple(group, map[string]string{topic: "*"}, 200*time.Millisecond)
+	for i, want := range sent {
+		var got []*MessageView
+		e.waitFor(30*time.Second, "receive", func() error {
+			var err error
+			if got, err = c.Receive(ctx, 1, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) == 0 {
+				return errors.New("nothing yet")
+			}
+			return nil
+		})
+		if len(got) != 1 || got[0].MsgID != want.MsgID {
+			t.Fatalf("receive %d: %d messages, first %s, want %s", i, len(got), got[0].MsgID, want.MsgID)
+		}
+		// Not acknowledged yet: the queue is blocked.
+		if msgs, err := c.Receive(ctx, 1, time.Minute); err != nil || len(msgs) != 0 {
+			t.Fatalf("while %s is unacknowledged: %d messages, %v", want.MsgID, len(msgs), err)
+		}
+		if err := c.Ack(ctx, got[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

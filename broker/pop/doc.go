@@ -16,7 +16,10 @@
 // is not in flight is done (acknowledged, dead-lettered, or skipped by the
 // receive's tag filter: a group is expected to use one subscription per
 // topic). The acknowledged low watermark is the smallest offset in flight,
-// else next; it is committed to the consumer offset table every second, so
+// else next. Filters (a tag expression, matched on the tag code and then
+// exactly on the record's tag, or an SQL92 condition: Request.ExpressionType)
+// apply per receive. The watermark is committed to the consumer offset
+// table every second, so
 // lag, consume stats and remoting admin show POP progress. A queue first
 // seen starts at the group's committed offset, else at the queue's min
 // offset (RocketMQ's behaviour for a young queue).
@@ -49,8 +52,9 @@
 //     off. Nack: ChangeInvisible with the group's backoff for the attempt
 //     (subgroup.Config.Backoff(attempt-1)).
 //   - Auto-renewal (AutoRenew receives, v5 push consumers): while the
-//     client is alive (it received within the last 2 minutes and was not
-//     released; a new master gives the clients in its state 2 minutes)
+//     client is alive (not released, and connected to the broker — its
+//     heartbeats keep a session — or receiving within the last 2 minutes;
+//     a new master gives the clients in its state 2 minutes)
 //     and for at most 3 hours, a message whose visibility ends within two
 //     renewal periods (or a third of its invisible duration, up to 10 s) is
 //     renewed to now + its invisible duration (at least four periods; the

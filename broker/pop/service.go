@@ -37,11 +37,14 @@ type Request struct {
 	QueueID       int32         // -1: any readable queue of the topic on this broker
 	MaxMessages   int           // 0 → 32; capped by Options.MaxMessages
 	Invisible     time.Duration // how long handed-out messages stay invisible; (0, 12h]
-	TagExpression string        // "" or "*": all; "a || b" tags
-	PollTimeout   time.Duration // long poll when nothing is ready; 0 answers at once; capped by LongPollMax
-	ClientID      string        // who receives (needed for AutoRenew)
-	AutoRenew     bool          // keep the messages invisible while ClientID is alive
-	AttemptID     string        // FIFO: a retry with the same attempt id gets the same batch again
+	TagExpression string        // "" or "*": all; "a || b" tags; or an SQL92 condition (ExpressionType)
+	// ExpressionType says what TagExpression is: "" or "TAG" a tag
+	// expression, "SQL92" a condition over the message's properties.
+	ExpressionType string
+	PollTimeout    time.Duration // long poll when nothing is ready; 0 answers at once; capped by LongPollMax
+	ClientID       string        // who receives (needed for AutoRenew)
+	AutoRenew      bool          // keep the messages invisible while ClientID is alive
+	AttemptID      string        // FIFO: a retry with the same attempt id gets the same batch again
 }
 
 // Message is one message handed out (broker.PoppedMessage).
@@ -72,6 +75,12 @@ type GroupConfig struct {
 	Backoff func(attempt int32) time.Duration
 }
 
+// Filter is a compiled receive filter.
+type Filter struct {
+	TagCode func(int64) bool      // nil: every tag code
+	Match   func(rec []byte) bool // nil: every record TagCode lets through
+}
+
 // TopicInfo is what the service needs of a topic.
 type TopicInfo struct {
 	ReadQueues int32
@@ -87,7 +96,12 @@ type Host interface {
 	SyncRole() bool
 	Topic(name string) (TopicInfo, bool)
 	Group(group string) GroupConfig
-	GetMessages(topic string, queueID int32, offset int64, maxCount, maxBytes int, filter func(int64) bool) (store.GetResult, error)
+	// Filter compiles a receive's filter (errcode SubscriptionParseFailed,
+	// NoPermission for SQL92 on a broker that does not filter by it).
+	Filter(exprType, expr string) (Filter, error)
+	// GetMessages reads a queue; filter.TagCode sees tag codes,
+	// filter.Match records (both optional).
+	GetMessages(topic string, queueID int32, offset int64, maxCount, maxBytes int, filter Filter) (store.GetResult, error)
 	QueueOffsets(topic string, queueID int32) (minOff, maxOff int64)
 	// ConsumeOffset is the group's committed offset, or -1.
 	ConsumeOffset(group, topic string, queueID int32) int64
@@ -99,6 +113,9 @@ type Host interface {
 	// WaitDispatched returns once every record in the CommitLog now is in
 	// the consume queues.
 	WaitDispatched(ctx context.Context) error
+	// ConnectedClients returns the ids of the clients connected now
+	// (sessions kept alive by heartbeats).
+	ConnectedClients() map[string]bool
 	// DeadLetter stores a copy of the stored record in the group's
 	// dead-letter queue, as the retry service does.
 	DeadLetter(ctx context.Context, group string, record []byte, attempt int32, maxAttempts int, reason string) error
@@ -252,8 +269,10 @@ func (s *Service) run() {
 	defer tick.Stop()
 	lastSnap := time.Now()
 	for {
-		arrived := s.signal(message.PopLogTopic).C()
+		// A follower wakes on each POP log record; the master on ticks.
+		var arrived <-chan struct{}
 		if !s.isMaster() {
+			arrived = s.signal(message.PopLogTopic).C()
 			s.tail()
 		}
 		select {
@@ -266,6 +285,7 @@ func (s *Service) run() {
 				s.renew(now)
 				s.commitWatermarks()
 			}
+			s.pruneClients(now)
 			if now.Sub(lastSnap) >= s.opts.SnapshotInterval {
 				lastSnap = now
 				if err := s.snapshot(false); err != nil {
@@ -403,7 +423,7 @@ func (s *Service) tailLocked() int {
 	n := 0
 	for s.ctx.Err() == nil {
 		from := s.tailPos.Load()
-		res, err := s.h.GetMessages(message.PopLogTopic, 0, from, 256, 4<<20, nil)
+		res, err := s.h.GetMessages(message.PopLogTopic, 0, from, 256, 4<<20, Filter{})
 		if err != nil {
 			s.log.Warn("read the POP log", zap.Int64("offset", from), zap.Error(err))
 			return n
@@ -627,11 +647,16 @@ func (s *Service) seen(client string) {
 	delete(s.released, client)
 }
 
-func (s *Service) alive(client string, now time.Time) bool {
+// alive reports whether an auto-renewing client is alive: not released,
+// and connected (heartbeating) or receiving within ClientIdle.
+func (s *Service) alive(client string, connected map[string]bool, now time.Time) bool {
 	s.clientsMu.Lock()
 	defer s.clientsMu.Unlock()
 	if _, ok := s.released[client]; ok {
 		return false
+	}
+	if connected[client] {
+		return true
 	}
 	t, ok := s.lastSeen[client]
 	return ok && now.Sub(t) < s.opts.ClientIdle
@@ -656,7 +681,14 @@ func (s *Service) graceClients() {
 		}
 		gt.mu.Unlock()
 	}
+	s.pruneClients(now)
+}
+
+// pruneClients forgets clients not seen and released clients after twice
+// ClientIdle.
+func (s *Service) pruneClients(now time.Time) {
 	s.clientsMu.Lock()
+	defer s.clientsMu.Unlock()
 	for c, t := range s.lastSeen {
 		if now.Sub(t) > 2*s.opts.ClientIdle {
 			delete(s.lastSeen, c)
@@ -667,5 +699,4 @@ func (s *Service) graceClients() {
 			delete(s.released, c)
 		}
 	}
-	s.clientsMu.Unlock()
 }

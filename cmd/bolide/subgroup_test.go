@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bolide-mq/bolide/internal/cluster"
 )
@@ -114,6 +115,28 @@ func TestGroupDeclarationsTopicTypesAndPopConsume(t *testing.T) {
 	if !strings.HasPrefix(out, "BROKER") || !strings.Contains(out, "ATTEMPT") || !strings.Contains(out, "late one") {
 		t.Fatalf("consume --pop table:\n%s", out)
 	}
+
+	// POP progress shows in group lag.
+	c.WaitFor(10*time.Second, func() error {
+		out := cli("group", "lag", "ledger", "--topic", "payments", "-o", "json")
+		var lag struct {
+			TotalLag int64 `json:"totalLag"`
+			Queues   []struct {
+				ConsumerOffset int64 `json:"consumerOffset"`
+			} `json:"queues"`
+		}
+		if err := json.Unmarshal([]byte(out), &lag); err != nil {
+			return err
+		}
+		var consumed int64
+		for _, q := range lag.Queues {
+			consumed += max(q.ConsumerOffset, 0)
+		}
+		if lag.TotalLag != 0 || consumed != 4 {
+			return fmt.Errorf("group lag: %s", out)
+		}
+		return nil
+	})
 
 	out = cli("group", "delete", "ledger")
 	if out != "deleted group ledger\n" {

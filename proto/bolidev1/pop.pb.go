@@ -31,7 +31,9 @@ type ReceiveRequest struct {
 	MaxMessages int32 `protobuf:"varint,4,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
 	// invisible_ms: how long the messages handed out stay invisible.
 	InvisibleMs int64 `protobuf:"varint,5,opt,name=invisible_ms,json=invisibleMs,proto3" json:"invisible_ms,omitempty"`
-	// tag_expression: "*" (or empty) for all, or tags joined by "||".
+	// tag_expression: "*" (or empty) for all, or tags joined by "||"; with
+	// expression_type SQL92, an SQL92 condition on the message's properties
+	// (the broker must enable property filters).
 	TagExpression string `protobuf:"bytes,6,opt,name=tag_expression,json=tagExpression,proto3" json:"tag_expression,omitempty"`
 	// poll_timeout_ms: when nothing is ready, how long to wait for a message
 	// (long polling; 0 answers at once). The broker caps it.
@@ -40,9 +42,11 @@ type ReceiveRequest struct {
 	ClientId string `protobuf:"bytes,8,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
 	// attempt_id: in a FIFO group, a receive repeated with the same attempt
 	// id (a retry after a lost answer) gets the same batch again.
-	AttemptId     string `protobuf:"bytes,9,opt,name=attempt_id,json=attemptId,proto3" json:"attempt_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AttemptId string `protobuf:"bytes,9,opt,name=attempt_id,json=attemptId,proto3" json:"attempt_id,omitempty"`
+	// expression_type: "" or TAG (tag_expression is tags), or SQL92.
+	ExpressionType string `protobuf:"bytes,10,opt,name=expression_type,json=expressionType,proto3" json:"expression_type,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ReceiveRequest) Reset() {
@@ -134,6 +138,13 @@ func (x *ReceiveRequest) GetClientId() string {
 func (x *ReceiveRequest) GetAttemptId() string {
 	if x != nil {
 		return x.AttemptId
+	}
+	return ""
+}
+
+func (x *ReceiveRequest) GetExpressionType() string {
+	if x != nil {
+		return x.ExpressionType
 	}
 	return ""
 }
@@ -645,7 +656,7 @@ var File_bolide_v1_pop_proto protoreflect.FileDescriptor
 
 const file_bolide_v1_pop_proto_rawDesc = "" +
 	"\n" +
-	"\x13bolide/v1/pop.proto\x12\tbolide.v1\x1a\x16bolide/v1/common.proto\"\xa8\x02\n" +
+	"\x13bolide/v1/pop.proto\x12\tbolide.v1\x1a\x16bolide/v1/common.proto\"\xd1\x02\n" +
 	"\x0eReceiveRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x19\n" +
@@ -656,7 +667,9 @@ const file_bolide_v1_pop_proto_rawDesc = "" +
 	"\x0fpoll_timeout_ms\x18\a \x01(\x03R\rpollTimeoutMs\x12\x1b\n" +
 	"\tclient_id\x18\b \x01(\tR\bclientId\x12\x1d\n" +
 	"\n" +
-	"attempt_id\x18\t \x01(\tR\tattemptId\"\xdd\x01\n" +
+	"attempt_id\x18\t \x01(\tR\tattemptId\x12'\n" +
+	"\x0fexpression_type\x18\n" +
+	" \x01(\tR\x0eexpressionType\"\xdd\x01\n" +
 	"\x0fReceivedMessage\x12\x16\n" +
 	"\x06record\x18\x01 \x01(\fR\x06record\x12\x19\n" +
 	"\bqueue_id\x18\x02 \x01(\x05R\aqueueId\x12!\n" +

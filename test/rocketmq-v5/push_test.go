@@ -16,21 +16,34 @@ import (
 type pushRecorder struct {
 	mu       sync.Mutex
 	attempts map[string][]int32
+	times    map[string][]time.Time
 	views    map[string]*rmq.MessageView
 	result   func(id string, attempt int32) rmq.ConsumerResult
 }
 
 func newPushRecorder(result func(id string, attempt int32) rmq.ConsumerResult) *pushRecorder {
-	return &pushRecorder{attempts: map[string][]int32{}, views: map[string]*rmq.MessageView{}, result: result}
+	return &pushRecorder{attempts: map[string][]int32{}, times: map[string][]time.Time{}, views: map[string]*rmq.MessageView{}, result: result}
 }
 
 func (r *pushRecorder) consume(mv *rmq.MessageView) rmq.ConsumerResult {
 	r.mu.Lock()
 	id := mv.GetMessageId()
 	r.attempts[id] = append(r.attempts[id], mv.GetDeliveryAttempt())
+	r.times[id] = append(r.times[id], time.Now())
 	r.views[id] = mv
 	r.mu.Unlock()
 	return r.result(id, mv.GetDeliveryAttempt())
+}
+
+// gaps returns the time between id's deliveries.
+func (r *pushRecorder) gaps(id string) []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var g []time.Duration
+	for i := 1; i < len(r.times[id]); i++ {
+		g = append(g, r.times[id][i].Sub(r.times[id][i-1]).Round(100*time.Millisecond))
+	}
+	return g
 }
 
 func (r *pushRecorder) get(id string) []int32 {
@@ -98,13 +111,20 @@ func TestPushRedelivery(t *testing.T) {
 		})
 		newPushConsumer(t, c, group, topic, rec.consume)
 		_, ids := sendBatch(t, p, topic, 5, "re")
+		sent := time.Now()
+		rec.waitAttempts(t, ids, 1, 90*time.Second)
+		first := time.Now()
 		rec.waitAttempts(t, ids, 3, 90*time.Second)
+		third := time.Now()
 		waitAcked(t, c, group, topic, 30*time.Second)
+		t.Logf("first deliveries %v after the sends, third %v later, committed offsets %v later",
+			first.Sub(sent).Round(100*time.Millisecond), third.Sub(first).Round(100*time.Millisecond), time.Since(third).Round(100*time.Millisecond))
 		for _, id := range ids {
 			if a := rec.get(id); !slices.Equal(a, []int32{1, 2, 3}) {
 				t.Errorf("%s: attempts %v, want [1 2 3]", id, a)
 			}
 		}
+		t.Logf("time between deliveries (backoff 1s): %v", rec.gaps(ids[0]))
 	})
 }
 

@@ -18,7 +18,7 @@ const maxAckHandles = 1024
 func (s *brokerService) Receive(ctx context.Context, req *pb.ReceiveRequest) (*pb.ReceiveResponse, error) {
 	msgs, err := s.b.Pop(ctx, broker.PopRequest{
 		Group: req.Group, Topic: req.Topic, QueueID: req.QueueId, MaxMessages: int(req.MaxMessages),
-		Invisible: time.Duration(req.InvisibleMs) * time.Millisecond, TagExpression: req.TagExpression,
+		Invisible: time.Duration(req.InvisibleMs) * time.Millisecond, TagExpression: req.TagExpression, ExpressionType: req.ExpressionType,
 		PollTimeout: time.Duration(max(req.PollTimeoutMs, 0)) * time.Millisecond, ClientID: req.ClientId, AttemptID: req.AttemptId,
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/message"
 )
 
@@ -90,9 +91,9 @@ func adminObject(fields ...any) []byte {
 	return append(out, '}')
 }
 
-// subscriptionData is RocketMQ's SubscriptionData of a TAG expression:
-// subString as registered, tagsSet its tags and codeSet their hash codes
-// (Java's String.hashCode), both empty for "*".
+// subscriptionData is RocketMQ's SubscriptionData: subString as
+// registered; for a TAG expression tagsSet its tags and codeSet their hash
+// codes (Java's String.hashCode), both empty for "*" and for SQL92.
 type subscriptionData struct {
 	ClassFilterMode bool     `json:"classFilterMode"`
 	Topic           string   `json:"topic"`
@@ -103,9 +104,13 @@ type subscriptionData struct {
 	ExpressionType  string   `json:"expressionType"`
 }
 
-func newSubscriptionData(topic, expr string, version int64) subscriptionData {
-	sd := subscriptionData{Topic: topic, SubString: strings.TrimSpace(expr), TagsSet: []string{}, CodeSet: []int32{},
-		SubVersion: version, ExpressionType: "TAG"}
+func newSubscriptionData(sub broker.Subscription, version int64) subscriptionData {
+	sd := subscriptionData{Topic: sub.Topic, SubString: strings.TrimSpace(sub.Expression), TagsSet: []string{}, CodeSet: []int32{},
+		SubVersion: version, ExpressionType: broker.ExprTag}
+	if t, _ := broker.NormalizeExpressionType(sub.Type); t == broker.ExprSQL92 {
+		sd.ExpressionType = t
+		return sd
+	}
 	if sd.SubString == "" || sd.SubString == "*" {
 		sd.SubString = "*"
 		return sd

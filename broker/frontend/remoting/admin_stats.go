@@ -281,7 +281,7 @@ func (f *Frontend) adminConsumerConnections(_ context.Context, _ *connState, req
 	subs := make(map[string]subscriptionData, len(gi.Subscriptions))
 	now := time.Now().UnixMilli()
 	for _, s := range gi.Subscriptions {
-		subs[s.Topic] = newSubscriptionData(s.Topic, s.Expression, now)
+		subs[s.Topic] = newSubscriptionData(s, now)
 	}
 	return adminJSON(req, struct {
 		ConnectionSet     []connectionJSON            `json:"connectionSet"`

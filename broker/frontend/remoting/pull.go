@@ -105,13 +105,13 @@ func (f *Frontend) pullMessage(ctx context.Context, _ *connState, req *rmq.Comma
 	if err != nil {
 		return f.pullReply(req, rmq.InvalidParameter, err.Error(), h, broker.PullResult{NextOffset: h.offset})
 	}
-	expr, err := f.pullExpression(h)
+	exprType, expr, err := f.pullExpression(h)
 	if err != nil {
 		return f.pullError(req, h, err)
 	}
 	master := f.b.IsMaster()
 	preq := broker.PullRequest{Group: h.group, Topic: h.topic, QueueID: h.queueID, Offset: h.offset,
-		MaxMessages: int(max(h.maxMsgs, 1)), MaxBytes: int(max(h.maxBytes, 0)), TagExpression: expr, CommitOffset: -1}
+		MaxMessages: int(max(h.maxMsgs, 1)), MaxBytes: int(max(h.maxBytes, 0)), TagExpression: expr, ExpressionType: exprType, CommitOffset: -1}
 	if h.sysFlag&pullSuspend != 0 {
 		preq.SuspendTimeout = min(h.suspend, maxHold)
 		if !master {
@@ -133,22 +133,41 @@ func (f *Frontend) pullMessage(ctx context.Context, _ *connState, req *rmq.Comma
 	return f.pullResult(req, h, res)
 }
 
-// pullExpression returns the tag expression a pull filters with: the
-// request's own when it carries one (sysFlag bit 4), else the one the
-// group's clients registered for the topic in their heartbeats (RocketMQ's
-// push consumer sends none), else none (every message; the clients filter
-// again by tag).
-func (f *Frontend) pullExpression(h pullHeader) (string, error) {
-	if t := strings.ToUpper(h.expressionType); t != "" && t != "TAG" {
-		return "", errcode.Errorf(errcode.SubscriptionParseFailed, "expression type %s is not supported: subscribe by tag", h.expressionType)
+// pullExpression returns the filter a pull uses, as its expression type
+// and expression: the request's own when it carries one (sysFlag bit 4),
+// else the one the group's clients registered for the topic in their
+// heartbeats (RocketMQ's push consumers send none: the Java one names the
+// type, SQL92 included, the Go one always says TAG), else none (every
+// message; the clients filter again by tag).
+//
+// The Go push consumer posting its subscription (PostSubscriptionWhenPull)
+// labels an SQL92 condition TAG: a "tag expression" equal to the SQL92
+// condition the group registered is taken as that condition.
+func (f *Frontend) pullExpression(h pullHeader) (string, string, error) {
+	t, err := broker.NormalizeExpressionType(h.expressionType)
+	if err != nil {
+		return "", "", err
 	}
+	reg, registered := f.b.GroupFilter(h.group, h.topic)
+	regType, _ := broker.NormalizeExpressionType(reg.Type)
 	if h.sysFlag&pullSubscription != 0 {
-		return tagExpression(h.subscription), nil
+		if t == broker.ExprSQL92 {
+			return t, h.subscription, nil
+		}
+		if registered && regType == broker.ExprSQL92 && strings.TrimSpace(reg.Expression) == strings.TrimSpace(h.subscription) {
+			return broker.ExprSQL92, reg.Expression, nil
+		}
+		return t, tagExpression(h.subscription), nil
 	}
-	if expr, ok := f.b.GroupSubscription(h.group, h.topic); ok {
-		return expr, nil
+	if registered {
+		return regType, reg.Expression, nil
 	}
-	return "", nil
+	if t == broker.ExprSQL92 {
+		// RocketMQ: the consumer's filter data is not on this broker yet.
+		return "", "", errcode.Errorf(errcode.SubscriptionParseFailed,
+			"no SQL92 subscription of %s to %s registered: send a heartbeat first", h.group, h.topic)
+	}
+	return broker.ExprTag, "", nil
 }
 
 // tagExpression turns a RocketMQ subscription into Bolide's tag expression:

@@ -375,7 +375,8 @@ func TestPullErrorsKeepTheOffsetFields(t *testing.T) {
 	}{
 		{"unknown topic", pullExt("CG", "Nope", 0, 4), rmq.TopicNotExist},
 		{"queue out of range", pullExt("CG", "T", 9, 4), rmq.InvalidParameter},
-		{"SQL92", pullExt("CG", "T", 0, 4, "sysFlag", "6", "subscription", "a > 1", "expressionType", "SQL92"), rmq.SubscriptionParseFailed},
+		{"SQL92 that does not parse", pullExt("CG", "T", 0, 4, "sysFlag", "6", "subscription", "a >", "expressionType", "SQL92"), rmq.SubscriptionParseFailed},
+		{"unknown expression type", pullExt("CG", "T", 0, 4, "sysFlag", "6", "subscription", "a", "expressionType", "XPATH"), rmq.SubscriptionParseFailed},
 		{"bad tags", pullExt("CG", "T", 0, 4, "sysFlag", "6", "subscription", "a | b"), rmq.SubscriptionParseFailed},
 		{"no queue offset", pullExt("CG", "T", 0, 4, "queueOffset", "x"), rmq.InvalidParameter},
 	} {

@@ -105,18 +105,21 @@ func TestParseHeartbeat(t *testing.T) {
 	body := `{"clientID":"c@1","producerDataSet":[{"groupName":"P"},{"groupName":"P"}],"consumerDataSet":[
 		{"groupName":"G","consumeType":"CONSUME_ACTIVELY","messageModel":"BROADCASTING","subscriptionDataSet":[
 			{"topic":"T","subString":"","codeSet":[1,2],"subVersion":99999999999999999999,"expressionType":"TAG"},
-			{"topic":"S","subString":"a > 1","expressionType":"SQL92"}]}]}`
+			{"topic":"S","subString":"a > 1","expressionType":"SQL92"},
+			{"topic":"U","subString":"a >","expressionType":"SQL92"},
+			{"topic":"V","subString":"a","expressionType":"XPATH"}]}]}`
 	hb, dropped, err := parseHeartbeat([]byte(body), broker.Heartbeat{})
-	if err != nil || hb.ClientID != "c@1" || len(hb.ProducerGroups) != 1 || len(hb.Consumers) != 1 || len(dropped) != 1 {
+	if err != nil || hb.ClientID != "c@1" || len(hb.ProducerGroups) != 1 || len(hb.Consumers) != 1 || len(dropped) != 2 {
 		t.Fatalf("%+v %v %v", hb, dropped, err)
 	}
 	cd := hb.Consumers[0]
-	if !cd.Pull || cd.Model != broker.Broadcasting || len(cd.Subscriptions) != 1 || cd.Subscriptions[0] != (broker.Subscription{Topic: "T", Expression: "*"}) {
+	if !cd.Pull || cd.Model != broker.Broadcasting || len(cd.Subscriptions) != 2 || cd.Subscriptions[0] != (broker.Subscription{Topic: "T", Expression: "*"}) ||
+		cd.Subscriptions[1] != (broker.Subscription{Topic: "S", Expression: "a > 1", Type: broker.ExprSQL92}) {
 		t.Fatalf("%+v", cd)
 	}
 	// A RocketMQ 5 heartbeat without subscriptions keeps the last ones.
 	hb2, _, err := parseHeartbeat([]byte(`{"clientID":"c@1","consumerDataSet":[{"groupName":"G","subscriptionDataSet":[]}],"withoutSub":true}`), hb)
-	if err != nil || len(hb2.Consumers) != 1 || len(hb2.Consumers[0].Subscriptions) != 1 || hb2.Consumers[0].Model != broker.Clustering {
+	if err != nil || len(hb2.Consumers) != 1 || len(hb2.Consumers[0].Subscriptions) != 2 || hb2.Consumers[0].Model != broker.Clustering {
 		t.Fatalf("%+v %v", hb2, err)
 	}
 }

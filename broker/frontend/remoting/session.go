@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/filter"
 	"github.com/bolide-mq/bolide/broker/txn"
 	"github.com/bolide-mq/bolide/internal/errcode"
 	rmq "github.com/bolide-mq/bolide/internal/remoting"
@@ -303,9 +304,9 @@ type heartbeatData struct {
 
 // parseHeartbeat turns a HEART_BEAT body into the core's heartbeat. prev
 // supplies the subscriptions of a heartbeat without them. Subscriptions of
-// an expression type other than TAG, or with a tag expression Bolide does
-// not take (a tag with inner white space, "*" among tags), are left out
-// and reported in dropped.
+// an expression type other than TAG and SQL92, SQL92 conditions that do not
+// parse, or tag expressions Bolide does not take (a tag with inner white
+// space, "*" among tags), are left out and reported in dropped.
 func parseHeartbeat(body []byte, prev broker.Heartbeat) (hb broker.Heartbeat, dropped []string, err error) {
 	var d heartbeatData
 	if err := json.Unmarshal(body, &d); err != nil {
@@ -330,8 +331,19 @@ func parseHeartbeat(body []byte, prev broker.Heartbeat) (hb broker.Heartbeat, dr
 			}
 		}
 		for _, s := range c.SubscriptionDataSet {
-			if t := strings.ToUpper(s.ExpressionType); t != "" && t != "TAG" {
+			t, err := broker.NormalizeExpressionType(s.ExpressionType)
+			if err != nil {
 				dropped = append(dropped, fmt.Sprintf("%s of %s (%s)", s.Topic, cd.Group, s.ExpressionType))
+				continue
+			}
+			if t == broker.ExprSQL92 {
+				// Whether this broker evaluates SQL92 at all is for its
+				// pulls to say (RocketMQ registers the subscription too).
+				if _, err := filter.Parse(s.SubString); err != nil {
+					dropped = append(dropped, fmt.Sprintf("%s of %s (SQL92: %v)", s.Topic, cd.Group, err))
+					continue
+				}
+				cd.Subscriptions = append(cd.Subscriptions, broker.Subscription{Topic: s.Topic, Expression: s.SubString, Type: t})
 				continue
 			}
 			expr := strings.TrimSpace(s.SubString)
@@ -380,7 +392,7 @@ func (f *Frontend) heartbeat(_ context.Context, cs *connState, req *rmq.Command)
 	}
 	if len(dropped) > 0 {
 		f.log.Warn("subscriptions not registered", zap.String("client", hb.ClientID), zap.Strings("subscriptions", dropped))
-		return req.Reply(rmq.SubscriptionParseFailed, "only TAG subscriptions of tags without white space are supported; not registered: "+strings.Join(dropped, ", "))
+		return req.Reply(rmq.SubscriptionParseFailed, "only TAG subscriptions of tags without white space and valid SQL92 conditions are supported; not registered: "+strings.Join(dropped, ", "))
 	}
 	return req.Reply(rmq.Success, "")
 }
@@ -417,6 +429,7 @@ func (f *Frontend) sendHandlers() map[int32]handler {
 	return map[int32]handler{
 		rmq.HeartBeat:           f.heartbeat,
 		rmq.UnregisterClient:    f.unregisterClient,
+		rmq.CheckClientConfig:   f.checkClientConfig,
 		rmq.SendMessage:         f.send,
 		rmq.SendMessageV2:       f.send,
 		rmq.SendBatchMessage:    f.send,

@@ -162,8 +162,9 @@ func TestHeartbeatErrors(t *testing.T) {
 		{`{"clientID":"x@1","consumerDataSet":[{"groupName":"bad group!","subscriptionDataSet":[]}]}`, rmq.InvalidParameter},
 		{`{"clientID":"x@1","consumerDataSet":[{"groupName":"g","subscriptionDataSet":[{"topic":"t","subString":"a ||| b"}]}]}`, rmq.SubscriptionParseFailed},
 		{`{"clientID":"x@1","consumerDataSet":[{"groupName":"g","subscriptionDataSet":[{"topic":"t","subString":"a || || b ||"}]}]}`, rmq.Success},
-		// SQL92 is not supported: the rest of the heartbeat registers.
-		{`{"clientID":"x@1","consumerDataSet":[{"groupName":"g","subscriptionDataSet":[{"topic":"t","subString":"a > 1","expressionType":"SQL92"}]}]}`, rmq.SubscriptionParseFailed},
+		{`{"clientID":"x@1","consumerDataSet":[{"groupName":"g","subscriptionDataSet":[{"topic":"t","subString":"a > 1","expressionType":"SQL92"}]}]}`, rmq.Success},
+		// An SQL92 condition that does not parse: the rest of the heartbeat registers.
+		{`{"clientID":"x@1","consumerDataSet":[{"groupName":"g","subscriptionDataSet":[{"topic":"t","subString":"a >","expressionType":"SQL92"}]}]}`, rmq.SubscriptionParseFailed},
 	} {
 		if resp := invoke(t, c, rmq.HeartBeat, nil, []byte(tc.body)); resp.Code != tc.code {
 			t.Errorf("%s: code %d %q, want %d", tc.body, resp.Code, resp.Remark, tc.code)
