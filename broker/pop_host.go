@@ -188,6 +188,17 @@ func (h popHost) WaitDispatched(ctx context.Context) error {
 	return h.b.store.WaitDispatched(ctx, h.b.store.CommitLog().MaxOffset())
 }
 
+func (h popHost) ConnectedClients() map[string]bool {
+	r := h.b.clients
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]bool, len(r.clients))
+	for s := range r.clients {
+		out[s.id] = true
+	}
+	return out
+}
+
 // DeadLetter stores the message in %DLQ%<group> through the retry
 // service's dead-letter path (DLQ_ORIGIN_* properties, ids kept).
 func (h popHost) DeadLetter(ctx context.Context, group string, record []byte, attempt int32, maxAttempts int, reason string) error {

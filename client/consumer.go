@@ -23,7 +23,7 @@ type subscription struct {
 	topic    string
 	sel      Selector
 	filter   *message.TagExpression // the tag filter; "*" for SQL92
-	listener any // ConcurrentListener or OrderlyListener (push consumer)
+	listener any                    // ConcurrentListener or OrderlyListener (push consumer)
 }
 
 // queueHandler is what the core asks a consumer to do when its assignment

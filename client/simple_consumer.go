@@ -26,6 +26,9 @@ var (
 	ErrIllegalInvisibleTime = wire.Errorf(pb.Code_ILLEGAL_INVISIBLE_TIME, "")
 )
 
+// pollMargin is how long before the caller's deadline a long poll ends.
+const pollMargin = 100 * time.Millisecond
+
 // MaxInvisibleDuration is the longest a received message can stay
 // invisible.
 const MaxInvisibleDuration = 12 * time.Hour
@@ -212,37 +215,47 @@ func (c *SimpleConsumer) Receive(ctx context.Context, maxMessages int, invisible
 	start := int(c.rr.Add(1) % uint64(len(targets)))
 	var out []*MessageView
 	var errs []error
+	wait := -1 // the first target that answered
 	// One pass without waiting, so that a message ready on any broker is
 	// returned at once.
 	for i := 0; i < len(targets) && len(out) < maxMessages; i++ {
-		msgs, err := c.receiveFrom(ctx, targets[(start+i)%len(targets)], maxMessages-len(out), invisible, 0)
+		j := (start + i) % len(targets)
+		msgs, err := c.receiveFrom(ctx, targets[j], maxMessages-len(out), invisible, 0)
 		if err != nil {
 			if ctx.Err() != nil {
-				return out, ctx.Err()
+				break
 			}
 			errs = append(errs, err)
 			continue
 		}
+		if wait < 0 {
+			wait = j
+		}
 		out = append(out, msgs...)
 	}
-	if len(out) > 0 || c.await == 0 {
-		if len(out) == 0 && len(errs) == len(targets) {
-			return nil, errors.Join(errs...)
-		}
+	switch {
+	case len(out) > 0:
+		// Handed out: returned even when ctx is done, so that the caller
+		// can acknowledge them.
 		return out, nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case wait < 0:
+		return nil, errors.Join(errs...)
+	case c.await == 0:
+		return nil, nil
 	}
 	// Nothing ready: wait on one broker.
 	await := c.await
 	if dl, ok := ctx.Deadline(); ok {
-		await = min(await, time.Until(dl)-c.b.opts.rpcTimeout/2)
+		// The broker answers when the poll ends: end it a little before
+		// ctx does.
+		await = min(await, time.Until(dl)-pollMargin)
 	}
 	if await <= 0 {
-		if len(errs) == len(targets) {
-			return nil, errors.Join(errs...)
-		}
-		return out, nil
+		return nil, nil
 	}
-	msgs, err := c.receiveFrom(ctx, targets[start], maxMessages, invisible, await)
+	msgs, err := c.receiveFrom(ctx, targets[wait], maxMessages, invisible, await)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

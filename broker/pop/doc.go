@@ -52,8 +52,9 @@
 //     off. Nack: ChangeInvisible with the group's backoff for the attempt
 //     (subgroup.Config.Backoff(attempt-1)).
 //   - Auto-renewal (AutoRenew receives, v5 push consumers): while the
-//     client is alive (it received within the last 2 minutes and was not
-//     released; a new master gives the clients in its state 2 minutes)
+//     client is alive (not released, and connected to the broker — its
+//     heartbeats keep a session — or receiving within the last 2 minutes;
+//     a new master gives the clients in its state 2 minutes)
 //     and for at most 3 hours, a message whose visibility ends within two
 //     renewal periods (or a third of its invisible duration, up to 10 s) is
 //     renewed to now + its invisible duration (at least four periods; the

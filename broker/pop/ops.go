@@ -441,6 +441,11 @@ func (s *Service) AckBatch(ctx context.Context, group, topic string, tokens []st
 	if err := s.checkNames(group, topic); err != nil {
 		return fail(err)
 	}
+	// Serving first: the state is loaded then (a handle of a message in
+	// flight before a restart is found).
+	if err := s.serving(ctx); err != nil {
+		return fail(err)
+	}
 	type acked struct {
 		h Handle
 		e *entry
@@ -460,9 +465,6 @@ func (s *Service) AckBatch(ctx context.Context, group, topic string, tokens []st
 	}
 	if len(hs) == 0 {
 		return errs
-	}
-	if err := s.serving(ctx); err != nil {
-		return fail(err)
 	}
 	s.snapMu.RLock()
 	defer s.snapMu.RUnlock()
@@ -534,11 +536,14 @@ func (s *Service) Nack(ctx context.Context, group, topic, token string) (time.Du
 }
 
 func (s *Service) change(ctx context.Context, group, topic, token string, dur func(GroupConfig, int32) time.Duration) (Message, error) {
-	h, gt, err := s.resolve(group, topic, token)
-	if err != nil {
+	if err := s.checkNames(group, topic); err != nil {
 		return Message{}, err
 	}
 	if err := s.serving(ctx); err != nil {
+		return Message{}, err
+	}
+	h, gt, err := s.resolve(group, topic, token)
+	if err != nil {
 		return Message{}, err
 	}
 	cfg := s.h.Group(group)
@@ -578,11 +583,14 @@ func (s *Service) change(ctx context.Context, group, topic, token string, dur fu
 // ToDLQ moves a message to the group's dead-letter queue and acknowledges
 // it.
 func (s *Service) ToDLQ(ctx context.Context, group, topic, token string) error {
-	h, gt, err := s.resolve(group, topic, token)
-	if err != nil {
+	if err := s.checkNames(group, topic); err != nil {
 		return err
 	}
 	if err := s.serving(ctx); err != nil {
+		return err
+	}
+	h, gt, err := s.resolve(group, topic, token)
+	if err != nil {
 		return err
 	}
 	cfg := s.h.Group(group)
@@ -685,6 +693,13 @@ func (s *Service) renew(now time.Time) {
 	defer s.snapMu.RUnlock()
 	nowMS := now.UnixMilli()
 	ahead := (2 * s.opts.RenewInterval).Milliseconds()
+	var connected map[string]bool // read once, when needed
+	alive := func(client string) bool {
+		if connected == nil {
+			connected = s.h.ConnectedClients()
+		}
+		return s.alive(client, connected, now)
+	}
 	var recs []*Record
 	for _, gt := range s.groupTopics() {
 		gt.mu.Lock()
@@ -692,7 +707,7 @@ func (s *Service) renew(now time.Time) {
 			var r *Record
 			for off, e := range q.inflight {
 				if e.client == "" || e.visibleAt <= nowMS || e.visibleAt-nowMS > max(ahead, min(e.invisibleMS/3, 10_000)) ||
-					nowMS-e.popMS >= s.opts.RenewMax.Milliseconds() || !s.alive(e.client, now) {
+					nowMS-e.popMS >= s.opts.RenewMax.Milliseconds() || !alive(e.client) {
 					continue
 				}
 				if r == nil {
