@@ -128,8 +128,10 @@ func (t *clientTable) drop(c *client, why string) {
 	c.mu.Lock()
 	close(c.gone)
 	c.signalLocked()
+	lang, ver, group := c.language, c.version, c.group
 	c.mu.Unlock()
-	t.s.log.Debug("client dropped", zap.String("client", c.id), zap.String("why", why))
+	t.s.log.Debug("client dropped", zap.String("client", c.id), zap.String("why", why),
+		zap.String("language", lang), zap.String("version", ver), zap.String("group", group))
 }
 
 // sweep drops clients silent for longer than the expiry, until the broker
