@@ -23,9 +23,9 @@ import (
 
 // TestPopUnderFaults: RMQV5_POP_N messages (default 3000; make pop-faults:
 // 100 000), 1 % of them (at least 100) in 20 message groups on a FIFO topic
-// read by a FIFO group, the rest on a normal topic; 4 consumers, each a v5
-// simple consumer of either group, ack 90 % of what they receive and let
-// 10 % run out of invisibility once; the broker is killed with -9 and
+// read by a FIFO group, the rest on a normal topic; 4 v5 simple consumers
+// (3 of the normal topic's group, 1 of the FIFO group) ack 90 % of what
+// they receive and let 10 % run out of invisibility once; the broker is killed with -9 and
 // started again three times meanwhile (at a quarter, half and three
 // quarters of the acks). In the end every message is acknowledged, none
 // twice (no delivery after an accepted ack), none lost; the group's
