@@ -441,6 +441,11 @@ func (s *Service) AckBatch(ctx context.Context, group, topic string, tokens []st
 	if err := s.checkNames(group, topic); err != nil {
 		return fail(err)
 	}
+	// Serving first: the state is loaded then (a handle of a message in
+	// flight before a restart is found).
+	if err := s.serving(ctx); err != nil {
+		return fail(err)
+	}
 	type acked struct {
 		h Handle
 		e *entry
@@ -460,9 +465,6 @@ func (s *Service) AckBatch(ctx context.Context, group, topic string, tokens []st
 	}
 	if len(hs) == 0 {
 		return errs
-	}
-	if err := s.serving(ctx); err != nil {
-		return fail(err)
 	}
 	s.snapMu.RLock()
 	defer s.snapMu.RUnlock()
@@ -534,11 +536,14 @@ func (s *Service) Nack(ctx context.Context, group, topic, token string) (time.Du
 }
 
 func (s *Service) change(ctx context.Context, group, topic, token string, dur func(GroupConfig, int32) time.Duration) (Message, error) {
-	h, gt, err := s.resolve(group, topic, token)
-	if err != nil {
+	if err := s.checkNames(group, topic); err != nil {
 		return Message{}, err
 	}
 	if err := s.serving(ctx); err != nil {
+		return Message{}, err
+	}
+	h, gt, err := s.resolve(group, topic, token)
+	if err != nil {
 		return Message{}, err
 	}
 	cfg := s.h.Group(group)
@@ -578,11 +583,14 @@ func (s *Service) change(ctx context.Context, group, topic, token string, dur fu
 // ToDLQ moves a message to the group's dead-letter queue and acknowledges
 // it.
 func (s *Service) ToDLQ(ctx context.Context, group, topic, token string) error {
-	h, gt, err := s.resolve(group, topic, token)
-	if err != nil {
+	if err := s.checkNames(group, topic); err != nil {
 		return err
 	}
 	if err := s.serving(ctx); err != nil {
+		return err
+	}
+	h, gt, err := s.resolve(group, topic, token)
+	if err != nil {
 		return err
 	}
 	cfg := s.h.Group(group)

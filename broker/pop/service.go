@@ -285,6 +285,7 @@ func (s *Service) run() {
 				s.renew(now)
 				s.commitWatermarks()
 			}
+			s.pruneClients(now)
 			if now.Sub(lastSnap) >= s.opts.SnapshotInterval {
 				lastSnap = now
 				if err := s.snapshot(false); err != nil {
@@ -680,7 +681,14 @@ func (s *Service) graceClients() {
 		}
 		gt.mu.Unlock()
 	}
+	s.pruneClients(now)
+}
+
+// pruneClients forgets clients not seen and released clients after twice
+// ClientIdle.
+func (s *Service) pruneClients(now time.Time) {
 	s.clientsMu.Lock()
+	defer s.clientsMu.Unlock()
 	for c, t := range s.lastSeen {
 		if now.Sub(t) > 2*s.opts.ClientIdle {
 			delete(s.lastSeen, c)
@@ -691,5 +699,4 @@ func (s *Service) graceClients() {
 			delete(s.released, c)
 		}
 	}
-	s.clientsMu.Unlock()
 }
