@@ -182,6 +182,18 @@ public final class BolideCluster implements AutoCloseable {
         return true;
     }
 
+    /**
+     * Creates a subscription group with at most {@code attempts} deliveries of a message; false
+     * (and nothing created) when the CLI cannot create groups yet.
+     */
+    public boolean createGroupWithMaxAttempts(String group, int attempts) {
+        if (!groupCreate()) {
+            return false;
+        }
+        mustCli("group", "create", group, "--max-delivery-attempts", String.valueOf(attempts));
+        return true;
+    }
+
     private synchronized boolean topicTypes() {
         if (topicTypes == null) {
             topicTypes = cli(Duration.ofSeconds(15), "topic", "create", "--help").output.contains("--type");

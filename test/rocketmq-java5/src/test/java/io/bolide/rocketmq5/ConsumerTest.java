@@ -208,6 +208,39 @@ class ConsumerTest {
         }
     }
 
+    @Test
+    void simpleDeadLetterAfterMaxAttempts() throws Exception {
+        V5.skipIfGap("simple.dead.letter");
+        String topic = V5.uniq("java-dlq");
+        String group = V5.uniq("java-dlq-g");
+        cluster.createTopic(topic, 4, "NORMAL");
+        org.junit.jupiter.api.Assumptions.assumeTrue(cluster.createGroupWithMaxAttempts(group, 2),
+                "server lacks: bolide group create --max-delivery-attempts");
+        try (SimpleConsumer consumer = simpleConsumer(group, topic)) {
+            String id = send(topic, 1, "dlq").get(0);
+            List<Integer> attempts = new CopyOnWriteArrayList<>();
+            // Two deliveries, each given back at once (invisible for 1 s).
+            V5.waitFor("two deliveries", Duration.ofSeconds(60), () -> {
+                for (MessageView v : consumer.receive(1, Duration.ofSeconds(30))) {
+                    attempts.add(v.getDeliveryAttempt());
+                    consumer.changeInvisibleDuration(v, Duration.ofSeconds(1));
+                }
+                return attempts.size() >= 2;
+            });
+            assertEquals(List.of(1, 2), attempts);
+            // The next delivery would be the third: the message goes to %DLQ%<group> instead.
+            String dlq = V5.waitFor("the message in %DLQ%" + group, Duration.ofSeconds(90), () -> {
+                for (MessageView v : consumer.receive(1, Duration.ofSeconds(30))) {
+                    attempts.add(v.getDeliveryAttempt());
+                    consumer.ack(v);
+                }
+                return cluster.getMessage("%DLQ%" + group, id);
+            });
+            assertEquals(List.of(1, 2), attempts, "no third delivery");
+            assertEquals("dlq 0", BolideCluster.jsonField(dlq, "body"));
+        }
+    }
+
     private static PushConsumer pushConsumer(String group, String topic,
             org.apache.rocketmq.client.apis.consumer.MessageListener listener) throws Exception {
         return V5.PROVIDER.newPushConsumerBuilder().setClientConfiguration(V5.config(cluster))
