@@ -97,10 +97,22 @@ func TestPopReceiveAck(t *testing.T) {
 	if other := pop(t, b, broker.PopRequest{Group: "g2", Topic: "pa", QueueID: -1, Invisible: time.Minute}); len(other) != 10 {
 		t.Fatalf("other group popped %d", len(other))
 	}
-	for _, p := range got {
-		if err := b.PopAck(ctx, "g", "pa", p.Handle); err != nil {
-			t.Fatal(err)
+	// A batch: one bad handle and one twice, each answered on its own.
+	batch := []string{"bad"}
+	for _, p := range got[:9] {
+		batch = append(batch, p.Handle)
+	}
+	batch = append(batch, got[0].Handle)
+	errs := b.PopAckBatch(ctx, "g", "pa", batch)
+	wantErrCode(t, "bad handle in a batch", errs[0], errcode.InvalidReceiptHandle)
+	wantErrCode(t, "handle twice in a batch", errs[10], errcode.InvalidReceiptHandle)
+	for i, err := range errs[1:10] {
+		if err != nil {
+			t.Fatalf("batch ack %d: %v", i, err)
 		}
+	}
+	if err := b.PopAck(ctx, "g", "pa", got[9].Handle); err != nil {
+		t.Fatal(err)
 	}
 	wantErrCode(t, "second ack", b.PopAck(ctx, "g", "pa", got[0].Handle), errcode.InvalidReceiptHandle)
 	for _, st := range b.PopStats("g", "pa") {
@@ -461,4 +473,30 @@ func TestPopFilters(t *testing.T) {
 	}
 	_, err := b.Pop(ctx, broker.PopRequest{Group: "sql", Topic: "tf", QueueID: -1, Invisible: time.Minute, ExpressionType: "SQL92", TagExpression: "n >="})
 	wantErrCode(t, "bad SQL92", err, errcode.SubscriptionParseFailed)
+}
+
+// TestPopReset: an offset reset moves POP consumption: nothing in flight,
+// the next message is the one at the new offset.
+func TestPopReset(t *testing.T) {
+	ctx := context.Background()
+	b := popBroker(t, "rz", 1)
+	sendN(t, b, "rz", 1, "m", 5, "")
+	got := pop(t, b, broker.PopRequest{Group: "g", Topic: "rz", QueueID: 0, MaxMessages: 3, Invisible: time.Hour})
+	if len(got) != 3 {
+		t.Fatalf("popped %d", len(got))
+	}
+	if err := b.PopAck(ctx, "g", "rz", got[0].Handle); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ResetOffset("g", "rz", 0, true, false, false); err != nil {
+		t.Fatal(err)
+	}
+	wantErrCode(t, "ack after a reset", b.PopAck(ctx, "g", "rz", got[1].Handle), errcode.InvalidReceiptHandle)
+	again := pop(t, b, broker.PopRequest{Group: "g", Topic: "rz", QueueID: 0, MaxMessages: 32, Invisible: time.Hour})
+	if len(again) != 5 || body(t, again[0]) != "m0" || again[0].Attempt != 1 {
+		t.Fatalf("after the reset to the earliest: %d messages", len(again))
+	}
+	if st := b.PopStats("g", "rz"); st[0].AckedOffset != 0 || st[0].InFlight != 5 {
+		t.Fatalf("stats %+v", st)
+	}
 }

@@ -69,6 +69,12 @@ func (b *Broker) PopAck(ctx context.Context, group, topic, handle string) error 
 	return b.pop.Ack(ctx, group, topic, handle)
 }
 
+// PopAckBatch acknowledges popped messages of a group on a topic with one
+// POP log append; it returns one error (nil: acknowledged) per handle.
+func (b *Broker) PopAckBatch(ctx context.Context, group, topic string, handles []string) []error {
+	return b.pop.AckBatch(ctx, group, topic, handles)
+}
+
 // ChangeInvisible makes a popped message visible again d from now (d in
 // [0, 12h]) and returns its new handle and visible time (Record nil); the
 // old handle is invalid from then on.
@@ -94,6 +100,21 @@ func (b *Broker) ReleaseClient(clientID string) { b.pop.Release(clientID) }
 
 // PopStats returns the POP state of a group's queues of a topic.
 func (b *Broker) PopStats(group, topic string) []PopQueueStats { return b.pop.Stats(group, topic) }
+
+// resetPop moves a group's POP consumption of a topic to the offsets an
+// offset reset chose (ResetOffset calls it unless the reset is a dry run):
+// nothing stays in flight, and the next message handed out of each queue is
+// the one at its new offset.
+func (b *Broker) resetPop(group, topic string, changes []OffsetChange) error {
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	for _, c := range changes {
+		if err := b.pop.Reset(ctx, group, topic, c.QueueID, c.After); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // popHost is the broker as the POP service sees it.
 type popHost struct{ b *Broker }
@@ -180,6 +201,17 @@ func (h popHost) AppendLog(ctx context.Context, bodies [][]byte) (int64, error) 
 
 func (h popHost) WaitDispatched(ctx context.Context) error {
 	return h.b.store.WaitDispatched(ctx, h.b.store.CommitLog().MaxOffset())
+}
+
+func (h popHost) ConnectedClients() map[string]bool {
+	r := h.b.clients
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]bool, len(r.clients))
+	for s := range r.clients {
+		out[s.id] = true
+	}
+	return out
 }
 
 // DeadLetter stores the message in %DLQ%<group> through the retry

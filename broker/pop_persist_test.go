@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -100,9 +101,10 @@ func startAt(t *testing.T, dir string, mutate ...func(*broker.Options)) *server.
 // snapshot, or none, and the POP log after it).
 func TestPopRestart(t *testing.T) {
 	for _, tc := range []struct {
-		name         string
-		kill, midway bool
-	}{{"clean", false, false}, {"no-snapshot", true, false}, {"snapshot-and-log", true, true}} {
+		name                         string
+		kill, midway, corrupt, crash bool
+	}{{name: "clean"}, {name: "no-snapshot", kill: true}, {name: "snapshot-and-log", kill: true, midway: true},
+		{name: "corrupt-snapshot", corrupt: true}, {name: "crash-copy", midway: true, crash: true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			b := startAt(t, dir)
@@ -112,11 +114,31 @@ func TestPopRestart(t *testing.T) {
 			sendN(t, b, "rs", 2, "m", 10, "")
 			valid, acked := popScenario(t, b, "rs", tc.midway)
 			before := b.PopStats("g", "rs")
+			if tc.crash {
+				// The files as a process killed now would leave them.
+				crashed := testutil.CrashCopy(t, dir)
+				if err := b.Close(); err != nil {
+					t.Fatal(err)
+				}
+				b = startAt(t, crashed)
+				defer b.Close()
+				if after := b.PopStats("g", "rs"); !reflect.DeepEqual(before, after) {
+					t.Fatalf("stats before %+v, after %+v", before, after)
+				}
+				checkAfter(t, b, "rs", valid, acked)
+				return
+			}
 			if tc.kill {
 				b.PopService().SkipSnapshotOnClose()
 			}
 			if err := b.Close(); err != nil {
 				t.Fatal(err)
+			}
+			if tc.corrupt {
+				// Unreadable: the whole POP log is applied instead.
+				if err := os.WriteFile(filepath.Join(dir, "config", "popState.json"), []byte(`{"version":1,`), 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
 			b = startAt(t, dir)
 			defer b.Close()
@@ -165,4 +187,48 @@ func TestPopSlavePromotion(t *testing.T) {
 		t.Fatalf("promote: %v %v", err, resp.GetStatus())
 	}
 	checkAfter(t, slave, "pp", valid, acked)
+}
+
+// TestPopSnapshotAheadOfLog: a snapshot covering more of the POP log than
+// the log holds (the log lost its tail in a machine crash) is dropped and
+// the log alone rebuilds the state.
+func TestPopSnapshotAheadOfLog(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b := startAt(t, dir)
+	if err := b.CreateTopic(broker.TopicConfig{Name: "sa", ReadQueueNums: 1, WriteQueueNums: 1, Perm: broker.PermReadWrite}, false); err != nil {
+		t.Fatal(err)
+	}
+	sendN(t, b, "sa", 1, "m", 6, "")
+	got := pop(t, b, broker.PopRequest{Group: "g", Topic: "sa", QueueID: 0, Invisible: time.Hour})
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	short := testutil.CrashCopy(t, dir) // its POP log: the pop only
+	b = startAt(t, dir)
+	for _, p := range got[:3] {
+		if err := b.PopAck(ctx, "g", "sa", p.Handle); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	later, err := os.ReadFile(filepath.Join(dir, "config", "popState.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(short, "config", "popState.json"), later, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b = startAt(t, short)
+	defer b.Close()
+	if st := b.PopStats("g", "sa"); len(st) != 1 || st[0].InFlight != 6 || st[0].AckedOffset != 0 {
+		t.Fatalf("stats %+v, want the log's state: 6 in flight", st)
+	}
+	for _, p := range got {
+		if err := b.PopAck(ctx, "g", "sa", p.Handle); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

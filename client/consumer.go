@@ -21,8 +21,9 @@ var errNoSubscription = codeErr(pb.Code_INVALID_PARAMETER, "no subscription: cal
 // subscription is one topic a consumer subscribes to.
 type subscription struct {
 	topic    string
-	filter   *message.TagExpression
-	listener any // ConcurrentListener or OrderlyListener (push consumer)
+	sel      Selector
+	filter   *message.TagExpression // the tag filter; "*" for SQL92
+	listener any                    // ConcurrentListener or OrderlyListener (push consumer)
 }
 
 // queueHandler is what the core asks a consumer to do when its assignment
@@ -92,19 +93,39 @@ func newConsumerCore(group string, o options, consumeType pb.ConsumeType) (*cons
 	return c, nil
 }
 
-// subscribe adds or replaces the subscription of a topic.
-func (c *consumerCore) subscribe(topic, expr string, listener any) error {
+// subscribe adds or replaces the subscription of a topic. An SQL92
+// condition is checked with the topic's brokers when they can be asked.
+func (c *consumerCore) subscribe(topic string, sel Selector, listener any) error {
 	if err := message.ValidateTopic(topic); err != nil {
 		return codeErr(pb.Code_ILLEGAL_TOPIC, "%v", err)
 	}
-	f, err := message.ParseTagExpression(expr)
+	tags := sel.expr
+	if sel.sql {
+		ctx, cancel := c.rpcContext(c.ctx)
+		err := c.checkSQL(ctx, topic, sel.expr)
+		cancel()
+		if err != nil {
+			return err
+		}
+		tags = "*"
+	}
+	f, err := message.ParseTagExpression(tags)
 	if err != nil {
 		return codeErr(pb.Code_SUBSCRIPTION_PARSE_FAILED, "%v", err)
 	}
 	c.mu.Lock()
-	c.subs[topic] = &subscription{topic: topic, filter: f, listener: listener}
+	c.subs[topic] = &subscription{topic: topic, sel: sel, filter: f, listener: listener}
 	c.mu.Unlock()
 	return nil
+}
+
+// expression is what the brokers filter with: the normalised tag
+// expression, or the SQL92 condition.
+func (s *subscription) expression() string {
+	if s.sel.sql {
+		return s.sel.expr
+	}
+	return s.filter.String()
 }
 
 func (c *consumerCore) unsubscribe(topic string) {
@@ -147,6 +168,9 @@ func (c *consumerCore) assignment() []MessageQueue {
 func (c *consumerCore) start(ctx context.Context) error {
 	if !c.hasSubscriptions() {
 		return errNoSubscription
+	}
+	if err := c.checkSQLSubscriptions(ctx); err != nil {
+		return err
 	}
 	c.startRouteRefresher()
 	c.syncSessions(ctx)
@@ -474,7 +498,7 @@ func (c *consumerCore) pullOnce(ctx context.Context, mq MessageQueue, sub *subsc
 	resp, err := c.pullFrom(pctx, addr, cli, &pb.PullRequest{
 		Group: c.group, Topic: mq.Topic, QueueId: mq.QueueID, Offset: offset,
 		MaxMessages: int32(maxMsgs), MaxBytes: int32(c.opts.pullMaxBytes),
-		TagExpression: sub.filter.String(), SuspendTimeoutMs: suspend.Milliseconds(), CommitOffset: commitOffset,
+		TagExpression: sub.expression(), ExpressionType: sub.sel.exprType(), SuspendTimeoutMs: suspend.Milliseconds(), CommitOffset: commitOffset,
 	})
 	if err == nil {
 		err = wire.FromStatus(resp.GetStatus())
@@ -513,7 +537,7 @@ func (c *consumerCore) heartbeat() *pb.ClientMessage {
 	}
 	for _, t := range c.topics() {
 		if s := c.subscription(t); s != nil {
-			cd.Subscriptions = append(cd.Subscriptions, &pb.Subscription{Topic: t, Expression: s.filter.String()})
+			cd.Subscriptions = append(cd.Subscriptions, &pb.Subscription{Topic: t, Expression: s.expression(), ExpressionType: s.sel.exprType()})
 		}
 	}
 	return &pb.ClientMessage{Kind: &pb.ClientMessage_Heartbeat{Heartbeat: &pb.Heartbeat{

@@ -74,12 +74,21 @@ func (p *PullConsumer) ClientID() string { return p.c.clientID }
 // Subscribe subscribes to topic with a tag expression ("*" or "" for all,
 // or "a || b").
 func (p *PullConsumer) Subscribe(topic, expression string) error {
+	return p.SubscribeSelector(topic, ByTag(expression))
+}
+
+// SubscribeSelector subscribes to topic with a selector: ByTag or SQL92.
+// An SQL92 condition is checked with the topic's brokers (when the route
+// can be read; else at Start): one they refuse is an error matching
+// ErrSubscriptionParse (with the position of the error) or ErrNoPermission
+// (a broker that does not filter by properties).
+func (p *PullConsumer) SubscribeSelector(topic string, sel Selector) error {
 	p.closeMu.Lock()
 	defer p.closeMu.Unlock()
 	if p.state.Load() == stateClosed {
 		return ErrClosed
 	}
-	if err := p.c.subscribe(topic, expression, nil); err != nil {
+	if err := p.c.subscribe(topic, sel, nil); err != nil {
 		return err
 	}
 	if p.state.Load() == stateStarted {

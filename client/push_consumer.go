@@ -142,6 +142,18 @@ func (p *PushConsumer) ClientID() string { return p.c.clientID }
 // consumer use the same kind of listener. Subscribing again to a topic
 // replaces its expression and listener.
 func (p *PushConsumer) Subscribe(topic, expression string, listener Listener) error {
+	return p.SubscribeSelector(topic, ByTag(expression), listener)
+}
+
+// SubscribeSelector is Subscribe with a selector: ByTag or SQL92, e.g.
+//
+//	c.SubscribeSelector("orders", client.SQL92("region = 'eu' AND amount > 100"), listener)
+//
+// An SQL92 condition is checked with the topic's brokers (when the route
+// can be read; else at Start): one they refuse is an error matching
+// ErrSubscriptionParse (with the position of the error) or ErrNoPermission
+// (a broker that does not filter by properties).
+func (p *PushConsumer) SubscribeSelector(topic string, sel Selector, listener Listener) error {
 	p.closeMu.Lock()
 	defer p.closeMu.Unlock()
 	if p.state.Load() == stateClosed {
@@ -166,7 +178,7 @@ func (p *PushConsumer) Subscribe(topic, expression string, listener Listener) er
 	if p.state.Load() == stateStarted && orderly != p.orderly {
 		return codeErr(pb.Code_INVALID_PARAMETER, "cannot change the listener kind after Start")
 	}
-	if err := p.c.subscribe(topic, expression, l); err != nil {
+	if err := p.c.subscribe(topic, sel, l); err != nil {
 		return err
 	}
 	if !p.kindSet {

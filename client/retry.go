@@ -141,7 +141,7 @@ func (p *PushConsumer) subscribeRetry() error {
 	if p.orderly || p.c.opts.model != Clustering {
 		return nil
 	}
-	return p.c.subscribe(message.RetryTopic(p.c.group), "*", retryListener{})
+	return p.c.subscribe(message.RetryTopic(p.c.group), ByTag("*"), retryListener{})
 }
 
 // restoreRetried gives messages pulled from the retry topic their original

@@ -52,8 +52,9 @@
 //     off. Nack: ChangeInvisible with the group's backoff for the attempt
 //     (subgroup.Config.Backoff(attempt-1)).
 //   - Auto-renewal (AutoRenew receives, v5 push consumers): while the
-//     client is alive (it received within the last 2 minutes and was not
-//     released; a new master gives the clients in its state 2 minutes)
+//     client is alive (not released, and connected to the broker — its
+//     heartbeats keep a session — or receiving within the last 2 minutes;
+//     a new master gives the clients in its state 2 minutes)
 //     and for at most 3 hours, a message whose visibility ends within two
 //     renewal periods (or a third of its invisible duration, up to 10 s) is
 //     renewed to now + its invisible duration (at least four periods; the
@@ -129,7 +130,8 @@
 //	kind POP only: next varint | attemptId str | clientId str | invisibleMs uvarint
 //	count uvarint (≤ 65536) | count entries
 //
-// Entries by kind (1 POP, 2 ACK, 3 CHANGE, 4 RENEW, 5 DLQ):
+// A RESET record (kind 6) carries next (varint) after queueId and no
+// entries. Entries by kind (1 POP, 2 ACK, 3 CHANGE, 4 RENEW, 5 DLQ):
 //
 //	POP    offset uvarint | seq uvarint | attempt uvarint | visibleAtMs varint
 //	ACK    offset uvarint | seq uvarint
@@ -143,7 +145,9 @@
 // sequence matches; CHANGE replaces the sequence and visible time of
 // entries whose sequence is oldSeq and turns auto-renewal off (releases
 // are CHANGE records with seq = oldSeq); RENEW moves the visible time of
-// entries whose sequence matches; DLQ removes the entries. Trailing bytes
+// entries whose sequence matches; DLQ removes the entries; RESET (an
+// offset reset of the group) empties the queue's state and sets next.
+// Trailing bytes
 // are an error; an undecodable record is logged and skipped.
 //
 // # Snapshot (version 1)

@@ -423,37 +423,95 @@ func recsOf(rs ...*Record) []*Record {
 
 // Ack acknowledges a message by its receipt handle.
 func (s *Service) Ack(ctx context.Context, group, topic, token string) error {
-	h, gt, err := s.resolve(group, topic, token)
-	if err != nil {
-		return err
+	return s.AckBatch(ctx, group, topic, []string{token})[0]
+}
+
+// AckBatch acknowledges messages of a group on a topic by their receipt
+// handles, with one POP log append, and returns one error per handle.
+func (s *Service) AckBatch(ctx context.Context, group, topic string, tokens []string) []error {
+	errs := make([]error, len(tokens))
+	fail := func(err error) []error {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+		return errs
 	}
+	if err := s.checkNames(group, topic); err != nil {
+		return fail(err)
+	}
+	// Serving first: the state is loaded then (a handle of a message in
+	// flight before a restart is found).
 	if err := s.serving(ctx); err != nil {
-		return err
+		return fail(err)
+	}
+	type acked struct {
+		h Handle
+		e *entry
+	}
+	var gt *groupTopic
+	var hs []Handle
+	var idx []int
+	for i, tok := range tokens {
+		h, g, err := s.resolve(group, topic, tok)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		gt = g
+		hs = append(hs, h)
+		idx = append(idx, i)
+	}
+	if len(hs) == 0 {
+		return errs
 	}
 	s.snapMu.RLock()
 	defer s.snapMu.RUnlock()
 	nowMS := time.Now().UnixMilli()
+	var done []acked
+	var doneIdx []int
+	byQueue := map[int32]*Record{}
+	var recs []*Record
 	gt.mu.Lock()
-	q, e, err := validLocked(gt, h, nowMS)
-	if err != nil {
-		gt.mu.Unlock()
-		return err
+	for j, h := range hs {
+		_, e, err := validLocked(gt, h, nowMS)
+		if err != nil {
+			errs[idx[j]] = err
+			continue
+		}
+		rec := &Record{Kind: KindAck, TimeMS: nowMS, Group: group, Topic: topic, QueueID: h.QueueID, Entries: []Entry{{Offset: h.Offset, Seq: h.Seq}}}
+		s.applyLocked(gt, rec) // one handle twice in the batch: the second is refused
+		if r := byQueue[h.QueueID]; r != nil {
+			r.Entries = append(r.Entries, rec.Entries[0])
+		} else {
+			byQueue[h.QueueID] = rec
+			recs = append(recs, rec)
+		}
+		done = append(done, acked{h, e})
+		doneIdx = append(doneIdx, idx[j])
 	}
-	rec := &Record{Kind: KindAck, TimeMS: nowMS, Group: group, Topic: topic, QueueID: h.QueueID, Entries: []Entry{{Offset: h.Offset, Seq: h.Seq}}}
-	s.applyLocked(gt, rec)
 	gt.mu.Unlock()
-	if err := s.append(ctx, []*Record{rec}); err != nil {
+	if len(recs) == 0 {
+		return errs
+	}
+	if err := s.append(ctx, recs); err != nil {
 		gt.mu.Lock()
-		if _, ok := q.inflight[h.Offset]; !ok && gt.qs[h.QueueID] == q {
-			q.inflight[h.Offset] = e
-			q.visibleFrom = min(q.visibleFrom, e.visibleAt)
+		for _, a := range done {
+			if q := gt.qs[a.h.QueueID]; q != nil && q.inflight[a.h.Offset] == nil {
+				q.inflight[a.h.Offset] = a.e
+				q.visibleFrom = min(q.visibleFrom, a.e.visibleAt)
+			}
 		}
 		gt.mu.Unlock()
-		return err
+		for _, i := range doneIdx {
+			errs[i] = err
+		}
+		return errs
 	}
-	gt.acks.Add(1)
+	gt.acks.Add(int64(len(done)))
 	s.Notify(topic) // a FIFO queue may be free now
-	return nil
+	return errs
 }
 
 // ChangeInvisible makes a message visible again d from now, under a new
@@ -478,11 +536,14 @@ func (s *Service) Nack(ctx context.Context, group, topic, token string) (time.Du
 }
 
 func (s *Service) change(ctx context.Context, group, topic, token string, dur func(GroupConfig, int32) time.Duration) (Message, error) {
-	h, gt, err := s.resolve(group, topic, token)
-	if err != nil {
+	if err := s.checkNames(group, topic); err != nil {
 		return Message{}, err
 	}
 	if err := s.serving(ctx); err != nil {
+		return Message{}, err
+	}
+	h, gt, err := s.resolve(group, topic, token)
+	if err != nil {
 		return Message{}, err
 	}
 	cfg := s.h.Group(group)
@@ -522,11 +583,14 @@ func (s *Service) change(ctx context.Context, group, topic, token string, dur fu
 // ToDLQ moves a message to the group's dead-letter queue and acknowledges
 // it.
 func (s *Service) ToDLQ(ctx context.Context, group, topic, token string) error {
-	h, gt, err := s.resolve(group, topic, token)
-	if err != nil {
+	if err := s.checkNames(group, topic); err != nil {
 		return err
 	}
 	if err := s.serving(ctx); err != nil {
+		return err
+	}
+	h, gt, err := s.resolve(group, topic, token)
+	if err != nil {
 		return err
 	}
 	cfg := s.h.Group(group)
@@ -534,28 +598,40 @@ func (s *Service) ToDLQ(ctx context.Context, group, topic, token string) error {
 	defer s.snapMu.RUnlock()
 	nowMS := time.Now().UnixMilli()
 	gt.mu.Lock()
-	_, e, err := validLocked(gt, h, nowMS)
-	var attempt int32
-	if e != nil {
-		attempt = e.attempt
-	}
-	gt.mu.Unlock()
+	q, e, err := validLocked(gt, h, nowMS)
 	if err != nil {
+		gt.mu.Unlock()
 		return err
+	}
+	// Held (not logged) while the dead letter is written: no receive hands
+	// it out meanwhile, and the handle is used up.
+	old := *e
+	hold := s.nextSeq()
+	e.seq, e.visibleAt, e.client = hold, nowMS+dlqHold.Milliseconds(), ""
+	gt.mu.Unlock()
+	restore := func() {
+		gt.mu.Lock()
+		if cur := q.inflight[h.Offset]; cur != nil && cur.seq == hold {
+			*cur = old
+			q.visibleFrom = min(q.visibleFrom, old.visibleAt)
+		}
+		gt.mu.Unlock()
 	}
 	p := &popper{s: s, gt: gt, req: Request{Group: group, Topic: topic}}
 	rec, err := p.read(h.QueueID, h.Offset)
 	if err != nil {
+		restore()
 		return errcode.Errorf(errcode.SystemError, "read %s/%d@%d: %v", topic, h.QueueID, h.Offset, err)
 	}
 	if rec != nil {
-		if err := s.h.DeadLetter(ctx, group, rec, attempt, cfg.MaxAttempts, "POP: forwarded to the dead-letter queue by the consumer"); err != nil {
+		if err := s.h.DeadLetter(ctx, group, rec, old.attempt, cfg.MaxAttempts, "POP: forwarded to the dead-letter queue by the consumer"); err != nil {
+			restore()
 			return err
 		}
 	}
 	r := &Record{Kind: KindDLQ, TimeMS: nowMS, Group: group, Topic: topic, QueueID: h.QueueID, Entries: []Entry{{Offset: h.Offset, Seq: h.Seq}}}
 	if err := s.append(ctx, []*Record{r}); err != nil {
-		return err
+		return err // the copy is in the DLQ: the hold ends, the message comes again
 	}
 	gt.mu.Lock()
 	s.applyLocked(gt, r)
@@ -617,6 +693,13 @@ func (s *Service) renew(now time.Time) {
 	defer s.snapMu.RUnlock()
 	nowMS := now.UnixMilli()
 	ahead := (2 * s.opts.RenewInterval).Milliseconds()
+	var connected map[string]bool // read once, when needed
+	alive := func(client string) bool {
+		if connected == nil {
+			connected = s.h.ConnectedClients()
+		}
+		return s.alive(client, connected, now)
+	}
 	var recs []*Record
 	for _, gt := range s.groupTopics() {
 		gt.mu.Lock()
@@ -624,7 +707,7 @@ func (s *Service) renew(now time.Time) {
 			var r *Record
 			for off, e := range q.inflight {
 				if e.client == "" || e.visibleAt <= nowMS || e.visibleAt-nowMS > max(ahead, min(e.invisibleMS/3, 10_000)) ||
-					nowMS-e.popMS >= s.opts.RenewMax.Milliseconds() || !s.alive(e.client, now) {
+					nowMS-e.popMS >= s.opts.RenewMax.Milliseconds() || !alive(e.client) {
 					continue
 				}
 				if r == nil {
@@ -659,6 +742,33 @@ func (s *Service) commitWatermarks() {
 		}
 		gt.mu.Unlock()
 	}
+}
+
+// Reset moves a group's POP consumption of a queue to offset (an offset
+// reset): nothing is in flight any more and the next message handed out is
+// the one at offset.
+func (s *Service) Reset(ctx context.Context, group, topic string, queueID int32, offset int64) error {
+	if err := s.checkNames(group, topic); err != nil {
+		return err
+	}
+	if err := s.serving(ctx); err != nil {
+		return err
+	}
+	gt := s.lookupGroupTopic(group, topic)
+	if gt == nil {
+		return nil // never consumed by POP here: the offset table says where it starts
+	}
+	s.snapMu.RLock()
+	defer s.snapMu.RUnlock()
+	r := &Record{Kind: KindReset, TimeMS: time.Now().UnixMilli(), Group: group, Topic: topic, QueueID: queueID, Next: max(offset, 0)}
+	gt.mu.Lock()
+	s.applyLocked(gt, r)
+	gt.mu.Unlock()
+	if err := s.append(ctx, []*Record{r}); err != nil {
+		return err
+	}
+	s.Notify(topic)
+	return nil
 }
 
 // Stats returns the POP state of a group's queues of a topic, by queue id.

@@ -113,6 +113,9 @@ type Host interface {
 	// WaitDispatched returns once every record in the CommitLog now is in
 	// the consume queues.
 	WaitDispatched(ctx context.Context) error
+	// ConnectedClients returns the ids of the clients connected now
+	// (sessions kept alive by heartbeats).
+	ConnectedClients() map[string]bool
 	// DeadLetter stores a copy of the stored record in the group's
 	// dead-letter queue, as the retry service does.
 	DeadLetter(ctx context.Context, group string, record []byte, attempt int32, maxAttempts int, reason string) error
@@ -266,8 +269,10 @@ func (s *Service) run() {
 	defer tick.Stop()
 	lastSnap := time.Now()
 	for {
-		arrived := s.signal(message.PopLogTopic).C()
+		// A follower wakes on each POP log record; the master on ticks.
+		var arrived <-chan struct{}
 		if !s.isMaster() {
+			arrived = s.signal(message.PopLogTopic).C()
 			s.tail()
 		}
 		select {
@@ -280,6 +285,7 @@ func (s *Service) run() {
 				s.renew(now)
 				s.commitWatermarks()
 			}
+			s.pruneClients(now)
 			if now.Sub(lastSnap) >= s.opts.SnapshotInterval {
 				lastSnap = now
 				if err := s.snapshot(false); err != nil {
@@ -641,11 +647,16 @@ func (s *Service) seen(client string) {
 	delete(s.released, client)
 }
 
-func (s *Service) alive(client string, now time.Time) bool {
+// alive reports whether an auto-renewing client is alive: not released,
+// and connected (heartbeating) or receiving within ClientIdle.
+func (s *Service) alive(client string, connected map[string]bool, now time.Time) bool {
 	s.clientsMu.Lock()
 	defer s.clientsMu.Unlock()
 	if _, ok := s.released[client]; ok {
 		return false
+	}
+	if connected[client] {
+		return true
 	}
 	t, ok := s.lastSeen[client]
 	return ok && now.Sub(t) < s.opts.ClientIdle
@@ -670,7 +681,14 @@ func (s *Service) graceClients() {
 		}
 		gt.mu.Unlock()
 	}
+	s.pruneClients(now)
+}
+
+// pruneClients forgets clients not seen and released clients after twice
+// ClientIdle.
+func (s *Service) pruneClients(now time.Time) {
 	s.clientsMu.Lock()
+	defer s.clientsMu.Unlock()
 	for c, t := range s.lastSeen {
 		if now.Sub(t) > 2*s.opts.ClientIdle {
 			delete(s.lastSeen, c)
@@ -681,5 +699,4 @@ func (s *Service) graceClients() {
 			delete(s.released, c)
 		}
 	}
-	s.clientsMu.Unlock()
 }

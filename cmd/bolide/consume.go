@@ -18,14 +18,15 @@ type consumeFlags struct {
 	topic     string
 	group     string
 	tag       string
+	sql       string
 	from      string
 	count     int
 	idle      time.Duration
 	broadcast bool
 	pop       bool
 	invisible time.Duration
-	// fromSet and invisibleSet: the flags were given.
-	fromSet, invisibleSet bool
+	// fromSet, invisibleSet, tagSet and sqlSet: the flags were given.
+	fromSet, invisibleSet, tagSet, sqlSet bool
 }
 
 func newConsumeCmd(a *app) *cobra.Command {
@@ -43,6 +44,12 @@ them); with --broadcast each gets every message and offsets are kept in
 ~/.bolide/offsets instead of on the brokers. --from says where a group starts on queues
 it has never consumed: first (the default here), last, or a time.
 
+--tag selects messages by tag; --sql instead by an SQL92 condition over their properties
+(RocketMQ's language: =, <>, <, <=, >, >=, BETWEEN, IN, IS [NOT] NULL, AND, OR, NOT,
+'strings', numbers, TRUE/FALSE; TAGS is the tag), evaluated by the brokers: the others are
+never sent, and the group's offsets move past them. A condition the brokers refuse is a
+usage error that gives the position of the mistake.
+
 With -o json each line is one message: msgId (the unique id, UNIQ_KEY), offsetMsgId
 (store host and CommitLog offset), topic, broker, queueId,
 queueOffset, commitLogOffset, tags, keys, properties, body (text; base64 with
@@ -57,12 +64,14 @@ group's subscription-group settings apply (bolide group create --fifo ...); --fr
 --broadcast do not.`,
 		Example: `  bolide consume --topic orders --group billing
   bolide consume --topic orders --group billing --tag 'paid || refunded' --count 10
+  bolide consume --topic orders --group eu-large --sql "region = 'eu' AND amount > 100"
   bolide consume --topic orders --group audit --from -1h --timeout 0    # follow
   bolide consume --topic orders --group replay --from 2026-01-02T15:00:00Z -o json | jq .body
   bolide consume --topic orders --group ledger --pop --invisible 1m --count 10`,
 		Args: exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.fromSet, f.invisibleSet = cmd.Flags().Changed("from"), cmd.Flags().Changed("invisible")
+			f.tagSet, f.sqlSet = cmd.Flags().Changed("tag"), cmd.Flags().Changed("sql")
 			return a.runConsume(f)
 		},
 	}
@@ -70,6 +79,7 @@ group's subscription-group settings apply (bolide group create --fifo ...); --fr
 	fs.StringVarP(&f.topic, "topic", "t", "", "topic to consume (required)")
 	fs.StringVarP(&f.group, "group", "g", "", "consumer group (required)")
 	fs.StringVar(&f.tag, "tag", "*", `tag expression: "*" or tags joined by "||"`)
+	fs.StringVar(&f.sql, "sql", "", `SQL92 condition over the message properties instead of --tag, e.g. "region = 'eu' AND amount > 100"`)
 	fs.StringVar(&f.from, "from", "first", "where a new group starts: first, last or a time")
 	fs.IntVarP(&f.count, "count", "c", 0, "exit after this many messages (0: no limit)")
 	fs.DurationVar(&f.idle, "timeout", 5*time.Second, "exit when nothing new arrives for this long (0: never); also bounds each request")
@@ -94,7 +104,16 @@ func (a *app) runConsume(f *consumeFlags) error {
 	if f.count < 0 || f.idle < 0 {
 		return usageErrorf("--count and --timeout must not be negative")
 	}
+	if f.sqlSet && f.tagSet {
+		return usageErrorf("--sql and --tag are exclusive: select by tag in the condition with TAGS = 'paid'")
+	}
+	if f.sqlSet && strings.TrimSpace(f.sql) == "" {
+		return usageErrorf("--sql: empty condition")
+	}
 	if f.pop {
+		if f.sqlSet {
+			return usageErrorf("--sql does not apply to --pop yet")
+		}
 		if f.broadcast || f.fromSet {
 			return usageErrorf("--from and --broadcast do not apply to --pop")
 		}
@@ -137,9 +156,16 @@ func (a *app) runConsume(f *consumeFlags) error {
 	if err != nil {
 		return err
 	}
-	if err := c.Subscribe(f.topic, f.tag); err != nil {
+	sel, flag := client.ByTag(f.tag), "--tag"
+	if f.sqlSet {
+		sel, flag = client.SQL92(f.sql), "--sql"
+	}
+	if err := c.SubscribeSelector(f.topic, sel); err != nil {
 		_ = c.Close()
-		return usageErrorf("--tag: %v", err)
+		if errors.Is(err, client.ErrSubscriptionParse) {
+			return usageErrorf("%s: %v", flag, err)
+		}
+		return forTopic(f.topic, err)
 	}
 	if err := c.Start(a.ctx); err != nil {
 		_ = c.Close()

@@ -389,9 +389,13 @@ type PullRequest struct {
 	TagExpression    string `protobuf:"bytes,7,opt,name=tag_expression,json=tagExpression,proto3" json:"tag_expression,omitempty"`
 	SuspendTimeoutMs int64  `protobuf:"varint,8,opt,name=suspend_timeout_ms,json=suspendTimeoutMs,proto3" json:"suspend_timeout_ms,omitempty"`
 	// commit_offset, when >= 0, is committed for the group before pulling.
-	CommitOffset  int64 `protobuf:"varint,9,opt,name=commit_offset,json=commitOffset,proto3" json:"commit_offset,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CommitOffset int64 `protobuf:"varint,9,opt,name=commit_offset,json=commitOffset,proto3" json:"commit_offset,omitempty"`
+	// expression_type says what tag_expression is: "" or "TAG" a tag
+	// expression, "SQL92" an SQL92 condition over the message's properties
+	// (TAGS is the tag), evaluated on the broker. Any letter case.
+	ExpressionType string `protobuf:"bytes,10,opt,name=expression_type,json=expressionType,proto3" json:"expression_type,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PullRequest) Reset() {
@@ -487,6 +491,13 @@ func (x *PullRequest) GetCommitOffset() int64 {
 	return 0
 }
 
+func (x *PullRequest) GetExpressionType() string {
+	if x != nil {
+		return x.ExpressionType
+	}
+	return ""
+}
+
 type PullResponse struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Status     *Status                `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
@@ -573,11 +584,14 @@ func (x *PullResponse) GetMaxOffset() int64 {
 }
 
 type Subscription struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Expression    string                 `protobuf:"bytes,2,opt,name=expression,proto3" json:"expression,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Topic      string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Expression string                 `protobuf:"bytes,2,opt,name=expression,proto3" json:"expression,omitempty"`
+	// expression_type: "" or "TAG" (expression is a tag expression), or
+	// "SQL92" (an SQL92 condition), as in PullRequest.
+	ExpressionType string `protobuf:"bytes,3,opt,name=expression_type,json=expressionType,proto3" json:"expression_type,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Subscription) Reset() {
@@ -620,6 +634,13 @@ func (x *Subscription) GetTopic() string {
 func (x *Subscription) GetExpression() string {
 	if x != nil {
 		return x.Expression
+	}
+	return ""
+}
+
+func (x *Subscription) GetExpressionType() string {
+	if x != nil {
+		return x.ExpressionType
 	}
 	return ""
 }
@@ -3082,6 +3103,102 @@ func (x *ResetOffsetResponse) GetChanges() []*OffsetChange {
 	return nil
 }
 
+type CheckSubscriptionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Subscription  *Subscription          `protobuf:"bytes,2,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckSubscriptionRequest) Reset() {
+	*x = CheckSubscriptionRequest{}
+	mi := &file_bolide_v1_broker_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckSubscriptionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckSubscriptionRequest) ProtoMessage() {}
+
+func (x *CheckSubscriptionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bolide_v1_broker_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckSubscriptionRequest.ProtoReflect.Descriptor instead.
+func (*CheckSubscriptionRequest) Descriptor() ([]byte, []int) {
+	return file_bolide_v1_broker_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *CheckSubscriptionRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *CheckSubscriptionRequest) GetSubscription() *Subscription {
+	if x != nil {
+		return x.Subscription
+	}
+	return nil
+}
+
+type CheckSubscriptionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Status        *Status                `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckSubscriptionResponse) Reset() {
+	*x = CheckSubscriptionResponse{}
+	mi := &file_bolide_v1_broker_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckSubscriptionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckSubscriptionResponse) ProtoMessage() {}
+
+func (x *CheckSubscriptionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bolide_v1_broker_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckSubscriptionResponse.ProtoReflect.Descriptor instead.
+func (*CheckSubscriptionResponse) Descriptor() ([]byte, []int) {
+	return file_bolide_v1_broker_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *CheckSubscriptionResponse) GetStatus() *Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 var File_bolide_v1_broker_proto protoreflect.FileDescriptor
 
 const file_bolide_v1_broker_proto_rawDesc = "" +
@@ -3105,7 +3222,7 @@ const file_bolide_v1_broker_proto_rawDesc = "" +
 	"\x06status\x18\x02 \x01(\v2\x11.bolide.v1.StatusR\x06status\x12/\n" +
 	"\aresults\x18\x03 \x03(\v2\x15.bolide.v1.SendResultR\aresults\x12\x1f\n" +
 	"\vbroker_name\x18\x04 \x01(\tR\n" +
-	"brokerName\"\xa6\x02\n" +
+	"brokerName\"\xcf\x02\n" +
 	"\vPullRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x19\n" +
@@ -3115,7 +3232,9 @@ const file_bolide_v1_broker_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x06 \x01(\x05R\bmaxBytes\x12%\n" +
 	"\x0etag_expression\x18\a \x01(\tR\rtagExpression\x12,\n" +
 	"\x12suspend_timeout_ms\x18\b \x01(\x03R\x10suspendTimeoutMs\x12#\n" +
-	"\rcommit_offset\x18\t \x01(\x03R\fcommitOffset\"\xea\x01\n" +
+	"\rcommit_offset\x18\t \x01(\x03R\fcommitOffset\x12'\n" +
+	"\x0fexpression_type\x18\n" +
+	" \x01(\tR\x0eexpressionType\"\xea\x01\n" +
 	"\fPullResponse\x12)\n" +
 	"\x06status\x18\x01 \x01(\v2\x11.bolide.v1.StatusR\x06status\x126\n" +
 	"\vpull_status\x18\x02 \x01(\x0e2\x15.bolide.v1.PullStatusR\n" +
@@ -3126,12 +3245,13 @@ const file_bolide_v1_broker_proto_rawDesc = "" +
 	"\n" +
 	"min_offset\x18\x05 \x01(\x03R\tminOffset\x12\x1d\n" +
 	"\n" +
-	"max_offset\x18\x06 \x01(\x03R\tmaxOffset\"D\n" +
+	"max_offset\x18\x06 \x01(\x03R\tmaxOffset\"m\n" +
 	"\fSubscription\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
 	"\n" +
 	"expression\x18\x02 \x01(\tR\n" +
-	"expression\"\xf6\x01\n" +
+	"expression\x12'\n" +
+	"\x0fexpression_type\x18\x03 \x01(\tR\x0eexpressionType\"\xf6\x01\n" +
 	"\fConsumerData\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x129\n" +
 	"\fconsume_type\x18\x02 \x01(\x0e2\x16.bolide.v1.ConsumeTypeR\vconsumeType\x12<\n" +
@@ -3296,7 +3416,12 @@ const file_bolide_v1_broker_proto_rawDesc = "" +
 	"\x05after\x18\x03 \x01(\x03R\x05after\"s\n" +
 	"\x13ResetOffsetResponse\x12)\n" +
 	"\x06status\x18\x01 \x01(\v2\x11.bolide.v1.StatusR\x06status\x121\n" +
-	"\achanges\x18\x02 \x03(\v2\x17.bolide.v1.OffsetChangeR\achanges*W\n" +
+	"\achanges\x18\x02 \x03(\v2\x17.bolide.v1.OffsetChangeR\achanges\"m\n" +
+	"\x18CheckSubscriptionRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12;\n" +
+	"\fsubscription\x18\x02 \x01(\v2\x17.bolide.v1.SubscriptionR\fsubscription\"F\n" +
+	"\x19CheckSubscriptionResponse\x12)\n" +
+	"\x06status\x18\x01 \x01(\v2\x11.bolide.v1.StatusR\x06status*W\n" +
 	"\n" +
 	"PullStatus\x12\t\n" +
 	"\x05FOUND\x10\x00\x12\x12\n" +
@@ -3309,14 +3434,15 @@ const file_bolide_v1_broker_proto_rawDesc = "" +
 	"\fBROADCASTING\x10\x01*:\n" +
 	"\vConsumeType\x12\x15\n" +
 	"\x11CONSUME_PASSIVELY\x10\x00\x12\x14\n" +
-	"\x10CONSUME_ACTIVELY\x10\x012\x81\x12\n" +
+	"\x10CONSUME_ACTIVELY\x10\x012\xe1\x12\n" +
 	"\x06Broker\x127\n" +
 	"\x04Send\x12\x16.bolide.v1.SendRequest\x1a\x17.bolide.v1.SendResponse\x12A\n" +
 	"\n" +
 	"SendStream\x12\x16.bolide.v1.SendRequest\x1a\x17.bolide.v1.SendResponse(\x010\x01\x127\n" +
 	"\x04Pull\x12\x16.bolide.v1.PullRequest\x1a\x17.bolide.v1.PullResponse\x12A\n" +
 	"\aConnect\x12\x18.bolide.v1.ClientMessage\x1a\x18.bolide.v1.BrokerMessage(\x010\x01\x12X\n" +
-	"\x0fGetConsumerList\x12!.bolide.v1.GetConsumerListRequest\x1a\".bolide.v1.GetConsumerListResponse\x12R\n" +
+	"\x0fGetConsumerList\x12!.bolide.v1.GetConsumerListRequest\x1a\".bolide.v1.GetConsumerListResponse\x12^\n" +
+	"\x11CheckSubscription\x12#.bolide.v1.CheckSubscriptionRequest\x1a$.bolide.v1.CheckSubscriptionResponse\x12R\n" +
 	"\rCommitOffsets\x12\x1f.bolide.v1.CommitOffsetsRequest\x1a .bolide.v1.CommitOffsetsResponse\x12L\n" +
 	"\vQueryOffset\x12\x1d.bolide.v1.QueryOffsetRequest\x1a\x1e.bolide.v1.QueryOffsetResponse\x12X\n" +
 	"\x0fGetQueueOffsets\x12!.bolide.v1.GetQueueOffsetsRequest\x1a\".bolide.v1.GetQueueOffsetsResponse\x12O\n" +
@@ -3355,7 +3481,7 @@ func file_bolide_v1_broker_proto_rawDescGZIP() []byte {
 }
 
 var file_bolide_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_bolide_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_bolide_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_bolide_v1_broker_proto_goTypes = []any{
 	(PullStatus)(0),                         // 0: bolide.v1.PullStatus
 	(MessageModel)(0),                       // 1: bolide.v1.MessageModel
@@ -3408,33 +3534,35 @@ var file_bolide_v1_broker_proto_goTypes = []any{
 	(*ResetOffsetRequest)(nil),              // 48: bolide.v1.ResetOffsetRequest
 	(*OffsetChange)(nil),                    // 49: bolide.v1.OffsetChange
 	(*ResetOffsetResponse)(nil),             // 50: bolide.v1.ResetOffsetResponse
-	(*Message)(nil),                         // 51: bolide.v1.Message
-	(*Status)(nil),                          // 52: bolide.v1.Status
-	(*TransactionCheck)(nil),                // 53: bolide.v1.TransactionCheck
-	(*TopicConfig)(nil),                     // 54: bolide.v1.TopicConfig
-	(*ReplicationInfo)(nil),                 // 55: bolide.v1.ReplicationInfo
-	(*GetSubscriptionGroupRequest)(nil),     // 56: bolide.v1.GetSubscriptionGroupRequest
-	(*PutSubscriptionGroupRequest)(nil),     // 57: bolide.v1.PutSubscriptionGroupRequest
-	(*DeleteSubscriptionGroupRequest)(nil),  // 58: bolide.v1.DeleteSubscriptionGroupRequest
-	(*ListSubscriptionGroupsRequest)(nil),   // 59: bolide.v1.ListSubscriptionGroupsRequest
-	(*ReceiveRequest)(nil),                  // 60: bolide.v1.ReceiveRequest
-	(*AckRequest)(nil),                      // 61: bolide.v1.AckRequest
-	(*ChangeInvisibleRequest)(nil),          // 62: bolide.v1.ChangeInvisibleRequest
-	(*NackRequest)(nil),                     // 63: bolide.v1.NackRequest
-	(*GetSubscriptionGroupResponse)(nil),    // 64: bolide.v1.GetSubscriptionGroupResponse
-	(*PutSubscriptionGroupResponse)(nil),    // 65: bolide.v1.PutSubscriptionGroupResponse
-	(*DeleteSubscriptionGroupResponse)(nil), // 66: bolide.v1.DeleteSubscriptionGroupResponse
-	(*ListSubscriptionGroupsResponse)(nil),  // 67: bolide.v1.ListSubscriptionGroupsResponse
-	(*ReceiveResponse)(nil),                 // 68: bolide.v1.ReceiveResponse
-	(*AckResponse)(nil),                     // 69: bolide.v1.AckResponse
-	(*ChangeInvisibleResponse)(nil),         // 70: bolide.v1.ChangeInvisibleResponse
-	(*NackResponse)(nil),                    // 71: bolide.v1.NackResponse
+	(*CheckSubscriptionRequest)(nil),        // 51: bolide.v1.CheckSubscriptionRequest
+	(*CheckSubscriptionResponse)(nil),       // 52: bolide.v1.CheckSubscriptionResponse
+	(*Message)(nil),                         // 53: bolide.v1.Message
+	(*Status)(nil),                          // 54: bolide.v1.Status
+	(*TransactionCheck)(nil),                // 55: bolide.v1.TransactionCheck
+	(*TopicConfig)(nil),                     // 56: bolide.v1.TopicConfig
+	(*ReplicationInfo)(nil),                 // 57: bolide.v1.ReplicationInfo
+	(*GetSubscriptionGroupRequest)(nil),     // 58: bolide.v1.GetSubscriptionGroupRequest
+	(*PutSubscriptionGroupRequest)(nil),     // 59: bolide.v1.PutSubscriptionGroupRequest
+	(*DeleteSubscriptionGroupRequest)(nil),  // 60: bolide.v1.DeleteSubscriptionGroupRequest
+	(*ListSubscriptionGroupsRequest)(nil),   // 61: bolide.v1.ListSubscriptionGroupsRequest
+	(*ReceiveRequest)(nil),                  // 62: bolide.v1.ReceiveRequest
+	(*AckRequest)(nil),                      // 63: bolide.v1.AckRequest
+	(*ChangeInvisibleRequest)(nil),          // 64: bolide.v1.ChangeInvisibleRequest
+	(*NackRequest)(nil),                     // 65: bolide.v1.NackRequest
+	(*GetSubscriptionGroupResponse)(nil),    // 66: bolide.v1.GetSubscriptionGroupResponse
+	(*PutSubscriptionGroupResponse)(nil),    // 67: bolide.v1.PutSubscriptionGroupResponse
+	(*DeleteSubscriptionGroupResponse)(nil), // 68: bolide.v1.DeleteSubscriptionGroupResponse
+	(*ListSubscriptionGroupsResponse)(nil),  // 69: bolide.v1.ListSubscriptionGroupsResponse
+	(*ReceiveResponse)(nil),                 // 70: bolide.v1.ReceiveResponse
+	(*AckResponse)(nil),                     // 71: bolide.v1.AckResponse
+	(*ChangeInvisibleResponse)(nil),         // 72: bolide.v1.ChangeInvisibleResponse
+	(*NackResponse)(nil),                    // 73: bolide.v1.NackResponse
 }
 var file_bolide_v1_broker_proto_depIdxs = []int32{
-	51, // 0: bolide.v1.SendRequest.messages:type_name -> bolide.v1.Message
-	52, // 1: bolide.v1.SendResponse.status:type_name -> bolide.v1.Status
+	53, // 0: bolide.v1.SendRequest.messages:type_name -> bolide.v1.Message
+	54, // 1: bolide.v1.SendResponse.status:type_name -> bolide.v1.Status
 	4,  // 2: bolide.v1.SendResponse.results:type_name -> bolide.v1.SendResult
-	52, // 3: bolide.v1.PullResponse.status:type_name -> bolide.v1.Status
+	54, // 3: bolide.v1.PullResponse.status:type_name -> bolide.v1.Status
 	0,  // 4: bolide.v1.PullResponse.pull_status:type_name -> bolide.v1.PullStatus
 	2,  // 5: bolide.v1.ConsumerData.consume_type:type_name -> bolide.v1.ConsumeType
 	1,  // 6: bolide.v1.ConsumerData.message_model:type_name -> bolide.v1.MessageModel
@@ -3442,96 +3570,100 @@ var file_bolide_v1_broker_proto_depIdxs = []int32{
 	9,  // 8: bolide.v1.Heartbeat.consumers:type_name -> bolide.v1.ConsumerData
 	10, // 9: bolide.v1.ClientMessage.heartbeat:type_name -> bolide.v1.Heartbeat
 	12, // 10: bolide.v1.BrokerMessage.consumer_ids_changed:type_name -> bolide.v1.ConsumerIdsChanged
-	53, // 11: bolide.v1.BrokerMessage.check_transaction:type_name -> bolide.v1.TransactionCheck
-	52, // 12: bolide.v1.GetConsumerListResponse.status:type_name -> bolide.v1.Status
+	55, // 11: bolide.v1.BrokerMessage.check_transaction:type_name -> bolide.v1.TransactionCheck
+	54, // 12: bolide.v1.GetConsumerListResponse.status:type_name -> bolide.v1.Status
 	16, // 13: bolide.v1.CommitOffsetsRequest.offsets:type_name -> bolide.v1.QueueOffset
-	52, // 14: bolide.v1.CommitOffsetsResponse.status:type_name -> bolide.v1.Status
-	52, // 15: bolide.v1.QueryOffsetResponse.status:type_name -> bolide.v1.Status
-	52, // 16: bolide.v1.GetQueueOffsetsResponse.status:type_name -> bolide.v1.Status
-	52, // 17: bolide.v1.SearchOffsetResponse.status:type_name -> bolide.v1.Status
+	54, // 14: bolide.v1.CommitOffsetsResponse.status:type_name -> bolide.v1.Status
+	54, // 15: bolide.v1.QueryOffsetResponse.status:type_name -> bolide.v1.Status
+	54, // 16: bolide.v1.GetQueueOffsetsResponse.status:type_name -> bolide.v1.Status
+	54, // 17: bolide.v1.SearchOffsetResponse.status:type_name -> bolide.v1.Status
 	25, // 18: bolide.v1.LockQueuesRequest.queues:type_name -> bolide.v1.QueueRef
-	52, // 19: bolide.v1.LockQueuesResponse.status:type_name -> bolide.v1.Status
+	54, // 19: bolide.v1.LockQueuesResponse.status:type_name -> bolide.v1.Status
 	25, // 20: bolide.v1.LockQueuesResponse.locked:type_name -> bolide.v1.QueueRef
 	25, // 21: bolide.v1.UnlockQueuesRequest.queues:type_name -> bolide.v1.QueueRef
-	52, // 22: bolide.v1.UnlockQueuesResponse.status:type_name -> bolide.v1.Status
-	52, // 23: bolide.v1.ViewMessageResponse.status:type_name -> bolide.v1.Status
-	52, // 24: bolide.v1.QueryMessageResponse.status:type_name -> bolide.v1.Status
-	54, // 25: bolide.v1.CreateTopicRequest.topic:type_name -> bolide.v1.TopicConfig
-	52, // 26: bolide.v1.CreateTopicResponse.status:type_name -> bolide.v1.Status
-	52, // 27: bolide.v1.BrokerDeleteTopicResponse.status:type_name -> bolide.v1.Status
-	52, // 28: bolide.v1.GetTopicConfigsResponse.status:type_name -> bolide.v1.Status
-	54, // 29: bolide.v1.GetTopicConfigsResponse.topics:type_name -> bolide.v1.TopicConfig
-	52, // 30: bolide.v1.GetBrokerInfoResponse.status:type_name -> bolide.v1.Status
-	55, // 31: bolide.v1.GetBrokerInfoResponse.replication:type_name -> bolide.v1.ReplicationInfo
+	54, // 22: bolide.v1.UnlockQueuesResponse.status:type_name -> bolide.v1.Status
+	54, // 23: bolide.v1.ViewMessageResponse.status:type_name -> bolide.v1.Status
+	54, // 24: bolide.v1.QueryMessageResponse.status:type_name -> bolide.v1.Status
+	56, // 25: bolide.v1.CreateTopicRequest.topic:type_name -> bolide.v1.TopicConfig
+	54, // 26: bolide.v1.CreateTopicResponse.status:type_name -> bolide.v1.Status
+	54, // 27: bolide.v1.BrokerDeleteTopicResponse.status:type_name -> bolide.v1.Status
+	54, // 28: bolide.v1.GetTopicConfigsResponse.status:type_name -> bolide.v1.Status
+	56, // 29: bolide.v1.GetTopicConfigsResponse.topics:type_name -> bolide.v1.TopicConfig
+	54, // 30: bolide.v1.GetBrokerInfoResponse.status:type_name -> bolide.v1.Status
+	57, // 31: bolide.v1.GetBrokerInfoResponse.replication:type_name -> bolide.v1.ReplicationInfo
 	1,  // 32: bolide.v1.ConsumerGroupInfo.message_model:type_name -> bolide.v1.MessageModel
 	8,  // 33: bolide.v1.ConsumerGroupInfo.subscriptions:type_name -> bolide.v1.Subscription
-	52, // 34: bolide.v1.ListConsumerGroupsResponse.status:type_name -> bolide.v1.Status
+	54, // 34: bolide.v1.ListConsumerGroupsResponse.status:type_name -> bolide.v1.Status
 	43, // 35: bolide.v1.ListConsumerGroupsResponse.groups:type_name -> bolide.v1.ConsumerGroupInfo
-	52, // 36: bolide.v1.GetConsumeStatsResponse.status:type_name -> bolide.v1.Status
+	54, // 36: bolide.v1.GetConsumeStatsResponse.status:type_name -> bolide.v1.Status
 	46, // 37: bolide.v1.GetConsumeStatsResponse.queues:type_name -> bolide.v1.QueueStats
-	52, // 38: bolide.v1.ResetOffsetResponse.status:type_name -> bolide.v1.Status
+	54, // 38: bolide.v1.ResetOffsetResponse.status:type_name -> bolide.v1.Status
 	49, // 39: bolide.v1.ResetOffsetResponse.changes:type_name -> bolide.v1.OffsetChange
-	3,  // 40: bolide.v1.Broker.Send:input_type -> bolide.v1.SendRequest
-	3,  // 41: bolide.v1.Broker.SendStream:input_type -> bolide.v1.SendRequest
-	6,  // 42: bolide.v1.Broker.Pull:input_type -> bolide.v1.PullRequest
-	11, // 43: bolide.v1.Broker.Connect:input_type -> bolide.v1.ClientMessage
-	14, // 44: bolide.v1.Broker.GetConsumerList:input_type -> bolide.v1.GetConsumerListRequest
-	17, // 45: bolide.v1.Broker.CommitOffsets:input_type -> bolide.v1.CommitOffsetsRequest
-	19, // 46: bolide.v1.Broker.QueryOffset:input_type -> bolide.v1.QueryOffsetRequest
-	21, // 47: bolide.v1.Broker.GetQueueOffsets:input_type -> bolide.v1.GetQueueOffsetsRequest
-	23, // 48: bolide.v1.Broker.SearchOffset:input_type -> bolide.v1.SearchOffsetRequest
-	26, // 49: bolide.v1.Broker.LockQueues:input_type -> bolide.v1.LockQueuesRequest
-	28, // 50: bolide.v1.Broker.UnlockQueues:input_type -> bolide.v1.UnlockQueuesRequest
-	30, // 51: bolide.v1.Broker.ViewMessage:input_type -> bolide.v1.ViewMessageRequest
-	32, // 52: bolide.v1.Broker.QueryMessage:input_type -> bolide.v1.QueryMessageRequest
-	34, // 53: bolide.v1.Broker.CreateTopic:input_type -> bolide.v1.CreateTopicRequest
-	36, // 54: bolide.v1.Broker.DeleteTopic:input_type -> bolide.v1.BrokerDeleteTopicRequest
-	38, // 55: bolide.v1.Broker.GetTopicConfigs:input_type -> bolide.v1.GetTopicConfigsRequest
-	40, // 56: bolide.v1.Broker.GetBrokerInfo:input_type -> bolide.v1.GetBrokerInfoRequest
-	42, // 57: bolide.v1.Broker.ListConsumerGroups:input_type -> bolide.v1.ListConsumerGroupsRequest
-	45, // 58: bolide.v1.Broker.GetConsumeStats:input_type -> bolide.v1.GetConsumeStatsRequest
-	48, // 59: bolide.v1.Broker.ResetOffset:input_type -> bolide.v1.ResetOffsetRequest
-	56, // 60: bolide.v1.Broker.GetSubscriptionGroup:input_type -> bolide.v1.GetSubscriptionGroupRequest
-	57, // 61: bolide.v1.Broker.PutSubscriptionGroup:input_type -> bolide.v1.PutSubscriptionGroupRequest
-	58, // 62: bolide.v1.Broker.DeleteSubscriptionGroup:input_type -> bolide.v1.DeleteSubscriptionGroupRequest
-	59, // 63: bolide.v1.Broker.ListSubscriptionGroups:input_type -> bolide.v1.ListSubscriptionGroupsRequest
-	60, // 64: bolide.v1.Broker.Receive:input_type -> bolide.v1.ReceiveRequest
-	61, // 65: bolide.v1.Broker.Ack:input_type -> bolide.v1.AckRequest
-	62, // 66: bolide.v1.Broker.ChangeInvisible:input_type -> bolide.v1.ChangeInvisibleRequest
-	63, // 67: bolide.v1.Broker.Nack:input_type -> bolide.v1.NackRequest
-	5,  // 68: bolide.v1.Broker.Send:output_type -> bolide.v1.SendResponse
-	5,  // 69: bolide.v1.Broker.SendStream:output_type -> bolide.v1.SendResponse
-	7,  // 70: bolide.v1.Broker.Pull:output_type -> bolide.v1.PullResponse
-	13, // 71: bolide.v1.Broker.Connect:output_type -> bolide.v1.BrokerMessage
-	15, // 72: bolide.v1.Broker.GetConsumerList:output_type -> bolide.v1.GetConsumerListResponse
-	18, // 73: bolide.v1.Broker.CommitOffsets:output_type -> bolide.v1.CommitOffsetsResponse
-	20, // 74: bolide.v1.Broker.QueryOffset:output_type -> bolide.v1.QueryOffsetResponse
-	22, // 75: bolide.v1.Broker.GetQueueOffsets:output_type -> bolide.v1.GetQueueOffsetsResponse
-	24, // 76: bolide.v1.Broker.SearchOffset:output_type -> bolide.v1.SearchOffsetResponse
-	27, // 77: bolide.v1.Broker.LockQueues:output_type -> bolide.v1.LockQueuesResponse
-	29, // 78: bolide.v1.Broker.UnlockQueues:output_type -> bolide.v1.UnlockQueuesResponse
-	31, // 79: bolide.v1.Broker.ViewMessage:output_type -> bolide.v1.ViewMessageResponse
-	33, // 80: bolide.v1.Broker.QueryMessage:output_type -> bolide.v1.QueryMessageResponse
-	35, // 81: bolide.v1.Broker.CreateTopic:output_type -> bolide.v1.CreateTopicResponse
-	37, // 82: bolide.v1.Broker.DeleteTopic:output_type -> bolide.v1.BrokerDeleteTopicResponse
-	39, // 83: bolide.v1.Broker.GetTopicConfigs:output_type -> bolide.v1.GetTopicConfigsResponse
-	41, // 84: bolide.v1.Broker.GetBrokerInfo:output_type -> bolide.v1.GetBrokerInfoResponse
-	44, // 85: bolide.v1.Broker.ListConsumerGroups:output_type -> bolide.v1.ListConsumerGroupsResponse
-	47, // 86: bolide.v1.Broker.GetConsumeStats:output_type -> bolide.v1.GetConsumeStatsResponse
-	50, // 87: bolide.v1.Broker.ResetOffset:output_type -> bolide.v1.ResetOffsetResponse
-	64, // 88: bolide.v1.Broker.GetSubscriptionGroup:output_type -> bolide.v1.GetSubscriptionGroupResponse
-	65, // 89: bolide.v1.Broker.PutSubscriptionGroup:output_type -> bolide.v1.PutSubscriptionGroupResponse
-	66, // 90: bolide.v1.Broker.DeleteSubscriptionGroup:output_type -> bolide.v1.DeleteSubscriptionGroupResponse
-	67, // 91: bolide.v1.Broker.ListSubscriptionGroups:output_type -> bolide.v1.ListSubscriptionGroupsResponse
-	68, // 92: bolide.v1.Broker.Receive:output_type -> bolide.v1.ReceiveResponse
-	69, // 93: bolide.v1.Broker.Ack:output_type -> bolide.v1.AckResponse
-	70, // 94: bolide.v1.Broker.ChangeInvisible:output_type -> bolide.v1.ChangeInvisibleResponse
-	71, // 95: bolide.v1.Broker.Nack:output_type -> bolide.v1.NackResponse
-	68, // [68:96] is the sub-list for method output_type
-	40, // [40:68] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	8,  // 40: bolide.v1.CheckSubscriptionRequest.subscription:type_name -> bolide.v1.Subscription
+	54, // 41: bolide.v1.CheckSubscriptionResponse.status:type_name -> bolide.v1.Status
+	3,  // 42: bolide.v1.Broker.Send:input_type -> bolide.v1.SendRequest
+	3,  // 43: bolide.v1.Broker.SendStream:input_type -> bolide.v1.SendRequest
+	6,  // 44: bolide.v1.Broker.Pull:input_type -> bolide.v1.PullRequest
+	11, // 45: bolide.v1.Broker.Connect:input_type -> bolide.v1.ClientMessage
+	14, // 46: bolide.v1.Broker.GetConsumerList:input_type -> bolide.v1.GetConsumerListRequest
+	51, // 47: bolide.v1.Broker.CheckSubscription:input_type -> bolide.v1.CheckSubscriptionRequest
+	17, // 48: bolide.v1.Broker.CommitOffsets:input_type -> bolide.v1.CommitOffsetsRequest
+	19, // 49: bolide.v1.Broker.QueryOffset:input_type -> bolide.v1.QueryOffsetRequest
+	21, // 50: bolide.v1.Broker.GetQueueOffsets:input_type -> bolide.v1.GetQueueOffsetsRequest
+	23, // 51: bolide.v1.Broker.SearchOffset:input_type -> bolide.v1.SearchOffsetRequest
+	26, // 52: bolide.v1.Broker.LockQueues:input_type -> bolide.v1.LockQueuesRequest
+	28, // 53: bolide.v1.Broker.UnlockQueues:input_type -> bolide.v1.UnlockQueuesRequest
+	30, // 54: bolide.v1.Broker.ViewMessage:input_type -> bolide.v1.ViewMessageRequest
+	32, // 55: bolide.v1.Broker.QueryMessage:input_type -> bolide.v1.QueryMessageRequest
+	34, // 56: bolide.v1.Broker.CreateTopic:input_type -> bolide.v1.CreateTopicRequest
+	36, // 57: bolide.v1.Broker.DeleteTopic:input_type -> bolide.v1.BrokerDeleteTopicRequest
+	38, // 58: bolide.v1.Broker.GetTopicConfigs:input_type -> bolide.v1.GetTopicConfigsRequest
+	40, // 59: bolide.v1.Broker.GetBrokerInfo:input_type -> bolide.v1.GetBrokerInfoRequest
+	42, // 60: bolide.v1.Broker.ListConsumerGroups:input_type -> bolide.v1.ListConsumerGroupsRequest
+	45, // 61: bolide.v1.Broker.GetConsumeStats:input_type -> bolide.v1.GetConsumeStatsRequest
+	48, // 62: bolide.v1.Broker.ResetOffset:input_type -> bolide.v1.ResetOffsetRequest
+	58, // 63: bolide.v1.Broker.GetSubscriptionGroup:input_type -> bolide.v1.GetSubscriptionGroupRequest
+	59, // 64: bolide.v1.Broker.PutSubscriptionGroup:input_type -> bolide.v1.PutSubscriptionGroupRequest
+	60, // 65: bolide.v1.Broker.DeleteSubscriptionGroup:input_type -> bolide.v1.DeleteSubscriptionGroupRequest
+	61, // 66: bolide.v1.Broker.ListSubscriptionGroups:input_type -> bolide.v1.ListSubscriptionGroupsRequest
+	62, // 67: bolide.v1.Broker.Receive:input_type -> bolide.v1.ReceiveRequest
+	63, // 68: bolide.v1.Broker.Ack:input_type -> bolide.v1.AckRequest
+	64, // 69: bolide.v1.Broker.ChangeInvisible:input_type -> bolide.v1.ChangeInvisibleRequest
+	65, // 70: bolide.v1.Broker.Nack:input_type -> bolide.v1.NackRequest
+	5,  // 71: bolide.v1.Broker.Send:output_type -> bolide.v1.SendResponse
+	5,  // 72: bolide.v1.Broker.SendStream:output_type -> bolide.v1.SendResponse
+	7,  // 73: bolide.v1.Broker.Pull:output_type -> bolide.v1.PullResponse
+	13, // 74: bolide.v1.Broker.Connect:output_type -> bolide.v1.BrokerMessage
+	15, // 75: bolide.v1.Broker.GetConsumerList:output_type -> bolide.v1.GetConsumerListResponse
+	52, // 76: bolide.v1.Broker.CheckSubscription:output_type -> bolide.v1.CheckSubscriptionResponse
+	18, // 77: bolide.v1.Broker.CommitOffsets:output_type -> bolide.v1.CommitOffsetsResponse
+	20, // 78: bolide.v1.Broker.QueryOffset:output_type -> bolide.v1.QueryOffsetResponse
+	22, // 79: bolide.v1.Broker.GetQueueOffsets:output_type -> bolide.v1.GetQueueOffsetsResponse
+	24, // 80: bolide.v1.Broker.SearchOffset:output_type -> bolide.v1.SearchOffsetResponse
+	27, // 81: bolide.v1.Broker.LockQueues:output_type -> bolide.v1.LockQueuesResponse
+	29, // 82: bolide.v1.Broker.UnlockQueues:output_type -> bolide.v1.UnlockQueuesResponse
+	31, // 83: bolide.v1.Broker.ViewMessage:output_type -> bolide.v1.ViewMessageResponse
+	33, // 84: bolide.v1.Broker.QueryMessage:output_type -> bolide.v1.QueryMessageResponse
+	35, // 85: bolide.v1.Broker.CreateTopic:output_type -> bolide.v1.CreateTopicResponse
+	37, // 86: bolide.v1.Broker.DeleteTopic:output_type -> bolide.v1.BrokerDeleteTopicResponse
+	39, // 87: bolide.v1.Broker.GetTopicConfigs:output_type -> bolide.v1.GetTopicConfigsResponse
+	41, // 88: bolide.v1.Broker.GetBrokerInfo:output_type -> bolide.v1.GetBrokerInfoResponse
+	44, // 89: bolide.v1.Broker.ListConsumerGroups:output_type -> bolide.v1.ListConsumerGroupsResponse
+	47, // 90: bolide.v1.Broker.GetConsumeStats:output_type -> bolide.v1.GetConsumeStatsResponse
+	50, // 91: bolide.v1.Broker.ResetOffset:output_type -> bolide.v1.ResetOffsetResponse
+	66, // 92: bolide.v1.Broker.GetSubscriptionGroup:output_type -> bolide.v1.GetSubscriptionGroupResponse
+	67, // 93: bolide.v1.Broker.PutSubscriptionGroup:output_type -> bolide.v1.PutSubscriptionGroupResponse
+	68, // 94: bolide.v1.Broker.DeleteSubscriptionGroup:output_type -> bolide.v1.DeleteSubscriptionGroupResponse
+	69, // 95: bolide.v1.Broker.ListSubscriptionGroups:output_type -> bolide.v1.ListSubscriptionGroupsResponse
+	70, // 96: bolide.v1.Broker.Receive:output_type -> bolide.v1.ReceiveResponse
+	71, // 97: bolide.v1.Broker.Ack:output_type -> bolide.v1.AckResponse
+	72, // 98: bolide.v1.Broker.ChangeInvisible:output_type -> bolide.v1.ChangeInvisibleResponse
+	73, // 99: bolide.v1.Broker.Nack:output_type -> bolide.v1.NackResponse
+	71, // [71:100] is the sub-list for method output_type
+	42, // [42:71] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_bolide_v1_broker_proto_init() }
@@ -3557,7 +3689,7 @@ func file_bolide_v1_broker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bolide_v1_broker_proto_rawDesc), len(file_bolide_v1_broker_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   48,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,7 @@ const (
 	Broker_Pull_FullMethodName                    = "/bolide.v1.Broker/Pull"
 	Broker_Connect_FullMethodName                 = "/bolide.v1.Broker/Connect"
 	Broker_GetConsumerList_FullMethodName         = "/bolide.v1.Broker/GetConsumerList"
+	Broker_CheckSubscription_FullMethodName       = "/bolide.v1.Broker/CheckSubscription"
 	Broker_CommitOffsets_FullMethodName           = "/bolide.v1.Broker/CommitOffsets"
 	Broker_QueryOffset_FullMethodName             = "/bolide.v1.Broker/QueryOffset"
 	Broker_GetQueueOffsets_FullMethodName         = "/bolide.v1.Broker/GetQueueOffsets"
@@ -70,6 +71,11 @@ type BrokerClient interface {
 	// registered while the stream is open; the broker pushes notifications.
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ClientMessage, BrokerMessage], error)
 	GetConsumerList(ctx context.Context, in *GetConsumerListRequest, opts ...grpc.CallOption) (*GetConsumerListResponse, error)
+	// CheckSubscription validates a subscription before a consumer uses it
+	// (RocketMQ's CHECK_CLIENT_CONFIG): SUBSCRIPTION_PARSE_FAILED with the
+	// position of the error, NO_PERMISSION for SQL92 on a broker that does
+	// not filter by properties.
+	CheckSubscription(ctx context.Context, in *CheckSubscriptionRequest, opts ...grpc.CallOption) (*CheckSubscriptionResponse, error)
 	CommitOffsets(ctx context.Context, in *CommitOffsetsRequest, opts ...grpc.CallOption) (*CommitOffsetsResponse, error)
 	QueryOffset(ctx context.Context, in *QueryOffsetRequest, opts ...grpc.CallOption) (*QueryOffsetResponse, error)
 	GetQueueOffsets(ctx context.Context, in *GetQueueOffsetsRequest, opts ...grpc.CallOption) (*GetQueueOffsetsResponse, error)
@@ -159,6 +165,16 @@ func (c *brokerClient) GetConsumerList(ctx context.Context, in *GetConsumerListR
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetConsumerListResponse)
 	err := c.cc.Invoke(ctx, Broker_GetConsumerList_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) CheckSubscription(ctx context.Context, in *CheckSubscriptionRequest, opts ...grpc.CallOption) (*CheckSubscriptionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckSubscriptionResponse)
+	err := c.cc.Invoke(ctx, Broker_CheckSubscription_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -416,6 +432,11 @@ type BrokerServer interface {
 	// registered while the stream is open; the broker pushes notifications.
 	Connect(grpc.BidiStreamingServer[ClientMessage, BrokerMessage]) error
 	GetConsumerList(context.Context, *GetConsumerListRequest) (*GetConsumerListResponse, error)
+	// CheckSubscription validates a subscription before a consumer uses it
+	// (RocketMQ's CHECK_CLIENT_CONFIG): SUBSCRIPTION_PARSE_FAILED with the
+	// position of the error, NO_PERMISSION for SQL92 on a broker that does
+	// not filter by properties.
+	CheckSubscription(context.Context, *CheckSubscriptionRequest) (*CheckSubscriptionResponse, error)
 	CommitOffsets(context.Context, *CommitOffsetsRequest) (*CommitOffsetsResponse, error)
 	QueryOffset(context.Context, *QueryOffsetRequest) (*QueryOffsetResponse, error)
 	GetQueueOffsets(context.Context, *GetQueueOffsetsRequest) (*GetQueueOffsetsResponse, error)
@@ -469,6 +490,9 @@ func (UnimplementedBrokerServer) Connect(grpc.BidiStreamingServer[ClientMessage,
 }
 func (UnimplementedBrokerServer) GetConsumerList(context.Context, *GetConsumerListRequest) (*GetConsumerListResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetConsumerList not implemented")
+}
+func (UnimplementedBrokerServer) CheckSubscription(context.Context, *CheckSubscriptionRequest) (*CheckSubscriptionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckSubscription not implemented")
 }
 func (UnimplementedBrokerServer) CommitOffsets(context.Context, *CommitOffsetsRequest) (*CommitOffsetsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CommitOffsets not implemented")
@@ -624,6 +648,24 @@ func _Broker_GetConsumerList_Handler(srv interface{}, ctx context.Context, dec f
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(BrokerServer).GetConsumerList(ctx, req.(*GetConsumerListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_CheckSubscription_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckSubscriptionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).CheckSubscription(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_CheckSubscription_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).CheckSubscription(ctx, req.(*CheckSubscriptionRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1060,6 +1102,10 @@ var Broker_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetConsumerList",
 			Handler:    _Broker_GetConsumerList_Handler,
+		},
+		{
+			MethodName: "CheckSubscription",
+			Handler:    _Broker_CheckSubscription_Handler,
 		},
 		{
 			MethodName: "CommitOffsets",

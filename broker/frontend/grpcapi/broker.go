@@ -243,7 +243,7 @@ func (s *brokerService) ListConsumerGroups(context.Context, *pb.ListConsumerGrou
 	for _, g := range s.b.ConsumerGroups() {
 		info := &pb.ConsumerGroupInfo{Group: g.Group, MessageModel: pb.MessageModel(g.Model), Orderly: g.Orderly, ClientIds: g.ClientIDs}
 		for _, sub := range g.Subscriptions {
-			info.Subscriptions = append(info.Subscriptions, &pb.Subscription{Topic: sub.Topic, Expression: sub.Expression})
+			info.Subscriptions = append(info.Subscriptions, &pb.Subscription{Topic: sub.Topic, Expression: sub.Expression, ExpressionType: sub.Type})
 		}
 		resp.Groups = append(resp.Groups, info)
 	}

@@ -6,9 +6,10 @@ import (
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 )
 
-// AckMessage acknowledges received messages, each entry on its own: the
-// entries' statuses are returned in order, and the response's status is
-// their common code, or MULTIPLE_RESULTS when they differ. A handle that
+// AckMessage acknowledges received messages, each entry on its own (all
+// with one POP log append): the entries' statuses are returned in order,
+// and the response's status is their common code, or MULTIPLE_RESULTS
+// when they differ. A handle that
 // cannot be decoded, has expired, was replaced (redelivery, changed
 // invisibility) or belongs to another group is INVALID_RECEIPT_HANDLE.
 func (s *Service) AckMessage(ctx context.Context, req *v2.AckMessageRequest) (*v2.AckMessageResponse, error) {
@@ -19,23 +20,32 @@ func (s *Service) AckMessage(ctx context.Context, req *v2.AckMessageRequest) (*v
 	if len(req.GetEntries()) == 0 {
 		return &v2.AckMessageResponse{Status: &v2.Status{Code: v2.Code_BAD_REQUEST, Message: "no entries to acknowledge"}}, nil
 	}
-	resp := &v2.AckMessageResponse{Entries: make([]*v2.AckMessageResultEntry, 0, len(req.GetEntries()))}
-	for _, e := range req.GetEntries() {
-		var est *v2.Status
+	entries := req.GetEntries()
+	sts := make([]*v2.Status, len(entries))
+	handles := make([]string, 0, len(entries))
+	at := make([]int, 0, len(entries)) // entry index of handles[i]
+	for i, e := range entries {
 		if e.GetReceiptHandle() == "" {
-			est = &v2.Status{Code: v2.Code_INVALID_RECEIPT_HANDLE, Message: "receipt handle is empty"}
-		} else {
-			est = statusOf(s.b.PopAck(ctx, group, topic, e.GetReceiptHandle()))
+			sts[i] = &v2.Status{Code: v2.Code_INVALID_RECEIPT_HANDLE, Message: "receipt handle is empty"}
+			continue
 		}
-		resp.Entries = append(resp.Entries, &v2.AckMessageResultEntry{
-			MessageId:     e.GetMessageId(),
-			ReceiptHandle: e.GetReceiptHandle(),
-			Status:        est,
-		})
+		handles = append(handles, e.GetReceiptHandle())
+		at = append(at, i)
 	}
-	sts := make([]*v2.Status, len(resp.Entries))
-	for i, e := range resp.Entries {
-		sts[i] = e.GetStatus()
+	if len(handles) > 0 {
+		// One POP log append for the whole request.
+		errs := s.b.PopAckBatch(ctx, group, topic, handles)
+		for j, i := range at {
+			if j < len(errs) {
+				sts[i] = statusOf(errs[j])
+			} else {
+				sts[i] = &v2.Status{Code: v2.Code_INTERNAL_SERVER_ERROR, Message: "no acknowledgement result"}
+			}
+		}
+	}
+	resp := &v2.AckMessageResponse{Entries: make([]*v2.AckMessageResultEntry, len(entries))}
+	for i, e := range entries {
+		resp.Entries[i] = &v2.AckMessageResultEntry{MessageId: e.GetMessageId(), ReceiptHandle: e.GetReceiptHandle(), Status: sts[i]}
 	}
 	resp.Status = statusOfCodes(sts)
 	return resp, nil

@@ -188,6 +188,10 @@ func TestConsumeBadInput(t *testing.T) {
 		wantCode(t, "forward with a malformed handle", resp.GetStatus(), v2.Code_INVALID_RECEIPT_HANDLE)
 	})
 
-	// The bad calls left msgs[0] in flight under its handle: still good.
-	wantCode(t, "ack after the bad calls", e.ack(t, "g", "t", msgs[0]).GetStatus(), v2.Code_OK)
+	// The bad calls left msgs[0] in flight under its handle: still good,
+	// once.
+	resp := e.ack(t, "g", "t", msgs[0], msgs[0])
+	wantCode(t, "ack after the bad calls, twice in one request", resp.GetStatus(), v2.Code_MULTIPLE_RESULTS)
+	wantCode(t, "first of the two", resp.GetEntries()[0].GetStatus(), v2.Code_OK)
+	wantCode(t, "second of the two", resp.GetEntries()[1].GetStatus(), v2.Code_INVALID_RECEIPT_HANDLE)
 }

@@ -128,8 +128,10 @@ func (t *clientTable) drop(c *client, why string) {
 	c.mu.Lock()
 	close(c.gone)
 	c.signalLocked()
+	lang, ver, group := c.language, c.version, c.group
 	c.mu.Unlock()
-	t.s.log.Debug("client dropped", zap.String("client", c.id), zap.String("why", why))
+	t.s.log.Debug("client dropped", zap.String("client", c.id), zap.String("why", why),
+		zap.String("language", lang), zap.String("version", ver), zap.String("group", group))
 }
 
 // sweep drops clients silent for longer than the expiry, until the broker
@@ -162,6 +164,24 @@ func (t *clientTable) sweep() {
 // releaseClient tells the core's POP that a client is gone: the in-flight
 // messages it had auto-renewed become visible again after about 1 s.
 func (s *Service) releaseClient(id string) { s.b.ReleaseClient(id) }
+
+// popClientAliver is the core's PopClientAlive: a consumer that heartbeats
+// keeps its auto-renewed POP messages renewed even while it receives
+// nothing (its cache full). Until the core has it, liveness for renewal
+// comes from receives alone.
+type popClientAliver interface{ PopClientAlive(clientID string) }
+
+// consumerAlive tells the core's POP that a consumer is alive.
+func (s *Service) consumerAlive(id string) {
+	if a, ok := any(s.b).(popClientAliver); ok {
+		a.PopClientAlive(id)
+	}
+}
+
+// isConsumer reports whether a client type is a consumer's.
+func isConsumer(t v2.ClientType) bool {
+	return t == v2.ClientType_PUSH_CONSUMER || t == v2.ClientType_SIMPLE_CONSUMER || t == v2.ClientType_LITE_PUSH_CONSUMER
+}
 
 // signalLocked wakes the stream loops waiting on c.changed.
 func (c *client) signalLocked() {

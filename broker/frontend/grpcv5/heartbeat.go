@@ -23,7 +23,11 @@ func (s *Service) Heartbeat(ctx context.Context, req *v2.HeartbeatRequest) (*v2.
 		}
 	}
 	if m.clientID != "" {
-		s.clients.touch(m).beat()
+		c := s.clients.touch(m)
+		c.beat()
+		if isConsumer(req.GetClientType()) || isConsumer(c.kind()) {
+			s.consumerAlive(m.clientID)
+		}
 	}
 	return &v2.HeartbeatResponse{Status: okStatus()}, nil
 }

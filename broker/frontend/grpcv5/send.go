@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
@@ -87,7 +88,13 @@ func (s *Service) SendMessage(ctx context.Context, req *v2.SendMessageRequest) (
 			e.TransactionId = r.MsgID
 		case topic.TypeDelay:
 			// Parked until due (not when due already): it can be recalled.
-			if due, perr := strconv.ParseInt(msgs[i].Properties[message.PropertyTimerOutMS], 10, 64); perr == nil && msgs[i].Topic == message.TimerTopic {
+			// A repeated send (the core answers it with the first copy's
+			// result and stores nothing) gets the handle while not due.
+			due, perr := strconv.ParseInt(msgs[i].Properties[message.PropertyTimerOutMS], 10, 64)
+			if perr != nil {
+				due, perr = strconv.ParseInt(msgs[i].Properties[message.PropertyTimerDeliverMS], 10, 64)
+			}
+			if perr == nil && (msgs[i].Topic == message.TimerTopic || due > time.Now().UnixMilli()) {
 				e.RecallHandle = recallHandle(t, s.limits.brokerName, due, e.MessageId)
 			}
 		}

@@ -266,3 +266,44 @@ func TestRecallDelayed(t *testing.T) {
 	h = base64.URLEncoding.EncodeToString([]byte("v1 later broker-b 1 " + now.SystemProperties.MessageId))
 	wantCode(t, "recall at the wrong broker", recall("later", h).GetStatus(), v2.Code_BAD_REQUEST)
 }
+
+// A client retrying a send reuses the message id: the broker stores it
+// once and answers the retry as the first send.
+func TestSendRetryStoredOnce(t *testing.T) {
+	b := startBroker(t)
+	createTopic(t, b, "orders", "")
+	c := dial(t, b)
+	ctx := asClient(t, newClientID())
+	for _, tc := range []struct {
+		name   string
+		mutate func(*v2.Message)
+	}{
+		{"normal", func(*v2.Message) {}},
+		{"delay", func(m *v2.Message) {
+			m.SystemProperties.DeliveryTimestamp = timestamppb.New(time.Now().Add(time.Hour))
+		}},
+		{"transaction", func(m *v2.Message) { m.SystemProperties.MessageType = v2.MessageType_TRANSACTION }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMessage("orders", "once")
+			tc.mutate(m)
+			first := mustSend(t, c, ctx, m)
+			again := mustSend(t, c, ctx, m)
+			if again.GetOffset() != first.GetOffset() || again.GetTransactionId() != first.GetTransactionId() ||
+				again.GetRecallHandle() != first.GetRecallHandle() {
+				t.Fatalf("retry answered %v, first send %v", again, first)
+			}
+		})
+	}
+	var stored int64
+	for q := int32(0); q < 4; q++ {
+		st, err := b.QueueState("orders", q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored += st.MaxOffset
+	}
+	if stored != 1 { // the delayed and the half message are parked elsewhere
+		t.Errorf("the topic holds %d messages after one normal send and its retry", stored)
+	}
+}

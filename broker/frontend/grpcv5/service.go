@@ -24,6 +24,8 @@ type Service struct {
 	clients *clientTable
 	// topics caches the broker's topic table for sends (send.go).
 	topics *topicCache
+	// routes relays QueryRoute and QueryAssignment to the NameServers (route.go).
+	routes *routeRelay
 }
 
 // limits are the broker's options the service reads on every call (the
@@ -47,6 +49,7 @@ func New(b *broker.Broker, log *zap.Logger) *Service {
 	}}
 	s.clients = newClientTable(s, o.ClientExpiry)
 	s.topics = newTopicCache(b)
+	s.routes = newRouteRelay(b, o.NameServers, log)
 	return s
 }
 

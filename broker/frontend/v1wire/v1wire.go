@@ -44,7 +44,7 @@ func Send(ctx context.Context, b *broker.Broker, frontend string, req *pb.SendRe
 func Pull(ctx context.Context, b *broker.Broker, frontend string, req *pb.PullRequest) *pb.PullResponse {
 	res, err := b.Pull(broker.WithFrontend(ctx, frontend), broker.PullRequest{
 		Group: req.Group, Topic: req.Topic, QueueID: req.QueueId, Offset: req.Offset,
-		MaxMessages: int(req.MaxMessages), MaxBytes: int(req.MaxBytes), TagExpression: req.TagExpression,
+		MaxMessages: int(req.MaxMessages), MaxBytes: int(req.MaxBytes), TagExpression: req.TagExpression, ExpressionType: req.ExpressionType,
 		SuspendTimeout: time.Duration(req.SuspendTimeoutMs) * time.Millisecond, CommitOffset: req.CommitOffset,
 	})
 	if err != nil {
@@ -103,7 +103,7 @@ func Heartbeat(hb *pb.Heartbeat) broker.Heartbeat {
 		d := broker.ConsumerData{Group: cd.Group, Model: broker.MessageModel(cd.MessageModel), Orderly: cd.Orderly,
 			Pull: cd.ConsumeType == pb.ConsumeType_CONSUME_ACTIVELY}
 		for _, s := range cd.Subscriptions {
-			d.Subscriptions = append(d.Subscriptions, broker.Subscription{Topic: s.Topic, Expression: s.Expression})
+			d.Subscriptions = append(d.Subscriptions, broker.Subscription{Topic: s.Topic, Expression: s.Expression, Type: s.ExpressionType})
 		}
 		out.Consumers = append(out.Consumers, d)
 	}

@@ -237,12 +237,13 @@ class BolideCluster {
     return null;
   }
 
-  // A message by its id (the unique id, UNIQ_KEY) from `bolide msg get ID -o json`: topic,
-  // queueId, queueOffset, tags, keys, shardingKey, properties, body, ...; null when not found.
-  async getMessage(id) {
-    const r = await this.cli([ 'msg', 'get', id, '-o', 'json' ]);
+  // A message of a topic by its id (the unique id, UNIQ_KEY) from the key index
+  // (`bolide msg query --topic TOPIC --key ID -o json`): topic, queueId, queueOffset, tags, keys,
+  // shardingKey, properties, body, ...; null when not found.
+  async getMessage(topic, id) {
+    const r = await this.cli([ 'msg', 'query', '--topic', topic, '--key', id, '-o', 'json' ]);
     if (r.code !== 0) return null;
-    return parseJSONLines(r.output)[0] ?? null;
+    return parseJSONLines(r.output).find(m => m.msgId === id) ?? null;
   }
 
   // Consumes `count` messages of a topic with Bolide's own consumer (`bolide consume`) as group,

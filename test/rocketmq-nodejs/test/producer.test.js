@@ -54,7 +54,7 @@ test('send normal messages: ids, tag, keys, properties and body arrive as sent',
   assert.equal(new Set(sent.map(s => s.id)).size, sent.length, 'message ids are unique');
 
   for (const s of sent) {
-    const m = await waitFor(`message ${s.id} in the store`, () => cluster.getMessage(s.id), { timeoutMs: 15_000 });
+    const m = await waitFor(`message ${s.id} in the store`, () => cluster.getMessage(topic, s.id), { timeoutMs: 15_000 });
     assert.equal(m.msgId, s.id);
     assert.equal(m.topic, topic);
     assert.equal(m.tags, 'TagA');
@@ -86,7 +86,7 @@ test('send FIFO messages: each message group stays on one queue in send order', 
   for (const g of groups) {
     const stored = [];
     for (const id of sent.get(g)) {
-      stored.push(await waitFor(`message ${id} in the store`, () => cluster.getMessage(id), { timeoutMs: 15_000 }));
+      stored.push(await waitFor(`message ${id} in the store`, () => cluster.getMessage(topic, id), { timeoutMs: 15_000 }));
     }
     assert.equal(new Set(stored.map(m => `${m.broker}/${m.queueId}`)).size, 1, `group ${g} uses one queue: ${stored.map(m => m.queueId)}`);
     for (let i = 0; i < stored.length; i++) {

@@ -85,7 +85,7 @@ test('simple consumer: receive and ack', { skip: gap('simple receive ack'), time
     assert.deepEqual(v.keys, [ `key-${i}` ]);
     assert.equal(v.body.toString(), `simple ${i}`);
     assert.equal(v.deliveryAttempt, 1, 'first delivery');
-    assert.equal(v.corrupted, false, 'the body digest matches');
+    assert.ok(!v.corrupted, 'the body digest matches');
     assert.ok(v.receiptHandle, 'a receipt handle');
     await consumer.ack(v);
   }
@@ -155,6 +155,40 @@ test('simple consumer: invisibility runs out, the message comes back', { skip: g
   // The first handle is stale now: acking with it is refused.
   await assert.rejects(consumer.ack(first), err => err.code === 40013, 'INVALID_RECEIPT_HANDLE (40013)');
   await lagIsZero(group, topic);
+});
+
+test('simple consumer: dead letter after the maximum delivery attempts', { skip: gap('simple dead letter'), timeout: 180_000 }, async t => {
+  const topic = uniq('node-dlq');
+  const group = uniq('node-dlq-g');
+  await cluster.createTopic(topic, { type: 'NORMAL' });
+  if (!await cluster.createGroup(group, { maxDeliveryAttempts: 2 })) {
+    t.skip('server lacks: bolide group create --max-delivery-attempts (SDK-POP)');
+    return;
+  }
+  const consumer = await startConsumer(group, topic);
+  const [ id ] = await send(topic, [ { tag: 'dlq', keys: [ 'dead' ], body: Buffer.from('dead letter') } ]);
+
+  // Two deliveries, each given back at once (invisible for 1 s).
+  const attempts = [];
+  await waitFor('two deliveries', async () => {
+    for (const v of await consumer.receive(1, 30_000)) {
+      attempts.push(v.deliveryAttempt);
+      await consumer.changeInvisibleDuration(v, 1000);
+    }
+    return attempts.length >= 2;
+  }, { timeoutMs: 60_000, intervalMs: 0 });
+  assert.deepEqual(attempts, [ 1, 2 ]);
+
+  // The next delivery would be the third: the message goes to %DLQ%<group> instead.
+  const dlq = await waitFor(`message ${id} in %DLQ%${group}`, async () => {
+    for (const v of await consumer.receive(1, 30_000)) {
+      attempts.push(v.deliveryAttempt);
+      await consumer.ack(v);
+    }
+    return cluster.getMessage(`%DLQ%${group}`, id);
+  }, { timeoutMs: 90_000, intervalMs: 0 });
+  assert.deepEqual(attempts, [ 1, 2 ], 'no third delivery');
+  assert.equal(dlq.body, 'dead letter');
 });
 
 test('simple consumer: FIFO group, each message group in order', { skip: gap('simple FIFO'), timeout: 180_000 }, async t => {

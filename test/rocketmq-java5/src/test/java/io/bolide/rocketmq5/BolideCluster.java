@@ -182,6 +182,18 @@ public final class BolideCluster implements AutoCloseable {
         return true;
     }
 
+    /**
+     * Creates a subscription group with at most {@code attempts} deliveries of a message; false
+     * (and nothing created) when the CLI cannot create groups yet.
+     */
+    public boolean createGroupWithMaxAttempts(String group, int attempts) {
+        if (!groupCreate()) {
+            return false;
+        }
+        mustCli("group", "create", group, "--max-delivery-attempts", String.valueOf(attempts));
+        return true;
+    }
+
     private synchronized boolean topicTypes() {
         if (topicTypes == null) {
             topicTypes = cli(Duration.ofSeconds(15), "topic", "create", "--help").output.contains("--type");
@@ -206,13 +218,17 @@ public final class BolideCluster implements AutoCloseable {
         return m.find() ? Long.parseLong(m.group(1)) : -1;
     }
 
-    /** {@code bolide msg get ID -o json}: the stored message's JSON line, or null when not found. */
-    public String getMessage(String id) {
-        CliResult r = cli(Duration.ofSeconds(15), "msg", "get", id, "-o", "json");
+    /**
+     * A message of a topic by its id (the unique id, UNIQ_KEY) from the key index ({@code bolide msg
+     * query --topic TOPIC --key ID -o json}): its JSON line, or null when not found.
+     */
+    public String getMessage(String topic, String id) {
+        CliResult r = cli(Duration.ofSeconds(15), "msg", "query", "--topic", topic, "--key", id, "-o", "json");
         if (r.exitCode != 0) {
             return null;
         }
-        return r.output.lines().filter(l -> l.startsWith("{")).findFirst().orElse(null);
+        return r.output.lines().filter(l -> l.startsWith("{") && l.contains("\"msgId\":\"" + id + "\""))
+                .findFirst().orElse(null);
     }
 
     /**

@@ -139,6 +139,108 @@ class ConsumerTest {
         }
     }
 
+    @Test
+    void simpleTagFilter() throws Exception {
+        V5.skipIfGap("simple.tag.filter");
+        String topic = V5.uniq("java-tag");
+        String group = V5.uniq("java-tag-g");
+        cluster.createTopic(topic, 4, "NORMAL");
+        try (SimpleConsumer consumer = V5.PROVIDER.newSimpleConsumerBuilder().setClientConfiguration(V5.config(cluster))
+                .setConsumerGroup(group).setAwaitDuration(Duration.ofSeconds(5))
+                .setSubscriptionExpressions(Map.of(topic, new FilterExpression("TagA || TagC", FilterExpressionType.TAG)))
+                .build()) {
+            Set<String> wanted = new HashSet<>();
+            wanted.addAll(send(topic, 2, "TagA"));
+            send(topic, 2, "TagB");
+            wanted.addAll(send(topic, 2, "TagC"));
+            // A last TagA message after the others: once it is in, everything before it has been seen.
+            String last = send(topic, 1, "TagA").get(0);
+            wanted.add(last);
+            Set<String> seen = new HashSet<>();
+            V5.waitFor("the last message", Duration.ofSeconds(60), () -> {
+                for (MessageView v : consumer.receive(16, Duration.ofSeconds(30))) {
+                    assertFalse("TagB".equals(v.getTag().orElse(null)), "no TagB message");
+                    seen.add(v.getMessageId().toString());
+                    consumer.ack(v);
+                }
+                return seen.contains(last);
+            });
+            assertEquals(wanted, seen);
+        }
+    }
+
+    @Test
+    void simpleFifoGroupInOrder() throws Exception {
+        V5.skipIfGap("simple.fifo");
+        String topic = V5.uniq("java-sfifo");
+        String group = V5.uniq("java-sfifo-g");
+        cluster.createTopic(topic, 2, "FIFO");
+        org.junit.jupiter.api.Assumptions.assumeTrue(cluster.createFifoGroup(group),
+                "server lacks: bolide group create --fifo");
+        try (SimpleConsumer consumer = simpleConsumer(group, topic)) {
+            Producer p = producer(topic);
+            List<String> groups = List.of("g1", "g2", "g3");
+            int total = 0;
+            for (int i = 0; i < 6; i++) {
+                for (String g : groups) {
+                    p.send(V5.PROVIDER.newMessageBuilder().setTopic(topic).setTag("f").setMessageGroup(g)
+                            .setBody((g + " " + i).getBytes(StandardCharsets.UTF_8)).build());
+                    total++;
+                }
+            }
+            Map<String, List<Integer>> seen = new ConcurrentHashMap<>();
+            Set<String> ids = new HashSet<>();
+            int want = total;
+            V5.waitFor("every FIFO message", Duration.ofSeconds(120), () -> {
+                for (MessageView v : consumer.receive(4, Duration.ofSeconds(30))) {
+                    String[] parts = body(v).split(" ");
+                    seen.computeIfAbsent(parts[0], k -> new CopyOnWriteArrayList<>()).add(Integer.parseInt(parts[1]));
+                    assertEquals(parts[0], v.getMessageGroup().orElse(null));
+                    ids.add(v.getMessageId().toString());
+                    consumer.ack(v);
+                }
+                return ids.size() >= want;
+            });
+            for (String g : groups) {
+                assertEquals(List.of(0, 1, 2, 3, 4, 5), seen.get(g), "group " + g + " in send order, each once");
+            }
+            V5.lagIsZero(cluster, group, topic);
+        }
+    }
+
+    @Test
+    void simpleDeadLetterAfterMaxAttempts() throws Exception {
+        V5.skipIfGap("simple.dead.letter");
+        String topic = V5.uniq("java-dlq");
+        String group = V5.uniq("java-dlq-g");
+        cluster.createTopic(topic, 4, "NORMAL");
+        org.junit.jupiter.api.Assumptions.assumeTrue(cluster.createGroupWithMaxAttempts(group, 2),
+                "server lacks: bolide group create --max-delivery-attempts");
+        try (SimpleConsumer consumer = simpleConsumer(group, topic)) {
+            String id = send(topic, 1, "dlq").get(0);
+            List<Integer> attempts = new CopyOnWriteArrayList<>();
+            // Two deliveries, each given back at once (invisible for 1 s).
+            V5.waitFor("two deliveries", Duration.ofSeconds(60), () -> {
+                for (MessageView v : consumer.receive(1, Duration.ofSeconds(30))) {
+                    attempts.add(v.getDeliveryAttempt());
+                    consumer.changeInvisibleDuration(v, Duration.ofSeconds(1));
+                }
+                return attempts.size() >= 2;
+            });
+            assertEquals(List.of(1, 2), attempts);
+            // The next delivery would be the third: the message goes to %DLQ%<group> instead.
+            String dlq = V5.waitFor("the message in %DLQ%" + group, Duration.ofSeconds(90), () -> {
+                for (MessageView v : consumer.receive(1, Duration.ofSeconds(30))) {
+                    attempts.add(v.getDeliveryAttempt());
+                    consumer.ack(v);
+                }
+                return cluster.getMessage("%DLQ%" + group, id);
+            });
+            assertEquals(List.of(1, 2), attempts, "no third delivery");
+            assertEquals("dlq 0", BolideCluster.jsonField(dlq, "body"));
+        }
+    }
+
     private static PushConsumer pushConsumer(String group, String topic,
             org.apache.rocketmq.client.apis.consumer.MessageListener listener) throws Exception {
         return V5.PROVIDER.newPushConsumerBuilder().setClientConfiguration(V5.config(cluster))

@@ -73,7 +73,7 @@ class ProducerTest {
             assertEquals(ids.size(), new HashSet<>(ids).size(), "message ids are unique");
             for (int i = 0; i < ids.size(); i++) {
                 String id = ids.get(i);
-                String json = V5.waitFor("message " + id + " in the store", Duration.ofSeconds(15), () -> cluster.getMessage(id));
+                String json = V5.waitFor("message " + id + " in the store", Duration.ofSeconds(15), () -> cluster.getMessage(topic, id));
                 assertEquals(id, jsonField(json, "msgId"));
                 assertEquals(topic, jsonField(json, "topic"));
                 assertEquals("TagA", jsonField(json, "tags"));
@@ -120,7 +120,7 @@ class ProducerTest {
                 long prev = -1;
                 int i = 0;
                 for (String id : e.getValue()) {
-                    String json = V5.waitFor("message " + id + " in the store", Duration.ofSeconds(15), () -> cluster.getMessage(id));
+                    String json = V5.waitFor("message " + id + " in the store", Duration.ofSeconds(15), () -> cluster.getMessage(topic, id));
                     queues.add(jsonField(json, "broker") + "/" + jsonNumber(json, "queueId"));
                     assertEquals(e.getKey(), jsonField(json, "shardingKey"), "the message group is the sharding key");
                     assertEquals(e.getKey() + " " + i++, jsonField(json, "body"));

@@ -1,0 +1,248 @@
+package grpcv5
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+
+	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/topic"
+)
+
+// QueryRoute and QueryAssignment belong to the access point, the
+// NameServer (nameserver/v5.go), which knows every broker group of a topic
+// and every group's FIFO setting. Some clients send them to a broker all
+// the same: the Node.js (1.0.8) and Java (5.x) push consumers ask a broker
+// of the topic's route for their assignments, and a client may be given a
+// broker as its access point. A broker answers them by relaying the call,
+// with the client's headers, to its NameServers' v5 service (the first that
+// answers), so the answer is the access point's, whole. A broker with no
+// NameServer, or none reachable, answers from its own topic table (Apache's
+// "Local" mode: this broker's queues only).
+
+// relayTimeout bounds a relayed call when the client's call has no
+// earlier deadline.
+const relayTimeout = 3 * time.Second
+
+// relayedHeaders are the headers a relayed call carries on.
+var relayedHeaders = []string{headerClientID, headerNamespace, headerLanguage, headerVersion, headerRequestID,
+	"x-mq-protocol", "x-mq-date-time", "x-mq-session-token", "authorization"}
+
+// routeRelay holds the connections to the broker's NameServers.
+type routeRelay struct {
+	b     *broker.Broker
+	log   *zap.Logger
+	addrs []string
+
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
+	closed bool
+}
+
+func newRouteRelay(b *broker.Broker, addrs []string, log *zap.Logger) *routeRelay {
+	return &routeRelay{b: b, log: log, addrs: addrs, conns: make(map[string]*grpc.ClientConn)}
+}
+
+// conn returns the connection to a NameServer, opening it. The first one
+// opened starts the goroutine that closes them all when the broker stops.
+func (r *routeRelay) conn(addr string) (*grpc.ClientConn, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, errorf(v2.Code_INTERNAL_SERVER_ERROR, "the broker is stopping")
+	}
+	if c := r.conns[addr]; c != nil {
+		return c, nil
+	}
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	if len(r.conns) == 0 {
+		go r.closeOnStop()
+	}
+	r.conns[addr] = c
+	return c, nil
+}
+
+func (r *routeRelay) closeOnStop() {
+	<-r.b.Stopping()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	for addr, c := range r.conns {
+		_ = c.Close()
+		delete(r.conns, addr)
+	}
+}
+
+// relay calls the NameServers in turn with the client's headers until one
+// answers; ok is false when none did.
+func relay[Resp any](ctx context.Context, r *routeRelay, call func(context.Context, v2.MessagingServiceClient) (Resp, error)) (resp Resp, ok bool) {
+	if len(r.addrs) == 0 {
+		return resp, false
+	}
+	out := metadata.MD{}
+	if in, ok := metadata.FromIncomingContext(ctx); ok {
+		for _, k := range relayedHeaders {
+			if v := in.Get(k); len(v) > 0 {
+				out.Set(k, v...)
+			}
+		}
+	}
+	for _, addr := range r.addrs {
+		c, err := r.conn(addr)
+		if err != nil {
+			r.log.Debug("v5 access point: NameServer not dialled", zap.String("nameServer", addr), zap.Error(err))
+			continue
+		}
+		cctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(ctx, out), relayTimeout)
+		resp, err = call(cctx, v2.NewMessagingServiceClient(c))
+		cancel()
+		if err == nil {
+			return resp, true
+		}
+		r.log.Debug("v5 access point: NameServer did not answer", zap.String("nameServer", addr), zap.Error(err))
+	}
+	return resp, false
+}
+
+// QueryRoute answers with the NameServers' route of the topic, else with
+// this broker's queues of it.
+func (s *Service) QueryRoute(ctx context.Context, req *v2.QueryRouteRequest) (*v2.QueryRouteResponse, error) {
+	if resp, ok := relay(ctx, s.routes, func(ctx context.Context, c v2.MessagingServiceClient) (*v2.QueryRouteResponse, error) {
+		return c.QueryRoute(ctx, req)
+	}); ok {
+		return resp, nil
+	}
+	mqs, err := s.localQueues(readMeta(ctx), req.GetTopic())
+	if err != nil {
+		return &v2.QueryRouteResponse{Status: statusOf(err)}, nil
+	}
+	return &v2.QueryRouteResponse{Status: okStatus(), MessageQueues: mqs}, nil
+}
+
+// QueryAssignment answers with the NameServers' assignments, else with
+// this broker's: one assignment with queue id -1 (any queue: POP shares the
+// work), or for a FIFO group one per readable queue.
+func (s *Service) QueryAssignment(ctx context.Context, req *v2.QueryAssignmentRequest) (*v2.QueryAssignmentResponse, error) {
+	if resp, ok := relay(ctx, s.routes, func(ctx context.Context, c v2.MessagingServiceClient) (*v2.QueryAssignmentResponse, error) {
+		return c.QueryAssignment(ctx, req)
+	}); ok {
+		return resp, nil
+	}
+	m := readMeta(ctx)
+	group, err := m.groupName(req.GetGroup())
+	if err != nil {
+		return &v2.QueryAssignmentResponse{Status: statusOf(err)}, nil
+	}
+	mqs, err := s.localQueues(m, req.GetTopic())
+	if err != nil {
+		return &v2.QueryAssignmentResponse{Status: statusOf(err)}, nil
+	}
+	cfg := s.groupConfig(group)
+	fifo := cfg.Fifo()
+	var out []*v2.Assignment
+	for _, mq := range mqs {
+		if mq.Permission != v2.Permission_READ && mq.Permission != v2.Permission_READ_WRITE {
+			continue
+		}
+		if !fifo {
+			mq.Id, mq.AcceptMessageTypes = -1, nil
+			out = append(out, &v2.Assignment{MessageQueue: mq})
+			break
+		}
+		mq.AcceptMessageTypes = nil
+		out = append(out, &v2.Assignment{MessageQueue: mq})
+	}
+	if len(out) == 0 {
+		return &v2.QueryAssignmentResponse{Status: statusOf(errorf(v2.Code_FORBIDDEN, "no readable queue"))}, nil
+	}
+	return &v2.QueryAssignmentResponse{Status: okStatus(), Assignments: out}, nil
+}
+
+// localQueues lists this broker's queues of a topic as a route does:
+// numbered from 0, each with its permission and the types the topic
+// accepts.
+func (s *Service) localQueues(m callMeta, r *v2.Resource) ([]*v2.MessageQueue, error) {
+	t, err := m.topicName(r)
+	if err != nil {
+		return nil, err
+	}
+	tc, ok := s.topics.get(t)
+	if !ok {
+		return nil, errorf(v2.Code_TOPIC_NOT_FOUND, "topic %s does not exist on broker %s", t, s.limits.brokerName)
+	}
+	ep, ok := endpointsOf(s.b.Addr())
+	if !ok {
+		return nil, errorf(v2.Code_INTERNAL_SERVER_ERROR, "broker address %q is not host:port", s.b.Addr())
+	}
+	var id int32
+	if !s.b.IsMaster() {
+		id = int32(s.b.Info().BrokerID)
+	}
+	b := &v2.Broker{Name: s.limits.brokerName, Id: id, Endpoints: ep}
+	types := acceptedTypes(&tc)
+	n := max(tc.ReadQueueNums, tc.WriteQueueNums)
+	if !tc.Readable() && !tc.Writable() {
+		n = max(n, 1)
+	}
+	out := make([]*v2.MessageQueue, 0, n)
+	for i := int32(0); i < n; i++ {
+		out = append(out, &v2.MessageQueue{Topic: r, Id: i, Broker: b, AcceptMessageTypes: types,
+			Permission: permission(tc.Readable() && i < tc.ReadQueueNums, tc.Writable() && i < tc.WriteQueueNums)})
+	}
+	return out, nil
+}
+
+// endpointsOf is a host:port as a route names it: one address, scheme IPv4
+// or IPv6 for an IP literal, DOMAIN_NAME otherwise.
+func endpointsOf(addr string) (*v2.Endpoints, bool) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return nil, false
+	}
+	port, err := strconv.ParseUint(p, 10, 16)
+	if err != nil || port == 0 {
+		return nil, false
+	}
+	scheme := v2.AddressScheme_DOMAIN_NAME
+	if ip := net.ParseIP(host); ip != nil {
+		scheme = v2.AddressScheme_IPv6
+		if ip.To4() != nil {
+			scheme = v2.AddressScheme_IPv4
+		}
+	}
+	return &v2.Endpoints{Scheme: scheme, Addresses: []*v2.Address{{Host: strings.Trim(host, "[]"), Port: int32(port)}}}, true
+}
+
+func permission(read, write bool) v2.Permission {
+	switch {
+	case read && write:
+		return v2.Permission_READ_WRITE
+	case read:
+		return v2.Permission_READ
+	case write:
+		return v2.Permission_WRITE
+	}
+	return v2.Permission_NONE
+}
+
+// acceptedTypes are the message types a topic's queues accept: its type,
+// or all four for a topic without one (MIXED).
+func acceptedTypes(tc *broker.TopicConfig) []v2.MessageType {
+	if mt := tc.MessageType(); mt != topic.TypeMixed {
+		return []v2.MessageType{v2Type(mt)}
+	}
+	return []v2.MessageType{v2.MessageType_NORMAL, v2.MessageType_FIFO, v2.MessageType_DELAY, v2.MessageType_TRANSACTION}
+}
