@@ -474,3 +474,29 @@ func TestPopFilters(t *testing.T) {
 	_, err := b.Pop(ctx, broker.PopRequest{Group: "sql", Topic: "tf", QueueID: -1, Invisible: time.Minute, ExpressionType: "SQL92", TagExpression: "n >="})
 	wantErrCode(t, "bad SQL92", err, errcode.SubscriptionParseFailed)
 }
+
+// TestPopReset: an offset reset moves POP consumption: nothing in flight,
+// the next message is the one at the new offset.
+func TestPopReset(t *testing.T) {
+	ctx := context.Background()
+	b := popBroker(t, "rz", 1)
+	sendN(t, b, "rz", 1, "m", 5, "")
+	got := pop(t, b, broker.PopRequest{Group: "g", Topic: "rz", QueueID: 0, MaxMessages: 3, Invisible: time.Hour})
+	if len(got) != 3 {
+		t.Fatalf("popped %d", len(got))
+	}
+	if err := b.PopAck(ctx, "g", "rz", got[0].Handle); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ResetOffset("g", "rz", 0, true, false, false); err != nil {
+		t.Fatal(err)
+	}
+	wantErrCode(t, "ack after a reset", b.PopAck(ctx, "g", "rz", got[1].Handle), errcode.InvalidReceiptHandle)
+	again := pop(t, b, broker.PopRequest{Group: "g", Topic: "rz", QueueID: 0, MaxMessages: 32, Invisible: time.Hour})
+	if len(again) != 5 || body(t, again[0]) != "m0" || again[0].Attempt != 1 {
+		t.Fatalf("after the reset to the earliest: %d messages", len(again))
+	}
+	if st := b.PopStats("g", "rz"); st[0].AckedOffset != 0 || st[0].InFlight != 5 {
+		t.Fatalf("stats %+v", st)
+	}
+}

@@ -101,6 +101,21 @@ func (b *Broker) ReleaseClient(clientID string) { b.pop.Release(clientID) }
 // PopStats returns the POP state of a group's queues of a topic.
 func (b *Broker) PopStats(group, topic string) []PopQueueStats { return b.pop.Stats(group, topic) }
 
+// resetPop moves a group's POP consumption of a topic to the offsets an
+// offset reset chose (ResetOffset calls it unless the reset is a dry run):
+// nothing stays in flight, and the next message handed out of each queue is
+// the one at its new offset.
+func (b *Broker) resetPop(group, topic string, changes []OffsetChange) error {
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	for _, c := range changes {
+		if err := b.pop.Reset(ctx, group, topic, c.QueueID, c.After); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // popHost is the broker as the POP service sees it.
 type popHost struct{ b *Broker }
 

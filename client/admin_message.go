@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/bolide-mq/bolide/message"
@@ -137,7 +138,10 @@ func (a *Admin) ViewMessage(ctx context.Context, id string, opts ...ViewOption) 
 		}
 		offsetErr = err
 	}
-	if !message.IsUniqueID(id) {
+	// A msg id is whatever id the producer gave: Bolide's and RocketMQ 4's
+	// clients make 32 hex characters, RocketMQ 5's 34, an application its
+	// own (Message.UniqueID); the index holds it as a key.
+	if id == "" || strings.ContainsFunc(id, func(r rune) bool { return r <= ' ' || r == 0x7F }) {
 		if offsetErr != nil {
 			return nil, offsetErr
 		}

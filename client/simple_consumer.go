@@ -26,8 +26,13 @@ var (
 	ErrIllegalInvisibleTime = wire.Errorf(pb.Code_ILLEGAL_INVISIBLE_TIME, "")
 )
 
-// pollMargin is how long before the caller's deadline a long poll ends.
-const pollMargin = 100 * time.Millisecond
+// pollMargin is how long before the caller's deadline a long poll ends;
+// pollSlice how long Receive long-polls one broker at a time when it
+// receives from several.
+const (
+	pollMargin = 100 * time.Millisecond
+	pollSlice  = time.Second
+)
 
 // MaxInvisibleDuration is the longest a received message can stay
 // invisible.
@@ -191,8 +196,9 @@ func (c *SimpleConsumer) targets(ctx context.Context) ([]popTarget, error) {
 // the group's other receives for invisible (in (0, 12 h]). It asks the
 // brokers of the subscribed topics in turn, starting with a different one
 // on each call; when none has a message ready it waits up to the await
-// duration on the next one (or until ctx is done). No message is no error:
-// it returns an empty slice.
+// duration (or until ctx is done) for one, long-polling the brokers in
+// turn a second at a time (one broker: the whole await). No message is no
+// error: it returns an empty slice.
 func (c *SimpleConsumer) Receive(ctx context.Context, maxMessages int, invisible time.Duration) ([]*MessageView, error) {
 	if err := c.check(); err != nil {
 		return nil, err
@@ -215,7 +221,7 @@ func (c *SimpleConsumer) Receive(ctx context.Context, maxMessages int, invisible
 	start := int(c.rr.Add(1) % uint64(len(targets)))
 	var out []*MessageView
 	var errs []error
-	wait := -1 // the first target that answered
+	failed := make([]bool, len(targets))
 	// One pass without waiting, so that a message ready on any broker is
 	// returned at once.
 	for i := 0; i < len(targets) && len(out) < maxMessages; i++ {
@@ -226,10 +232,8 @@ func (c *SimpleConsumer) Receive(ctx context.Context, maxMessages int, invisible
 				break
 			}
 			errs = append(errs, err)
+			failed[j] = true
 			continue
-		}
-		if wait < 0 {
-			wait = j
 		}
 		out = append(out, msgs...)
 	}
@@ -240,29 +244,46 @@ func (c *SimpleConsumer) Receive(ctx context.Context, maxMessages int, invisible
 		return out, nil
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
-	case wait < 0:
+	case len(errs) == len(targets):
 		return nil, errors.Join(errs...)
 	case c.await == 0:
 		return nil, nil
 	}
-	// Nothing ready: wait on one broker.
-	await := c.await
-	if dl, ok := ctx.Deadline(); ok {
+	// Nothing ready: long-poll the brokers that answered in turn, in
+	// slices when there are several, so that a message arriving on any
+	// of them waits at most a slice.
+	end := time.Now().Add(c.await)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-pollMargin).Before(end) {
 		// The broker answers when the poll ends: end it a little before
 		// ctx does.
-		await = min(await, time.Until(dl)-pollMargin)
+		end = dl.Add(-pollMargin)
 	}
-	if await <= 0 {
-		return nil, nil
-	}
-	msgs, err := c.receiveFrom(ctx, targets[wait], maxMessages, invisible, await)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+	for i := 0; ; i++ {
+		j := (start + i) % len(targets)
+		if failed[j] {
+			continue
 		}
-		return nil, err
+		poll := time.Until(end)
+		if poll <= 0 {
+			return nil, nil
+		}
+		if len(targets)-len(errs) > 1 {
+			poll = min(poll, pollSlice)
+		}
+		msgs, err := c.receiveFrom(ctx, targets[j], maxMessages, invisible, poll)
+		switch {
+		case len(msgs) > 0:
+			return msgs, nil
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case err != nil:
+			errs = append(errs, err)
+			failed[j] = true
+			if len(errs) == len(targets) {
+				return nil, errors.Join(errs...)
+			}
+		}
 	}
-	return msgs, nil
 }
 
 // receiveFrom makes one receive on the master of t. A receive whose answer

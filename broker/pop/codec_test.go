@@ -50,6 +50,7 @@ func sampleRecords() []*Record {
 		{Kind: KindDLQ, TimeMS: 2, Group: "g", Topic: "t", QueueID: 1, Entries: []Entry{{Offset: 5}}},
 		{Kind: KindChange, TimeMS: 3, Group: "g", Topic: "t", QueueID: 1, Entries: []Entry{{Offset: 5, OldSeq: 7, Seq: 8, VisibleAtMS: 9}}},
 		{Kind: KindRenew, TimeMS: -4, Group: "g", Topic: "t", QueueID: 1, Entries: []Entry{{Offset: 5, Seq: 8, VisibleAtMS: -1}}},
+		{Kind: KindReset, TimeMS: 5, Group: "g", Topic: "t", QueueID: 2, Next: 77},
 	}
 }
 
@@ -78,6 +79,7 @@ func TestRecordCodec(t *testing.T) {
 	}
 	for name, r := range map[string]*Record{
 		"kind":      {Kind: 9},
+		"reset":     {Kind: KindReset, Entries: []Entry{{Offset: 1}}},
 		"long name": {Kind: KindAck, Group: strings.Repeat("g", 256)},
 		"queue":     {Kind: KindAck, QueueID: -1},
 		"offset":    {Kind: KindAck, Entries: []Entry{{Offset: -1}}},

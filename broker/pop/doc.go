@@ -130,7 +130,8 @@
 //	kind POP only: next varint | attemptId str | clientId str | invisibleMs uvarint
 //	count uvarint (≤ 65536) | count entries
 //
-// Entries by kind (1 POP, 2 ACK, 3 CHANGE, 4 RENEW, 5 DLQ):
+// A RESET record (kind 6) carries next (varint) after queueId and no
+// entries. Entries by kind (1 POP, 2 ACK, 3 CHANGE, 4 RENEW, 5 DLQ):
 //
 //	POP    offset uvarint | seq uvarint | attempt uvarint | visibleAtMs varint
 //	ACK    offset uvarint | seq uvarint
@@ -144,7 +145,9 @@
 // sequence matches; CHANGE replaces the sequence and visible time of
 // entries whose sequence is oldSeq and turns auto-renewal off (releases
 // are CHANGE records with seq = oldSeq); RENEW moves the visible time of
-// entries whose sequence matches; DLQ removes the entries. Trailing bytes
+// entries whose sequence matches; DLQ removes the entries; RESET (an
+// offset reset of the group) empties the queue's state and sets next.
+// Trailing bytes
 // are an error; an undecodable record is logged and skipped.
 //
 // # Snapshot (version 1)

@@ -744,6 +744,33 @@ func (s *Service) commitWatermarks() {
 	}
 }
 
+// Reset moves a group's POP consumption of a queue to offset (an offset
+// reset): nothing is in flight any more and the next message handed out is
+// the one at offset.
+func (s *Service) Reset(ctx context.Context, group, topic string, queueID int32, offset int64) error {
+	if err := s.checkNames(group, topic); err != nil {
+		return err
+	}
+	if err := s.serving(ctx); err != nil {
+		return err
+	}
+	gt := s.lookupGroupTopic(group, topic)
+	if gt == nil {
+		return nil // never consumed by POP here: the offset table says where it starts
+	}
+	s.snapMu.RLock()
+	defer s.snapMu.RUnlock()
+	r := &Record{Kind: KindReset, TimeMS: time.Now().UnixMilli(), Group: group, Topic: topic, QueueID: queueID, Next: max(offset, 0)}
+	gt.mu.Lock()
+	s.applyLocked(gt, r)
+	gt.mu.Unlock()
+	if err := s.append(ctx, []*Record{r}); err != nil {
+		return err
+	}
+	s.Notify(topic)
+	return nil
+}
+
 // Stats returns the POP state of a group's queues of a topic, by queue id.
 func (s *Service) Stats(group, topic string) []QueueStats {
 	select {

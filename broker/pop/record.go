@@ -29,6 +29,9 @@ const (
 	// KindDLQ: messages moved to the group's dead-letter queue: done,
 	// whatever their sequence.
 	KindDLQ Kind = 5
+	// KindReset: the queue's consumption was moved (an offset reset):
+	// next = Next, nothing in flight. It has no entries.
+	KindReset Kind = 6
 )
 
 func (k Kind) String() string {
@@ -43,6 +46,8 @@ func (k Kind) String() string {
 		return "RENEW"
 	case KindDLQ:
 		return "DLQ"
+	case KindReset:
+		return "RESET"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -94,6 +99,7 @@ func appendString(b []byte, s string) []byte {
 //
 //	version u8 | kind u8 | timeMS varint | group str | topic str | queue uvarint
 //	[Pop: next varint | attemptID str | clientID str | invisibleMS uvarint]
+//	[Reset: next varint]
 //	entries uvarint | entry...
 //
 // where str is a uvarint length and bytes, and an entry is
@@ -104,8 +110,11 @@ func appendString(b []byte, s string) []byte {
 //	Change: offset uvarint | oldSeq uvarint | seq uvarint | visibleAt varint
 //	Renew:  offset uvarint | seq uvarint | visibleAt varint
 func AppendRecord(b []byte, r *Record) ([]byte, error) {
-	if r.Kind < KindPop || r.Kind > KindDLQ {
+	if r.Kind < KindPop || r.Kind > KindReset {
 		return b, fmt.Errorf("%w: kind %d", ErrBadRecord, r.Kind)
+	}
+	if r.Kind == KindReset && len(r.Entries) > 0 {
+		return b, fmt.Errorf("%w: a reset has no entries", ErrBadRecord)
 	}
 	if len(r.Group) > maxName || len(r.Topic) > maxName || len(r.AttemptID) > maxName || len(r.ClientID) > maxName {
 		return b, fmt.Errorf("%w: name longer than %d bytes", ErrBadRecord, maxName)
@@ -118,6 +127,9 @@ func AppendRecord(b []byte, r *Record) ([]byte, error) {
 	b = appendString(b, r.Group)
 	b = appendString(b, r.Topic)
 	b = binary.AppendUvarint(b, uint64(r.QueueID))
+	if r.Kind == KindReset {
+		b = binary.AppendVarint(b, r.Next)
+	}
 	if r.Kind == KindPop {
 		if r.InvisibleMS < 0 {
 			return b, fmt.Errorf("%w: invisible %d ms", ErrBadRecord, r.InvisibleMS)
@@ -222,7 +234,7 @@ func DecodeRecord(b []byte) (*Record, error) {
 		return nil, fmt.Errorf("%w: version %d", ErrBadRecord, b[0])
 	}
 	rec := &Record{Kind: Kind(b[1])}
-	if rec.Kind < KindPop || rec.Kind > KindDLQ {
+	if rec.Kind < KindPop || rec.Kind > KindReset {
 		return nil, fmt.Errorf("%w: kind %d", ErrBadRecord, b[1])
 	}
 	r := &reader{b: b[2:]}
@@ -230,6 +242,9 @@ func DecodeRecord(b []byte) (*Record, error) {
 	rec.Group = r.str("group")
 	rec.Topic = r.str("topic")
 	rec.QueueID = int32(r.nonNeg("queue", 1<<31-1))
+	if rec.Kind == KindReset {
+		rec.Next = r.varint("next")
+	}
 	if rec.Kind == KindPop {
 		rec.Next = r.varint("next")
 		rec.AttemptID = r.str("attempt id")
@@ -237,7 +252,7 @@ func DecodeRecord(b []byte) (*Record, error) {
 		rec.InvisibleMS = r.nonNeg("invisible", 1<<62)
 	}
 	n := r.uvarint("entries")
-	if r.err == nil && (n > maxEntries || n > uint64(len(r.b))) {
+	if r.err == nil && (n > maxEntries || n > uint64(len(r.b)) || rec.Kind == KindReset && n > 0) {
 		r.fail("entries")
 	}
 	if r.err != nil {

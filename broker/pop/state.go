@@ -73,6 +73,12 @@ type groupTopic struct {
 // restarting broker as it reads the POP log, so both agree.
 func (s *Service) applyLocked(gt *groupTopic, r *Record) {
 	q := gt.qs[r.QueueID]
+	if r.Kind == KindReset {
+		q = newQueueState(r.Next)
+		gt.qs[r.QueueID] = q
+		s.changes.Add(1)
+		return
+	}
 	if q == nil {
 		if r.Kind != KindPop {
 			return

@@ -38,6 +38,11 @@ func TestSendDedupID(t *testing.T) {
 	if !strings.Contains(table, "order-42-paid") || !strings.Contains(table, first.OffsetMsgID) {
 		t.Fatalf("table output of a resend:\n%s\nwant msg id order-42-paid and offset msg id %s", table, first.OffsetMsgID)
 	}
+	// Any id the producer gave is a msg id to look the message up by.
+	code, out, stderr := runCLI(t, "", "--namesrv", ns, "msg", "get", "order-42-paid", "-o", "json")
+	if code != 0 || !strings.Contains(out, first.OffsetMsgID) || strings.Count(out, "\n") != 1 {
+		t.Fatalf("msg get order-42-paid: exit %d, %q, %s; want the one stored copy", code, out, stderr)
+	}
 	// Expanded per message: three ids, sent twice, stored once each.
 	send("--dedup-id", "batch-{{Count}}", "--count", "3", "m{{Count}}")
 	send("--dedup-id", "batch-{{Count}}", "--count", "3", "m{{Count}}")
@@ -45,7 +50,7 @@ func TestSendDedupID(t *testing.T) {
 	if err := st.WaitDispatched(context.Background(), st.CommitLog().MaxOffset()); err != nil {
 		t.Fatal(err)
 	}
-	code, out, stderr := runCLI(t, "", "--namesrv", ns, "topic", "status", "cli-dedup", "-o", "json")
+	code, out, stderr = runCLI(t, "", "--namesrv", ns, "topic", "status", "cli-dedup", "-o", "json")
 	if code != 0 {
 		t.Fatalf("topic status: exit %d: %s", code, stderr)
 	}
