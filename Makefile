@@ -75,6 +75,12 @@ compat-java5:
 bench-remoting:
 	bash scripts/bench-remoting.sh
 
+## bench-dedup: the broker's CPU per message and the send rate with the
+## deduplication window on and off (scripts/bench-dedup.sh)
+.PHONY: bench-dedup
+bench-dedup:
+	bash scripts/bench-dedup.sh
+
 ## pop-faults: POP consumption under kill -9 at full size: 100 000 messages
 ## (some in message groups on a FIFO topic and group), 4 v5 simple
 ## consumers acking 90 % and letting 10 % run out of invisibility once,
