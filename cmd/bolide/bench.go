@@ -47,14 +47,16 @@ func (t *benchTransport) option() (client.Option, error) {
 
 // benchJSON is the one object bench prints with -o json.
 type benchJSON struct {
-	Bench      string      `json:"bench"`
-	Topic      string      `json:"topic"`
-	Group      string      `json:"group,omitempty"`
-	Clients    int         `json:"clients"`
-	Transport  string      `json:"transport"`
-	Size       int         `json:"size,omitempty"`
-	Batch      int         `json:"batch,omitempty"`
-	Async      bool        `json:"async,omitempty"`
+	Bench     string `json:"bench"`
+	Topic     string `json:"topic"`
+	Group     string `json:"group,omitempty"`
+	Clients   int    `json:"clients"`
+	Transport string `json:"transport"`
+	Size      int    `json:"size,omitempty"`
+	Batch     int    `json:"batch,omitempty"`
+	Async     bool   `json:"async,omitempty"`
+	// Pop: bench consume received over POP (simple consumers).
+	Pop        bool        `json:"pop,omitempty"`
 	Messages   int64       `json:"messages"`
 	Bytes      int64       `json:"bytes"`
 	Errors     int64       `json:"errors"`
@@ -349,6 +351,8 @@ type benchConsumeFlags struct {
 	idle      time.Duration
 	pullBatch int
 	sql       string
+	pop       bool
+	invisible time.Duration
 	transport *benchTransport
 }
 
@@ -367,12 +371,17 @@ the backlog's age. Offsets are not committed. Progress goes to stderr (not with 
 the matching messages received, and "scanned" the backlog when the command starts over the
 same time, the rate at which the broker went through it; both are timed from the consumers'
 start (not the first receipt) to the last receipt. With --count give the number of matches
-expected, else the command ends --idle after the last.`,
+expected, else the command ends --idle after the last.
+
+With --pop the consumers are simple consumers (POP, as RocketMQ 5's): each receives up to
+--pull-batch messages at a time, invisible for --invisible, and acknowledges them in one
+request per broker group; messages it could not acknowledge count as errors.`,
 		Example: `  bolide bench produce --topic bench --count 100000
   bolide bench consume --topic bench
   bolide bench consume --topic bench --consumers 2 --count 50000 -o json
   bolide bench produce --topic bench --count 1000000 --buckets 100
-  bolide bench consume --topic bench --sql "bucket = 7" --count 10000`,
+  bolide bench consume --topic bench --sql "bucket = 7" --count 10000
+  bolide bench consume --topic bench --consumers 4 --pop`,
 		Args: exactArgs(0, ""),
 		RunE: func(*cobra.Command, []string) error { return a.runBenchConsume(f) },
 	}
@@ -385,6 +394,8 @@ expected, else the command ends --idle after the last.`,
 	fs.DurationVar(&f.idle, "idle", 5*time.Second, "stop when nothing arrives for this long")
 	fs.IntVar(&f.pullBatch, "pull-batch", 32, "messages asked for per pull request (the broker caps it: 1024 unless configured)")
 	fs.StringVar(&f.sql, "sql", "", `read through an SQL92 filter evaluated by the broker, e.g. "bucket = 7"`)
+	fs.BoolVar(&f.pop, "pop", false, "consume over POP with simple consumers (receive, acknowledge)")
+	fs.DurationVar(&f.invisible, "invisible", 30*time.Second, "with --pop: how long received messages stay invisible")
 	_ = c.RegisterFlagCompletionFunc("topic", a.topicCompletion)
 	return c
 }
@@ -397,6 +408,10 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 		return usageErrorf("--count and --duration must not be negative, --idle must be positive")
 	case f.consumers < 1 || f.pullBatch < 1:
 		return usageErrorf("--consumers and --pull-batch must be positive")
+	case f.pop && f.sql != "":
+		return usageErrorf("--sql and --pop do not go together (simple consumers filter by tag)")
+	case f.pop && (f.invisible <= 0 || f.invisible > client.MaxInvisibleDuration):
+		return usageErrorf("--invisible must be in (0, %s], not %s", client.MaxInvisibleDuration, f.invisible)
 	}
 	transport, err := f.transport.option()
 	if err != nil {
@@ -445,8 +460,46 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 		defer c2()
 	}
 	started := time.Now()
-	consumers := make([]*client.PullConsumer, f.consumers)
+	// Each consumer is a poll function: it returns the next messages, or
+	// context.DeadlineExceeded when none came before its ctx ended.
+	consumers := make([]func(ctx context.Context) ([]*client.MessageExt, error), f.consumers)
+	var ackErrors atomic.Int64
+	var firstAckErr atomic.Value
 	for i := range consumers {
+		if f.pop {
+			c, err := client.NewSimpleConsumer(group, map[string]string{f.topic: "*"}, f.idle, a.clientOption())
+			if err != nil {
+				return err
+			}
+			if err := c.Start(a.ctx); err != nil {
+				_ = c.Close()
+				return forTopic(f.topic, err)
+			}
+			a.onClose(c.Close)
+			consumers[i] = func(ctx context.Context) ([]*client.MessageExt, error) {
+				views, err := c.Receive(ctx, f.pullBatch, f.invisible)
+				if err != nil {
+					return nil, err
+				}
+				if len(views) == 0 {
+					return nil, context.DeadlineExceeded
+				}
+				if err := c.Ack(context.WithoutCancel(ctx), views...); err != nil {
+					n := 1
+					if j, ok := err.(interface{ Unwrap() []error }); ok {
+						n = len(j.Unwrap())
+					}
+					ackErrors.Add(int64(n))
+					firstAckErr.CompareAndSwap(nil, err.Error())
+				}
+				msgs := make([]*client.MessageExt, len(views))
+				for i, v := range views {
+					msgs[i] = &v.MessageExt
+				}
+				return msgs, nil
+			}
+			continue
+		}
 		c, err := client.NewPullConsumer(group, a.consumerOptions(transport, client.WithConsumeFrom(client.ConsumeFromFirst),
 			client.WithAutoCommit(false), client.WithPollBatchSize(max(256, f.pullBatch)), client.WithPullBatchSize(f.pullBatch))...)
 		if err != nil {
@@ -467,7 +520,7 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 			return err
 		}
 		a.onClose(c.Close)
-		consumers[i] = c
+		consumers[i] = c.Poll
 	}
 	var (
 		received atomic.Int64
@@ -483,7 +536,7 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 	}, received.Load)
 	hists := make([]*histogram, len(consumers))
 	var wg sync.WaitGroup
-	for i, c := range consumers {
+	for i, poll := range consumers {
 		hists[i] = newHistogram()
 		wg.Add(1)
 		go func() {
@@ -491,7 +544,7 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 			h := hists[i]
 			for ctx.Err() == nil {
 				pctx, pcancel := context.WithTimeout(ctx, f.idle)
-				msgs, err := c.Poll(pctx)
+				msgs, err := poll(pctx)
 				pcancel()
 				if err != nil {
 					if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
@@ -535,7 +588,13 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 		elapsed = time.Duration(lastNs.Load() - f0)
 	}
 	out := benchJSON{Bench: "consume", Topic: f.topic, Group: group, Clients: f.consumers, Transport: f.transport.name, Messages: n, Bytes: bytes.Load(),
-		Seconds: elapsed.Seconds(), Latency: h.summary(), LatencyKind: "end-to-end"}
+		Seconds: elapsed.Seconds(), Latency: h.summary(), LatencyKind: "end-to-end", Errors: ackErrors.Load()}
+	if f.pop {
+		out.Pop, out.Transport = true, "grpc" // POP calls go over gRPC
+		if e, ok := firstAckErr.Load().(string); ok {
+			out.FirstError = oneLine(e)
+		}
+	}
 	out.MsgsPerSec, out.MiBPerSec = rates(n, out.Bytes, elapsed)
 	if f.sql != "" {
 		out.SQL = &SQLFields{Condition: f.sql, Scanned: backlog}
@@ -605,8 +664,12 @@ func (a *app) printBench(b benchJSON) error {
 		fmt.Fprintf(w, "Sent %d messages of %d bytes to %s at %.0f msgs/s for %.2fs and consumed them\n",
 			b.Sent, b.Size, b.Topic, b.TargetRate, b.Seconds)
 	default:
-		fmt.Fprintf(w, "Consumed %d messages (%s) from %s in %.2fs: %d consumer(s), group %s\n",
-			b.Messages, humanBytes(b.Bytes), b.Topic, b.Seconds, b.Clients, b.Group)
+		kind := "consumer(s)"
+		if b.Pop {
+			kind = "simple consumer(s), POP"
+		}
+		fmt.Fprintf(w, "Consumed %d messages (%s) from %s in %.2fs: %d %s, group %s\n",
+			b.Messages, humanBytes(b.Bytes), b.Topic, b.Seconds, b.Clients, kind, b.Group)
 	}
 	t := &table{} // no header: label and value rows
 	t.row("Throughput:", fmt.Sprintf("%.0f msgs/s, %.2f MiB/s", b.MsgsPerSec, b.MiBPerSec))

@@ -74,13 +74,13 @@ func newSimpleConsumer(t testing.TB, c *cluster, group, topic, filter string, aw
 
 // newPushConsumer starts a v5 push consumer of group on topic (all tags)
 // with listener.
-func newPushConsumer(t testing.TB, c *cluster, group, topic string, listener func(*rmq.MessageView) rmq.ConsumerResult) rmq.PushConsumer {
+func newPushConsumer(t testing.TB, c *cluster, group, topic string, listener func(*rmq.MessageView) rmq.ConsumerResult, opts ...rmq.PushConsumerOption) rmq.PushConsumer {
 	t.Helper()
 	needRPCs(t, c, "QueryRoute", "QueryAssignment", "Telemetry", "ReceiveMessage", "AckMessage", "ChangeInvisibleDuration")
-	pc, err := rmq.NewPushConsumer(config(c, group),
-		rmq.WithPushAwaitDuration(5*time.Second),
+	pc, err := rmq.NewPushConsumer(config(c, group), append([]rmq.PushConsumerOption{
+		rmq.WithPushAwaitDuration(5 * time.Second),
 		rmq.WithPushSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}),
-		rmq.WithPushMessageListener(&rmq.FuncMessageListener{Consume: listener}))
+		rmq.WithPushMessageListener(&rmq.FuncMessageListener{Consume: listener})}, opts...)...)
 	if err != nil {
 		t.Fatalf("new push consumer: %v", err)
 	}

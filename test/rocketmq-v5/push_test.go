@@ -3,6 +3,7 @@ package rocketmqv5
 import (
 	"context"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -166,6 +167,61 @@ func TestPushDeadLetter(t *testing.T) {
 		for _, id := range ids {
 			if a := rec.get(id); !slices.Equal(a, []int32{1, 2, 3}) {
 				t.Errorf("%s: attempts %v, want [1 2 3]", id, a)
+			}
+		}
+	})
+}
+
+// TestPushFIFO: a push consumer of a FIFO group gets each message group's
+// messages in the order sent, each once, even when one of them fails
+// once: the FIFO push consumer retries it locally (the broker keeps it
+// invisible meanwhile: auto-renew) and the queue's next messages wait.
+//
+// The consumer caches one message per queue, so each receive asks for one:
+// rocketmq-clients/golang v5.1.4's FIFO consume service goes on with the
+// next message of a batch while a failed one waits for its local retry
+// (consumer_service.go consumeIteratively), which breaks the order within
+// a batch whatever the broker does.
+func TestPushFIFO(t *testing.T) {
+	forLayouts(t, func(t *testing.T, c *cluster) {
+		topic := newTopic(t, c, "pushfifo", "FIFO", 2)
+		group := newGroup(t, c, "pushfifog", "--fifo", "--retry-backoff", "1s")
+		p := newProducer(t, c, rmq.WithTopics(topic))
+		var (
+			mu     sync.Mutex
+			order  = map[string][]int{}
+			failed = map[string]bool{}
+		)
+		rec := newPushRecorder(func(string, int32) rmq.ConsumerResult { return rmq.SUCCESS })
+		newPushConsumer(t, c, group, topic, func(mv *rmq.MessageView) rmq.ConsumerResult {
+			g := deref(mv.GetMessageGroup())
+			seq, _ := strconv.Atoi(mv.GetProperties()["seq"])
+			mu.Lock()
+			defer mu.Unlock()
+			if seq == 3 && !failed[g] {
+				failed[g] = true
+				return rmq.FAILURE
+			}
+			order[g] = append(order[g], seq)
+			return rec.consume(mv)
+		}, rmq.WithPushMaxCacheMessageCount(1))
+		groups := []string{"fa", "fb", "fc"}
+		var ids []string
+		for seq := range 8 {
+			for _, g := range groups {
+				m := testMsg(topic, seq, "fifo")
+				m.group = g
+				m.props["seq"] = strconv.Itoa(seq)
+				ids = append(ids, sendAll(t, p, []v5msg{m})...)
+			}
+		}
+		rec.waitAttempts(t, ids, 1, 90*time.Second)
+		waitAcked(t, c, group, topic, 30*time.Second)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, g := range groups {
+			if want := []int{0, 1, 2, 3, 4, 5, 6, 7}; !slices.Equal(order[g], want) {
+				t.Errorf("message group %s consumed in the order %v, want %v", g, order[g], want)
 			}
 		}
 	})

@@ -2,6 +2,7 @@ package rocketmqv5
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -173,5 +174,122 @@ func TestSimpleTagFilter(t *testing.T) {
 		}
 		expectNothing(t, sc, wantC)
 		receiveAll(t, all, wantAll, 30*time.Second, 60*time.Second, true)
+	})
+}
+
+// TestSimpleFIFOBlocks: in a FIFO group a queue hands out nothing more
+// while messages it handed out are unacknowledged and invisible; when
+// their invisibility runs out the same messages come again, in order,
+// with delivery attempt 2.
+func TestSimpleFIFOBlocks(t *testing.T) {
+	forLayouts(t, func(t *testing.T, c *cluster) {
+		topic := newTopic(t, c, "sfifo", "FIFO", 1)
+		group := newGroup(t, c, "sfifog", "--fifo")
+		p := newProducer(t, c, rmq.WithTopics(topic))
+		a := newSimpleConsumer(t, c, group, topic, "*", 2*time.Second)
+		b := newSimpleConsumer(t, c, group, topic, "*", time.Second)
+		var msgs []v5msg
+		for i := range 10 {
+			m := testMsg(topic, i, "fifo")
+			m.group = "g"
+			msgs = append(msgs, m)
+		}
+		ids := sendAll(t, p, msgs)
+		// All ten in the queue (dispatched) before the first receive.
+		if !waitFor(10*time.Second, func() bool {
+			qs, err := c.Admin.QueueStatus(context.Background(), topic)
+			var n int64
+			for _, q := range qs {
+				n += q.MaxOffset
+			}
+			return err == nil && n == int64(len(msgs))
+		}) {
+			t.Fatalf("the queue does not hold the %d messages", len(msgs))
+		}
+		seqOf := map[string]int{}
+		for i, id := range ids {
+			seqOf[id] = i
+		}
+		// A holds its messages 20 s: B's receives take their await and
+		// about 1.5 s more in the client (v5.1.4), one per queue.
+		const invisible = 20 * time.Second
+		receive := func(sc rmq.SimpleConsumer) []*rmq.MessageView {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			mvs, err := sc.Receive(ctx, 32, invisible)
+			if err != nil && !isNotFound(err) {
+				t.Fatalf("receive: %v", err)
+			}
+			return mvs
+		}
+		seqs := func(mvs []*rmq.MessageView) []int {
+			var s []int
+			for _, mv := range mvs {
+				s = append(s, seqOf[mv.GetMessageId()])
+			}
+			return s
+		}
+		// A's first batch (the queue's messages from the start, in order).
+		var first []*rmq.MessageView
+		for len(first) == 0 {
+			first = receive(a)
+		}
+		receivedAt := time.Now()
+		got := seqs(first)
+		for i, s := range got {
+			if s != i {
+				t.Fatalf("first batch in the order %v, want 0, 1, 2, ...", got)
+			}
+		}
+		if len(first) < 4 {
+			t.Fatalf("first batch %v: want at least 4 of the 10 messages to test the blocking", got)
+		}
+		// A acknowledges the first three and holds the rest: B gets nothing.
+		for _, mv := range first[:3] {
+			if err := a.Ack(context.Background(), mv); err != nil {
+				t.Fatalf("ack: %v", err)
+			}
+		}
+		held := time.Now()
+		// B's receives go round the route's queues (one per broker group).
+		for range 2 * len(c.Brokers) {
+			began := time.Now()
+			mvs := receive(b)
+			if len(mvs) > 0 && time.Since(receivedAt) < invisible {
+				t.Fatalf("B received %v while A holds %v of the same queue (%v after A's receive, invisible 20 s)",
+					seqs(mvs), got[3:], time.Since(receivedAt).Round(10*time.Millisecond))
+			}
+			if len(mvs) > 0 {
+				t.Fatalf("B's receive took %v: past A's invisible duration before B tried every queue", time.Since(began))
+			}
+		}
+		// Past A's invisible duration: the held ones again, in order, then
+		// the rest.
+		var again []int
+		deadline := time.Now().Add(60 * time.Second)
+		for len(again) < 10-3 && time.Now().Before(deadline) {
+			for _, mv := range receive(b) {
+				s := seqOf[mv.GetMessageId()]
+				if s < 3 {
+					t.Errorf("acknowledged message %d delivered again", s)
+				}
+				want := int32(1)
+				if s < len(first) {
+					want = 2
+				}
+				if mv.GetDeliveryAttempt() != want {
+					t.Errorf("message %d: delivery attempt %d, want %d", s, mv.GetDeliveryAttempt(), want)
+				}
+				again = append(again, s)
+				if err := b.Ack(context.Background(), mv); err != nil {
+					t.Errorf("ack: %v", err)
+				}
+			}
+		}
+		t.Logf("first batch %v; after %v B got %v", got, time.Since(held).Round(100*time.Millisecond), again)
+		if want := []int{3, 4, 5, 6, 7, 8, 9}; !slices.Equal(again, want) {
+			t.Errorf("after the invisibility ran out B got %v, want %v", again, want)
+		}
+		waitAcked(t, c, group, topic, 30*time.Second)
 	})
 }
