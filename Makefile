@@ -106,7 +106,7 @@ bench-v5:
 SQL_E2E_N ?= 100000
 .PHONY: sql-e2e
 sql-e2e:
-	BOLIDE_SQL_E2E_N=$(SQL_E2E_N) $(GO) test -count=1 -run '^TestSQL92Selector$$' -v -timeout 20m ./client/
+	BOLIDE_SQL_E2E_N=$(SQL_E2E_N) $(GO) test -count=1 -run '^TestSQL92Selector$$' -timeout 20m ./client/
 
 ## bench-filter: the cost of SQL92 filtering (scripts/bench-filter.sh): a
 ## backlog of N messages (default 10 000 000, 1 % matching) consumed whole

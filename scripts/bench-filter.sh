@@ -9,7 +9,7 @@
 # first to last receipt), the messages received per second, and the broker
 # process's CPU seconds (utime + stime from /proc) for the run. Runs
 # alternate which one goes first (the page cache favours the second).
-# With PROFILE=1 a 20 s CPU profile of the broker is taken during the
+# With PROFILE=1 a CPU profile of the broker (PROF_SECONDS, 5) is taken during the
 # first filtered run and its top functions printed.
 #
 # Settings (environment):
@@ -23,6 +23,7 @@
 #   PULL_BATCH  messages asked for per pull           (32)
 #   FLUSH       broker flush mode                     (async)
 #   PROFILE     1: profile the broker's filtered scan (0)
+#   PROF_SECONDS  length of that profile                (5)
 #   DATA_DIR    broker data (wiped at start and exit) (.bench/filter/data)
 #   OUT         copy of the table                     (.bench/bench-filter.md)
 #
@@ -41,6 +42,7 @@ CONSUMERS=${CONSUMERS:-1}
 PULL_BATCH=${PULL_BATCH:-32}
 FLUSH=${FLUSH:-async}
 PROFILE=${PROFILE:-0}
+PROF_SECONDS=${PROF_SECONDS:-5}
 work=$root/.bench/filter
 DATA_DIR=${DATA_DIR:-$work/data}
 OUT=${OUT:-$root/.bench/bench-filter.md}
@@ -78,7 +80,7 @@ run() { # kind rep
 	sync
 	before=$(cpu)
 	if [[ $kind == sql && $PROFILE == 1 && $rep == 1 ]]; then
-		curl -s -o "$work/filter.pprof" "http://127.0.0.1:$admin_port/debug/pprof/profile?seconds=20" &
+		curl -s -o "$work/filter.pprof" "http://127.0.0.1:$admin_port/debug/pprof/profile?seconds=$PROF_SECONDS" &
 		prof_pid=$!
 	fi
 	j=$("$bin/bolide" -n "$ns" bench consume --topic "$topic" --consumers "$CONSUMERS" --pull-batch "$PULL_BATCH" \
