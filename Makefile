@@ -75,6 +75,12 @@ compat-java5:
 bench-remoting:
 	bash scripts/bench-remoting.sh
 
+## bench-dedup: the broker's CPU per message and the send rate with the
+## deduplication window on and off (scripts/bench-dedup.sh)
+.PHONY: bench-dedup
+bench-dedup:
+	bash scripts/bench-dedup.sh
+
 ## pop-faults: POP consumption under kill -9 at full size: 100 000 messages
 ## (some in message groups on a FIFO topic and group), 4 v5 simple
 ## consumers acking 90 % and letting 10 % run out of invisibility once,
@@ -100,7 +106,7 @@ bench-v5:
 SQL_E2E_N ?= 100000
 .PHONY: sql-e2e
 sql-e2e:
-	BOLIDE_SQL_E2E_N=$(SQL_E2E_N) $(GO) test -count=1 -run '^TestSQL92Selector$$' -v -timeout 20m ./client/
+	BOLIDE_SQL_E2E_N=$(SQL_E2E_N) $(GO) test -count=1 -run '^TestSQL92Selector$$' -timeout 20m ./client/
 
 ## bench-filter: the cost of SQL92 filtering (scripts/bench-filter.sh): a
 ## backlog of N messages (default 10 000 000, 1 % matching) consumed whole

@@ -485,15 +485,18 @@ func TestPopReset(t *testing.T) {
 	if len(got) != 3 {
 		t.Fatalf("popped %d", len(got))
 	}
-	if err := b.ResetPop("g", "rz", []broker.OffsetChange{{QueueID: 0, Before: 0, After: 1}}); err != nil {
+	if err := b.PopAck(ctx, "g", "rz", got[0].Handle); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ResetOffset("g", "rz", 0, true, false, false); err != nil {
 		t.Fatal(err)
 	}
 	wantErrCode(t, "ack after a reset", b.PopAck(ctx, "g", "rz", got[1].Handle), errcode.InvalidReceiptHandle)
 	again := pop(t, b, broker.PopRequest{Group: "g", Topic: "rz", QueueID: 0, MaxMessages: 32, Invisible: time.Hour})
-	if len(again) != 4 || body(t, again[0]) != "m1" || again[0].Attempt != 1 {
-		t.Fatalf("after the reset: %d messages", len(again))
+	if len(again) != 5 || body(t, again[0]) != "m0" || again[0].Attempt != 1 {
+		t.Fatalf("after the reset to the earliest: %d messages", len(again))
 	}
-	if st := b.PopStats("g", "rz"); st[0].AckedOffset != 1 || st[0].InFlight != 4 {
+	if st := b.PopStats("g", "rz"); st[0].AckedOffset != 0 || st[0].InFlight != 5 {
 		t.Fatalf("stats %+v", st)
 	}
 }

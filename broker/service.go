@@ -364,6 +364,10 @@ func (b *Broker) ResetOffset(group, topic string, ts int64, earliest, latest, dr
 		if err := b.offsets.Persist(); err != nil {
 			return changes, storeError(err)
 		}
+		// A group consuming over POP moves too.
+		if err := b.resetPop(group, topic, changes); err != nil {
+			return changes, err
+		}
 	}
 	return changes, nil
 }

@@ -62,6 +62,14 @@
 // worker pool, or an OrderlyListener one queue at a time while holding the
 // queue's broker-side lock; Subscribe takes only these types. PullConsumer hands messages to Poll and commits what Poll returned.
 //
+// A subscription selects messages by tag (Subscribe's expression, or
+// SubscribeSelector with ByTag) or by an SQL92 condition over their
+// properties (SubscribeSelector with SQL92, as RocketMQ's
+// MessageSelector.bySql). Both filters run on the brokers; an SQL92
+// condition is checked with them when it is subscribed (the SDK does not
+// parse the language itself), and the group's offsets move past the
+// messages it does not select.
+//
 // SimpleConsumer consumes over POP, as RocketMQ 5's simple consumers do: no
 // queues are assigned and no offsets kept by the client; Receive asks the
 // masters of the subscribed topics in turn for messages, which stay

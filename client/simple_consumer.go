@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,7 +66,7 @@ type MessageView struct {
 type SimpleConsumer struct {
 	b     *base
 	group string
-	subs  map[string]*message.TagExpression
+	subs  map[string]Selector // by topic (tag expressions in canonical form)
 	await time.Duration
 
 	started atomic.Bool
@@ -79,7 +80,8 @@ type SimpleConsumer struct {
 
 // popTarget is a broker group serving a subscribed topic.
 type popTarget struct {
-	topic, brokerName, expr string
+	topic, brokerName string
+	sel               Selector
 }
 
 // NewSimpleConsumer returns a simple consumer of group for subscriptions
@@ -89,6 +91,17 @@ type popTarget struct {
 // It takes the options every client takes (WithNameServers, WithLogger,
 // WithRPCTimeout, ...); the other consumers' options do not apply.
 func NewSimpleConsumer(group string, subscriptions map[string]string, await time.Duration, opts ...Option) (*SimpleConsumer, error) {
+	sels := make(map[string]Selector, len(subscriptions))
+	for topic, expr := range subscriptions {
+		sels[topic] = ByTag(expr)
+	}
+	return NewSimpleConsumerSelectors(group, sels, await, opts...)
+}
+
+// NewSimpleConsumerSelectors is NewSimpleConsumer with a Selector per
+// topic: ByTag, or SQL92 (the brokers evaluate the condition; messages
+// that do not match are never handed out).
+func NewSimpleConsumerSelectors(group string, subscriptions map[string]Selector, await time.Duration, opts ...Option) (*SimpleConsumer, error) {
 	if err := message.ValidateGroup(group); err != nil {
 		return nil, codeErr(pb.Code_ILLEGAL_GROUP, "%v", err)
 	}
@@ -102,16 +115,23 @@ func NewSimpleConsumer(group string, subscriptions map[string]string, await time
 	if err != nil {
 		return nil, err
 	}
-	c := &SimpleConsumer{group: group, subs: make(map[string]*message.TagExpression, len(subscriptions)), await: await}
-	for topic, expr := range subscriptions {
+	c := &SimpleConsumer{group: group, subs: make(map[string]Selector, len(subscriptions)), await: await}
+	for topic, sel := range subscriptions {
 		if err := message.ValidateTopic(topic); err != nil {
 			return nil, codeErr(pb.Code_ILLEGAL_TOPIC, "%v", err)
 		}
-		f, err := message.ParseTagExpression(expr)
-		if err != nil {
-			return nil, codeErr(pb.Code_SUBSCRIPTION_PARSE_FAILED, "%v", err)
+		if sel.sql {
+			if strings.TrimSpace(sel.expr) == "" {
+				return nil, codeErr(pb.Code_SUBSCRIPTION_PARSE_FAILED, "empty SQL92 condition for %s", topic)
+			}
+		} else {
+			f, err := message.ParseTagExpression(sel.expr)
+			if err != nil {
+				return nil, codeErr(pb.Code_SUBSCRIPTION_PARSE_FAILED, "%v", err)
+			}
+			sel.expr = f.String()
 		}
-		c.subs[topic] = f
+		c.subs[topic] = sel
 	}
 	c.b = newBase(o, o.instanceName)
 	return c, nil
@@ -179,7 +199,7 @@ func (c *SimpleConsumer) targets(ctx context.Context) ([]popTarget, error) {
 		}
 		for _, q := range ri.route.Queues {
 			if q.Perm.Readable() && q.ReadQueues > 0 && ri.brokers[q.BrokerName].MasterAddr() != "" {
-				out = append(out, popTarget{topic: topic, brokerName: q.BrokerName, expr: c.subs[topic].String()})
+				out = append(out, popTarget{topic: topic, brokerName: q.BrokerName, sel: c.subs[topic]})
 			}
 		}
 	}
@@ -294,7 +314,7 @@ func (c *SimpleConsumer) Receive(ctx context.Context, maxMessages int, invisible
 func (c *SimpleConsumer) receiveFrom(ctx context.Context, t popTarget, maxMessages int, invisible, poll time.Duration) ([]*MessageView, error) {
 	req := &pb.ReceiveRequest{
 		Group: c.group, Topic: t.topic, QueueId: -1, MaxMessages: int32(maxMessages), InvisibleMs: invisible.Milliseconds(),
-		TagExpression: t.expr, PollTimeoutMs: poll.Milliseconds(), ClientId: c.b.clientID,
+		TagExpression: t.sel.expr, ExpressionType: t.sel.exprType(), PollTimeoutMs: poll.Milliseconds(), ClientId: c.b.clientID,
 		AttemptId: fmt.Sprintf("%s-%d", c.b.clientID, c.attempts.Add(1)),
 	}
 	msgs, lost, err := c.receiveOnce(ctx, t, req)

@@ -399,3 +399,60 @@ func TestSimpleConsumerFIFOGroup(t *testing.T) {
 		}
 	}
 }
+
+// TestSimpleConsumerSQL92: a simple consumer with an SQL92 selector is
+// handed only the messages whose properties match; a malformed condition
+// is refused by the broker.
+func TestSimpleConsumerSQL92(t *testing.T) {
+	e := startEnv(t, 1, 1)
+	topic := e.topic(2)
+	sent := e.sendN(e.producer(), topic, 10, func(i int) *Message {
+		return &Message{Topic: topic, Body: []byte(fmt.Sprint("m", i)), Properties: map[string]string{"amount": fmt.Sprint(i * 10)}}
+	})
+	c, err := NewSimpleConsumerSelectors("simple-sql", map[string]Selector{topic: SQL92("amount >= 50")}, 200*time.Millisecond, e.shared())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	e.receiveUntil(c, time.Minute, func(m *MessageView) {
+		if m.Properties["amount"] < "50" || len(m.Properties["amount"]) != 2 {
+			t.Errorf("%s with amount %q does not match", m.MsgID, m.Properties["amount"])
+		}
+		got[m.MsgID] = true
+		if err := c.Ack(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}, func() error {
+		if len(got) < 5 {
+			return fmt.Errorf("%d of 5", len(got))
+		}
+		return nil
+	})
+	for _, r := range sent[5:] {
+		if !got[r.MsgID] {
+			t.Errorf("%s not received", r.MsgID)
+		}
+	}
+	if msgs, err := c.Receive(context.Background(), 16, time.Minute); err != nil || len(msgs) != 0 {
+		t.Fatalf("after the matches: %d messages, %v", len(msgs), err)
+	}
+
+	bad, err := NewSimpleConsumerSelectors("simple-sql", map[string]Selector{topic: SQL92("amount >=")}, 0, e.shared())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	if err := bad.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bad.Receive(context.Background(), 1, time.Minute); !errors.Is(err, ErrSubscriptionParse) {
+		t.Fatalf("receive with a malformed condition: %v", err)
+	}
+	if _, err := NewSimpleConsumerSelectors("g", map[string]Selector{topic: SQL92(" ")}, 0); !errors.Is(err, ErrSubscriptionParse) {
+		t.Fatalf("empty condition: %v", err)
+	}
+}

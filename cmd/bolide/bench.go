@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,14 +47,16 @@ func (t *benchTransport) option() (client.Option, error) {
 
 // benchJSON is the one object bench prints with -o json.
 type benchJSON struct {
-	Bench      string      `json:"bench"`
-	Topic      string      `json:"topic"`
-	Group      string      `json:"group,omitempty"`
-	Clients    int         `json:"clients"`
-	Transport  string      `json:"transport"`
-	Size       int         `json:"size,omitempty"`
-	Batch      int         `json:"batch,omitempty"`
-	Async      bool        `json:"async,omitempty"`
+	Bench     string `json:"bench"`
+	Topic     string `json:"topic"`
+	Group     string `json:"group,omitempty"`
+	Clients   int    `json:"clients"`
+	Transport string `json:"transport"`
+	Size      int    `json:"size,omitempty"`
+	Batch     int    `json:"batch,omitempty"`
+	Async     bool   `json:"async,omitempty"`
+	// Pop: bench consume received over POP (simple consumers).
+	Pop        bool        `json:"pop,omitempty"`
 	Messages   int64       `json:"messages"`
 	Bytes      int64       `json:"bytes"`
 	Errors     int64       `json:"errors"`
@@ -67,6 +71,17 @@ type benchJSON struct {
 	// E2EFields is set for an e2e run only; its fields are then always
 	// printed, zeros included.
 	*E2EFields
+	// SQL is set for a consume through an SQL92 filter.
+	SQL *SQLFields `json:"sql,omitempty"`
+}
+
+// SQLFields describe a consume through an SQL92 filter: the condition, the
+// backlog the broker went through and at what rate (over the same time as
+// the matching messages' rate).
+type SQLFields struct {
+	Condition     string  `json:"condition"`
+	Scanned       int64   `json:"scanned"`
+	ScannedPerSec float64 `json:"scannedPerSec"`
 }
 
 // E2EFields describe an e2e run (exported: encoding/json sets an embedded
@@ -88,6 +103,7 @@ type benchProduceFlags struct {
 	async     bool
 	inflight  int
 	rate      int
+	buckets   int
 	transport *benchTransport
 }
 
@@ -101,8 +117,10 @@ each its own client, and report messages/s, MiB/s and the latency of acknowledge
 (p50, p90, p99, p99.9: one per request, so one per batch with --batch). --batch N sends N
 messages per request (to one queue); --async keeps up to --inflight requests in flight per
 producer instead of one. --rate caps the messages sent per second, all producers together
-(to compare at one load: a broker's CPU per message depends on it). Progress goes to stderr
-while it runs (not with -o json).`,
+(to compare at one load: a broker's CPU per message depends on it). --buckets N gives each
+message a property bucket = its number modulo N (0..N-1), for filters to select a known share
+(bench consume --sql "bucket = 7": 1 % with --buckets 100). Progress goes to stderr while it
+runs (not with -o json).`,
 		Example: `  bolide topic create bench --queues 8
   bolide bench produce --topic bench --count 100000
   bolide bench produce --topic bench --duration 30s --producers 4 --size 4096 --async
@@ -120,6 +138,7 @@ while it runs (not with -o json).`,
 	fs.BoolVar(&f.async, "async", false, "keep --inflight requests in flight per producer")
 	fs.IntVar(&f.inflight, "inflight", 256, "requests in flight per producer with --async")
 	fs.IntVar(&f.rate, "rate", 0, "at most this many messages per second, all producers together (0: as fast as possible)")
+	fs.IntVar(&f.buckets, "buckets", 0, "give message i the property bucket=i%N, for SQL92 filters (0: no property)")
 	_ = c.RegisterFlagCompletionFunc("topic", a.topicCompletion)
 	return c
 }
@@ -138,6 +157,8 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 		return usageErrorf("--producers, --batch and --inflight must be positive")
 	case f.rate < 0:
 		return usageErrorf("--rate must not be negative")
+	case f.buckets < 0:
+		return usageErrorf("--buckets must not be negative")
 	case f.batch*f.size > message.DefaultMaxBodySize:
 		return usageErrorf("--batch %d × --size %d exceeds the %d bytes a request may carry", f.batch, f.size, message.DefaultMaxBodySize)
 	}
@@ -230,6 +251,15 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 		}
 		return true
 	}
+	// newMsg builds the next message: with --buckets, each its number.
+	var seq atomic.Int64
+	newMsg := func() *client.Message {
+		m := &client.Message{Topic: f.topic, Tag: "bench", Body: body}
+		if f.buckets > 0 {
+			m.Properties = map[string]string{"bucket": strconv.FormatInt((seq.Add(1)-1)%int64(f.buckets), 10)}
+		}
+		return m
+	}
 	var wg sync.WaitGroup
 	for i, p := range producers {
 		hists[i] = newHistogram()
@@ -241,11 +271,11 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 				t0 := time.Now()
 				var err error
 				if k == 1 {
-					_, err = p.Send(ctx, &client.Message{Topic: f.topic, Tag: "bench", Body: body})
+					_, err = p.Send(ctx, newMsg())
 				} else {
 					msgs := make([]*client.Message, k)
 					for j := range msgs {
-						msgs[j] = &client.Message{Topic: f.topic, Tag: "bench", Body: body}
+						msgs[j] = newMsg()
 					}
 					_, err = p.SendBatch(ctx, msgs)
 				}
@@ -320,6 +350,9 @@ type benchConsumeFlags struct {
 	consumers int
 	idle      time.Duration
 	pullBatch int
+	sql       string
+	pop       bool
+	invisible time.Duration
 	transport *benchTransport
 }
 
@@ -332,10 +365,23 @@ func newBenchConsumeCmd(a *app, tr *benchTransport) *cobra.Command {
 --count messages) with a fresh consumer group starting from the first message, and report
 messages/s, MiB/s of bodies, and end-to-end latency: from each message's born timestamp
 (set by its producer, in milliseconds) to its receipt — for an old backlog this is mostly
-the backlog's age. Offsets are not committed. Progress goes to stderr (not with -o json).`,
+the backlog's age. Offsets are not committed. Progress goes to stderr (not with -o json).
+
+--sql COND subscribes with an SQL92 condition, evaluated by the broker: messages/s are then
+the matching messages received, and "scanned" the backlog when the command starts over the
+same time, the rate at which the broker went through it; both are timed from the consumers'
+start (not the first receipt) to the last receipt. With --count give the number of matches
+expected, else the command ends --idle after the last.
+
+With --pop the consumers are simple consumers (POP, as RocketMQ 5's): each receives up to
+--pull-batch messages at a time, invisible for --invisible, and acknowledges them in one
+request per broker group; messages it could not acknowledge count as errors.`,
 		Example: `  bolide bench produce --topic bench --count 100000
   bolide bench consume --topic bench
-  bolide bench consume --topic bench --consumers 2 --count 50000 -o json`,
+  bolide bench consume --topic bench --consumers 2 --count 50000 -o json
+  bolide bench produce --topic bench --count 1000000 --buckets 100
+  bolide bench consume --topic bench --sql "bucket = 7" --count 10000
+  bolide bench consume --topic bench --consumers 4 --pop`,
 		Args: exactArgs(0, ""),
 		RunE: func(*cobra.Command, []string) error { return a.runBenchConsume(f) },
 	}
@@ -347,6 +393,9 @@ the backlog's age. Offsets are not committed. Progress goes to stderr (not with 
 	fs.IntVar(&f.consumers, "consumers", 1, "concurrent consumers of the group (each its own client)")
 	fs.DurationVar(&f.idle, "idle", 5*time.Second, "stop when nothing arrives for this long")
 	fs.IntVar(&f.pullBatch, "pull-batch", 32, "messages asked for per pull request (the broker caps it: 1024 unless configured)")
+	fs.StringVar(&f.sql, "sql", "", `read through an SQL92 filter evaluated by the broker, e.g. "bucket = 7"`)
+	fs.BoolVar(&f.pop, "pop", false, "consume over POP with simple consumers (receive, acknowledge)")
+	fs.DurationVar(&f.invisible, "invisible", 30*time.Second, "with --pop: how long received messages stay invisible")
 	_ = c.RegisterFlagCompletionFunc("topic", a.topicCompletion)
 	return c
 }
@@ -359,6 +408,10 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 		return usageErrorf("--count and --duration must not be negative, --idle must be positive")
 	case f.consumers < 1 || f.pullBatch < 1:
 		return usageErrorf("--consumers and --pull-batch must be positive")
+	case f.pop && f.sql != "":
+		return usageErrorf("--sql and --pop do not go together (simple consumers filter by tag)")
+	case f.pop && (f.invisible <= 0 || f.invisible > client.MaxInvisibleDuration):
+		return usageErrorf("--invisible must be in (0, %s], not %s", client.MaxInvisibleDuration, f.invisible)
 	}
 	transport, err := f.transport.option()
 	if err != nil {
@@ -372,7 +425,8 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 		return usageErrorf("--group: %v", err)
 	}
 	target := int64(f.count)
-	if target == 0 {
+	var backlog int64
+	if target == 0 || f.sql != "" {
 		adm, err := a.adminClient()
 		if err != nil {
 			return err
@@ -384,9 +438,14 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 			return forTopic(f.topic, err)
 		}
 		for _, q := range qs {
-			target += q.MaxOffset - q.MinOffset
+			backlog += q.MaxOffset - q.MinOffset
 		}
-		if target == 0 {
+		if target == 0 && f.sql != "" {
+			target = math.MaxInt64 // matches unknown: until idle
+		} else if target == 0 {
+			target = backlog
+		}
+		if backlog == 0 {
 			return fmt.Errorf("topic %s is empty: fill it first, e.g. with 'bolide bench produce --topic %s'", f.topic, f.topic)
 		}
 	} else if err := a.checkTopic(f.topic); err != nil {
@@ -400,21 +459,68 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 		ctx, c2 = context.WithTimeout(ctx, f.duration)
 		defer c2()
 	}
-	consumers := make([]*client.PullConsumer, f.consumers)
+	started := time.Now()
+	// Each consumer is a poll function: it returns the next messages, or
+	// context.DeadlineExceeded when none came before its ctx ended.
+	consumers := make([]func(ctx context.Context) ([]*client.MessageExt, error), f.consumers)
+	var ackErrors atomic.Int64
+	var firstAckErr atomic.Value
 	for i := range consumers {
+		if f.pop {
+			c, err := client.NewSimpleConsumer(group, map[string]string{f.topic: "*"}, f.idle, a.clientOption())
+			if err != nil {
+				return err
+			}
+			if err := c.Start(a.ctx); err != nil {
+				_ = c.Close()
+				return forTopic(f.topic, err)
+			}
+			a.onClose(c.Close)
+			consumers[i] = func(ctx context.Context) ([]*client.MessageExt, error) {
+				views, err := c.Receive(ctx, f.pullBatch, f.invisible)
+				if err != nil {
+					return nil, err
+				}
+				if len(views) == 0 {
+					return nil, context.DeadlineExceeded
+				}
+				if err := c.Ack(context.WithoutCancel(ctx), views...); err != nil {
+					n := 1
+					if j, ok := err.(interface{ Unwrap() []error }); ok {
+						n = len(j.Unwrap())
+					}
+					ackErrors.Add(int64(n))
+					firstAckErr.CompareAndSwap(nil, err.Error())
+				}
+				msgs := make([]*client.MessageExt, len(views))
+				for i, v := range views {
+					msgs[i] = &v.MessageExt
+				}
+				return msgs, nil
+			}
+			continue
+		}
 		c, err := client.NewPullConsumer(group, a.consumerOptions(transport, client.WithConsumeFrom(client.ConsumeFromFirst),
 			client.WithAutoCommit(false), client.WithPollBatchSize(max(256, f.pullBatch)), client.WithPullBatchSize(f.pullBatch))...)
 		if err != nil {
 			return err
 		}
-		if err := c.Subscribe(f.topic, "*"); err != nil {
-			return err
+		sel := client.ByTag("*")
+		if f.sql != "" {
+			sel = client.SQL92(f.sql)
+		}
+		if err := c.SubscribeSelector(f.topic, sel); err != nil {
+			_ = c.Close()
+			if errors.Is(err, client.ErrSubscriptionParse) {
+				return usageErrorf("--sql: %v", err)
+			}
+			return forTopic(f.topic, err)
 		}
 		if err := c.Start(a.ctx); err != nil {
 			return err
 		}
 		a.onClose(c.Close)
-		consumers[i] = c
+		consumers[i] = c.Poll
 	}
 	var (
 		received atomic.Int64
@@ -422,10 +528,15 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 		first    atomic.Int64 // unix nanos of the first receipt
 		lastNs   atomic.Int64
 	)
-	stopProgress := a.progress(func() string { return fmt.Sprintf("received %d/%d msgs", received.Load(), target) }, received.Load)
+	stopProgress := a.progress(func() string {
+		if target == math.MaxInt64 {
+			return fmt.Sprintf("received %d msgs", received.Load())
+		}
+		return fmt.Sprintf("received %d/%d msgs", received.Load(), target)
+	}, received.Load)
 	hists := make([]*histogram, len(consumers))
 	var wg sync.WaitGroup
-	for i, c := range consumers {
+	for i, poll := range consumers {
 		hists[i] = newHistogram()
 		wg.Add(1)
 		go func() {
@@ -433,7 +544,7 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 			h := hists[i]
 			for ctx.Err() == nil {
 				pctx, pcancel := context.WithTimeout(ctx, f.idle)
-				msgs, err := c.Poll(pctx)
+				msgs, err := poll(pctx)
 				pcancel()
 				if err != nil {
 					if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
@@ -468,12 +579,27 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 	}
 	n := received.Load()
 	var elapsed time.Duration
+	if f.sql != "" && first.Load() > 0 {
+		// Through a filter the first match may come only when the broker
+		// has gone through much of the backlog: timed from the start.
+		first.Store(started.UnixNano())
+	}
 	if f0 := first.Load(); f0 > 0 {
 		elapsed = time.Duration(lastNs.Load() - f0)
 	}
 	out := benchJSON{Bench: "consume", Topic: f.topic, Group: group, Clients: f.consumers, Transport: f.transport.name, Messages: n, Bytes: bytes.Load(),
-		Seconds: elapsed.Seconds(), Latency: h.summary(), LatencyKind: "end-to-end"}
+		Seconds: elapsed.Seconds(), Latency: h.summary(), LatencyKind: "end-to-end", Errors: ackErrors.Load()}
+	if f.pop {
+		out.Pop, out.Transport = true, "grpc" // POP calls go over gRPC
+		if e, ok := firstAckErr.Load().(string); ok {
+			out.FirstError = oneLine(e)
+		}
+	}
 	out.MsgsPerSec, out.MiBPerSec = rates(n, out.Bytes, elapsed)
+	if f.sql != "" {
+		out.SQL = &SQLFields{Condition: f.sql, Scanned: backlog}
+		out.SQL.ScannedPerSec, _ = rates(backlog, 0, elapsed)
+	}
 	if n == 0 {
 		return fmt.Errorf("no message received from %s within %v", f.topic, f.idle)
 	}
@@ -538,11 +664,18 @@ func (a *app) printBench(b benchJSON) error {
 		fmt.Fprintf(w, "Sent %d messages of %d bytes to %s at %.0f msgs/s for %.2fs and consumed them\n",
 			b.Sent, b.Size, b.Topic, b.TargetRate, b.Seconds)
 	default:
-		fmt.Fprintf(w, "Consumed %d messages (%s) from %s in %.2fs: %d consumer(s), group %s\n",
-			b.Messages, humanBytes(b.Bytes), b.Topic, b.Seconds, b.Clients, b.Group)
+		kind := "consumer(s)"
+		if b.Pop {
+			kind = "simple consumer(s), POP"
+		}
+		fmt.Fprintf(w, "Consumed %d messages (%s) from %s in %.2fs: %d %s, group %s\n",
+			b.Messages, humanBytes(b.Bytes), b.Topic, b.Seconds, b.Clients, kind, b.Group)
 	}
 	t := &table{} // no header: label and value rows
 	t.row("Throughput:", fmt.Sprintf("%.0f msgs/s, %.2f MiB/s", b.MsgsPerSec, b.MiBPerSec))
+	if b.SQL != nil {
+		t.row("SQL92 filter:", fmt.Sprintf("%s: backlog of %d scanned at %.0f msgs/s", b.SQL.Condition, b.SQL.Scanned, b.SQL.ScannedPerSec))
+	}
 	t.row("Transport:", b.Transport)
 	if b.Bench == "e2e" {
 		t.row("Received:", fmt.Sprintf("%d (%d missing)", b.Messages, b.Missing))

@@ -158,3 +158,53 @@ func TestPullBatchHelpNamesBrokerCap(t *testing.T) {
 		t.Errorf("--pull-batch: %q, want %q", usage, want)
 	}
 }
+
+// TestBenchSQLFilter: bench produce --buckets numbers the messages' bucket
+// property; bench consume --sql reads the matching share through the
+// broker's filter and reports the backlog it went through.
+func TestBenchSQLFilter(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{})
+	c.CreateTopic("bench-sql", 4)
+	ns := strings.Join(c.NameServerAddrs(), ",")
+	p := runBench(t, ns, "bench", "produce", "--topic", "bench-sql", "--count", "1000", "--batch", "10", "--producers", "2", "--buckets", "100", "--size", "64")
+	if p.Messages != 1000 || p.Errors != 0 {
+		t.Fatalf("produce --buckets: %+v", p)
+	}
+	adm, err := client.NewAdmin(client.WithNameServers(c.NameServerAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	testutil.WaitFor(t, 10*time.Second, "1000 messages in the queues", func() error {
+		qs, err := adm.QueueStatus(context.Background(), "bench-sql")
+		if err != nil {
+			return err
+		}
+		n := int64(0)
+		for _, q := range qs {
+			n += q.MaxOffset - q.MinOffset
+		}
+		if n != 1000 {
+			return fmt.Errorf("%d messages", n)
+		}
+		return nil
+	})
+	cs := runBench(t, ns, "bench", "consume", "--topic", "bench-sql", "--sql", "bucket = 7", "--count", "10")
+	if cs.Messages != 10 || cs.Bytes != 10*64 || cs.SQL == nil || cs.SQL.Scanned != 1000 || cs.SQL.Condition != "bucket = 7" {
+		t.Fatalf("consume --sql: %+v %+v", cs, cs.SQL)
+	}
+	// Without --count: until idle; 10 % of the stream.
+	cs = runBench(t, ns, "bench", "consume", "--topic", "bench-sql", "--sql", "bucket < 10", "--idle", "1s")
+	if cs.Messages != 100 || cs.SQL == nil || cs.SQL.Scanned != 1000 {
+		t.Fatalf("consume --sql until idle: %+v %+v", cs, cs.SQL)
+	}
+	code, out, stderr := runCLI(t, "", "bench", "consume", "--topic", "bench-sql", "--sql", "bucket = 7", "--count", "10", "--namesrv", ns)
+	if code != 0 || !strings.Contains(out, "SQL92 filter:        bucket = 7: backlog of 1000 scanned at ") {
+		t.Fatalf("consume --sql table: exit %d %q %q", code, out, stderr)
+	}
+	t.Logf("$ bolide bench consume --topic bench-sql --sql \"bucket = 7\" --count 10\n%s%s", stderr, out)
+	code, out, stderr = runCLI(t, "", "bench", "consume", "--topic", "bench-sql", "--sql", "bucket = ", "--namesrv", ns)
+	if code != exitUsage || !strings.Contains(stderr, "offset 9") {
+		t.Fatalf("bad --sql: exit %d %q %q", code, out, stderr)
+	}
+}

@@ -111,9 +111,6 @@ func (a *app) runConsume(f *consumeFlags) error {
 		return usageErrorf("--sql: empty condition")
 	}
 	if f.pop {
-		if f.sqlSet {
-			return usageErrorf("--sql does not apply to --pop yet")
-		}
 		if f.broadcast || f.fromSet {
 			return usageErrorf("--from and --broadcast do not apply to --pop")
 		}

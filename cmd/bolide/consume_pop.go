@@ -43,10 +43,14 @@ func (a *app) runPopConsume(f *consumeFlags) error {
 	if f.idle > 0 {
 		await = f.idle
 	}
-	c, err := client.NewSimpleConsumer(f.group, map[string]string{f.topic: f.tag}, await, a.clientOption())
+	sel, flag := client.ByTag(f.tag), "--tag"
+	if f.sqlSet {
+		sel, flag = client.SQL92(f.sql), "--sql"
+	}
+	c, err := client.NewSimpleConsumerSelectors(f.group, map[string]client.Selector{f.topic: sel}, await, a.clientOption())
 	if err != nil {
 		if errors.Is(err, client.ErrSubscriptionParse) {
-			return usageErrorf("--tag: %v", err)
+			return usageErrorf("%s: %v", flag, err)
 		}
 		return err
 	}
@@ -103,6 +107,10 @@ func (a *app) runPopConsume(f *consumeFlags) error {
 		}
 	}
 	a.handledInterrupt = true
+	if errors.Is(loopErr, client.ErrSubscriptionParse) && n == 0 {
+		// The broker refused the selector (it parses SQL92 conditions).
+		return usageErrorf("%s: %v", flag, loopErr)
+	}
 	if loopErr != nil {
 		return forTopic(f.topic, loopErr)
 	}

@@ -47,6 +47,12 @@ func TestConsumeSQL(t *testing.T) {
 		!strings.Contains(stderr, "consumed 2 messages from orders as group eu-large") {
 		t.Fatalf("consume --sql: exit %d\n%s%s", code, out, stderr)
 	}
+	// Over POP too: the same two, received and acknowledged.
+	code, out, stderr = runCLI(t, "", "--namesrv", ns, "consume", "--topic", "orders", "--group", "eu-large-pop", "--pop",
+		"--sql", "region = 'eu' AND amount > 100 AND TAGS = 'paid'", "--count", "2", "--timeout", "10s", "-o", "json")
+	if code != 0 || strings.Count(out, "\n") != 2 || !strings.Contains(out, `order 1`) || !strings.Contains(out, `order 6`) {
+		t.Fatalf("consume --pop --sql: exit %d\n%s%s", code, out, stderr)
+	}
 
 	// A mixed stream: exactly the matching messages, then lag 0.
 	p, err := client.NewProducer("pg", client.WithNameServers(c.NameServerAddrs()...))
@@ -107,7 +113,6 @@ func TestConsumeSQL(t *testing.T) {
 		{[]string{"--sql", "region = 'eu' AND"}, "offset 17"},
 		{[]string{"--sql", "region = 'eu'", "--tag", "paid"}, "--sql and --tag are exclusive"},
 		{[]string{"--sql", " "}, "--sql: empty condition"},
-		{[]string{"--sql", "region = 'eu'", "--pop"}, "--sql does not apply to --pop"},
 	} {
 		args := append([]string{"--namesrv", ns, "consume", "--topic", "orders", "--group", "bad"}, tc.args...)
 		code, out, stderr := runCLI(t, "", args...)

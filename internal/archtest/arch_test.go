@@ -29,6 +29,7 @@ var protocols = []string{
 	module + "internal/frame",
 	module + "internal/remoting",
 	"google.golang.org/grpc",
+	"github.com/apache/rocketmq-clients/golang/v5/protocol/v2", // RocketMQ 5's apache.rocketmq.v2
 }
 
 type pkg struct {

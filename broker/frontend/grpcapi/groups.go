@@ -5,12 +5,16 @@ import (
 
 	"github.com/bolide-mq/bolide/broker/frontend/v1wire"
 	"github.com/bolide-mq/bolide/internal/wire"
+	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
 // Subscription group administration (group.proto).
 
 func (s *brokerService) GetSubscriptionGroup(_ context.Context, req *pb.GetSubscriptionGroupRequest) (*pb.GetSubscriptionGroupResponse, error) {
+	if err := message.ValidateGroup(req.Group); err != nil {
+		return &pb.GetSubscriptionGroupResponse{Status: wire.Status(wire.Errorf(pb.Code_ILLEGAL_GROUP, "%v", err))}, nil
+	}
 	c, ok := s.b.LookupSubscriptionGroup(req.Group)
 	if !ok {
 		return &pb.GetSubscriptionGroupResponse{Status: wire.Status(wire.Errorf(pb.Code_SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -42,6 +46,9 @@ func (s *brokerService) PutSubscriptionGroup(_ context.Context, req *pb.PutSubsc
 }
 
 func (s *brokerService) DeleteSubscriptionGroup(_ context.Context, req *pb.DeleteSubscriptionGroupRequest) (*pb.DeleteSubscriptionGroupResponse, error) {
+	if err := message.ValidateGroup(req.Group); err != nil {
+		return &pb.DeleteSubscriptionGroupResponse{Status: wire.Status(wire.Errorf(pb.Code_ILLEGAL_GROUP, "%v", err))}, nil
+	}
 	if _, ok := s.b.LookupSubscriptionGroup(req.Group); !ok {
 		return &pb.DeleteSubscriptionGroupResponse{Status: wire.Status(wire.Errorf(pb.Code_SUBSCRIPTION_GROUP_NOT_EXIST,
 			"subscription group %s is not declared on broker %s", req.Group, s.b.Options().BrokerName))}, nil

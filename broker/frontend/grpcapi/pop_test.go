@@ -173,6 +173,10 @@ func TestGroupAndTopicTypeBadInput(t *testing.T) {
 	code(t, "delete again", dr.GetStatus(), err, pb.Code_SUBSCRIPTION_GROUP_NOT_EXIST)
 	gr, err = c.GetSubscriptionGroup(ctx, &pb.GetSubscriptionGroupRequest{Group: "g"})
 	code(t, "get after delete", gr.GetStatus(), err, pb.Code_SUBSCRIPTION_GROUP_NOT_EXIST)
+	gr, err = c.GetSubscriptionGroup(ctx, &pb.GetSubscriptionGroupRequest{Group: "bad/g"})
+	code(t, "get of an illegal name", gr.GetStatus(), err, pb.Code_ILLEGAL_GROUP)
+	dr, err = c.DeleteSubscriptionGroup(ctx, &pb.DeleteSubscriptionGroupRequest{Group: ""})
+	code(t, "delete of no name", dr.GetStatus(), err, pb.Code_ILLEGAL_GROUP)
 
 	tr, err := c.CreateTopic(ctx, &pb.CreateTopicRequest{Topic: &pb.TopicConfig{Name: "typed", ReadQueueNums: 1, WriteQueueNums: 1,
 		Attributes: map[string]string{"message.type": "loud"}}})

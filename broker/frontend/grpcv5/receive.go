@@ -86,7 +86,13 @@ func (s *Service) ReceiveMessage(req *v2.ReceiveMessageRequest, stream grpc.Serv
 // goes on for the time left. A non-nil status is the answer when no
 // message is to be written.
 func (s *Service) popMatching(ctx context.Context, pr broker.PopRequest, topic *v2.Resource) ([]*v2.Message, []broker.PoppedMessage, *v2.Status) {
-	te, _ := message.ParseTagExpression(pr.TagExpression) // checked by popRequest
+	// An SQL92 condition is evaluated whole by the core; a tag expression
+	// is checked again here.
+	matchTag := func(string) bool { return true }
+	if pr.ExpressionType != broker.ExprSQL92 {
+		te, _ := message.ParseTagExpression(pr.TagExpression) // checked by popRequest
+		matchTag = te.Match
+	}
 	pollEnd := time.Now().Add(pr.PollTimeout)
 	for {
 		popped, err := s.b.Pop(ctx, pr)
@@ -112,7 +118,7 @@ func (s *Service) popMatching(ctx context.Context, pr broker.PopRequest, topic *
 				unreadable++
 				continue
 			}
-			if !te.Match(m.GetSystemProperties().GetTag()) {
+			if !matchTag(m.GetSystemProperties().GetTag()) {
 				s.ackUnmatched(ctx, pr, pm)
 				continue
 			}
@@ -218,11 +224,11 @@ func (s *Service) popRequest(ctx context.Context, req *v2.ReceiveMessageRequest,
 		}
 		pr.Invisible = d
 	}
-	expr, st := tagFilter(req.GetFilterExpression())
+	typ, expr, st := receiveFilter(req.GetFilterExpression(), s.b.CheckFilter)
 	if st != nil {
 		return broker.PopRequest{}, st
 	}
-	pr.TagExpression = expr
+	pr.ExpressionType, pr.TagExpression = typ, expr
 	return pr, nil
 }
 
@@ -267,23 +273,27 @@ func receiveInvisible(req *v2.ReceiveMessageRequest) (time.Duration, *v2.Status)
 	return d, nil
 }
 
-// tagFilter checks a receive's filter and returns the core's tag
-// expression ("*" when none is given). SQL92 is refused until the broker
-// evaluates it.
-func tagFilter(f *v2.FilterExpression) (string, *v2.Status) {
+// receiveFilter checks a receive's filter and returns the core's
+// expression type and expression: a tag expression ("*" when none is
+// given), or an SQL92 condition, which check (the broker's CheckFilter)
+// validates — refused with where it fails to parse, or because the broker's
+// property filter is off.
+func receiveFilter(f *v2.FilterExpression, check func(typ, expr string) error) (typ, expr string, st *v2.Status) {
 	switch f.GetType() {
 	case v2.FilterType_TAG, v2.FilterType_FILTER_TYPE_UNSPECIFIED:
 	case v2.FilterType_SQL:
-		return "", &v2.Status{Code: v2.Code_ILLEGAL_FILTER_EXPRESSION,
-			Message: "SQL92 filter expressions are not supported by this broker; use a TAG expression"}
+		if err := check(broker.ExprSQL92, f.GetExpression()); err != nil {
+			return "", "", &v2.Status{Code: v2.Code_ILLEGAL_FILTER_EXPRESSION, Message: err.Error()}
+		}
+		return broker.ExprSQL92, f.GetExpression(), nil
 	default:
-		return "", &v2.Status{Code: v2.Code_ILLEGAL_FILTER_EXPRESSION, Message: "unknown filter type " + f.GetType().String()}
+		return "", "", &v2.Status{Code: v2.Code_ILLEGAL_FILTER_EXPRESSION, Message: "unknown filter type " + f.GetType().String()}
 	}
 	te, err := message.ParseTagExpression(f.GetExpression())
 	if err != nil {
-		return "", &v2.Status{Code: v2.Code_ILLEGAL_FILTER_EXPRESSION, Message: err.Error()}
+		return "", "", &v2.Status{Code: v2.Code_ILLEGAL_FILTER_EXPRESSION, Message: err.Error()}
 	}
-	return te.String(), nil
+	return broker.ExprTag, te.String(), nil
 }
 
 // consumeNames checks the group and topic a consume RPC names and returns

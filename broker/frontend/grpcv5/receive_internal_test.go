@@ -8,6 +8,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+
+	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/filter"
 )
 
 func TestPollTime(t *testing.T) {
@@ -46,7 +49,14 @@ func TestPollTime(t *testing.T) {
 	}
 }
 
-func TestTagFilter(t *testing.T) {
+func TestReceiveFilter(t *testing.T) {
+	check := func(typ, expr string) error {
+		if typ != broker.ExprSQL92 {
+			t.Fatalf("the broker was asked to check a %s expression", typ)
+		}
+		_, err := filter.Compile(expr)
+		return err
+	}
 	for _, tc := range []struct {
 		f    *v2.FilterExpression
 		want string
@@ -59,16 +69,21 @@ func TestTagFilter(t *testing.T) {
 		{&v2.FilterExpression{Type: v2.FilterType_FILTER_TYPE_UNSPECIFIED, Expression: "a"}, "a", v2.Code_OK},
 		{&v2.FilterExpression{Type: v2.FilterType_TAG, Expression: "a | b"}, "", v2.Code_ILLEGAL_FILTER_EXPRESSION},
 		{&v2.FilterExpression{Type: v2.FilterType_TAG, Expression: "* || a"}, "", v2.Code_ILLEGAL_FILTER_EXPRESSION},
-		{&v2.FilterExpression{Type: v2.FilterType_SQL, Expression: "TRUE"}, "", v2.Code_ILLEGAL_FILTER_EXPRESSION},
+		{&v2.FilterExpression{Type: v2.FilterType_SQL, Expression: "a > 1 AND region = 'eu'"}, "a > 1 AND region = 'eu'", v2.Code_OK},
+		{&v2.FilterExpression{Type: v2.FilterType_SQL, Expression: "a >"}, "", v2.Code_ILLEGAL_FILTER_EXPRESSION},
 		{&v2.FilterExpression{Type: 99, Expression: "a"}, "", v2.Code_ILLEGAL_FILTER_EXPRESSION},
 	} {
-		got, st := tagFilter(tc.f)
+		typ, got, st := receiveFilter(tc.f, check)
 		code := v2.Code_OK
 		if st != nil {
 			code = st.GetCode()
 		}
-		if got != tc.want || code != tc.code {
-			t.Errorf("tagFilter(%v) = %q, %v; want %q, %v", tc.f, got, code, tc.want, tc.code)
+		wantType := broker.ExprTag
+		if tc.f.GetType() == v2.FilterType_SQL {
+			wantType = broker.ExprSQL92
+		}
+		if got != tc.want || code != tc.code || (code == v2.Code_OK && typ != wantType) {
+			t.Errorf("receiveFilter(%v) = %s %q, %v; want %q, %v", tc.f, typ, got, code, tc.want, tc.code)
 		}
 	}
 }

@@ -322,6 +322,28 @@ func TestReceiveTagFilter(t *testing.T) {
 	}
 }
 
+// TestReceiveSQLFilter: an SQL92 filter delivers exactly the messages
+// whose properties (and tag) match it.
+func TestReceiveSQLFilter(t *testing.T) {
+	e := startConsumeEnv(t)
+	e.createTopic(t, "sqlf", 1)
+	e.send(t, "sqlf", 0, "paid", map[string]string{"region": "us", "amount": "500"})
+	want := e.send(t, "sqlf", 0, "paid", map[string]string{"region": "eu", "amount": "500"})
+	e.send(t, "sqlf", 0, "refund", map[string]string{"region": "eu", "amount": "500"})
+	e.send(t, "sqlf", 0, "paid", map[string]string{"region": "eu", "amount": "50"})
+	e.send(t, "sqlf", 0, "paid", map[string]string{"region": "eu"})
+	req := receiveReq("g", "sqlf", 32, 30*time.Second)
+	req.FilterExpression = &v2.FilterExpression{Type: v2.FilterType_SQL, Expression: "region = 'eu' AND amount > 100 AND TAGS = 'paid'"}
+	msgs := e.receiveUntil(t, req, 1)
+	if len(msgs) != 1 || msgs[0].GetSystemProperties().GetMessageId() != want.id {
+		t.Fatalf("SQL filter delivered %d messages, want only %s", len(msgs), want.id)
+	}
+	req.FilterExpression.Expression = "region = 'eu' AND"
+	if st := e.receive(t, context.Background(), req).status; st.GetCode() != v2.Code_ILLEGAL_FILTER_EXPRESSION {
+		t.Fatalf("a broken SQL filter: %v", st)
+	}
+}
+
 // TestReceiveTagHashCollision: a message whose tag only shares its hash
 // code with the subscribed tag ("Aa" and "BB" do, in Java's String
 // hashCode) is not delivered.

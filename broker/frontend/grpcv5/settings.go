@@ -10,6 +10,7 @@ import (
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
 	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/filter"
 	"github.com/bolide-mq/bolide/broker/subgroup"
 	"github.com/bolide-mq/bolide/message"
 )
@@ -105,11 +106,14 @@ func (s *Service) applySettings(m callMeta, c *client, in *v2.Settings) (*v2.Set
 }
 
 // coreExpression is the tag expression the core records for a
-// subscription: a TAG expression as given (ILLEGAL_FILTER_EXPRESSION when
-// it does not parse); an SQL92 one as "*" (the core's listings show tag
-// expressions; receives carry their own filter).
+// subscription: a TAG expression as given; an SQL92 one as "*" (the core's
+// member listings hold tag expressions; receives carry their own filter).
+// Either is ILLEGAL_FILTER_EXPRESSION when it does not parse.
 func coreExpression(f *v2.FilterExpression) (string, error) {
 	if f.GetType() == v2.FilterType_SQL {
+		if _, err := filter.Compile(f.GetExpression()); err != nil {
+			return "", errorf(v2.Code_ILLEGAL_FILTER_EXPRESSION, "%v", err)
+		}
 		return "*", nil
 	}
 	expr := f.GetExpression()

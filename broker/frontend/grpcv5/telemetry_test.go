@@ -205,6 +205,11 @@ func TestTelemetryBadSettings(t *testing.T) {
 		"bad topic":    {newClientID(), producerSettings("bad topic")},
 		"bad group":    {newClientID(), consumerSettings(v2.ClientType_SIMPLE_CONSUMER, "bad group", "orders", "*")},
 		"bad filter":   {newClientID(), consumerSettings(v2.ClientType_SIMPLE_CONSUMER, "g", "orders", "a | b")},
+		"bad sql": {newClientID(), func() *v2.Settings {
+			s := consumerSettings(v2.ClientType_SIMPLE_CONSUMER, "g", "orders", "a > ")
+			s.GetSubscription().Subscriptions[0].Expression.Type = v2.FilterType_SQL
+			return s
+		}()},
 	} {
 		t.Run(name, func(t *testing.T) {
 			stream, err := c.Telemetry(asClient(t, tc.id))
@@ -256,5 +261,17 @@ func TestClientExpiry(t *testing.T) {
 	}
 	if ids := b.ProducerClients("orders"); len(ids) != 0 {
 		t.Errorf("producers after expiry: %v", ids)
+	}
+}
+
+func TestTelemetrySQLSubscription(t *testing.T) {
+	b := startBroker(t)
+	c := dial(t, b)
+	s := consumerSettings(v2.ClientType_PUSH_CONSUMER, "sql-group", "orders", "region = 'eu' AND amount > 10")
+	s.GetSubscription().Subscriptions[0].Expression.Type = v2.FilterType_SQL
+	stream, got := handshake(t, c, newClientID(), s)
+	defer stream.CloseSend()
+	if e := got.GetSubscription().GetSubscriptions()[0].GetExpression(); e.GetType() != v2.FilterType_SQL || e.GetExpression() != "region = 'eu' AND amount > 10" {
+		t.Errorf("subscription written back as %v", e)
 	}
 }

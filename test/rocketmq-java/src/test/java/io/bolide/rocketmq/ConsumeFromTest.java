@@ -21,8 +21,9 @@ import org.apache.rocketmq.common.message.Message;
 import org.junit.jupiter.api.Test;
 
 /**
- * Where a new group starts (ConsumeFromWhere: the last offset, a timestamp), and the subscription
- * Bolide does not serve (SQL92) refused at start.
+ * Where a new group starts (ConsumeFromWhere: the last offset, a timestamp), and SQL92
+ * subscriptions: one that does not compile refused at start, one that does getting exactly the
+ * matching messages.
  */
 class ConsumeFromTest extends CompatTest {
 
@@ -106,12 +107,45 @@ class ConsumeFromTest extends CompatTest {
     }
 
     @Test
-    void sqlSubscriptionIsRefusedAtStart() throws Exception {
+    void sqlSubscriptionThatDoesNotCompileIsRefusedAtStart() throws Exception {
         String topic = topic("sql", 1);
         DefaultMQPushConsumer consumer = pushConsumer(name("cg"));
-        consumer.subscribe(topic, MessageSelector.bySql("a > 1"));
+        consumer.subscribe(topic, MessageSelector.bySql("a >"));
         consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> ConsumeConcurrentlyStatus.CONSUME_SUCCESS);
-        // The client asks the broker first (CHECK_CLIENT_CONFIG); Bolide has no SQL92 filter yet.
-        assertThrows(MQClientException.class, consumer::start, "a SQL92 subscription starts");
+        // The client asks the broker first (CHECK_CLIENT_CONFIG): SUBSCRIPTION_PARSE_FAILED.
+        MQClientException e = assertThrows(MQClientException.class, consumer::start, "a SQL92 subscription that does not compile starts");
+        assertEquals(23, e.getResponseCode(), e.getMessage());
+    }
+
+    @Test
+    void sqlSubscriptionGetsExactlyTheMatchingMessages() throws Exception {
+        String topic = topic("sqlok", 2);
+        DefaultMQProducer producer = producer(name("pg"));
+        List<String> want = new ArrayList<>();
+        List<String> all = new ArrayList<>();
+        for (int i = 0; i < 200; i++) {
+            Message m = new Message(topic, i % 3 == 0 ? "void" : "paid", "k" + i, utf8("sql-" + i));
+            m.putUserProperty("region", i % 2 == 0 ? "eu" : "us");
+            if (i % 5 != 0) {
+                m.putUserProperty("amount", Integer.toString(i));
+            }
+            String id = producer.send(m).getMsgId();
+            all.add(id);
+            if (i % 2 == 0 && i % 5 != 0 && i >= 50 && i % 3 != 0) {
+                want.add(id);
+            }
+        }
+        Collector c = new Collector();
+        DefaultMQPushConsumer consumer = pushConsumer(name("cg"));
+        consumer.subscribe(topic, MessageSelector.bySql("region = 'eu' AND amount >= 50 AND TAGS <> 'void'"));
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            c.addAll(msgs);
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        consumer.start();
+        c.awaitDistinct(want.size(), Duration.ofSeconds(30));
+        Thread.sleep(1000);
+        assertEquals(new TreeSet<>(want), new TreeSet<>(idsOf(c, all)), "the messages the condition selects");
+        assertEquals(Map.of(), c.duplicates(), "consumed twice");
     }
 }
