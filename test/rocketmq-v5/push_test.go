@@ -115,7 +115,7 @@ func TestPushRedelivery(t *testing.T) {
 		sent := time.Now()
 		rec.waitAttempts(t, ids, 1, 90*time.Second)
 		first := time.Now()
-		rec.waitAttempts(t, ids, 3, 90*time.Second)
+		rec.waitAttempts(t, ids, 3, 120*time.Second)
 		third := time.Now()
 		waitAcked(t, c, group, topic, 30*time.Second)
 		t.Logf("first deliveries %v after the sends, third %v later, committed offsets %v later",
@@ -140,12 +140,18 @@ func TestPushDeadLetter(t *testing.T) {
 		rec := newPushRecorder(func(string, int32) rmq.ConsumerResult { return rmq.FAILURE })
 		newPushConsumer(t, c, group, topic, rec.consume)
 		_, ids := sendBatch(t, p, topic, 3, "dlq")
-		rec.waitAttempts(t, ids, 3, 90*time.Second)
+		sent := time.Now()
+		rec.waitAttempts(t, ids, 3, 120*time.Second)
+		third := time.Now()
+		defer func() {
+			t.Logf("third deliveries %v after the sends, dead letters %v later; time between deliveries %v",
+				third.Sub(sent).Round(100*time.Millisecond), time.Since(third).Round(100*time.Millisecond), rec.gaps(ids[0]))
+		}()
 		var (
 			dl  []client.DeadLetter
 			err error
 		)
-		if !waitFor(60*time.Second, func() bool {
+		if !waitFor(120*time.Second, func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			dl, err = c.Admin.DeadLetters(ctx, group, client.DeadLetterQuery{})
@@ -156,6 +162,9 @@ func TestPushDeadLetter(t *testing.T) {
 		dead := map[string]bool{}
 		for _, d := range dl {
 			dead[d.MsgID] = true
+			if d.OriginTopic != topic {
+				t.Errorf("dead letter %s: origin topic %q, want %s", d.MsgID, d.OriginTopic, topic)
+			}
 		}
 		for _, id := range ids {
 			if !dead[id] {
