@@ -17,7 +17,7 @@
 #   MSGS        messages per run                    (100000)
 #   REPS        runs of each client                 (3)
 #   PRODUCERS   concurrent senders                  (16)
-#   CONSUMERS   concurrent consumers                (4)
+#   CONSUMERS   concurrent consumers                (4; 0: the send path alone)
 #   SIZE        body bytes                          (1024)
 #   FLUSH       broker flush mode                   (async)
 #   DATA_DIR    broker data                         (.bench/v5/data)
@@ -46,15 +46,15 @@ for rep in $(seq "$REPS"); do topics+=("sdk-$rep" "v5-$rep"); done
 for t in "${topics[@]}"; do bench_topic "bench-$t" 8; done
 
 run_sdk() { # topic count
-	local consumed
-	consumed=$(mktemp)
-	"$bin/bolide" -n "$ns" bench consume --topic "$1" --consumers "$CONSUMERS" --count "$2" --idle 10s -o json \
-		>"$consumed" 2>/dev/null &
-	local cpid=$!
+	local cpid=
+	if ((CONSUMERS > 0)); then
+		"$bin/bolide" -n "$ns" bench consume --topic "$1" --consumers "$CONSUMERS" --count "$2" --idle 10s -o json \
+			>/dev/null 2>&1 &
+		cpid=$!
+	fi
 	"$bin/bolide" -n "$ns" bench produce --topic "$1" --count "$2" --producers "$PRODUCERS" --size "$SIZE" \
 		-o json 2>/dev/null | tail -1 | python3 -c 'import json,sys; d=json.load(sys.stdin); print(round(d["msgsPerSec"]))'
-	wait "$cpid" || true
-	rm -f "$consumed"
+	if [[ -n $cpid ]]; then wait "$cpid" || true; fi
 }
 run_v5() { # topic count
 	"$bin/v5bench" --endpoint "$ns" --topic "$1" --count "$2" --producers "$PRODUCERS" --consumers "$CONSUMERS" \
@@ -85,5 +85,5 @@ s_cpu=$(echo "${cpus[sdk]}" | median)
 	echo "| Bolide SDK, framed (bolide bench produce + consume, $PRODUCERS producers, $CONSUMERS consumers) | ${cpus[sdk]}| $s_cpu | ${rates[sdk]}|"
 	echo
 	echo "v5 / SDK: $(python3 -c "print(f'{$v_cpu/$s_cpu:.2f}')")"
-	echo "($SIZE B bodies, $MSGS msgs per run sent and consumed, flush $FLUSH, $(nproc) cores, $(date -u +%FT%TZ))"
+	echo "($SIZE B bodies, $MSGS msgs per run sent$( ((CONSUMERS > 0)) && echo " and consumed"), flush $FLUSH, $(nproc) cores, $(date -u +%FT%TZ))"
 } | tee "$OUT"
