@@ -102,3 +102,87 @@ func TestPlaintext(t *testing.T) {
 		t.Skipf("the plaintext child skipped: %s", line)
 	}
 }
+
+// TestInteropPOPShared: a v5 simple consumer and a Bolide SDK simple
+// consumer in one group share its POP state: every message goes to one of
+// them once, the same message (id, tag, keys, properties) whichever front
+// end hands it out, and one left to run out of invisibility by the v5
+// consumer comes again (attempt 2) to either.
+func TestInteropPOPShared(t *testing.T) {
+	forLayouts(t, func(t *testing.T, c *cluster) {
+		topic := newTopic(t, c, "popshared", "NORMAL", 2)
+		group := uniq("popsharedg")
+		p := newProducer(t, c, rmq.WithTopics(topic))
+		v5c := newSimpleConsumer(t, c, group, topic, "*", time.Second)
+		sdkc, err := client.NewSimpleConsumer(group, map[string]string{topic: "*"}, time.Second, sdkOpts(c)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sdkc.Start(context.Background()); err != nil {
+			t.Fatalf("start the SDK simple consumer: %v", err)
+		}
+		t.Cleanup(func() { _ = sdkc.Close() })
+		want, ids := sendBatch(t, p, topic, 20, "shared")
+		type delivery struct {
+			by      string
+			attempt int32
+		}
+		got := map[string][]delivery{}
+		acked := map[string]bool{}
+		expire := ""
+		deadline := time.Now().Add(90 * time.Second)
+		for len(acked) < len(ids) && time.Now().Before(deadline) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			mvs, err := v5c.Receive(ctx, 4, 10*time.Second)
+			cancel()
+			if err != nil && !isNotFound(err) {
+				t.Logf("v5 receive: %v", err)
+			}
+			for _, mv := range mvs {
+				id := mv.GetMessageId()
+				got[id] = append(got[id], delivery{"v5", mv.GetDeliveryAttempt()})
+				checkView(t, id, want[id], mv)
+				if expire == "" {
+					expire = id // left to run out of invisibility
+					continue
+				}
+				if err := v5c.Ack(context.Background(), mv); err != nil {
+					t.Errorf("v5 ack: %v", err)
+				}
+				acked[id] = true
+			}
+			ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+			sms, err := sdkc.Receive(ctx, 4, 10*time.Second)
+			cancel()
+			if err != nil {
+				t.Logf("SDK receive: %v", err)
+			}
+			for _, m := range sms {
+				got[m.MsgID] = append(got[m.MsgID], delivery{"sdk", m.DeliveryAttempt})
+				checkSDK(t, m.MsgID, want[m.MsgID], &m.MessageExt)
+				if err := sdkc.Ack(context.Background(), m); err != nil {
+					t.Errorf("SDK ack: %v", err)
+				}
+				acked[m.MsgID] = true
+			}
+		}
+		by := map[string]int{}
+		for _, id := range ids {
+			ds := got[id]
+			if len(ds) > 0 {
+				by[ds[0].by]++
+			}
+			switch {
+			case id == expire && (len(ds) != 2 || ds[1].attempt != 2):
+				t.Errorf("%s, left to expire: deliveries %v, want a second with attempt 2", id, ds)
+			case id != expire && (len(ds) != 1 || ds[0].attempt != 1):
+				t.Errorf("%s: deliveries %v, want one with attempt 1", id, ds)
+			}
+		}
+		t.Logf("first deliveries by front end: %v; the expired one went again to %v", by, got[expire])
+		if by["v5"] == 0 || by["sdk"] == 0 {
+			t.Errorf("one front end got nothing: %v", by)
+		}
+		waitAcked(t, c, group, topic, 30*time.Second)
+	})
+}
