@@ -109,8 +109,8 @@ func TestConsumeBadInput(t *testing.T) {
 			{"illegal group", func(r *v2.ReceiveMessageRequest) { r.Group.Name = "bad group!" }, nil, v2.Code_ILLEGAL_CONSUMER_GROUP},
 			{"no group", func(r *v2.ReceiveMessageRequest) { r.Group = nil }, nil, v2.Code_ILLEGAL_CONSUMER_GROUP},
 			{"bad tag expression", func(r *v2.ReceiveMessageRequest) { r.FilterExpression.Expression = "a || " }, nil, v2.Code_ILLEGAL_FILTER_EXPRESSION},
-			{"sql filter", func(r *v2.ReceiveMessageRequest) {
-				r.FilterExpression = &v2.FilterExpression{Type: v2.FilterType_SQL, Expression: "a > 1"}
+			{"sql filter that does not parse", func(r *v2.ReceiveMessageRequest) {
+				r.FilterExpression = &v2.FilterExpression{Type: v2.FilterType_SQL, Expression: "a > "}
 			}, nil, v2.Code_ILLEGAL_FILTER_EXPRESSION},
 			{"deadline too near", nil, func() context.Context { return callCtx(t, 800*time.Millisecond) }, v2.Code_ILLEGAL_POLLING_TIME},
 			{"auto renew without client id", func(r *v2.ReceiveMessageRequest) { r.AutoRenew = true }, func() context.Context {

@@ -165,19 +165,6 @@ func (t *clientTable) sweep() {
 // messages it had auto-renewed become visible again after about 1 s.
 func (s *Service) releaseClient(id string) { s.b.ReleaseClient(id) }
 
-// popClientAliver is the core's PopClientAlive: a consumer that heartbeats
-// keeps its auto-renewed POP messages renewed even while it receives
-// nothing (its cache full). Until the core has it, liveness for renewal
-// comes from receives alone.
-type popClientAliver interface{ PopClientAlive(clientID string) }
-
-// consumerAlive tells the core's POP that a consumer is alive.
-func (s *Service) consumerAlive(id string) {
-	if a, ok := any(s.b).(popClientAliver); ok {
-		a.PopClientAlive(id)
-	}
-}
-
 // isConsumer reports whether a client type is a consumer's.
 func isConsumer(t v2.ClientType) bool {
 	return t == v2.ClientType_PUSH_CONSUMER || t == v2.ClientType_SIMPLE_CONSUMER || t == v2.ClientType_LITE_PUSH_CONSUMER

@@ -23,7 +23,9 @@
 //
 // QueryRoute and QueryAssignment are the access point's: the NameServer
 // answers them (package nameserver), naming each broker's own port as its
-// endpoint. Application errors travel in the responses' Status with gRPC
+// endpoint. A broker answers them too, relaying them to its NameServers (the
+// Node.js and Java push consumers ask a broker for their assignments), or
+// from its own topics when it has none (route.go). Application errors travel in the responses' Status with gRPC
 // status OK, as the clients expect; docs/rocketmq-compat/v5.md lists the
 // codes.
 package grpcv5

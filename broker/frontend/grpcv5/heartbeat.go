@@ -23,11 +23,9 @@ func (s *Service) Heartbeat(ctx context.Context, req *v2.HeartbeatRequest) (*v2.
 		}
 	}
 	if m.clientID != "" {
-		c := s.clients.touch(m)
-		c.beat()
-		if isConsumer(req.GetClientType()) || isConsumer(c.kind()) {
-			s.consumerAlive(m.clientID)
-		}
+		// The beat keeps the client's core session, and so the POP
+		// renewal of its auto-renewed messages, alive.
+		s.clients.touch(m).beat()
 	}
 	return &v2.HeartbeatResponse{Status: okStatus()}, nil
 }

@@ -103,9 +103,6 @@ func (s *Service) Telemetry(stream v2.MessagingService_TelemetryServer) error {
 // reply to write (nil: none). An error ends the stream.
 func (s *Service) telemetryCommand(m callMeta, c *client, cmd *v2.TelemetryCommand) (*v2.TelemetryCommand, error) {
 	s.clients.touch(m)
-	if isConsumer(c.kind()) || isConsumer(cmd.GetSettings().GetClientType()) {
-		s.consumerAlive(c.id)
-	}
 	switch x := cmd.GetCommand().(type) {
 	case *v2.TelemetryCommand_Settings:
 		merged, err := s.applySettings(m, c, x.Settings)
