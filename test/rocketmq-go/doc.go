@@ -7,7 +7,11 @@
 // ports with temporary data directories, and drive them only through the
 // RocketMQ client, except where the Bolide SDK is the subject (the mixed
 // consumer group and the interoperability tests) or a convenient observer
-// (topic creation, consumer offsets, dead letters).
+// (topic creation, consumer offsets, dead letters). v5interop_test.go adds
+// RocketMQ 5's official Go client (github.com/apache/rocketmq-clients/golang/v5,
+// also pinned; its own suite is test/rocketmq-v5): messages it sends over
+// gRPC are consumed by this client and the other way round. The clusters
+// come from internal/proccluster, shared with test/rocketmq-v5.
 //
 // Run them with scripts/compat-go.sh from the repository root, or here:
 //
@@ -19,7 +23,8 @@
 //	                 (default: built from ../.. once per run)
 //	RMQGO_KEEP=1     keep the clusters' directories (logs, stores) after the run
 //	RMQGO_LOG=level  the RocketMQ client's log level (default "warn"); the log
-//	                 goes to $TMPDIR/rmqgo-client-<pid>.log, shown if the run fails
+//	                 goes to $TMPDIR/rmqgo-client-<pid>.log, shown if the run fails;
+//	                 the v5 client's to $TMPDIR/rmqgo-v5client-<pid>.log
 //
 // Each test creates topics and groups of its own; the clusters of each layout
 // are shared by the tests that do not restart or kill a process, and the
