@@ -2,8 +2,6 @@ package nameserver
 
 import (
 	"context"
-	"net"
-	"strconv"
 	"strings"
 
 	"go.uber.org/zap"
@@ -12,7 +10,7 @@ import (
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
-	"github.com/bolide-mq/bolide/message"
+	"github.com/bolide-mq/bolide/internal/v5wire"
 )
 
 // attrMessageType is the topic attribute holding RocketMQ 5's topic message
@@ -58,8 +56,8 @@ func (a *accessPoint) QueryRoute(ctx context.Context, req *v2.QueryRouteRequest)
 	}
 	var mqs []*v2.MessageQueue
 	for _, g := range groups {
-		types := acceptTypes(g.queues.MessageType)
-		for id, perm := range queuePermissions(g.queues) {
+		types := v5wire.AcceptTypes(g.queues.MessageType)
+		for id, perm := range v5wire.QueuePermissions(g.queues.Perm&permRead != 0, g.queues.Perm&permWrite != 0, g.queues.ReadQueues, g.queues.WriteQueues) {
 			mqs = append(mqs, &v2.MessageQueue{
 				Topic: req.GetTopic(), Id: int32(id), Permission: perm, Broker: g.broker,
 				AcceptMessageTypes: types,
@@ -99,7 +97,7 @@ func (a *accessPoint) QueryAssignment(ctx context.Context, req *v2.QueryAssignme
 		if q.Perm&permRead == 0 || q.ReadQueues <= 0 {
 			continue
 		}
-		perm := permission(q.Perm&permRead != 0, q.Perm&permWrite != 0)
+		perm := v5wire.Permission(q.Perm&permRead != 0, q.Perm&permWrite != 0)
 		if !fifo {
 			out = append(out, &v2.Assignment{MessageQueue: &v2.MessageQueue{
 				Topic: req.GetTopic(), Id: -1, Permission: perm, Broker: g.broker}})
@@ -141,7 +139,7 @@ func (a *accessPoint) masters(topic string) ([]routedGroup, *v2.Status) {
 		if addr == "" {
 			continue
 		}
-		ep, ok := endpoints(addr)
+		ep, ok := v5wire.Endpoints(addr)
 		if !ok {
 			a.s.lg.Warn("v5 route: broker address is not host:port; broker left out",
 				zap.String("broker_name", q.BrokerName), zap.String("broker_addr", addr))
@@ -155,132 +153,34 @@ func (a *accessPoint) masters(topic string) ([]routedGroup, *v2.Status) {
 	return out, nil
 }
 
-// endpoints turns a registered host:port into one address: scheme IPv4 or
-// IPv6 for an IP literal, DOMAIN_NAME otherwise. The clients need exactly
-// one address (Go panics on none; Java refuses several with DOMAIN_NAME).
-func endpoints(addr string) (*v2.Endpoints, bool) {
-	host, p, err := net.SplitHostPort(addr)
-	if err != nil || host == "" {
-		return nil, false
-	}
-	port, err := strconv.ParseUint(p, 10, 16)
-	if err != nil || port == 0 {
-		return nil, false
-	}
-	scheme := v2.AddressScheme_DOMAIN_NAME
-	if ip := net.ParseIP(host); ip != nil {
-		scheme = v2.AddressScheme_IPv6
-		if ip.To4() != nil {
-			scheme = v2.AddressScheme_IPv4
-		}
-	}
-	return &v2.Endpoints{Scheme: scheme, Addresses: []*v2.Address{{Host: host, Port: int32(port)}}}, true
-}
-
 // Permission bits of a topic (RocketMQ's PermName).
 const (
 	permRead  = 4
 	permWrite = 2
 )
 
-// queuePermissions numbers a group's queues from 0 and gives each its
-// permission: queue i is readable when the topic is and i < the read queue
-// count, writable likewise. A topic neither readable nor writable has
-// max(1, read, write) queues with permission NONE, as Apache lists them.
-func queuePermissions(q QueueData) []v2.Permission {
-	n := max(q.ReadQueues, q.WriteQueues)
-	if q.Perm&(permRead|permWrite) == 0 {
-		n = max(n, 1)
+// Namespaces fold as the brokers' v5 front end folds them (package
+// internal/v5wire): the Resource's namespace, else the x-mq-namespace
+// header.
+
+func v5Namespace(ctx context.Context, r *v2.Resource) string {
+	if ns := strings.TrimSpace(r.GetResourceNamespace()); ns != "" {
+		return ns
 	}
-	out := make([]v2.Permission, n)
-	for i := range n {
-		out[i] = permission(q.Perm&permRead != 0 && i < q.ReadQueues, q.Perm&permWrite != 0 && i < q.WriteQueues)
-	}
-	return out
-}
-
-func permission(read, write bool) v2.Permission {
-	switch {
-	case read && write:
-		return v2.Permission_READ_WRITE
-	case read:
-		return v2.Permission_READ
-	case write:
-		return v2.Permission_WRITE
-	}
-	return v2.Permission_NONE
-}
-
-// acceptTypes maps a topic's message.type attribute to the types its queues
-// accept. No attribute, MIXED or an unknown value accept all four, as
-// Bolide's brokers do (topic.Config.MessageType).
-func acceptTypes(attr string) []v2.MessageType {
-	switch strings.ToUpper(strings.TrimSpace(attr)) {
-	case "NORMAL":
-		return []v2.MessageType{v2.MessageType_NORMAL}
-	case "FIFO":
-		return []v2.MessageType{v2.MessageType_FIFO}
-	case "DELAY":
-		return []v2.MessageType{v2.MessageType_DELAY}
-	case "TRANSACTION":
-		return []v2.MessageType{v2.MessageType_TRANSACTION}
-	}
-	return []v2.MessageType{v2.MessageType_NORMAL, v2.MessageType_FIFO, v2.MessageType_DELAY, v2.MessageType_TRANSACTION}
-}
-
-// Namespaces, as the brokers' v5 front end folds them (Apache's
-// NamespaceUtil): the Resource's namespace, else the x-mq-namespace header;
-// a non-empty namespace makes name "<namespace>%<name>" unless it already
-// starts so; retry and dead-letter prefixes stay outside.
-
-const nsHeader = "x-mq-namespace"
-
-func v5Namespace(ctx context.Context, r *v2.Resource) (string, bool) {
-	ns := strings.TrimSpace(r.GetResourceNamespace())
-	if ns == "" {
-		if md, ok := metadata.FromIncomingContext(ctx); ok {
-			if vs := md.Get(nsHeader); len(vs) > 0 {
-				ns = strings.TrimSpace(vs[0])
-			}
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if vs := md.Get(v5wire.NamespaceHeader); len(vs) > 0 {
+			return strings.TrimSpace(vs[0])
 		}
 	}
-	for i := 0; i < len(ns); i++ {
-		c := ns[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return "", false
-		}
-	}
-	return ns, true
-}
-
-func foldName(ns, name string) string {
-	if ns == "" || name == "" {
-		return name
-	}
-	for _, p := range []string{message.RetryTopicPrefix, message.DLQTopicPrefix} {
-		if rest, ok := strings.CutPrefix(name, p); ok {
-			return p + foldName(ns, rest)
-		}
-	}
-	if strings.HasPrefix(name, ns+"%") {
-		return name
-	}
-	return ns + "%" + name
+	return ""
 }
 
 // v5Topic is the (folded) topic a Resource names: ILLEGAL_TOPIC when it is
 // not a legal name or a system topic.
 func v5Topic(ctx context.Context, r *v2.Resource) (string, *v2.Status) {
-	ns, ok := v5Namespace(ctx, r)
-	if !ok {
-		return "", v5Status(v2.Code_ILLEGAL_TOPIC, "namespace may hold only letters, digits, '_' and '-'")
-	}
-	name := foldName(ns, r.GetName())
-	if err := message.ValidateTopic(name); err != nil {
-		return "", v5Status(v2.Code_ILLEGAL_TOPIC, "topic "+strconv.Quote(r.GetName())+": "+err.Error())
-	}
-	if message.IsSystemTopic(name) {
-		return "", v5Status(v2.Code_ILLEGAL_TOPIC, "topic "+name+" is reserved for the broker")
+	name, code, msg := v5wire.TopicName(v5Namespace(ctx, r), r.GetName())
+	if code != v2.Code_OK {
+		return "", v5Status(code, msg)
 	}
 	return name, nil
 }
@@ -288,13 +188,9 @@ func v5Topic(ctx context.Context, r *v2.Resource) (string, *v2.Status) {
 // v5Group is the (folded) consumer group a Resource names:
 // ILLEGAL_CONSUMER_GROUP when it is not a legal name.
 func v5Group(ctx context.Context, r *v2.Resource) (string, *v2.Status) {
-	ns, ok := v5Namespace(ctx, r)
-	if !ok {
-		return "", v5Status(v2.Code_ILLEGAL_CONSUMER_GROUP, "namespace may hold only letters, digits, '_' and '-'")
-	}
-	name := foldName(ns, r.GetName())
-	if err := message.ValidateGroup(name); err != nil {
-		return "", v5Status(v2.Code_ILLEGAL_CONSUMER_GROUP, "consumer group "+strconv.Quote(r.GetName())+": "+err.Error())
+	name, code, msg := v5wire.GroupName(v5Namespace(ctx, r), r.GetName())
+	if code != v2.Code_OK {
+		return "", v5Status(code, msg)
 	}
 	return name, nil
 }

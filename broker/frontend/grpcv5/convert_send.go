@@ -19,6 +19,7 @@ import (
 
 	"github.com/bolide-mq/bolide/broker/topic"
 	"github.com/bolide-mq/bolide/broker/txn"
+	"github.com/bolide-mq/bolide/internal/v5wire"
 	"github.com/bolide-mq/bolide/message"
 )
 
@@ -116,19 +117,6 @@ func sendType(pm *v2.Message) (string, error) {
 		return topic.TypeFIFO, nil
 	}
 	return topic.TypeNormal, nil
-}
-
-// v2Type is a topic message type's protocol value.
-func v2Type(t string) v2.MessageType {
-	switch t {
-	case topic.TypeFIFO:
-		return v2.MessageType_FIFO
-	case topic.TypeDelay:
-		return v2.MessageType_DELAY
-	case topic.TypeTransaction:
-		return v2.MessageType_TRANSACTION
-	}
-	return v2.MessageType_NORMAL
 }
 
 // toExt checks one message of a send and builds what the core stores (to
@@ -332,7 +320,7 @@ func (s *Service) recoverCommand(c *txn.Check, ns string) (*v2.RecoverOrphanedTr
 	}
 	return &v2.RecoverOrphanedTransactionCommand{
 		Message: &v2.Message{
-			Topic:            &v2.Resource{Name: unfold(ns, realTopic), ResourceNamespace: ns},
+			Topic:            &v2.Resource{Name: v5wire.Unfold(ns, realTopic), ResourceNamespace: ns},
 			UserProperties:   up,
 			SystemProperties: sp,
 			Body:             m.Body,

@@ -11,7 +11,7 @@ import (
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
-	"github.com/bolide-mq/bolide/message"
+	"github.com/bolide-mq/bolide/internal/v5wire"
 )
 
 // The headers RocketMQ 5's clients send on every call.
@@ -87,49 +87,6 @@ func (m callMeta) requireClient() error {
 // topic) are unfolded again for the client (unfold). The namespace itself
 // must be letters, digits, '_' and '-'.
 
-// nsSeparator separates a namespace from a name.
-const nsSeparator = "%"
-
-// validNamespace reports whether ns can prefix a name.
-func validNamespace(ns string) bool {
-	for i := 0; i < len(ns); i++ {
-		c := ns[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-// fold is name in namespace ns.
-func fold(ns, name string) string {
-	if ns == "" || name == "" {
-		return name
-	}
-	for _, p := range []string{message.RetryTopicPrefix, message.DLQTopicPrefix} {
-		if rest, ok := strings.CutPrefix(name, p); ok {
-			return p + fold(ns, rest)
-		}
-	}
-	if strings.HasPrefix(name, ns+nsSeparator) {
-		return name
-	}
-	return ns + nsSeparator + name
-}
-
-// unfold is the name a client of namespace ns knows a folded name by.
-func unfold(ns, name string) string {
-	if ns == "" {
-		return name
-	}
-	for _, p := range []string{message.RetryTopicPrefix, message.DLQTopicPrefix} {
-		if rest, ok := strings.CutPrefix(name, p); ok {
-			return p + unfold(ns, rest)
-		}
-	}
-	return strings.TrimPrefix(name, ns+nsSeparator)
-}
-
 // resourceNamespace is the namespace a Resource is in.
 func (m callMeta) resourceNamespace(r *v2.Resource) string {
 	if ns := strings.TrimSpace(r.GetResourceNamespace()); ns != "" {
@@ -141,16 +98,9 @@ func (m callMeta) resourceNamespace(r *v2.Resource) string {
 // topicName is the (folded) topic a Resource names, validated:
 // ILLEGAL_TOPIC when it is empty or not a legal name.
 func (m callMeta) topicName(r *v2.Resource) (string, error) {
-	ns := m.resourceNamespace(r)
-	if !validNamespace(ns) {
-		return "", errorf(v2.Code_ILLEGAL_TOPIC, "namespace %q may hold only letters, digits, '_' and '-'", ns)
-	}
-	name := fold(ns, r.GetName())
-	if err := message.ValidateTopic(name); err != nil {
-		return "", errorf(v2.Code_ILLEGAL_TOPIC, "topic %q: %v", r.GetName(), err)
-	}
-	if message.IsSystemTopic(name) {
-		return "", errorf(v2.Code_ILLEGAL_TOPIC, "topic %s is reserved for the broker", name)
+	name, code, msg := v5wire.TopicName(m.resourceNamespace(r), r.GetName())
+	if code != v2.Code_OK {
+		return "", errorf(code, "%s", msg)
 	}
 	return name, nil
 }
@@ -158,13 +108,9 @@ func (m callMeta) topicName(r *v2.Resource) (string, error) {
 // groupName is the (folded) consumer group a Resource names, validated:
 // ILLEGAL_CONSUMER_GROUP when it is empty or not a legal name.
 func (m callMeta) groupName(r *v2.Resource) (string, error) {
-	ns := m.resourceNamespace(r)
-	if !validNamespace(ns) {
-		return "", errorf(v2.Code_ILLEGAL_CONSUMER_GROUP, "namespace %q may hold only letters, digits, '_' and '-'", ns)
-	}
-	name := fold(ns, r.GetName())
-	if err := message.ValidateGroup(name); err != nil {
-		return "", errorf(v2.Code_ILLEGAL_CONSUMER_GROUP, "consumer group %q: %v", r.GetName(), err)
+	name, code, msg := v5wire.GroupName(m.resourceNamespace(r), r.GetName())
+	if code != v2.Code_OK {
+		return "", errorf(code, "%s", msg)
 	}
 	return name, nil
 }

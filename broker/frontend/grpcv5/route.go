@@ -2,9 +2,6 @@ package grpcv5
 
 import (
 	"context"
-	"net"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/topic"
+	"github.com/bolide-mq/bolide/internal/v5wire"
 )
 
 // QueryRoute and QueryAssignment belong to the access point, the
@@ -183,7 +181,7 @@ func (s *Service) localQueues(m callMeta, r *v2.Resource) ([]*v2.MessageQueue, e
 	if !ok {
 		return nil, errorf(v2.Code_TOPIC_NOT_FOUND, "topic %s does not exist on broker %s", t, s.limits.brokerName)
 	}
-	ep, ok := endpointsOf(s.b.Addr())
+	ep, ok := v5wire.Endpoints(s.b.Addr())
 	if !ok {
 		return nil, errorf(v2.Code_INTERNAL_SERVER_ERROR, "broker address %q is not host:port", s.b.Addr())
 	}
@@ -192,57 +190,11 @@ func (s *Service) localQueues(m callMeta, r *v2.Resource) ([]*v2.MessageQueue, e
 		id = int32(s.b.Info().BrokerID)
 	}
 	b := &v2.Broker{Name: s.limits.brokerName, Id: id, Endpoints: ep}
-	types := acceptedTypes(&tc)
-	n := max(tc.ReadQueueNums, tc.WriteQueueNums)
-	if !tc.Readable() && !tc.Writable() {
-		n = max(n, 1)
-	}
-	out := make([]*v2.MessageQueue, 0, n)
-	for i := int32(0); i < n; i++ {
-		out = append(out, &v2.MessageQueue{Topic: r, Id: i, Broker: b, AcceptMessageTypes: types,
-			Permission: permission(tc.Readable() && i < tc.ReadQueueNums, tc.Writable() && i < tc.WriteQueueNums)})
+	types := v5wire.AcceptTypes(tc.Attributes[topic.AttrMessageType])
+	perms := v5wire.QueuePermissions(tc.Readable(), tc.Writable(), tc.ReadQueueNums, tc.WriteQueueNums)
+	out := make([]*v2.MessageQueue, 0, len(perms))
+	for i, perm := range perms {
+		out = append(out, &v2.MessageQueue{Topic: r, Id: int32(i), Broker: b, AcceptMessageTypes: types, Permission: perm})
 	}
 	return out, nil
-}
-
-// endpointsOf is a host:port as a route names it: one address, scheme IPv4
-// or IPv6 for an IP literal, DOMAIN_NAME otherwise.
-func endpointsOf(addr string) (*v2.Endpoints, bool) {
-	host, p, err := net.SplitHostPort(addr)
-	if err != nil || host == "" {
-		return nil, false
-	}
-	port, err := strconv.ParseUint(p, 10, 16)
-	if err != nil || port == 0 {
-		return nil, false
-	}
-	scheme := v2.AddressScheme_DOMAIN_NAME
-	if ip := net.ParseIP(host); ip != nil {
-		scheme = v2.AddressScheme_IPv6
-		if ip.To4() != nil {
-			scheme = v2.AddressScheme_IPv4
-		}
-	}
-	return &v2.Endpoints{Scheme: scheme, Addresses: []*v2.Address{{Host: strings.Trim(host, "[]"), Port: int32(port)}}}, true
-}
-
-func permission(read, write bool) v2.Permission {
-	switch {
-	case read && write:
-		return v2.Permission_READ_WRITE
-	case read:
-		return v2.Permission_READ
-	case write:
-		return v2.Permission_WRITE
-	}
-	return v2.Permission_NONE
-}
-
-// acceptedTypes are the message types a topic's queues accept: its type,
-// or all four for a topic without one (MIXED).
-func acceptedTypes(tc *broker.TopicConfig) []v2.MessageType {
-	if mt := tc.MessageType(); mt != topic.TypeMixed {
-		return []v2.MessageType{v2Type(mt)}
-	}
-	return []v2.MessageType{v2.MessageType_NORMAL, v2.MessageType_FIFO, v2.MessageType_DELAY, v2.MessageType_TRANSACTION}
 }

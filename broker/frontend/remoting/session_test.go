@@ -111,7 +111,7 @@ func TestHeartbeatRegistersAndNotifies(t *testing.T) {
 			subs = fmt.Sprint(g.Subscriptions)
 		}
 	}
-	if subs != "[{%RETRY%CG *} {orders TagA || TagB}]" {
+	if subs != "[{%RETRY%CG * } {orders TagA || TagB }]" { // Topic, Expression, Type ("" is TAG)
 		t.Fatalf("subscriptions %s", subs)
 	}
 
