@@ -53,7 +53,9 @@ func New(certFile, keyFile string, log *zap.Logger) (*Source, error) {
 		if err != nil {
 			return nil, err
 		}
-		log.Warn("no TLS certificate configured: serving a self-signed one (test mode; clients must not verify it)",
+		// Info, not a warning: this is the out-of-the-box state (plain text
+		// is served on the same port), as Apache's proxy in its test mode.
+		log.Info("no TLS certificate configured: serving a self-signed one (test mode; clients must not verify it)",
 			zap.Strings("names", cert.Leaf.DNSNames), zap.Time("not_after", cert.Leaf.NotAfter))
 		s := &Source{log: log, cert: cert}
 		s.config = s.newConfig()
