@@ -500,3 +500,31 @@ func TestPopReset(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// TestPopChangeWakesParkedReceive: a receive parked on a topic whose only
+// message is in flight for a minute gets it when a consumer gives it back
+// for 1 s (ChangeInvisible, a nack), not when its poll ends empty.
+func TestPopChangeWakesParkedReceive(t *testing.T) {
+	ctx := context.Background()
+	b := popBroker(t, "wk", 1)
+	sendN(t, b, "wk", 1, "m", 1, "")
+	got := pop(t, b, broker.PopRequest{Group: "g", Topic: "wk", QueueID: -1, Invisible: time.Minute})
+	if len(got) != 1 {
+		t.Fatalf("popped %d", len(got))
+	}
+	parked := make(chan []broker.PoppedMessage, 1)
+	go func() {
+		out, err := b.Pop(ctx, broker.PopRequest{Group: "g", Topic: "wk", QueueID: -1, Invisible: time.Minute, PollTimeout: 8 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		parked <- out
+	}()
+	time.Sleep(300 * time.Millisecond) // let it park first (it gets the message either way, once visible)
+	if _, err := b.ChangeInvisible(ctx, "g", "wk", got[0].Handle, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if out := <-parked; len(out) != 1 || out[0].Attempt != 2 || body(t, out[0]) != "m0" {
+		t.Fatalf("the parked receive got %d messages; want m0 again, attempt 2, before its poll ended", len(out))
+	}
+}

@@ -572,9 +572,10 @@ func (s *Service) change(ctx context.Context, group, topic, token string, dur fu
 		gt.mu.Unlock()
 		return Message{}, err
 	}
-	if d == 0 {
-		s.Notify(topic)
-	}
+	// Wake the receives parked on the topic: visible now, it is theirs;
+	// visible later, they set their timers by its new time (a nack's 1 s
+	// backoff must not wait for the end of a 20 s poll).
+	s.Notify(topic)
 	hd := Handle{Broker: s.opts.BrokerName, Topic: topic, QueueID: h.QueueID, Offset: h.Offset, Seq: ne.Seq, VisibleAtMS: ne.VisibleAtMS}
 	return Message{QueueID: h.QueueID, QueueOffset: h.Offset, Attempt: attempt, Handle: EncodeHandle(group, hd),
 		VisibleAt: time.UnixMilli(ne.VisibleAtMS)}, nil
