@@ -5,8 +5,8 @@
 # consumers of one group read them. The v5 side is
 # test/rocketmq-v5/cmd/v5bench (the official Go client: 16 producers, 4
 # simple consumers receiving and acking, plaintext); the SDK side is
-# `bolide bench produce --producers 16` beside `bolide bench consume
-# --consumers 4` (the framed path; its consumers pull). The figure is CPU
+# `bolide bench produce --producers 16` beside `bolide bench consume --pop
+# --consumers 4` (the framed path; simple consumers over POP, as the v5 side; SDK_POP=0 pulls). The figure is CPU
 # seconds of the broker process (utime + stime from /proc) per million
 # messages sent (and consumed); throughput of the sends is printed too.
 # Each run has a topic of its own; runs alternate which client goes first.
@@ -18,6 +18,8 @@
 #   REPS        runs of each client                 (3)
 #   PRODUCERS   concurrent senders                  (16)
 #   CONSUMERS   concurrent consumers                (4; 0: the send path alone)
+#   SDK_POP     1: the SDK's consumers are simple consumers over POP, as
+#               the v5 side's (bench consume --pop); 0: pull consumers (1)
 #   SIZE        body bytes                          (1024)
 #   FLUSH       broker flush mode                   (async)
 #   DATA_DIR    broker data                         (.bench/v5/data)
@@ -31,6 +33,7 @@ MSGS=${MSGS:-100000}
 REPS=${REPS:-3}
 PRODUCERS=${PRODUCERS:-16}
 CONSUMERS=${CONSUMERS:-4}
+SDK_POP=${SDK_POP:-1}
 SIZE=${SIZE:-1024}
 FLUSH=${FLUSH:-async}
 work=$root/.bench/v5
@@ -48,7 +51,9 @@ for t in "${topics[@]}"; do bench_topic "bench-$t" 8; done
 run_sdk() { # topic count
 	local cpid=
 	if ((CONSUMERS > 0)); then
-		"$bin/bolide" -n "$ns" bench consume --topic "$1" --consumers "$CONSUMERS" --count "$2" --idle 10s -o json \
+		local pop=()
+		((SDK_POP)) && pop=(--pop)
+		"$bin/bolide" -n "$ns" bench consume --topic "$1" --consumers "$CONSUMERS" --count "$2" --idle 10s "${pop[@]}" -o json \
 			>/dev/null 2>&1 &
 		cpid=$!
 	fi
@@ -82,7 +87,7 @@ s_cpu=$(echo "${cpus[sdk]}" | median)
 	echo "| path | broker CPU µs per msg (runs) | median | send msgs/s (runs) |"
 	echo "|---|---|---|---|"
 	echo "| RocketMQ 5 gRPC (v5bench: rocketmq-clients/golang/v5, $PRODUCERS producers, $CONSUMERS simple consumers) | ${cpus[v5]}| $v_cpu | ${rates[v5]}|"
-	echo "| Bolide SDK, framed (bolide bench produce + consume, $PRODUCERS producers, $CONSUMERS consumers) | ${cpus[sdk]}| $s_cpu | ${rates[sdk]}|"
+	echo "| Bolide SDK, framed (bolide bench produce + consume$( ((SDK_POP)) && echo " --pop"), $PRODUCERS producers, $CONSUMERS consumers) | ${cpus[sdk]}| $s_cpu | ${rates[sdk]}|"
 	echo
 	echo "v5 / SDK: $(python3 -c "print(f'{$v_cpu/$s_cpu:.2f}')")"
 	echo "($SIZE B bodies, $MSGS msgs per run sent$( ((CONSUMERS > 0)) && echo " and consumed"), flush $FLUSH, $(nproc) cores, $(date -u +%FT%TZ))"
