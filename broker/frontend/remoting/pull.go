@@ -2,12 +2,12 @@ package remoting
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/internal/errcode"
 	rmq "github.com/bolide-mq/bolide/internal/remoting"
 )
 
@@ -106,9 +106,6 @@ func (f *Frontend) pullMessage(ctx context.Context, _ *connState, req *rmq.Comma
 		return f.pullReply(req, rmq.InvalidParameter, err.Error(), h, broker.PullResult{NextOffset: h.offset})
 	}
 	exprType, expr, err := f.pullExpression(h)
-	if errors.Is(err, errNoSubscription) {
-		return f.pullReply(req, rmq.SubscriptionNotExist, err.Error(), h, broker.PullResult{NextOffset: h.offset})
-	}
 	if err != nil {
 		return f.pullError(req, h, err)
 	}
@@ -165,16 +162,13 @@ func (f *Frontend) pullExpression(h pullHeader) (string, string, error) {
 	if registered {
 		return regType, reg.Expression, nil
 	}
-	// As RocketMQ's broker: a pull that names no filter from a group whose
-	// heartbeat has not reached this broker yet is refused, and the client
-	// pulls again a moment later — rather than handing it every message
-	// (an SQL92 subscriber would get what its condition excludes).
-	return "", "", errNoSubscription
+	if t == broker.ExprSQL92 {
+		// RocketMQ: the consumer's filter data is not on this broker yet.
+		return "", "", errcode.Errorf(errcode.SubscriptionParseFailed,
+			"no SQL92 subscription of %s to %s registered: send a heartbeat first", h.group, h.topic)
+	}
+	return broker.ExprTag, "", nil
 }
-
-// errNoSubscription: the group registered no subscription of the topic on
-// this broker (SUBSCRIPTION_NOT_EXIST).
-var errNoSubscription = errors.New("the consumer group's subscription of the topic is not on this broker yet (no heartbeat)")
 
 // tagExpression turns a RocketMQ subscription into Bolide's tag expression:
 // RocketMQ skips empty tags ("a || || b", a trailing "||"), Bolide refuses
