@@ -68,8 +68,8 @@ func TestPullSQL92(t *testing.T) {
 		t.Fatalf("heartbeat: %d %s", resp.Code, resp.Remark)
 	}
 	check("registered, Java (SQL92, no subscription)", cb.invoke(t, rmq.PullMessage,
-		pullExt("CG", "T", 0, 0, "expressionType", "SQL92"), nil))
-	check("registered, Go (TAG, no subscription)", cb.invoke(t, rmq.PullMessage, pullExt("CG", "T", 0, 0), nil))
+		pullExt("CG", "T", 0, 0, "sysFlag", "2", "subscription", "", "expressionType", "SQL92"), nil))
+	check("registered, Go (TAG, no subscription)", cb.invoke(t, rmq.PullMessage, pullExt("CG", "T", 0, 0, "sysFlag", "2", "subscription", ""), nil))
 	check("posted by Go labelled TAG", cb.invoke(t, rmq.PullMessage,
 		pullExt("CG", "T", 0, 0, "sysFlag", "6", "subscription", cond), nil))
 
@@ -85,7 +85,7 @@ func TestPullSQL92(t *testing.T) {
 		t.Errorf("no match: code %d %s, next %s", resp.Code, resp.Remark, resp.String("nextBeginOffset"))
 	}
 	// A Java push consumer whose heartbeat this broker has not seen.
-	resp = cb.invoke(t, rmq.PullMessage, pullExt("CG3", "T", 0, 0, "expressionType", "SQL92"), nil)
+	resp = cb.invoke(t, rmq.PullMessage, pullExt("CG3", "T", 0, 0, "sysFlag", "2", "subscription", "", "expressionType", "SQL92"), nil)
 	if resp.Code != rmq.SubscriptionParseFailed || resp.String("nextBeginOffset") != "0" {
 		t.Errorf("unregistered SQL92: code %d %s", resp.Code, resp.Remark)
 	}

@@ -112,7 +112,13 @@ func (f *Frontend) pullMessage(ctx context.Context, _ *connState, req *rmq.Comma
 	master := f.b.IsMaster()
 	preq := broker.PullRequest{Group: h.group, Topic: h.topic, QueueID: h.queueID, Offset: h.offset,
 		MaxMessages: int(max(h.maxMsgs, 1)), MaxBytes: int(max(h.maxBytes, 0)), TagExpression: expr, ExpressionType: exprType, CommitOffset: -1}
-	if h.sysFlag&pullSuspend != 0 {
+	// A pull that names no filter, from a group whose heartbeat has not
+	// reached this broker yet, is served unfiltered but not held: a held
+	// pull keeps the filter it started with, and an SQL92 subscriber whose
+	// heartbeat arrives meanwhile would get what its condition excludes.
+	// (RocketMQ's broker refuses such a pull; its clients then wait seconds.)
+	_, registered := f.b.GroupFilter(h.group, h.topic)
+	if h.sysFlag&pullSuspend != 0 && (registered || h.sysFlag&pullSubscription != 0) {
 		preq.SuspendTimeout = min(h.suspend, maxHold)
 		if !master {
 			preq.SuspendTimeout = min(preq.SuspendTimeout, slaveHold)

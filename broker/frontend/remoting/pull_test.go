@@ -80,8 +80,8 @@ func (cb *consumerBroker) invoke(t *testing.T, code int32, ext map[string]string
 // it (sysFlag 2, no subscription); fields may be overridden in pairs.
 func pullExt(group, topic string, q int32, offset int64, kv ...string) map[string]string {
 	ext := map[string]string{"consumerGroup": group, "topic": topic, "queueId": strconv.Itoa(int(q)),
-		"queueOffset": strconv.FormatInt(offset, 10), "maxMsgNums": "32", "sysFlag": "2", "commitOffset": "-1",
-		"suspendTimeoutMillis": "20000", "subscription": "", "subVersion": "0", "expressionType": "TAG", "bname": "broker-a"}
+		"queueOffset": strconv.FormatInt(offset, 10), "maxMsgNums": "32", "sysFlag": "6", "commitOffset": "-1",
+		"suspendTimeoutMillis": "20000", "subscription": "*", "subVersion": "0", "expressionType": "TAG", "bname": "broker-a"}
 	for i := 0; i+1 < len(kv); i += 2 {
 		ext[kv[i]] = kv[i+1]
 	}
@@ -296,14 +296,14 @@ func TestPullHoldEndsNotFound(t *testing.T) {
 	checkPullExt(t, resp, 1, 0, 1)
 	// Without the suspend bit the answer is immediate.
 	start = time.Now()
-	resp = cb.invoke(t, rmq.PullMessage, pullExt("CG", "T", 0, 1, "sysFlag", "0"), nil)
+	resp = cb.invoke(t, rmq.PullMessage, pullExt("CG", "T", 0, 1, "sysFlag", "4"), nil)
 	if took := time.Since(start); took > 200*time.Millisecond || resp.Code != rmq.PullNotFound {
 		t.Fatalf("unsuspended pull: %d after %v", resp.Code, took)
 	}
 	checkPullExt(t, resp, 1, 0, 1)
 	// An empty queue at offset 0 is "not found" too.
 	cb.createTopic(t, "Empty", 1)
-	resp = cb.invoke(t, rmq.PullMessage, pullExt("CG", "Empty", 0, 0, "sysFlag", "0"), nil)
+	resp = cb.invoke(t, rmq.PullMessage, pullExt("CG", "Empty", 0, 0, "sysFlag", "4"), nil)
 	if resp.Code != rmq.PullNotFound {
 		t.Fatalf("empty queue: %d %s", resp.Code, resp.Remark)
 	}
@@ -409,8 +409,13 @@ func TestPullFiltersWithTheHeartbeatSubscription(t *testing.T) {
 	}
 	cb.waitQueue(t, "T", 0, 6)
 	// No heartbeat yet: a push consumer's pull (no subscription) is not
-	// filtered; the client filters by tag itself.
-	resp := cb.invoke(t, rmq.PullMessage, pullExt("CG", "T", 0, 0), nil)
+	// filtered (the client filters by tag itself), nor held.
+	noSub := []string{"sysFlag", "2", "subscription", ""}
+	start := time.Now()
+	if resp := cb.invoke(t, rmq.PullMessage, pullExt("CG", "T", 0, 6, noSub...), nil); resp.Code != rmq.PullNotFound || time.Since(start) > 10*time.Second {
+		t.Fatalf("a filterless pull at the end before any heartbeat: code %d after %v; want PULL_NOT_FOUND at once (not held 20 s)", resp.Code, time.Since(start))
+	}
+	resp := cb.invoke(t, rmq.PullMessage, pullExt("CG", "T", 0, 0, noSub...), nil)
 	if got := pulledTags(decodePullBody(t, resp.Body)); len(got) != 6 {
 		t.Fatalf("unfiltered pull: %v", got)
 	}
@@ -421,7 +426,7 @@ func TestPullFiltersWithTheHeartbeatSubscription(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	resp = cb.invoke(t, rmq.PullMessage, pullExt("CG", "T", 0, 0), nil)
+	resp = cb.invoke(t, rmq.PullMessage, pullExt("CG", "T", 0, 0, noSub...), nil)
 	if got := strings.Join(pulledTags(decodePullBody(t, resp.Body)), ","); got != "TagA,TagC,TagA,TagC" {
 		t.Fatalf("pull filtered by the heartbeat: %s", got)
 	}
@@ -458,12 +463,12 @@ func TestPullCommitsTheOffsetItCarries(t *testing.T) {
 		t.Fatalf("offset %d stored without the commit bit", off)
 	}
 	// With it (sysFlag 3, the push consumer's), it is.
-	cb.invoke(t, rmq.PullMessage, pullExt("CG", "T", 0, 2, "sysFlag", "3", "commitOffset", "2"), nil)
+	cb.invoke(t, rmq.PullMessage, pullExt("CG", "T", 0, 2, "sysFlag", "7", "commitOffset", "2"), nil)
 	if off, _ := cb.b.QueryOffset("CG", "T", 0); off != 2 {
 		t.Fatalf("offset %d after a pull committing 2", off)
 	}
 	// Negative offsets are ignored.
-	cb.invoke(t, rmq.PullMessage, pullExt("CG", "T", 0, 2, "sysFlag", "3", "commitOffset", "-1"), nil)
+	cb.invoke(t, rmq.PullMessage, pullExt("CG", "T", 0, 2, "sysFlag", "7", "commitOffset", "-1"), nil)
 	if off, _ := cb.b.QueryOffset("CG", "T", 0); off != 2 {
 		t.Fatalf("offset %d after a pull committing -1", off)
 	}
@@ -519,7 +524,7 @@ func TestPullFromSlave(t *testing.T) {
 	})
 	// A slave serves reads, read-only: the offset a pull carries is the
 	// master's business, and the client is sent back to the master (id 0).
-	resp := sb.invoke(t, rmq.PullMessage, pullExt("CG", "T", 0, 0, "sysFlag", "3", "commitOffset", "2"), nil)
+	resp := sb.invoke(t, rmq.PullMessage, pullExt("CG", "T", 0, 0, "sysFlag", "7", "commitOffset", "2"), nil)
 	if resp.Code != rmq.Success {
 		t.Fatalf("pull from the slave: %d %s", resp.Code, resp.Remark)
 	}
