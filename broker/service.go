@@ -118,8 +118,9 @@ func (b *Broker) send(ctx context.Context, msgs []*message.Ext) ([]store.PutResu
 		// (A consumer that cannot send a message back resends it to the
 		// retry topic itself, with its id, once per failed attempt: those
 		// repeats are not a producer's.)
-		if tc, _ := b.topics.get(first.Topic); b.dedupWindowOf(tc) > 0 {
-			return b.sendDeduplicated(ctx, msgs, b.dedupWindowOf(tc), func(fresh []*message.Ext) ([]store.PutResult, error) {
+		tc, _ := b.topics.get(first.Topic)
+		if window := b.dedupWindowOf(tc); window > 0 {
+			return b.sendDeduplicated(ctx, msgs, window, func(fresh []*message.Ext) ([]store.PutResult, error) {
 				return b.rewriteAndPut(ctx, fresh)
 			})
 		}

@@ -79,64 +79,39 @@ func (s *Service) ReceiveMessage(req *v2.ReceiveMessageRequest, stream grpc.Serv
 	return nil
 }
 
-// popMatching pops the messages of a receive and converts them. The core
-// filters by tag hash code; a message whose tag only shares its hash with
-// a subscribed one is not the group's: it is acknowledged unseen, as
-// Apache's proxy does (PopMessageResultFilterImpl NO_MATCH), and the poll
-// goes on for the time left. A non-nil status is the answer when no
+// popMatching pops the messages of a receive and converts them (the core
+// matches tags exactly and evaluates SQL92 conditions, so every message it
+// hands out is the group's). A non-nil status is the answer when no
 // message is to be written.
 func (s *Service) popMatching(ctx context.Context, pr broker.PopRequest, topic *v2.Resource) ([]*v2.Message, []broker.PoppedMessage, *v2.Status) {
-	// An SQL92 condition is evaluated whole by the core; a tag expression
-	// is checked again here.
-	matchTag := func(string) bool { return true }
-	if pr.ExpressionType != broker.ExprSQL92 {
-		te, _ := message.ParseTagExpression(pr.TagExpression) // checked by popRequest
-		matchTag = te.Match
+	popped, err := s.b.Pop(ctx, pr)
+	if err != nil {
+		return nil, nil, statusOf(err)
 	}
-	pollEnd := time.Now().Add(pr.PollTimeout)
-	for {
-		popped, err := s.b.Pop(ctx, pr)
+	if len(popped) == 0 {
+		return nil, nil, &v2.Status{Code: v2.Code_MESSAGE_NOT_FOUND, Message: "no new message"}
+	}
+	msgs := make([]*v2.Message, 0, len(popped))
+	sendable := make([]broker.PoppedMessage, 0, len(popped))
+	for _, pm := range popped {
+		m, err := poppedMessage(topic, pm)
 		if err != nil {
-			return nil, nil, statusOf(err)
+			// A record that cannot be read goes back with the group's
+			// backoff; after the maximum attempts the core moves it to the
+			// dead letter queue.
+			s.log.Error("receive: popped message unreadable", zap.String("group", pr.Group),
+				zap.String("topic", pr.Topic), zap.Int32("queue", pm.QueueID),
+				zap.Int64("offset", pm.QueueOffset), zap.Error(err))
+			s.nackUnsent(ctx, pr, []broker.PoppedMessage{pm}, false)
+			continue
 		}
-		if len(popped) == 0 {
-			return nil, nil, &v2.Status{Code: v2.Code_MESSAGE_NOT_FOUND, Message: "no new message"}
-		}
-		msgs := make([]*v2.Message, 0, len(popped))
-		sendable := make([]broker.PoppedMessage, 0, len(popped))
-		unreadable := 0
-		for _, pm := range popped {
-			m, err := poppedMessage(topic, pm)
-			if err != nil {
-				// A record that cannot be read goes back with the group's
-				// backoff; after the maximum attempts the core moves it to
-				// the dead letter queue.
-				s.log.Error("receive: popped message unreadable", zap.String("group", pr.Group),
-					zap.String("topic", pr.Topic), zap.Int32("queue", pm.QueueID),
-					zap.Int64("offset", pm.QueueOffset), zap.Error(err))
-				s.nackUnsent(ctx, pr, []broker.PoppedMessage{pm}, false)
-				unreadable++
-				continue
-			}
-			if !matchTag(m.GetSystemProperties().GetTag()) {
-				s.ackUnmatched(ctx, pr, pm)
-				continue
-			}
-			msgs = append(msgs, m)
-			sendable = append(sendable, pm)
-		}
-		switch {
-		case len(msgs) > 0:
-			return msgs, sendable, nil
-		case unreadable > 0:
-			return nil, nil, &v2.Status{Code: v2.Code_INTERNAL_SERVER_ERROR, Message: "popped messages could not be read"}
-		}
-		left := time.Until(pollEnd)
-		if left <= 0 {
-			return nil, nil, &v2.Status{Code: v2.Code_MESSAGE_NOT_FOUND, Message: "no matched message"}
-		}
-		pr.PollTimeout = left
+		msgs = append(msgs, m)
+		sendable = append(sendable, pm)
 	}
+	if len(msgs) == 0 {
+		return nil, nil, &v2.Status{Code: v2.Code_INTERNAL_SERVER_ERROR, Message: "popped messages could not be read"}
+	}
+	return msgs, sendable, nil
 }
 
 // endReceive writes a receive's status and its closing delivery timestamp.
@@ -174,18 +149,6 @@ func (s *Service) nackUnsent(ctx context.Context, pr broker.PopRequest, pms []br
 				zap.String("group", pr.Group), zap.String("topic", pr.Topic), zap.Int32("queue", pm.QueueID),
 				zap.Int64("offset", pm.QueueOffset), zap.Error(err))
 		}
-	}
-}
-
-// ackUnmatched acknowledges a popped message the subscription does not
-// match (its tag only shares a hash code with a subscribed one).
-func (s *Service) ackUnmatched(ctx context.Context, pr broker.PopRequest, pm broker.PoppedMessage) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	defer cancel()
-	if err := s.b.PopAck(ctx, pr.Group, pr.Topic, pm.Handle); err != nil {
-		s.log.Warn("receive: message of an unsubscribed tag not acknowledged; it will be popped again",
-			zap.String("group", pr.Group), zap.String("topic", pr.Topic), zap.Int32("queue", pm.QueueID),
-			zap.Int64("offset", pm.QueueOffset), zap.Error(err))
 	}
 }
 
