@@ -71,6 +71,14 @@ const (
 	// of another group; an invisible duration out of range.
 	Code_INVALID_RECEIPT_HANDLE Code = 1300
 	Code_ILLEGAL_INVISIBLE_TIME Code = 1301
+	// Controller (automatic failover): the controller asked is not the Raft
+	// leader (retry with the leader, which the message names when known); a
+	// request carrying a master epoch or sync state set epoch older than the
+	// committed one (a deposed master); no replica of the group can be
+	// elected (none alive in the sync state set and unclean election off).
+	Code_CONTROLLER_NOT_LEADER           Code = 1400
+	Code_CONTROLLER_FENCED               Code = 1401
+	Code_CONTROLLER_MASTER_NOT_AVAILABLE Code = 1402
 )
 
 // Enum value maps for Code.
@@ -112,44 +120,50 @@ var (
 		1201: "TRANSACTION_NOT_FOUND",
 		1300: "INVALID_RECEIPT_HANDLE",
 		1301: "ILLEGAL_INVISIBLE_TIME",
+		1400: "CONTROLLER_NOT_LEADER",
+		1401: "CONTROLLER_FENCED",
+		1402: "CONTROLLER_MASTER_NOT_AVAILABLE",
 	}
 	Code_value = map[string]int32{
-		"OK":                           0,
-		"SYSTEM_ERROR":                 1,
-		"SYSTEM_BUSY":                  2,
-		"REQUEST_NOT_SUPPORTED":        3,
-		"FLUSH_DISK_TIMEOUT":           10,
-		"SLAVE_NOT_AVAILABLE":          11,
-		"FLUSH_SLAVE_TIMEOUT":          12,
-		"MESSAGE_ILLEGAL":              13,
-		"SERVICE_NOT_AVAILABLE":        14,
-		"NO_PERMISSION":                16,
-		"TOPIC_NOT_EXIST":              17,
-		"TOPIC_EXIST_ALREADY":          18,
-		"PULL_NOT_FOUND":               19,
-		"PULL_RETRY_IMMEDIATELY":       20,
-		"PULL_OFFSET_MOVED":            21,
-		"QUERY_NOT_FOUND":              22,
-		"SUBSCRIPTION_PARSE_FAILED":    23,
-		"SUBSCRIPTION_GROUP_NOT_EXIST": 26,
-		"INVALID_PARAMETER":            29,
-		"BROKER_NOT_EXIST":             211,
-		"MESSAGE_TOO_LARGE":            1000,
-		"ILLEGAL_TOPIC":                1001,
-		"ILLEGAL_GROUP":                1002,
-		"PROPERTIES_TOO_LARGE":         1003,
-		"DISK_FULL":                    1004,
-		"NOT_MASTER":                   1005,
-		"IN_SYNC_REPLICAS_NOT_ENOUGH":  1006,
-		"SHUTTING_DOWN":                1007,
-		"TIMEOUT":                      1008,
-		"LOCK_NOT_HELD":                1009,
-		"ILLEGAL_DELIVERY_TIME":        1100,
-		"DELAY_ALREADY_DELIVERED":      1101,
-		"TRANSACTION_STATE_CONFLICT":   1200,
-		"TRANSACTION_NOT_FOUND":        1201,
-		"INVALID_RECEIPT_HANDLE":       1300,
-		"ILLEGAL_INVISIBLE_TIME":       1301,
+		"OK":                              0,
+		"SYSTEM_ERROR":                    1,
+		"SYSTEM_BUSY":                     2,
+		"REQUEST_NOT_SUPPORTED":           3,
+		"FLUSH_DISK_TIMEOUT":              10,
+		"SLAVE_NOT_AVAILABLE":             11,
+		"FLUSH_SLAVE_TIMEOUT":             12,
+		"MESSAGE_ILLEGAL":                 13,
+		"SERVICE_NOT_AVAILABLE":           14,
+		"NO_PERMISSION":                   16,
+		"TOPIC_NOT_EXIST":                 17,
+		"TOPIC_EXIST_ALREADY":             18,
+		"PULL_NOT_FOUND":                  19,
+		"PULL_RETRY_IMMEDIATELY":          20,
+		"PULL_OFFSET_MOVED":               21,
+		"QUERY_NOT_FOUND":                 22,
+		"SUBSCRIPTION_PARSE_FAILED":       23,
+		"SUBSCRIPTION_GROUP_NOT_EXIST":    26,
+		"INVALID_PARAMETER":               29,
+		"BROKER_NOT_EXIST":                211,
+		"MESSAGE_TOO_LARGE":               1000,
+		"ILLEGAL_TOPIC":                   1001,
+		"ILLEGAL_GROUP":                   1002,
+		"PROPERTIES_TOO_LARGE":            1003,
+		"DISK_FULL":                       1004,
+		"NOT_MASTER":                      1005,
+		"IN_SYNC_REPLICAS_NOT_ENOUGH":     1006,
+		"SHUTTING_DOWN":                   1007,
+		"TIMEOUT":                         1008,
+		"LOCK_NOT_HELD":                   1009,
+		"ILLEGAL_DELIVERY_TIME":           1100,
+		"DELAY_ALREADY_DELIVERED":         1101,
+		"TRANSACTION_STATE_CONFLICT":      1200,
+		"TRANSACTION_NOT_FOUND":           1201,
+		"INVALID_RECEIPT_HANDLE":          1300,
+		"ILLEGAL_INVISIBLE_TIME":          1301,
+		"CONTROLLER_NOT_LEADER":           1400,
+		"CONTROLLER_FENCED":               1401,
+		"CONTROLLER_MASTER_NOT_AVAILABLE": 1402,
 	}
 )
 
@@ -530,7 +544,7 @@ const file_bolide_v1_common_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"E\n" +
 	"\vDataVersion\x12\x1c\n" +
 	"\ttimestamp\x18\x01 \x01(\x03R\ttimestamp\x12\x18\n" +
-	"\acounter\x18\x02 \x01(\x03R\acounter*\xd7\x06\n" +
+	"\acounter\x18\x02 \x01(\x03R\acounter*\xb1\a\n" +
 	"\x04Code\x12\x06\n" +
 	"\x02OK\x10\x00\x12\x10\n" +
 	"\fSYSTEM_ERROR\x10\x01\x12\x0f\n" +
@@ -571,6 +585,12 @@ const file_bolide_v1_common_proto_rawDesc = "" +
 	"\x16INVALID_RECEIPT_HANDLE\x10\x94\n" +
 	"\x12\x1b\n" +
 	"\x16ILLEGAL_INVISIBLE_TIME\x10\x95\n" +
+	"\x12\x1a\n" +
+	"\x15CONTROLLER_NOT_LEADER\x10\xf8\n" +
+	"\x12\x16\n" +
+	"\x11CONTROLLER_FENCED\x10\xf9\n" +
+	"\x12$\n" +
+	"\x1fCONTROLLER_MASTER_NOT_AVAILABLE\x10\xfa\n" +
 	"B5Z3github.com/bolide-mq/bolide/proto/bolidev1;bolidev1b\x06proto3"
 
 var (

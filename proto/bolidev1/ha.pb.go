@@ -693,8 +693,21 @@ type ReplicationInfo struct {
 	MetadataError      string `protobuf:"bytes,16,opt,name=metadata_error,json=metadataError,proto3" json:"metadata_error,omitempty"`
 	// commit_log_max_offset is this broker's own CommitLog end.
 	CommitLogMaxOffset int64 `protobuf:"varint,17,opt,name=commit_log_max_offset,json=commitLogMaxOffset,proto3" json:"commit_log_max_offset,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Controller mode (automatic failover): the broker's permanent replica
+	// id, the group's sync state set and its epoch as last learned from the
+	// controller, the write lease left (masters), the controller leader's
+	// id, the offset the whole sync state set acknowledged (masters) and
+	// the broker's epoch entries.
+	ControllerMode    bool          `protobuf:"varint,18,opt,name=controller_mode,json=controllerMode,proto3" json:"controller_mode,omitempty"`
+	ReplicaId         int64         `protobuf:"varint,19,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	SyncStateSet      []int64       `protobuf:"varint,20,rep,packed,name=sync_state_set,json=syncStateSet,proto3" json:"sync_state_set,omitempty"`
+	SyncStateSetEpoch int64         `protobuf:"varint,21,opt,name=sync_state_set_epoch,json=syncStateSetEpoch,proto3" json:"sync_state_set_epoch,omitempty"`
+	LeaseRemainingMs  int64         `protobuf:"varint,22,opt,name=lease_remaining_ms,json=leaseRemainingMs,proto3" json:"lease_remaining_ms,omitempty"`
+	ControllerLeader  string        `protobuf:"bytes,23,opt,name=controller_leader,json=controllerLeader,proto3" json:"controller_leader,omitempty"`
+	ConfirmOffset     int64         `protobuf:"varint,24,opt,name=confirm_offset,json=confirmOffset,proto3" json:"confirm_offset,omitempty"`
+	Epochs            []*EpochEntry `protobuf:"bytes,25,rep,name=epochs,proto3" json:"epochs,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ReplicationInfo) Reset() {
@@ -846,6 +859,116 @@ func (x *ReplicationInfo) GetCommitLogMaxOffset() int64 {
 	return 0
 }
 
+func (x *ReplicationInfo) GetControllerMode() bool {
+	if x != nil {
+		return x.ControllerMode
+	}
+	return false
+}
+
+func (x *ReplicationInfo) GetReplicaId() int64 {
+	if x != nil {
+		return x.ReplicaId
+	}
+	return 0
+}
+
+func (x *ReplicationInfo) GetSyncStateSet() []int64 {
+	if x != nil {
+		return x.SyncStateSet
+	}
+	return nil
+}
+
+func (x *ReplicationInfo) GetSyncStateSetEpoch() int64 {
+	if x != nil {
+		return x.SyncStateSetEpoch
+	}
+	return 0
+}
+
+func (x *ReplicationInfo) GetLeaseRemainingMs() int64 {
+	if x != nil {
+		return x.LeaseRemainingMs
+	}
+	return 0
+}
+
+func (x *ReplicationInfo) GetControllerLeader() string {
+	if x != nil {
+		return x.ControllerLeader
+	}
+	return ""
+}
+
+func (x *ReplicationInfo) GetConfirmOffset() int64 {
+	if x != nil {
+		return x.ConfirmOffset
+	}
+	return 0
+}
+
+func (x *ReplicationInfo) GetEpochs() []*EpochEntry {
+	if x != nil {
+		return x.Epochs
+	}
+	return nil
+}
+
+// EpochEntry: the bytes from start_offset on were written by the master of
+// epoch (package ha).
+type EpochEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Epoch         int64                  `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	StartOffset   int64                  `protobuf:"varint,2,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EpochEntry) Reset() {
+	*x = EpochEntry{}
+	mi := &file_bolide_v1_ha_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EpochEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EpochEntry) ProtoMessage() {}
+
+func (x *EpochEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_bolide_v1_ha_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EpochEntry.ProtoReflect.Descriptor instead.
+func (*EpochEntry) Descriptor() ([]byte, []int) {
+	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *EpochEntry) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *EpochEntry) GetStartOffset() int64 {
+	if x != nil {
+		return x.StartOffset
+	}
+	return 0
+}
+
 var File_bolide_v1_ha_proto protoreflect.FileDescriptor
 
 const file_bolide_v1_ha_proto_rawDesc = "" +
@@ -908,7 +1031,7 @@ const file_bolide_v1_ha_proto_rawDesc = "" +
 	"\x06lag_ms\x18\x06 \x01(\x03R\x05lagMs\x12\x17\n" +
 	"\ain_sync\x18\a \x01(\bR\x06inSync\x12\"\n" +
 	"\rlast_heard_ms\x18\b \x01(\x03R\vlastHeardMs\x12&\n" +
-	"\x0fconnected_at_ms\x18\t \x01(\x03R\rconnectedAtMs\"\xd8\x04\n" +
+	"\x0fconnected_at_ms\x18\t \x01(\x03R\rconnectedAtMs\"\xa8\a\n" +
 	"\x0fReplicationInfo\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x14\n" +
@@ -929,7 +1052,20 @@ const file_bolide_v1_ha_proto_rawDesc = "" +
 	"last_error\x18\x0e \x01(\tR\tlastError\x121\n" +
 	"\x15last_metadata_sync_ms\x18\x0f \x01(\x03R\x12lastMetadataSyncMs\x12%\n" +
 	"\x0emetadata_error\x18\x10 \x01(\tR\rmetadataError\x121\n" +
-	"\x15commit_log_max_offset\x18\x11 \x01(\x03R\x12commitLogMaxOffset2\xfa\x01\n" +
+	"\x15commit_log_max_offset\x18\x11 \x01(\x03R\x12commitLogMaxOffset\x12'\n" +
+	"\x0fcontroller_mode\x18\x12 \x01(\bR\x0econtrollerMode\x12\x1d\n" +
+	"\n" +
+	"replica_id\x18\x13 \x01(\x03R\treplicaId\x12$\n" +
+	"\x0esync_state_set\x18\x14 \x03(\x03R\fsyncStateSet\x12/\n" +
+	"\x14sync_state_set_epoch\x18\x15 \x01(\x03R\x11syncStateSetEpoch\x12,\n" +
+	"\x12lease_remaining_ms\x18\x16 \x01(\x03R\x10leaseRemainingMs\x12+\n" +
+	"\x11controller_leader\x18\x17 \x01(\tR\x10controllerLeader\x12%\n" +
+	"\x0econfirm_offset\x18\x18 \x01(\x03R\rconfirmOffset\x12-\n" +
+	"\x06epochs\x18\x19 \x03(\v2\x15.bolide.v1.EpochEntryR\x06epochs\"E\n" +
+	"\n" +
+	"EpochEntry\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x03R\x05epoch\x12!\n" +
+	"\fstart_offset\x18\x02 \x01(\x03R\vstartOffset2\xfa\x01\n" +
 	"\bBrokerHA\x12L\n" +
 	"\vGetMetadata\x12\x1d.bolide.v1.GetMetadataRequest\x1a\x1e.bolide.v1.GetMetadataResponse\x12@\n" +
 	"\aPromote\x12\x19.bolide.v1.PromoteRequest\x1a\x1a.bolide.v1.PromoteResponse\x12^\n" +
@@ -947,7 +1083,7 @@ func file_bolide_v1_ha_proto_rawDescGZIP() []byte {
 	return file_bolide_v1_ha_proto_rawDescData
 }
 
-var file_bolide_v1_ha_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_bolide_v1_ha_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_bolide_v1_ha_proto_goTypes = []any{
 	(*GroupOffsets)(nil),              // 0: bolide.v1.GroupOffsets
 	(*GetMetadataRequest)(nil),        // 1: bolide.v1.GetMetadataRequest
@@ -959,39 +1095,41 @@ var file_bolide_v1_ha_proto_goTypes = []any{
 	(*ReplicationStatusResponse)(nil), // 7: bolide.v1.ReplicationStatusResponse
 	(*SlaveInfo)(nil),                 // 8: bolide.v1.SlaveInfo
 	(*ReplicationInfo)(nil),           // 9: bolide.v1.ReplicationInfo
-	nil,                               // 10: bolide.v1.GroupOffsets.OffsetsEntry
-	nil,                               // 11: bolide.v1.GetMetadataResponse.DelayOffsetsEntry
-	(*Status)(nil),                    // 12: bolide.v1.Status
-	(*TopicConfig)(nil),               // 13: bolide.v1.TopicConfig
-	(*DataVersion)(nil),               // 14: bolide.v1.DataVersion
-	(*SubscriptionGroupConfig)(nil),   // 15: bolide.v1.SubscriptionGroupConfig
+	(*EpochEntry)(nil),                // 10: bolide.v1.EpochEntry
+	nil,                               // 11: bolide.v1.GroupOffsets.OffsetsEntry
+	nil,                               // 12: bolide.v1.GetMetadataResponse.DelayOffsetsEntry
+	(*Status)(nil),                    // 13: bolide.v1.Status
+	(*TopicConfig)(nil),               // 14: bolide.v1.TopicConfig
+	(*DataVersion)(nil),               // 15: bolide.v1.DataVersion
+	(*SubscriptionGroupConfig)(nil),   // 16: bolide.v1.SubscriptionGroupConfig
 }
 var file_bolide_v1_ha_proto_depIdxs = []int32{
-	10, // 0: bolide.v1.GroupOffsets.offsets:type_name -> bolide.v1.GroupOffsets.OffsetsEntry
+	11, // 0: bolide.v1.GroupOffsets.offsets:type_name -> bolide.v1.GroupOffsets.OffsetsEntry
 	0,  // 1: bolide.v1.GetMetadataRequest.local_offsets:type_name -> bolide.v1.GroupOffsets
-	12, // 2: bolide.v1.GetMetadataResponse.status:type_name -> bolide.v1.Status
-	13, // 3: bolide.v1.GetMetadataResponse.topics:type_name -> bolide.v1.TopicConfig
-	14, // 4: bolide.v1.GetMetadataResponse.data_version:type_name -> bolide.v1.DataVersion
+	13, // 2: bolide.v1.GetMetadataResponse.status:type_name -> bolide.v1.Status
+	14, // 3: bolide.v1.GetMetadataResponse.topics:type_name -> bolide.v1.TopicConfig
+	15, // 4: bolide.v1.GetMetadataResponse.data_version:type_name -> bolide.v1.DataVersion
 	0,  // 5: bolide.v1.GetMetadataResponse.offsets:type_name -> bolide.v1.GroupOffsets
-	11, // 6: bolide.v1.GetMetadataResponse.delay_offsets:type_name -> bolide.v1.GetMetadataResponse.DelayOffsetsEntry
+	12, // 6: bolide.v1.GetMetadataResponse.delay_offsets:type_name -> bolide.v1.GetMetadataResponse.DelayOffsetsEntry
 	3,  // 7: bolide.v1.GetMetadataResponse.timer_progress:type_name -> bolide.v1.TimerProgress
-	15, // 8: bolide.v1.GetMetadataResponse.groups:type_name -> bolide.v1.SubscriptionGroupConfig
-	14, // 9: bolide.v1.GetMetadataResponse.group_version:type_name -> bolide.v1.DataVersion
-	12, // 10: bolide.v1.PromoteResponse.status:type_name -> bolide.v1.Status
-	12, // 11: bolide.v1.ReplicationStatusResponse.status:type_name -> bolide.v1.Status
+	16, // 8: bolide.v1.GetMetadataResponse.groups:type_name -> bolide.v1.SubscriptionGroupConfig
+	15, // 9: bolide.v1.GetMetadataResponse.group_version:type_name -> bolide.v1.DataVersion
+	13, // 10: bolide.v1.PromoteResponse.status:type_name -> bolide.v1.Status
+	13, // 11: bolide.v1.ReplicationStatusResponse.status:type_name -> bolide.v1.Status
 	9,  // 12: bolide.v1.ReplicationStatusResponse.replication:type_name -> bolide.v1.ReplicationInfo
 	8,  // 13: bolide.v1.ReplicationInfo.slaves:type_name -> bolide.v1.SlaveInfo
-	1,  // 14: bolide.v1.BrokerHA.GetMetadata:input_type -> bolide.v1.GetMetadataRequest
-	4,  // 15: bolide.v1.BrokerHA.Promote:input_type -> bolide.v1.PromoteRequest
-	6,  // 16: bolide.v1.BrokerHA.ReplicationStatus:input_type -> bolide.v1.ReplicationStatusRequest
-	2,  // 17: bolide.v1.BrokerHA.GetMetadata:output_type -> bolide.v1.GetMetadataResponse
-	5,  // 18: bolide.v1.BrokerHA.Promote:output_type -> bolide.v1.PromoteResponse
-	7,  // 19: bolide.v1.BrokerHA.ReplicationStatus:output_type -> bolide.v1.ReplicationStatusResponse
-	17, // [17:20] is the sub-list for method output_type
-	14, // [14:17] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	10, // 14: bolide.v1.ReplicationInfo.epochs:type_name -> bolide.v1.EpochEntry
+	1,  // 15: bolide.v1.BrokerHA.GetMetadata:input_type -> bolide.v1.GetMetadataRequest
+	4,  // 16: bolide.v1.BrokerHA.Promote:input_type -> bolide.v1.PromoteRequest
+	6,  // 17: bolide.v1.BrokerHA.ReplicationStatus:input_type -> bolide.v1.ReplicationStatusRequest
+	2,  // 18: bolide.v1.BrokerHA.GetMetadata:output_type -> bolide.v1.GetMetadataResponse
+	5,  // 19: bolide.v1.BrokerHA.Promote:output_type -> bolide.v1.PromoteResponse
+	7,  // 20: bolide.v1.BrokerHA.ReplicationStatus:output_type -> bolide.v1.ReplicationStatusResponse
+	18, // [18:21] is the sub-list for method output_type
+	15, // [15:18] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_bolide_v1_ha_proto_init() }
@@ -1007,7 +1145,7 @@ func file_bolide_v1_ha_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bolide_v1_ha_proto_rawDesc), len(file_bolide_v1_ha_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
