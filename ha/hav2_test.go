@@ -570,3 +570,74 @@ func TestBackoff(t *testing.T) {
 		t.Fatalf("reset left %v", b.cur)
 	}
 }
+
+// FuzzHandshake: whatever HELLO arrives, the master either refuses it,
+// streams from a point inside its log where the slave's log ends, or (to a
+// version 2 slave only) tells it to truncate below its end at a point the
+// master still holds.
+func FuzzHandshake(f *testing.F) {
+	old, cur, p, oldE, curE := forkedLogs(40, 30, 25)
+	cur.dropBefore(testSeg) // a minimum offset above 0, below the fork
+	if cur.MinOffset() == 0 || cur.MinOffset() >= p {
+		f.Fatalf("minimum %d, fork %d", cur.MinOffset(), p)
+	}
+	if d := (&Server{opts: srv0(curE), src: cur}).handshake(func() Hello {
+		fr, _ := ReadFrame(bytes.NewReader(helloBytes(f, old, 2, oldE)), 1, nil)
+		return fr.Hello
+	}()); d.truncate == nil || d.truncate.Fork != p {
+		f.Fatalf("the seed of a slave with a tail gets %+v", d)
+	}
+	srv := &Server{opts: srv0(curE), src: cur}
+	helloOf := func(l *memLog, v uint16, e []EpochEntry) []byte { return helloBytes(f, l, v, e) }
+	prefix := cur.clone()
+	if err := prefix.truncate(p); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(helloOf(old, 2, oldE))
+	f.Add(helloOf(old, 1, nil))
+	f.Add(helloOf(prefix, 2, oldE))
+	f.Add(helloOf(cur, 2, curE))
+	f.Add(helloOf(newMemLog(testSeg), 2, nil))
+	f.Add(helloOf(old, 2, []EpochEntry{{1, 0}, {2, p}, {3, p + 10}}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr, err := ReadFrame(bytes.NewReader(b), 1, nil)
+		if err != nil || fr.Kind != KindHello {
+			return
+		}
+		h := fr.Hello
+		d := srv.handshake(h)
+		minOff, committed := cur.MinOffset(), cur.CommittedOffset()
+		switch {
+		case d.refuse != nil:
+			if d.truncate != nil {
+				t.Fatalf("refused and truncated: %+v", d)
+			}
+		case d.truncate != nil:
+			tr := *d.truncate
+			if h.Version < Version2 || tr.Fork < minOff || tr.Fork >= h.MaxOffset || tr.Fork > committed || tr.Epoch != 2 {
+				t.Fatalf("TRUNCATE %+v for %+v (master %d..%d)", tr, h, minOff, committed)
+			}
+		default:
+			if d.start < minOff || d.start > committed || (h.MaxOffset != 0 && d.start != h.MaxOffset) {
+				t.Fatalf("start %d for %+v (master %d..%d)", d.start, h, minOff, committed)
+			}
+		}
+	})
+}
+
+// srv0 is a master's options with epoch 2 and entries e.
+func srv0(e []EpochEntry) ServerOptions {
+	o := fastServerOptions("b")
+	o.Epoch = constEpoch(2)
+	o.Epochs = epochsFn(e)
+	return o
+}
+
+// helloBytes encodes the HELLO of a slave holding l.
+func helloBytes(t testing.TB, l *memLog, v uint16, e []EpochEntry) []byte {
+	h := Hello{Version: v, BrokerName: "b", BrokerID: 1, MaxOffset: l.MaxOffset(), LastStart: -1, Epochs: e}
+	if r, ok, _ := l.LastRecord(); ok {
+		h.LastStart, h.LastSize, h.LastChecksum = r.Offset, r.Size, r.Checksum
+	}
+	return mustHello(t, h)
+}
