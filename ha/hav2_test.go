@@ -641,3 +641,105 @@ func helloBytes(t testing.TB, l *memLog, v uint16, e []EpochEntry) []byte {
 	}
 	return mustHello(t, h)
 }
+
+// TestFailoverCycle plays a failover with three replicas through the ha
+// package alone: A is master of epoch 1 with slaves B and C; B stops
+// first, C later, and A writes a tail neither has. B becomes master of
+// epoch 2 at its end; C (ahead of B) re-attaches to it with Reconnect and
+// is told to truncate, and A rejoins as B's slave and is too. All three
+// end byte-identical, with B's epoch entries, and B's sync waits follow
+// the slaves it lists.
+func TestFailoverCycle(t *testing.T) {
+	a := newReplica(newMemLog(testSeg), []EpochEntry{{1, 0}})
+	b := newReplica(newMemLog(testSeg), nil)
+	c := newReplica(newMemLog(testSeg), nil)
+	var epochA atomic.Int64
+	epochA.Store(1)
+	oa := fastServerOptions("b")
+	oa.Epoch, oa.Epochs = epochA.Load, a.epochs.get
+	sa := startServer(t, oa, a.log)
+
+	var addrB, addrC atomic.Value
+	addrB.Store(sa.Addr())
+	addrC.Store(sa.Addr())
+	var minEpoch atomic.Int64
+	minEpoch.Store(1)
+	ob := b.options(func() string { return addrB.Load().(string) }, minEpoch.Load)
+	ob.BrokerID = 2
+	oc := c.options(func() string { return addrC.Load().(string) }, minEpoch.Load)
+	oc.BrokerID = 3
+	clB := startClient(t, ob, b.log)
+	clC := startClient(t, oc, c.log)
+	for i := 0; i < 30; i++ {
+		a.log.append(1500+i*71%1500, byte(i))
+	}
+	end := a.log.MaxOffset()
+	if err := sa.WaitReplicatedBy(context.Background(), end, func() []int64 { return []int64{2, 3} }, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	detach := func(cl *Client, addr *atomic.Value) {
+		addr.Store("")
+		cl.Reconnect()
+		waitFor(t, 5*time.Second, "idle", func() error {
+			if st := cl.Status(); st.State != StateIdle {
+				return fmt.Errorf("%+v", st)
+			}
+			return nil
+		})
+	}
+	detach(clB, &addrB)
+	for i := 0; i < 5; i++ {
+		a.log.append(2000, 'c') // C gets these, B does not
+	}
+	waitFor(t, 5*time.Second, "C caught up", caughtUp(a.log, c.log))
+	detach(clC, &addrC)
+	for i := 0; i < 5; i++ {
+		a.log.append(2500, 'a') // nobody gets these
+	}
+	_ = sa.Close()
+	if !(b.log.MaxOffset() < c.log.MaxOffset() && c.log.MaxOffset() < a.log.MaxOffset()) {
+		t.Fatalf("ends: A %d, B %d, C %d", a.log.MaxOffset(), b.log.MaxOffset(), c.log.MaxOffset())
+	}
+
+	// B becomes master of epoch 2 at its end.
+	if err := clB.Close(); err != nil {
+		t.Fatal(err)
+	}
+	forkAt := b.log.MaxOffset()
+	b.epochs.set(append(b.epochs.get(), EpochEntry{Epoch: 2, Start: forkAt}))
+	var epochB atomic.Int64
+	epochB.Store(2)
+	minEpoch.Store(2)
+	obs := fastServerOptions("b")
+	obs.Epoch, obs.Epochs = epochB.Load, b.epochs.get
+	sb := startServer(t, obs, b.log)
+	for i := 0; i < 10; i++ {
+		b.log.append(1800, 'B')
+	}
+	// C re-attaches at once.
+	addrC.Store(sb.Addr())
+	clC.Reconnect()
+	// A rejoins as a slave of B.
+	oa2 := a.options(sb.Addr, minEpoch.Load)
+	oa2.BrokerID = 1
+	startClient(t, oa2, a.log)
+
+	end = b.log.MaxOffset()
+	if err := sb.WaitReplicatedBy(context.Background(), end, func() []int64 { return []int64{1, 3} }, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range map[string]*replica{"A": a, "C": c} {
+		if !bytes.Equal(b.log.bytes(), r.log.bytes()) {
+			t.Fatalf("%s's log differs from the new master's", name)
+		}
+		if n, f := r.truncates.Load(), r.lastFork.Load(); n != 1 || f != forkAt {
+			t.Fatalf("%s: %d truncations, last at %d; want 1 at %d", name, n, f, forkAt)
+		}
+		if got, want := r.epochs.get(), b.epochs.get(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s's entries %v, want %v", name, got, want)
+		}
+	}
+	if got := sb.AckedBy([]int64{1, 3}); got != end {
+		t.Fatalf("AckedBy = %d, want %d", got, end)
+	}
+}
