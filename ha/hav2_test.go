@@ -569,6 +569,16 @@ func TestBackoff(t *testing.T) {
 	if b.cur != b.min {
 		t.Fatalf("reset left %v", b.cur)
 	}
+	for err, want := range map[error]bool{
+		Refuse{Code: RefuseNotMaster}:                   true,
+		fmt.Errorf("x: %w", errEpoch{epoch: 1, min: 2}): true,
+		Refuse{Code: RefuseInternal}:                    false,
+		errors.New("connection refused"):                false,
+	} {
+		if transient(err) != want {
+			t.Errorf("transient(%v) = %v", err, !want)
+		}
+	}
 }
 
 // FuzzHandshake: whatever HELLO arrives, the master either refuses it,
@@ -742,4 +752,133 @@ func TestFailoverCycle(t *testing.T) {
 	if got := sb.AckedBy([]int64{1, 3}); got != end {
 		t.Fatalf("AckedBy = %d, want %d", got, end)
 	}
+}
+
+// fakeMaster answers every HELLO with what answer returns and closes.
+type fakeMaster struct {
+	lis    net.Listener
+	wg     sync.WaitGroup
+	hellos chan Hello
+}
+
+func startFakeMaster(t *testing.T, answer func(Hello) []byte) *fakeMaster {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &fakeMaster{lis: lis, hellos: make(chan Hello, 64)}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		for {
+			conn, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+			if f, err := ReadFrame(bufio.NewReader(conn), 1, nil); err == nil && f.Kind == KindHello {
+				select {
+				case m.hellos <- f.Hello:
+				default:
+				}
+				_, _ = conn.Write(answer(f.Hello))
+			}
+			_ = conn.Close()
+		}
+	}()
+	t.Cleanup(func() { _ = lis.Close(); m.wg.Wait() })
+	return m
+}
+
+func (m *fakeMaster) Addr() string { return m.lis.Addr().String() }
+
+// TestTruncateChecks: the slave obeys only a TRUNCATE it can carry out,
+// retries a failed OnTruncate, and treats a TRUNCATE to a version 1 HELLO
+// as a protocol error.
+func TestTruncateChecks(t *testing.T) {
+	mk := func(n int) *memLog {
+		l := newMemLog(testSeg)
+		for i := 0; i < n; i++ {
+			l.append(900, 'x')
+		}
+		return l
+	}
+	t.Run("fork at the slave's end", func(t *testing.T) {
+		l := mk(5)
+		m := startFakeMaster(t, func(h Hello) []byte { return AppendTruncate(nil, Truncate{Fork: h.MaxOffset, Epoch: 9}) })
+		r := newReplica(l, []EpochEntry{{1, 0}})
+		cl := startClient(t, r.options(m.Addr, nil), l)
+		waitFor(t, 5*time.Second, "refused", func() error {
+			if st := cl.Status(); !strings.Contains(st.LastError, "TRUNCATE at") {
+				return fmt.Errorf("%+v", st)
+			}
+			return nil
+		})
+		if n := r.truncates.Load(); n != 0 {
+			t.Fatalf("%d truncations", n)
+		}
+	})
+	t.Run("to a version 1 slave", func(t *testing.T) {
+		l := mk(5)
+		m := startFakeMaster(t, func(h Hello) []byte { return AppendTruncate(nil, Truncate{Fork: 0, Epoch: 9}) })
+		cl := startClient(t, fastClientOptions("b", 1, m.Addr), l)
+		waitFor(t, 5*time.Second, "refused", func() error {
+			if st := cl.Status(); !strings.Contains(st.LastError, "TRUNCATE to a version 1 slave") {
+				return fmt.Errorf("%+v", st)
+			}
+			return nil
+		})
+		if h := <-m.hellos; h.Version != Version1 || h.Epochs != nil {
+			t.Fatalf("HELLO %+v", h)
+		}
+	})
+	t.Run("OnTruncate fails once", func(t *testing.T) {
+		l := mk(10)
+		fork := l.MaxOffset()
+		for i := 0; i < 3; i++ {
+			l.append(900, 'y')
+		}
+		m := startFakeMaster(t, func(h Hello) []byte {
+			if h.MaxOffset > fork {
+				return AppendTruncate(nil, Truncate{Fork: fork, Epoch: 4})
+			}
+			return AppendRefuse(nil, Refuse{Code: RefuseNotMaster, Reason: "fake"})
+		})
+		r := newReplica(l, []EpochEntry{{1, 0}, {3, 100}})
+		o := r.options(m.Addr, constEpoch(4))
+		var calls atomic.Int32
+		next := o.OnTruncate
+		o.OnTruncate = func(f, e int64) error {
+			if calls.Add(1) == 1 {
+				return errors.New("disk on fire")
+			}
+			return next(f, e)
+		}
+		cl := startClient(t, o, l)
+		waitFor(t, 5*time.Second, "truncated", func() error {
+			if l.MaxOffset() != fork {
+				return fmt.Errorf("log at %d, status %+v", l.MaxOffset(), cl.Status())
+			}
+			return nil
+		})
+		if got := r.epochs.get(); !reflect.DeepEqual(got, []EpochEntry{{1, 0}, {3, 100}}) {
+			t.Fatalf("entries %v", got)
+		}
+		// The next HELLO is at the fork.
+		waitFor(t, 5*time.Second, "a HELLO at the fork", func() error {
+			for {
+				select {
+				case h := <-m.hellos:
+					if h.MaxOffset == fork && h.Version == Version2 {
+						return nil
+					}
+				default:
+					return errors.New("none yet")
+				}
+			}
+		})
+		if n := calls.Load(); n != 2 {
+			t.Fatalf("OnTruncate called %d times", n)
+		}
+	})
 }
