@@ -365,3 +365,20 @@ func segName(off int64) string {
 	}
 	return string(n)
 }
+
+func TestAckedSince(t *testing.T) {
+	h := NewHistory()
+	h.Add(Attempt{End: 100 * ms, Outcome: Acked, Broker: "b1"})
+	h.Add(Attempt{End: 200 * ms, Outcome: Unknown})
+	h.Add(Attempt{End: 300 * ms, Outcome: Acked, Broker: "b2"})
+	h.Add(Attempt{End: 250 * ms, Outcome: Acked, Broker: "b1"}) // added late
+	for _, c := range []struct {
+		t    time.Duration
+		not  string
+		want bool
+	}{{0, "", true}, {240 * ms, "b2", true}, {260 * ms, "b2", false}, {260 * ms, "b1", true}, {300 * ms, "", false}, {50 * ms, "b1", true}} {
+		if got := h.AckedSince(c.t, c.not); got != c.want {
+			t.Errorf("AckedSince(%v, %q) = %v", c.t, c.not, got)
+		}
+	}
+}

@@ -144,7 +144,7 @@ func StartCluster(t testing.TB, cfg Config) (*Cluster, error) {
 			"--controller", "--controller-id", ns.Name, "--controller-peers", strings.Join(peers, ","),
 			"--controller-raft-listen", ns.RaftAddr, "--controller-dir", filepath.Join(ns.Dir, "controller"),
 			"--raft-heartbeat", dur(cfg.RaftHeartbeat), "--raft-election-timeout", dur(cfg.RaftElection),
-			"--broker-timeout", dur(cfg.BrokerTimeout), "--lease", dur(cfg.Lease)}
+			"--controller-broker-timeout", dur(cfg.BrokerTimeout), "--lease", dur(cfg.Lease)}
 		args = append(args, cfg.NameServerArgs...)
 		if err := os.MkdirAll(ns.Dir, 0o755); err != nil {
 			return nil, err

@@ -170,25 +170,24 @@ func (h *History) Events() []Event {
 	return append([]Event(nil), h.events...)
 }
 
-// AcksSince counts the acknowledged attempts that ended after t from a
-// broker other than not ("" counts every broker).
-func (h *History) AcksSince(t time.Duration, not string) int {
+// AckedSince reports whether an attempt that ended after t was
+// acknowledged by a broker other than not ("": any broker).
+func (h *History) AckedSince(t time.Duration, not string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n := 0
 	for i := len(h.atts) - 1; i >= 0; i-- {
 		a := &h.atts[i]
 		if a.End <= t {
-			// Attempts are appended at their end, in roughly increasing
-			// order; an older one can follow a younger one by a little.
-			if t-a.End > 10*time.Second {
-				break
+			// Attempts are appended at their end, so ends increase but
+			// for the little time between an attempt's end and its Add.
+			if t-a.End > time.Second {
+				return false
 			}
 			continue
 		}
 		if a.Outcome == Acked && (not == "" || a.Broker != not) {
-			n++
+			return true
 		}
 	}
-	return n
+	return false
 }

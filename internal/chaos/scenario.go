@@ -167,10 +167,10 @@ func (r *Run) execute(ctx context.Context, res *Result) {
 			res.Problems = append(res.Problems, fmt.Sprintf("cycle %d: replicas not back in sync: %v", cycle, err))
 			break
 		}
-		if acks := h.AcksSince(h.Now()-time.Second, ""); acks == 0 {
+		if !h.AckedSince(h.Now()-time.Second, "") {
 			// Writes must flow before the next fault.
 			if err := poll(ctx, 15*time.Second, func() error {
-				if h.AcksSince(h.Now()-500*time.Millisecond, "") == 0 {
+				if !h.AckedSince(h.Now()-500*time.Millisecond, "") {
 					return fmt.Errorf("no acks")
 				}
 				return nil
@@ -279,7 +279,7 @@ func (r *Run) check(ctx context.Context, res *Result, final *Broker) {
 // send that ended after since.
 func (r *Run) waitOther(ctx context.Context, since time.Duration, not string, d time.Duration) error {
 	return poll(ctx, d, func() error {
-		if r.H.AcksSince(since, not) == 0 {
+		if !r.H.AckedSince(since, not) {
 			return fmt.Errorf("no send acknowledged by a broker other than %s since %.3fs", not, since.Seconds())
 		}
 		return nil
