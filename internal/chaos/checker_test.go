@@ -382,3 +382,23 @@ func TestAckedSince(t *testing.T) {
 		}
 	}
 }
+
+func TestFailoversRestartedTarget(t *testing.T) {
+	// b1 killed, restarted, elected again: its acks count once it was
+	// restarted, not before (a send in flight at the kill).
+	var b builder
+	b.ack(1, 1, 1, "b1", true)
+	kill := Event{At: b.t - 5*ms, Kind: "kill", Target: "b1"} // the ack above ends after the kill mark
+	b.t += time.Second
+	restart := Event{At: b.t, Kind: Restart, Target: "b1"}
+	b.t += 500 * ms
+	a := b.ack(1, 2, 1, "b1", true)
+	fs := Failovers(b.atts, []Event{kill, restart}, "kill")
+	if len(fs) != 1 || fs[0].FirstAck != a.End-kill.At || fs[0].By != "b1" {
+		t.Fatalf("failovers %+v", fs)
+	}
+	// Without the restart the target's acks never count.
+	if fs := Failovers(b.atts, []Event{kill}, "kill"); fs[0].FirstAck != -1 {
+		t.Fatalf("failovers %+v", fs)
+	}
+}

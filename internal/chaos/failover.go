@@ -16,9 +16,11 @@ type Failover struct {
 	Kind   string
 	Target string // the master the fault hit
 	At     time.Duration
-	// FirstAck is the time from the fault to the end of the first
-	// acknowledged send by another broker (-1: none before the next
-	// fault or the end of the history); By that broker.
+	// FirstAck is the time from the fault to the end of the first send
+	// acknowledged by a new master (-1: none before the next fault or
+	// the end of the history); By that broker. A new master is another
+	// broker, or the target itself for a send it started after it was
+	// restarted (a restarted broker never resumes its old epoch).
 	FirstAck time.Duration
 	By       string
 	// RateBefore is the acks per second over the RateWindow before the
@@ -30,13 +32,19 @@ type Failover struct {
 // RateWindow is how many seconds around a fault the throughput covers.
 const RateWindow = 10
 
+// Restart is the event kind of a broker started again after a fault.
+const Restart = "restart"
+
 // Failovers measures every event of the given kinds whose target is a
 // broker.
 func Failovers(atts []Attempt, events []Event, kinds ...string) []Failover {
-	var faults []Event
+	var faults, restarts []Event
 	for _, e := range events {
 		if slices.Contains(kinds, e.Kind) {
 			faults = append(faults, e)
+		}
+		if e.Kind == Restart {
+			restarts = append(restarts, e)
 		}
 	}
 	sort.Slice(faults, func(i, j int) bool { return faults[i].At < faults[j].At })
@@ -54,9 +62,16 @@ func Failovers(atts []Attempt, events []Event, kinds ...string) []Failover {
 		if k+1 < len(faults) {
 			limit = faults[k+1].At
 		}
+		restarted := time.Duration(-1)
+		for _, r := range restarts {
+			if r.Target == e.Target && r.At > e.At && r.At < limit {
+				restarted = r.At
+				break
+			}
+		}
 		i := sort.Search(len(acks), func(i int) bool { return acks[i].End > e.At })
 		for j := i; j < len(acks) && acks[j].End < limit; j++ {
-			if acks[j].Broker != e.Target {
+			if acks[j].Broker != e.Target || (restarted >= 0 && acks[j].Start > restarted) {
 				f.FirstAck, f.By = acks[j].End-e.At, acks[j].Broker
 				break
 			}

@@ -397,6 +397,27 @@ func (c *Cluster) Master(ctx context.Context) (*Broker, int64, error) {
 	return b, g.GetMasterEpoch(), nil
 }
 
+// WaitNewMaster waits up to d for a master of an epoch above after (any
+// broker: a restarted master may be elected again, at a new epoch).
+func (c *Cluster) WaitNewMaster(ctx context.Context, after int64, d time.Duration) (*Broker, int64, error) {
+	var (
+		m     *Broker
+		epoch int64
+	)
+	err := poll(ctx, d, func() error {
+		b, e, err := c.Master(ctx)
+		if err != nil {
+			return err
+		}
+		if e <= after {
+			return fmt.Errorf("%s is still master of epoch %d", b.Name, e)
+		}
+		m, epoch = b, e
+		return nil
+	})
+	return m, epoch, err
+}
+
 // WaitMaster waits up to d for a master other than not ("" any).
 func (c *Cluster) WaitMaster(ctx context.Context, not string, d time.Duration) (*Broker, int64, error) {
 	var (

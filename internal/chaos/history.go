@@ -173,6 +173,12 @@ func (h *History) Events() []Event {
 // AckedSince reports whether an attempt that ended after t was
 // acknowledged by a broker other than not ("": any broker).
 func (h *History) AckedSince(t time.Duration, not string) bool {
+	return h.AckedSinceBy(t, func(a *Attempt) bool { return not == "" || a.Broker != not })
+}
+
+// AckedSinceBy reports whether an attempt that ended after t and
+// satisfies ok was acknowledged.
+func (h *History) AckedSinceBy(t time.Duration, ok func(*Attempt) bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i := len(h.atts) - 1; i >= 0; i-- {
@@ -185,7 +191,7 @@ func (h *History) AckedSince(t time.Duration, not string) bool {
 			}
 			continue
 		}
-		if a.Outcome == Acked && (not == "" || a.Broker != not) {
+		if a.Outcome == Acked && ok(a) {
 			return true
 		}
 	}
