@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -196,4 +198,24 @@ func (h *History) AckedSinceBy(t time.Duration, ok func(*Attempt) bool) bool {
 		}
 	}
 	return false
+}
+
+// WriteFiles writes the attempts (attempts.csv) and events (events.csv)
+// into dir, times in seconds from the origin.
+func (h *History) WriteFiles(dir string) error {
+	var b strings.Builder
+	b.WriteString("producer,key,seq,attempt,start,end,outcome,code,broker,offset,queue,error\n")
+	for _, a := range h.Attempts() {
+		fmt.Fprintf(&b, "%d,%d,%d,%d,%.6f,%.6f,%s,%s,%s,%d,%d,%q\n", a.Producer, a.Key, a.Seq, a.Attempt,
+			a.Start.Seconds(), a.End.Seconds(), a.Outcome, a.Code, a.Broker, a.Offset, a.Queue, a.Err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "attempts.csv"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	b.Reset()
+	b.WriteString("at,kind,target,cycle,note\n")
+	for _, e := range h.Events() {
+		fmt.Fprintf(&b, "%.6f,%s,%s,%d,%q\n", e.At.Seconds(), e.Kind, e.Target, e.Cycle, e.Note)
+	}
+	return os.WriteFile(filepath.Join(dir, "events.csv"), []byte(b.String()), 0o644)
 }

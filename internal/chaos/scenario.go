@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,8 +110,8 @@ func Execute(t testing.TB, sc Scenario) *Result {
 	// Registered before the cluster's own cleanup, so it runs after the
 	// processes are stopped.
 	t.Cleanup(func() {
-		if res.Failed() {
-			t.Logf("%s: logs and data kept in %s", sc.Name, dir)
+		if res.Failed() || os.Getenv("BOLIDE_CHAOS_KEEP") != "" {
+			t.Logf("%s: logs, history (attempts.csv, events.csv) and data kept in %s", sc.Name, dir)
 			return
 		}
 		_ = os.RemoveAll(dir)
@@ -125,6 +126,9 @@ func Execute(t testing.TB, sc Scenario) *Result {
 	}
 	r.execute(ctx, res)
 	res.Duration = time.Since(start)
+	if err := h.WriteFiles(dir); err != nil {
+		t.Logf("history files: %v", err)
+	}
 	return res
 }
 
@@ -197,7 +201,14 @@ func (r *Run) execute(ctx context.Context, res *Result) {
 	if _, err := c.WaitInSync(ctx, 30*time.Second); err == nil && len(r.heals) > 0 && len(r.Rejoin) < len(r.heals) {
 		r.Rejoin = append(r.Rejoin, h.Now()-r.heals[len(r.heals)-1])
 	}
-	sleep(ctx, time.Second)
+	// The load runs on until the last fault's throughput window ends.
+	last := time.Duration(0)
+	for _, e := range h.Events() {
+		if slices.Contains(r.sc.Kinds, e.Kind) {
+			last = max(last, e.At)
+		}
+	}
+	sleep(ctx, max(time.Second, last+RateWindow*time.Second-h.Now()))
 	stop()
 	r.Logf("load stopped: %d attempts", len(h.Attempts()))
 	r.healAll(ctx)
