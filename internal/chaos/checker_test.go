@@ -298,6 +298,8 @@ func TestFailovers(t *testing.T) {
 	}
 	b.t += 20 * time.Second
 	events = append(events, Event{At: b.t, Kind: "kill", Target: "b2", Cycle: 1}) // nobody answers after it
+	b.t += 3 * time.Second
+	b.fail(1, 61, 1, false, "")
 	fs := Failovers(b.atts, events, "kill")
 	if len(fs) != 2 {
 		t.Fatalf("failovers %+v", fs)
@@ -308,8 +310,8 @@ func TestFailovers(t *testing.T) {
 	if fs[0].RateBefore < 49 || fs[0].RateBefore > 51 { // 50 acks in the 1 s since the start
 		t.Fatalf("rate before %v", fs[0].RateBefore)
 	}
-	if fs[0].After[0] != 0 || fs[0].After[2] != 10 {
-		t.Fatalf("after %v", fs[0].After)
+	if len(fs[0].After) != RateWindow || fs[0].After[0] != 0 || fs[0].After[2] != 10 || len(fs[1].After) != 3 {
+		t.Fatalf("after %v, %v", fs[0].After, fs[1].After)
 	}
 	s := Stats(fs)
 	if s.N != 1 || s.Missing != 1 || s.Median != want || s.Max != want || s.MinRate != 0 {

@@ -24,7 +24,9 @@ type Failover struct {
 	FirstAck time.Duration
 	By       string
 	// RateBefore is the acks per second over the RateWindow before the
-	// fault; After the acks in each second after it (RateWindow seconds).
+	// fault (from the previous fault at most); After the acks in each
+	// whole second after it, up to RateWindow seconds and not past the
+	// next fault or the last attempt.
 	RateBefore float64
 	After      []int
 }
@@ -55,13 +57,18 @@ func Failovers(atts []Attempt, events []Event, kinds ...string) []Failover {
 		}
 	}
 	sort.Slice(acks, func(i, j int) bool { return acks[i].End < acks[j].End })
+	var lastEnd time.Duration
+	for i := range atts {
+		lastEnd = max(lastEnd, atts[i].End)
+	}
 	var out []Failover
 	for k, e := range faults {
-		f := Failover{Cycle: e.Cycle, Kind: e.Kind, Target: e.Target, At: e.At, FirstAck: -1, After: make([]int, RateWindow)}
 		limit := time.Duration(1<<63 - 1)
 		if k+1 < len(faults) {
 			limit = faults[k+1].At
 		}
+		secs := min(RateWindow, int((min(limit, lastEnd)-e.At)/time.Second))
+		f := Failover{Cycle: e.Cycle, Kind: e.Kind, Target: e.Target, At: e.At, FirstAck: -1, After: make([]int, max(secs, 0))}
 		restarted := time.Duration(-1)
 		for _, r := range restarts {
 			if r.Target == e.Target && r.At > e.At && r.At < limit {
@@ -76,7 +83,7 @@ func Failovers(atts []Attempt, events []Event, kinds ...string) []Failover {
 				break
 			}
 		}
-		for j := i; j < len(acks) && acks[j].End < e.At+RateWindow*time.Second; j++ {
+		for j := i; j < len(acks) && acks[j].End < e.At+time.Duration(len(f.After))*time.Second; j++ {
 			f.After[(acks[j].End-e.At)/time.Second]++
 		}
 		before := e.At - RateWindow*time.Second
