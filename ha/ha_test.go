@@ -354,7 +354,7 @@ func TestSilentMasterDropped(t *testing.T) {
 				if _, err := ReadFrame(br, 0, nil); err != nil {
 					return
 				}
-				w, _ := AppendWelcome(nil, Welcome{Version: Version, SegmentSize: testSeg})
+				w, _ := AppendWelcome(nil, Welcome{Version: Version1, SegmentSize: testSeg})
 				_, _ = conn.Write(w)
 				for { // read acks, never answer
 					if _, err := ReadFrame(br, 0, nil); err != nil {
