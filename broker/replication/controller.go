@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -411,7 +412,7 @@ func (a *agent) becomeMasterLocked(g GroupState) bool {
 	a.log.Warn("BECAME MASTER (elected by the controller)", zap.Int64("epoch", g.MasterEpoch), zap.Int64("previousEpoch", known),
 		zap.Stringer("previousRole", prevRole), zap.Int64("previousId", prevID), zap.Int64("commitLogMaxOffset", end),
 		zap.Int64s("syncStateSet", g.SyncStateSet))
-	srvWake(a.r.srv)
+	a.r.srv.Wake()
 	poke(a.sssNow)
 	return true
 }
@@ -531,7 +532,7 @@ func (a *agent) adoptSSS(g GroupState) {
 	if !slices.Equal(old, g.SyncStateSet) {
 		a.log.Info("sync state set", zap.Int64s("syncStateSet", g.SyncStateSet), zap.Int64("epoch", g.SyncStateSetEpoch))
 	}
-	srvWake(a.r.srv)
+	a.r.srv.Wake()
 }
 
 // members is the committed sync state set without the master.
@@ -647,7 +648,7 @@ func (a *agent) reviewSSS() error {
 	}
 	a.mu.Unlock()
 	if added {
-		srvWake(r.srv)
+		r.srv.Wake()
 	}
 	if !changed {
 		return nil
@@ -675,7 +676,7 @@ func (a *agent) updateConfirm() {
 		a.raiseConfirm(end, true)
 		return
 	}
-	ack := srvAckedBy(r.srv, members)
+	ack := r.srv.AckedBy(members)
 	if ack < 0 {
 		return
 	}
@@ -822,7 +823,7 @@ func (r *Replicator) waitReplicatedByController(ctx context.Context, res []store
 	epoch := r.state.epoch()
 	if r.opts.Mode == ModeSync {
 		end := res[len(res)-1].End()
-		err := srvWaitReplicatedBy(ctx, r.srv, end, a.required, r.opts.SlaveTimeout)
+		err := r.srv.WaitReplicatedBy(ctx, end, a.required, r.opts.SlaveTimeout)
 		switch {
 		case err == nil:
 		case errors.Is(err, ha.ErrNotEnoughInSync):
@@ -872,3 +873,6 @@ func (r *Replicator) truncate(fork, epoch int64) error {
 	}
 	return nil
 }
+
+// noDispatchLimit lifts the store's dispatch limit.
+const noDispatchLimit = int64(math.MaxInt64)

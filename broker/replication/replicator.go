@@ -165,7 +165,7 @@ func New(cfg Config, host Host, log *zap.Logger) (*Replicator, error) {
 		}
 		return nil
 	}
-	serverV2Options(&so, r.epochs.Entries)
+	so.Epochs = r.epochs.Entries
 	if r.srv, err = ha.NewServer(so, haSource{r.store.CommitLog()}, log.Named("server")); err != nil {
 		return nil, err
 	}
@@ -211,20 +211,18 @@ func (r *Replicator) startClientLocked() error {
 		if err := r.state.sawEpoch(w.Epoch); err != nil {
 			r.log.Warn("persist the master's epoch", zap.Error(err))
 		}
-		if e := welcomeEpochs(w); e != nil {
-			if err := r.epochs.Replace(e); err != nil {
+		if w.Epochs != nil {
+			if err := r.epochs.Replace(w.Epochs); err != nil {
 				r.log.Error("save the master's epoch entries", zap.Error(err))
 			}
 		}
 		r.meta.trigger()
 	}
-	var minEpoch func() int64
-	var onTruncate func(fork, epoch int64) error
+	co.Epochs = r.epochs.Entries
 	if r.agent != nil {
-		minEpoch = r.state.epoch
-		onTruncate = r.truncate
+		co.MinEpoch = r.state.epoch
+		co.OnTruncate = r.truncate
 	}
-	clientV2Options(&co, r.epochs.Entries, minEpoch, onTruncate)
 	c, err := ha.NewClient(co, haReplica{r.store}, r.log.Named("client"))
 	if err != nil {
 		return err
