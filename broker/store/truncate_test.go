@@ -1,0 +1,430 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/bolide-mq/bolide/commitlog"
+	"github.com/bolide-mq/bolide/message"
+)
+
+// putCrashMsgs puts messages first..first+n-1 (crashMsg) in batches and
+// returns their acks, sorted by offset.
+func putCrashMsgs(t *testing.T, s *Store, first, n int) []ack {
+	t.Helper()
+	var acks []ack
+	for i := first; i < first+n; i += 20 {
+		var msgs []*message.Ext
+		for j := i; j < min(first+n, i+20); j++ {
+			msgs = append(msgs, crashMsg(j))
+		}
+		res, err := s.PutBatch(context.Background(), msgs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, r := range res {
+			j := i + k
+			acks = append(acks, ack{i: j, qid: j % crashQueue, phys: r.PhysicalOffset, size: int64(r.Size), qoff: r.QueueOffset})
+		}
+	}
+	return acks
+}
+
+// abandon stops s as a crash of the process would: no final dispatch,
+// flush of the queues or checkpoint, and the abort marker stays. (What
+// was written to the files stays in the page cache, as after a crash.)
+func abandon(t *testing.T, s *Store) {
+	t.Helper()
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		s.cancel()
+		s.wg.Wait()
+		_ = s.clog.Close()
+		_ = s.cqs.Close()
+		if s.index != nil {
+			_ = s.index.Close()
+		}
+		_ = s.cpFile.close()
+		_ = s.lockFile.Close()
+		s.closeErr = errors.New("abandoned")
+	})
+}
+
+func intentExists(t *testing.T, dir string) bool {
+	t.Helper()
+	_, err := os.Stat(filepath.Join(dir, intentName))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// checkCut checks that s holds exactly keep (sorted by offset), ends at
+// cut, finds no key of the records cut, and continues correctly.
+func checkCut(t *testing.T, s *Store, keep, cutAway []ack, cut int64) {
+	t.Helper()
+	if end := s.CommitLog().MaxOffset(); end != cut {
+		t.Fatalf("log ends at %d, want %d", end, cut)
+	}
+	if err := waitDispatched(s, cut, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli() + 1000
+	for _, a := range cutAway {
+		if got, err := s.QueryByKey("crash", "ck-"+strconv.Itoa(a.i), 0, now, 4); err != nil || len(got) != 0 {
+			t.Fatalf("key of cut message %d found: %v %v", a.i, got, err)
+		}
+	}
+	if intentExists(t, s.opts.Dir) {
+		t.Fatal("the intent file outlived the truncation")
+	}
+	if n := countRecords(t, s); n != len(keep) {
+		t.Fatalf("the log holds %d records, want %d", n, len(keep))
+	}
+	verifyStore(t, s, keep, false)
+}
+
+// countRecords counts the records in s's CommitLog.
+func countRecords(t *testing.T, s *Store) int {
+	t.Helper()
+	n := 0
+	l := s.CommitLog()
+	if _, err := l.Scan(l.MinOffset(), l.MaxOffset(), func(int64, []byte) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func splitAt(acks []ack, cut int64) (keep, away []ack) {
+	for i, a := range acks {
+		if a.phys >= cut {
+			return acks[:i], acks[i:]
+		}
+	}
+	return acks, nil
+}
+
+func TestTruncateTo(t *testing.T) {
+	for _, flush := range []commitlog.FlushMode{commitlog.FlushAsync, commitlog.FlushSync} {
+		for _, where := range []string{"middle", "segment-start"} {
+			t.Run(flush.String()+"/"+where, func(t *testing.T) {
+				dir := t.TempDir()
+				o := testOptions(dir, flush)
+				s, err := Open(o, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = s.Close() }()
+				acks := putCrashMsgs(t, s, 0, 400) // about 3 segments
+				seg := o.CommitLog.SegmentSize
+				if err := waitDispatched(s, s.CommitLog().MaxOffset(), 10*time.Second); err != nil {
+					t.Fatal(err)
+				}
+				var cut int64
+				switch where {
+				case "middle":
+					keep, _ := splitAt(acks, seg+seg/3)
+					cut = acks[len(keep)].phys
+				case "segment-start":
+					cut = 2 * seg
+					if _, away := splitAt(acks, cut); away[0].phys != cut {
+						t.Fatalf("no record at the segment start %d", cut)
+					}
+				}
+				keep, away := splitAt(acks, cut)
+				before := map[int32]int64{}
+				for q := int32(0); q < crashQueue; q++ {
+					_, before[q] = s.QueueOffsets("crash", q)
+				}
+				if err := s.TruncateTo(context.Background(), cut); err != nil {
+					t.Fatal(err)
+				}
+				for q := int32(0); q < crashQueue; q++ {
+					if _, max := s.QueueOffsets("crash", q); max >= before[q] {
+						t.Fatalf("queue %d max offset %d did not move back from %d", q, max, before[q])
+					}
+				}
+				if s.DispatchedOffset() != cut {
+					t.Fatalf("dispatched %d after the cut at %d", s.DispatchedOffset(), cut)
+				}
+				checkCut(t, s, keep, away, cut)
+				// verifyStore appended message 1_000_000 after the cut;
+				// append more, reopen, and all is there.
+				more := putCrashMsgs(t, s, 2000, 100)
+				if err := s.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if s, err = Open(o, nil); err != nil {
+					t.Fatal(err)
+				}
+				all := append(append([]ack(nil), keep...), more...)
+				checkStoreHolds(t, s, all, false)
+				if n := countRecords(t, s); n != len(all)+1 { // and verifyStore's
+					t.Fatalf("reopened log holds %d records, want %d", n, len(all)+1)
+				}
+			})
+		}
+	}
+}
+
+func TestTruncateToRefuses(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(testOptions(dir, commitlog.FlushAsync), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	acks := putCrashMsgs(t, s, 0, 100)
+	end := s.CommitLog().MaxOffset()
+	ctx := context.Background()
+	for _, c := range []struct {
+		off  int64
+		want error
+	}{
+		{acks[50].phys + 1, ErrNotBoundary},
+		{acks[50].phys + acks[50].size/2, ErrNotBoundary},
+		{end + 1, commitlog.ErrOffset},
+		{-5, commitlog.ErrOffset},
+	} {
+		if err := s.TruncateTo(ctx, c.off); !errors.Is(err, c.want) {
+			t.Fatalf("TruncateTo(%d) = %v, want %v", c.off, err, c.want)
+		}
+		if intentExists(t, dir) {
+			t.Fatal("a refused truncation left an intent")
+		}
+	}
+	if s.CommitLog().MaxOffset() != end {
+		t.Fatal("a refused truncation changed the log")
+	}
+	// At the end it is a no-op.
+	if err := s.TruncateTo(ctx, end); err != nil {
+		t.Fatal(err)
+	}
+	verifyStore(t, s, acks, true)
+}
+
+// TestTruncateToCrash stops the truncation after each of its steps, as a
+// crash there would, and reopens: the store always ends exactly at the
+// cut, with no stale tail in the log, queues or index.
+func TestTruncateToCrash(t *testing.T) {
+	steps := []truncateStep{stepIntent, stepCommitLog, stepConsumeQueue, stepIndex, stepCheckpoint}
+	for _, flush := range []commitlog.FlushMode{commitlog.FlushAsync, commitlog.FlushSync} {
+		for _, step := range steps {
+			t.Run(flush.String()+"/"+strconv.Itoa(int(step)), func(t *testing.T) {
+				dir := t.TempDir()
+				o := testOptions(dir, flush)
+				o.CheckpointInterval = 5 * time.Millisecond // checkpoints race the truncation
+				s, err := Open(o, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				acks := putCrashMsgs(t, s, 0, 300)
+				if err := waitDispatched(s, s.CommitLog().MaxOffset(), 10*time.Second); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(20 * time.Millisecond) // let a checkpoint name the old end
+				cut := acks[len(acks)/3].phys
+				keep, away := splitAt(acks, cut)
+				s.truncateHook = func(st truncateStep) error {
+					if st == step {
+						return errTruncateStopped
+					}
+					return nil
+				}
+				if err := s.TruncateTo(context.Background(), cut); !errors.Is(err, errTruncateStopped) {
+					t.Fatalf("truncation stopped at step %d: %v", step, err)
+				}
+				if !intentExists(t, dir) {
+					t.Fatal("no intent while the truncation is unfinished")
+				}
+				abandon(t, s)
+				if s, err = Open(o, nil); err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = s.Close() }()
+				checkCut(t, s, keep, away, cut)
+			})
+		}
+	}
+}
+
+// TestTruncateToPowerLoss: a power loss after a finished truncation and
+// more appends (cutting the CommitLog to what was durable) recovers a
+// store holding the kept records and no record of the old tail.
+func TestTruncateToPowerLoss(t *testing.T) {
+	for _, flush := range []commitlog.FlushMode{commitlog.FlushAsync, commitlog.FlushSync} {
+		t.Run(flush.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			o := testOptions(dir, flush)
+			o.CommitLog.FlushInterval = time.Hour // only explicit flushes (async)
+			o.CommitLog.FlushThoroughInterval = time.Hour
+			s, err := Open(o, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			acks := putCrashMsgs(t, s, 0, 300)
+			if err := s.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			cut := acks[len(acks)/2].phys
+			keep, _ := splitAt(acks, cut)
+			if err := s.TruncateTo(context.Background(), cut); err != nil {
+				t.Fatal(err)
+			}
+			more := putCrashMsgs(t, s, 5000, 40)
+			durable := s.CommitLog().FlushedOffset()
+			for i := range more {
+				more[i].flushedAfterAck = durable
+			}
+			abandon(t, s)
+			powerLoss(t, dir, o.CommitLog.SegmentSize, append(append([]ack(nil), keep...), more...))
+			if s, err = Open(o, nil); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = s.Close() }()
+			want := keep
+			for _, a := range more {
+				if a.end() <= durable {
+					want = append(want, a)
+				}
+			}
+			if flush == commitlog.FlushSync && len(want) != len(keep)+len(more) {
+				t.Fatalf("sync mode lost acknowledged messages: %d durable of %d", len(want)-len(keep), len(more))
+			}
+			verifyStore(t, s, want, true)
+		})
+	}
+}
+
+// dispatchPass runs one full dispatch pass (the dispatcher runs too; the
+// pause lock serialises them), so what the test checks afterwards reflects
+// everything the dispatcher could do.
+func dispatchPass(s *Store) {
+	for {
+		again, _, _ := s.dispatchStep()
+		if !again {
+			return
+		}
+	}
+}
+
+func TestDispatchLimit(t *testing.T) {
+	for _, flush := range []commitlog.FlushMode{commitlog.FlushAsync, commitlog.FlushSync} {
+		t.Run(flush.String(), func(t *testing.T) {
+			s, err := Open(testOptions(t.TempDir(), flush), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = s.Close() }()
+			ctx := context.Background()
+			if s.DispatchLimit() != math.MaxInt64 {
+				t.Fatalf("default limit %d", s.DispatchLimit())
+			}
+			first := putCrashMsgs(t, s, 0, 40)
+			if err := waitDispatched(s, s.CommitLog().MaxOffset(), 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			limit := s.CommitLog().MaxOffset()
+			s.SetDispatchLimit(limit)
+			acks := putCrashMsgs(t, s, 40, 60)
+			all := append(append([]ack(nil), first...), acks...)
+			if err := s.CommitLog().Flush(); err != nil {
+				t.Fatal(err)
+			}
+			visible := func() int64 {
+				var n int64
+				for q := int32(0); q < crashQueue; q++ {
+					_, m := s.QueueOffsets("crash", q)
+					n += m
+				}
+				return n
+			}
+			dispatchPass(s)
+			if d := s.DispatchedOffset(); d != limit || visible() != 40 {
+				t.Fatalf("with the limit at %d: dispatched %d, %d messages visible", limit, d, visible())
+			}
+			// A limit inside a record holds that record back.
+			s.SetDispatchLimit(acks[10].end() - 1)
+			if err := waitDispatched(s, acks[9].end(), 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			dispatchPass(s)
+			if d := s.DispatchedOffset(); d < acks[9].end() || d > acks[10].phys || visible() != 50 {
+				t.Fatalf("limit inside record 50: dispatched %d (want %d), %d visible", d, acks[9].end(), visible())
+			}
+			res, err := s.GetMessages("crash", int32(acks[10].qid), acks[10].qoff, 1, 1<<20, nil)
+			if err != nil || res.Status == Found {
+				t.Fatalf("a message past the limit is visible: %v %v", res.Status, err)
+			}
+			// Lowering it takes nothing back.
+			s.SetDispatchLimit(0)
+			dispatchPass(s)
+			if visible() != 50 {
+				t.Fatalf("lowering the limit hid messages: %d visible", visible())
+			}
+			// Queue offsets for a new master count what is held back.
+			if err := s.AdoptQueueOffsets(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for q := int32(0); q < crashQueue; q++ {
+				var n int64
+				for _, a := range all {
+					if a.qid == int(q) {
+						n++
+					}
+				}
+				if got := s.CommitLog().QueueOffset("crash", q); got != n {
+					t.Fatalf("queue %d: next offset %d, the log holds %d", q, got, n)
+				}
+			}
+			// Raising it releases the rest (the waiter wakes without
+			// any new append).
+			s.SetDispatchLimit(math.MaxInt64)
+			if err := waitDispatched(s, s.CommitLog().MaxOffset(), 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			verifyStore(t, s, all, true)
+		})
+	}
+}
+
+// TestTruncateBelowDispatchLimit: records past the dispatch limit are
+// undispatched when the store is cut; the next queue offsets still follow
+// the log, and the records below the cut become visible once the limit
+// rises.
+func TestTruncateBelowDispatchLimit(t *testing.T) {
+	s, err := Open(testOptions(t.TempDir(), commitlog.FlushSync), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	s.SetDispatchLimit(0)
+	acks := putCrashMsgs(t, s, 0, 120)
+	cut := acks[80].phys
+	keep, _ := splitAt(acks, cut)
+	if err := s.TruncateTo(context.Background(), cut); err != nil {
+		t.Fatal(err)
+	}
+	if d := s.DispatchedOffset(); d != 0 {
+		t.Fatalf("dispatched %d under a zero limit", d)
+	}
+	for q := int32(0); q < crashQueue; q++ {
+		var n int64
+		for _, a := range keep {
+			if a.qid == int(q) {
+				n++
+			}
+		}
+		if got := s.CommitLog().QueueOffset("crash", q); got != n {
+			t.Fatalf("queue %d: next offset %d after the cut, want %d", q, got, n)
+		}
+	}
+	s.SetDispatchLimit(math.MaxInt64)
+	checkCut(t, s, keep, acks[80:], cut)
+}
