@@ -695,16 +695,16 @@ func (a *agent) raiseConfirm(c int64, alone bool) {
 		return
 	}
 	if alone {
-		storeSetDispatchLimit(a.r.store, noDispatchLimit)
+		a.r.store.SetDispatchLimit(noDispatchLimit)
 		return
 	}
-	storeSetDispatchLimit(a.r.store, a.confirm.Load())
+	a.r.store.SetDispatchLimit(a.confirm.Load())
 }
 
 func (a *agent) setDispatchLimit(off int64) {
 	a.confirmMu.Lock()
 	defer a.confirmMu.Unlock()
-	storeSetDispatchLimit(a.r.store, off)
+	a.r.store.SetDispatchLimit(off)
 }
 
 // callLeader calls the controller leader (the last known one first, then
@@ -865,7 +865,7 @@ func (r *Replicator) truncate(fork, epoch int64) error {
 	end := r.store.CommitLog().MaxOffset()
 	r.log.Warn("TRUNCATING the log to the fork point with the new master's log", zap.Int64("fork", fork),
 		zap.Int64("commitLogMaxOffset", end), zap.Int64("droppedBytes", end-fork), zap.Int64("masterEpoch", epoch))
-	if err := storeTruncateTo(r.ctx, r.store, fork); err != nil {
+	if err := r.store.TruncateTo(r.ctx, fork); err != nil {
 		return fmt.Errorf("replication: truncate the log to %d: %w", fork, err)
 	}
 	if err := r.epochs.TruncateTo(fork); err != nil {
