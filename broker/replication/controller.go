@@ -637,9 +637,9 @@ func (a *agent) reviewSSS() error {
 		}
 		start, ok := a.adding[id]
 		if !ok {
-			a.adding[id] = end
+			start = end
+			a.adding[id] = start
 			added = true
-			continue
 		}
 		if s.AckOffset >= start {
 			next = append(next, id)

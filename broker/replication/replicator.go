@@ -288,17 +288,26 @@ func (r *Replicator) Close() error {
 	return errors.Join(errs...)
 }
 
-// CheckWritable refuses sends on a broker that is not a master.
+// CheckWritable refuses sends on a broker that is not a master, and in
+// controller mode on a master without a valid write lease.
 func (r *Replicator) CheckWritable() error {
+	if err := r.checkRole(); err != nil {
+		return err
+	}
+	if r.agent != nil {
+		return r.agent.checkLease(r.state.epoch())
+	}
+	return nil
+}
+
+// checkRole refuses a broker that is not a master.
+func (r *Replicator) checkRole() error {
 	switch r.state.role() {
 	case RoleSlave:
 		return errcode.Errorf(errcode.NotMaster, "broker %s/%d is a slave", r.cfg.BrokerName, r.state.id())
 	case RoleFenced:
 		return errcode.Errorf(errcode.NotMaster, "broker %s at %s was fenced: a newer master (epoch above %d) took over; it is read-only",
 			r.cfg.BrokerName, r.cfg.Addr, r.state.epoch())
-	}
-	if r.agent != nil {
-		return r.agent.checkLease(r.state.epoch())
 	}
 	return nil
 }
