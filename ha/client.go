@@ -328,6 +328,9 @@ func (c *Client) run() {
 			lastErr = err.Error()
 		}
 		wait := bo.next(progressed)
+		if transient(err) {
+			wait = min(wait, max(c.opts.MinBackoff, transientBackoff))
+		}
 		if errors.Is(err, errMasterMoved) {
 			continue
 		}
@@ -335,6 +338,17 @@ func (c *Client) run() {
 			return
 		}
 	}
+}
+
+// transientBackoff caps the wait after a refusal that a failover clears
+// within a second or so: a broker that is not master yet (it is taking
+// over) or a master whose epoch is below the one the slave was told.
+const transientBackoff = 500 * time.Millisecond
+
+func transient(err error) bool {
+	var rf Refuse
+	var ee errEpoch
+	return (errors.As(err, &rf) && rf.Code == RefuseNotMaster) || errors.As(err, &ee)
 }
 
 // sleep waits d (forever when d < 0) or until Reconnect; false when the

@@ -113,8 +113,10 @@
 // is already buffered); with sync flush another goroutine waits for the
 // fsync and acks, while the reader goes on appending. Either side drops a
 // connection on which nothing arrived for Timeout (5 s); the slave
-// reconnects with backoff (100 ms doubling to 5 s) and a new HELLO, which
-// re-verifies where the two logs meet.
+// reconnects with backoff (100 ms doubling to 5 s; at most 500 ms after a
+// RefuseNotMaster or a master epoch below MinEpoch, which a failover in
+// progress clears) and a new HELLO, which re-verifies where the two logs
+// meet.
 //
 // # In-sync slaves and the sync state set
 //

@@ -303,7 +303,9 @@ func AppendAck(dst []byte, applied, storeTs int64) []byte {
 
 // ReadFrame reads one frame from r. A DATA payload is read into buf (grown
 // when too small) and Frame.Data aliases it. maxData bounds a DATA payload
-// (at most MaxDataLen). Any malformed frame is an error wrapping ErrFrame;
+// (at most MaxDataLen). A version 2 HELLO or WELCOME carries at most
+// MaxEpochEntries epoch entries, which must pass ValidateEpochs. Any
+// malformed frame is an error wrapping ErrFrame;
 // a stream that ends inside a frame is io.ErrUnexpectedEOF, one that ends
 // between frames io.EOF.
 func ReadFrame(r io.Reader, maxData int, buf []byte) (Frame, error) {

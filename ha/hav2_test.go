@@ -569,4 +569,316 @@ func TestBackoff(t *testing.T) {
 	if b.cur != b.min {
 		t.Fatalf("reset left %v", b.cur)
 	}
+	for err, want := range map[error]bool{
+		Refuse{Code: RefuseNotMaster}:                   true,
+		fmt.Errorf("x: %w", errEpoch{epoch: 1, min: 2}): true,
+		Refuse{Code: RefuseInternal}:                    false,
+		errors.New("connection refused"):                false,
+	} {
+		if transient(err) != want {
+			t.Errorf("transient(%v) = %v", err, !want)
+		}
+	}
+}
+
+// FuzzHandshake: whatever HELLO arrives, the master either refuses it,
+// streams from a point inside its log where the slave's log ends, or (to a
+// version 2 slave only) tells it to truncate below its end at a point the
+// master still holds.
+func FuzzHandshake(f *testing.F) {
+	old, cur, p, oldE, curE := forkedLogs(40, 30, 25)
+	cur.dropBefore(testSeg) // a minimum offset above 0, below the fork
+	if cur.MinOffset() == 0 || cur.MinOffset() >= p {
+		f.Fatalf("minimum %d, fork %d", cur.MinOffset(), p)
+	}
+	if d := (&Server{opts: srv0(curE), src: cur}).handshake(func() Hello {
+		fr, _ := ReadFrame(bytes.NewReader(helloBytes(f, old, 2, oldE)), 1, nil)
+		return fr.Hello
+	}()); d.truncate == nil || d.truncate.Fork != p {
+		f.Fatalf("the seed of a slave with a tail gets %+v", d)
+	}
+	srv := &Server{opts: srv0(curE), src: cur}
+	helloOf := func(l *memLog, v uint16, e []EpochEntry) []byte { return helloBytes(f, l, v, e) }
+	prefix := cur.clone()
+	if err := prefix.truncate(p); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(helloOf(old, 2, oldE))
+	f.Add(helloOf(old, 1, nil))
+	f.Add(helloOf(prefix, 2, oldE))
+	f.Add(helloOf(cur, 2, curE))
+	f.Add(helloOf(newMemLog(testSeg), 2, nil))
+	f.Add(helloOf(old, 2, []EpochEntry{{1, 0}, {2, p}, {3, p + 10}}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr, err := ReadFrame(bytes.NewReader(b), 1, nil)
+		if err != nil || fr.Kind != KindHello {
+			return
+		}
+		h := fr.Hello
+		d := srv.handshake(h)
+		minOff, committed := cur.MinOffset(), cur.CommittedOffset()
+		switch {
+		case d.refuse != nil:
+			if d.truncate != nil {
+				t.Fatalf("refused and truncated: %+v", d)
+			}
+		case d.truncate != nil:
+			tr := *d.truncate
+			if h.Version < Version2 || tr.Fork < minOff || tr.Fork >= h.MaxOffset || tr.Fork > committed || tr.Epoch != 2 {
+				t.Fatalf("TRUNCATE %+v for %+v (master %d..%d)", tr, h, minOff, committed)
+			}
+		default:
+			if d.start < minOff || d.start > committed || (h.MaxOffset != 0 && d.start != h.MaxOffset) {
+				t.Fatalf("start %d for %+v (master %d..%d)", d.start, h, minOff, committed)
+			}
+		}
+	})
+}
+
+// srv0 is a master's options with epoch 2 and entries e.
+func srv0(e []EpochEntry) ServerOptions {
+	o := fastServerOptions("b")
+	o.Epoch = constEpoch(2)
+	o.Epochs = epochsFn(e)
+	return o
+}
+
+// helloBytes encodes the HELLO of a slave holding l.
+func helloBytes(t testing.TB, l *memLog, v uint16, e []EpochEntry) []byte {
+	h := Hello{Version: v, BrokerName: "b", BrokerID: 1, MaxOffset: l.MaxOffset(), LastStart: -1, Epochs: e}
+	if r, ok, _ := l.LastRecord(); ok {
+		h.LastStart, h.LastSize, h.LastChecksum = r.Offset, r.Size, r.Checksum
+	}
+	return mustHello(t, h)
+}
+
+// TestFailoverCycle plays a failover with three replicas through the ha
+// package alone: A is master of epoch 1 with slaves B and C; B stops
+// first, C later, and A writes a tail neither has. B becomes master of
+// epoch 2 at its end; C (ahead of B) re-attaches to it with Reconnect and
+// is told to truncate, and A rejoins as B's slave and is too. All three
+// end byte-identical, with B's epoch entries, and B's sync waits follow
+// the slaves it lists.
+func TestFailoverCycle(t *testing.T) {
+	a := newReplica(newMemLog(testSeg), []EpochEntry{{1, 0}})
+	b := newReplica(newMemLog(testSeg), nil)
+	c := newReplica(newMemLog(testSeg), nil)
+	var epochA atomic.Int64
+	epochA.Store(1)
+	oa := fastServerOptions("b")
+	oa.Epoch, oa.Epochs = epochA.Load, a.epochs.get
+	sa := startServer(t, oa, a.log)
+
+	var addrB, addrC atomic.Value
+	addrB.Store(sa.Addr())
+	addrC.Store(sa.Addr())
+	var minEpoch atomic.Int64
+	minEpoch.Store(1)
+	ob := b.options(func() string { return addrB.Load().(string) }, minEpoch.Load)
+	ob.BrokerID = 2
+	oc := c.options(func() string { return addrC.Load().(string) }, minEpoch.Load)
+	oc.BrokerID = 3
+	clB := startClient(t, ob, b.log)
+	clC := startClient(t, oc, c.log)
+	for i := 0; i < 30; i++ {
+		a.log.append(1500+i*71%1500, byte(i))
+	}
+	end := a.log.MaxOffset()
+	if err := sa.WaitReplicatedBy(context.Background(), end, func() []int64 { return []int64{2, 3} }, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	detach := func(cl *Client, addr *atomic.Value) {
+		addr.Store("")
+		cl.Reconnect()
+		waitFor(t, 5*time.Second, "idle", func() error {
+			if st := cl.Status(); st.State != StateIdle {
+				return fmt.Errorf("%+v", st)
+			}
+			return nil
+		})
+	}
+	detach(clB, &addrB)
+	for i := 0; i < 5; i++ {
+		a.log.append(2000, 'c') // C gets these, B does not
+	}
+	waitFor(t, 5*time.Second, "C caught up", caughtUp(a.log, c.log))
+	detach(clC, &addrC)
+	for i := 0; i < 5; i++ {
+		a.log.append(2500, 'a') // nobody gets these
+	}
+	_ = sa.Close()
+	if !(b.log.MaxOffset() < c.log.MaxOffset() && c.log.MaxOffset() < a.log.MaxOffset()) {
+		t.Fatalf("ends: A %d, B %d, C %d", a.log.MaxOffset(), b.log.MaxOffset(), c.log.MaxOffset())
+	}
+
+	// B becomes master of epoch 2 at its end.
+	if err := clB.Close(); err != nil {
+		t.Fatal(err)
+	}
+	forkAt := b.log.MaxOffset()
+	b.epochs.set(append(b.epochs.get(), EpochEntry{Epoch: 2, Start: forkAt}))
+	var epochB atomic.Int64
+	epochB.Store(2)
+	minEpoch.Store(2)
+	obs := fastServerOptions("b")
+	obs.Epoch, obs.Epochs = epochB.Load, b.epochs.get
+	sb := startServer(t, obs, b.log)
+	for i := 0; i < 10; i++ {
+		b.log.append(1800, 'B')
+	}
+	// C re-attaches at once.
+	addrC.Store(sb.Addr())
+	clC.Reconnect()
+	// A rejoins as a slave of B.
+	oa2 := a.options(sb.Addr, minEpoch.Load)
+	oa2.BrokerID = 1
+	startClient(t, oa2, a.log)
+
+	end = b.log.MaxOffset()
+	if err := sb.WaitReplicatedBy(context.Background(), end, func() []int64 { return []int64{1, 3} }, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range map[string]*replica{"A": a, "C": c} {
+		if !bytes.Equal(b.log.bytes(), r.log.bytes()) {
+			t.Fatalf("%s's log differs from the new master's", name)
+		}
+		if n, f := r.truncates.Load(), r.lastFork.Load(); n != 1 || f != forkAt {
+			t.Fatalf("%s: %d truncations, last at %d; want 1 at %d", name, n, f, forkAt)
+		}
+		if got, want := r.epochs.get(), b.epochs.get(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s's entries %v, want %v", name, got, want)
+		}
+	}
+	if got := sb.AckedBy([]int64{1, 3}); got != end {
+		t.Fatalf("AckedBy = %d, want %d", got, end)
+	}
+}
+
+// fakeMaster answers every HELLO with what answer returns and closes.
+type fakeMaster struct {
+	lis    net.Listener
+	wg     sync.WaitGroup
+	hellos chan Hello
+}
+
+func startFakeMaster(t *testing.T, answer func(Hello) []byte) *fakeMaster {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &fakeMaster{lis: lis, hellos: make(chan Hello, 64)}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		for {
+			conn, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+			if f, err := ReadFrame(bufio.NewReader(conn), 1, nil); err == nil && f.Kind == KindHello {
+				select {
+				case m.hellos <- f.Hello:
+				default:
+				}
+				_, _ = conn.Write(answer(f.Hello))
+			}
+			_ = conn.Close()
+		}
+	}()
+	t.Cleanup(func() { _ = lis.Close(); m.wg.Wait() })
+	return m
+}
+
+func (m *fakeMaster) Addr() string { return m.lis.Addr().String() }
+
+// TestTruncateChecks: the slave obeys only a TRUNCATE it can carry out,
+// retries a failed OnTruncate, and treats a TRUNCATE to a version 1 HELLO
+// as a protocol error.
+func TestTruncateChecks(t *testing.T) {
+	mk := func(n int) *memLog {
+		l := newMemLog(testSeg)
+		for i := 0; i < n; i++ {
+			l.append(900, 'x')
+		}
+		return l
+	}
+	t.Run("fork at the slave's end", func(t *testing.T) {
+		l := mk(5)
+		m := startFakeMaster(t, func(h Hello) []byte { return AppendTruncate(nil, Truncate{Fork: h.MaxOffset, Epoch: 9}) })
+		r := newReplica(l, []EpochEntry{{1, 0}})
+		cl := startClient(t, r.options(m.Addr, nil), l)
+		waitFor(t, 5*time.Second, "refused", func() error {
+			if st := cl.Status(); !strings.Contains(st.LastError, "TRUNCATE at") {
+				return fmt.Errorf("%+v", st)
+			}
+			return nil
+		})
+		if n := r.truncates.Load(); n != 0 {
+			t.Fatalf("%d truncations", n)
+		}
+	})
+	t.Run("to a version 1 slave", func(t *testing.T) {
+		l := mk(5)
+		m := startFakeMaster(t, func(h Hello) []byte { return AppendTruncate(nil, Truncate{Fork: 0, Epoch: 9}) })
+		cl := startClient(t, fastClientOptions("b", 1, m.Addr), l)
+		waitFor(t, 5*time.Second, "refused", func() error {
+			if st := cl.Status(); !strings.Contains(st.LastError, "TRUNCATE to a version 1 slave") {
+				return fmt.Errorf("%+v", st)
+			}
+			return nil
+		})
+		if h := <-m.hellos; h.Version != Version1 || h.Epochs != nil {
+			t.Fatalf("HELLO %+v", h)
+		}
+	})
+	t.Run("OnTruncate fails once", func(t *testing.T) {
+		l := mk(10)
+		fork := l.MaxOffset()
+		for i := 0; i < 3; i++ {
+			l.append(900, 'y')
+		}
+		m := startFakeMaster(t, func(h Hello) []byte {
+			if h.MaxOffset > fork {
+				return AppendTruncate(nil, Truncate{Fork: fork, Epoch: 4})
+			}
+			return AppendRefuse(nil, Refuse{Code: RefuseNotMaster, Reason: "fake"})
+		})
+		r := newReplica(l, []EpochEntry{{1, 0}, {3, 100}})
+		o := r.options(m.Addr, constEpoch(4))
+		var calls atomic.Int32
+		next := o.OnTruncate
+		o.OnTruncate = func(f, e int64) error {
+			if calls.Add(1) == 1 {
+				return errors.New("disk on fire")
+			}
+			return next(f, e)
+		}
+		cl := startClient(t, o, l)
+		waitFor(t, 5*time.Second, "truncated", func() error {
+			if l.MaxOffset() != fork {
+				return fmt.Errorf("log at %d, status %+v", l.MaxOffset(), cl.Status())
+			}
+			return nil
+		})
+		if got := r.epochs.get(); !reflect.DeepEqual(got, []EpochEntry{{1, 0}, {3, 100}}) {
+			t.Fatalf("entries %v", got)
+		}
+		// The next HELLO is at the fork.
+		waitFor(t, 5*time.Second, "a HELLO at the fork", func() error {
+			for {
+				select {
+				case h := <-m.hellos:
+					if h.MaxOffset == fork && h.Version == Version2 {
+						return nil
+					}
+				default:
+					return errors.New("none yet")
+				}
+			}
+		})
+		if n := calls.Load(); n != 2 {
+			t.Fatalf("OnTruncate called %d times", n)
+		}
+	})
 }
