@@ -21,7 +21,7 @@ import (
 const (
 	// sssInterval is how often a master reviews its sync state set and
 	// confirm offset.
-	sssInterval = 200 * time.Millisecond
+	sssInterval = 50 * time.Millisecond
 	// ctlMinBackoff and ctlMaxBackoff bound the wait before a heartbeat
 	// stream is opened again.
 	ctlMinBackoff = 100 * time.Millisecond

@@ -97,7 +97,7 @@
 //     E) by a master whose epoch E is at least the broker's and above its
 //     last epoch entry, truncates its store to fork crash-safely
 //     (store.TruncateTo) and its epoch entries, then reconnects.
-//   - Sync state set (SSS): the master reviews it every 200 ms. A member
+//   - Sync state set (SSS): the master reviews it every 50 ms. A member
 //     whose HA connection dropped or that is not in sync (ha.Server's
 //     notion) is proposed for removal and still counted until the removal
 //     is committed; a connected in-sync slave outside it is counted from
