@@ -25,7 +25,7 @@ func (h *fakeHost) ReplaceTopics([]topic.Config, topic.DataVersion) ([]string, b
 	return nil, false, nil
 }
 func (h *fakeHost) DelayProgress() (delay.MasterProgress, bool) { return delay.MasterProgress{}, false }
-func (h *fakeHost) OfferDelayProgress(delay.MasterProgress)      {}
+func (h *fakeHost) OfferDelayProgress(delay.MasterProgress)     {}
 func (h *fakeHost) Register()                                   { h.regs.Add(1) }
 func (h *fakeHost) Registered() bool                            { return true }
 func (h *fakeHost) TriggerRegistration()                        { h.regs.Add(1) }
@@ -223,4 +223,3 @@ func TestLeaseGrant(t *testing.T) {
 		t.Fatal("an expired lease has time left")
 	}
 }
-
