@@ -76,6 +76,7 @@ type Result struct {
 	TwoMasters  TwoMastersReport
 	Divergence  DivergenceReport
 	Async       *AsyncLossReport
+	Lease       LeaseReport
 	Failovers   []Failover
 	Stats       FailoverStats
 	Bound       time.Duration
@@ -268,6 +269,7 @@ func (r *Run) check(ctx context.Context, res *Result, final *Broker) {
 	res.Dups = CheckDuplicates(atts, fin)
 	res.Order = CheckOrder(atts, fin)
 	res.TwoMasters = CheckTwoMasters(atts, fin)
+	res.Lease = CheckLease(atts, r.H.Events(), "isolate", r.C.cfg.Lease)
 	if reps, err := r.C.Replicas(ctx, final); err != nil {
 		res.Problems = append(res.Problems, "replicas: "+err.Error())
 	} else {
@@ -290,6 +292,7 @@ func (r *Run) check(ctx context.Context, res *Result, final *Broker) {
 	res.Errors = append(res.Errors, res.Dups.Violations()...)
 	res.Errors = append(res.Errors, res.Order.Errors()...)
 	res.Errors = append(res.Errors, res.TwoMasters.Errors()...)
+	res.Errors = append(res.Errors, res.Lease.Errors()...)
 	res.Errors = append(res.Errors, res.Divergence.Errors...)
 }
 
@@ -542,8 +545,12 @@ func Details(r *Result) string {
 		r.Name, r.Replication, r.Cycles, r.Duration.Round(time.Second), r.Attempts, r.Acked, r.Loss.Stored, r.Loss.Recovered,
 		r.Dups.Extra, r.Dups.MaxCopies, len(r.Order.Violations))
 	for _, f := range r.Failovers {
-		fmt.Fprintf(&b, "  cycle %d %s %s at %.3fs: first ack by %s after %s; acks/s before %.0f, after %v\n",
-			f.Cycle, f.Kind, f.Target, f.At.Seconds(), f.By, fmtDur(f.FirstAck), f.RateBefore, f.After)
+		fmt.Fprintf(&b, "  cycle %d %s %s at %.3fs: first ack by %s after %s (meanwhile %v); acks/s before %.0f, after %v\n",
+			f.Cycle, f.Kind, f.Target, f.At.Seconds(), f.By, fmtDur(f.FirstAck), f.Codes, f.RateBefore, f.After)
+	}
+	for _, f := range r.Lease.Faults {
+		fmt.Fprintf(&b, "  %s cut off at %.3fs: it acknowledged %d sends after, the last ending %s after the cut (lease %v), %d beyond its lease\n",
+			f.Target, f.At.Seconds(), f.Acked, fmtDur(f.Last), r.Lease.Lease, len(f.Late))
 	}
 	if r.Async != nil {
 		for _, c := range r.Async.Cycles {
