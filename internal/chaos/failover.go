@@ -151,16 +151,16 @@ func (r LeaseReport) Errors() []string {
 // blackhole.
 const leaseSlack = 50 * time.Millisecond
 
-// CheckLease applies the lease rule to every isolation (kind) with a heal
-// event of the same target after it. A broker's lease runs from the time
+// CheckLease applies the lease rule to every isolation (an event of one of
+// kinds) with a heal event of the same target after it. A broker's lease runs from the time
 // it sent the beat the leader answered; the last beat that got through was
 // sent before the fault, so no ack can be decided after fault + lease. The
 // decision comes after the attempt starts, and the isolated broker cannot
 // be elected again before the heal (the controllers do not hear it).
-func CheckLease(atts []Attempt, events []Event, kind string, lease time.Duration) LeaseReport {
+func CheckLease(atts []Attempt, events []Event, lease time.Duration, kinds ...string) LeaseReport {
 	r := LeaseReport{Lease: lease}
 	for i, e := range events {
-		if e.Kind != kind {
+		if !slices.Contains(kinds, e.Kind) {
 			continue
 		}
 		f := LeaseFault{Target: e.Target, At: e.At, Heal: -1}
