@@ -593,3 +593,56 @@ func TestTruncateToWithReaders(t *testing.T) {
 	keep, away := splitAt(acks, cut)
 	checkCut(t, s, keep, away, cut)
 }
+
+// TestOpenWithIntent: Open finishes a pending truncation written by hand,
+// ignores one past the log's end, and refuses a corrupt one or one that
+// does not name a record boundary, naming the file.
+func TestOpenWithIntent(t *testing.T) {
+	dir := t.TempDir()
+	o := testOptions(dir, commitlog.FlushAsync)
+	s, err := Open(o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acks := putCrashMsgs(t, s, 0, 120)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	end := acks[len(acks)-1].end()
+	path := filepath.Join(dir, intentName)
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, bad := range []string{"{", `{"version":2,"offset":0}`, `{"version":1,"offset":` + strconv.FormatInt(acks[5].phys+3, 10) + `}`} {
+		write(bad)
+		if s, err := Open(o, nil); err == nil {
+			_ = s.Close()
+			t.Fatalf("opened with intent %s", bad)
+		} else if !strings.Contains(err.Error(), path) {
+			t.Fatalf("error does not name %s: %v", path, err)
+		}
+	}
+	// Past the end: nothing to cut.
+	write(`{"version":1,"offset":` + strconv.FormatInt(end+4096, 10) + `}`)
+	if s, err = Open(o, nil); err != nil {
+		t.Fatal(err)
+	}
+	if intentExists(t, dir) || s.CommitLog().MaxOffset() != end {
+		t.Fatalf("intent past the end: log ends at %d (want %d), intent left %v", s.CommitLog().MaxOffset(), end, intentExists(t, dir))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A boundary: cut there.
+	cut := acks[70].phys
+	write(`{"version":1,"offset":` + strconv.FormatInt(cut, 10) + `}`)
+	if s, err = Open(o, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	keep, away := splitAt(acks, cut)
+	checkCut(t, s, keep, away, cut)
+}
