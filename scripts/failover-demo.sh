@@ -143,7 +143,8 @@ bolide cluster list
 
 old=$(master_id)
 say "killing the master, replica $old (SIGKILL), and sending until a send is acknowledged"
-kill -9 "$(cat "$DEMO_DIR/broker-a-$old.pid")"
+pid=$(cat "$DEMO_DIR/broker-a-$old.pid")
+{ kill -9 "$pid"; wait "$pid"; } 2>/dev/null || true
 t0=$(date +%s%N)
 until err=$(bolide send --topic demo --timeout 1s 'after the kill' 2>&1 >/dev/null); do
   (( ($(date +%s%N) - t0) / 1000000000 < 60 )) || die "no acknowledged send within 60 s of the kill; the last: $err"
@@ -160,8 +161,8 @@ say "restarting the old master, replica $old: it rejoins as a slave"
 start "broker-a-$old" "$BIN/bolide-broker" $(broker_args "$old")
 wait_served "broker-a-$old"
 deadline=$((SECONDS + 30))
-until [[ $(sss_size) -ge 2 ]] && status_json | grep -q "\"id\":$old,[^}]*\"alive\":true,\"role\":\"SLAVE\""; do
-  (( SECONDS < deadline )) || break
+until status_json | grep -q "\"id\":$old,[^}]*\"alive\":true,\"role\":\"SLAVE\"[^}]*\"inSync\":true"; do
+  (( SECONDS < deadline )) || { echo "(replica $old has not rejoined the sync state set within 30 s)"; break; }
   sleep 0.2
 done
 bolide controller status
