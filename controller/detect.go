@@ -30,6 +30,7 @@ func (c *Controller) scanLoop() {
 		}
 		ls := c.leadership()
 		if !ls.ready || time.Since(ls.since) < c.opts.grace() {
+			c.stopWaiting()
 			continue
 		}
 		for _, g := range c.fsm.groups() {
@@ -61,7 +62,7 @@ func (c *Controller) checkGroup(g *Group, now time.Time) {
 	if g.MasterID != 0 {
 		ok, why, masterAlive := c.masterHealth(g, now)
 		if ok {
-			c.live.endElection(g.Name) // a master back before its lease ran out
+			c.stopWaitingFor(g.Name) // a master back before its lease ran out
 			return
 		}
 		reason = why
@@ -76,12 +77,33 @@ func (c *Controller) checkGroup(g *Group, now time.Time) {
 		return
 	}
 	if g.MasterID != 0 {
-		if leaseEnd := c.live.beginElection(g.Name); now.Before(leaseEnd) {
-			return // grants stopped; elect once the last lease ran out
+		if !c.scanWaiting[g.Name] {
+			c.scanWaiting[g.Name] = true
+			c.scanLeaseEnd[g.Name] = c.live.beginElection(g.Name) // grants stop
+		}
+		if now.Before(c.scanLeaseEnd[g.Name]) {
+			return // elect once the last lease ran out
 		}
 	}
-	defer c.live.endElection(g.Name)
+	defer c.stopWaitingFor(g.Name)
 	c.elect(g, out, reason)
+}
+
+// stopWaitingFor ends the scan's wait for a group's master's lease (and
+// lets grants resume unless another election is under way).
+func (c *Controller) stopWaitingFor(name string) {
+	if c.scanWaiting[name] {
+		delete(c.scanWaiting, name)
+		delete(c.scanLeaseEnd, name)
+		c.live.endElection(name)
+	}
+}
+
+// stopWaiting ends every wait of the scan (leadership lost).
+func (c *Controller) stopWaiting() {
+	for name := range c.scanWaiting {
+		c.stopWaitingFor(name)
+	}
 }
 
 // elect commits an election decided on g (the FSM refuses it if g is no

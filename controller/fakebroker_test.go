@@ -36,6 +36,7 @@ type fakeBroker struct {
 	leaseEnd     map[int64]time.Time        // epoch → latest lease end while master of it
 	becameMaster map[int64]time.Time        // epoch → when it learned it is master
 	last         map[int]*pb.ControllerBeat // controller index → last beat received
+	pushes       []*pb.GroupState           // groups of the beats pushed (seq 0)
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -161,6 +162,9 @@ func (b *fakeBroker) onBeat(i int, cb *pb.ControllerBeat) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.last[i] = cb
+	if cb.GetSeq() == 0 {
+		b.pushes = append(b.pushes, cb.GetGroup())
+	}
 	if g := cb.GetGroup(); g != nil {
 		switch {
 		case g.GetMasterId() == b.id && g.GetMasterEpoch() > b.epoch:
@@ -224,4 +228,16 @@ func (b *fakeBroker) lastLeaseEnd(epoch int64) time.Time {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.leaseEnd[epoch]
+}
+
+// pushed reports whether a pushed beat carried master id at epoch.
+func (b *fakeBroker) pushed(id, epoch int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, g := range b.pushes {
+		if g.GetMasterId() == id && g.GetMasterEpoch() == epoch {
+			return true
+		}
+	}
+	return false
 }

@@ -54,10 +54,12 @@ type liveness struct {
 	streamGrace   time.Duration
 	lease         time.Duration
 
-	mu      sync.Mutex // mu protects recs, grants and pending
-	recs    map[replicaKey]*liveRecord
-	grants  map[string]grantRecord
-	pending map[string]bool
+	mu     sync.Mutex // mu protects recs, grants and pending
+	recs   map[replicaKey]*liveRecord
+	grants map[string]grantRecord
+	// pending counts the elections under way by group (the scan's and
+	// ElectMaster calls' may overlap); no grant while it is > 0.
+	pending map[string]int
 }
 
 func newLiveness(o *Options) *liveness {
@@ -67,7 +69,7 @@ func newLiveness(o *Options) *liveness {
 		lease:         o.Lease,
 		recs:          map[replicaKey]*liveRecord{},
 		grants:        map[string]grantRecord{},
-		pending:       map[string]bool{},
+		pending:       map[string]int{},
 	}
 }
 
@@ -163,30 +165,34 @@ func (l *liveness) aliveCandidates(name string, ids []int64, now time.Time) map[
 func (l *liveness) grant(name string, master, epoch int64, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.pending[name] {
+	if l.pending[name] > 0 {
 		return false
 	}
 	l.grants[name] = grantRecord{at: now, master: master, epoch: epoch}
 	return true
 }
 
-// beginElection stops the grants in a group and returns when the last
-// lease granted there ends (zero when none was).
+// beginElection stops the grants in a group until the matching
+// endElection and returns when the last lease granted there ends (zero
+// when none was).
 func (l *liveness) beginElection(name string) time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.pending[name] = true
+	l.pending[name]++
 	if g, ok := l.grants[name]; ok {
 		return g.at.Add(l.lease)
 	}
 	return time.Time{}
 }
 
-// endElection lets grants resume in a group.
+// endElection ends what beginElection began; grants resume in the group
+// when no other election is under way there.
 func (l *liveness) endElection(name string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.pending, name)
+	if l.pending[name]--; l.pending[name] <= 0 {
+		delete(l.pending, name)
+	}
 }
 
 // forgetGrants drops the grant records: on leadership loss (a later
@@ -195,5 +201,4 @@ func (l *liveness) forgetGrants() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	clear(l.grants)
-	clear(l.pending)
 }

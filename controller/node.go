@@ -42,12 +42,18 @@ type Controller struct {
 	rlog   *zapio.Writer
 	raft   *raft.Raft
 
+	// scanWaiting and scanLeaseEnd are the groups whose dead master's
+	// lease the scan waits out, and when it ends; scanLoop's own.
+	scanWaiting  map[string]bool
+	scanLeaseEnd map[string]time.Time
+
 	obsCh chan raft.Observation
 	obs   *raft.Observer
 
-	lmu         sync.Mutex // lmu protects leader, ready and leaderSince
+	lmu         sync.Mutex // lmu protects leader, term, ready and leaderSince
 	leader      bool
-	ready       bool // a barrier committed in this leadership: the FSM is current
+	term        uint64 // of the current leadership
+	ready       bool   // a barrier committed in this leadership: the FSM is current
 	leaderSince time.Time
 
 	quit chan struct{}
@@ -70,13 +76,15 @@ func New(opts Options, lg *zap.Logger) (*Controller, error) {
 		lg = zap.NewNop()
 	}
 	c := &Controller{
-		opts:    opts,
-		lg:      lg,
-		live:    newLiveness(&opts),
-		hub:     newHub(),
-		metrics: newMetrics(),
-		quit:    make(chan struct{}),
-		rlog:    &zapio.Writer{Log: lg.Named("raft"), Level: zap.InfoLevel},
+		opts:         opts,
+		lg:           lg,
+		live:         newLiveness(&opts),
+		hub:          newHub(),
+		metrics:      newMetrics(),
+		quit:         make(chan struct{}),
+		scanWaiting:  map[string]bool{},
+		scanLeaseEnd: map[string]time.Time{},
+		rlog:         &zapio.Writer{Log: lg.Named("raft"), Level: zap.InfoLevel},
 	}
 	c.fsm = newFSM(c.hub.notify)
 	if err := c.openStores(); err != nil {
@@ -150,7 +158,10 @@ func (c *Controller) raftConfig() *raft.Config {
 	rc.LocalID = raft.ServerID(c.opts.ID)
 	rc.HeartbeatTimeout = c.opts.RaftHeartbeat
 	rc.ElectionTimeout = c.opts.RaftElectionTimeout
-	rc.LeaderLeaseTimeout = c.opts.RaftHeartbeat / 2
+	// A leader steps down after a heartbeat timeout without a quorum (the
+	// most raft allows): shorter, a loaded host makes leadership flap; the
+	// grace period of the next leader covers the overlap.
+	rc.LeaderLeaseTimeout = c.opts.RaftHeartbeat
 	rc.CommitTimeout = 50 * time.Millisecond
 	rc.SnapshotThreshold = 8192
 	rc.TrailingLogs = 10240
@@ -248,6 +259,9 @@ func (c *Controller) close() error {
 		}
 	}
 	c.wg.Wait()
+	// Close the pooled outgoing connections too (Close does not): the
+	// peers' goroutines serving them end.
+	c.trans.CloseStreams()
 	if err := c.trans.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("controller: close transport: %w", err))
 	}
@@ -277,11 +291,13 @@ func (c *Controller) leaderLoop() {
 }
 
 func (c *Controller) syncLeadership() {
+	term := c.raft.CurrentTerm()
 	is := c.raft.State() == raft.Leader
 	c.lmu.Lock()
-	was := c.leader
+	was := c.leader && c.term == term // a new term is a new leadership
 	c.leader = is
 	if is && !was {
+		c.term = term
 		c.leaderSince = time.Now()
 		c.ready = false
 	}
@@ -296,14 +312,14 @@ func (c *Controller) syncLeadership() {
 		c.lg.Info("controller: lost leadership", zap.String("id", c.opts.ID))
 		return
 	}
-	c.lg.Info("controller: leader", zap.String("id", c.opts.ID), zap.Uint64("term", c.raft.CurrentTerm()),
+	c.lg.Info("controller: leader", zap.String("id", c.opts.ID), zap.Uint64("term", term),
 		zap.Duration("no_elections_for", c.opts.grace()))
 	if err := c.raft.Barrier(applyTimeout).Error(); err != nil {
 		c.lg.Warn("controller: barrier after winning leadership failed", zap.Error(err))
 		return
 	}
 	c.lmu.Lock()
-	c.ready = c.leader
+	c.ready = c.leader && c.term == term
 	c.lmu.Unlock()
 }
 
@@ -322,11 +338,15 @@ type leadership struct {
 	since  time.Time
 }
 
+// leadership is ready only in the leadership (term) whose barrier
+// committed: a leadership lost and won again before leaderLoop noticed is
+// not ready, so its grace period cannot start from the old one's.
 func (c *Controller) leadership() leadership {
+	term := c.raft.CurrentTerm()
 	is := c.raft.State() == raft.Leader
 	c.lmu.Lock()
 	defer c.lmu.Unlock()
-	return leadership{leader: is, ready: is && c.leader && c.ready, since: c.leaderSince}
+	return leadership{leader: is, ready: is && c.leader && c.ready && c.term == term, since: c.leaderSince}
 }
 
 // leaderID names the Raft leader, "" when unknown.

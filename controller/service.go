@@ -169,10 +169,18 @@ func (c *Controller) answer(k replicaKey, b *pb.BrokerBeat, now time.Time) *pb.C
 	}
 	out.Group = c.groupState(g, now)
 	if b != nil && ls.ready && g.MasterID == k.id && b.GetRole() == RoleMaster && b.GetEpoch() == g.MasterEpoch &&
-		c.live.grant(k.name, k.id, g.MasterEpoch, now) {
+		c.live.grant(k.name, k.id, g.MasterEpoch, now) && c.stillMaster(k, g.MasterEpoch) {
 		out.LeaseMs = c.opts.Lease.Milliseconds()
 	}
 	return out
+}
+
+// stillMaster re-reads the committed group after a grant was recorded: an
+// election that began after the group was read and committed before the
+// grant (which it could not wait for) has replaced the master.
+func (c *Controller) stillMaster(k replicaKey, epoch int64) bool {
+	g := c.fsm.group(k.name)
+	return g != nil && g.MasterID == k.id && g.MasterEpoch == epoch
 }
 
 // groupState is a committed group with this controller's liveness view.

@@ -33,7 +33,7 @@ func TestSingleNodeFirstElectionAndLease(t *testing.T) {
 	b1 := newFakeBroker(t, "g1", 1, n.addr)
 	b1.start()
 	waitMaster(t, n, "g1", 1, 1)
-	waitFor(t, 5*time.Second, "b1 holds a lease", func() error {
+	waitFor(t, 10*time.Second, "b1 holds a lease", func() error {
 		if !b1.hasLease() {
 			e, r := b1.state()
 			return fmt.Errorf("epoch %d role %s", e, r)
@@ -42,7 +42,7 @@ func TestSingleNodeFirstElectionAndLease(t *testing.T) {
 	})
 	b2 := newFakeBroker(t, "g1", 2, n.addr)
 	b2.start()
-	waitFor(t, 5*time.Second, "b2 registered, slave", func() error {
+	waitFor(t, 10*time.Second, "b2 registered, slave", func() error {
 		g := groupOf(n, "g1")
 		if g.Replicas[2] == nil {
 			return fmt.Errorf("replicas %v", g.ReplicaIDs())
@@ -74,13 +74,13 @@ func TestSingleNodeMasterKilledSlaveNotInSSS(t *testing.T) {
 	waitMaster(t, n, "g1", 1, 1)
 	b2 := newFakeBroker(t, "g1", 2, n.addr)
 	b2.start()
-	waitFor(t, 5*time.Second, "b2 registered", func() error {
+	waitFor(t, 10*time.Second, "b2 registered", func() error {
 		if groupOf(n, "g1").Replicas[2] == nil {
 			return fmt.Errorf("not yet")
 		}
 		return nil
 	})
-	waitFor(t, 5*time.Second, "grace over", func() error {
+	waitFor(t, 10*time.Second, "grace over", func() error {
 		if time.Since(n.c.leadership().since) < n.opts.grace() {
 			return fmt.Errorf("in grace")
 		}
@@ -92,7 +92,7 @@ func TestSingleNodeMasterKilledSlaveNotInSSS(t *testing.T) {
 	// b1 comes back (restarted): it is elected again, at epoch 2.
 	b1.restart()
 	waitMaster(t, n, "g1", 1, 2)
-	waitFor(t, 5*time.Second, "b1 master of epoch 2 with a lease", func() error {
+	waitFor(t, 10*time.Second, "b1 master of epoch 2 with a lease", func() error {
 		if !b1.hasLease() {
 			return fmt.Errorf("no lease")
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -99,4 +100,29 @@ func TestControllerOptionsValidate(t *testing.T) {
 	if err := o.Validate(); err == nil {
 		t.Fatal("empty controller options accepted")
 	}
+}
+
+func TestControllerMetrics(t *testing.T) {
+	s := startServer(t, func(o *Options) {
+		o.GossipAddr = GossipOff
+		o.Controller = testControllerOptions(t)
+		o.Controller.InMemory = true
+		o.Controller.Dir = ""
+	})
+	waitFor(t, 10*time.Second, "bolide_controller_leader 1", func() error {
+		reg := prometheus.NewPedanticRegistry()
+		if err := reg.Register(s.Collector()); err != nil {
+			return err
+		}
+		mfs, err := reg.Gather()
+		if err != nil {
+			return err
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "bolide_controller_leader" && mf.GetMetric()[0].GetGauge().GetValue() == 1 {
+				return nil
+			}
+		}
+		return fmt.Errorf("not yet")
+	})
 }

@@ -149,6 +149,17 @@ func TestEpochFileCorrupt(t *testing.T) {
 		"three fields":  fixCRC(t, "1 0 0\n"),
 		"not numbers":   fixCRC(t, "one 0\n"),
 	}
+	// The helper itself makes a file that loads when its lines are good.
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "config"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config", "epochs"), []byte(fixCRC(t, "1 0\n4 70\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := loadEpochFile(dir); err != nil || !reflect.DeepEqual(f.Entries(), []ha.EpochEntry{{Epoch: 1, Start: 0}, {Epoch: 4, Start: 70}}) {
+		t.Fatalf("control file: %v", err)
+	}
 	for name, content := range cases {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()

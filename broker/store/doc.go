@@ -153,8 +153,10 @@
 //  6. the intent file is removed and the directory fsynced.
 //
 // Open finishes a truncation it finds pending before anything else: it
-// verifies the CommitLog from min(checkpoint LogFrom, off) (a checkpoint
-// from before the cut may point past it), cuts it at off, and lets the
+// verifies the CommitLog from the checkpoint's LogFrom or the start of
+// off's segment, whichever is lower (a checkpoint from before the cut may
+// point past it), cuts it at off (an intent that does not parse or does
+// not name a record boundary fails Open, naming the file), and lets the
 // usual recovery drop queue and index entries past the log's end and
 // rebuild the rest; it removes the intent file once its checkpoint is
 // written. So a crash at any step leaves, after the reopen, a store that

@@ -216,7 +216,10 @@ func (s *Store) open() error {
 	}
 	logFrom := cp.LogFrom
 	if pending {
-		logFrom = min(logFrom, intent)
+		// The segment start below the target is a record boundary whatever
+		// the intent says (records never cross segments); the target
+		// itself is checked once the log is open.
+		logFrom = min(logFrom, intent-intent%o.CommitLog.SegmentSize)
 		s.log.Warn("finishing an interrupted truncation", zap.Int64("to", intent), zap.Int64("logFrom", logFrom))
 	}
 	s.clog, err = commitlog.Open(o.CommitLog, logFrom, s.log.Named("commitlog"))

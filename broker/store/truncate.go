@@ -167,6 +167,9 @@ func (s *Store) truncateParts(off int64) error {
 	s.dispatched.Store(d)
 	s.dispatchFailed = s.index != nil // drop partial index entries before the next attempt
 	s.resetPlanLocked(d)
+	if s.recovering.Load() && s.recoverEnd > off {
+		s.recoverEnd = off // a recovery cut short by a full disk ends at the new end
+	}
 	if d == off {
 		s.lastStoreTime.Store(s.clog.LastStoreTimestamp())
 	}

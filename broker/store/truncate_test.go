@@ -1,12 +1,21 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -427,4 +436,213 @@ func TestTruncateBelowDispatchLimit(t *testing.T) {
 	}
 	s.SetDispatchLimit(math.MaxInt64)
 	checkCut(t, s, keep, acks[80:], cut)
+}
+
+const (
+	envTruncChild = "BOLIDE_TRUNC_CHILD"
+	envTruncStep  = "BOLIDE_TRUNC_STEP"
+)
+
+// TestTruncateCrashChild is the child of TestTruncateToKilled: it fills a
+// store, prints its acks and the cut, and truncates, killing itself with
+// SIGKILL right after the step named in the environment.
+func TestTruncateCrashChild(t *testing.T) {
+	if os.Getenv(envTruncChild) != "1" {
+		t.Skip("truncation crash child process only")
+	}
+	flush, _ := commitlog.ParseFlushMode(os.Getenv(envFlush))
+	step, _ := strconv.Atoi(os.Getenv(envTruncStep))
+	o := crashOptions(os.Getenv(envDir), flush)
+	o.CheckpointInterval = 5 * time.Millisecond
+	s, err := Open(o, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		os.Exit(2)
+	}
+	acks := putCrashMsgs(t, s, 0, 300)
+	for _, a := range acks {
+		fmt.Printf("ack %d %d %d %d %d\n", a.i, a.phys, a.size, a.qoff, 0)
+	}
+	if err := waitDispatched(s, s.CommitLog().MaxOffset(), 10*time.Second); err != nil {
+		fmt.Fprintln(os.Stderr, "dispatch:", err)
+		os.Exit(2)
+	}
+	time.Sleep(20 * time.Millisecond) // a checkpoint names the old end
+	cut := acks[len(acks)/3].phys
+	fmt.Printf("cut %d\n", cut)
+	s.truncateHook = func(st truncateStep) error {
+		if int(st) == step {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+		return nil
+	}
+	if err := s.TruncateTo(context.Background(), cut); err != nil {
+		fmt.Fprintln(os.Stderr, "truncate:", err)
+		os.Exit(2)
+	}
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // after the last step
+	select {}
+}
+
+// TestTruncateToKilled kills a process in the middle of TruncateTo, after
+// each step and after the end, then reopens the store: it ends exactly at
+// the cut, with no stale tail in the log, queues or index.
+func TestTruncateToKilled(t *testing.T) {
+	steps := []truncateStep{stepIntent, stepCommitLog, stepConsumeQueue, stepIndex, stepCheckpoint, stepCheckpoint + 1}
+	for _, flush := range []commitlog.FlushMode{commitlog.FlushAsync, commitlog.FlushSync} {
+		for _, step := range steps {
+			t.Run(flush.String()+"/"+strconv.Itoa(int(step)), func(t *testing.T) {
+				dir := t.TempDir()
+				cmd := exec.Command(os.Args[0], "-test.run=^TestTruncateCrashChild$", "-test.count=1")
+				cmd.Env = append(os.Environ(), envTruncChild+"=1", envDir+"="+dir, envFlush+"="+flush.String(),
+					envTruncStep+"="+strconv.Itoa(int(step)))
+				var stderr bytes.Buffer
+				cmd.Stderr = &stderr
+				out, err := cmd.Output()
+				if ee, ok := err.(*exec.ExitError); !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+					t.Fatalf("child should have died of SIGKILL: %v\n%s", err, stderr.String())
+				}
+				var acks []ack
+				cut := int64(-1)
+				for _, line := range strings.Split(string(out), "\n") {
+					f := strings.Fields(line)
+					switch {
+					case len(f) == 6 && f[0] == "ack":
+						var v [5]int64
+						for k := range v {
+							v[k], _ = strconv.ParseInt(f[k+1], 10, 64)
+						}
+						acks = append(acks, ack{i: int(v[0]), qid: int(v[0]) % crashQueue, phys: v[1], size: v[2], qoff: v[3]})
+					case len(f) == 2 && f[0] == "cut":
+						cut, _ = strconv.ParseInt(f[1], 10, 64)
+					}
+				}
+				if len(acks) != 300 || cut < 0 {
+					t.Fatalf("child printed %d acks, cut %d\n%s", len(acks), cut, stderr.String())
+				}
+				slices.SortFunc(acks, func(a, b ack) int { return int(a.phys - b.phys) })
+				if pending := intentExists(t, dir); pending != (step <= stepCheckpoint) {
+					t.Fatalf("intent present %v after a kill at step %d", pending, step)
+				}
+				keep, away := splitAt(acks, cut)
+				s, err := Open(crashOptions(dir, flush), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = s.Close() }()
+				checkCut(t, s, keep, away, cut)
+			})
+		}
+	}
+}
+
+// TestTruncateToWithReaders truncates while consumers read queues, look
+// keys up and read by offset: nothing crashes or races, and afterwards the
+// reads see only what was kept.
+func TestTruncateToWithReaders(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(testOptions(dir, commitlog.FlushAsync), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	acks := putCrashMsgs(t, s, 0, 300)
+	if err := waitDispatched(s, s.CommitLog().MaxOffset(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var reads atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; ; i = (i + 13) % len(acks) {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				a := acks[i]
+				switch i % 3 {
+				case 0:
+					_, _ = s.GetMessages("crash", int32(a.qid), a.qoff, 8, 1<<20, nil)
+				case 1:
+					_, _ = s.QueryByKey("crash", "ck-"+strconv.Itoa(a.i), 0, time.Now().UnixMilli()+1000, 2)
+				case 2:
+					_, _ = s.ReadMessage(a.phys)
+				}
+				reads.Add(1)
+			}
+		}()
+	}
+	for reads.Load() < 500 {
+		runtime.Gosched()
+	}
+	cut := acks[100].phys
+	if err := s.TruncateTo(context.Background(), cut); err != nil {
+		t.Fatal(err)
+	}
+	n := reads.Load()
+	for reads.Load() < n+500 {
+		runtime.Gosched()
+	}
+	close(stop)
+	wg.Wait()
+	keep, away := splitAt(acks, cut)
+	checkCut(t, s, keep, away, cut)
+}
+
+// TestOpenWithIntent: Open finishes a pending truncation written by hand,
+// ignores one past the log's end, and refuses a corrupt one or one that
+// does not name a record boundary, naming the file.
+func TestOpenWithIntent(t *testing.T) {
+	dir := t.TempDir()
+	o := testOptions(dir, commitlog.FlushAsync)
+	s, err := Open(o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acks := putCrashMsgs(t, s, 0, 120)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	end := acks[len(acks)-1].end()
+	path := filepath.Join(dir, intentName)
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, bad := range []string{"{", `{"version":2,"offset":0}`, `{"version":1,"offset":` + strconv.FormatInt(acks[5].phys+3, 10) + `}`} {
+		write(bad)
+		if s, err := Open(o, nil); err == nil {
+			_ = s.Close()
+			t.Fatalf("opened with intent %s", bad)
+		} else if !strings.Contains(err.Error(), path) {
+			t.Fatalf("error does not name %s: %v", path, err)
+		}
+	}
+	// Past the end: nothing to cut.
+	write(`{"version":1,"offset":` + strconv.FormatInt(end+4096, 10) + `}`)
+	if s, err = Open(o, nil); err != nil {
+		t.Fatal(err)
+	}
+	if intentExists(t, dir) || s.CommitLog().MaxOffset() != end {
+		t.Fatalf("intent past the end: log ends at %d (want %d), intent left %v", s.CommitLog().MaxOffset(), end, intentExists(t, dir))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A boundary: cut there.
+	cut := acks[70].phys
+	write(`{"version":1,"offset":` + strconv.FormatInt(cut, 10) + `}`)
+	if s, err = Open(o, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	keep, away := splitAt(acks, cut)
+	checkCut(t, s, keep, away, cut)
 }

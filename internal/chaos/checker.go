@@ -499,7 +499,8 @@ func (r AsyncLossReport) Errors() []string {
 
 // CheckAsyncLoss attributes every lost acknowledged copy to the kill of
 // the master that acknowledged it (the first kill of that broker after
-// the ack) and checks it lies at or above the offset the new master had
+// the send started: the kill's time is taken just before the signal, so
+// an ack may end a little after it) and checks it lies at or above the offset the new master had
 // acknowledged at the snapshot: below it, the new master had the bytes and
 // the loss is not the replication lag's.
 func CheckAsyncLoss(atts []Attempt, fin *FinalLog, snaps []KillSnapshot) AsyncLossReport {
@@ -518,7 +519,7 @@ func CheckAsyncLoss(atts []Attempt, fin *FinalLog, snaps []KillSnapshot) AsyncLo
 	for _, a := range loss.LostCopies {
 		k := -1
 		for i, s := range snaps {
-			if s.Master == a.Broker && a.End <= s.At {
+			if s.Master == a.Broker && a.Start <= s.At {
 				k = i
 				break
 			}
@@ -549,7 +550,7 @@ func CheckAsyncLoss(atts []Attempt, fin *FinalLog, snaps []KillSnapshot) AsyncLo
 			continue
 		}
 		for _, a := range loss.LostCopies {
-			if a.Broker == c.Master && a.End <= c.At && a.Offset >= c.MasterEnd {
+			if a.Broker == c.Master && a.Start <= c.At && a.Offset >= c.MasterEnd {
 				c.AckedAfterSnapshot++
 			}
 		}

@@ -298,6 +298,8 @@ func TestFailovers(t *testing.T) {
 	}
 	b.t += 20 * time.Second
 	events = append(events, Event{At: b.t, Kind: "kill", Target: "b2", Cycle: 1}) // nobody answers after it
+	b.t += 3 * time.Second
+	b.fail(1, 61, 1, false, "")
 	fs := Failovers(b.atts, events, "kill")
 	if len(fs) != 2 {
 		t.Fatalf("failovers %+v", fs)
@@ -308,8 +310,8 @@ func TestFailovers(t *testing.T) {
 	if fs[0].RateBefore < 49 || fs[0].RateBefore > 51 { // 50 acks in the 1 s since the start
 		t.Fatalf("rate before %v", fs[0].RateBefore)
 	}
-	if fs[0].After[0] != 0 || fs[0].After[2] != 10 {
-		t.Fatalf("after %v", fs[0].After)
+	if len(fs[0].After) != RateWindow || fs[0].After[0] != 0 || fs[0].After[2] != 10 || len(fs[1].After) != 3 {
+		t.Fatalf("after %v, %v", fs[0].After, fs[1].After)
 	}
 	s := Stats(fs)
 	if s.N != 1 || s.Missing != 1 || s.Median != want || s.Max != want || s.MinRate != 0 {
@@ -364,4 +366,41 @@ func segName(off int64) string {
 		off /= 10
 	}
 	return string(n)
+}
+
+func TestAckedSince(t *testing.T) {
+	h := NewHistory()
+	h.Add(Attempt{End: 100 * ms, Outcome: Acked, Broker: "b1"})
+	h.Add(Attempt{End: 200 * ms, Outcome: Unknown})
+	h.Add(Attempt{End: 300 * ms, Outcome: Acked, Broker: "b2"})
+	h.Add(Attempt{End: 250 * ms, Outcome: Acked, Broker: "b1"}) // added late
+	for _, c := range []struct {
+		t    time.Duration
+		not  string
+		want bool
+	}{{0, "", true}, {240 * ms, "b2", true}, {260 * ms, "b2", false}, {260 * ms, "b1", true}, {300 * ms, "", false}, {50 * ms, "b1", true}} {
+		if got := h.AckedSince(c.t, c.not); got != c.want {
+			t.Errorf("AckedSince(%v, %q) = %v", c.t, c.not, got)
+		}
+	}
+}
+
+func TestFailoversRestartedTarget(t *testing.T) {
+	// b1 killed, restarted, elected again: its acks count once it was
+	// restarted, not before (a send in flight at the kill).
+	var b builder
+	b.ack(1, 1, 1, "b1", true)
+	kill := Event{At: b.t - 5*ms, Kind: "kill", Target: "b1"} // the ack above ends after the kill mark
+	b.t += time.Second
+	restart := Event{At: b.t, Kind: Restart, Target: "b1"}
+	b.t += 500 * ms
+	a := b.ack(1, 2, 1, "b1", true)
+	fs := Failovers(b.atts, []Event{kill, restart}, "kill")
+	if len(fs) != 1 || fs[0].FirstAck != a.End-kill.At || fs[0].By != "b1" {
+		t.Fatalf("failovers %+v", fs)
+	}
+	// Without the restart the target's acks never count.
+	if fs := Failovers(b.atts, []Event{kill}, "kill"); fs[0].FirstAck != -1 {
+		t.Fatalf("failovers %+v", fs)
+	}
 }

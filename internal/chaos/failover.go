@@ -16,13 +16,17 @@ type Failover struct {
 	Kind   string
 	Target string // the master the fault hit
 	At     time.Duration
-	// FirstAck is the time from the fault to the end of the first
-	// acknowledged send by another broker (-1: none before the next
-	// fault or the end of the history); By that broker.
+	// FirstAck is the time from the fault to the end of the first send
+	// acknowledged by a new master (-1: none before the next fault or
+	// the end of the history); By that broker. A new master is another
+	// broker, or the target itself for a send it started after it was
+	// restarted (a restarted broker never resumes its old epoch).
 	FirstAck time.Duration
 	By       string
 	// RateBefore is the acks per second over the RateWindow before the
-	// fault; After the acks in each second after it (RateWindow seconds).
+	// fault (from the previous fault at most); After the acks in each
+	// whole second after it, up to RateWindow seconds and not past the
+	// next fault or the last attempt.
 	RateBefore float64
 	After      []int
 }
@@ -30,13 +34,19 @@ type Failover struct {
 // RateWindow is how many seconds around a fault the throughput covers.
 const RateWindow = 10
 
+// Restart is the event kind of a broker started again after a fault.
+const Restart = "restart"
+
 // Failovers measures every event of the given kinds whose target is a
 // broker.
 func Failovers(atts []Attempt, events []Event, kinds ...string) []Failover {
-	var faults []Event
+	var faults, restarts []Event
 	for _, e := range events {
 		if slices.Contains(kinds, e.Kind) {
 			faults = append(faults, e)
+		}
+		if e.Kind == Restart {
+			restarts = append(restarts, e)
 		}
 	}
 	sort.Slice(faults, func(i, j int) bool { return faults[i].At < faults[j].At })
@@ -47,21 +57,33 @@ func Failovers(atts []Attempt, events []Event, kinds ...string) []Failover {
 		}
 	}
 	sort.Slice(acks, func(i, j int) bool { return acks[i].End < acks[j].End })
+	var lastEnd time.Duration
+	for i := range atts {
+		lastEnd = max(lastEnd, atts[i].End)
+	}
 	var out []Failover
 	for k, e := range faults {
-		f := Failover{Cycle: e.Cycle, Kind: e.Kind, Target: e.Target, At: e.At, FirstAck: -1, After: make([]int, RateWindow)}
 		limit := time.Duration(1<<63 - 1)
 		if k+1 < len(faults) {
 			limit = faults[k+1].At
 		}
+		secs := min(RateWindow, int((min(limit, lastEnd)-e.At)/time.Second))
+		f := Failover{Cycle: e.Cycle, Kind: e.Kind, Target: e.Target, At: e.At, FirstAck: -1, After: make([]int, max(secs, 0))}
+		restarted := time.Duration(-1)
+		for _, r := range restarts {
+			if r.Target == e.Target && r.At > e.At && r.At < limit {
+				restarted = r.At
+				break
+			}
+		}
 		i := sort.Search(len(acks), func(i int) bool { return acks[i].End > e.At })
 		for j := i; j < len(acks) && acks[j].End < limit; j++ {
-			if acks[j].Broker != e.Target {
+			if acks[j].Broker != e.Target || (restarted >= 0 && acks[j].Start > restarted) {
 				f.FirstAck, f.By = acks[j].End-e.At, acks[j].Broker
 				break
 			}
 		}
-		for j := i; j < len(acks) && acks[j].End < e.At+RateWindow*time.Second; j++ {
+		for j := i; j < len(acks) && acks[j].End < e.At+time.Duration(len(f.After))*time.Second; j++ {
 			f.After[(acks[j].End-e.At)/time.Second]++
 		}
 		before := e.At - RateWindow*time.Second

@@ -144,7 +144,7 @@ func StartCluster(t testing.TB, cfg Config) (*Cluster, error) {
 			"--controller", "--controller-id", ns.Name, "--controller-peers", strings.Join(peers, ","),
 			"--controller-raft-listen", ns.RaftAddr, "--controller-dir", filepath.Join(ns.Dir, "controller"),
 			"--raft-heartbeat", dur(cfg.RaftHeartbeat), "--raft-election-timeout", dur(cfg.RaftElection),
-			"--broker-timeout", dur(cfg.BrokerTimeout), "--lease", dur(cfg.Lease)}
+			"--controller-broker-timeout", dur(cfg.BrokerTimeout), "--lease", dur(cfg.Lease)}
 		args = append(args, cfg.NameServerArgs...)
 		if err := os.MkdirAll(ns.Dir, 0o755); err != nil {
 			return nil, err
@@ -395,6 +395,27 @@ func (c *Cluster) Master(ctx context.Context) (*Broker, int64, error) {
 		return nil, 0, fmt.Errorf("controller says %s is master of epoch %d, it says %s of epoch %d", b.Name, g.GetMasterEpoch(), r.GetRole(), r.GetEpoch())
 	}
 	return b, g.GetMasterEpoch(), nil
+}
+
+// WaitNewMaster waits up to d for a master of an epoch above after (any
+// broker: a restarted master may be elected again, at a new epoch).
+func (c *Cluster) WaitNewMaster(ctx context.Context, after int64, d time.Duration) (*Broker, int64, error) {
+	var (
+		m     *Broker
+		epoch int64
+	)
+	err := poll(ctx, d, func() error {
+		b, e, err := c.Master(ctx)
+		if err != nil {
+			return err
+		}
+		if e <= after {
+			return fmt.Errorf("%s is still master of epoch %d", b.Name, e)
+		}
+		m, epoch = b, e
+		return nil
+	})
+	return m, epoch, err
 }
 
 // WaitMaster waits up to d for a master other than not ("" any).

@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -170,25 +172,50 @@ func (h *History) Events() []Event {
 	return append([]Event(nil), h.events...)
 }
 
-// AcksSince counts the acknowledged attempts that ended after t from a
-// broker other than not ("" counts every broker).
-func (h *History) AcksSince(t time.Duration, not string) int {
+// AckedSince reports whether an attempt that ended after t was
+// acknowledged by a broker other than not ("": any broker).
+func (h *History) AckedSince(t time.Duration, not string) bool {
+	return h.AckedSinceBy(t, func(a *Attempt) bool { return not == "" || a.Broker != not })
+}
+
+// AckedSinceBy reports whether an attempt that ended after t and
+// satisfies ok was acknowledged.
+func (h *History) AckedSinceBy(t time.Duration, ok func(*Attempt) bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n := 0
 	for i := len(h.atts) - 1; i >= 0; i-- {
 		a := &h.atts[i]
 		if a.End <= t {
-			// Attempts are appended at their end, in roughly increasing
-			// order; an older one can follow a younger one by a little.
-			if t-a.End > 10*time.Second {
-				break
+			// Attempts are appended at their end, so ends increase but
+			// for the little time between an attempt's end and its Add.
+			if t-a.End > time.Second {
+				return false
 			}
 			continue
 		}
-		if a.Outcome == Acked && (not == "" || a.Broker != not) {
-			n++
+		if a.Outcome == Acked && ok(a) {
+			return true
 		}
 	}
-	return n
+	return false
+}
+
+// WriteFiles writes the attempts (attempts.csv) and events (events.csv)
+// into dir, times in seconds from the origin.
+func (h *History) WriteFiles(dir string) error {
+	var b strings.Builder
+	b.WriteString("producer,key,seq,attempt,start,end,outcome,code,broker,offset,queue,error\n")
+	for _, a := range h.Attempts() {
+		fmt.Fprintf(&b, "%d,%d,%d,%d,%.6f,%.6f,%s,%s,%s,%d,%d,%q\n", a.Producer, a.Key, a.Seq, a.Attempt,
+			a.Start.Seconds(), a.End.Seconds(), a.Outcome, a.Code, a.Broker, a.Offset, a.Queue, a.Err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "attempts.csv"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	b.Reset()
+	b.WriteString("at,kind,target,cycle,note\n")
+	for _, e := range h.Events() {
+		fmt.Fprintf(&b, "%.6f,%s,%s,%d,%q\n", e.At.Seconds(), e.Kind, e.Target, e.Cycle, e.Note)
+	}
+	return os.WriteFile(filepath.Join(dir, "events.csv"), []byte(b.String()), 0o644)
 }

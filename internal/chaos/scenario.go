@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +42,10 @@ type Run struct {
 	Topic  string
 	Queues int32
 	Snaps  []KillSnapshot
+	// Epoch is the master's epoch when the current cycle's fault began.
+	Epoch int64
+	// restarted: when each broker was last started again after a fault.
+	restarted map[string]time.Duration
 	// Rejoin: per fault, the time from its end until every broker was in
 	// the sync state set again.
 	Rejoin []time.Duration
@@ -105,8 +110,8 @@ func Execute(t testing.TB, sc Scenario) *Result {
 	// Registered before the cluster's own cleanup, so it runs after the
 	// processes are stopped.
 	t.Cleanup(func() {
-		if res.Failed() {
-			t.Logf("%s: logs and data kept in %s", sc.Name, dir)
+		if res.Failed() || os.Getenv("BOLIDE_CHAOS_KEEP") != "" {
+			t.Logf("%s: logs, history (attempts.csv, events.csv) and data kept in %s", sc.Name, dir)
 			return
 		}
 		_ = os.RemoveAll(dir)
@@ -114,13 +119,16 @@ func Execute(t testing.TB, sc Scenario) *Result {
 	h := NewHistory()
 	start := time.Now()
 	c, err := StartCluster(t, cfg)
-	r := &Run{T: t, C: c, H: h, Topic: "chaos", Queues: 8, sc: &sc}
+	r := &Run{T: t, C: c, H: h, Topic: "chaos", Queues: 8, sc: &sc, restarted: map[string]time.Duration{}}
 	if err != nil {
 		res.Problems = append(res.Problems, "start: "+err.Error())
 		return res
 	}
 	r.execute(ctx, res)
 	res.Duration = time.Since(start)
+	if err := h.WriteFiles(dir); err != nil {
+		t.Logf("history files: %v", err)
+	}
 	return res
 }
 
@@ -160,6 +168,9 @@ func (r *Run) execute(ctx context.Context, res *Result) {
 	sleep(ctx, 2*time.Second)
 	for cycle := 0; cycle < r.sc.Cycles && ctx.Err() == nil; cycle++ {
 		m, err := c.WaitInSync(ctx, 30*time.Second)
+		if err == nil {
+			_, r.Epoch, err = c.Master(ctx)
+		}
 		if cycle > 0 && len(r.heals) > 0 {
 			r.Rejoin = append(r.Rejoin, h.Now()-r.heals[len(r.heals)-1])
 		}
@@ -167,10 +178,10 @@ func (r *Run) execute(ctx context.Context, res *Result) {
 			res.Problems = append(res.Problems, fmt.Sprintf("cycle %d: replicas not back in sync: %v", cycle, err))
 			break
 		}
-		if acks := h.AcksSince(h.Now()-time.Second, ""); acks == 0 {
+		if !h.AckedSince(h.Now()-time.Second, "") {
 			// Writes must flow before the next fault.
 			if err := poll(ctx, 15*time.Second, func() error {
-				if h.AcksSince(h.Now()-500*time.Millisecond, "") == 0 {
+				if !h.AckedSince(h.Now()-500*time.Millisecond, "") {
 					return fmt.Errorf("no acks")
 				}
 				return nil
@@ -190,7 +201,14 @@ func (r *Run) execute(ctx context.Context, res *Result) {
 	if _, err := c.WaitInSync(ctx, 30*time.Second); err == nil && len(r.heals) > 0 && len(r.Rejoin) < len(r.heals) {
 		r.Rejoin = append(r.Rejoin, h.Now()-r.heals[len(r.heals)-1])
 	}
-	sleep(ctx, time.Second)
+	// The load runs on until the last fault's throughput window ends.
+	last := time.Duration(0)
+	for _, e := range h.Events() {
+		if slices.Contains(r.sc.Kinds, e.Kind) {
+			last = max(last, e.At)
+		}
+	}
+	sleep(ctx, max(time.Second, last+RateWindow*time.Second-h.Now()))
 	stop()
 	r.Logf("load stopped: %d attempts", len(h.Attempts()))
 	r.healAll(ctx)
@@ -275,15 +293,26 @@ func (r *Run) check(ctx context.Context, res *Result, final *Broker) {
 	res.Errors = append(res.Errors, res.Divergence.Errors...)
 }
 
-// waitOther waits up to d until a broker other than not acknowledged a
-// send that ended after since.
-func (r *Run) waitOther(ctx context.Context, since time.Duration, not string, d time.Duration) error {
+// waitNewAck waits up to d until a new master acknowledged a send that
+// ended after since: a broker other than old, or old itself for a send
+// started after it was restarted (as Failovers counts).
+func (r *Run) waitNewAck(ctx context.Context, since time.Duration, old string, d time.Duration) error {
+	restarted, ok := r.restarted[old]
+	if !ok || restarted < since {
+		restarted = -1
+	}
 	return poll(ctx, d, func() error {
-		if r.H.AcksSince(since, not) == 0 {
-			return fmt.Errorf("no send acknowledged by a broker other than %s since %.3fs", not, since.Seconds())
+		if !r.H.AckedSinceBy(since, func(a *Attempt) bool { return a.Broker != old || (restarted >= 0 && a.Start > restarted) }) {
+			return fmt.Errorf("no send acknowledged by a new master since %.3fs", since.Seconds())
 		}
 		return nil
 	})
+}
+
+// restart starts broker b again and records it.
+func (r *Run) restart(b *Broker, cycle int) error {
+	r.restarted[b.Name] = r.H.Mark(Restart, b.Name, cycle, "")
+	return b.Proc.Start()
 }
 
 // KillMaster kills m with SIGKILL (async replication: its replication
@@ -291,13 +320,15 @@ func (r *Run) waitOther(ctx context.Context, since time.Duration, not string, d 
 // acknowledge sends, optionally cuts m's CommitLog to its last durable
 // offset, and restarts it.
 func KillMaster(ctx context.Context, r *Run, cycle int, m *Broker) error {
+	async := r.sc.Replication == "async"
+	if async {
+		// The machine dies: its last bytes never reach the slaves. The
+		// snapshot then reads the lag the kill leaves.
+		m.HAProxy.Blackhole(true)
+	}
 	snap, err := r.C.Snapshot(ctx, m)
 	if err != nil {
 		return fmt.Errorf("snapshot of %s: %w", m.Name, err)
-	}
-	async := r.sc.Replication == "async"
-	if async {
-		m.HAProxy.Blackhole(true)
 	}
 	snap.Cycle = cycle
 	snap.At = r.H.Mark("kill", m.Name, cycle, "")
@@ -306,14 +337,14 @@ func KillMaster(ctx context.Context, r *Run, cycle int, m *Broker) error {
 		m.HAProxy.Cut()
 		m.HAProxy.Blackhole(false)
 	}
-	nm, epoch, err := r.C.WaitMaster(ctx, m.Name, 30*time.Second)
+	nm, epoch, err := r.C.WaitNewMaster(ctx, r.Epoch, 30*time.Second)
 	if err != nil {
 		return fmt.Errorf("no new master after killing %s: %w", m.Name, err)
 	}
 	snap.NewMaster = nm.Name
 	r.Snaps = append(r.Snaps, snap)
 	r.H.Mark("elected", nm.Name, cycle, fmt.Sprintf("epoch %d", epoch))
-	if err := r.waitOther(ctx, snap.At, m.Name, 30*time.Second); err != nil {
+	if err := r.waitNewAck(ctx, snap.At, m.Name, 30*time.Second); err != nil {
 		return err
 	}
 	r.Logf("cycle %d: %s elected at epoch %d; lag before the kill %d bytes (slave acks %v, master end %d)", cycle, nm.Name, epoch, snap.LagBytes, snap.SlaveAck, snap.MasterEnd)
@@ -328,8 +359,7 @@ func KillMaster(ctx context.Context, r *Run, cycle int, m *Broker) error {
 		r.H.Mark("power-loss", m.Name, cycle, fmt.Sprintf("cut to %d", durable))
 	}
 	sleep(ctx, time.Second)
-	r.H.Mark("restart", m.Name, cycle, "")
-	return m.Proc.Start()
+	return r.restart(m, cycle)
 }
 
 // FreezeMaster stops m with SIGSTOP for d, checks another master took
@@ -344,12 +374,12 @@ func FreezeMaster(d time.Duration) func(ctx context.Context, r *Run, cycle int, 
 			_ = m.Proc.Cont()
 			r.H.Mark("sigcont", m.Name, cycle, "")
 		}()
-		nm, epoch, err := r.C.WaitMaster(ctx, m.Name, d)
+		nm, epoch, err := r.C.WaitNewMaster(ctx, r.Epoch, d)
 		if err != nil {
 			return fmt.Errorf("no new master while %s was stopped: %w", m.Name, err)
 		}
 		r.H.Mark("elected", nm.Name, cycle, fmt.Sprintf("epoch %d", epoch))
-		if err := r.waitOther(ctx, at, m.Name, max(d-(r.H.Now()-at), time.Second)); err != nil {
+		if err := r.waitNewAck(ctx, at, m.Name, max(d-(r.H.Now()-at), time.Second)); err != nil {
 			return err
 		}
 		r.Logf("cycle %d: %s elected at epoch %d while %s is stopped", cycle, nm.Name, epoch, m.Name)
@@ -369,12 +399,12 @@ func IsolateMaster(d time.Duration) func(ctx context.Context, r *Run, cycle int,
 			r.C.Heal(m)
 			r.H.Mark("heal", m.Name, cycle, "")
 		}()
-		nm, epoch, err := r.C.WaitMaster(ctx, m.Name, d)
+		nm, epoch, err := r.C.WaitNewMaster(ctx, r.Epoch, d)
 		if err != nil {
 			return fmt.Errorf("no new master while %s was cut off: %w", m.Name, err)
 		}
 		r.H.Mark("elected", nm.Name, cycle, fmt.Sprintf("epoch %d", epoch))
-		if err := r.waitOther(ctx, at, m.Name, max(d-(r.H.Now()-at), time.Second)); err != nil {
+		if err := r.waitNewAck(ctx, at, m.Name, max(d-(r.H.Now()-at), time.Second)); err != nil {
 			return err
 		}
 		r.Logf("cycle %d: %s elected at epoch %d while %s is cut off", cycle, nm.Name, epoch, m.Name)
@@ -399,28 +429,34 @@ func KillMasterThenLeader(delay func(cycle int) time.Duration) func(ctx context.
 		}
 		r.H.Mark("kill-controller", leader.Name, cycle, "leader")
 		leader.Proc.Kill()
+		restartBoth := func() error {
+			sleep(ctx, time.Second)
+			r.H.Mark("restart-controller", leader.Name, cycle, "")
+			return startAll(2, func(i int) error {
+				if i == 0 {
+					return r.restart(m, cycle)
+				}
+				return leader.Proc.Start()
+			})
+		}
 		if delay(cycle) == 0 {
 			// Killed together: restarted together.
-			sleep(ctx, time.Second)
-			r.H.Mark("restart", m.Name+"+"+leader.Name, cycle, "")
-			if err := startAll(2, func(i int) error { return []*Proc{m.Proc, leader.Proc}[i].Start() }); err != nil {
+			if err := restartBoth(); err != nil {
 				return err
 			}
 		}
-		nm, epoch, err := r.C.WaitMaster(ctx, m.Name, 30*time.Second)
+		nm, epoch, err := r.C.WaitNewMaster(ctx, r.Epoch, 30*time.Second)
 		if err != nil {
 			return fmt.Errorf("no new master after killing %s and controller %s: %w", m.Name, leader.Name, err)
 		}
 		r.H.Mark("elected", nm.Name, cycle, fmt.Sprintf("epoch %d", epoch))
-		if err := r.waitOther(ctx, at, m.Name, 30*time.Second); err != nil {
+		if err := r.waitNewAck(ctx, at, m.Name, 30*time.Second); err != nil {
 			return err
 		}
 		nl, _, _ := r.C.Leader(ctx)
 		r.Logf("cycle %d: %s elected at epoch %d; controller leader %s killed, now %v", cycle, nm.Name, epoch, leader.Name, nsName(nl))
 		if !m.Proc.Running() {
-			sleep(ctx, time.Second)
-			r.H.Mark("restart", m.Name+"+"+leader.Name, cycle, "")
-			return startAll(2, func(i int) error { return []*Proc{m.Proc, leader.Proc}[i].Start() })
+			return restartBoth()
 		}
 		return nil
 	}
@@ -462,7 +498,7 @@ func Scenarios(mode string) []Scenario {
 // Summary formats results as a markdown table.
 func Summary(rs []*Result) string {
 	var b strings.Builder
-	b.WriteString("| scenario | repl | cycles | attempts | acked | lost | dup | order | two masters | divergence | failover median | max | bound | acks/s before | min acks/s after | rejoin max | verdict |\n")
+	b.WriteString("| scenario | repl | cycles | attempts | acked | lost | dup | order | two masters | divergence | failover median | max | bound | acks/s before | acks/s in the 10 s after | rejoin max | verdict |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		lost := fmt.Sprintf("%d", len(r.Loss.LostMessages))
@@ -484,9 +520,9 @@ func Summary(rs []*Result) string {
 		for _, d := range r.Rejoin {
 			rejoin = max(rejoin, d)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %s | %d | %d | %d | %d | %s | %s | %s | %.0f | %d | %s | %s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %s | %d | %d | %d | %d | %s | %s | %s | %.0f | %.0f | %s | %s |\n",
 			r.Name, r.Replication, r.Cycles, r.Attempts, r.Acked, lost, r.Dups.Extra, len(r.Order.Violations), tm,
-			len(r.Divergence.Errors), fmtDur(r.Stats.Median), fmtDur(r.Stats.Max), fmtDur(r.Bound), r.Stats.RateBefore, r.Stats.MinRate,
+			len(r.Divergence.Errors), fmtDur(r.Stats.Median), fmtDur(r.Stats.Max), fmtDur(r.Bound), r.Stats.RateBefore, r.Stats.MeanRate,
 			fmtDur(rejoin), verdict)
 	}
 	return b.String()
