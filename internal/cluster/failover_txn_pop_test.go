@@ -113,17 +113,22 @@ func TestControllerFailoverTransactions(t *testing.T) {
 	if c, rb := l.checked("tx-committed"), l.checked("tx-rolledback"); c != 0 || rb != 0 {
 		t.Errorf("ended transactions checked back: committed %d times, rolled back %d times", c, rb)
 	}
-	stored := map[string]int{}
 	bc := brokerClient(t, r.broker(n).Addr())
-	for q := int32(0); q < 2; q++ {
-		for _, m := range dpPullAll(t, bc, ctlTopic, q) {
-			if strings.HasPrefix(string(m.Body), "tx-") {
-				stored[string(m.Body)]++
+	if err := Poll(20*time.Second, func() error {
+		stored := map[string]int{}
+		for q := int32(0); q < 2; q++ {
+			for _, m := range dpPullAll(t, bc, ctlTopic, q) {
+				if strings.HasPrefix(string(m.Body), "tx-") {
+					stored[string(m.Body)]++
+				}
 			}
 		}
-	}
-	if got, want := fmt.Sprint(stored), "map[tx-committed:1 tx-later:1 tx-pending:1]"; got != want {
-		t.Fatalf("the topic holds %s, want %s", got, want)
+		if got, want := fmt.Sprint(stored), "map[tx-committed:1 tx-later:1 tx-pending:1]"; got != want {
+			return fmt.Errorf("the topic holds %s, want %s", got, want)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	caughtUp(t, r.broker(n), old)
 	sameCommitLog(t, r.broker(n), old)
