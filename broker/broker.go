@@ -72,7 +72,8 @@ type Broker struct {
 
 	// gate runs the master-only services while the broker is the master
 	// (rolegate_wire.go).
-	gate *rolegate.Gate
+	gate    *rolegate.Gate
+	roleSrc *roleSource
 
 	reg    *registrar
 	gossip *gossip
