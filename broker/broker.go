@@ -153,7 +153,7 @@ func New(opts Options, log *zap.Logger, with ...Option) (*Broker, error) {
 		return fail(err)
 	}
 	b.store.SetArrivalListener(b.onArrival)
-	if b.repl, err = newReplicator(b, deps.master); err != nil {
+	if b.repl, err = newReplicator(b, deps.master, deps.controllers); err != nil {
 		return fail(err)
 	}
 	b.retry = retry.New(retryHost{b}, opts.Retry, opts.BrokerName, log)

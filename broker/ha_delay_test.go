@@ -111,7 +111,7 @@ func TestSlaveFollowsMasterDelayProgress(t *testing.T) {
 	// arrive everything before them was seen: nothing came twice and the
 	// cancelled message (due before the new timer message) never.
 	master.close()
-	res, err := slave.b.Promote(ctx, "", 0)
+	res, err := slave.b.Promote(ctx, broker.PromoteRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

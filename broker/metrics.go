@@ -205,6 +205,10 @@ var (
 		"CommitLog bytes a slave is behind its master: on a master one series per slave, on a slave its own.", []string{"slave_id"}, nil)
 	descReplInSync = prometheus.NewDesc("bolide_replication_in_sync_slaves",
 		"Slaves a master counts as in sync.", nil, nil)
+	descRoleChanges = prometheus.NewDesc("bolide_replication_role_changes_total",
+		"Role changes the controller made this broker take since it started (controller mode).", nil, nil)
+	descLeaseRemaining = prometheus.NewDesc("bolide_replication_lease_remaining_seconds",
+		"Write lease left on a master in controller mode (0: expired; writes are refused).", nil, nil)
 	descDelayPending = prometheus.NewDesc("bolide_delay_level_pending_messages",
 		"Messages waiting in a delay level.", []string{"level"}, nil)
 	descTimerPending = prometheus.NewDesc("bolide_timer_pending_messages",
@@ -233,7 +237,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	for _, d := range []*prometheus.Desc{descStorageSize, descDiskRatio, descMaxOffset, descDispatchBehind,
 		descFlushBehind, descDispatchErrors, descTopics, descGroups, descLag, descReady, descRole, descReplLag,
-		descReplInSync, descDelayPending, descTimerPending, descTimerDelivered, descHalf, descTxnChecks, descTxnEnds,
+		descReplInSync, descRoleChanges, descLeaseRemaining, descDelayPending, descTimerPending, descTimerDelivered, descHalf, descTxnChecks, descTxnEnds,
 		descPopInFlight, descPopAcks, descPopRedeliveries, descPopDLQ} {
 		ch <- d
 	}
@@ -289,7 +293,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descRole, v, r.String())
 	}
-	c.collectReplication(gauge)
+	c.collectReplication(gauge, counter)
 	c.collectDelay(gauge, counter)
 	c.collectDedup(gauge, counter)
 
@@ -310,8 +314,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (c *collector) collectReplication(gauge func(*prometheus.Desc, float64, ...string)) {
+func (c *collector) collectReplication(gauge, counter func(*prometheus.Desc, float64, ...string)) {
 	info := c.b.repl.Info()
+	if ct := info.Controller; ct != nil {
+		counter(descRoleChanges, float64(ct.RoleChanges))
+		gauge(descLeaseRemaining, ct.LeaseRemaining.Seconds())
+	}
 	if c.b.Role() == RoleSlave {
 		gauge(descReplLag, float64(max(0, info.LagBytes)), strconv.FormatInt(c.b.brokerID(), 10))
 		return

@@ -19,7 +19,9 @@ import (
 type Options struct {
 	Cluster    string
 	BrokerName string
-	// BrokerID 0 is the master of its group; > 0 a slave.
+	// BrokerID 0 is the master of its group; > 0 a slave. In controller
+	// mode (Replication.ControllerAddrs) it is the broker's permanent
+	// replica id (>= 1) and the controller decides the role.
 	BrokerID int64
 	// ListenAddr is where the daemon listens (package broker/server binds
 	// it; ":0" picks a free port); the HA and gossip ports derive from it.
@@ -95,6 +97,7 @@ type dependencies struct {
 	addr        string
 	nameServers NameServers
 	master      replication.MasterClient
+	controllers replication.ControllerClient
 }
 
 // WithAddr sets the address clients reach the broker at: the bound
@@ -113,6 +116,12 @@ func WithNameServers(ns NameServers) Option {
 // (without it, a slave replicates the log only).
 func WithMasterClient(c replication.MasterClient) Option {
 	return func(d *dependencies) { d.master = c }
+}
+
+// WithControllers sets how the broker reaches its controllers; required
+// in controller mode (Replication.ControllerAddrs).
+func WithControllers(c replication.ControllerClient) Option {
+	return func(d *dependencies) { d.controllers = c }
 }
 
 // DefaultOptions returns the defaults for a broker storing under dir.
@@ -160,6 +169,9 @@ func (o *Options) Validate() error {
 	}
 	if o.BrokerID < 0 {
 		errs = append(errs, fmt.Errorf("broker: broker id %d must not be negative", o.BrokerID))
+	}
+	if o.Replication.ControllerMode() && o.BrokerID < 1 {
+		errs = append(errs, fmt.Errorf("broker: in controller mode the broker id is the broker's permanent replica id and must be >= 1 (distinct within the group), not %d", o.BrokerID))
 	}
 	if o.ListenAddr == "" {
 		errs = append(errs, errors.New("broker: listen address is empty"))

@@ -34,18 +34,23 @@ type ReplicationOptions = replication.Options
 // PromoteResult says what a promotion did.
 type PromoteResult = replication.PromoteResult
 
+// PromoteRequest asks a broker to become the master of its group.
+type PromoteRequest = replication.PromoteRequest
+
 // newReplicator loads the saved role and binds the HA listener.
-func newReplicator(b *Broker, master replication.MasterClient) (*replication.Replicator, error) {
+func newReplicator(b *Broker, master replication.MasterClient, controllers replication.ControllerClient) (*replication.Replicator, error) {
 	return replication.New(replication.Config{
-		Options:    b.opts.Replication,
-		BrokerName: b.opts.BrokerName,
-		BrokerID:   b.opts.BrokerID,
-		StoreDir:   b.opts.StoreDir,
-		ListenAddr: b.opts.ListenAddr,
-		Addr:       b.addr,
-		Store:      b.store,
-		Offsets:    b.offsets,
-		Master:     master,
+		Cluster:     b.opts.Cluster,
+		Controllers: controllers,
+		Options:     b.opts.Replication,
+		BrokerName:  b.opts.BrokerName,
+		BrokerID:    b.opts.BrokerID,
+		StoreDir:    b.opts.StoreDir,
+		ListenAddr:  b.opts.ListenAddr,
+		Addr:        b.addr,
+		Store:       b.store,
+		Offsets:     b.offsets,
+		Master:      master,
 	}, replicationHost{b}, b.log.Named("ha"))
 }
 
@@ -122,9 +127,10 @@ func (b *Broker) HAAddr() string { return b.repl.HAAddr() }
 func (b *Broker) HAServerAddr() string { return b.repl.Server().Addr() }
 
 // Promote makes this slave (or fenced master) the master of its group
-// (replication.Replicator.Promote).
-func (b *Broker) Promote(ctx context.Context, name string, epoch int64) (PromoteResult, error) {
-	return b.repl.Promote(ctx, name, epoch)
+// (replication.Replicator.Promote): in controller mode through the
+// controller.
+func (b *Broker) Promote(ctx context.Context, req PromoteRequest) (PromoteResult, error) {
+	return b.repl.Promote(ctx, req)
 }
 
 // commitOffset records a consumer offset. On a slave it is also a local

@@ -3,8 +3,11 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -198,6 +201,30 @@ type ReplicationStatus struct {
 	LastError                string
 	LastMetadataSync         time.Time
 	MetadataError            string
+
+	// Controller mode (automatic failover; ControllerMode false: the group
+	// fails over by hand). ReplicaID is the broker's permanent id in its
+	// group; SyncStateSet the replica ids holding every acknowledged
+	// message, as the broker last learned it from the controller, with its
+	// epoch; LeaseRemaining how long a master may still accept writes
+	// without the controller leader renewing its lease; ControllerLeader
+	// the controller leader's id; ConfirmOffset the master's offset the
+	// whole sync state set acknowledged; Epochs the broker's epoch entries
+	// (who wrote which part of its CommitLog).
+	ControllerMode    bool
+	ReplicaID         int64
+	SyncStateSet      []int64
+	SyncStateSetEpoch int64
+	LeaseRemaining    time.Duration
+	ControllerLeader  string
+	ConfirmOffset     int64
+	Epochs            []EpochEntry
+}
+
+// EpochEntry says the bytes of a CommitLog from StartOffset on (up to the
+// next entry's) were written by the master of Epoch.
+type EpochEntry struct {
+	Epoch, StartOffset int64
 }
 
 // SlaveStatus is one slave as its master sees it.
@@ -256,6 +283,13 @@ func replicationFromProto(addr string, r *pb.ReplicationInfo) *ReplicationStatus
 		MasterAddr: r.GetMasterAddr(), MasterHAAddr: r.GetMasterHaAddr(), State: r.GetState(),
 		AppliedOffset: r.GetAppliedOffset(), MasterOffset: r.GetMasterOffset(), LagBytes: r.GetLagBytes(),
 		LastError: r.GetLastError(), LastMetadataSync: msTime(r.GetLastMetadataSyncMs()), MetadataError: r.GetMetadataError(),
+		ControllerMode: r.GetControllerMode(), ReplicaID: r.GetReplicaId(),
+		SyncStateSet: slices.Sorted(slices.Values(r.GetSyncStateSet())), SyncStateSetEpoch: r.GetSyncStateSetEpoch(),
+		LeaseRemaining: time.Duration(r.GetLeaseRemainingMs()) * time.Millisecond, ControllerLeader: r.GetControllerLeader(),
+		ConfirmOffset: r.GetConfirmOffset(),
+	}
+	for _, e := range r.GetEpochs() {
+		s.Epochs = append(s.Epochs, EpochEntry{Epoch: e.GetEpoch(), StartOffset: e.GetStartOffset()})
 	}
 	for _, sl := range r.GetSlaves() {
 		s.Slaves = append(s.Slaves, SlaveStatus{
@@ -294,6 +328,17 @@ type PromoteResult struct {
 // and registers with every NameServer before it answers.
 const promoteTimeout = time.Minute
 
+// PromoteOption modifies a Promote.
+type PromoteOption func(*promoteOptions)
+
+type promoteOptions struct{ force bool }
+
+// ForcePromotion promotes the slave even when it would drop acknowledged
+// messages: when it is behind what its master last acknowledged, or (in
+// controller mode) outside the sync state set. Without it the broker
+// refuses such a promotion.
+func ForcePromotion() PromoteOption { return func(o *promoteOptions) { o.force = true } }
+
 // Promote makes the slave at addr (its client address) the master of its
 // broker group: it stops replicating, takes a new epoch and registers as
 // broker id 0; the NameServers then route the group to it and refuse the
@@ -301,14 +346,29 @@ const promoteTimeout = time.Minute
 // must be the slave's group: a guard against promoting the wrong broker.
 // epoch 0 takes one more than the highest epoch the slave knows; another
 // epoch must be above it. Promoting a master, a wrong group or a stale
-// epoch is an error matching ErrInvalidParameter. The call is bounded by
-// ctx and a minute, not by the RPC timeout.
-func (a *Admin) Promote(ctx context.Context, addr, brokerName string, epoch int64) (*PromoteResult, error) {
+// epoch is an error matching ErrInvalidParameter; a promotion that would
+// drop acknowledged messages is refused unless ForcePromotion is given.
+// A broker in controller mode asks the controller to elect it (see
+// ElectMaster). The call is bounded by ctx and a minute, not by the RPC
+// timeout.
+func (a *Admin) Promote(ctx context.Context, addr, brokerName string, epoch int64, opts ...PromoteOption) (*PromoteResult, error) {
 	if err := a.check(); err != nil {
 		return nil, err
 	}
 	if epoch < 0 {
 		return nil, codeErr(pb.Code_INVALID_PARAMETER, "epoch must not be negative, got %d", epoch)
+	}
+	var po promoteOptions
+	for _, o := range opts {
+		if o != nil {
+			o(&po)
+		}
+	}
+	req := &pb.PromoteRequest{BrokerName: brokerName, Epoch: epoch}
+	if po.force {
+		if err := setForce(req); err != nil {
+			return nil, err
+		}
 	}
 	c, err := a.haClient(addr)
 	if err != nil {
@@ -316,7 +376,7 @@ func (a *Admin) Promote(ctx context.Context, addr, brokerName string, epoch int6
 	}
 	pctx, cancel := withTimeout(ctx, promoteTimeout)
 	defer cancel()
-	resp, err := c.Promote(pctx, &pb.PromoteRequest{BrokerName: brokerName, Epoch: epoch})
+	resp, err := c.Promote(pctx, req)
 	err = brokerFailure(ctx, addr, err)
 	if err == nil {
 		err = wire.FromStatus(resp.GetStatus())
@@ -326,4 +386,15 @@ func (a *Admin) Promote(ctx context.Context, addr, brokerName string, epoch int6
 	}
 	return &PromoteResult{Epoch: resp.GetEpoch(), PreviousBrokerID: resp.GetPreviousBrokerId(),
 		CommitLogMaxOffset: resp.GetCommitLogMaxOffset(), Registered: resp.GetRegistered()}, nil
+}
+
+// setForce sets PromoteRequest's force field (bolide.v1 field 3).
+func setForce(req *pb.PromoteRequest) error {
+	m := req.ProtoReflect()
+	f := m.Descriptor().Fields().ByName("force")
+	if f == nil {
+		return codeErr(pb.Code_REQUEST_NOT_SUPPORTED, "this build cannot force a promotion")
+	}
+	m.Set(f, protoreflect.ValueOfBool(true))
+	return nil
 }

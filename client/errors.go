@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -154,10 +155,51 @@ func retryableSend(err error) bool {
 	switch wire.CodeOf(err) {
 	case pb.Code_SYSTEM_BUSY, pb.Code_SERVICE_NOT_AVAILABLE, pb.Code_SYSTEM_ERROR,
 		pb.Code_NOT_MASTER, pb.Code_DISK_FULL, pb.Code_TOPIC_NOT_EXIST,
-		pb.Code_NO_PERMISSION, pb.Code_SHUTTING_DOWN:
+		pb.Code_NO_PERMISSION, pb.Code_SHUTTING_DOWN, pb.Code_IN_SYNC_REPLICAS_NOT_ENOUGH:
+		// IN_SYNC_REPLICAS_NOT_ENOUGH is mostly answered before the
+		// message is stored (a new master whose slaves have not joined its
+		// sync state set yet); when it was stored, the broker's
+		// deduplication window answers the retry with the first copy.
 		return isCoded(err)
 	}
 	return false
+}
+
+// failoverError reports whether a failed send met its broker group failing
+// over: the master unreachable or no longer the master, too few in-sync
+// replicas, or the group without a master. The group may have a new master
+// at once (the route is fetched again before the retry) or in a moment.
+func failoverError(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrBrokerUnreachable) || errors.Is(err, errNoMaster) {
+		return true
+	}
+	switch wire.CodeOf(err) {
+	case pb.Code_NOT_MASTER, pb.Code_IN_SYNC_REPLICAS_NOT_ENOUGH, pb.Code_SERVICE_NOT_AVAILABLE:
+		return isCoded(err)
+	}
+	return false
+}
+
+// errNoMaster marks a route whose broker groups have no master (see
+// noMasterError).
+var errNoMaster = errors.New("no master")
+
+// noMasterError: the broker groups of a route that have writable queues
+// have no master — failing over, or the master is down. It matches
+// ErrServiceNotAvailable (and carries that code) and errNoMaster.
+type noMasterError struct{ groups []string }
+
+func (e *noMasterError) Error() string {
+	return fmt.Sprintf("broker group %s has no master (failing over, or its master is down)", strings.Join(e.groups, ", "))
+}
+
+func (e *noMasterError) Is(target error) bool { return target == errNoMaster }
+
+func (e *noMasterError) Unwrap() error {
+	return codeErr(pb.Code_SERVICE_NOT_AVAILABLE, "%s", e.Error())
 }
 
 // streamError reports a send stream that broke while a request waited on

@@ -342,7 +342,7 @@ func (p *Producer) selectQueue(ri *routeInfo, msg *Message, so *sendOptions, avo
 		return q, nil
 	case so.selector != nil || so.shardingKey != "":
 		if len(ri.ordered) == 0 {
-			return MessageQueue{}, fmt.Errorf("%w %q: no writable queue", ErrNoRoute, msg.Topic)
+			return MessageQueue{}, ri.noWritableQueue()
 		}
 		sel := so.selector
 		m := msg
@@ -357,7 +357,7 @@ func (p *Producer) selectQueue(ri *routeInfo, msg *Message, so *sendOptions, avo
 		return sel(append([]MessageQueue(nil), ri.ordered...), m), nil
 	}
 	if len(ri.publish) == 0 {
-		return MessageQueue{}, fmt.Errorf("%w %q: no writable queue", ErrNoRoute, msg.Topic)
+		return MessageQueue{}, ri.noWritableQueue()
 	}
 	var avail func(string) bool
 	if p.b.opts.faultTolerance {
@@ -366,19 +366,22 @@ func (p *Producer) selectQueue(ri *routeInfo, msg *Message, so *sendOptions, avo
 	return pickQueue(ri.publish, p.rr.Add(1)-1, avoid, avail), nil
 }
 
-// send runs the attempts of one send (one attempt for ordered sends).
+// send runs the attempts of one send (one attempt for ordered sends). A
+// failed attempt marks the topic's route stale, so the next one fetches it
+// afresh from the NameServers: a send that met a failover (the master
+// unreachable, no longer the master, too few in-sync replicas, or no
+// master at all) goes to the group's new master as soon as the NameServers
+// name it, without waiting for the periodic route refresh.
 func (p *Producer) send(ctx context.Context, msg *Message, pms []*pb.Message, so *sendOptions) ([]*SendResult, error) {
 	attempts := 1 + p.b.opts.sendRetries
 	if so.ordered() {
 		attempts = 1
 	}
 	var lastErr error
-	avoid := ""
+	avoid, failedAddr := "", ""
 	for i := 0; i < attempts; i++ {
-		if i > 0 && errors.Is(lastErr, ErrBrokerUnreachable) && !p.otherBroker(msg.Topic, avoid) {
-			// Only unreachable brokers to try: give them a moment (a
-			// restart) rather than failing every attempt at once.
-			sleepCtx(ctx, unreachableBackoff(i))
+		if i > 0 && failoverError(lastErr) {
+			p.awaitFailover(ctx, msg.Topic, avoid, failedAddr, i)
 		}
 		if err := ctx.Err(); err != nil {
 			if lastErr != nil {
@@ -399,8 +402,19 @@ func (p *Producer) send(ctx context.Context, msg *Message, pms []*pb.Message, so
 		}
 		q, err := p.selectQueue(ri, msg, so, avoid)
 		if err != nil {
-			return nil, err
+			if !errors.Is(err, errNoMaster) {
+				return nil, err
+			}
+			// The group is between masters: the next send or attempt asks
+			// the NameServers again.
+			p.b.routes.markStale(msg.Topic)
+			if i+1 == attempts {
+				return nil, err
+			}
+			lastErr = err
+			continue
 		}
+		addr := ri.brokers[q.BrokerName].MasterAddr()
 		res, err := p.sendToQueue(ctx, ri, q, pms)
 		if err == nil {
 			return res, nil
@@ -410,7 +424,7 @@ func (p *Producer) send(ctx context.Context, msg *Message, pms []*pb.Message, so
 			return nil, lastErr
 		}
 		p.b.routes.markStale(msg.Topic)
-		avoid = q.BrokerName
+		avoid, failedAddr = q.BrokerName, addr
 		if i+1 < attempts {
 			p.b.log.Debug("send failed, retrying", zap.Stringer("queue", q), zap.Error(err))
 		}
@@ -418,19 +432,31 @@ func (p *Producer) send(ctx context.Context, msg *Message, pms []*pb.Message, so
 	return nil, lastErr
 }
 
+// awaitFailover runs before attempt i (≥ 1) of a send whose last attempt
+// met a failover on broker group avoid, whose master was failedAddr. It
+// fetches the route now: when it names a new master for the group, or
+// another group to try, the attempt goes at once; otherwise the group is
+// given a moment (a restart, an election: unreachableBackoff) and the route
+// is fetched again for the attempt.
+func (p *Producer) awaitFailover(ctx context.Context, topic, avoid, failedAddr string, i int) {
+	if ri, err := p.b.routes.get(ctx, topic); err == nil {
+		if m := ri.brokers[avoid].MasterAddr(); m != "" && m != failedAddr || otherBroker(ri, avoid) {
+			return
+		}
+	}
+	sleepCtx(ctx, unreachableBackoff(i))
+	p.b.routes.markStale(topic)
+}
+
 // unreachableBackoff is the pause before attempt i (≥ 1) when the brokers
-// to try are unreachable: 200 ms, 400 ms, 800 ms, then 1 s.
+// to try are unreachable or failing over: 200 ms, 400 ms, 800 ms, then 1 s.
 func unreachableBackoff(i int) time.Duration {
 	return min(200*time.Millisecond<<(i-1), time.Second)
 }
 
-// otherBroker reports whether the cached route of topic has a writable
-// queue on a broker group other than avoid.
-func (p *Producer) otherBroker(topic, avoid string) bool {
-	ri := p.b.routes.cached(topic)
-	if ri == nil {
-		return false
-	}
+// otherBroker reports whether route ri has a writable queue on a broker
+// group other than avoid.
+func otherBroker(ri *routeInfo, avoid string) bool {
 	for _, q := range ri.publish {
 		if q.BrokerName != avoid {
 			return true

@@ -167,6 +167,23 @@ func newRouteInfo(r *TopicRoute, now time.Time) *routeInfo {
 	return ri
 }
 
+// noWritableQueue explains a route with no queue to send to: when a group
+// with writable queues has no master (it is failing over, or its master is
+// down) the error matches ErrServiceNotAvailable and sends retry it; else
+// the topic is not writable (ErrNoRoute alone).
+func (ri *routeInfo) noWritableQueue() error {
+	var groups []string
+	for _, q := range ri.route.Queues {
+		if q.Perm.Writable() && q.WriteQueues > 0 && ri.brokers[q.BrokerName].MasterAddr() == "" {
+			groups = append(groups, q.BrokerName)
+		}
+	}
+	if len(groups) == 0 {
+		return fmt.Errorf("%w %q: no writable queue", ErrNoRoute, ri.route.Topic)
+	}
+	return fmt.Errorf("%w %q: %w", ErrNoRoute, ri.route.Topic, &noMasterError{groups: groups})
+}
+
 // nameServers calls a list of NameServers, starting with the last one that
 // answered and moving on when one cannot be reached.
 type nameServers struct {

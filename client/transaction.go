@@ -261,8 +261,11 @@ func (p *TransactionProducer) sendHalf(ctx context.Context, msg *Message, pm *pb
 	}
 	var lastErr error
 	var failedOn []string
-	avoid := ""
+	avoid, failedAddr := "", ""
 	for i := 0; i < attempts; i++ {
+		if i > 0 && failoverError(lastErr) {
+			p.awaitFailover(ctx, msg.Topic, avoid, failedAddr, i)
+		}
 		if err := ctx.Err(); err != nil {
 			if lastErr != nil {
 				return nil, MessageQueue{}, fmt.Errorf("send half message to topic %q: %w (after %w)", msg.Topic, err, lastErr)
@@ -280,6 +283,7 @@ func (p *TransactionProducer) sendHalf(ctx context.Context, msg *Message, pm *pb
 		if err != nil {
 			return nil, MessageQueue{}, err
 		}
+		addr := ri.brokers[q.BrokerName].MasterAddr()
 		res, err := p.sendToQueue(ctx, ri, q, []*pb.Message{pm})
 		if err == nil {
 			for _, b := range failedOn {
@@ -295,7 +299,7 @@ func (p *TransactionProducer) sendHalf(ctx context.Context, msg *Message, pm *pb
 			return nil, MessageQueue{}, lastErr
 		}
 		p.b.routes.markStale(msg.Topic)
-		avoid = q.BrokerName
+		avoid, failedAddr = q.BrokerName, addr
 		failedOn = append(failedOn, q.BrokerName)
 	}
 	return nil, MessageQueue{}, lastErr

@@ -118,6 +118,24 @@
 //     names its last record and the master checks it has the same one at
 //     the same offset.
 //
+// # Truncation
+//
+// Truncate(off) cuts the log back to a record boundary (CheckBoundary: the
+// log's end, a segment start, or where a record — its PHYSICALOFFSET says
+// so — or an end-of-segment blank starts), for a slave whose log forked
+// from its new master's. It flushes everything first, deletes the segments
+// that start above off (newest first, so the names stay contiguous, and
+// the segment prepared in advance), clears the rest of off's segment (hole
+// punched and reallocated, as recovery does for a torn tail), fsyncs the
+// files and the directory, and sets the written, committed, flushed and
+// readable offsets to off. It forgets the next queue offsets: the caller
+// sets them again from its ConsumeQueues. A reopen that verifies from a
+// boundary at or below off recovers exactly to off. Nothing may append
+// meanwhile; readers may, and get ErrOffset (or a bad header) for what
+// was cut. A failure part-way is sticky (ErrWriteFailed): the files are in
+// an unknown state until a reopen, whose caller repeats the cut (the store
+// keeps an intent file for that).
+//
 // # Concurrency
 //
 // Append* serialise on the append lock. View, ReadRecord, ReadRaw and Scan

@@ -56,8 +56,25 @@ type ClientOptions struct {
 	MinBackoff, MaxBackoff time.Duration
 	// MaxFrameBytes bounds an accepted DATA frame (MaxDataLen).
 	MaxFrameBytes int
-	// OnWelcome is called after every accepted handshake.
+	// OnWelcome is called after every accepted handshake, before the first
+	// byte is appended; Welcome.Epochs holds the master's epoch entries
+	// (version 2).
 	OnWelcome func(Welcome)
+	// Epochs returns the slave's epoch entries, oldest first. Set, the
+	// client speaks protocol version 2: its HELLO carries the entries and
+	// a master may answer TRUNCATE. nil: version 1 (no entries; a master
+	// refuses a log that is not a prefix of its own).
+	Epochs func() []EpochEntry
+	// MinEpoch returns the lowest master epoch the slave accepts (the one
+	// it was told to follow): a WELCOME or TRUNCATE of a lower epoch is
+	// refused, and the client retries with backoff. nil: any epoch.
+	MinEpoch func() int64
+	// OnTruncate cuts the slave's log at fork (crash-safely, and its epoch
+	// entries after fork) for the master of epoch; the client then
+	// connects again at once. It is called with no connection open and
+	// nothing being appended. nil: a TRUNCATE stops replication as a
+	// divergence does. An error is retried with backoff.
+	OnTruncate func(fork, epoch int64) error
 }
 
 // DefaultClientOptions returns the defaults.
@@ -99,6 +116,9 @@ const (
 	// StateStopped: refused for good for another reason (too old for the
 	// master's retention, a misconfiguration), or the log failed.
 	StateStopped = "STOPPED"
+	// StateTruncating: OnTruncate is cutting the log at the master's fork
+	// point.
+	StateTruncating = "TRUNCATING"
 	// StateClosed: Close was called.
 	StateClosed = "CLOSED"
 )
@@ -132,7 +152,10 @@ type Client struct {
 
 	applied      atomic.Int64
 	masterOffset atomic.Int64
+	// kick interrupts a session or a wait (Reconnect); resetBackoff tells
+	// the loop the kick came from Reconnect.
 	kick         chan struct{}
+	resetBackoff atomic.Bool
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -179,8 +202,11 @@ func (c *Client) Close() error {
 }
 
 // Reconnect drops the current connection (if any) and connects again at
-// once, for example because the master's address changed.
+// once, for example because the master's address changed: it cuts a
+// backoff wait short and resets the backoff to MinBackoff. A client that
+// stopped after a refusal (StateDiverged, StateStopped) tries again too.
 func (c *Client) Reconnect() {
+	c.resetBackoff.Store(true)
 	select {
 	case c.kick <- struct{}{}:
 	default:
@@ -218,11 +244,42 @@ func (c *Client) setState(state, addr string, err error) {
 
 var errMasterMoved = errors.New("ha: the master's address changed")
 
+// errTruncated ends a session after the slave truncated its log as the
+// master said; the client connects again at once.
+var errTruncated = errors.New("ha: the log was truncated at the master's fork point")
+
+// errEpoch reports a master whose epoch is below the slave's MinEpoch.
+type errEpoch struct{ epoch, min int64 }
+
+func (e errEpoch) Error() string { return fmt.Sprintf("master epoch %d below %d", e.epoch, e.min) }
+
+// backoff is the wait between failed connection attempts.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func (b *backoff) reset() { b.cur = b.min }
+
+// next returns the wait after an attempt and doubles it while attempts
+// make no progress.
+func (b *backoff) next(progressed bool) time.Duration {
+	if progressed || b.cur < b.min {
+		b.cur = b.min
+	} else {
+		b.cur = min(b.cur*2, b.max)
+	}
+	return b.cur
+}
+
 func (c *Client) run() {
 	defer c.wg.Done()
-	backoff := c.opts.MinBackoff
+	bo := backoff{min: c.opts.MinBackoff, max: c.opts.MaxBackoff}
+	bo.reset()
 	var lastErr string
 	for c.ctx.Err() == nil {
+		if c.resetBackoff.Swap(false) {
+			bo.reset()
+		}
 		addr := c.opts.MasterAddr()
 		if addr == "" {
 			c.setState(StateIdle, "", nil)
@@ -246,39 +303,69 @@ func (c *Client) run() {
 			c.log.Error("REPLICATION STOPPED: the master refused this slave's log; it was left as it is and needs an operator",
 				zap.String("master", addr), zap.Stringer("code", rf.Code), zap.String("reason", rf.Reason),
 				zap.Int64("slaveMaxOffset", c.rl.MaxOffset()))
-			return
+			// Wait for Reconnect (a new master) or Close.
+			if !c.sleep(-1) {
+				return
+			}
+			bo.reset()
+			continue
+		}
+		if errors.Is(err, errTruncated) {
+			bo.reset()
+			lastErr = ""
+			continue
 		}
 		c.setState(StateConnecting, addr, err)
 		if err != nil && (err.Error() != lastErr || progressed) {
-			c.log.Warn("replication connection ended; reconnecting", zap.String("master", addr), zap.Error(err))
+			lvl := c.log.Warn
+			var ee errEpoch
+			if errors.As(err, &ee) {
+				lvl = c.log.Error
+			}
+			lvl("replication connection ended; reconnecting", zap.String("master", addr), zap.Error(err))
 		}
 		if err != nil {
 			lastErr = err.Error()
 		}
-		if progressed {
-			backoff = c.opts.MinBackoff
-		} else {
-			backoff = min(backoff*2, c.opts.MaxBackoff)
+		wait := bo.next(progressed)
+		if transient(err) {
+			wait = min(wait, max(c.opts.MinBackoff, transientBackoff))
 		}
 		if errors.Is(err, errMasterMoved) {
 			continue
 		}
-		if !c.sleep(backoff) {
+		if !c.sleep(wait) {
 			return
 		}
 	}
 }
 
-// sleep waits d or until Reconnect; false when the client closes.
+// transientBackoff caps the wait after a refusal that a failover clears
+// within a second or so: a broker that is not master yet (it is taking
+// over) or a master whose epoch is below the one the slave was told.
+const transientBackoff = 500 * time.Millisecond
+
+func transient(err error) bool {
+	var rf Refuse
+	var ee errEpoch
+	return (errors.As(err, &rf) && rf.Code == RefuseNotMaster) || errors.As(err, &ee)
+}
+
+// sleep waits d (forever when d < 0) or until Reconnect; false when the
+// client closes.
 func (c *Client) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
+	var tc <-chan time.Time
+	if d >= 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		tc = t.C
+	}
 	select {
 	case <-c.ctx.Done():
 		return false
 	case <-c.kick:
 		return true
-	case <-t.C:
+	case <-tc:
 		return true
 	}
 }
@@ -298,13 +385,20 @@ func (c *Client) session(addr string) (progressed bool, err error) {
 	// Handshake.
 	_ = conn.SetDeadline(time.Now().Add(c.opts.Timeout))
 	maxOff := c.rl.MaxOffset()
-	h := Hello{Version: Version, BrokerName: c.opts.BrokerName, BrokerID: c.opts.BrokerID, MaxOffset: maxOff, LastStart: -1}
+	h := Hello{Version: Version1, BrokerName: c.opts.BrokerName, BrokerID: c.opts.BrokerID, MaxOffset: maxOff, LastStart: -1}
 	last, ok, err := c.rl.LastRecord()
 	if err != nil {
 		return false, fmt.Errorf("read the last record: %w", err)
 	}
 	if ok {
 		h.LastStart, h.LastSize, h.LastChecksum = last.Offset, last.Size, last.Checksum
+	}
+	if c.opts.Epochs != nil {
+		h.Version = Version2
+		h.Epochs = c.opts.Epochs()
+		if n := len(h.Epochs); n > MaxEpochEntries {
+			h.Epochs = h.Epochs[n-MaxEpochEntries:]
+		}
 	}
 	hb, err := AppendHello(nil, h)
 	if err != nil {
@@ -321,13 +415,22 @@ func (c *Client) session(addr string) (progressed bool, err error) {
 	switch f.Kind {
 	case KindRefuse:
 		return false, f.Refuse
+	case KindTruncate:
+		if h.Version < Version2 {
+			return false, fmt.Errorf("%w: TRUNCATE to a version %d slave", ErrFrame, h.Version)
+		}
+		_ = conn.Close()
+		return false, c.truncate(addr, f.Truncate, h)
 	case KindWelcome:
 	default:
 		return false, fmt.Errorf("%w: expected WELCOME, got %s", ErrFrame, f.Kind)
 	}
 	w := f.Welcome
-	if w.Version != Version {
-		return false, Refuse{Code: RefuseMismatch, Reason: fmt.Sprintf("master speaks protocol version %d, this slave %d", w.Version, Version)}
+	if w.Version != h.Version {
+		return false, Refuse{Code: RefuseMismatch, Reason: fmt.Sprintf("master answered protocol version %d to a HELLO of version %d", w.Version, h.Version)}
+	}
+	if err := c.checkEpoch(w.Epoch); err != nil {
+		return false, err
 	}
 	if w.SegmentSize != c.rl.SegmentSize() {
 		return false, Refuse{Code: RefuseMismatch, Reason: fmt.Sprintf("master's segment size is %d, this slave's %d: the logs cannot be byte-identical", w.SegmentSize, c.rl.SegmentSize())}
@@ -399,6 +502,53 @@ func (c *Client) session(addr string) (progressed bool, err error) {
 	_ = conn.Close()
 	wg.Wait()
 	return st.progressed.Load(), err
+}
+
+// checkEpoch refuses a master whose epoch is below MinEpoch.
+func (c *Client) checkEpoch(epoch int64) error {
+	if c.opts.MinEpoch == nil {
+		return nil
+	}
+	if m := c.opts.MinEpoch(); epoch < m {
+		return errEpoch{epoch: epoch, min: m}
+	}
+	return nil
+}
+
+// truncate carries out a master's TRUNCATE: the master's epoch must be at
+// least MinEpoch and above the slave's newest epoch entry, and the fork
+// below the slave's end. It returns errTruncated once OnTruncate cut the
+// log, so that the client connects again at once.
+func (c *Client) truncate(addr string, t Truncate, h Hello) error {
+	if err := c.checkEpoch(t.Epoch); err != nil {
+		return err
+	}
+	if n := len(h.Epochs); n > 0 && t.Epoch <= h.Epochs[n-1].Epoch {
+		return fmt.Errorf("master of epoch %d told this slave to truncate at %d, but the slave's newest epoch entry is %d: only a newer master may cut its log",
+			t.Epoch, t.Fork, h.Epochs[n-1].Epoch)
+	}
+	if t.Fork >= h.MaxOffset {
+		return fmt.Errorf("%w: TRUNCATE at %d, the slave's log ends at %d", ErrFrame, t.Fork, h.MaxOffset)
+	}
+	if c.opts.OnTruncate == nil {
+		return Refuse{Code: RefuseDiverged, Reason: fmt.Sprintf(
+			"the master of epoch %d says this slave's log forks from its own at %d, below the slave's end %d, and this slave does not truncate",
+			t.Epoch, t.Fork, h.MaxOffset)}
+	}
+	c.setState(StateTruncating, addr, nil)
+	c.log.Warn("truncating the log at the master's fork point", zap.String("master", addr),
+		zap.Int64("fork", t.Fork), zap.Int64("epoch", t.Epoch), zap.Int64("slaveMaxOffset", h.MaxOffset),
+		zap.Int64("dropBytes", h.MaxOffset-t.Fork))
+	if err := c.opts.OnTruncate(t.Fork, t.Epoch); err != nil {
+		return fmt.Errorf("truncate the log at %d for the master of epoch %d: %w", t.Fork, t.Epoch, err)
+	}
+	end := c.rl.MaxOffset()
+	c.applied.Store(end)
+	if end > t.Fork {
+		return fmt.Errorf("the log ends at %d after truncating at %d", end, t.Fork)
+	}
+	c.log.Info("log truncated at the master's fork point", zap.Int64("fork", t.Fork), zap.Int64("epoch", t.Epoch))
+	return errTruncated
 }
 
 // stream is one session's replication stream on the slave.

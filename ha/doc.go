@@ -18,8 +18,10 @@
 // # Session
 //
 //	slave                                   master
-//	  HELLO  (who, where my log ends) ───────▶  check the slave's log is a prefix of ours
-//	         ◀─────── WELCOME (start, epoch)    or REFUSE (code, reason) and close
+//	  HELLO  (who, where my log ends,  ─────▶  check the slave's log is a prefix of ours
+//	          v2: my epoch entries)
+//	         ◀─────── WELCOME (start, epoch,    or TRUNCATE (fork, epoch) and close (v2),
+//	                  v2: master's entries)     or REFUSE (code, reason) and close
 //	  ACK    (applied offset) ───────────────▶
 //	         ◀─────── DATA (offset, records)    as soon as bytes are committed
 //	  ACK    after every applied batch ──────▶
@@ -34,17 +36,63 @@
 // end-of-file blank, the end of that segment). It then streams from the
 // slave's end. A slave whose log is empty (offset 0) gets the master's whole
 // retained log: WELCOME's start is the master's minimum offset, and the
-// slave's log starts its first segment there. Anything else is refused:
+// slave's log starts its first segment there. Anything else is refused
+// (version 2 first applies the fork rule below):
 //
 //	RefuseDiverged     the slave holds bytes the master does not have (its
-//	                   last record differs, or it is ahead of the master);
-//	                   the slave stops replicating and reports it: it never
-//	                   truncates its log by itself
-//	RefuseTooOld       the slave's end is below the master's minimum offset
-//	                   (retention deleted what it needs)
+//	                   last record differs, or it is ahead of the master)
+//	                   and no TRUNCATE applies; the slave stops replicating
+//	                   and reports it: it never truncates its log by itself
+//	RefuseTooOld       the slave's end, or the fork point, is below the
+//	                   master's minimum offset (retention deleted what it
+//	                   needs)
 //	RefuseMismatch     wrong broker name, segment size or protocol version
-//	RefuseNotMaster    the broker is not (or no longer) a master; the slave
-//	                   retries later, possibly with another master
+//	RefuseNotMaster    the broker is not (or no longer) a master, or a
+//	                   version 2 slave knows a newer epoch than the
+//	                   master's; the slave retries later, possibly with
+//	                   another master
+//
+// A slave stopped by RefuseDiverged, RefuseTooOld or RefuseMismatch stays
+// stopped until Client.Reconnect (a new master) or Close.
+//
+// # Protocol version 2: epochs and TRUNCATE
+//
+// Version 2 exists for failover under a controller. Every replica keeps
+// epoch entries (EpochEntry: the epoch of a master and the CommitLog offset
+// where it started writing); a master appends one when it takes over, and
+// a slave takes its master's entries from every WELCOME. A slave speaks
+// version 2 when ClientOptions.Epochs is set: its HELLO carries its
+// entries. A master answers in the HELLO's version; with
+// ServerOptions.Epochs set, its version 2 WELCOME carries its entries, and
+// when the prefix check finds the slave diverged it applies the fork rule:
+//
+//	fork = ForkPoint(slave's entries, slave's end, master's entries,
+//	                 master's committed offset)
+//	  (the newest epoch both hold with the same start, cut at the smaller
+//	  of the two ends of that epoch)
+//	no shared epoch                        ⇒ REFUSE RefuseDiverged
+//	fork ≥ the slave's end                 ⇒ REFUSE RefuseDiverged
+//	fork < the master's minimum offset     ⇒ REFUSE RefuseTooOld
+//	fork not a record or segment end of
+//	the master's log                       ⇒ REFUSE RefuseDiverged
+//	otherwise                              ⇒ TRUNCATE (fork, master's epoch)
+//
+// Before that, a version 2 slave whose newest entry's epoch is above the
+// master's epoch (ServerOptions.Epoch, or the master's newest entry if
+// higher) is refused with RefuseNotMaster: a newer master exists.
+//
+// A slave told TRUNCATE cuts its log at fork only when the master's epoch
+// is at least ClientOptions.MinEpoch and above the slave's newest entry,
+// and the fork is below its end: ClientOptions.OnTruncate does it (the
+// broker truncates its store crash-safely and drops its entries above the
+// fork), then the client connects again at once and the prefix check now
+// passes. Without OnTruncate a TRUNCATE stops the slave as a divergence
+// does. A WELCOME whose epoch is below MinEpoch is refused by the slave
+// ("master epoch X below Y") and retried with backoff. A version 1 slave
+// is served exactly as before (no entries, never TRUNCATE), and so is
+// every slave of a master without ServerOptions.Epochs. A version 2 slave
+// of a version 1 master is refused (RefuseMismatch): brokers that may
+// meet older masters leave ClientOptions.Epochs nil.
 //
 // The master ships whole records only, up to MaxFrameBytes (256 KiB) per
 // DATA frame (a larger record travels alone). An end-of-segment blank
@@ -65,10 +113,12 @@
 // is already buffered); with sync flush another goroutine waits for the
 // fsync and acks, while the reader goes on appending. Either side drops a
 // connection on which nothing arrived for Timeout (5 s); the slave
-// reconnects with backoff (100 ms doubling to 5 s) and a new HELLO, which
-// re-verifies where the two logs meet.
+// reconnects with backoff (100 ms doubling to 5 s; at most 500 ms after a
+// RefuseNotMaster or a master epoch below MinEpoch, which a failover in
+// progress clears) and a new HELLO, which re-verifies where the two logs
+// meet.
 //
-// # In-sync slaves
+// # In-sync slaves and the sync state set
 //
 // A connected slave joins the in-sync set when it acks an offset at least
 // as high as the master's committed offset was at its previous ack (it is
@@ -80,27 +130,46 @@
 // while waiting) or with ErrSlaveTimeout when the wait is longer than the
 // caller's timeout. It never degrades to asynchronous replication.
 //
+// Under a controller the set of slaves a write waits for is the sync state
+// set, decided elsewhere: WaitReplicatedBy waits until every listed slave
+// has a connected session that acked an offset, asks for the list again
+// at every wake-up (an ack, a disconnection, Server.Wake), and fails only
+// with ErrSlaveTimeout, ErrClosed or the context's error. AckedBy is the
+// lowest offset the listed slaves acked (-1 when one is not connected),
+// the confirm offset of the set.
+//
+// Client.Reconnect drops the current connection, or cuts a backoff wait
+// short, resets the backoff and connects again at once: a slave told to
+// follow a new master re-attaches within a round trip.
+//
 // # Frames
 //
 // Every frame starts with a one-byte kind. All integers are big-endian;
 // strings are UTF-8 with a 2-byte length.
 //
-//	HELLO 'H' (0x48), slave → master, 41 + n bytes
+//	HELLO 'H' (0x48), slave → master, 41 + n bytes (version 1),
+//	                  43 + n + 16·k bytes (version 2)
 //	  0  1  kind
 //	  1  4  magic 0x424C4841 ("BLHA")
-//	  5  2  protocol version (1)
-//	  7  8  slave broker id
+//	  5  2  protocol version (1 or 2)
+//	  7  8  slave broker id (its replica id under a controller)
 //	 15  8  slave's maximum CommitLog offset
 //	 23  8  start offset of the slave's last record (-1: none)
 //	 31  4  size of that record (0: none)
 //	 35  4  its stored record checksum (the trailer's value)
 //	 39  2  n = length of the broker name
 //	 41  n  broker name (must equal the master's)
+//	  version 2 only:
+//	 41+n        2  k = number of epoch entries (at most MaxEpochEntries)
+//	 43+n+16·i   8  entry i's epoch   (i = 0 .. k-1, oldest first; epochs
+//	 51+n+16·i   8  entry i's start    strictly increasing, starts not
+//	                                   decreasing, none negative)
 //
-//	WELCOME 'W' (0x57), master → slave, 49 + n bytes
+//	WELCOME 'W' (0x57), master → slave, 49 + n bytes (version 1),
+//	                    51 + n + 16·k bytes (version 2)
 //	  0  1  kind
 //	  1  4  magic 0x424C4841
-//	  5  2  protocol version (1)
+//	  5  2  protocol version (the HELLO's)
 //	  7  8  start: the offset the first DATA frame starts at
 //	 15  8  master's minimum CommitLog offset
 //	 23  8  master's committed CommitLog offset
@@ -108,6 +177,16 @@
 //	 39  8  master's epoch
 //	 47  2  n = length of the master's client address
 //	 49  n  master's client (gRPC) address, for metadata sync
+//	  version 2 only:
+//	 49+n        2  k = number of the master's epoch entries (0: none)
+//	 51+n+16·i   8  entry i's epoch
+//	 59+n+16·i   8  entry i's start
+//
+//	TRUNCATE 'T' (0x54), master → slave (version 2), 17 bytes; the master
+//	then closes
+//	  0  1  kind
+//	  1  8  fork: the offset to cut the slave's log at (below its end)
+//	  9  8  master's epoch
 //
 //	REFUSE 'R' (0x52), master → slave, 5 + n bytes; the master then closes
 //	  0  1  kind

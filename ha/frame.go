@@ -10,8 +10,14 @@ import (
 // Magic starts HELLO and WELCOME ("BLHA").
 const Magic uint32 = 0x424C4841
 
-// Version is the protocol version this package speaks.
-const Version uint16 = 1
+// Protocol versions. Version 2 adds epoch entries to HELLO and WELCOME and
+// the TRUNCATE frame; a master serves version 1 slaves as before.
+const (
+	Version1 uint16 = 1
+	Version2 uint16 = 2
+	// Version is the newest version this package speaks.
+	Version = Version2
+)
 
 // MaxDataLen bounds a DATA frame's payload: one record can be at most a
 // segment minus a blank, and bodies are capped far below this.
@@ -28,6 +34,9 @@ const (
 	KindData    Kind = 'D'
 	KindBeat    Kind = 'B'
 	KindAck     Kind = 'A'
+	// KindTruncate (version 2): the slave must cut its log to a fork
+	// point before it replicates.
+	KindTruncate Kind = 'T'
 )
 
 func (k Kind) String() string {
@@ -44,6 +53,8 @@ func (k Kind) String() string {
 		return "BEAT"
 	case KindAck:
 		return "ACK"
+	case KindTruncate:
+		return "TRUNCATE"
 	}
 	return fmt.Sprintf("Kind(%#x)", byte(k))
 }
@@ -97,6 +108,9 @@ type Hello struct {
 	LastStart    int64
 	LastSize     int32
 	LastChecksum uint32
+	// Epochs (version 2) are the slave's epoch entries, oldest first
+	// (ValidateEpochs); a version 1 HELLO carries none.
+	Epochs []EpochEntry
 }
 
 // Welcome is the master's acceptance.
@@ -108,6 +122,17 @@ type Welcome struct {
 	SegmentSize int64
 	Epoch       int64
 	MasterAddr  string
+	// Epochs (version 2) are the master's epoch entries, oldest first;
+	// nil when the master keeps none (or in version 1).
+	Epochs []EpochEntry
+}
+
+// Truncate tells a slave whose log holds bytes the master does not have
+// to cut it at Fork (the fork point of the two epoch histories, below the
+// slave's end) and connect again; Epoch is the master's epoch.
+type Truncate struct {
+	Fork  int64
+	Epoch int64
 }
 
 // Refuse is the master's refusal.
@@ -124,6 +149,8 @@ type Frame struct {
 	Hello   Hello   // HELLO
 	Welcome Welcome // WELCOME
 	Refuse  Refuse  // REFUSE
+	// Truncate is TRUNCATE's content.
+	Truncate Truncate
 	// Offset is DATA's offset, BEAT's committed offset and ACK's applied
 	// offset.
 	Offset int64
@@ -142,6 +169,8 @@ const (
 	refuseFixed  = 1 + 2 + 2
 	dataHeader   = 1 + 8 + 4
 	beatLen      = 1 + 8 + 8
+	truncateLen  = 1 + 8 + 8
+	entryLen     = 8 + 8
 	maxString    = 1<<16 - 1
 )
 
@@ -159,9 +188,39 @@ func checkString(what, s string) error {
 	return nil
 }
 
-// AppendHello appends a HELLO frame.
+// hasEpochs reports whether a HELLO or WELCOME of version v carries epoch
+// entries.
+func hasEpochs(v uint16) bool { return v >= Version2 }
+
+func checkEpochs(what string, v uint16, entries []EpochEntry) error {
+	if !hasEpochs(v) {
+		if len(entries) > 0 {
+			return fmt.Errorf("%w: %s of version %d cannot carry epoch entries", ErrFrame, what, v)
+		}
+		return nil
+	}
+	if err := ValidateEpochs(entries); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrFrame, what, err)
+	}
+	return nil
+}
+
+func appendEpochs(dst []byte, entries []EpochEntry) []byte {
+	dst = be.AppendUint16(dst, uint16(len(entries)))
+	for _, e := range entries {
+		dst = be.AppendUint64(dst, uint64(e.Epoch))
+		dst = be.AppendUint64(dst, uint64(e.Start))
+	}
+	return dst
+}
+
+// AppendHello appends a HELLO frame; entries follow the name from version
+// 2 on.
 func AppendHello(dst []byte, h Hello) ([]byte, error) {
 	if err := checkString("broker name", h.BrokerName); err != nil {
+		return dst, err
+	}
+	if err := checkEpochs("HELLO", h.Version, h.Epochs); err != nil {
 		return dst, err
 	}
 	dst = append(dst, byte(KindHello))
@@ -172,12 +231,20 @@ func AppendHello(dst []byte, h Hello) ([]byte, error) {
 	dst = be.AppendUint64(dst, uint64(h.LastStart))
 	dst = be.AppendUint32(dst, uint32(h.LastSize))
 	dst = be.AppendUint32(dst, h.LastChecksum)
-	return appendString(dst, h.BrokerName), nil
+	dst = appendString(dst, h.BrokerName)
+	if hasEpochs(h.Version) {
+		dst = appendEpochs(dst, h.Epochs)
+	}
+	return dst, nil
 }
 
-// AppendWelcome appends a WELCOME frame.
+// AppendWelcome appends a WELCOME frame; entries follow the address from
+// version 2 on.
 func AppendWelcome(dst []byte, w Welcome) ([]byte, error) {
 	if err := checkString("master address", w.MasterAddr); err != nil {
+		return dst, err
+	}
+	if err := checkEpochs("WELCOME", w.Version, w.Epochs); err != nil {
 		return dst, err
 	}
 	dst = append(dst, byte(KindWelcome))
@@ -186,7 +253,18 @@ func AppendWelcome(dst []byte, w Welcome) ([]byte, error) {
 	for _, v := range []int64{w.Start, w.MinOffset, w.MaxOffset, w.SegmentSize, w.Epoch} {
 		dst = be.AppendUint64(dst, uint64(v))
 	}
-	return appendString(dst, w.MasterAddr), nil
+	dst = appendString(dst, w.MasterAddr)
+	if hasEpochs(w.Version) {
+		dst = appendEpochs(dst, w.Epochs)
+	}
+	return dst, nil
+}
+
+// AppendTruncate appends a TRUNCATE frame.
+func AppendTruncate(dst []byte, t Truncate) []byte {
+	dst = append(dst, byte(KindTruncate))
+	dst = be.AppendUint64(dst, uint64(t.Fork))
+	return be.AppendUint64(dst, uint64(t.Epoch))
 }
 
 // AppendRefuse appends a REFUSE frame; a reason longer than the field
@@ -225,7 +303,9 @@ func AppendAck(dst []byte, applied, storeTs int64) []byte {
 
 // ReadFrame reads one frame from r. A DATA payload is read into buf (grown
 // when too small) and Frame.Data aliases it. maxData bounds a DATA payload
-// (at most MaxDataLen). Any malformed frame is an error wrapping ErrFrame;
+// (at most MaxDataLen). A version 2 HELLO or WELCOME carries at most
+// MaxEpochEntries epoch entries, which must pass ValidateEpochs. Any
+// malformed frame is an error wrapping ErrFrame;
 // a stream that ends inside a frame is io.ErrUnexpectedEOF, one that ends
 // between frames io.EOF.
 func ReadFrame(r io.Reader, maxData int, buf []byte) (Frame, error) {
@@ -243,6 +323,30 @@ func ReadFrame(r io.Reader, maxData int, buf []byte) (Frame, error) {
 			return nil, unexpected(err)
 		}
 		return b, nil
+	}
+	readEpochs := func(what string) ([]EpochEntry, error) {
+		b, err := readN(r, 2)
+		if err != nil {
+			return nil, err
+		}
+		n := int(be.Uint16(b))
+		if n > MaxEpochEntries {
+			return nil, fmt.Errorf("%w: %s with %d epoch entries (limit %d)", ErrFrame, what, n, MaxEpochEntries)
+		}
+		if n == 0 {
+			return nil, nil
+		}
+		if b, err = readN(r, n*entryLen); err != nil {
+			return nil, err
+		}
+		entries := make([]EpochEntry, n)
+		for i := range entries {
+			entries[i] = EpochEntry{Epoch: int64(be.Uint64(b[i*entryLen:])), Start: int64(be.Uint64(b[i*entryLen+8:]))}
+		}
+		if err := ValidateEpochs(entries); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrFrame, what, err)
+		}
+		return entries, nil
 	}
 	readString := func(n int) (string, error) {
 		if n == 0 {
@@ -274,6 +378,11 @@ func ReadFrame(r io.Reader, maxData int, buf []byte) (Frame, error) {
 		if f.Hello.BrokerName, err = readString(int(be.Uint16(b[39:]))); err != nil {
 			return f, err
 		}
+		if hasEpochs(f.Hello.Version) {
+			if f.Hello.Epochs, err = readEpochs("HELLO"); err != nil {
+				return f, err
+			}
+		}
 		return f, nil
 	case KindWelcome:
 		b, err := fixed(welcomeFixed)
@@ -293,6 +402,11 @@ func ReadFrame(r io.Reader, maxData int, buf []byte) (Frame, error) {
 		}
 		if f.Welcome.MasterAddr, err = readString(int(be.Uint16(b[47:]))); err != nil {
 			return f, err
+		}
+		if hasEpochs(f.Welcome.Version) {
+			if f.Welcome.Epochs, err = readEpochs("WELCOME"); err != nil {
+				return f, err
+			}
 		}
 		return f, nil
 	case KindRefuse:
@@ -337,8 +451,27 @@ func ReadFrame(r io.Reader, maxData int, buf []byte) (Frame, error) {
 			return f, fmt.Errorf("%w: %s of negative offset %d", ErrFrame, f.Kind, f.Offset)
 		}
 		return f, nil
+	case KindTruncate:
+		b, err := fixed(truncateLen)
+		if err != nil {
+			return f, err
+		}
+		f.Truncate = Truncate{Fork: int64(be.Uint64(b[1:])), Epoch: int64(be.Uint64(b[9:]))}
+		if f.Truncate.Fork < 0 || f.Truncate.Epoch < 0 {
+			return f, fmt.Errorf("%w: TRUNCATE at %d for epoch %d", ErrFrame, f.Truncate.Fork, f.Truncate.Epoch)
+		}
+		return f, nil
 	}
 	return f, fmt.Errorf("%w: unknown kind %#x", ErrFrame, hdr[0])
+}
+
+// readN reads n bytes that must be there (the frame has begun).
+func readN(r io.Reader, n int) ([]byte, error) {
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, unexpected(err)
+	}
+	return b, nil
 }
 
 func unexpected(err error) error {

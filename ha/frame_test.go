@@ -38,6 +38,17 @@ func TestFrameRoundTrip(t *testing.T) {
 			Frame{Kind: KindHello, Hello: Hello{Version: 1, BrokerName: "b", BrokerID: 1, LastStart: -1}}},
 		{"welcome", mustWelcome(t, Welcome{Version: 1, Start: 1 << 30, MinOffset: 1 << 30, MaxOffset: 5 << 30, SegmentSize: 1 << 30, Epoch: 7, MasterAddr: "10.0.0.1:10911"}),
 			Frame{Kind: KindWelcome, Welcome: Welcome{Version: 1, Start: 1 << 30, MinOffset: 1 << 30, MaxOffset: 5 << 30, SegmentSize: 1 << 30, Epoch: 7, MasterAddr: "10.0.0.1:10911"}}},
+		{"hello v2", mustHello(t, Hello{Version: 2, BrokerName: "broker-a", BrokerID: 3, MaxOffset: 5 << 30, LastStart: 5<<30 - 200, LastSize: 200, LastChecksum: 9,
+			Epochs: []EpochEntry{{1, 0}, {2, 3 << 30}, {7, 5<<30 - 200}}}),
+			Frame{Kind: KindHello, Hello: Hello{Version: 2, BrokerName: "broker-a", BrokerID: 3, MaxOffset: 5 << 30, LastStart: 5<<30 - 200, LastSize: 200, LastChecksum: 9,
+				Epochs: []EpochEntry{{1, 0}, {2, 3 << 30}, {7, 5<<30 - 200}}}}},
+		{"hello v2 without entries", mustHello(t, Hello{Version: 2, BrokerName: "b", BrokerID: 1, LastStart: -1}),
+			Frame{Kind: KindHello, Hello: Hello{Version: 2, BrokerName: "b", BrokerID: 1, LastStart: -1}}},
+		{"welcome v2", mustWelcome(t, Welcome{Version: 2, Start: 100, MaxOffset: 300, SegmentSize: 1 << 30, Epoch: 4, MasterAddr: "m:1",
+			Epochs: []EpochEntry{{1, 0}, {4, 100}}}),
+			Frame{Kind: KindWelcome, Welcome: Welcome{Version: 2, Start: 100, MaxOffset: 300, SegmentSize: 1 << 30, Epoch: 4, MasterAddr: "m:1",
+				Epochs: []EpochEntry{{1, 0}, {4, 100}}}}},
+		{"truncate", AppendTruncate(nil, Truncate{Fork: 7 << 30, Epoch: 12}), Frame{Kind: KindTruncate, Truncate: Truncate{Fork: 7 << 30, Epoch: 12}}},
 		{"refuse", AppendRefuse(nil, Refuse{Code: RefuseDiverged, Reason: "logs differ at 42"}),
 			Frame{Kind: KindRefuse, Refuse: Refuse{Code: RefuseDiverged, Reason: "logs differ at 42"}}},
 		{"data", append(AppendDataHeader(nil, 4096, len(payload)), payload...),
@@ -87,6 +98,25 @@ func TestFrameSizes(t *testing.T) {
 	if n := len(AppendAck(nil, 0, 0)); n != 17 {
 		t.Fatalf("ACK is %d bytes", n)
 	}
+	two := []EpochEntry{{1, 0}, {2, 10}}
+	if n := len(mustHello(t, Hello{Version: 2, BrokerName: "abc", Epochs: two})); n != 41+3+2+2*16 {
+		t.Fatalf("HELLO v2 is %d bytes", n)
+	}
+	if n := len(mustWelcome(t, Welcome{Version: 2, MasterAddr: "abcd", Epochs: two})); n != 49+4+2+2*16 {
+		t.Fatalf("WELCOME v2 is %d bytes", n)
+	}
+	if n := len(AppendTruncate(nil, Truncate{})); n != 17 {
+		t.Fatalf("TRUNCATE is %d bytes", n)
+	}
+	// The byte offsets doc.go gives for the version 2 fields.
+	b := mustHello(t, Hello{Version: 2, BrokerName: "abc", Epochs: two})
+	if n, e1 := be.Uint16(b[41+3:]), be.Uint64(b[43+3+16:]); n != 2 || e1 != 2 {
+		t.Fatalf("HELLO v2 entries: count %d, second epoch %d", n, e1)
+	}
+	b = AppendTruncate(nil, Truncate{Fork: 5, Epoch: 6})
+	if be.Uint64(b[1:]) != 5 || be.Uint64(b[9:]) != 6 {
+		t.Fatalf("TRUNCATE layout %x", b)
+	}
 }
 
 func TestFrameErrors(t *testing.T) {
@@ -97,12 +127,32 @@ func TestFrameErrors(t *testing.T) {
 	negLen := AppendDataHeader(nil, 0, 0)
 	negLen[9] = 0xFF
 	negOff := append(AppendDataHeader(nil, -5, 1), 0)
+	// A version 2 HELLO whose entry count is over the limit (no entries
+	// follow: the count alone must be refused), one with entries out of
+	// order, and one cut inside its entries.
+	tooMany := mustHello(t, Hello{Version: 2, BrokerName: "b"})
+	be.PutUint16(tooMany[len(tooMany)-2:], MaxEpochEntries+1)
+	unordered := mustHello(t, Hello{Version: 2, BrokerName: "b", Epochs: []EpochEntry{{1, 0}, {2, 10}}})
+	be.PutUint64(unordered[len(unordered)-16:], 1) // second epoch = first
+	welcome := mustWelcome(t, Welcome{Version: 2, MasterAddr: "m", Epochs: []EpochEntry{{1, 0}, {2, 10}}})
+	negStart := bytes.Clone(welcome)
+	negStart[len(negStart)-8] = 0x80
+	negFork := AppendTruncate(nil, Truncate{Fork: -1, Epoch: 1})
+	negEpoch := AppendTruncate(nil, Truncate{Fork: 1, Epoch: -1})
 	cases := []struct {
 		name    string
 		b       []byte
 		maxData int
 		want    error
 	}{
+		{"too many epoch entries", tooMany, 0, ErrFrame},
+		{"epoch entries out of order", unordered, 0, ErrFrame},
+		{"negative epoch start", negStart, 0, ErrFrame},
+		{"truncated entries", welcome[:len(welcome)-5], 0, io.ErrUnexpectedEOF},
+		{"truncated entry count", welcome[:len(welcome)-33], 0, io.ErrUnexpectedEOF},
+		{"truncate at a negative fork", negFork, 0, ErrFrame},
+		{"truncate of a negative epoch", negEpoch, 0, ErrFrame},
+		{"truncated truncate", negFork[:10], 0, io.ErrUnexpectedEOF},
 		{"unknown kind", []byte{'Z', 0, 0}, 0, ErrFrame},
 		{"bad magic", badMagic, 0, ErrFrame},
 		{"truncated hello", hello[:20], 0, io.ErrUnexpectedEOF},
@@ -126,6 +176,15 @@ func TestFrameErrors(t *testing.T) {
 	if _, err := AppendHello(nil, Hello{BrokerName: strings.Repeat("x", 1<<16)}); !errors.Is(err, ErrFrame) {
 		t.Fatalf("over-long name: %v", err)
 	}
+	if _, err := AppendHello(nil, Hello{Version: 1, BrokerName: "b", Epochs: []EpochEntry{{1, 0}}}); !errors.Is(err, ErrFrame) {
+		t.Fatalf("entries in a version 1 HELLO: %v", err)
+	}
+	if _, err := AppendWelcome(nil, Welcome{Version: 2, Epochs: make([]EpochEntry, MaxEpochEntries+1)}); !errors.Is(err, ErrFrame) {
+		t.Fatalf("too many entries: %v", err)
+	}
+	if _, err := AppendWelcome(nil, Welcome{Version: 2, Epochs: []EpochEntry{{2, 0}, {1, 5}}}); !errors.Is(err, ErrFrame) {
+		t.Fatalf("unordered entries: %v", err)
+	}
 	r := AppendRefuse(nil, Refuse{Reason: strings.Repeat("x", 1<<17)})
 	f, err := ReadFrame(bytes.NewReader(r), 0, nil)
 	if err != nil || len(f.Refuse.Reason) != 1<<16-1 {
@@ -148,6 +207,8 @@ func reencode(f Frame) ([]byte, error) {
 		return AppendBeat(nil, f.Offset, f.Timestamp), nil
 	case KindAck:
 		return AppendAck(nil, f.Offset, f.Timestamp), nil
+	case KindTruncate:
+		return AppendTruncate(nil, f.Truncate), nil
 	}
 	return nil, errors.New("unknown kind")
 }
@@ -161,6 +222,10 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add(append(AppendDataHeader(nil, 8, 3), 1, 2, 3))
 	f.Add(AppendBeat(nil, 1, 2))
 	f.Add(AppendAck(nil, 3, 4))
+	f.Add(mustHello(f, Hello{Version: 2, BrokerName: "b", BrokerID: 2, MaxOffset: 500, LastStart: 400, LastSize: 100,
+		Epochs: []EpochEntry{{1, 0}, {2, 100}, {3, 100}}}))
+	f.Add(mustWelcome(f, Welcome{Version: 2, Start: 100, Epoch: 3, MasterAddr: "m:1", Epochs: []EpochEntry{{1, 0}, {3, 100}}}))
+	f.Add(AppendTruncate(nil, Truncate{Fork: 100, Epoch: 3}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r := bytes.NewReader(b)
 		fr, err := ReadFrame(r, 1<<16, nil)

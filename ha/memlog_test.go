@@ -255,3 +255,45 @@ func (l *memLog) WaitDurable(ctx context.Context, _ int64) error {
 		return ctx.Err()
 	}
 }
+
+// truncate cuts the log at off, which must be a record or segment
+// boundary at or above its minimum offset, zeroing what follows.
+func (l *memLog) truncate(off int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if off < l.min || off > l.end {
+		return fmt.Errorf("truncate at %d, log holds %d..%d", off, l.min, l.end)
+	}
+	var last RecordRef
+	lastOK := false
+	for p := l.min; p < off; {
+		seg := l.segLocked(p)
+		rel := p % l.segSize
+		h, _ := message.PeekHeader(seg[rel:])
+		if h.IsBlank() {
+			p += l.segSize - rel
+			continue
+		}
+		if !h.IsRecord() || h.TotalSize <= 0 {
+			return fmt.Errorf("no record at %d", p)
+		}
+		rec := seg[rel : rel+int64(h.TotalSize)]
+		crc, _ := message.RecordChecksum(rec)
+		last, lastOK = RecordRef{Offset: p, Size: h.TotalSize, Checksum: crc}, true
+		p += int64(h.TotalSize)
+		if p > off {
+			return fmt.Errorf("truncate at %d, inside the record at %d", off, last.Offset)
+		}
+	}
+	for s, b := range l.segs {
+		switch {
+		case s >= off:
+			delete(l.segs, s)
+		case s+l.segSize > off:
+			clear(b[off-s:])
+		}
+	}
+	l.end, l.last, l.lastOK = off, last, lastOK
+	l.sig.notify()
+	return nil
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"runtime"
 	"sort"
@@ -69,6 +70,12 @@ type ServerOptions struct {
 	MaxLagBytes int64
 	// Epoch returns the master's epoch, told to slaves (nil: 0).
 	Epoch func() int64
+	// Epochs returns the master's epoch entries, oldest first. With it a
+	// version 2 slave whose log is not a prefix of the master's is told to
+	// TRUNCATE at the fork point of the two histories, and every version 2
+	// WELCOME carries the entries. nil: no entries, no TRUNCATE (version 1
+	// behaviour for every slave).
+	Epochs func() []EpochEntry
 	// Serving returns why this broker does not serve slaves right now
 	// (it is not a master), or nil (nil func: always serves).
 	Serving func() error
@@ -294,8 +301,9 @@ func (s *Server) serve(conn net.Conn) {
 		return
 	}
 	h := f.Hello
-	start, rf := s.check(h)
-	if rf != nil {
+	d := s.handshake(h)
+	if d.refuse != nil {
+		rf := d.refuse
 		lvl := s.log.Warn
 		if rf.Code == RefuseDiverged || rf.Code == RefuseTooOld {
 			lvl = s.log.Error
@@ -306,13 +314,22 @@ func (s *Server) serve(conn net.Conn) {
 		_ = conn.Close()
 		return
 	}
-	var epoch int64
-	if s.opts.Epoch != nil {
-		epoch = s.opts.Epoch()
+	if d.truncate != nil {
+		s.log.Warn("slave holds bytes this master does not have: telling it to truncate",
+			zap.String("remote", remote), zap.Int64("slaveId", h.BrokerID), zap.Int64("slaveMaxOffset", h.MaxOffset),
+			zap.Int64("fork", d.truncate.Fork), zap.Int64("epoch", d.truncate.Epoch))
+		_ = conn.SetWriteDeadline(time.Now().Add(s.opts.Timeout))
+		_, _ = conn.Write(AppendTruncate(nil, *d.truncate))
+		_ = conn.Close()
+		return
 	}
+	start := d.start
 	committed := s.src.CommittedOffset()
-	w := Welcome{Version: Version, Start: start, MinOffset: s.src.MinOffset(), MaxOffset: committed,
-		SegmentSize: s.src.SegmentSize(), Epoch: epoch, MasterAddr: s.opts.MasterAddr}
+	w := Welcome{Version: min(h.Version, Version), Start: start, MinOffset: s.src.MinOffset(), MaxOffset: committed,
+		SegmentSize: s.src.SegmentSize(), Epoch: d.epoch, MasterAddr: s.opts.MasterAddr}
+	if hasEpochs(w.Version) {
+		w.Epochs = d.entries
+	}
 	wb, err := AppendWelcome(nil, w)
 	if err == nil {
 		_, err = conn.Write(wb)
@@ -369,13 +386,101 @@ func (s *Server) pruneLocked() {
 	}
 }
 
-// check decides where a slave's stream starts, or refuses it.
+// decision is the master's answer to a HELLO: stream from start (with the
+// epoch and entries WELCOME carries), TRUNCATE, or REFUSE.
+type decision struct {
+	start    int64
+	epoch    int64
+	entries  []EpochEntry
+	truncate *Truncate
+	refuse   *Refuse
+}
+
+// masterEpochs returns the master's epoch and entries (nil without
+// ServerOptions.Epochs), cut to the newest MaxEpochEntries. The epoch is
+// ServerOptions.Epoch, or the newest entry's when that is higher.
+func (s *Server) masterEpochs() (int64, []EpochEntry) {
+	var epoch int64
+	if s.opts.Epoch != nil {
+		epoch = s.opts.Epoch()
+	}
+	if s.opts.Epochs == nil {
+		return epoch, nil
+	}
+	entries := s.opts.Epochs()
+	if n := len(entries); n > MaxEpochEntries {
+		entries = entries[n-MaxEpochEntries:]
+	}
+	if n := len(entries); n > 0 {
+		epoch = max(epoch, entries[n-1].Epoch)
+	}
+	return epoch, entries
+}
+
+// handshake answers a HELLO. A version 1 slave, or any slave of a master
+// without epoch entries, gets what check decides. A version 2 slave of a
+// master with entries that check refuses as diverged is told to truncate
+// at the fork point of the two epoch histories when that is below the
+// slave's end and not below the master's minimum offset.
+func (s *Server) handshake(h Hello) decision {
+	start, rf := s.check(h)
+	epoch, entries := s.masterEpochs()
+	d := decision{start: start, epoch: epoch, entries: entries}
+	if !hasEpochs(h.Version) || s.opts.Epochs == nil {
+		d.refuse = rf
+		return d
+	}
+	if rf != nil && (rf.Code == RefuseMismatch || rf.Code == RefuseNotMaster || rf.Code == RefuseBadHello) {
+		d.refuse = rf
+		return d
+	}
+	if err := ValidateEpochs(entries); err != nil {
+		d.refuse = &Refuse{Code: RefuseInternal, Reason: fmt.Sprintf("the master's epoch entries are invalid: %v", err)}
+		return d
+	}
+	if n := len(h.Epochs); n > 0 && h.Epochs[n-1].Epoch > epoch {
+		d.refuse = &Refuse{Code: RefuseNotMaster, Reason: fmt.Sprintf(
+			"the slave knows epoch %d, above this master's epoch %d: a newer master exists", h.Epochs[n-1].Epoch, epoch)}
+		return d
+	}
+	if rf == nil || rf.Code != RefuseDiverged {
+		d.refuse = rf
+		return d
+	}
+	committed := s.src.CommittedOffset()
+	fork, ok := ForkPoint(h.Epochs, h.MaxOffset, entries, committed)
+	minOff := s.src.MinOffset()
+	switch {
+	case !ok:
+		rf.Reason += "; the slave's and the master's epoch entries share no epoch"
+		d.refuse = rf
+	case fork >= h.MaxOffset:
+		rf.Reason += fmt.Sprintf("; the epoch entries agree up to the slave's end %d", h.MaxOffset)
+		d.refuse = rf
+	case fork < minOff:
+		d.refuse = &Refuse{Code: RefuseTooOld, Reason: fmt.Sprintf(
+			"the slave's log forks from the master's at %d, below the master's minimum offset %d", fork, minOff)}
+	default:
+		if fork < committed {
+			if _, err := s.src.RecordAt(fork); err != nil {
+				rf.Reason += fmt.Sprintf("; the fork point %d of the epoch entries is not a record of the master's log: %v", fork, err)
+				d.refuse = rf
+				return d
+			}
+		}
+		d.truncate = &Truncate{Fork: fork, Epoch: epoch}
+	}
+	return d
+}
+
+// check decides where a slave's stream starts, or refuses it, from the
+// slave's last record (the prefix check).
 func (s *Server) check(h Hello) (int64, *Refuse) {
 	refuse := func(code RefuseCode, format string, args ...any) (int64, *Refuse) {
 		return 0, &Refuse{Code: code, Reason: fmt.Sprintf(format, args...)}
 	}
-	if h.Version != Version {
-		return refuse(RefuseMismatch, "protocol version %d, master speaks %d", h.Version, Version)
+	if h.Version != Version1 && h.Version != Version2 {
+		return refuse(RefuseMismatch, "protocol version %d, master speaks %d and %d", h.Version, Version1, Version2)
 	}
 	if h.BrokerName != s.opts.BrokerName {
 		return refuse(RefuseMismatch, "slave of broker %q connected to the master of %q", h.BrokerName, s.opts.BrokerName)
@@ -627,6 +732,75 @@ func (s *Server) WaitReplicated(ctx context.Context, end int64, need int, timeou
 			return ctx.Err()
 		}
 	}
+}
+
+// WaitReplicatedBy blocks until every slave whose broker id ids returns
+// has a connected session that acknowledged offset end. It is the wait of
+// a master whose slave set is decided elsewhere (the sync state set of the
+// controller): the in-sync set plays no part, a listed slave that is not
+// connected is waited for, and ids is asked again at every wake-up (an ack,
+// a disconnection, Wake), so a set that shrinks releases the wait. It
+// returns nil at once when ids returns none, ErrSlaveTimeout after timeout,
+// ErrClosed once the server closes, and the context's error.
+func (s *Server) WaitReplicatedBy(ctx context.Context, end int64, ids func() []int64, timeout time.Duration) error {
+	var deadline time.Time
+	for {
+		ch := s.ackSig.c()
+		want := ids()
+		missing := s.notAcked(end, want)
+		if len(missing) == 0 {
+			return nil
+		}
+		if s.ctx.Err() != nil {
+			return ErrClosed
+		}
+		now := time.Now()
+		if deadline.IsZero() {
+			deadline = now.Add(timeout)
+		} else if !now.Before(deadline) {
+			return fmt.Errorf("%w: slaves %v of %v did not acknowledge offset %d within %v", ErrSlaveTimeout, missing, want, end, timeout)
+		}
+		s.waiting(deadline)
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// notAcked returns the ids without a connected session that acked end.
+func (s *Server) notAcked(end int64, ids []int64) []int64 {
+	var missing []int64
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		if sl := s.slaves[id]; sl == nil || !sl.connected.Load() || sl.ack.Load() < end {
+			missing = append(missing, id)
+		}
+	}
+	return missing
+}
+
+// Wake makes every wait re-evaluate its condition now (WaitReplicatedBy
+// asks its ids again), for example because the slave set changed.
+func (s *Server) Wake() { s.ackSig.notify() }
+
+// AckedBy returns the lowest offset the slaves with these broker ids
+// acknowledged, -1 when one of them has no connected session, and
+// math.MaxInt64 when ids is empty (no slave holds anything back).
+func (s *Server) AckedBy(ids []int64) int64 {
+	acked := int64(math.MaxInt64)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		sl := s.slaves[id]
+		if sl == nil || !sl.connected.Load() {
+			return -1
+		}
+		acked = min(acked, sl.ack.Load())
+	}
+	return acked
 }
 
 // waiting makes sure the waiters are woken at (about) deadline, so that

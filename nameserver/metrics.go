@@ -101,10 +101,16 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBrokers, descGroups, descTopics, descMembers} {
 		ch <- d
 	}
+	if c.s.ctl != nil {
+		c.s.ctl.Collector().Describe(ch)
+	}
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.s.metrics.init().rpcLatency.Collect(ch)
+	if c.s.ctl != nil {
+		c.s.ctl.Collector().Collect(ch)
+	}
 	ci := c.s.routes.ClusterInfo()
 	perCluster := map[string]int{}
 	for name := range ci.Clusters {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/bolide-mq/bolide/controller"
 	"github.com/bolide-mq/bolide/internal/membership"
 )
 
@@ -42,6 +43,11 @@ type Options struct {
 	// empty: a self-signed certificate. Plaintext is served alongside.
 	TLSCertFile string
 	TLSKeyFile  string
+	// Controller embeds a failover controller (package controller) served
+	// on ListenAddr; nil leaves it off. Its empty RaftListen is derived
+	// from ListenAddr (same host, port + 3: + 1 is gossip, + 2 the admin
+	// listener; port 0 stays 0).
+	Controller *controller.Options
 }
 
 // DefaultOptions returns RocketMQ's defaults on loopback.
@@ -92,7 +98,25 @@ func (o *Options) Validate() error {
 	if o.BrokerTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("nameserver: broker_timeout must be > 0, not %v", o.BrokerTimeout))
 	}
+	if o.Controller != nil {
+		co := o.controllerOptions()
+		if co.RaftListen == "" {
+			errs = append(errs, fmt.Errorf("nameserver: controller raft_listen: cannot derive from %q; set it", o.ListenAddr))
+		} else if err := co.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("nameserver: %w", err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// controllerOptions are the controller's options with the Raft address
+// derived when empty.
+func (o *Options) controllerOptions() controller.Options {
+	co := *o.Controller
+	if co.RaftListen == "" {
+		co.RaftListen = membership.DeriveGossipAddr(o.ListenAddr, raftPortOffset)
+	}
+	return co
 }
 
 // gossipBindAddr is the address membership binds, or "" when it is off.
@@ -116,3 +140,7 @@ func checkHostPort(addr string) error {
 	}
 	return nil
 }
+
+// raftPortOffset derives the controller's Raft port from the listen port:
+// + 1 is gossip and + 2 the daemons' admin listener ("auto").
+const raftPortOffset = 3

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/bolide-mq/bolide/controller"
 	"github.com/bolide-mq/bolide/internal/membership"
 	"github.com/bolide-mq/bolide/internal/portmux"
 	"github.com/bolide-mq/bolide/internal/tlsconf"
@@ -43,6 +44,8 @@ type Server struct {
 	// kv is the remoting protocol's key-value configuration (kv.go), nil
 	// when remoting is off.
 	kv *kvConfig
+	// ctl is the embedded failover controller, nil when off (controller.go).
+	ctl *controller.Controller
 
 	quit  chan struct{} // closed by Close: stops the loops
 	joinc chan string   // gossip addresses of registered brokers missing from the pool
@@ -108,6 +111,13 @@ func New(opts Options, lg *zap.Logger) (*Server, error) {
 	)
 	pb.RegisterNameServerServer(s.grpc, &service{s: s})
 	s.registerV5(s.grpc) // RocketMQ 5's access point (v5.go)
+	if err := s.newController(); err != nil {
+		_ = lis.Close()
+		if n := s.members.Load(); n != nil {
+			_ = n.Close()
+		}
+		return nil, err
+	}
 	protos := []portmux.Protocol{grpcProtocol{s.grpc}}
 	if opts.Remoting {
 		protos = append(protos, s.newRemoting())
@@ -142,6 +152,11 @@ func (s *Server) Start() error {
 		return errors.New("nameserver: start after close")
 	case s.started:
 		return errors.New("nameserver: already started")
+	}
+	if s.ctl != nil {
+		if err := s.ctl.Start(); err != nil {
+			return fmt.Errorf("nameserver: %w", err)
+		}
 	}
 	s.started = true
 	s.mux.Serve()
@@ -308,16 +323,19 @@ func (s *Server) shutdown(ctx context.Context) error {
 	started := s.started
 	s.mu.Unlock()
 
+	var errs []error
+	if s.ctl != nil {
+		errs = append(errs, s.ctl.Close())
+	}
 	// Before Start this only closes the listener.
 	if err := s.mux.Shutdown(ctx); err != nil && started {
 		s.lg.Warn("nameserver: drain deadline passed; cut off in-flight calls", zap.Error(err))
 	}
 	close(s.quit)
-	var err error
 	if n := s.members.Load(); n != nil {
-		err = n.Close()
+		errs = append(errs, n.Close())
 	}
 	s.wg.Wait()
 	s.lg.Info("nameserver stopped", zap.String("addr", s.Addr()))
-	return err
+	return errors.Join(errs...)
 }

@@ -198,7 +198,7 @@ func (r *Replicator) syncMetadata(addr string) error {
 
 // Metadata answers a slave's request on the master.
 func (r *Replicator) Metadata(req MetadataRequest) (Metadata, error) {
-	if err := r.CheckWritable(); err != nil {
+	if err := r.checkRole(); err != nil {
 		return Metadata{}, err
 	}
 	if req.BrokerName != r.cfg.BrokerName {

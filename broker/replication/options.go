@@ -56,7 +56,21 @@ type Options struct {
 	// MetadataSyncInterval is how often a slave fetches topics and consumer
 	// offsets from its master (3 s).
 	MetadataSyncInterval time.Duration
+	// ControllerAddrs are the controllers' addresses (NameServers running
+	// a controller). Set, they enable controller mode: the broker's
+	// configured id is its permanent replica id (>= 1), and the
+	// controller leader decides which replica is the master (controller.go).
+	ControllerAddrs []string
+	// ControllerHeartbeat is how often the broker beats to every
+	// controller (500 ms).
+	ControllerHeartbeat time.Duration
+	// ElectionPriority: among equally up-to-date candidates, a lower value
+	// is preferred at election (0).
+	ElectionPriority int32
 }
+
+// ControllerMode reports whether controllers decide the broker's role.
+func (o *Options) ControllerMode() bool { return len(o.ControllerAddrs) > 0 }
 
 // DefaultOptions are the replication defaults.
 func DefaultOptions() Options {
@@ -69,6 +83,7 @@ func DefaultOptions() Options {
 		Timeout:              5 * time.Second,
 		MaxFrameBytes:        256 << 10,
 		MetadataSyncInterval: 3 * time.Second,
+		ControllerHeartbeat:  500 * time.Millisecond,
 	}
 }
 
@@ -89,6 +104,19 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxFrameBytes < 4096 || o.MaxFrameBytes > ha.MaxDataLen {
 		errs = append(errs, fmt.Errorf("broker: HA max frame bytes %d not in 4096..%d", o.MaxFrameBytes, ha.MaxDataLen))
+	}
+	if o.ControllerMode() {
+		if o.ControllerHeartbeat <= 0 || o.ControllerHeartbeat >= time.Minute {
+			errs = append(errs, fmt.Errorf("broker: controller heartbeat %v must be positive and below a minute", o.ControllerHeartbeat))
+		}
+		if o.MasterHAAddr != "" {
+			errs = append(errs, errors.New("broker: a master HA address cannot be configured in controller mode: the controller names the master"))
+		}
+		for _, a := range o.ControllerAddrs {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				errs = append(errs, fmt.Errorf("broker: controller address %q: %w", a, err))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

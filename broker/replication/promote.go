@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/bolide-mq/bolide/ha"
 	"github.com/bolide-mq/bolide/internal/errcode"
 )
 
@@ -18,14 +19,39 @@ type PromoteResult struct {
 	Registered bool
 }
 
-// Promote makes this slave (or fenced master) the master of its group:
-// it stops replicating, makes its queue offsets follow its ConsumeQueues,
-// takes a new epoch (epoch, or one more than the highest it knows when 0),
-// saves role and epoch, and registers with broker id 0. name, when not
-// empty, must be the broker's group name.
-func (r *Replicator) Promote(ctx context.Context, name string, epoch int64) (PromoteResult, error) {
+// PromoteRequest asks a broker to become the master of its group.
+type PromoteRequest struct {
+	// BrokerName, when not empty, must be the broker's group name.
+	BrokerName string
+	// Epoch to take (0: one more than the highest known); not used in
+	// controller mode, where the controller sets it.
+	Epoch int64
+	// Force promotes even when acknowledged messages would be lost: a
+	// slave behind its master's last known committed offset, or that never
+	// replicated; in controller mode, an unclean election.
+	Force bool
+}
+
+// Promote makes this slave (or fenced master) the master of its group.
+//
+// In controller mode it asks the controller leader to elect this broker
+// (ElectMaster with this replica designated; Force makes it unclean) and
+// waits until it took over.
+//
+// Otherwise it stops replicating, makes its queue offsets follow its
+// ConsumeQueues, takes a new epoch (Epoch, or one more than the highest it
+// knows when 0), appends it to the epoch entries, saves role and epoch,
+// and registers with broker id 0. Unless forced, a slave is refused when
+// it never replicated from its master or holds less than the master's last
+// committed offset it heard of: promoting it would drop acknowledged
+// messages.
+func (r *Replicator) Promote(ctx context.Context, req PromoteRequest) (PromoteResult, error) {
+	name, epoch := req.BrokerName, req.Epoch
 	if name != "" && name != r.cfg.BrokerName {
 		return PromoteResult{}, errcode.Errorf(errcode.InvalidParameter, "this broker belongs to %q, not %q", r.cfg.BrokerName, name)
+	}
+	if r.agent != nil {
+		return r.agent.promote(ctx, req.Force)
 	}
 	r.mu.Lock()
 	role, known, prevID := r.state.role(), r.state.epoch(), r.state.id()
@@ -39,6 +65,12 @@ func (r *Replicator) Promote(ctx context.Context, name string, epoch int64) (Pro
 	case epoch <= known:
 		r.mu.Unlock()
 		return PromoteResult{}, errcode.Errorf(errcode.InvalidParameter, "epoch %d is not above the highest known epoch %d", epoch, known)
+	}
+	if role == RoleSlave && !req.Force {
+		if err := r.behindLocked(); err != nil {
+			r.mu.Unlock()
+			return PromoteResult{}, err
+		}
 	}
 	// Stop replicating: nothing is appended from here on.
 	if c := r.client; c != nil {
@@ -60,17 +92,42 @@ func (r *Replicator) Promote(ctx context.Context, name string, epoch int64) (Pro
 		r.mu.Unlock()
 		return PromoteResult{}, r.host.StoreError(err)
 	}
+	maxOff := r.store.CommitLog().MaxOffset()
+	if err := r.epochs.Append(ha.EpochEntry{Epoch: epoch, Start: maxOff}); err != nil {
+		restart()
+		r.mu.Unlock()
+		return PromoteResult{}, errcode.Errorf(errcode.SystemError, "cannot save the epoch entry: %v", err)
+	}
 	if err := r.state.set(RoleMaster, 0, epoch); err != nil {
 		_ = r.state.set(role, prevID, known)
 		restart()
 		r.mu.Unlock()
 		return PromoteResult{}, errcode.Errorf(errcode.SystemError, "cannot save the new role: %v", err)
 	}
-	maxOff := r.store.CommitLog().MaxOffset()
 	r.mu.Unlock()
 	r.log.Warn("PROMOTED to master", zap.Int64("epoch", epoch), zap.Int64("previousId", prevID),
 		zap.Stringer("previousRole", role), zap.Int64("commitLogMaxOffset", maxOff))
 	r.host.Register()
 	return PromoteResult{Epoch: epoch, PreviousBrokerID: prevID, MaxOffset: maxOff,
 		Registered: r.host.Registered() && r.state.role() == RoleMaster}, nil
+}
+
+// behindLocked refuses the promotion of a slave that would drop messages
+// its master acknowledged: one that never replicated, or whose log ends
+// below the master's committed offset as last heard. r.mu is held.
+func (r *Replicator) behindLocked() error {
+	if r.client == nil {
+		return errcode.Errorf(errcode.InvalidParameter, "broker %s/%d is not replicating: promoting it could drop acknowledged messages (force to promote anyway)",
+			r.cfg.BrokerName, r.state.id())
+	}
+	st := r.client.Status()
+	if st.MasterAddr == "" && r.welcomeAddr.Load() == nil {
+		return errcode.Errorf(errcode.InvalidParameter, "broker %s/%d never replicated from its master: promoting it could drop acknowledged messages (force to promote anyway)",
+			r.cfg.BrokerName, r.state.id())
+	}
+	if own := r.store.CommitLog().MaxOffset(); own < st.MasterOffset {
+		return errcode.Errorf(errcode.InvalidParameter, "broker %s/%d holds the log up to %d, below its master's committed offset %d: promoting it would drop acknowledged messages (force to promote anyway)",
+			r.cfg.BrokerName, r.state.id(), own, st.MasterOffset)
+	}
+	return nil
 }

@@ -61,6 +61,11 @@ type Config struct {
 	// Master fetches a slave's metadata from its master; without it a
 	// slave replicates its master's log but not its metadata.
 	Master MasterClient
+	// Cluster is the broker's cluster name (told to the controllers).
+	Cluster string
+	// Controllers reaches the controllers; required in controller mode
+	// (Options.ControllerAddrs).
+	Controllers ControllerClient
 }
 
 // Replicator is the broker's replication: its role and epoch, the HA server
@@ -84,6 +89,11 @@ type Replicator struct {
 
 	srv    *ha.Server
 	haAddr string // advertised
+
+	// epochs is the epoch file (config/epochs), kept in both modes.
+	epochs *epochFile
+	// agent follows the controllers (nil outside controller mode).
+	agent *agent
 
 	mu     sync.Mutex // serialises role changes and the client's life
 	client *ha.Client
@@ -111,6 +121,28 @@ func New(cfg Config, host Host, log *zap.Logger) (*Replicator, error) {
 		return nil, err
 	}
 	r := &Replicator{cfg: cfg, opts: cfg.Options, host: host, log: log, state: st, store: cfg.Store}
+	if r.epochs, err = loadEpochFile(cfg.StoreDir); err != nil {
+		return nil, err
+	}
+	if r.opts.ControllerMode() {
+		if cfg.Controllers == nil {
+			return nil, errors.New("replication: controller mode without a controller client")
+		}
+		if cfg.BrokerID < 1 {
+			return nil, fmt.Errorf("replication: controller mode needs a replica id >= 1, not %d", cfg.BrokerID)
+		}
+		// A broker never resumes as master at its old epoch: it starts as
+		// a slave and follows the controller (which elects again, with a
+		// new epoch, a master that restarted).
+		if st.role() != RoleSlave || st.id() != cfg.BrokerID {
+			log.Warn("controller mode: starting as a slave; the controller decides the role",
+				zap.Stringer("savedRole", st.role()), zap.Int64("savedId", st.id()), zap.Int64("epoch", st.epoch()))
+			if err := st.set(RoleSlave, cfg.BrokerID, st.epoch()); err != nil {
+				return nil, fmt.Errorf("replication: save the starting role: %w", err)
+			}
+		}
+		r.agent = newAgent(r, cfg.Controllers)
+	}
 	r.inSyncReplicas.Store(int64(cfg.Options.InSyncReplicas))
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.meta.init(cfg.Master)
@@ -133,6 +165,7 @@ func New(cfg Config, host Host, log *zap.Logger) (*Replicator, error) {
 		}
 		return nil
 	}
+	so.Epochs = r.epochs.Entries
 	if r.srv, err = ha.NewServer(so, haSource{r.store.CommitLog()}, log.Named("server")); err != nil {
 		return nil, err
 	}
@@ -158,6 +191,9 @@ func (r *Replicator) Start() error {
 	}
 	r.wg.Add(1)
 	go r.metadataLoop()
+	if r.agent != nil {
+		r.agent.start()
+	}
 	return nil
 }
 
@@ -175,7 +211,17 @@ func (r *Replicator) startClientLocked() error {
 		if err := r.state.sawEpoch(w.Epoch); err != nil {
 			r.log.Warn("persist the master's epoch", zap.Error(err))
 		}
+		if w.Epochs != nil {
+			if err := r.epochs.Replace(w.Epochs); err != nil {
+				r.log.Error("save the master's epoch entries", zap.Error(err))
+			}
+		}
 		r.meta.trigger()
+	}
+	co.Epochs = r.epochs.Entries
+	if r.agent != nil {
+		co.MinEpoch = r.state.epoch
+		co.OnTruncate = r.truncate
 	}
 	c, err := ha.NewClient(co, haReplica{r.store}, r.log.Named("client"))
 	if err != nil {
@@ -189,6 +235,12 @@ func (r *Replicator) startClientLocked() error {
 // MasterHAAddr is the slave's master HA address: the configured one, else
 // what the NameServers said ("" while not known).
 func (r *Replicator) MasterHAAddr() string {
+	if r.agent != nil {
+		if p := r.agent.masterHAAddr.Load(); p != nil {
+			return *p
+		}
+		return ""
+	}
 	if r.opts.MasterHAAddr != "" {
 		return r.opts.MasterHAAddr
 	}
@@ -200,6 +252,11 @@ func (r *Replicator) MasterHAAddr() string {
 
 // masterAddr is the slave's master client address, for metadata sync.
 func (r *Replicator) masterAddr() string {
+	if r.agent != nil {
+		if p := r.agent.masterAddr.Load(); p != nil && *p != "" {
+			return *p
+		}
+	}
 	if p := r.welcomeAddr.Load(); p != nil && *p != "" {
 		return *p
 	}
@@ -225,11 +282,26 @@ func (r *Replicator) Close() error {
 		errs = append(errs, r.srv.Close())
 	}
 	r.meta.close()
+	if r.cfg.Controllers != nil {
+		errs = append(errs, r.cfg.Controllers.Close())
+	}
 	return errors.Join(errs...)
 }
 
-// CheckWritable refuses sends on a broker that is not a master.
+// CheckWritable refuses sends on a broker that is not a master, and in
+// controller mode on a master without a valid write lease.
 func (r *Replicator) CheckWritable() error {
+	if err := r.checkRole(); err != nil {
+		return err
+	}
+	if r.agent != nil {
+		return r.agent.checkLease(r.state.epoch())
+	}
+	return nil
+}
+
+// checkRole refuses a broker that is not a master.
+func (r *Replicator) checkRole() error {
 	switch r.state.role() {
 	case RoleSlave:
 		return errcode.Errorf(errcode.NotMaster, "broker %s/%d is a slave", r.cfg.BrokerName, r.state.id())
@@ -247,6 +319,13 @@ func (r *Replicator) CheckInSync() error {
 		return nil
 	}
 	need := int(r.inSyncReplicas.Load())
+	if r.agent != nil {
+		if n := len(r.agent.members()); n < need {
+			return errcode.Errorf(errcode.InSyncReplicasNotEnough, "broker %s: the sync state set holds %d replicas besides the master, sync replication needs %d",
+				r.cfg.BrokerName, n, need)
+		}
+		return nil
+	}
 	if n := r.srv.InSync(); n < need {
 		return errcode.Errorf(errcode.InSyncReplicasNotEnough, "broker %s has %d in-sync slaves, sync replication needs %d",
 			r.cfg.BrokerName, n, need)
@@ -259,6 +338,9 @@ func (r *Replicator) CheckInSync() error {
 // acknowledges on its own flush; in sync mode InSyncReplicas in-sync slaves
 // must have acknowledged the end of the messages within SlaveTimeout.
 func (r *Replicator) WaitReplicated(ctx context.Context, res []store.PutResult) error {
+	if r.agent != nil {
+		return r.waitReplicatedByController(ctx, res)
+	}
 	if r.opts.Mode != ModeSync || len(res) == 0 {
 		return nil
 	}
@@ -337,7 +419,7 @@ func (r *Replicator) OnRegistered(ns string, brokerID int64, ans NameServerAnswe
 		}
 		return
 	}
-	if brokerID == 0 {
+	if brokerID == 0 || r.agent != nil { // in controller mode the controller names the master
 		return
 	}
 	if a := ans.MasterHAAddr; a != "" {
@@ -400,6 +482,10 @@ type Info struct {
 	// (zero: never); MetadataError why the last fetch failed.
 	LastMetadataSync time.Time
 	MetadataError    error
+	// Controller mode: the agent's state (nil outside it); Epochs the
+	// broker's epoch entries (both modes).
+	Controller *ControllerStatus
+	Epochs     []ha.EpochEntry
 }
 
 // Info returns the broker's replication state.
@@ -432,8 +518,20 @@ func (r *Replicator) Info() Info {
 		info.MasterHAAddr = r.MasterHAAddr()
 	}
 	info.LastMetadataSync, info.MetadataError = r.meta.status()
+	info.Epochs = r.epochs.Entries()
+	if r.agent != nil {
+		st := r.agent.status()
+		info.Controller = &st
+	}
 	return info
 }
+
+// ControllerMode reports whether controllers decide the broker's role.
+func (r *Replicator) ControllerMode() bool { return r.agent != nil }
+
+// ReplicaID is the broker's configured id: its permanent replica id in
+// controller mode.
+func (r *Replicator) ReplicaID() int64 { return r.cfg.BrokerID }
 
 // ForceRole sets the role as a fence or a promotion ends up setting it,
 // without their procedure (no checks, no slave handling): for tests of how

@@ -86,8 +86,12 @@ func New(opts broker.Options, log *zap.Logger, options ...Option) (*Server, erro
 	if err != nil {
 		return nil, fmt.Errorf("broker: listen %s: %w", opts.ListenAddr, err)
 	}
-	core, err := broker.New(opts, log, broker.WithAddr(lis.Addr().String()),
-		broker.WithNameServers(remote.NewNameServers()), broker.WithMasterClient(remote.NewMasterClient()))
+	with := []broker.Option{broker.WithAddr(lis.Addr().String()),
+		broker.WithNameServers(remote.NewNameServers()), broker.WithMasterClient(remote.NewMasterClient())}
+	if opts.Replication.ControllerMode() {
+		with = append(with, broker.WithControllers(remote.NewControllers()))
+	}
+	core, err := broker.New(opts, log, with...)
 	if err != nil {
 		_ = lis.Close()
 		return nil, err

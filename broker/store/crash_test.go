@@ -289,12 +289,11 @@ func powerLoss(t *testing.T, dir string, segSize int64, acks []ack) int64 {
 	return durable
 }
 
-// verifyStore checks that the store holds exactly the acknowledged records
-// want (and, when exact, nothing else), that ConsumeQueues and IndexFiles
-// agree with the log, and that appends continue at the right offsets.
-func verifyStore(t *testing.T, s *Store, want []ack, exact bool) {
+// checkStoreHolds is verifyStore without the final append: it returns
+// the records of each queue (CommitLog offsets) and the time bound it
+// queried the index with.
+func checkStoreHolds(t *testing.T, s *Store, want []ack, exact bool) (map[int32][]int64, int64) {
 	t.Helper()
-	ctx := context.Background()
 	// Every wanted record is in the log, intact, where it was acknowledged.
 	for _, a := range want {
 		m, err := s.ReadMessage(a.phys)
@@ -366,6 +365,16 @@ func verifyStore(t *testing.T, s *Store, want []ack, exact bool) {
 			t.Fatalf("index lookup %q: %v %v, want offset %d", k, got, err, off)
 		}
 	}
+	return perQueue, now
+}
+
+// verifyStore checks that the store holds exactly the acknowledged records
+// want (and, when exact, nothing else), that ConsumeQueues and IndexFiles
+// agree with the log, and that appends continue at the right offsets.
+func verifyStore(t *testing.T, s *Store, want []ack, exact bool) {
+	t.Helper()
+	ctx := context.Background()
+	perQueue, now := checkStoreHolds(t, s, want, exact)
 	// New appends continue at the log's end with the next queue offsets.
 	end := s.CommitLog().MaxOffset()
 	r, err := s.Put(ctx, crashMsg(1_000_000))

@@ -32,27 +32,10 @@ func (s *Store) dispatchLoop() {
 	for {
 		ch := s.clog.ReadableChanged()
 		planCh := s.plannedSig.C()
-		readable := s.clog.Readable()
-		// Puts in flight plan their own records (without decoding them);
-		// the dispatcher plans the rest: replicated records, and those of
-		// puts that returned without planning them.
-		putting := s.putting.Load() > 0
-		var planErr error
-		if !putting && s.planned.Load() < readable {
-			if planErr = s.planTo(readable); planErr != nil {
-				s.setFull(planErr)
-			}
-		}
-		if limit := s.planned.Load(); s.dispatched.Load() < limit {
-			_, err := s.dispatchAvailable(limit)
-			s.finishRecovery()
-			if err == nil {
-				continue
-			}
-			// An I/O error: keep the record and retry; consumers lag
-			// until it succeeds, nothing is skipped.
-			s.log.Error("dispatch stopped; retrying", zap.Int64("offset", s.dispatched.Load()), zap.Error(err))
-			planErr = err
+		limitCh := s.limitSig.C()
+		again, planErr, putting := s.dispatchStep()
+		if again {
+			continue
 		}
 		if planErr != nil {
 			// Retry later, or as soon as the keeper finds room.
@@ -75,8 +58,41 @@ func (s *Store) dispatchLoop() {
 			return
 		case <-planCh:
 		case <-ch:
+		case <-limitCh:
 		}
 	}
+}
+
+// dispatchStep plans and dispatches what it can, under pauseMu (which
+// TruncateTo takes to pause dispatch). again says it made progress and
+// should look again at once; planErr that it must retry later.
+func (s *Store) dispatchStep() (again bool, planErr error, putting bool) {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	readable := s.clog.Readable()
+	// Puts in flight plan their own records (without decoding them);
+	// the dispatcher plans the rest: replicated records, and those of
+	// puts that returned without planning them.
+	putting = s.putting.Load() > 0
+	if !putting && s.planned.Load() < readable {
+		if planErr = s.planTo(readable); planErr != nil {
+			s.setFull(planErr)
+		}
+	}
+	if limit := s.planned.Load(); s.dispatched.Load() < limit {
+		before := s.dispatched.Load()
+		_, err := s.dispatchAvailable(limit)
+		s.finishRecovery()
+		if err == nil {
+			// No progress: the dispatch limit holds the next record back.
+			return s.dispatched.Load() > before, planErr, putting
+		}
+		// An I/O error: keep the record and retry; consumers lag
+		// until it succeeds, nothing is skipped.
+		s.log.Error("dispatch stopped; retrying", zap.Int64("offset", s.dispatched.Load()), zap.Error(err))
+		planErr = err
+	}
+	return false, planErr, putting
 }
 
 // finishRecovery ends a recovery that the disk cut short once the
@@ -120,7 +136,11 @@ func (s *Store) dispatchAvailable(limit int64) (int64, error) {
 			return 0, &retryableError{off: from, err: err}
 		}
 	}
+	dlimit := s.dispatchLimit.Load()
 	next, err := s.clog.Scan(from, limit, func(off int64, rec []byte) error {
+		if off+int64(len(rec)) > dlimit {
+			return errDispatchLimit
+		}
 		var d message.Dispatch
 		if !s.decoded.take(off, &d) {
 			var err error
@@ -167,6 +187,9 @@ func (s *Store) dispatchAvailable(limit int64) (int64, error) {
 				}
 			}
 		}
+	}
+	if errors.Is(err, errDispatchLimit) {
+		err = nil
 	}
 	var rerr *retryableError
 	s.dispatchFailed = errors.As(err, &rerr)
@@ -315,6 +338,11 @@ func (s *Store) verifyPoint(limit int64) int64 {
 func (s *Store) writeCheckpoint() error {
 	s.cpMu.Lock()
 	defer s.cpMu.Unlock()
+	return s.writeCheckpointLocked()
+}
+
+// writeCheckpointLocked is writeCheckpoint with cpMu held.
+func (s *Store) writeCheckpointLocked() error {
 	dispatched := s.dispatched.Load()
 	if err := s.cqs.Flush(); err != nil {
 		return fmt.Errorf("store: flush consume queues: %w", err)
@@ -383,6 +411,8 @@ func (s *Store) retentionOnce() {
 // RunRetention applies the retention policy once at time now and returns the
 // number of CommitLog segments deleted.
 func (s *Store) RunRetention(now time.Time) (int, error) {
+	s.retentionMu.Lock()
+	defer s.retentionMu.Unlock()
 	n, err := s.clog.DeleteExpiredBelow(now, s.opts.Retention, s.DispatchedOffset())
 	if n == 0 {
 		return n, err

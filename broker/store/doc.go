@@ -11,6 +11,7 @@
 //	<dir>/reserve/consumequeue-<n>        spare ConsumeQueue files, see Full disk
 //	<dir>/reserve/index-<n>               spare IndexFiles
 //	<dir>/checkpoint                      what is durable, see below
+//	<dir>/ha-truncate.json                a truncation in progress, see Truncation
 //	<dir>/abort                           exists while the store is open
 //	<dir>/lock                            flock'ed while the store is open
 //
@@ -48,6 +49,16 @@
 // planned offset (see Full disk). A transient failure (an I/O error) stops
 // dispatch at that record and retries it later; an inconsistency a retry
 // cannot fix is logged, counted and skipped.
+//
+// SetDispatchLimit bounds dispatch: only records that end at or below the
+// limit are dispatched (default math.MaxInt64, no limit). A master in
+// controller sync mode sets it to its confirm offset, so consumers (pulls,
+// POP, the delay and transaction services, which all read through the
+// ConsumeQueues) never see a record a failover could truncate. Raising the
+// limit wakes the dispatcher; lowering it below what is dispatched takes
+// nothing back. The limit lives in memory only: Open dispatches the whole
+// log. WaitDispatched waits as before, so a caller waiting for the end of
+// the log waits for the limit to pass it.
 //
 // # Full disk
 //
@@ -115,6 +126,41 @@
 // store at the master's minimum offset. AdoptQueueOffsets, called when a
 // slave becomes master, waits until everything is dispatched and makes the
 // CommitLog's next queue offsets those of the ConsumeQueues.
+//
+// # Truncation
+//
+// TruncateTo(off) cuts the store back to a CommitLog record boundary: a
+// slave whose log went past its fork point with the new master's drops its
+// tail there. An off that is not a boundary (a record start, the start of
+// an end-of-segment blank, a segment start or the log's end) is refused
+// with an error wrapping ErrNotBoundary, one outside the log with
+// commitlog.ErrOffset; nothing changes then. The caller stops replication
+// into the store first; readers may run on and get errors or nothing for
+// what was cut. Retention and dispatch are paused while it runs, in this
+// order:
+//
+//  1. <dir>/ha-truncate.json is written ({"version":1,"offset":off},
+//     temporary file, fsync, rename, directory fsync);
+//  2. the CommitLog is cut (commitlog.Log.Truncate: flushed, segments
+//     above off deleted, the rest of off's segment cleared, synced);
+//  3. ConsumeQueue units and then index entries at or above off are
+//     dropped and their files flushed;
+//  4. the dispatch state (dispatched and planned offsets, room held for
+//     records past off) follows, and the CommitLog's next queue offsets
+//     are those of the ConsumeQueues, raised by the records below off not
+//     yet dispatched;
+//  5. a checkpoint is written (DispatchFrom and LogFrom at or below off);
+//  6. the intent file is removed and the directory fsynced.
+//
+// Open finishes a truncation it finds pending before anything else: it
+// verifies the CommitLog from the checkpoint's LogFrom or the start of
+// off's segment, whichever is lower (a checkpoint from before the cut may
+// point past it), cuts it at off (an intent that does not parse or does
+// not name a record boundary fails Open, naming the file), and lets the
+// usual recovery drop queue and index entries past the log's end and
+// rebuild the rest; it removes the intent file once its checkpoint is
+// written. So a crash at any step leaves, after the reopen, a store that
+// ends exactly at off with no stale queue unit or index entry.
 //
 // # Retention
 //

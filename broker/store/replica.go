@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"go.uber.org/zap"
 )
@@ -38,9 +39,13 @@ func (s *Store) StartAt(off int64) error {
 }
 
 // AdoptQueueOffsets makes the CommitLog's next queue offsets agree with the
-// ConsumeQueues after everything written so far is dispatched. Appends of
-// replicated bytes do not advance them (the records carry their own), so a
-// slave becoming master calls this before it takes its first message.
+// records in the log: those of the ConsumeQueues, raised by the records not
+// dispatched yet. Appends of replicated bytes do not advance them (the
+// records carry their own), so a slave becoming master calls this before it
+// takes its first message. Without a dispatch limit it first waits until
+// everything written so far is dispatched; with one (SetDispatchLimit) it
+// does not wait, since records past the limit stay undispatched, and takes
+// their queue offsets from the log itself.
 func (s *Store) AdoptQueueOffsets(ctx context.Context) error {
 	if s.closed.Load() {
 		return ErrClosed
@@ -48,10 +53,12 @@ func (s *Store) AdoptQueueOffsets(ctx context.Context) error {
 	if err := s.clog.Flush(); err != nil { // sync mode dispatches only what is flushed
 		return err
 	}
-	if err := s.WaitDispatched(ctx, s.clog.MaxOffset()); err != nil {
-		return err
+	if s.dispatchLimit.Load() == math.MaxInt64 {
+		if err := s.WaitDispatched(ctx, s.clog.MaxOffset()); err != nil {
+			return err
+		}
 	}
-	n := s.adoptQueueOffsets()
+	n := s.adoptQueueOffsetsTail()
 	s.log.Info("queue offsets taken from the consume queues", zap.Int("queues", n),
 		zap.Int64("logEnd", s.clog.MaxOffset()))
 	return nil

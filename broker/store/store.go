@@ -78,6 +78,20 @@ type Store struct {
 	// dispatchFailed: the last dispatch attempt stopped at a record.
 	dispatchFailed bool
 
+	// Truncation (truncate.go): the dispatcher holds pauseMu while it plans
+	// and dispatches, TruncateTo holds it to pause dispatch; retentionMu
+	// keeps retention and truncation apart. Lock order: retentionMu,
+	// pauseMu, planMu, cpMu, dispatchMu.
+	pauseMu     sync.Mutex
+	retentionMu sync.Mutex
+	// dispatchLimit: only records ending at or below it are dispatched
+	// (SetDispatchLimit); limitSig fires when it rises.
+	dispatchLimit atomic.Int64
+	limitSig      notify.Signal
+	// truncateHook, set by tests, runs after each step of TruncateTo; an
+	// error stops it there, as a crash would.
+	truncateHook func(truncateStep) error
+
 	recovery  Recovery
 	cpMu      sync.Mutex // serialises checkpoint writes
 	ctx       context.Context
@@ -132,6 +146,7 @@ func Open(opts Options, log *zap.Logger) (*Store, error) {
 	}
 	s := &Store{opts: opts, log: log, newFiles: make(map[queueFile]struct{}), planQueues: make(map[touched]*consumequeue.Queue)}
 	s.nextNewFile.Store(math.MaxInt64)
+	s.dispatchLimit.Store(math.MaxInt64)
 	lf, err := lockDir(filepath.Join(opts.Dir, lockName))
 	if err != nil {
 		return nil, err
@@ -190,9 +205,36 @@ func (s *Store) open() error {
 		s.log.Warn("store was not shut down cleanly; recovering from the checkpoint",
 			zap.Int64("logFrom", cp.LogFrom), zap.Int64("dispatchFrom", cp.DispatchFrom))
 	}
-	s.clog, err = commitlog.Open(o.CommitLog, cp.LogFrom, s.log.Named("commitlog"))
+	// A truncation that a crash interrupted is finished first: the log is
+	// verified from a boundary at or below its target (the checkpoint may
+	// have been written before it, above the cut) and cut there; the
+	// queues and index are then cut by the recovery below, which trusts
+	// nothing past the log's end.
+	intent, pending, err := readIntent(o.Dir)
 	if err != nil {
 		return err
+	}
+	logFrom := cp.LogFrom
+	if pending {
+		// The segment start below the target is a record boundary whatever
+		// the intent says (records never cross segments); the target
+		// itself is checked once the log is open.
+		logFrom = min(logFrom, intent-intent%o.CommitLog.SegmentSize)
+		s.log.Warn("finishing an interrupted truncation", zap.Int64("to", intent), zap.Int64("logFrom", logFrom))
+	}
+	s.clog, err = commitlog.Open(o.CommitLog, logFrom, s.log.Named("commitlog"))
+	if err != nil {
+		return err
+	}
+	if pending {
+		if end := s.clog.MaxOffset(); intent < end {
+			if err := s.clog.Truncate(intent); err != nil {
+				return fmt.Errorf("store: finish the truncation in %s: %w", filepath.Join(o.Dir, intentName), err)
+			}
+		} else if intent > end {
+			s.log.Warn("the log recovered to below the interrupted truncation's target", zap.Int64("to", intent), zap.Int64("logEnd", end))
+		}
+		cp.LogFrom = logFrom
 	}
 	s.recovery.Log = s.clog.Recovery()
 	if !found {
@@ -275,20 +317,21 @@ func (s *Store) open() error {
 	if err := s.writeCheckpoint(); err != nil {
 		return err
 	}
+	if pending {
+		if err := s.removeIntent(); err != nil {
+			return err
+		}
+		s.log.Warn("interrupted truncation finished", zap.Int64("to", intent), zap.Int64("logEnd", s.clog.MaxOffset()))
+	}
 	if err := os.WriteFile(abortPath, nil, 0o644); err != nil {
 		return fmt.Errorf("store: create abort marker: %w", err)
 	}
 	return nil
 }
 
-// adoptQueueOffsets gives the CommitLog the ConsumeQueues' next offsets.
-func (s *Store) adoptQueueOffsets() int {
-	qs := s.cqs.Queues()
-	for _, q := range qs {
-		s.clog.SetQueueOffset(q.Topic(), q.ID(), q.MaxOffset())
-	}
-	return len(qs)
-}
+// adoptQueueOffsets gives the CommitLog the ConsumeQueues' next offsets,
+// raised by records not dispatched yet (adoptQueueOffsetsTail).
+func (s *Store) adoptQueueOffsets() int { return s.adoptQueueOffsetsTail() }
 
 // CommitLog exposes the log for replication and tools.
 func (s *Store) CommitLog() *commitlog.Log { return s.clog }

@@ -83,6 +83,9 @@ type flags struct {
 	haHeartbeat      time.Duration
 	haTimeout        time.Duration
 	metadataSync     time.Duration
+	controllerAddrs  string
+	controllerBeat   time.Duration
+	electionPrio     int32
 	logLevel         string
 	logFormat        string
 	addrFile         string
@@ -141,7 +144,7 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs.StringVar(&f.advertise, "advertise", "", "address registered with the NameServers (default: the bound address)")
 	fs.StringVar(&f.storeDir, "store-dir", d.StoreDir, "data directory (store and metadata)")
 	fs.StringVar(&f.brokerName, "broker-name", d.BrokerName, "broker group name")
-	fs.Int64Var(&f.brokerID, "broker-id", d.BrokerID, "0 for the master, > 0 for a slave")
+	fs.Int64Var(&f.brokerID, "broker-id", d.BrokerID, "0 for the master, > 0 for a slave; with --controller-addr the permanent replica id (>= 1)")
 	fs.StringVar(&f.cluster, "cluster", d.Cluster, "cluster name")
 	daemon.CheckedStringVar(fs, &f.flush, "flush", d.Store.CommitLog.FlushMode.String(), "sync (acknowledge once durable) or async (flush every 500 ms)", checkFlush)
 	fs.Int64Var(&f.segmentSize, "segment-size", d.Store.CommitLog.SegmentSize, "CommitLog segment size in bytes")
@@ -181,6 +184,9 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs.DurationVar(&f.haHeartbeat, "ha-heartbeat", r.HeartbeatInterval, "replication heartbeat interval")
 	fs.DurationVar(&f.haTimeout, "ha-timeout", r.Timeout, "drop a replication connection silent this long")
 	fs.DurationVar(&f.metadataSync, "metadata-sync-interval", r.MetadataSyncInterval, "slave: how often topics and consumer offsets are fetched from the master")
+	fs.StringVar(&f.controllerAddrs, "controller-addr", "", `controller mode (automatic failover): NameServer addresses running a controller, separated by "," or ";"; --broker-id is then the broker's permanent replica id (>= 1) and the controller elects the master`)
+	fs.DurationVar(&f.controllerBeat, "controller-heartbeat", r.ControllerHeartbeat, "controller mode: how often the broker heartbeats to every controller")
+	fs.Int32Var(&f.electionPrio, "election-priority", r.ElectionPriority, "controller mode: among equally up-to-date replicas, a lower value is preferred at election")
 	daemon.CheckedStringVar(fs, &f.logLevel, "log-level", "info", "debug, info, warn or error", daemon.CheckLogLevel)
 	daemon.CheckedStringVar(fs, &f.logFormat, "log-format", "console", "console or json", daemon.CheckLogFormat)
 	fs.StringVar(&f.addrFile, "addr-file", "", "write the bound gRPC address to this file once serving")
@@ -213,7 +219,7 @@ var positiveSettings = []string{
 	"segment-size", "register-interval", "register-timeout", "default-queues", "max-message-size",
 	"retention-hours", "max-delay", "transaction-timeout", "transaction-check-interval", "drain-timeout",
 	"in-sync-replicas", "slave-timeout", "ha-max-lag-bytes", "ha-heartbeat", "ha-timeout", "metadata-sync-interval",
-	"pull-max-messages", "pull-max-bytes",
+	"controller-heartbeat", "pull-max-messages", "pull-max-bytes",
 }
 
 // loadOptions resolves the flags (flag > env > file > default) and turns
@@ -261,6 +267,9 @@ func loadOptions(cmd *cobra.Command, f *flags) (broker.Options, *daemon.Config, 
 	opts.Replication.HeartbeatInterval = f.haHeartbeat
 	opts.Replication.Timeout = f.haTimeout
 	opts.Replication.MetadataSyncInterval = f.metadataSync
+	opts.Replication.ControllerAddrs = splitList(f.controllerAddrs)
+	opts.Replication.ControllerHeartbeat = f.controllerBeat
+	opts.Replication.ElectionPriority = f.electionPrio
 	opts.Transaction.Timeout = f.txnTimeout
 	opts.Transaction.CheckInterval = f.txnInterval
 	opts.Transaction.CheckMax = f.txnCheckMax

@@ -12,6 +12,14 @@
 // (BOLIDE_NAMESRV_LISTEN, BOLIDE_NAMESRV_BROKER_TIMEOUT, ...) or a YAML file
 // given with --config whose keys are the flag names; flags win over the environment,
 // which wins over the file. SIGTERM or SIGINT drains and exits 0.
+//
+// --controller embeds a failover controller (automatic master election for
+// brokers started with --controller-addr): one NameServer alone, or three
+// with the same --controller-peers (n0=host:port,n1=...,n2=..., their Raft
+// addresses) and each its own --controller-id:
+//
+//	bolide-nameserver --listen 10.0.0.1:9876 --controller --controller-id n0 \
+//	  --controller-peers n0=10.0.0.1:9879,n1=10.0.0.2:9879,n2=10.0.0.3:9879
 package main
 
 import (
@@ -19,12 +27,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
 	"github.com/bolide-mq/bolide/cmd/internal/daemon"
+	"github.com/bolide-mq/bolide/controller"
 	"github.com/bolide-mq/bolide/nameserver"
 )
 
@@ -58,6 +68,17 @@ type flags struct {
 	addrFile      string
 	adminListen   string
 	adminAddrFile string
+
+	controller          bool
+	controllerID        string
+	controllerPeers     string
+	controllerRaft      string
+	controllerDir       string
+	controllerTimeout   time.Duration
+	lease               time.Duration
+	uncleanElection     bool
+	raftHeartbeat       time.Duration
+	raftElectionTimeout time.Duration
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -119,6 +140,17 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs.StringVar(&f.addrFile, "addr-file", "", "write the bound address to this file once serving")
 	daemon.CheckedStringVar(fs, &f.adminListen, "admin-listen", daemon.AdminAuto, daemon.AdminFlagHelp, daemon.CheckAdminListen)
 	fs.StringVar(&f.adminAddrFile, "admin-addr-file", "", "write the bound admin address to this file once serving")
+	cd := controller.DefaultOptions()
+	fs.BoolVar(&f.controller, "controller", false, "embed a failover controller (Raft) serving brokers in controller mode")
+	fs.StringVar(&f.controllerID, "controller-id", cd.ID, "this controller's Raft id")
+	fs.StringVar(&f.controllerPeers, "controller-peers", "", "every controller's Raft address, id=host:port,... (empty: this one alone)")
+	fs.StringVar(&f.controllerRaft, "controller-raft-listen", "", "Raft listen address (default: listen port + 3)")
+	fs.StringVar(&f.controllerDir, "controller-dir", "", "Raft data directory (default: $HOME/bolide/controller/<controller-id>)")
+	fs.DurationVar(&f.controllerTimeout, "controller-broker-timeout", cd.BrokerTimeout, "a broker in controller mode silent this long is dead (its group elects a new master)")
+	fs.DurationVar(&f.lease, "lease", cd.Lease, "write lease granted to masters; shorter than --controller-broker-timeout")
+	fs.BoolVar(&f.uncleanElection, "unclean-election", false, "elect a replica outside the sync state set when none in it is alive (loses acknowledged messages)")
+	fs.DurationVar(&f.raftHeartbeat, "raft-heartbeat", cd.RaftHeartbeat, "controller Raft heartbeat timeout")
+	fs.DurationVar(&f.raftElectionTimeout, "raft-election-timeout", cd.RaftElectionTimeout, "controller Raft election timeout")
 	return cmd, f
 }
 
@@ -129,7 +161,8 @@ func loadOptions(cmd *cobra.Command, f *flags) (nameserver.Options, *daemon.Conf
 	if err := cfg.Load(f.config); err != nil {
 		return nameserver.Options{}, nil, err
 	}
-	if err := cfg.RequirePositive("scan-interval", "broker-timeout", "drain-timeout"); err != nil {
+	if err := cfg.RequirePositive("scan-interval", "broker-timeout", "drain-timeout",
+		"controller-broker-timeout", "lease", "raft-heartbeat", "raft-election-timeout"); err != nil {
 		return nameserver.Options{}, nil, err
 	}
 	if _, _, err := daemon.ResolveAdminAddr(f.adminListen, f.listen); err != nil {
@@ -145,6 +178,13 @@ func loadOptions(cmd *cobra.Command, f *flags) (nameserver.Options, *daemon.Conf
 		BrokerTimeout: f.brokerTimeout,
 		TLSCertFile:   f.tlsCert,
 		TLSKeyFile:    f.tlsKey,
+	}
+	if f.controller {
+		co, err := controllerOptions(f)
+		if err != nil {
+			return nameserver.Options{}, nil, err
+		}
+		opts.Controller = co
 	}
 	if err := opts.Validate(); err != nil {
 		return nameserver.Options{}, nil, err
@@ -163,4 +203,30 @@ func serve(opts nameserver.Options, f *flags, lg *zap.Logger) int {
 		AdminAddrFile: f.adminAddrFile,
 		DrainTimeout:  f.drainTimeout,
 	}, lg)
+}
+
+// controllerOptions are the embedded controller's options from the flags.
+func controllerOptions(f *flags) (*controller.Options, error) {
+	peers, err := controller.ParsePeers(f.controllerPeers)
+	if err != nil {
+		return nil, err
+	}
+	co := controller.DefaultOptions()
+	co.ID = f.controllerID
+	co.Peers = peers
+	co.RaftListen = f.controllerRaft
+	co.Dir = f.controllerDir
+	if co.Dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return nil, fmt.Errorf("controller-dir: no default: %w", err)
+		}
+		co.Dir = filepath.Join(home, "bolide", "controller", co.ID)
+	}
+	co.BrokerTimeout = f.controllerTimeout
+	co.Lease = f.lease
+	co.UncleanElection = f.uncleanElection
+	co.RaftHeartbeat = f.raftHeartbeat
+	co.RaftElectionTimeout = f.raftElectionTimeout
+	return &co, nil
 }

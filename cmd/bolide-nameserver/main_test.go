@@ -307,3 +307,46 @@ func TestConfigDoc(t *testing.T) {
 		t.Fatalf("%v: run BOLIDE_UPDATE_CONFIG_DOC=1 go test -run TestConfigDoc ./cmd/bolide-nameserver/", err)
 	}
 }
+
+func TestControllerFlags(t *testing.T) {
+	code := 0
+	cmd, f := newCommand(&code)
+	if err := cmd.ParseFlags([]string{"--listen", "127.0.0.1:19876"}); err != nil {
+		t.Fatal(err)
+	}
+	opts, _, err := loadOptions(cmd, f)
+	if err != nil || opts.Controller != nil {
+		t.Fatalf("controller off by default: %+v %v", opts.Controller, err)
+	}
+	dir := t.TempDir()
+	cmd, f = newCommand(&code)
+	if err := cmd.ParseFlags([]string{"--listen", "127.0.0.1:19876", "--controller", "--controller-id", "n1",
+		"--controller-peers", "n0=127.0.0.1:7000,n1=127.0.0.1:7001,n2=127.0.0.1:7002", "--controller-dir", dir,
+		"--controller-broker-timeout", "5s", "--lease", "3s", "--unclean-election",
+		"--raft-heartbeat", "300ms", "--raft-election-timeout", "400ms"}); err != nil {
+		t.Fatal(err)
+	}
+	opts, _, err = loadOptions(cmd, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	co := opts.Controller
+	if co == nil || co.ID != "n1" || len(co.Peers) != 3 || co.Peers[1].RaftAddr != "127.0.0.1:7001" || co.Dir != dir ||
+		co.BrokerTimeout != 5*time.Second || co.Lease != 3*time.Second || !co.UncleanElection ||
+		co.RaftHeartbeat != 300*time.Millisecond || co.RaftElectionTimeout != 400*time.Millisecond || co.RaftListen != "" {
+		t.Fatalf("controller options %+v", co)
+	}
+	for _, bad := range [][]string{
+		{"--controller", "--controller-peers", "n0=nope"},
+		{"--controller", "--controller-peers", "n1=127.0.0.1:7001", "--controller-dir", dir}, // n0 not among them
+		{"--controller", "--lease", "5s", "--controller-dir", dir},                           // lease >= broker timeout
+	} {
+		cmd, f = newCommand(&code)
+		if err := cmd.ParseFlags(append([]string{"--listen", "127.0.0.1:19876"}, bad...)); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := loadOptions(cmd, f); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}

@@ -42,7 +42,27 @@ type replicationJSON struct {
 	LastError        string `json:"lastError,omitempty"`
 	LastMetadataSync string `json:"lastMetadataSync,omitempty"`
 	MetadataError    string `json:"metadataError,omitempty"`
+	// Controller mode (automatic failover).
+	ControllerMode    bool        `json:"controllerMode"`
+	ReplicaID         int64       `json:"replicaId,omitempty"`
+	SyncStateSet      []int64     `json:"syncStateSet,omitempty"`
+	SyncStateSetEpoch int64       `json:"syncStateSetEpoch,omitempty"`
+	LeaseRemainingMs  int64       `json:"leaseRemainingMs,omitempty"`
+	ConfirmOffset     int64       `json:"confirmOffset,omitempty"`
+	ControllerLeader  string      `json:"controllerLeader,omitempty"`
+	Epochs            []epochJSON `json:"epochs,omitempty"`
+	// Controller is the controllers' view of the broker's group, when
+	// they answered.
+	Controller       *groupStateJSON `json:"controller,omitempty"`
 	lastMetadataSync time.Time
+	leader           *client.ControllerStatus
+}
+
+// epochJSON is one epoch entry: the bytes from StartOffset on were written
+// by the master of Epoch.
+type epochJSON struct {
+	Epoch       int64 `json:"epoch"`
+	StartOffset int64 `json:"startOffset"`
 }
 
 // slaveJSON is one slave as its master sees it.
@@ -67,6 +87,12 @@ func toReplicationJSON(r *client.ReplicationStatus) replicationJSON {
 		AppliedOffset: r.AppliedOffset, MasterOffset: r.MasterOffset, LagBytes: r.LagBytes,
 		LastError: r.LastError, MetadataError: r.MetadataError,
 		LastMetadataSync: jsonTime(r.LastMetadataSync), lastMetadataSync: r.LastMetadataSync,
+		ControllerMode: r.ControllerMode, ReplicaID: r.ReplicaID, SyncStateSet: r.SyncStateSet,
+		SyncStateSetEpoch: r.SyncStateSetEpoch, LeaseRemainingMs: r.LeaseRemaining.Milliseconds(),
+		ConfirmOffset: r.ConfirmOffset, ControllerLeader: r.ControllerLeader,
+	}
+	for _, e := range r.Epochs {
+		j.Epochs = append(j.Epochs, epochJSON{Epoch: e.Epoch, StartOffset: e.StartOffset})
 	}
 	for _, s := range r.Slaves {
 		j.Slaves = append(j.Slaves, slaveJSON{
@@ -87,7 +113,13 @@ func newBrokerStatusCmd(a *app) *cobra.Command {
 (async, or sync: a send is acknowledged once the in-sync slaves have it), its epoch and
 where its CommitLog ends. A master lists its slaves with the offset each acknowledged, how
 far behind it is and whether it is in sync; a slave shows its master, the state of the
-replication stream and how many bytes it is behind.`,
+replication stream and how many bytes it is behind.
+
+In controller mode (automatic failover, docs/failover.md) it also shows the broker's
+replica id, the sync state set it last learned (the replicas holding every acknowledged
+message) with its epoch, a master's write lease left and confirm offset (what the whole
+sync state set acknowledged), its epoch entries, and the controller leader with the
+group as the controllers committed it.`,
 		Example: `  bolide broker status 127.0.0.1:10911
   bolide broker status 127.0.0.1:10921 -o json`,
 		Args: exactArgs(1, "the broker's ADDR (host:port)"),
@@ -107,6 +139,21 @@ replication stream and how many bytes it is behind.`,
 				return a.brokerError(addr, err)
 			}
 			j := toReplicationJSON(info)
+			if info.ControllerMode {
+				if cs, groups := a.controllerGroups(ctx, adm); cs != nil {
+					j.leader = cs
+					if cs.Leader != "" {
+						j.ControllerLeader = cs.Leader
+					}
+					bi, err := adm.BrokerInfo(ctx, addr)
+					if err == nil {
+						if g, ok := groups[bi.BrokerName]; ok {
+							gj := toGroupStateJSON(g)
+							j.Controller = &gj
+						}
+					}
+				}
+			}
 			if a.json() {
 				return a.emit(j)
 			}
@@ -124,6 +171,9 @@ func writeReplication(w io.Writer, j replicationJSON, now time.Time) error {
 	field("Epoch", j.Epoch)
 	field("HA address", j.HAAddr)
 	field("CommitLog end", j.CommitLogMaxOffset)
+	if j.ControllerMode {
+		writeControllerFields(field, j)
+	}
 	if j.Role == "SLAVE" {
 		master := cell(j.MasterAddr)
 		if j.MasterHAAddr != "" {
@@ -158,6 +208,34 @@ func writeReplication(w io.Writer, j replicationJSON, now time.Time) error {
 	return t.write(w)
 }
 
+// writeControllerFields prints broker status's controller-mode lines.
+func writeControllerFields(field func(string, any), j replicationJSON) {
+	field("Replica id", j.ReplicaID)
+	field("Sync state set", fmt.Sprintf("%s (epoch %d)", idList(j.SyncStateSet), j.SyncStateSetEpoch))
+	if j.Role == "MASTER" {
+		field("Write lease", fmt.Sprintf("%v left", time.Duration(j.LeaseRemainingMs)*time.Millisecond))
+		field("Confirm offset", j.ConfirmOffset)
+	}
+	var epochs []string
+	for _, e := range j.Epochs {
+		epochs = append(epochs, fmt.Sprintf("%d@%d", e.Epoch, e.StartOffset))
+	}
+	field("Epoch entries", joinOrDash(epochs, ", "))
+	leader := cell(j.ControllerLeader)
+	if j.leader != nil {
+		leader = leaderLine(j.leader)
+	}
+	field("Controller", leader)
+	if g := j.Controller; g != nil {
+		master := "none"
+		if g.MasterID != 0 {
+			master = fmt.Sprintf("replica %d at %s", g.MasterID, cell(g.MasterAddr))
+		}
+		field("Committed", fmt.Sprintf("master %s, epoch %d, sync state set %s (epoch %d)", master, g.Epoch,
+			idList(g.SyncStateSet), g.SyncStateSetEpoch))
+	}
+}
+
 func yesNo(b bool) string {
 	if b {
 		return "yes"
@@ -165,22 +243,30 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-// promoteJSON is broker promote's output.
+// promoteJSON is broker promote's output. In controller mode Mode is
+// "controller", MasterID the elected replica and SyncStateSet the group's
+// new sync state set; PreviousBrokerID, CommitLogMaxOffset and Registered
+// are the broker's answer to a promotion by hand (Mode "manual").
 type promoteJSON struct {
-	Broker             string `json:"broker"`
-	Addr               string `json:"addr"`
-	Status             string `json:"status"`
-	Epoch              int64  `json:"epoch"`
-	PreviousBrokerID   int64  `json:"previousBrokerId"`
-	CommitLogMaxOffset int64  `json:"commitLogMaxOffset"`
-	Registered         bool   `json:"registered"`
+	Broker             string  `json:"broker"`
+	Addr               string  `json:"addr"`
+	Status             string  `json:"status"`
+	Mode               string  `json:"mode"`
+	Epoch              int64   `json:"epoch"`
+	Forced             bool    `json:"forced"`
+	PreviousBrokerID   int64   `json:"previousBrokerId"`
+	CommitLogMaxOffset int64   `json:"commitLogMaxOffset"`
+	Registered         bool    `json:"registered"`
+	MasterID           int64   `json:"masterId,omitempty"`
+	SyncStateSet       []int64 `json:"syncStateSet,omitempty"`
 }
 
 func newBrokerPromoteCmd(a *app) *cobra.Command {
 	var addr, name string
 	var epoch int64
+	var force bool
 	c := &cobra.Command{
-		Use:   "promote (--broker ADDR | --broker-name NAME) [--epoch N]",
+		Use:   "promote (--broker ADDR | --broker-name NAME) [--epoch N] [--force]",
 		Short: "Make a slave the master of its broker group",
 		Long: `Make a slave the master of its broker group: it stops replicating, takes a new epoch and
 registers as broker id 0; the NameServers then route the group's reads and writes to it, and
@@ -191,12 +277,24 @@ slave must belong to that group. With --broker-name alone, the group's registere
 whose CommitLog goes furthest is promoted (the lowest id on a tie). --epoch sets the new
 epoch, which must be above every epoch the slave knows; by default it is the next one.
 
-Promote a slave only when its master is gone or is being replaced: a master still running
-is refused by the NameServers from then on, and what it stored past the slave's log end is
-not in the new master's log.`,
+Without --force a promotion that would drop acknowledged messages is refused: a slave
+behind what its master last acknowledged, or (controller mode) outside the group's sync
+state set. --force promotes it anyway; the acknowledged messages it lacks are lost.
+
+In controller mode (automatic failover: the NameServers run controllers, docs/failover.md)
+the command asks the controller leader to elect the master instead (a switchover): --broker
+designates that replica, which must be alive; --broker-name alone lets the controller pick
+the best replica of the sync state set; --force allows an unclean election of a replica
+outside it. The controller chooses the epoch (--epoch is refused), and the brokers follow
+its decision: the old master, if alive, becomes a slave of the new one.
+
+Promote a slave by hand only when its master is gone or is being replaced: a master still
+running is refused by the NameServers from then on, and what it stored past the slave's
+log end is not in the new master's log.`,
 		Example: `  bolide broker promote --broker 127.0.0.1:10921
   bolide broker promote --broker-name broker-a
-  bolide broker promote --broker 127.0.0.1:10921 --broker-name broker-a --epoch 7 -o json`,
+  bolide broker promote --broker 127.0.0.1:10921 --broker-name broker-a --epoch 7 -o json
+  bolide broker promote --broker 127.0.0.1:10921 --force`,
 		Args: exactArgs(0, ""),
 	}
 	c.RunE = func(*cobra.Command, []string) error {
@@ -217,12 +315,49 @@ not in the new master's log.`,
 		}
 		ctx, cancel := a.opCtx()
 		defer cancel()
+		var j promoteJSON
 		if addr == "" {
+			if _, groups := a.controllerGroups(ctx, adm); groups != nil {
+				if _, ok := groups[name]; ok {
+					if epoch != 0 {
+						return usageErrorf("--epoch: broker group %q is in controller mode; the controller chooses the epoch", name)
+					}
+					if j, err = a.electMaster(ctx, adm, name, 0, force); err != nil {
+						return err
+					}
+					return a.writePromote(j)
+				}
+			}
 			if addr, err = a.pickSlave(ctx, adm, name); err != nil {
 				return err
 			}
+		} else if st, err := adm.ReplicationStatus(ctx, addr); err != nil {
+			return a.brokerError(addr, err)
+		} else if st.ControllerMode {
+			if epoch != 0 {
+				return usageErrorf("--epoch: %s is in controller mode; the controller chooses the epoch", addr)
+			}
+			bi, err := adm.BrokerInfo(ctx, addr)
+			if err != nil {
+				return a.brokerError(addr, err)
+			}
+			if name != "" && bi.BrokerName != name {
+				return fmt.Errorf("%w: the broker at %s belongs to %q, not %q", client.ErrInvalidParameter, addr, bi.BrokerName, name)
+			}
+			if st.Role == "MASTER" {
+				return fmt.Errorf("%w: the broker at %s is already the master of %s (epoch %d)", client.ErrInvalidParameter,
+					addr, bi.BrokerName, st.Epoch)
+			}
+			if j, err = a.electMaster(ctx, adm, bi.BrokerName, st.ReplicaID, force); err != nil {
+				return err
+			}
+			return a.writePromote(j)
 		}
-		res, err := adm.Promote(ctx, addr, name, epoch)
+		var opts []client.PromoteOption
+		if force {
+			opts = append(opts, client.ForcePromotion())
+		}
+		res, err := adm.Promote(ctx, addr, name, epoch, opts...)
 		if err != nil {
 			return a.brokerError(addr, err)
 		}
@@ -232,31 +367,65 @@ not in the new master's log.`,
 				group = bi.BrokerName
 			}
 		}
-		j := promoteJSON{Broker: group, Addr: addr, Status: "OK", Epoch: res.Epoch,
+		j = promoteJSON{Broker: group, Addr: addr, Status: "OK", Mode: "manual", Epoch: res.Epoch, Forced: force,
 			PreviousBrokerID: res.PreviousBrokerID, CommitLogMaxOffset: res.CommitLogMaxOffset, Registered: res.Registered}
 		if !j.Registered {
 			a.warn("not every NameServer accepted %s as the new master yet; it keeps registering (see its log)", addr)
 		}
-		if a.json() {
-			return a.emit(j)
-		}
-		field := func(name string, v any) { fmt.Fprintf(a.stdout, "%-20s %s\n", name+":", cell(v)) }
-		field("Promoted", addr)
-		if j.Broker != "" {
-			field("Broker group", j.Broker)
-		}
-		field("Status", j.Status)
-		field("Epoch", j.Epoch)
-		field("Previous broker id", j.PreviousBrokerID)
-		field("CommitLog end", j.CommitLogMaxOffset)
-		field("Registered", j.Registered)
-		return nil
+		return a.writePromote(j)
 	}
 	f := c.Flags()
 	f.StringVar(&addr, "broker", "", "client address (host:port) of the slave to promote")
-	f.StringVar(&name, "broker-name", "", "the broker group; alone: promote its slave with the longest log")
-	f.Int64Var(&epoch, "epoch", 0, "the new master's epoch (0: the next one)")
+	f.StringVar(&name, "broker-name", "", "the broker group; alone: promote its slave with the longest log (controller mode: the controller's choice)")
+	f.Int64Var(&epoch, "epoch", 0, "the new master's epoch (0: the next one; not in controller mode)")
+	f.BoolVar(&force, "force", false, "promote even if acknowledged messages are lost (controller mode: an unclean election)")
 	return c
+}
+
+// electMaster asks the controller leader to elect a master of group name
+// (replica designated, 0: the controller's choice).
+func (a *app) electMaster(ctx context.Context, adm *client.Admin, name string, designated int64, unclean bool) (promoteJSON, error) {
+	if unclean {
+		a.warn("an unclean election may lose acknowledged messages the new master lacks")
+	}
+	g, err := adm.ElectMaster(ctx, name, designated, unclean)
+	if err != nil {
+		return promoteJSON{}, err
+	}
+	return promoteJSON{Broker: name, Addr: g.MasterAddr, Status: "OK", Mode: "controller", Epoch: g.MasterEpoch, Forced: unclean,
+		MasterID: g.MasterID, SyncStateSet: g.SyncStateSet, PreviousBrokerID: g.MasterID}, nil
+}
+
+// writePromote prints broker promote's output.
+func (a *app) writePromote(j promoteJSON) error {
+	if a.json() {
+		return a.emit(j)
+	}
+	field := func(name string, v any) { fmt.Fprintf(a.stdout, "%-20s %s\n", name+":", cell(v)) }
+	if j.Mode == "controller" {
+		field("Elected", fmt.Sprintf("replica %d at %s", j.MasterID, cell(j.Addr)))
+		field("Broker group", j.Broker)
+		field("Status", j.Status)
+		field("Epoch", j.Epoch)
+		field("Sync state set", idList(j.SyncStateSet))
+		if j.Forced {
+			field("Unclean", "yes")
+		}
+		return nil
+	}
+	field("Promoted", j.Addr)
+	if j.Broker != "" {
+		field("Broker group", j.Broker)
+	}
+	field("Status", j.Status)
+	field("Epoch", j.Epoch)
+	field("Previous broker id", j.PreviousBrokerID)
+	field("CommitLog end", j.CommitLogMaxOffset)
+	field("Registered", j.Registered)
+	if j.Forced {
+		field("Forced", "yes")
+	}
+	return nil
 }
 
 // pickSlave returns the address of group name's registered slave whose

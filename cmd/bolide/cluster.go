@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -42,8 +44,16 @@ type brokerJSON struct {
 	StartTime       string  `json:"startTime"`
 	LastHeartbeat   string  `json:"lastHeartbeat"`
 	Error           string  `json:"error,omitempty"`
-	brokerStarted   time.Time
-	brokerHeartbeat time.Time
+	// Controller mode: the broker's permanent replica id, the group's
+	// sync state set (replicas holding every acknowledged message) and its
+	// epoch, and the controller leader's id.
+	ControllerMode    bool    `json:"controllerMode"`
+	ReplicaID         int64   `json:"replicaId,omitempty"`
+	SyncStateSet      []int64 `json:"syncStateSet,omitempty"`
+	SyncStateSetEpoch int64   `json:"syncStateSetEpoch,omitempty"`
+	ControllerLeader  string  `json:"controllerLeader,omitempty"`
+	brokerStarted     time.Time
+	brokerHeartbeat   time.Time
 }
 
 func newClusterListCmd(a *app) *cobra.Command {
@@ -57,7 +67,14 @@ A broker that does not answer is listed with its error (and the command still su
 ROLE is MASTER, SLAVE, or FENCED (a master replaced by a newer one: read-only); EPOCH is
 the group's master epoch as the broker knows it; REPLICATION the group's mode (async, or
 sync: sends wait for the in-sync slaves). LAG is, for a slave, how many bytes of the
-master's CommitLog it has not yet; for a master, how many of its slaves are in sync.`,
+master's CommitLog it has not yet; for a master, how many of its slaves are in sync.
+
+When the cluster runs controllers (automatic failover, docs/failover.md), the controller
+leader is named above the table, ID is the broker's registration id (0 for the master)
+and REPLICA its permanent replica id, and SYNC SET the group's sync state set as the
+broker last learned it: the replicas holding every acknowledged message (the master's
+row is marked * when the controller committed another set than the broker reports).
+'bolide controller status' shows the controllers' own view.`,
 		Example: `  bolide cluster list
   bolide cluster list --cluster DefaultCluster -o json`,
 		Args: exactArgs(0, ""),
@@ -84,6 +101,13 @@ master's CommitLog it has not yet; for a master, how many of its slaves are in s
 		}
 		rows := make([]brokerJSON, len(live))
 		var wg sync.WaitGroup
+		var cs *client.ControllerStatus
+		var groups map[string]client.ControllerGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cs, groups = a.controllerGroups(ctx, adm)
+		}()
 		for i, l := range live {
 			rows[i] = brokerJSON{Cluster: l.Cluster, Broker: l.BrokerName, BrokerID: l.BrokerID, Addr: l.Addr,
 				Version: l.Version, Topics: l.TopicCount, LastHeartbeat: jsonTime(l.LastUpdate), brokerHeartbeat: l.LastUpdate}
@@ -109,9 +133,20 @@ master's CommitLog it has not yet; for a master, how many of its slaves are in s
 				}
 				r.Role, r.Epoch, r.ReplicationMode = ri.Role, ri.Epoch, ri.Mode
 				r.LagBytes, r.InSyncSlaves, r.Slaves = ri.LagBytes, ri.InSyncSlaves, len(ri.Slaves)
+				if ri.ControllerMode {
+					r.ControllerMode, r.ReplicaID, r.SyncStateSetEpoch = true, ri.ReplicaID, ri.SyncStateSetEpoch
+					r.SyncStateSet, r.ControllerLeader = ri.SyncStateSet, ri.ControllerLeader
+				}
 			}()
 		}
 		wg.Wait()
+		controllerMode := cs != nil
+		for i := range rows {
+			if cs != nil && rows[i].ControllerMode && cs.Leader != "" {
+				rows[i].ControllerLeader = cs.Leader
+			}
+			controllerMode = controllerMode || rows[i].ControllerMode
+		}
 		if a.json() {
 			for _, r := range rows {
 				if err := a.emit(r); err != nil {
@@ -125,21 +160,40 @@ master's CommitLog it has not yet; for a master, how many of its slaves are in s
 			return nil
 		}
 		now := time.Now()
+		if cs != nil {
+			fmt.Fprintf(a.stdout, "Controller leader: %s\n\n", leaderLine(cs))
+		}
 		// LOG is the CommitLog's data, SEGMENTS the space its segment
 		// files take (preallocated), DISK USED the file system's use.
-		t := newTable("CLUSTER", "BROKER", "ID", "ROLE", "EPOCH", "REPLICATION", "LAG", "ADDRESS", "VERSION", "FLUSH", "LOG",
-			"SEGMENTS", "DISK USED", "TOPICS", "UP", "HEARTBEAT")
+		header := []string{"CLUSTER", "BROKER", "ID", "ROLE", "EPOCH", "REPLICATION", "LAG", "ADDRESS", "VERSION", "FLUSH", "LOG",
+			"SEGMENTS", "DISK USED", "TOPICS", "UP", "HEARTBEAT"}
+		if controllerMode {
+			header = slices.Insert(header, 5, "REPLICA", "SYNC SET")
+		}
+		t := newTable(header...)
 		for _, r := range rows {
+			var cells []any
 			if r.Error != "" {
-				t.row(r.Cluster, r.Broker, r.BrokerID, "?", "?", "?", "?", r.Addr, r.Version, "?", "?", "?", "?", r.Topics, "?",
-					age(r.brokerHeartbeat, now)+" ago")
+				cells = []any{r.Cluster, r.Broker, r.BrokerID, "?", "?", "?", "?", r.Addr, r.Version, "?", "?", "?", "?", r.Topics, "?",
+					age(r.brokerHeartbeat, now) + " ago"}
 				a.warn("broker %s (%s) did not answer: %s", r.Broker, r.Addr, r.Error)
-				continue
+			} else {
+				cells = []any{r.Cluster, r.Broker, r.BrokerID, r.Role, r.Epoch, r.ReplicationMode, replicationLag(r), r.Addr, r.Version,
+					r.Flush, humanBytes(r.CommitLogMax - r.CommitLogMin),
+					humanBytes(r.StoreBytes), fmt.Sprintf("%.1f%%", 100*r.DiskUsedRatio), r.Topics,
+					age(r.brokerStarted, now), age(r.brokerHeartbeat, now) + " ago"}
 			}
-			t.row(r.Cluster, r.Broker, r.BrokerID, r.Role, r.Epoch, r.ReplicationMode, replicationLag(r), r.Addr, r.Version, r.Flush,
-				humanBytes(r.CommitLogMax-r.CommitLogMin),
-				humanBytes(r.StoreBytes), fmt.Sprintf("%.1f%%", 100*r.DiskUsedRatio), r.Topics,
-				age(r.brokerStarted, now), age(r.brokerHeartbeat, now)+" ago")
+			if controllerMode {
+				replica, sss := "-", "-"
+				if r.ControllerMode {
+					replica, sss = strconv.FormatInt(r.ReplicaID, 10), idList(r.SyncStateSet)
+					if g, ok := groups[r.Broker]; ok && r.BrokerID == 0 && !slices.Equal(g.SyncStateSet, r.SyncStateSet) {
+						sss += "*"
+					}
+				}
+				cells = slices.Insert(cells, 5, any(replica), any(sss))
+			}
+			t.row(cells...)
 		}
 		return t.write(a.stdout)
 	}

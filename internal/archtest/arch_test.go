@@ -116,3 +116,24 @@ func TestPortMuxStandsAlone(t *testing.T) {
 		}
 	}
 }
+
+// The failover controller (embedded in NameServers) decides for brokers
+// over its gRPC service and knows them only through it: it may import
+// proto, internal/* and ha (epoch entries), never a broker package, nor
+// the NameServer that embeds it, nor the client SDK.
+func TestControllerImportsNoBroker(t *testing.T) {
+	forbidden := []string{module + "broker", module + "nameserver", module + "client"}
+	pkgs := list(t, "./controller/...")
+	if len(pkgs) == 0 {
+		t.Fatal("no controller package listed")
+	}
+	for _, p := range pkgs {
+		for _, d := range p.Deps {
+			for _, f := range forbidden {
+				if d == f || strings.HasPrefix(d, f+"/") {
+					t.Errorf("%s depends on %s: the controller speaks to brokers only over its gRPC service", p.ImportPath, d)
+				}
+			}
+		}
+	}
+}

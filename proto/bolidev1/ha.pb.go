@@ -334,7 +334,14 @@ type PromoteRequest struct {
 	BrokerName string `protobuf:"bytes,1,opt,name=broker_name,json=brokerName,proto3" json:"broker_name,omitempty"`
 	// epoch to take: 0 means one more than the highest epoch this broker
 	// knows (its own or its master's); a value not above that is refused.
-	Epoch         int64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch int64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// force promotes even when it would drop acknowledged messages: without
+	// a controller, a slave behind its master's last known committed offset
+	// (or that never replicated) is refused unless forced; with a controller
+	// (controller mode), the request becomes ElectMaster with this broker
+	// designated, and force makes it unclean (a replica outside the sync
+	// state set may win).
+	Force         bool `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -381,6 +388,13 @@ func (x *PromoteRequest) GetEpoch() int64 {
 		return x.Epoch
 	}
 	return 0
+}
+
+func (x *PromoteRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
 }
 
 type PromoteResponse struct {
@@ -1003,11 +1017,12 @@ const file_bolide_v1_ha_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"O\n" +
 	"\rTimerProgress\x12\x1a\n" +
 	"\blocation\x18\x01 \x01(\x03R\blocation\x12\"\n" +
-	"\rdue_before_ms\x18\x02 \x01(\x03R\vdueBeforeMs\"G\n" +
+	"\rdue_before_ms\x18\x02 \x01(\x03R\vdueBeforeMs\"]\n" +
 	"\x0ePromoteRequest\x12\x1f\n" +
 	"\vbroker_name\x18\x01 \x01(\tR\n" +
 	"brokerName\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\"\xd3\x01\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x14\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\"\xd3\x01\n" +
 	"\x0fPromoteResponse\x12)\n" +
 	"\x06status\x18\x01 \x01(\v2\x11.bolide.v1.StatusR\x06status\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12,\n" +

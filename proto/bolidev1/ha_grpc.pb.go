@@ -37,7 +37,8 @@ type BrokerHAClient interface {
 	// answers with its topics, subscription groups, offsets and delayed
 	// delivery progress.
 	GetMetadata(ctx context.Context, in *GetMetadataRequest, opts ...grpc.CallOption) (*GetMetadataResponse, error)
-	// Promote makes a slave the master of its group (admin).
+	// Promote makes a slave the master of its group (admin). In controller
+	// mode it asks the controller to elect this broker.
 	Promote(ctx context.Context, in *PromoteRequest, opts ...grpc.CallOption) (*PromoteResponse, error)
 	// ReplicationStatus reports the broker's role and replication state.
 	ReplicationStatus(ctx context.Context, in *ReplicationStatusRequest, opts ...grpc.CallOption) (*ReplicationStatusResponse, error)
@@ -94,7 +95,8 @@ type BrokerHAServer interface {
 	// answers with its topics, subscription groups, offsets and delayed
 	// delivery progress.
 	GetMetadata(context.Context, *GetMetadataRequest) (*GetMetadataResponse, error)
-	// Promote makes a slave the master of its group (admin).
+	// Promote makes a slave the master of its group (admin). In controller
+	// mode it asks the controller to elect this broker.
 	Promote(context.Context, *PromoteRequest) (*PromoteResponse, error)
 	// ReplicationStatus reports the broker's role and replication state.
 	ReplicationStatus(context.Context, *ReplicationStatusRequest) (*ReplicationStatusResponse, error)

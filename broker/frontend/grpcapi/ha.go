@@ -26,7 +26,7 @@ func (s *haService) GetMetadata(_ context.Context, req *pb.GetMetadataRequest) (
 }
 
 func (s *haService) Promote(ctx context.Context, req *pb.PromoteRequest) (*pb.PromoteResponse, error) {
-	res, err := s.b.Promote(ctx, req.BrokerName, req.Epoch)
+	res, err := s.b.Promote(ctx, broker.PromoteRequest{BrokerName: req.BrokerName, Epoch: req.Epoch, Force: req.Force})
 	if err != nil {
 		return &pb.PromoteResponse{Status: wire.Status(err)}, nil
 	}
@@ -58,6 +58,18 @@ func replicationToProto(in replication.Info) *pb.ReplicationInfo {
 	}
 	if in.MetadataError != nil {
 		info.MetadataError = in.MetadataError.Error()
+	}
+	for _, e := range in.Epochs {
+		info.Epochs = append(info.Epochs, &pb.EpochEntry{Epoch: e.Epoch, StartOffset: e.Start})
+	}
+	if c := in.Controller; c != nil {
+		info.ControllerMode = true
+		info.ReplicaId = c.ReplicaID
+		info.SyncStateSet = c.SyncStateSet
+		info.SyncStateSetEpoch = c.SyncStateSetEpoch
+		info.LeaseRemainingMs = c.LeaseRemaining.Milliseconds()
+		info.ControllerLeader = c.Leader
+		info.ConfirmOffset = c.ConfirmOffset
 	}
 	return info
 }

@@ -1,0 +1,101 @@
+package controller
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	pb "github.com/bolide-mq/bolide/proto/bolidev1"
+)
+
+// groupOf is the committed group as node n's FSM holds it.
+func groupOf(n *node, name string) *Group {
+	if g := n.c.fsm.group(name); g != nil {
+		return g
+	}
+	return &Group{}
+}
+
+func waitMaster(t *testing.T, n *node, name string, id, epoch int64) {
+	t.Helper()
+	waitFor(t, 10*time.Second, fmt.Sprintf("master %d at epoch %d on %s", id, epoch, n.opts.ID), func() error {
+		g := groupOf(n, name)
+		if g.MasterID != id || g.MasterEpoch != epoch {
+			return fmt.Errorf("master %d epoch %d sss %v", g.MasterID, g.MasterEpoch, g.SSS)
+		}
+		return nil
+	})
+}
+
+func TestSingleNodeFirstElectionAndLease(t *testing.T) {
+	n := startNode(t, testOptions("n0"))
+	leader(t, []*node{n})
+	b1 := newFakeBroker(t, "g1", 1, n.addr)
+	b1.start()
+	waitMaster(t, n, "g1", 1, 1)
+	waitFor(t, 10*time.Second, "b1 holds a lease", func() error {
+		if !b1.hasLease() {
+			e, r := b1.state()
+			return fmt.Errorf("epoch %d role %s", e, r)
+		}
+		return nil
+	})
+	b2 := newFakeBroker(t, "g1", 2, n.addr)
+	b2.start()
+	waitFor(t, 10*time.Second, "b2 registered, slave", func() error {
+		g := groupOf(n, "g1")
+		if g.Replicas[2] == nil {
+			return fmt.Errorf("replicas %v", g.ReplicaIDs())
+		}
+		if e, r := b2.state(); e != 1 || r != RoleSlave {
+			return fmt.Errorf("b2 epoch %d role %s", e, r)
+		}
+		return nil
+	})
+	g := groupOf(n, "g1")
+	if g.MasterID != 1 || g.MasterEpoch != 1 || len(g.SSS) != 1 || g.SSS[0] != 1 || g.SSSEpoch != 1 {
+		t.Fatalf("group %+v", g)
+	}
+	if b := b2.lastBeat(0); b.GetLeaseMs() != 0 || !b.GetLeader() || b.GetStatus().GetCode() != pb.Code_OK {
+		t.Fatalf("slave's answer %v", b)
+	}
+	// The master's address in the answer, the replicas with liveness.
+	gs := b2.lastBeat(0).GetGroup()
+	if gs.GetMasterAddr() != "addr-g1-1" || len(gs.GetReplicas()) != 2 || !gs.GetReplicas()[0].GetAlive() {
+		t.Fatalf("group state %v", gs)
+	}
+}
+
+func TestSingleNodeMasterKilledSlaveNotInSSS(t *testing.T) {
+	n := startNode(t, testOptions("n0"))
+	leader(t, []*node{n})
+	b1 := newFakeBroker(t, "g1", 1, n.addr)
+	b1.start()
+	waitMaster(t, n, "g1", 1, 1)
+	b2 := newFakeBroker(t, "g1", 2, n.addr)
+	b2.start()
+	waitFor(t, 10*time.Second, "b2 registered", func() error {
+		if groupOf(n, "g1").Replicas[2] == nil {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	waitFor(t, 10*time.Second, "grace over", func() error {
+		if time.Since(n.c.leadership().since) < n.opts.grace() {
+			return fmt.Errorf("in grace")
+		}
+		return nil
+	})
+	b1.kill()
+	// b2 is not in the SSS: no master, the group is read-only.
+	waitMaster(t, n, "g1", 0, 1)
+	// b1 comes back (restarted): it is elected again, at epoch 2.
+	b1.restart()
+	waitMaster(t, n, "g1", 1, 2)
+	waitFor(t, 10*time.Second, "b1 master of epoch 2 with a lease", func() error {
+		if !b1.hasLease() {
+			return fmt.Errorf("no lease")
+		}
+		return nil
+	})
+}

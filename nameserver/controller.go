@@ -1,0 +1,38 @@
+package nameserver
+
+import (
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/bolide-mq/bolide/controller"
+)
+
+// The NameServer can embed a failover controller (Options.Controller): a
+// member of the controller Raft group, whose gRPC service shares the
+// NameServer's port. It starts with the NameServer and stops first when
+// it closes (its heartbeat streams would hold the gRPC drain otherwise).
+
+// newController builds the embedded controller and registers its service,
+// or does nothing when it is off.
+func (s *Server) newController() error {
+	if s.opts.Controller == nil {
+		s.lg.Info("controller: off")
+		return nil
+	}
+	ctl, err := controller.New(s.opts.controllerOptions(), s.lg.Named("controller"))
+	if err != nil {
+		return fmt.Errorf("nameserver: %w", err)
+	}
+	ctl.Register(s.grpc)
+	s.ctl = ctl
+	co := s.opts.Controller
+	s.lg.Info("controller: on", zap.String("id", co.ID), zap.String("raft_addr", ctl.RaftAddr()),
+		zap.String("peers", controller.FormatPeers(co.Peers)), zap.String("dir", co.Dir),
+		zap.Duration("broker_timeout", co.BrokerTimeout), zap.Duration("lease", co.Lease),
+		zap.Bool("unclean_election", co.UncleanElection))
+	return nil
+}
+
+// Controller is the embedded controller, nil when it is off.
+func (s *Server) Controller() *controller.Controller { return s.ctl }
