@@ -3,17 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/bolide-mq/bolide/broker/retry"
 	"github.com/bolide-mq/bolide/client"
 	"github.com/bolide-mq/bolide/internal/cluster"
+	"github.com/bolide-mq/bolide/internal/frame"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -91,20 +90,21 @@ func TestForgedReplayMarkRefused(t *testing.T) {
 		t.Logf("send of a forged mark: exit %d: %s", code, strings.TrimSpace(stderr))
 	}
 	// The same asked of the broker itself, past the CLI and any route:
-	// ILLEGAL_TOPIC for the topic, NO_PERMISSION for the mark.
-	b := c.Broker(0)
-	conn, err := grpc.NewClient(b.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// ILLEGAL_TOPIC for the topic (through the SDK), NO_PERMISSION for the
+	// mark (sent over the framed protocol to the broker's port).
+	adm, err := client.NewAdmin(shared)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	cresp, err := pb.NewBrokerClient(conn).CreateTopic(ctx, &pb.CreateTopicRequest{
-		Topic: &pb.TopicConfig{Name: retry.ReplayMarkTopic, ReadQueueNums: 1, WriteQueueNums: 1}})
-	if err != nil || cresp.Status.GetCode() != pb.Code_ILLEGAL_TOPIC {
-		t.Fatalf("create topic on the broker: %v %v", err, cresp.GetStatus())
+	defer adm.Close()
+	if err := adm.CreateTopic(ctx, client.TopicSpec{Name: retry.ReplayMarkTopic, Queues: 1}); !errors.Is(err, client.ErrIllegalTopic) {
+		t.Fatalf("create topic through the SDK: %v", err)
 	}
-	resp, err := pb.NewBrokerClient(conn).Send(ctx, &pb.SendRequest{Messages: []*pb.Message{{Topic: retry.ReplayMarkTopic, Body: forged}}})
-	if err != nil {
+	b := c.Broker(0)
+	fc := frame.NewClient(b.Addr(), frame.Options{})
+	defer fc.Close()
+	resp := new(pb.SendResponse)
+	if err := fc.Call(ctx, frame.MethodSend, &pb.SendRequest{Messages: []*pb.Message{{Topic: retry.ReplayMarkTopic, Body: forged}}}, resp); err != nil {
 		t.Fatal(err)
 	}
 	if err := wire.FromStatus(resp.Status); resp.Status.GetCode() != pb.Code_NO_PERMISSION || !strings.Contains(err.Error(), "forbidden") {
