@@ -75,6 +75,7 @@ func (b *Broker) checkMessage(m *message.Ext) (TopicConfig, error) {
 			return TopicConfig{}, err
 		}
 		b.reg.trigger()
+		b.repl.TriggerMetadataPush()
 	}
 	if !tc.Writable() {
 		return TopicConfig{}, errcode.Errorf(errcode.NoPermission, "topic %s is not writable on broker %s", m.Topic, b.opts.BrokerName)
