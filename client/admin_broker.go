@@ -7,8 +7,6 @@ import (
 	"sort"
 	"time"
 
-	"google.golang.org/protobuf/reflect/protoreflect"
-
 	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -364,12 +362,7 @@ func (a *Admin) Promote(ctx context.Context, addr, brokerName string, epoch int6
 			o(&po)
 		}
 	}
-	req := &pb.PromoteRequest{BrokerName: brokerName, Epoch: epoch}
-	if po.force {
-		if err := setForce(req); err != nil {
-			return nil, err
-		}
-	}
+	req := &pb.PromoteRequest{BrokerName: brokerName, Epoch: epoch, Force: po.force}
 	c, err := a.haClient(addr)
 	if err != nil {
 		return nil, err
@@ -386,15 +379,4 @@ func (a *Admin) Promote(ctx context.Context, addr, brokerName string, epoch int6
 	}
 	return &PromoteResult{Epoch: resp.GetEpoch(), PreviousBrokerID: resp.GetPreviousBrokerId(),
 		CommitLogMaxOffset: resp.GetCommitLogMaxOffset(), Registered: resp.GetRegistered()}, nil
-}
-
-// setForce sets PromoteRequest's force field (bolide.v1 field 3).
-func setForce(req *pb.PromoteRequest) error {
-	m := req.ProtoReflect()
-	f := m.Descriptor().Fields().ByName("force")
-	if f == nil {
-		return codeErr(pb.Code_REQUEST_NOT_SUPPORTED, "this build cannot force a promotion")
-	}
-	m.Set(f, protoreflect.ValueOfBool(true))
-	return nil
 }

@@ -110,7 +110,7 @@ func (c *Controller) stopWaiting() {
 // longer the committed state).
 func (c *Controller) elect(g *Group, out electionOutcome, reason string) (Result, error) {
 	cmd := &Command{Op: opElect, Name: g.Name, NewMaster: out.NewMaster, ExpectMaster: g.MasterID,
-		ExpectEpoch: g.MasterEpoch, Reason: reason, Unclean: out.Unclean}
+		ExpectEpoch: g.MasterEpoch, MinEpoch: out.MinEpoch, Reason: reason, Unclean: out.Unclean}
 	res, err := c.propose(cmd)
 	fields := []zap.Field{zap.String("broker_name", g.Name), zap.String("reason", reason),
 		zap.Int64("old_master", g.MasterID), zap.Int64("old_epoch", g.MasterEpoch),
@@ -137,12 +137,15 @@ func (c *Controller) elect(g *Group, out electionOutcome, reason string) (Result
 	return res, nil
 }
 
-// firstElection elects the first replica of a never-elected group.
-func (c *Controller) firstElection(g *Group, id int64) {
+// firstElection elects the first replica of a never-elected group, at
+// epoch 1 or, when the replica already knows an epoch (the controller's
+// state was lost, the brokers' was not), just above it: a broker never
+// acts on an epoch it has already seen.
+func (c *Controller) firstElection(g *Group, id, knownEpoch int64) {
 	if g.MasterEpoch != 0 || g.MasterID != 0 {
 		return
 	}
-	_, _ = c.elect(g, electionOutcome{NewMaster: id}, reasonFirst)
+	_, _ = c.elect(g, electionOutcome{NewMaster: id, MinEpoch: knownEpoch + 1}, reasonFirst)
 }
 
 // adminElect is ElectMaster: designated (0 = best candidate), unclean

@@ -24,10 +24,11 @@
 // the decision against the committed state and refuses a stale one:
 //
 //	register   {name, cluster, id, addr, ha_addr}  add a replica or change its addresses
-//	elect      {name, new_master (0 = none), expect_master, expect_epoch, reason, unclean}
+//	elect      {name, new_master (0 = none), expect_master, expect_epoch, min_epoch, reason, unclean}
 //	           refused unless (master_id, master_epoch) == (expect_master, expect_epoch);
 //	           new_master must exist and, unless unclean or the group's first
-//	           election, be in the SSS. Effect: master_epoch+1, sss={new},
+//	           election, be in the SSS. Effect: master_epoch =
+//	           max(master_epoch+1, min_epoch) (min_epoch: first elections), sss={new},
 //	           sss_epoch+1. new_master 0 only clears master_id (epoch and SSS
 //	           stay: the next election bumps the epoch, and the old SSS members
 //	           remain the only clean candidates).
@@ -61,7 +62,9 @@
 // bolide_controller_unclean_elections_total); else master_id 0 (the group
 // is read-only until an SSS member is alive again, and is then elected).
 // A group's very first election happens on its first replica's first beat
-// to the leader (SSS = {it}, epoch 1).
+// to the leader (SSS = {it}, epoch 1; or the epoch the replica reports + 1
+// when that is higher: a controller that lost its state must not elect at
+// an epoch the brokers have already seen, they would ignore it).
 //
 // After winning Raft leadership a controller commits a barrier (its FSM is
 // then current) and elects nobody for BrokerTimeout + Lease: any master

@@ -50,7 +50,8 @@ type electionInput struct {
 // electionOutcome is the decision: NewMaster 0 means none.
 type electionOutcome struct {
 	NewMaster int64
-	Unclean   bool // chosen outside the sync state set
+	Unclean   bool  // chosen outside the sync state set
+	MinEpoch  int64 // the new epoch is at least this (first elections)
 }
 
 // decide is the pure election: the best of SSS ∩ alive; when that is

@@ -87,8 +87,11 @@ type Command struct {
 	HAAddr  string `json:"ha_addr,omitempty"`
 
 	// elect: NewMaster (0 = no master) replaces ExpectMaster at
-	// ExpectEpoch; Reason is recorded for logs.
+	// ExpectEpoch; the new epoch is ExpectEpoch+1, or MinEpoch when
+	// higher (a group's first election above the epoch its replica already
+	// knows: a controller whose state was lost); Reason is for logs.
 	NewMaster    int64  `json:"new_master,omitempty"`
+	MinEpoch     int64  `json:"min_epoch,omitempty"`
 	ExpectMaster int64  `json:"expect_master,omitempty"`
 	ExpectEpoch  int64  `json:"expect_epoch,omitempty"`
 	Reason       string `json:"reason,omitempty"`
@@ -204,7 +207,7 @@ func (st *State) elect(c *Command) Result {
 		return Result{Code: ResultFenced, Group: g.clone(), Message: fmt.Sprintf("replica %d is not in the sync state set", c.NewMaster)}
 	}
 	g.MasterID = c.NewMaster
-	g.MasterEpoch++
+	g.MasterEpoch = max(g.MasterEpoch+1, c.MinEpoch)
 	g.SSS = []int64{c.NewMaster}
 	g.SSSEpoch++
 	return Result{Code: ResultOK, Group: g.clone(), Changed: true}

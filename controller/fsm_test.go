@@ -66,6 +66,13 @@ func TestFSMFirstElectionAndEpochs(t *testing.T) {
 		t.Fatalf("unclean: %+v", g)
 	}
 	mustApply(t, st, elect("g", 9, 1, 3), ResultInvalid)
+	// A first election above the epoch the replica knows.
+	mustApply(t, st, reg("k", 1), ResultOK)
+	c = elect("k", 1, 0, 0)
+	c.MinEpoch = 6
+	if r := mustApply(t, st, c, ResultOK); r.Group.MasterEpoch != 6 {
+		t.Fatalf("min epoch: %+v", r.Group)
+	}
 	mustApply(t, st, elect("nope", 1, 0, 0), ResultInvalid)
 }
 

@@ -56,7 +56,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		ID:                  "n0",
-		RaftListen:          "127.0.0.1:9878",
+		RaftListen:          "127.0.0.1:9879",
 		BrokerTimeout:       3 * time.Second,
 		Lease:               2 * time.Second,
 		StreamGrace:         time.Second,

@@ -150,7 +150,7 @@ func (c *Controller) commitBeat(k replicaKey, b *pb.BrokerBeat) {
 		g = res.Group
 	}
 	if g != nil && g.MasterEpoch == 0 && g.MasterID == 0 {
-		c.firstElection(g, k.id)
+		c.firstElection(g, k.id, b.GetEpoch())
 	}
 }
 

@@ -99,3 +99,20 @@ func TestSingleNodeMasterKilledSlaveNotInSSS(t *testing.T) {
 		return nil
 	})
 }
+
+// A controller that lost its state meets a broker that knows epoch 5: the
+// first election is at epoch 6.
+func TestFirstElectionAboveKnownEpoch(t *testing.T) {
+	n := startNode(t, testOptions("n0"))
+	leader(t, []*node{n})
+	b := newFakeBroker(t, "g1", 3, n.addr)
+	b.epoch = 5
+	b.start()
+	waitMaster(t, n, "g1", 3, 6)
+	waitFor(t, 10*time.Second, "b master of epoch 6 with a lease", func() error {
+		if e, r := b.state(); e != 6 || r != RoleMaster || !b.hasLease() {
+			return fmt.Errorf("epoch %d role %s", e, r)
+		}
+		return nil
+	})
+}

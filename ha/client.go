@@ -260,15 +260,17 @@ type backoff struct {
 
 func (b *backoff) reset() { b.cur = b.min }
 
-// next returns the wait after an attempt and doubles it while attempts
-// make no progress.
+// next returns the wait after an attempt: min after an attempt that made
+// progress (or after reset), then doubling up to max while attempts fail.
 func (b *backoff) next(progressed bool) time.Duration {
 	if progressed || b.cur < b.min {
 		b.cur = b.min
-	} else {
+	}
+	w := b.cur
+	if !progressed {
 		b.cur = min(b.cur*2, b.max)
 	}
-	return b.cur
+	return w
 }
 
 func (c *Client) run() {

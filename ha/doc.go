@@ -55,45 +55,6 @@
 // A slave stopped by RefuseDiverged, RefuseTooOld or RefuseMismatch stays
 // stopped until Client.Reconnect (a new master) or Close.
 //
-// # Protocol version 2: epochs and TRUNCATE
-//
-// Version 2 exists for failover under a controller. Every replica keeps
-// epoch entries (EpochEntry: the epoch of a master and the CommitLog offset
-// where it started writing); a master appends one when it takes over, and
-// a slave takes its master's entries from every WELCOME. A slave speaks
-// version 2 when ClientOptions.Epochs is set: its HELLO carries its
-// entries. A master answers in the HELLO's version; with
-// ServerOptions.Epochs set, its version 2 WELCOME carries its entries, and
-// when the prefix check finds the slave diverged it applies the fork rule:
-//
-//	fork = ForkPoint(slave's entries, slave's end, master's entries,
-//	                 master's committed offset)
-//	  (the newest epoch both hold with the same start, cut at the smaller
-//	  of the two ends of that epoch)
-//	no shared epoch                        ⇒ REFUSE RefuseDiverged
-//	fork ≥ the slave's end                 ⇒ REFUSE RefuseDiverged
-//	fork < the master's minimum offset     ⇒ REFUSE RefuseTooOld
-//	fork not a record or segment end of
-//	the master's log                       ⇒ REFUSE RefuseDiverged
-//	otherwise                              ⇒ TRUNCATE (fork, master's epoch)
-//
-// Before that, a version 2 slave whose newest entry's epoch is above the
-// master's epoch (ServerOptions.Epoch, or the master's newest entry if
-// higher) is refused with RefuseNotMaster: a newer master exists.
-//
-// A slave told TRUNCATE cuts its log at fork only when the master's epoch
-// is at least ClientOptions.MinEpoch and above the slave's newest entry,
-// and the fork is below its end: ClientOptions.OnTruncate does it (the
-// broker truncates its store crash-safely and drops its entries above the
-// fork), then the client connects again at once and the prefix check now
-// passes. Without OnTruncate a TRUNCATE stops the slave as a divergence
-// does. A WELCOME whose epoch is below MinEpoch is refused by the slave
-// ("master epoch X below Y") and retried with backoff. A version 1 slave
-// is served exactly as before (no entries, never TRUNCATE), and so is
-// every slave of a master without ServerOptions.Epochs. A version 2 slave
-// of a version 1 master is refused (RefuseMismatch): brokers that may
-// meet older masters leave ClientOptions.Epochs nil.
-//
 // The master ships whole records only, up to MaxFrameBytes (256 KiB) per
 // DATA frame (a larger record travels alone). An end-of-segment blank
 // travels as its 8-byte header in a DATA frame of its own; the slave writes
@@ -117,6 +78,53 @@
 // RefuseNotMaster or a master epoch below MinEpoch, which a failover in
 // progress clears) and a new HELLO, which re-verifies where the two logs
 // meet.
+//
+// # Protocol version 2: epochs and TRUNCATE
+//
+// Version 2 exists for failover under a controller. Every replica keeps
+// epoch entries (EpochEntry: the epoch of a master and the CommitLog offset
+// where it started writing); a master appends one when it takes over, and
+// a slave takes its master's entries from every WELCOME. A slave speaks
+// version 2 when ClientOptions.Epochs is set: its HELLO carries its
+// entries. A master answers in the HELLO's version; with
+// ServerOptions.Epochs set, its version 2 WELCOME carries its entries, and
+// when the prefix check finds the slave diverged it applies the fork rule:
+//
+//	fork = ForkPoint(slave's entries, slave's end, master's entries,
+//	                 master's committed offset)
+//	  (the newest epoch both hold with the same start, cut at the smaller
+//	  of the two ends of that epoch)
+//	no shared epoch                        ⇒ REFUSE RefuseDiverged
+//	fork ≥ the slave's end                 ⇒ REFUSE RefuseDiverged
+//	fork < the master's minimum offset     ⇒ REFUSE RefuseTooOld
+//	fork below the master's end and not
+//	where a record or blank of its log
+//	starts                                 ⇒ REFUSE RefuseDiverged
+//	otherwise                              ⇒ TRUNCATE (fork, master's epoch)
+//
+// Before that, a version 2 slave whose newest entry's epoch is above the
+// master's epoch (ServerOptions.Epoch, or the master's newest entry if
+// higher) is refused with RefuseNotMaster: a newer master exists.
+//
+// A slave told TRUNCATE cuts its log at fork only when the master's epoch
+// is at least ClientOptions.MinEpoch and above the slave's newest entry,
+// and the fork is below its end: ClientOptions.OnTruncate does it (the
+// broker truncates its store crash-safely and drops its entries above the
+// fork), then the client connects again at once and the prefix check now
+// passes. Without OnTruncate a TRUNCATE stops the slave as a divergence
+// does. A WELCOME whose epoch is below MinEpoch is refused by the slave
+// ("master epoch X below Y") and retried with backoff. A version 1 slave
+// is served exactly as before (no entries, never TRUNCATE), and so is
+// every slave of a master without ServerOptions.Epochs. A version 2 slave
+// of a version 1 master is refused (RefuseMismatch): brokers that may
+// meet older masters leave ClientOptions.Epochs nil.
+//
+// A slave that took its master's entries before catching up holds entries
+// that start beyond its own end; ForkPoint allows for them. A replica that
+// becomes master must drop such entries (those starting above its end)
+// before it appends its own, or its entries are out of order. Entries
+// describe the log as of the last handshake: a master whose epoch changes
+// drops its slaves (DropSlaves) so that they take the new entries.
 //
 // # In-sync slaves and the sync state set
 //

@@ -559,7 +559,7 @@ func TestBackoff(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		got = append(got, b.next(false))
 	}
-	want := []time.Duration{20, 40, 50, 50}
+	want := []time.Duration{10, 20, 40, 50}
 	for i := range want {
 		want[i] *= time.Millisecond
 	}

@@ -126,3 +126,17 @@ func TestControllerMetrics(t *testing.T) {
 		return fmt.Errorf("not yet")
 	})
 }
+
+// The Raft port is derived past gossip (+ 1) and the admin listener (+ 2).
+func TestControllerRaftPortDerived(t *testing.T) {
+	o := DefaultOptions()
+	o.ListenAddr = "10.0.0.1:9876"
+	o.Controller = &controller.Options{}
+	if got := o.controllerOptions().RaftListen; got != "10.0.0.1:9879" {
+		t.Fatalf("derived %q", got)
+	}
+	o.Controller.RaftListen = "10.0.0.1:7000"
+	if got := o.controllerOptions().RaftListen; got != "10.0.0.1:7000" {
+		t.Fatalf("explicit %q", got)
+	}
+}

@@ -45,7 +45,8 @@ type Options struct {
 	TLSKeyFile  string
 	// Controller embeds a failover controller (package controller) served
 	// on ListenAddr; nil leaves it off. Its empty RaftListen is derived
-	// from ListenAddr (same host, port + 2; port 0 stays 0).
+	// from ListenAddr (same host, port + 3: + 1 is gossip, + 2 the admin
+	// listener; port 0 stays 0).
 	Controller *controller.Options
 }
 
@@ -113,7 +114,7 @@ func (o *Options) Validate() error {
 func (o *Options) controllerOptions() controller.Options {
 	co := *o.Controller
 	if co.RaftListen == "" {
-		co.RaftListen = membership.DeriveGossipAddr(o.ListenAddr, 2)
+		co.RaftListen = membership.DeriveGossipAddr(o.ListenAddr, raftPortOffset)
 	}
 	return co
 }
@@ -139,3 +140,7 @@ func checkHostPort(addr string) error {
 	}
 	return nil
 }
+
+// raftPortOffset derives the controller's Raft port from the listen port:
+// + 1 is gossip and + 2 the daemons' admin listener ("auto").
+const raftPortOffset = 3

@@ -48,16 +48,26 @@ func (c *Controllers) client(addr string) (pb.ControllerClient, error) {
 	return pb.NewControllerClient(conn), nil
 }
 
-// Heartbeat opens a heartbeat stream; it ends when ctx is done.
+// Heartbeat opens a heartbeat stream on a connection of its own, closed
+// when ctx is done: a stream given up for silence does not leave the next
+// one on a connection that may be dead.
 func (c *Controllers) Heartbeat(ctx context.Context, addr string) (replication.BeatStream, error) {
-	cl, err := c.client(addr)
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, errors.New("controller client closed")
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
+		return nil, fmt.Errorf("controller %s: %w", addr, err)
+	}
+	st, err := pb.NewControllerClient(conn).Heartbeat(ctx)
+	if err != nil {
+		_ = conn.Close()
 		return nil, err
 	}
-	st, err := cl.Heartbeat(ctx)
-	if err != nil {
-		return nil, err
-	}
+	context.AfterFunc(ctx, func() { _ = conn.Close() })
 	return beatStream{st}, nil
 }
 

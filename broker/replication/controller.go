@@ -21,7 +21,7 @@ import (
 const (
 	// sssInterval is how often a master reviews its sync state set and
 	// confirm offset.
-	sssInterval = 200 * time.Millisecond
+	sssInterval = 50 * time.Millisecond
 	// ctlMinBackoff and ctlMaxBackoff bound the wait before a heartbeat
 	// stream is opened again.
 	ctlMinBackoff = 100 * time.Millisecond
@@ -165,7 +165,12 @@ func (a *agent) session(addr string, kick chan struct{}) (int, error) {
 		sentMu sync.Mutex
 		sent   = map[uint64]time.Duration{}
 		got    atomic.Int64
+		heard  atomic.Int64 // a.now() at the last answer
 	)
+	heard.Store(int64(a.now()))
+	// Every beat is answered: a stream silent this long is given up (its
+	// connection may be dead without either side knowing).
+	silence := max(5*a.r.opts.ControllerHeartbeat, 2*time.Second)
 	recvErr := make(chan error, 1)
 	done := make(chan struct{})
 	go func() {
@@ -177,6 +182,7 @@ func (a *agent) session(addr string, kick chan struct{}) (int, error) {
 				return
 			}
 			got.Add(1)
+			heard.Store(int64(a.now()))
 			var at time.Duration
 			ok := false
 			if b.Seq != 0 {
@@ -220,6 +226,9 @@ func (a *agent) session(addr string, kick chan struct{}) (int, error) {
 			return int(got.Load()), err
 		case <-t.C:
 		case <-kick:
+		}
+		if d := a.now() - time.Duration(heard.Load()); d > silence {
+			return int(got.Load()), fmt.Errorf("no answer from the controller for %v", d.Round(time.Millisecond))
 		}
 	}
 }

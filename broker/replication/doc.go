@@ -18,7 +18,8 @@
 //     offsets and lookups, and fetches topics, subscription groups,
 //     consumer offsets and delayed delivery progress from its master every
 //     MetadataSyncInterval (metadata.go).
-//   - Promote (promote.go) makes a slave the master with a new epoch; a
+//   - Promote (promote.go) makes a slave the master with a new epoch (and
+//     appends it to the epoch entries); a
 //     NameServer refuses a master registration whose epoch is below the
 //     highest it saw for the group, and a master so refused fences itself:
 //     read-only, NOT_MASTER for sends (role.go). Role, id and epoch are
@@ -51,6 +52,78 @@
 // dispatched that far, and persists them, so a promoted slave resumes
 // delivery where the master was.
 //
-// The package knows its broker through Host and its master through
-// MasterClient; it speaks no protocol itself.
+// # Controller mode (automatic failover)
+//
+// With Options.ControllerAddrs set (bolide-broker --controller-addr), a
+// Raft controller (package controller, embedded in NameServers) decides
+// which replica is the master; the broker follows it (controller.go).
+// The configured broker id is the broker's permanent replica id (>= 1). It
+// registers with the NameServers as id 0 while it is master, else as its
+// replica id, and registers at once after every role change.
+//
+//   - Heartbeats: one goroutine per controller keeps a Heartbeat stream open
+//     (reopened after 100 ms doubling to 1 s) and sends a beat every
+//     ControllerHeartbeat (500 ms) and at once after a role change: seq,
+//     role, highest known epoch, CommitLog end, confirm offset, replica id,
+//     addresses, election priority. Only the Raft leader's answers and
+//     pushes count; the last one that answered as leader is the leader
+//     shown in status and asked for AlterSyncStateSet and ElectMaster.
+//   - Lease: the leader answers the master's beat seq with lease_ms; the
+//     broker holds the lease until sendTime(seq) + lease_ms on its
+//     monotonic clock, for that epoch only, and never shortens it. A master
+//     accepts a send (and topic or group changes) only while it holds it,
+//     and checks it again before acknowledging (after replication):
+//     expired ⇒ NOT_MASTER "write lease expired before the
+//     acknowledgement" (the message is stored and may reappear on a retry).
+//   - Transitions (serialised under the Replicator's mu; a group state
+//     whose master epoch is below the broker's epoch is ignored).
+//     Becoming master, when the leader names this replica with an epoch E
+//     above the broker's: stop the HA client, lift the dispatch limit,
+//     AdoptQueueOffsets, append (E, CommitLog end) to the epoch file, take
+//     role MASTER (id 0) and epoch E (config/ha.json), adopt the sync state
+//     set, beat at once (the lease comes with the answer to a MASTER beat),
+//     register. Becoming slave of M at E >= the broker's epoch: drop its own
+//     slaves if it was master, forget the lease, take role SLAVE (id =
+//     replica id) and epoch E, point the HA client at M's HA address and
+//     reconnect at once, register. A group without a master (nobody to
+//     elect) makes a master step down to a slave that follows nobody.
+//     A broker always starts as a slave: it never resumes as master at an
+//     old epoch; the controller sees a master that reports another role and
+//     elects again, with a new epoch.
+//   - Epoch entries (config/epochs, epochfile.go), kept in both modes: a
+//     new master appends one; a slave takes its master's at every HA
+//     handshake (protocol v2). In controller mode the HA client refuses a
+//     master below the broker's epoch (MinEpoch) and, told TRUNCATE(fork,
+//     E) by a master whose epoch E is at least the broker's and above its
+//     last epoch entry, truncates its store to fork crash-safely
+//     (store.TruncateTo) and its epoch entries, then reconnects.
+//   - Sync state set (SSS): the master reviews it every 50 ms. A member
+//     whose HA connection dropped or that is not in sync (ha.Server's
+//     notion) is proposed for removal and still counted until the removal
+//     is committed; a connected in-sync slave outside it is counted from
+//     the moment its addition starts (the master's CommitLog end then) and
+//     proposed once it acknowledged that end. Proposals go to the leader
+//     (AlterSyncStateSet, fenced by master epoch and SSS epoch); the
+//     answer's group is adopted.
+//   - Sync mode: a send is refused before it is stored unless the committed
+//     SSS holds at least InSyncReplicas replicas besides the master
+//     (IN_SYNC_REPLICAS_NOT_ENOUGH), and acknowledged once every SSS member
+//     and every member being added acknowledged its end
+//     (ha.Server.WaitReplicatedBy), within SlaveTimeout. Async mode does
+//     not wait; what the new master lacked at a failover is lost.
+//   - Confirm offset: the smallest acknowledgement of the SSS members (the
+//     master's end when alone), raised also by every acknowledged sync
+//     send. In sync mode the master dispatches to its ConsumeQueues only up
+//     to it (store.SetDispatchLimit), so consumers never see what a
+//     failover could truncate.
+//   - Promote asks the leader to elect this replica (ElectMaster,
+//     designated; force = unclean) and waits until it took over.
+//
+// Outside controller mode a manual Promote refuses, unless forced, a slave
+// that never replicated or whose log ends below its master's committed
+// offset as last heard.
+//
+// The package knows its broker through Host, its master through
+// MasterClient and the controllers through ControllerClient; it speaks no
+// protocol itself.
 package replication

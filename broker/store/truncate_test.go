@@ -215,6 +215,9 @@ func TestTruncateToRefuses(t *testing.T) {
 	if err := s.TruncateTo(ctx, end); err != nil {
 		t.Fatal(err)
 	}
+	if err := waitDispatched(s, end, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	verifyStore(t, s, acks, true)
 }
 

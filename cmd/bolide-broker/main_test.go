@@ -515,6 +515,10 @@ func TestConfigValidation(t *testing.T) {
 		{"bad log level in env", "", [2]string{"BOLIDE_BROKER_LOG_LEVEL", "loud"}, nil, []string{`BOLIDE_BROKER_LOG_LEVEL="loud"`, "log-level"}},
 		{"one key twice", "broker_name: a\nbroker-name: b\n", [2]string{}, nil, []string{`"broker-name" and "broker_name"`}},
 		{"TLS key without certificate", "", [2]string{"BOLIDE_BROKER_TLS_KEY", "/etc/bolide/tls.key"}, nil, []string{"tls-cert", "tls-key"}},
+		{"controller mode with broker id 0", "", [2]string{}, []string{"--controller-addr", "127.0.0.1:9876"}, []string{"controller mode", "replica id"}},
+		{"controller mode with a master HA address", "", [2]string{}, []string{"--controller-addr", "127.0.0.1:9876", "--broker-id", "2",
+			"--master-ha-addr", "127.0.0.1:10912"}, []string{"controller mode", "master HA address"}},
+		{"zero controller heartbeat", "", [2]string{}, []string{"--controller-heartbeat", "0s"}, []string{"controller-heartbeat"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -564,6 +568,24 @@ func TestConfigValidation(t *testing.T) {
 	}
 	if !f.v5 || f.tlsCert != "" || f.tlsKey != "" {
 		t.Fatalf("defaults: v5 %v, tls-cert %q, tls-key %q; want v5 on, no files", f.v5, f.tlsCert, f.tlsKey)
+	}
+	if opts.Replication.ControllerMode() || opts.Replication.ControllerHeartbeat != 500*time.Millisecond {
+		t.Fatalf("controller defaults: %v every %v", opts.Replication.ControllerAddrs, opts.Replication.ControllerHeartbeat)
+	}
+
+	// Controller mode: the addresses, heartbeat and priority reach the
+	// options.
+	cmd, f = newCommand(&code)
+	if err := cmd.ParseFlags([]string{"--store-dir", t.TempDir(), "--broker-id", "3", "--controller-addr", "127.0.0.1:9876, 127.0.0.1:9886;127.0.0.1:9896",
+		"--controller-heartbeat", "200ms", "--election-priority", "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if opts, _, err = loadOptions(cmd, f); err != nil {
+		t.Fatal(err)
+	}
+	if r := opts.Replication; len(r.ControllerAddrs) != 3 || r.ControllerAddrs[1] != "127.0.0.1:9886" || r.ControllerHeartbeat != 200*time.Millisecond ||
+		r.ElectionPriority != 2 || opts.BrokerID != 3 {
+		t.Fatalf("controller options %+v, broker id %d", r, opts.BrokerID)
 	}
 
 	// The v5 and TLS settings come from the environment like the others.

@@ -19,7 +19,7 @@
 // addresses) and each its own --controller-id:
 //
 //	bolide-nameserver --listen 10.0.0.1:9876 --controller --controller-id n0 \
-//	  --controller-peers n0=10.0.0.1:9878,n1=10.0.0.2:9878,n2=10.0.0.3:9878
+//	  --controller-peers n0=10.0.0.1:9879,n1=10.0.0.2:9879,n2=10.0.0.3:9879
 package main
 
 import (
@@ -144,7 +144,7 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs.BoolVar(&f.controller, "controller", false, "embed a failover controller (Raft) serving brokers in controller mode")
 	fs.StringVar(&f.controllerID, "controller-id", cd.ID, "this controller's Raft id")
 	fs.StringVar(&f.controllerPeers, "controller-peers", "", "every controller's Raft address, id=host:port,... (empty: this one alone)")
-	fs.StringVar(&f.controllerRaft, "controller-raft-listen", "", "Raft listen address (default: listen port + 2)")
+	fs.StringVar(&f.controllerRaft, "controller-raft-listen", "", "Raft listen address (default: listen port + 3)")
 	fs.StringVar(&f.controllerDir, "controller-dir", "", "Raft data directory (default: $HOME/bolide/controller/<controller-id>)")
 	fs.DurationVar(&f.controllerTimeout, "controller-broker-timeout", cd.BrokerTimeout, "a broker in controller mode silent this long is dead (its group elects a new master)")
 	fs.DurationVar(&f.lease, "lease", cd.Lease, "write lease granted to masters; shorter than --controller-broker-timeout")

@@ -188,3 +188,27 @@ func TestBrokerCommandErrors(t *testing.T) {
 		checkOneLineError(t, args, code, out, errb, exitFailed, "cannot reach the broker at "+closed+": connection refused")
 	}
 }
+
+// TestBrokerPromoteForce: a slave that never replicated from its master
+// is not promoted (it could drop acknowledged messages) unless --force.
+func TestBrokerPromoteForce(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{Broker: fastReplication})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nowhere := l.Addr().String()
+	l.Close()
+	slave := c.StartSlave(0, 1, func(o *broker.Options) { o.Replication.MasterHAAddr = nowhere }).Broker().Addr()
+	ns := strings.Join(c.NameServerAddrs(), ",")
+	args := []string{"broker", "promote", "--broker", slave}
+	code, out, errb := runCLI(t, "", append([]string{"--namesrv", ns}, args...)...)
+	checkOneLineError(t, args, code, out, errb, exitFailed, "could drop acknowledged messages (force to promote anyway)")
+	var pr promoteJSON
+	if err := cliJSON(ns, append(args, "--force"), func(l []byte) error { return json.Unmarshal(l, &pr) }); err != nil {
+		t.Fatal(err)
+	}
+	if pr.Addr != slave || pr.Mode != "manual" || !pr.Forced || pr.Status != "OK" || pr.Epoch != 1 {
+		t.Fatalf("forced promotion: %+v", pr)
+	}
+}

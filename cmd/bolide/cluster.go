@@ -72,9 +72,8 @@ master's CommitLog it has not yet; for a master, how many of its slaves are in s
 When the cluster runs controllers (automatic failover, docs/failover.md), the controller
 leader is named above the table, ID is the broker's registration id (0 for the master)
 and REPLICA its permanent replica id, and SYNC SET the group's sync state set as the
-broker last learned it: the replicas holding every acknowledged message (the master's
-row is marked * when the controller committed another set than the broker reports).
-'bolide controller status' shows the controllers' own view.`,
+controllers committed it (as the broker last learned it when they do not answer): the
+replicas holding every acknowledged message. 'bolide controller status' shows more.`,
 		Example: `  bolide cluster list
   bolide cluster list --cluster DefaultCluster -o json`,
 		Args: exactArgs(0, ""),
@@ -187,9 +186,9 @@ row is marked * when the controller committed another set than the broker report
 				replica, sss := "-", "-"
 				if r.ControllerMode {
 					replica, sss = strconv.FormatInt(r.ReplicaID, 10), idList(r.SyncStateSet)
-					if g, ok := groups[r.Broker]; ok && r.BrokerID == 0 && !slices.Equal(g.SyncStateSet, r.SyncStateSet) {
-						sss += "*"
-					}
+				}
+				if g, ok := groups[r.Broker]; ok {
+					sss = idList(g.SyncStateSet) // as committed: a slave's own view may lag
 				}
 				cells = slices.Insert(cells, 5, any(replica), any(sss))
 			}

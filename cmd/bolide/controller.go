@@ -102,6 +102,16 @@ func toControllerJSON(cs *client.ControllerStatus) controllerJSON {
 		pj := controllerPeerJSON{ID: p.ID, RaftAddr: p.RaftAddr, State: p.State}
 		if n, ok := nodes[p.ID]; ok {
 			pj.NameServer, pj.Term, pj.CommitIndex = n.NameServer, n.Term, n.Commit
+			if pj.State == "" || pj.State == "unknown" {
+				// The answering controller does not know; the peer's own
+				// answer says whom it follows.
+				switch {
+				case n.Leader != "" && n.Leader == n.ID:
+					pj.State = "leader"
+				case n.Leader != "":
+					pj.State = "follower"
+				}
+			}
 		}
 		j.Peers = append(j.Peers, pj)
 	}

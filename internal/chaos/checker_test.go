@@ -404,3 +404,32 @@ func TestFailoversRestartedTarget(t *testing.T) {
 		t.Fatalf("failovers %+v", fs)
 	}
 }
+
+func TestCheckLease(t *testing.T) {
+	var b builder
+	b.ack(1, 1, 1, "b1", true)
+	cut := Event{At: b.t, Kind: "isolate", Target: "b1"}
+	b.t += 500 * ms
+	b.ack(1, 2, 1, "b1", true) // within the lease
+	b.t += 2 * time.Second
+	b.ack(2, 1, 1, "b2", true) // the new master
+	heal := Event{At: b.t + time.Second, Kind: "heal", Target: "b1"}
+	events := []Event{cut, heal}
+	r := CheckLease(b.atts, events, time.Second, "isolate")
+	if len(r.Faults) != 1 || r.Faults[0].Acked != 1 || r.Faults[0].Last != 510*ms || len(r.Errors()) != 0 {
+		t.Fatalf("report %+v", r)
+	}
+	// An ack by the cut-off master of a send made 1.5 s after the cut.
+	b.t = cut.At + 1500*ms
+	b.ack(1, 3, 1, "b1", false)
+	r = CheckLease(b.atts, events, time.Second, "isolate")
+	if len(r.Faults[0].Late) != 1 || len(r.Errors()) != 1 {
+		t.Fatalf("report %+v", r)
+	}
+	// After the heal it may be master again (a new election).
+	b.t = heal.At + time.Second
+	b.ack(1, 4, 1, "b1", true)
+	if r := CheckLease(b.atts, events, time.Second, "isolate"); len(r.Faults[0].Late) != 1 {
+		t.Fatalf("report %+v", r)
+	}
+}

@@ -67,6 +67,11 @@
 //     at or above the CommitLog offset the new master had acknowledged in
 //     the master's ReplicationStatus read just before the kill: the loss is
 //     the replication lag, never what the new master already had.
+//   - CheckLease: a master cut off from the controllers acknowledges no
+//     send it received after fault + lease (its last answered beat was
+//     sent before the fault; its ack is decided after the send started;
+//     it cannot be elected again before the heal). The suite also reports
+//     how long after the cut its last ack ended.
 //   - Failovers: per fault, the time from the fault to the end of the first
 //     send acknowledged by another broker, and the acks per second before
 //     and in each of the ten seconds after it.
@@ -110,7 +115,9 @@
 // chaos-short, CI) or "long" (make chaos): kill -9 of the master under load
 // (3 / 30 cycles, the long form with a power loss on every other cycle),
 // SIGSTOP of the master (8 s / 20 s), the master cut from the controllers
-// and its slaves (8 s / 15 s), the controller leader killed during a
+// and its slaves (8 s / 15 s), the master cut from the controllers only
+// (its slaves still replicate from it, so only its lease stops its acks;
+// 8 s / 15 s), the controller leader killed during a
 // failover, the master and the controller leader killed together, and kill
 // -9 with async replication. Each reports lost, duplicated, out-of-order,
 // two-masters and divergence counts and the failover times (median, max)

@@ -29,6 +29,9 @@ type Failover struct {
 	// next fault or the last attempt.
 	RateBefore float64
 	After      []int
+	// Codes counts the failed attempts' codes between the fault and the
+	// first ack by a new master.
+	Codes map[string]int
 }
 
 // RateWindow is how many seconds around a fault the throughput covers.
@@ -83,6 +86,16 @@ func Failovers(atts []Attempt, events []Event, kinds ...string) []Failover {
 				break
 			}
 		}
+		until := limit
+		if f.FirstAck >= 0 {
+			until = e.At + f.FirstAck
+		}
+		f.Codes = make(map[string]int)
+		for j := range atts {
+			if a := &atts[j]; a.Outcome != Acked && a.End > e.At && a.End <= until {
+				f.Codes[a.Code]++
+			}
+		}
 		for j := i; j < len(acks) && acks[j].End < e.At+time.Duration(len(f.After))*time.Second; j++ {
 			f.After[(acks[j].End-e.At)/time.Second]++
 		}
@@ -98,6 +111,82 @@ func Failovers(atts []Attempt, events []Event, kinds ...string) []Failover {
 		out = append(out, f)
 	}
 	return out
+}
+
+// LeaseReport checks that a master cut off from the controllers stops
+// acknowledging once its lease runs out.
+type LeaseReport struct {
+	Lease  time.Duration
+	Faults []LeaseFault
+}
+
+// LeaseFault is one isolation of a master.
+type LeaseFault struct {
+	Target   string
+	At, Heal time.Duration
+	// Acked: sends the cut-off master acknowledged after the fault; Last
+	// the time from the fault to the end of the last of them.
+	Acked int
+	Last  time.Duration
+	// Late: acknowledged sends it had received only after its lease had
+	// run out (started after the fault + lease + slack, ended before the
+	// heal): the lease did not stop it.
+	Late []Attempt
+}
+
+// Errors lists acks beyond the lease.
+func (r LeaseReport) Errors() []string {
+	var v []string
+	for _, f := range r.Faults {
+		if len(f.Late) > 0 {
+			a := f.Late[0]
+			v = append(v, fmt.Sprintf("%s, cut off at %.3fs, acknowledged %d sends started after its lease ran out (first %v, %v–%v)",
+				f.Target, f.At.Seconds(), len(f.Late), a.CopyID, a.Start, a.End))
+		}
+	}
+	return v
+}
+
+// leaseSlack covers the time between the fault's mark and the proxies'
+// blackhole.
+const leaseSlack = 50 * time.Millisecond
+
+// CheckLease applies the lease rule to every isolation (an event of one of
+// kinds) with a heal event of the same target after it. A broker's lease runs from the time
+// it sent the beat the leader answered; the last beat that got through was
+// sent before the fault, so no ack can be decided after fault + lease. The
+// decision comes after the attempt starts, and the isolated broker cannot
+// be elected again before the heal (the controllers do not hear it).
+func CheckLease(atts []Attempt, events []Event, lease time.Duration, kinds ...string) LeaseReport {
+	r := LeaseReport{Lease: lease}
+	for i, e := range events {
+		if !slices.Contains(kinds, e.Kind) {
+			continue
+		}
+		f := LeaseFault{Target: e.Target, At: e.At, Heal: -1}
+		for _, h := range events[i+1:] {
+			if h.Kind == "heal" && h.Target == e.Target {
+				f.Heal = h.At
+				break
+			}
+		}
+		if f.Heal < 0 {
+			continue
+		}
+		for j := range atts {
+			a := &atts[j]
+			if a.Outcome != Acked || a.Broker != e.Target || a.End <= e.At || a.End >= f.Heal {
+				continue
+			}
+			f.Acked++
+			f.Last = max(f.Last, a.End-e.At)
+			if a.Start > e.At+lease+leaseSlack {
+				f.Late = append(f.Late, *a)
+			}
+		}
+		r.Faults = append(r.Faults, f)
+	}
+	return r
 }
 
 // FailoverStats summarises failover times.

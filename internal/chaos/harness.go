@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -567,8 +568,6 @@ func createTopicOn(ctx context.Context, c *Cluster, m *Broker, topic string, que
 	})
 }
 
-func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
-
 // Snapshot reads a master's replication state (just before a kill).
 func (c *Cluster) Snapshot(ctx context.Context, m *Broker) (KillSnapshot, error) {
 	s := KillSnapshot{Master: m.Name, SlaveAck: make(map[string]int64)}
@@ -635,17 +634,20 @@ func (c *Cluster) ReadFinal(ctx context.Context, m *Broker, topic string, queues
 			}
 		}
 	}
-	slices.SortFunc(fin.Records, func(a, b Stored) int { return int(min(max(a.Offset-b.Offset, -1), 1)) })
+	slices.SortFunc(fin.Records, func(a, b Stored) int { return cmp.Compare(a.Offset, b.Offset) })
 	return fin, nil
 }
 
 // Replicas returns every broker's CommitLog end, the master first.
 func (c *Cluster) Replicas(ctx context.Context, master *Broker) ([]ReplicaLog, error) {
-	out := []ReplicaLog{}
-	for _, b := range append([]*Broker{master}, c.Brokers...) {
-		if len(out) > 0 && b == master {
-			continue
+	order := []*Broker{master}
+	for _, b := range c.Brokers {
+		if b != master {
+			order = append(order, b)
 		}
+	}
+	var out []ReplicaLog
+	for _, b := range order {
 		info, err := c.Info(ctx, b)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", b.Name, err)

@@ -76,6 +76,7 @@ type Result struct {
 	TwoMasters  TwoMastersReport
 	Divergence  DivergenceReport
 	Async       *AsyncLossReport
+	Lease       LeaseReport
 	Failovers   []Failover
 	Stats       FailoverStats
 	Bound       time.Duration
@@ -268,6 +269,7 @@ func (r *Run) check(ctx context.Context, res *Result, final *Broker) {
 	res.Dups = CheckDuplicates(atts, fin)
 	res.Order = CheckOrder(atts, fin)
 	res.TwoMasters = CheckTwoMasters(atts, fin)
+	res.Lease = CheckLease(atts, r.H.Events(), r.C.cfg.Lease, "isolate", "isolate-controllers")
 	if reps, err := r.C.Replicas(ctx, final); err != nil {
 		res.Problems = append(res.Problems, "replicas: "+err.Error())
 	} else {
@@ -290,6 +292,7 @@ func (r *Run) check(ctx context.Context, res *Result, final *Broker) {
 	res.Errors = append(res.Errors, res.Dups.Violations()...)
 	res.Errors = append(res.Errors, res.Order.Errors()...)
 	res.Errors = append(res.Errors, res.TwoMasters.Errors()...)
+	res.Errors = append(res.Errors, res.Lease.Errors()...)
 	res.Errors = append(res.Errors, res.Divergence.Errors...)
 }
 
@@ -413,6 +416,36 @@ func IsolateMaster(d time.Duration) func(ctx context.Context, r *Run, cycle int,
 	}
 }
 
+// CutFromControllers cuts m from the controllers and NameServers only,
+// for d: its slaves still replicate from it, so only its lease can stop
+// it acknowledging writes once the controllers elect another master.
+func CutFromControllers(d time.Duration) func(ctx context.Context, r *Run, cycle int, m *Broker) error {
+	return func(ctx context.Context, r *Run, cycle int, m *Broker) error {
+		at := r.H.Mark("isolate-controllers", m.Name, cycle, d.String())
+		for _, p := range m.CtlProxies {
+			p.Blackhole(true)
+		}
+		defer func() {
+			for _, p := range m.CtlProxies {
+				p.Cut()
+				p.Blackhole(false)
+			}
+			r.H.Mark("heal", m.Name, cycle, "")
+		}()
+		nm, epoch, err := r.C.WaitNewMaster(ctx, r.Epoch, d)
+		if err != nil {
+			return fmt.Errorf("no new master while %s was cut from the controllers: %w", m.Name, err)
+		}
+		r.H.Mark("elected", nm.Name, cycle, fmt.Sprintf("epoch %d", epoch))
+		if err := r.waitNewAck(ctx, at, m.Name, max(d-(r.H.Now()-at), time.Second)); err != nil {
+			return err
+		}
+		r.Logf("cycle %d: %s elected at epoch %d while %s is cut from the controllers", cycle, nm.Name, epoch, m.Name)
+		sleep(ctx, d-(r.H.Now()-at))
+		return nil
+	}
+}
+
 // KillMasterThenLeader kills m, then the controller leader after delay(cycle)
 // (while the controllers are noticing m's death), waits for a new master,
 // and restarts both.
@@ -487,6 +520,7 @@ func Scenarios(mode string) []Scenario {
 		{Name: "kill9", Cycles: n(3, 30), Fault: KillMaster, Kinds: []string{"kill"}, Bound: 5 * time.Second, PowerLoss: long},
 		{Name: "sigstop", Cycles: n(1, 5), Fault: FreezeMaster(stop), Kinds: []string{"sigstop"}, Bound: 8 * time.Second},
 		{Name: "partition", Cycles: n(1, 5), Fault: IsolateMaster(cut), Kinds: []string{"isolate"}, Bound: 8 * time.Second},
+		{Name: "controller-cut", Cycles: n(1, 5), Fault: CutFromControllers(cut), Kinds: []string{"isolate-controllers"}, Bound: 8 * time.Second},
 		{Name: "leader-during-failover", Cycles: n(1, 5), Kinds: []string{"kill"}, Bound: 10 * time.Second,
 			Fault: KillMasterThenLeader(func(c int) time.Duration { return 300*time.Millisecond + time.Duration(c%4)*400*time.Millisecond })},
 		{Name: "master+leader", Cycles: n(1, 5), Kinds: []string{"kill"}, Bound: 10 * time.Second,
@@ -542,8 +576,12 @@ func Details(r *Result) string {
 		r.Name, r.Replication, r.Cycles, r.Duration.Round(time.Second), r.Attempts, r.Acked, r.Loss.Stored, r.Loss.Recovered,
 		r.Dups.Extra, r.Dups.MaxCopies, len(r.Order.Violations))
 	for _, f := range r.Failovers {
-		fmt.Fprintf(&b, "  cycle %d %s %s at %.3fs: first ack by %s after %s; acks/s before %.0f, after %v\n",
-			f.Cycle, f.Kind, f.Target, f.At.Seconds(), f.By, fmtDur(f.FirstAck), f.RateBefore, f.After)
+		fmt.Fprintf(&b, "  cycle %d %s %s at %.3fs: first ack by %s after %s (meanwhile %v); acks/s before %.0f, after %v\n",
+			f.Cycle, f.Kind, f.Target, f.At.Seconds(), f.By, fmtDur(f.FirstAck), f.Codes, f.RateBefore, f.After)
+	}
+	for _, f := range r.Lease.Faults {
+		fmt.Fprintf(&b, "  %s cut off at %.3fs: it acknowledged %d sends after, the last ending %s after the cut (lease %v), %d beyond its lease\n",
+			f.Target, f.At.Seconds(), f.Acked, fmtDur(f.Last), r.Lease.Lease, len(f.Late))
 	}
 	if r.Async != nil {
 		for _, c := range r.Async.Cycles {

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -57,7 +58,7 @@ func TestHarnessWithoutController(t *testing.T) {
 			return err
 		}
 		if info.GetReplication().GetInSyncSlaves() != 2 {
-			return errorf("in-sync slaves %d", info.GetReplication().GetInSyncSlaves())
+			return fmt.Errorf("in-sync slaves %d", info.GetReplication().GetInSyncSlaves())
 		}
 		return nil
 	}); err != nil {
@@ -88,11 +89,11 @@ func TestHarnessWithoutController(t *testing.T) {
 				return err
 			}
 			if bi.GetCommitLogMaxOffset() != mi.GetCommitLogMaxOffset() {
-				return errorf("%s at %d, master at %d", b.Name, bi.GetCommitLogMaxOffset(), mi.GetCommitLogMaxOffset())
+				return fmt.Errorf("%s at %d, master at %d", b.Name, bi.GetCommitLogMaxOffset(), mi.GetCommitLogMaxOffset())
 			}
 		}
 		if mi.GetDispatchBehindBytes() != 0 {
-			return errorf("dispatch behind")
+			return fmt.Errorf("dispatch behind")
 		}
 		return nil
 	}); err != nil {

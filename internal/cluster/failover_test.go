@@ -391,6 +391,21 @@ func TestControllerSyncWaitsForEverySSSMember(t *testing.T) {
 	if !slices.Contains(info.SyncStateSet, int64(o+1)) || info.ConfirmOffset <= 0 {
 		t.Fatalf("controller status %+v", info)
 	}
+	// The status RPC shows the controller mode fields.
+	conn, err := dial(mb.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	st, err := pb.NewBrokerHAClient(conn).ReplicationStatus(context.Background(), &pb.ReplicationStatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ri := st.GetReplication()
+	if !ri.GetControllerMode() || ri.GetReplicaId() != int64(m+1) || len(ri.GetSyncStateSet()) != 2 || ri.GetSyncStateSetEpoch() < 2 ||
+		ri.GetLeaseRemainingMs() <= 0 || ri.GetControllerLeader() == "" || ri.GetConfirmOffset() <= 0 || len(ri.GetEpochs()) != 1 {
+		t.Fatalf("replication status %v", ri)
+	}
 	// A manual promotion of the remaining member goes through the
 	// controller.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
