@@ -22,6 +22,8 @@ const (
 	// sssInterval is how often a master reviews its sync state set and
 	// confirm offset.
 	sssInterval = 50 * time.Millisecond
+	// sssRetry is the wait after a refused sync state set proposal.
+	sssRetry = 250 * time.Millisecond
 	// ctlMinBackoff and ctlMaxBackoff bound the wait before a heartbeat
 	// stream is opened again.
 	ctlMinBackoff = 100 * time.Millisecond
@@ -350,7 +352,7 @@ func (a *agent) apply(g GroupState) {
 		return
 	}
 	known, role := r.state.epoch(), r.state.role()
-	changed := false
+	changed, master := false, false
 	switch {
 	case g.MasterEpoch < known:
 		// Never act on an epoch below the one known.
@@ -358,6 +360,7 @@ func (a *agent) apply(g GroupState) {
 		a.adoptSSS(g)
 	case g.MasterID == a.me && g.MasterEpoch > known:
 		changed = a.becomeMasterLocked(g)
+		master = changed
 	case g.MasterID == a.me:
 		// Named master of the epoch this broker knows, but not master (it
 		// restarted, or was fenced): the controller treats that as a dead
@@ -368,9 +371,28 @@ func (a *agent) apply(g GroupState) {
 		changed = a.becomeSlaveLocked(g)
 	}
 	r.mu.Unlock()
-	if changed {
-		a.beatNow()
-		r.host.TriggerRegistration()
+	if !changed {
+		return
+	}
+	a.beatNow()
+	if master {
+		// The lease comes with the answer to the first MASTER beat: wait
+		// for it (briefly) so that the NameServers route clients to a
+		// master that takes writes.
+		a.waitLease(g.MasterEpoch, max(4*r.opts.ControllerHeartbeat, time.Second))
+	}
+	r.host.TriggerRegistration()
+}
+
+// waitLease waits until the master of epoch holds a lease, at most d.
+func (a *agent) waitLease(epoch int64, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for a.leaseLeft(epoch) <= 0 && a.r.state.epoch() == epoch && time.Now().Before(deadline) {
+		select {
+		case <-a.r.ctx.Done():
+			return
+		case <-time.After(2 * time.Millisecond):
+		}
 	}
 }
 
@@ -581,6 +603,7 @@ func (a *agent) sssLoop() {
 	t := time.NewTicker(sssInterval)
 	defer t.Stop()
 	var lastErr string
+	var retryAt time.Time // after a refused proposal
 	for {
 		select {
 		case <-a.r.ctx.Done():
@@ -592,6 +615,9 @@ func (a *agent) sssLoop() {
 			continue
 		}
 		a.updateConfirm()
+		if time.Now().Before(retryAt) {
+			continue
+		}
 		err := a.reviewSSS()
 		switch {
 		case err != nil && err.Error() != lastErr:
@@ -599,6 +625,9 @@ func (a *agent) sssLoop() {
 			lastErr = err.Error()
 		case err == nil:
 			lastErr = ""
+		}
+		if err != nil {
+			retryAt = time.Now().Add(sssRetry)
 		}
 	}
 }

@@ -82,7 +82,8 @@
 //     AdoptQueueOffsets, append (E, CommitLog end) to the epoch file, take
 //     role MASTER (id 0) and epoch E (config/ha.json), adopt the sync state
 //     set, beat at once (the lease comes with the answer to a MASTER beat),
-//     register. Becoming slave of M at E >= the broker's epoch: drop its own
+//     wait for the lease (at most 4 beats, 1 s at least), register.
+//     Becoming slave of M at E >= the broker's epoch: drop its own
 //     slaves if it was master, forget the lease, take role SLAVE (id =
 //     replica id) and epoch E, point the HA client at M's HA address and
 //     reconnect at once, register. A group without a master (nobody to
@@ -104,7 +105,8 @@
 //     the moment its addition starts (the master's CommitLog end then) and
 //     proposed once it acknowledged that end. Proposals go to the leader
 //     (AlterSyncStateSet, fenced by master epoch and SSS epoch); the
-//     answer's group is adopted.
+//     answer's group is adopted; a refused proposal is retried after
+//     250 ms with the group as then known.
 //   - Sync mode: a send is refused before it is stored unless the committed
 //     SSS holds at least InSyncReplicas replicas besides the master
 //     (IN_SYNC_REPLICAS_NOT_ENOUGH), and acknowledged once every SSS member
