@@ -77,6 +77,7 @@ func (b *Broker) checkMessage(m *message.Ext, batch bool) (TopicConfig, error) {
 			return TopicConfig{}, err
 		}
 		b.reg.trigger()
+		b.repl.TriggerMetadataPush()
 	}
 	if !tc.Writable() {
 		return TopicConfig{}, errcode.Errorf(errcode.NoPermission, "topic %s is not writable on broker %s", m.Topic, b.opts.BrokerName)

@@ -216,7 +216,7 @@ func (b *Broker) CreateTopic(tc TopicConfig, update bool) error {
 	b.log.Info("topic saved", zap.String("topic", tc.Name), zap.Int32("read", tc.ReadQueueNums),
 		zap.Int32("write", tc.WriteQueueNums), zap.Int32("perm", tc.Perm), zap.Bool("update", update))
 	b.reg.trigger()
-	return nil
+	return b.pushMetadata()
 }
 
 // DeleteTopic deletes a topic with its queues and consumer offsets. A
@@ -240,7 +240,7 @@ func (b *Broker) DeleteTopic(name string) error {
 		return storeError(err)
 	}
 	b.reg.trigger()
-	return nil
+	return b.pushMetadata()
 }
 
 // TopicConfigs lists the topics this broker serves, by name.
