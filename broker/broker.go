@@ -237,7 +237,8 @@ func (b *Broker) Start() error {
 				return
 			}
 		}
-		b.ensureReplyTopic() // reply.go
+		b.ensureReplyTopic()      // reply.go
+		b.ensureAutoCreateTopic() // topics.go
 		err = b.reg.start()
 		b.log.Info("broker started", zap.String("addr", b.addr), zap.String("cluster", b.opts.Cluster),
 			zap.Strings("nameServers", b.opts.NameServers))

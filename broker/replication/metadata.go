@@ -41,6 +41,9 @@ type Metadata struct {
 	// slave then keeps its own).
 	Groups       []subgroup.Config
 	GroupVersion topic.DataVersion
+	// Partial marks a master's push (PushMetadata): topics and groups
+	// only, no offsets and no delay progress.
+	Partial bool
 }
 
 // GroupHost is a Host that also replicates its subscription group table
@@ -73,11 +76,21 @@ type metaSync struct {
 	// local is the consumer offsets committed here that the master has not
 	// taken yet.
 	local offsets.Local
+
+	// applied is what the slave last applied (controller mode; guarded by
+	// Replicator.mu).
+	applied metaApplied
+
+	// pushNow asks the master's push loop to push, and pushed is what each
+	// replica applied of the pushes (master, controller mode).
+	pushNow chan struct{}
+	pushed  metaPushed
 }
 
 func (m *metaSync) init(c MasterClient) {
 	m.client = c
 	m.now = make(chan struct{}, 1)
+	m.pushNow = make(chan struct{}, 1)
 }
 
 // trigger asks for a sync now.
@@ -155,33 +168,62 @@ func (r *Replicator) syncMetadata(addr string) error {
 	if err != nil {
 		return err
 	}
-	// A promotion may have happened during the call: apply only as a slave.
+	return r.applyMetadata(md, nil)
+}
+
+// applyMetadata makes a slave's tables its master's: the one path a pull
+// (syncMetadata) and a push (ApplyPush) take. It applies only as a slave
+// (a promotion may have happened meanwhile). In controller mode a topic or
+// group table older than the one last applied (a pull answered before a
+// push that overtook it) is skipped: see metaApplied. A partial Metadata (a
+// push) holds no consumer offsets and no delay progress, which are left
+// alone. check, when set, runs first under r.mu: its error refuses md.
+func (r *Replicator) applyMetadata(md Metadata, check func() error) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if check != nil {
+		if err := check(); err != nil {
+			return err
+		}
+	}
 	if r.state.role() != RoleSlave {
 		return nil
 	}
-	removed, changed, err := r.host.ReplaceTopics(md.Topics, md.DataVersion)
-	if err != nil {
-		return err
-	}
-	if changed {
-		r.log.Info("topics replicated from the master", zap.Int("topics", len(md.Topics)), zap.Strings("removed", removed))
-	}
-	for _, name := range removed {
-		r.cfg.Offsets.RemoveTopic(name)
-		if err := r.store.DeleteTopic(name); err != nil {
-			r.log.Warn("delete the queues of a topic the master deleted", zap.String("topic", name), zap.Error(err))
+	guard := r.agent != nil
+	if !guard || r.meta.applied.topics.take(md.Epoch, md.DataVersion) {
+		removed, changed, err := r.host.ReplaceTopics(md.Topics, md.DataVersion)
+		if err != nil {
+			return err
+		}
+		if changed {
+			r.log.Info("topics replicated from the master", zap.Int("topics", len(md.Topics)), zap.Strings("removed", removed),
+				zap.Bool("pushed", md.Partial))
+		}
+		for _, name := range removed {
+			r.cfg.Offsets.RemoveTopic(name)
+			if err := r.store.DeleteTopic(name); err != nil {
+				r.log.Warn("delete the queues of a topic the master deleted", zap.String("topic", name), zap.Error(err))
+			}
+		}
+		if guard {
+			r.meta.applied.topics.set(md.Epoch, md.DataVersion)
 		}
 	}
-	if gh, ok := r.host.(GroupHost); ok && md.GroupVersion != (topic.DataVersion{}) {
+	if gh, ok := r.host.(GroupHost); ok && md.GroupVersion != (topic.DataVersion{}) &&
+		(!guard || r.meta.applied.groups.take(md.Epoch, md.GroupVersion)) {
 		changed, err := gh.ReplaceSubscriptionGroups(md.Groups, md.GroupVersion)
 		if err != nil {
 			return err
 		}
 		if changed {
-			r.log.Info("subscription groups replicated from the master", zap.Int("groups", len(md.Groups)))
+			r.log.Info("subscription groups replicated from the master", zap.Int("groups", len(md.Groups)), zap.Bool("pushed", md.Partial))
 		}
+		if guard {
+			r.meta.applied.groups.set(md.Epoch, md.GroupVersion)
+		}
+	}
+	if md.Partial {
+		return nil
 	}
 	r.meta.local.Adopt(r.cfg.Offsets, md.Offsets)
 	if md.Delay != nil {

@@ -193,6 +193,8 @@ func (r *Replicator) Start() error {
 	go r.metadataLoop()
 	if r.agent != nil {
 		r.agent.start()
+		r.wg.Add(1)
+		go r.metaPushLoop()
 	}
 	return nil
 }
