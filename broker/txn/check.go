@@ -134,8 +134,16 @@ func (s *Service) checkBatch(ts []*txn) {
 			message.PropertyTransactionCheckTimes: strconv.Itoa(int(it.checkTimes) + 1),
 		})
 	}
+	// The copies become the transactions' current ones, and the half
+	// queue's committed offset passes the old ones, only once they are
+	// replicated: a slave that took the offset without the copies would,
+	// as the next master, never check these transactions back. Copies
+	// stored but not replicated are late copies to whoever finds them.
 	res, err := s.host.Append(s.ctx, copies)
-	if err != nil && len(res) == 0 {
+	if err == nil {
+		err = s.host.WaitReplicated(s.ctx, res)
+	}
+	if err != nil {
 		s.log.Warn("re-append half messages for check", zap.Error(err))
 		return
 	}

@@ -39,6 +39,8 @@ func startSvcRig(t *testing.T) *svcRig {
 		// cut off from the controllers is cut off from the NameServer,
 		// and no refused registration fences it.
 		o.NameServers = o.Replication.ControllerAddrs
+		o.Transaction.Timeout = 500 * time.Millisecond
+		o.Transaction.CheckInterval = 300 * time.Millisecond
 	})
 	m := r.master(0)
 	r.waitSSS(m, 3)
@@ -311,9 +313,11 @@ func caughtUpAll(t *testing.T, r *ctlRig, m int) {
 }
 
 // A master cut off from the controllers and its slaves stops delivering
-// delayed messages once its write lease runs out: messages that come due
-// while it is isolated are delivered by the new master only, and the old
-// one stores nothing more; reconnected, it follows the new master.
+// delayed messages and checking transactions back once its write lease
+// runs out: messages that come due while it is isolated are delivered by
+// the new master only, the old one stores nothing more and sends no
+// check-back (the new master does); reconnected, it follows the new
+// master.
 func TestControllerDeposedMasterStopsDelivering(t *testing.T) {
 	s := startSvcRig(t)
 	m := s.master(0)
@@ -328,10 +332,32 @@ func TestControllerDeposedMasterStopsDelivering(t *testing.T) {
 		s.send(b, client.WithDelayLevel(2))
 		pending = append(pending, b)
 	}
+	// A transaction left undecided: checked back by the master.
+	l := &killLedger{outcome: make(map[string]client.LocalTransactionState), checks: make(map[string]int)}
+	tp, err := client.NewTransactionProducer("svc-cut-tx", l, client.WithNameServers(s.ns.Addr()),
+		client.WithRouteRefreshInterval(300*time.Millisecond), client.WithHeartbeatInterval(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tp.Close()
+	if err := tp.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tp.SendInTransaction(context.Background(), &client.Message{Topic: ctlTopic, Body: []byte("cut-tx")}, client.Unknown); err != nil {
+		t.Fatal(err)
+	}
+	old := s.broker(m)
+	if err := Poll(10*time.Second, func() error {
+		if old.Transactions().Stats().ChecksSent == 0 {
+			return fmt.Errorf("cut-tx not checked back")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	caughtUpAll(t, s.ctlRig, m)
 	s.ctl[m].Blackhole(true)
 	s.ha[m].Blackhole(true)
-	old := s.broker(m)
 	if err := Poll(10*time.Second, func() error {
 		if err := old.Replication().CheckWritable(); err == nil {
 			return fmt.Errorf("the isolated master still holds its lease")
@@ -350,10 +376,22 @@ func TestControllerDeposedMasterStopsDelivering(t *testing.T) {
 		t.Fatalf("the lease ran out after the messages came due (%v)", time.Since(due))
 	}
 	end := old.Store().CommitLog().MaxOffset()
+	checks := old.Transactions().Stats().ChecksSent
 	n := s.master(epoch)
 	s.rec.waitFor(t, 1, pending...)
 	if got := old.Store().CommitLog().MaxOffset(); got != end {
 		t.Fatalf("the deposed master stored %d bytes after its lease ran out", got-end)
+	}
+	if err := Poll(10*time.Second, func() error {
+		if s.broker(n).Transactions().Stats().ChecksSent == 0 {
+			return fmt.Errorf("the new master did not check cut-tx back: %+v (producer saw %d checks)", s.broker(n).Transactions().Stats(), l.checked("cut-tx"))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := old.Transactions().Stats().ChecksSent; got != checks {
+		t.Fatalf("the deposed master sent %d check-backs after its lease ran out", got-checks)
 	}
 
 	s.ha[m].Blackhole(false)
