@@ -430,6 +430,12 @@ func (a *agent) becomeMasterLocked(g GroupState) bool {
 		return false
 	}
 	a.confirm.Store(end)
+	if tr, ok := r.host.(TopicRecoverer); ok {
+		if names := tr.RecoverTopics(); len(names) > 0 {
+			a.log.Warn("topics recovered from the queues (created on the old master after the last metadata sync)",
+				zap.Strings("topics", names))
+		}
+	}
 	if err := r.state.set(RoleMaster, 0, g.MasterEpoch); err != nil {
 		a.log.Error("persist the master role", zap.Error(err))
 	}

@@ -79,7 +79,9 @@
 //     whose master epoch is below the broker's epoch is ignored).
 //     Becoming master, when the leader names this replica with an epoch E
 //     above the broker's: stop the HA client, lift the dispatch limit,
-//     AdoptQueueOffsets, append (E, CommitLog end) to the epoch file, take
+//     AdoptQueueOffsets, add the topics its queues hold but its topic table
+//     lacks (created on the old master after the last metadata sync; a Host
+//     that is a TopicRecoverer), append (E, CommitLog end) to the epoch file, take
 //     role MASTER (id 0) and epoch E (config/ha.json), adopt the sync state
 //     set, beat at once (the lease comes with the answer to a MASTER beat),
 //     wait for the lease (at most 4 beats, 1 s at least), register.

@@ -18,6 +18,7 @@ import (
 	"github.com/bolide-mq/bolide/controller"
 	"github.com/bolide-mq/bolide/internal/errcode"
 	"github.com/bolide-mq/bolide/internal/faultproxy"
+	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/nameserver"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -423,4 +424,44 @@ func TestControllerSyncWaitsForEverySSSMember(t *testing.T) {
 	}
 	r.waitSSS(o, 2)
 	r.sendN(o, 5, "promoted")
+}
+
+// A topic created on the master just before it dies (before any metadata
+// sync reached the slaves) survives the failover when it holds messages:
+// the new master rebuilds its entry from its queues.
+func TestControllerFailoverKeepsNewTopic(t *testing.T) {
+	r := startCtlRig(t, 3, broker.ReplicationSync, func(o *broker.Options) {
+		o.AutoCreateTopic = false
+		o.Replication.MetadataSyncInterval = time.Minute
+	})
+	m := r.master(0)
+	r.waitSSS(m, 3)
+	conn, err := dial(r.broker(m).Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	resp, err := pb.NewBrokerClient(conn).CreateTopic(context.Background(), &pb.CreateTopicRequest{
+		Topic: &pb.TopicConfig{Name: ctlTopic, ReadQueueNums: 2, WriteQueueNums: 2, Perm: broker.PermReadWrite}})
+	if err == nil {
+		err = wire.FromStatus(resp.Status)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.sendN(m, 4, "early")
+	epoch := r.broker(m).Epoch()
+	r.kill(m)
+	n := r.master(epoch)
+	r.waitSSS(n, 2)
+	r.sendN(n, 4, "late")
+	found := false
+	for _, tc := range r.broker(n).TopicConfigs() {
+		if tc.Name == ctlTopic && tc.WriteQueueNums == 2 {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("topic %s not on the new master: %v", ctlTopic, r.broker(n).TopicConfigs())
+	}
 }
