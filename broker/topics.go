@@ -215,6 +215,12 @@ func (b *Broker) CreateTopic(tc TopicConfig, update bool) error {
 	b.log.Info("topic saved", zap.String("topic", tc.Name), zap.Int32("read", tc.ReadQueueNums),
 		zap.Int32("write", tc.WriteQueueNums), zap.Int32("perm", tc.Perm), zap.Bool("update", update))
 	b.reg.trigger()
+	// Controller mode: answer once the sync state set's slaves have the
+	// topic, so that it survives a failover right after.
+	if missing := b.repl.WaitMetadataSynced(b.topics.dataVersion().Counter); len(missing) > 0 {
+		b.log.Warn("topic saved, but not yet fetched by every sync state set member", zap.String("topic", tc.Name),
+			zap.Int64s("replicas", missing))
+	}
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/bolide-mq/bolide/broker/subgroup"
 	"github.com/bolide-mq/bolide/broker/topic"
 	"github.com/bolide-mq/bolide/internal/errcode"
+	"github.com/bolide-mq/bolide/internal/notify"
 )
 
 // MetadataRequest is a slave's request for its master's metadata.
@@ -221,5 +222,65 @@ func (r *Replicator) Metadata(req MetadataRequest) (Metadata, error) {
 	if gh, ok := r.host.(GroupHost); ok {
 		md.Groups, md.GroupVersion = gh.SubscriptionGroups()
 	}
+	r.served.note(req.BrokerID, md.DataVersion.Counter)
 	return md, nil
+}
+
+// servedVersions remembers, per slave id, the newest topic table version
+// (its counter) the master gave it.
+type servedVersions struct {
+	mu      sync.Mutex
+	m       map[int64]int64
+	changed notify.Signal
+}
+
+func (s *servedVersions) note(id, counter int64) {
+	s.mu.Lock()
+	if s.m == nil {
+		s.m = map[int64]int64{}
+	}
+	if counter > s.m[id] {
+		s.m[id] = counter
+	}
+	s.mu.Unlock()
+	s.changed.Notify()
+}
+
+func (s *servedVersions) missing(ids []int64, counter int64) []int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int64
+	for _, id := range ids {
+		if s.m[id] < counter {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// WaitMetadataSynced waits, on a master in controller mode, until every
+// member of the sync state set fetched the topic table at version counter
+// or newer (so that a topic just created survives a failover), at most
+// the metadata sync interval plus a second (5 s at most). It reports the
+// members that did not; outside controller mode it returns at once.
+func (r *Replicator) WaitMetadataSynced(counter int64) []int64 {
+	if r.agent == nil || r.state.role() != RoleMaster {
+		return nil
+	}
+	deadline := time.NewTimer(min(r.opts.MetadataSyncInterval+time.Second, 5*time.Second))
+	defer deadline.Stop()
+	for {
+		ch := r.served.changed.C()
+		missing := r.served.missing(r.agent.members(), counter)
+		if len(missing) == 0 {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return missing
+		case <-r.ctx.Done():
+			return missing
+		}
+	}
 }

@@ -114,6 +114,8 @@ type Replicator struct {
 	welcomeAddr atomic.Pointer[string]
 
 	meta metaSync
+	// served: the topic table versions given to each slave (master).
+	served servedVersions
 
 	ctx    context.Context
 	cancel context.CancelFunc

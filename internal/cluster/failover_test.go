@@ -272,10 +272,29 @@ func TestControllerFailoverAndRejoin(t *testing.T) {
 		}
 	}
 
+	// A topic created just before the master dies, without messages, is
+	// on the new master: CreateTopic answers once the SSS members have it.
+	conn, err := dial(r.broker(m).Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	resp, err := pb.NewBrokerClient(conn).CreateTopic(context.Background(), &pb.CreateTopicRequest{
+		Topic: &pb.TopicConfig{Name: "empty-topic", ReadQueueNums: 3, WriteQueueNums: 3, Perm: broker.PermReadWrite}})
+	if err == nil {
+		err = wire.FromStatus(resp.Status)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	r.kill(m)
 	n := r.master(epoch)
 	if n == m {
 		t.Fatal("the killed replica is master")
+	}
+	if !slices.ContainsFunc(r.broker(n).TopicConfigs(), func(tc broker.TopicConfig) bool { return tc.Name == "empty-topic" }) {
+		t.Fatal("a topic created before the failover is not on the new master")
 	}
 	if got := r.broker(n).Epoch(); got != epoch+1 {
 		t.Fatalf("new master's epoch %d, want %d", got, epoch+1)
