@@ -151,6 +151,13 @@ cluster-up: build
 cluster-down:
 	@scripts/cluster-down.sh
 
+## failover-demo: automatic failover on loopback (scripts/failover-demo.sh):
+## 3 NameServers with controllers, 3 brokers of one group; the master is
+## killed and `bolide controller status` shown before and after
+.PHONY: failover-demo
+failover-demo: build
+	@scripts/failover-demo.sh
+
 ## e2e: the end-to-end suite: real binaries started by scripts/cluster-up.sh,
 ## driven through bin/bolide only (test/e2e). The cluster lives in a fresh
 ## directory under $$TMPDIR, stopped afterwards even if the test binary dies;

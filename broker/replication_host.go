@@ -126,6 +126,15 @@ func (h replicationHost) StoreError(err error) error { return storeError(err) }
 func (b *Broker) startReplication() error { return b.repl.Start() }
 func (b *Broker) stopReplication() error  { return b.repl.Close() }
 
+// pushMetadata gives the topic and subscription group tables to every
+// other member of the sync state set after an admin change and returns
+// once they applied them (controller mode; replication.PushMetadata): past
+// the bound it fails with FLUSH_SLAVE_TIMEOUT, the change being saved on
+// this master only.
+func (b *Broker) pushMetadata() error {
+	return b.repl.PushMetadata(context.Background())
+}
+
 // checkWritable refuses sends on a broker that is not a master.
 func (b *Broker) checkWritable() error { return b.repl.CheckWritable() }
 

@@ -34,4 +34,5 @@ func (b *Broker) ensureReplyTopic() {
 		return
 	}
 	b.reg.trigger()
+	b.repl.TriggerMetadataPush()
 }

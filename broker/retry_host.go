@@ -47,6 +47,7 @@ func (h retryHost) CreateTopic(topic string) error {
 		return err
 	}
 	h.b.reg.trigger()
+	h.b.repl.TriggerMetadataPush()
 	return nil
 }
 

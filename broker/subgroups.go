@@ -43,7 +43,7 @@ func (b *Broker) UpdateSubscriptionGroup(c SubscriptionGroup) error {
 	}
 	b.log.Info("subscription group saved", zap.String("group", c.GroupName))
 	b.reg.trigger() // the NameServers route FIFO groups (v5 assignments)
-	return nil
+	return b.pushMetadata()
 }
 
 // DeleteSubscriptionGroup removes a group's declaration and, with
@@ -67,7 +67,7 @@ func (b *Broker) DeleteSubscriptionGroup(group string, cleanOffsets bool) error 
 	}
 	b.log.Info("subscription group deleted", zap.String("group", group), zap.Bool("cleanOffsets", cleanOffsets))
 	b.reg.trigger()
-	return nil
+	return b.pushMetadata()
 }
 
 // replaceSubscriptionGroups makes the group table the master's (a slave's

@@ -164,17 +164,12 @@ func TestClusterMasterRestartedIsReelected(t *testing.T) {
 
 func TestClusterFollowerAnswersNotLeader(t *testing.T) {
 	nodes := startCluster(t, nil)
-	l, b1, _ := twoReplicaGroup(t, nodes)
-	var f *node
-	for _, n := range nodes {
-		if n != l {
-			f = n
-			break
-		}
-	}
-	i := indexOf(nodes, f)
+	_, b1, _ := twoReplicaGroup(t, nodes)
+	var l, f *node
 	waitFor(t, 10*time.Second, "a follower's answer", func() error {
-		b := b1.lastBeat(i)
+		l = leader(t, nodes)
+		f = without(nodes, l)[0]
+		b := b1.lastBeat(indexOf(nodes, f))
 		switch {
 		case b == nil:
 			return fmt.Errorf("none yet")

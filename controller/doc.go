@@ -99,9 +99,17 @@
 // stream) gets a pushed ControllerBeat with seq 0 and no lease.
 //
 // AlterSyncStateSet and ElectMaster answer CONTROLLER_NOT_LEADER on
-// followers, CONTROLLER_FENCED for a stale master or epoch,
-// CONTROLLER_MASTER_NOT_AVAILABLE when nobody can be elected, and carry the
-// group as committed. DescribeController answers on every member.
+// followers, CONTROLLER_FENCED for a requester that is not the master or
+// carries a stale master or set epoch, INVALID_PARAMETER for an unknown
+// group, an unknown or dead member or a set without the master,
+// CONTROLLER_MASTER_NOT_AVAILABLE when nobody (or not the designated
+// replica) can be elected, TIMEOUT when the call's deadline passes before
+// the master's lease ran out; they carry the group as committed. An
+// unchanged set is OK. DescribeController answers on every member.
+//
+// Not done: RemoveReplica has no RPC yet (the command exists); a master
+// is judged by the leader's view alone (an asymmetric partition between
+// master and leader fails it over even if the followers still hear it).
 //
 // # Safety argument
 //

@@ -115,3 +115,27 @@ func TestClusterFollowerRestartKeepsState(t *testing.T) {
 		return nil
 	})
 }
+
+// A master whose streams close and reopen at once (within the stream
+// grace) is not failed over.
+func TestClusterStreamBlipIsNotAFailover(t *testing.T) {
+	nodes := startCluster(t, nil)
+	_, b1, _ := twoReplicaGroup(t, nodes)
+	b1.blip()
+	start := time.Now()
+	wait := nodes[0].opts.StreamGrace + nodes[0].opts.Lease + 4*nodes[0].opts.ScanInterval
+	waitFor(t, 10*time.Second, "b1 leased again, stream grace and lease over", func() error {
+		if time.Since(start) < wait {
+			return fmt.Errorf("%v to go", wait-time.Since(start))
+		}
+		if !b1.hasLease() {
+			return fmt.Errorf("b1 has no lease")
+		}
+		return nil
+	})
+	for _, n := range nodes {
+		if g := groupOf(n, "g1"); g.MasterID != 1 || g.MasterEpoch != 1 {
+			t.Fatalf("%s: failed over after a blip: master %d epoch %d", n.opts.ID, g.MasterID, g.MasterEpoch)
+		}
+	}
+}

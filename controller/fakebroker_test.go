@@ -102,6 +102,13 @@ func (b *fakeBroker) restart() {
 	b.start()
 }
 
+// blip closes every stream and reopens them at once (a network blip: the
+// process and its role stay).
+func (b *fakeBroker) blip() {
+	b.kill()
+	b.start()
+}
+
 func (b *fakeBroker) pause(p bool) {
 	b.mu.Lock()
 	b.paused = p

@@ -16,7 +16,7 @@
 #   KEEP          1: leave the cluster running (stop it: kill the pids in DEMO_DIR/*.pid)
 #
 # Ports per NameServer P: P (gRPC, remoting and the controller service),
-# P+1 gossip, P+2 controller Raft, P+3 admin. Per broker B: B, B+1 HA,
+# P+2 admin, P+3 controller Raft (gossip is off). Per broker B: B, B+1 HA,
 # B+2 admin.
 set -euo pipefail
 
@@ -74,7 +74,7 @@ ns=() peers=()
 for i in 0 1 2; do
   p=$((NAMESRV_BASE + 10 * i))
   ns+=("127.0.0.1:$p")
-  peers+=("n$i=127.0.0.1:$((p + 2))")
+  peers+=("n$i=127.0.0.1:$((p + 3))")
 done
 ns_list=$(IFS=,; echo "${ns[*]}")
 peer_list=$(IFS=,; echo "${peers[*]}")
@@ -86,7 +86,7 @@ for i in 0 1 2; do
   p=$((NAMESRV_BASE + 10 * i))
   start "namesrv-n$i" "$BIN/bolide-nameserver" --listen "127.0.0.1:$p" --gossip off \
     --controller --controller-id "n$i" --controller-peers "$peer_list" \
-    --controller-dir "$DEMO_DIR/controller-n$i" --admin-listen "127.0.0.1:$((p + 3))"
+    --controller-dir "$DEMO_DIR/controller-n$i"
 done
 for i in 0 1 2; do wait_served "namesrv-n$i"; done
 

@@ -3,8 +3,10 @@ package remote
 import (
 	"context"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/bolide-mq/bolide/broker/frontend/v1wire"
@@ -25,13 +27,56 @@ func Dial(addr string) (*grpc.ClientConn, error) {
 
 // MasterClient is a slave's replication.MasterClient over bolide.v1's
 // BrokerHA.GetMetadata. It keeps one connection, to the last master asked.
+// It is also a master's replication.MetadataPusher over
+// BrokerHA.PushMetadata, with one connection per slave pushed to.
 type MasterClient struct {
 	mu   sync.Mutex
 	conn *grpc.ClientConn
 	addr string
+
+	peers map[string]*grpc.ClientConn // pushes, by client address
 }
 
-var _ replication.MasterClient = (*MasterClient)(nil)
+var (
+	_ replication.MasterClient   = (*MasterClient)(nil)
+	_ replication.MetadataPusher = (*MasterClient)(nil)
+)
+
+// PushMetadata gives a master's metadata to the slave at addr.
+func (c *MasterClient) PushMetadata(ctx context.Context, addr string, p replication.MetadataPush) error {
+	conn, err := c.peer(addr)
+	if err != nil {
+		return err
+	}
+	resp, err := pb.NewBrokerHAClient(conn).PushMetadata(ctx, v1wire.PushToProto(p))
+	if err != nil {
+		return err
+	}
+	return wire.FromStatus(resp.GetStatus())
+}
+
+// peer opens (or reuses) the push connection to addr.
+func (c *MasterClient) peer(addr string) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if conn := c.peers[addr]; conn != nil {
+		return conn, nil
+	}
+	// A slave that was unreachable is pushed to again within a second of
+	// its return (gRPC's default reconnection backoff grows to minutes).
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond,
+			Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}, MinConnectTimeout: time.Second}))
+	if err != nil {
+		return nil, err
+	}
+	if c.peers == nil {
+		c.peers = map[string]*grpc.ClientConn{}
+	}
+	c.peers[addr] = conn
+	return conn, nil
+}
 
 // NewMasterClient returns a client; it connects on first use.
 func NewMasterClient() *MasterClient { return &MasterClient{} }
@@ -78,6 +123,10 @@ func (c *MasterClient) Close() error {
 	if c.conn != nil {
 		_ = c.conn.Close()
 		c.conn = nil
+	}
+	for addr, conn := range c.peers {
+		_ = conn.Close()
+		delete(c.peers, addr)
 	}
 	return nil
 }

@@ -685,7 +685,7 @@ func (a *agent) reviewSSS() error {
 			a.adding[id] = start
 			added = true
 		}
-		if s.AckOffset >= start {
+		if s.AckOffset >= start && a.r.metadataCaughtUp(id) {
 			next = append(next, id)
 			changed = true
 		}

@@ -13,7 +13,6 @@ import (
 	"github.com/bolide-mq/bolide/broker/subgroup"
 	"github.com/bolide-mq/bolide/broker/topic"
 	"github.com/bolide-mq/bolide/internal/errcode"
-	"github.com/bolide-mq/bolide/internal/notify"
 )
 
 // MetadataRequest is a slave's request for its master's metadata.
@@ -42,6 +41,9 @@ type Metadata struct {
 	// slave then keeps its own).
 	Groups       []subgroup.Config
 	GroupVersion topic.DataVersion
+	// Partial marks a master's push (PushMetadata): topics and groups
+	// only, no offsets and no delay progress.
+	Partial bool
 }
 
 // GroupHost is a Host that also replicates its subscription group table
@@ -74,11 +76,21 @@ type metaSync struct {
 	// local is the consumer offsets committed here that the master has not
 	// taken yet.
 	local offsets.Local
+
+	// applied is what the slave last applied (controller mode; guarded by
+	// Replicator.mu).
+	applied metaApplied
+
+	// pushNow asks the master's push loop to push, and pushed is what each
+	// replica applied of the pushes (master, controller mode).
+	pushNow chan struct{}
+	pushed  metaPushed
 }
 
 func (m *metaSync) init(c MasterClient) {
 	m.client = c
 	m.now = make(chan struct{}, 1)
+	m.pushNow = make(chan struct{}, 1)
 }
 
 // trigger asks for a sync now.
@@ -156,33 +168,62 @@ func (r *Replicator) syncMetadata(addr string) error {
 	if err != nil {
 		return err
 	}
-	// A promotion may have happened during the call: apply only as a slave.
+	return r.applyMetadata(md, nil)
+}
+
+// applyMetadata makes a slave's tables its master's: the one path a pull
+// (syncMetadata) and a push (ApplyPush) take. It applies only as a slave
+// (a promotion may have happened meanwhile). In controller mode a topic or
+// group table older than the one last applied (a pull answered before a
+// push that overtook it) is skipped: see metaApplied. A partial Metadata (a
+// push) holds no consumer offsets and no delay progress, which are left
+// alone. check, when set, runs first under r.mu: its error refuses md.
+func (r *Replicator) applyMetadata(md Metadata, check func() error) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if check != nil {
+		if err := check(); err != nil {
+			return err
+		}
+	}
 	if r.state.role() != RoleSlave {
 		return nil
 	}
-	removed, changed, err := r.host.ReplaceTopics(md.Topics, md.DataVersion)
-	if err != nil {
-		return err
-	}
-	if changed {
-		r.log.Info("topics replicated from the master", zap.Int("topics", len(md.Topics)), zap.Strings("removed", removed))
-	}
-	for _, name := range removed {
-		r.cfg.Offsets.RemoveTopic(name)
-		if err := r.store.DeleteTopic(name); err != nil {
-			r.log.Warn("delete the queues of a topic the master deleted", zap.String("topic", name), zap.Error(err))
+	guard := r.agent != nil
+	if !guard || r.meta.applied.topics.take(md.Epoch, md.DataVersion) {
+		removed, changed, err := r.host.ReplaceTopics(md.Topics, md.DataVersion)
+		if err != nil {
+			return err
+		}
+		if changed {
+			r.log.Info("topics replicated from the master", zap.Int("topics", len(md.Topics)), zap.Strings("removed", removed),
+				zap.Bool("pushed", md.Partial))
+		}
+		for _, name := range removed {
+			r.cfg.Offsets.RemoveTopic(name)
+			if err := r.store.DeleteTopic(name); err != nil {
+				r.log.Warn("delete the queues of a topic the master deleted", zap.String("topic", name), zap.Error(err))
+			}
+		}
+		if guard {
+			r.meta.applied.topics.set(md.Epoch, md.DataVersion)
 		}
 	}
-	if gh, ok := r.host.(GroupHost); ok && md.GroupVersion != (topic.DataVersion{}) {
+	if gh, ok := r.host.(GroupHost); ok && md.GroupVersion != (topic.DataVersion{}) &&
+		(!guard || r.meta.applied.groups.take(md.Epoch, md.GroupVersion)) {
 		changed, err := gh.ReplaceSubscriptionGroups(md.Groups, md.GroupVersion)
 		if err != nil {
 			return err
 		}
 		if changed {
-			r.log.Info("subscription groups replicated from the master", zap.Int("groups", len(md.Groups)))
+			r.log.Info("subscription groups replicated from the master", zap.Int("groups", len(md.Groups)), zap.Bool("pushed", md.Partial))
 		}
+		if guard {
+			r.meta.applied.groups.set(md.Epoch, md.GroupVersion)
+		}
+	}
+	if md.Partial {
+		return nil
 	}
 	r.meta.local.Adopt(r.cfg.Offsets, md.Offsets)
 	if md.Delay != nil {
@@ -222,65 +263,5 @@ func (r *Replicator) Metadata(req MetadataRequest) (Metadata, error) {
 	if gh, ok := r.host.(GroupHost); ok {
 		md.Groups, md.GroupVersion = gh.SubscriptionGroups()
 	}
-	r.served.note(req.BrokerID, md.DataVersion.Counter)
 	return md, nil
-}
-
-// servedVersions remembers, per slave id, the newest topic table version
-// (its counter) the master gave it.
-type servedVersions struct {
-	mu      sync.Mutex
-	m       map[int64]int64
-	changed notify.Signal
-}
-
-func (s *servedVersions) note(id, counter int64) {
-	s.mu.Lock()
-	if s.m == nil {
-		s.m = map[int64]int64{}
-	}
-	if counter > s.m[id] {
-		s.m[id] = counter
-	}
-	s.mu.Unlock()
-	s.changed.Notify()
-}
-
-func (s *servedVersions) missing(ids []int64, counter int64) []int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []int64
-	for _, id := range ids {
-		if s.m[id] < counter {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-// WaitMetadataSynced waits, on a master in controller mode, until every
-// member of the sync state set fetched the topic table at version counter
-// or newer (so that a topic just created survives a failover), at most
-// the metadata sync interval plus a second (5 s at most). It reports the
-// members that did not; outside controller mode it returns at once.
-func (r *Replicator) WaitMetadataSynced(counter int64) []int64 {
-	if r.agent == nil || r.state.role() != RoleMaster {
-		return nil
-	}
-	deadline := time.NewTimer(min(r.opts.MetadataSyncInterval+time.Second, 5*time.Second))
-	defer deadline.Stop()
-	for {
-		ch := r.served.changed.C()
-		missing := r.served.missing(r.agent.members(), counter)
-		if len(missing) == 0 {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			return missing
-		case <-r.ctx.Done():
-			return missing
-		}
-	}
 }

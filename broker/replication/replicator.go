@@ -114,8 +114,6 @@ type Replicator struct {
 	welcomeAddr atomic.Pointer[string]
 
 	meta metaSync
-	// served: the topic table versions given to each slave (master).
-	served servedVersions
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -204,6 +202,8 @@ func (r *Replicator) Start() error {
 	go r.metadataLoop()
 	if r.agent != nil {
 		r.agent.start()
+		r.wg.Add(1)
+		go r.metaPushLoop()
 	}
 	return nil
 }

@@ -74,6 +74,9 @@ func (s *Store) dispatchStep() (again bool, planErr error, putting bool) {
 	// the dispatcher plans the rest: replicated records, and those of
 	// puts that returned without planning them.
 	putting = s.putting.Load() > 0
+	if s.pauseWanted.Load() {
+		return false, nil, putting // TruncateTo wakes the dispatcher when done
+	}
 	if !putting && s.planned.Load() < readable {
 		if planErr = s.planTo(readable); planErr != nil {
 			s.setFull(planErr)
@@ -138,7 +141,7 @@ func (s *Store) dispatchAvailable(limit int64) (int64, error) {
 	}
 	dlimit := s.dispatchLimit.Load()
 	next, err := s.clog.Scan(from, limit, func(off int64, rec []byte) error {
-		if off+int64(len(rec)) > dlimit {
+		if off+int64(len(rec)) > dlimit || s.pauseWanted.Load() {
 			return errDispatchLimit
 		}
 		var d message.Dispatch

@@ -84,6 +84,9 @@ type Store struct {
 	// pauseMu, planMu, cpMu, dispatchMu.
 	pauseMu     sync.Mutex
 	retentionMu sync.Mutex
+	// pauseWanted makes the dispatcher stop between two records, so that
+	// TruncateTo gets pauseMu without waiting for a long backlog.
+	pauseWanted atomic.Bool
 	// dispatchLimit: only records ending at or below it are dispatched
 	// (SetDispatchLimit); limitSig fires when it rises.
 	dispatchLimit atomic.Int64

@@ -80,8 +80,13 @@ func (s *Store) TruncateTo(ctx context.Context, off int64) error {
 	}
 	s.retentionMu.Lock()
 	defer s.retentionMu.Unlock()
+	// However it ends, wake the dispatcher: it may have stopped for the
+	// pause with records left.
+	defer s.plannedSig.Notify()
+	s.pauseWanted.Store(true)
 	s.pauseMu.Lock()
 	defer s.pauseMu.Unlock()
+	defer s.pauseWanted.Store(false)
 	s.planMu.Lock()
 	defer s.planMu.Unlock()
 	s.cpMu.Lock()
@@ -97,7 +102,6 @@ func (s *Store) TruncateTo(ctx context.Context, off int64) error {
 		}
 		return nil
 	}
-	defer s.plannedSig.Notify() // wake the dispatcher
 	if err := s.writeIntent(off); err != nil {
 		return err
 	}

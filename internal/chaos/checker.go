@@ -470,10 +470,13 @@ type AsyncLossCycle struct {
 	// Bound is the offset from which the lag allows loss: the new
 	// master's acknowledged offset at the snapshot.
 	Bound int64
-	// Lost: acknowledged copies of the killed master lost; LostBytes the
-	// CommitLog bytes they span (highest end − lowest offset).
+	// Lost: acknowledged copies of the killed master lost. LostBytes:
+	// from the lowest lost offset to the master's end at the snapshot —
+	// at most Lag when every loss lies above Bound. Lag is the new
+	// master's lag at the snapshot (MasterEnd − Bound).
 	Lost      int
 	LostBytes int64
+	Lag       int64
 	// BelowBound: lost copies below Bound — not explained by the lag.
 	BelowBound []Attempt
 	// AckedAfterSnapshot: lost copies acknowledged after the snapshot (the
@@ -510,11 +513,10 @@ func CheckAsyncLoss(atts []Attempt, fin *FinalLog, snaps []KillSnapshot) AsyncLo
 	var r AsyncLossReport
 	cycles := make([]AsyncLossCycle, len(snaps))
 	lo := make([]int64, len(snaps))
-	hi := make([]int64, len(snaps))
 	for i, s := range snaps {
 		cycles[i].KillSnapshot = s
 		cycles[i].Bound = asyncBound(s)
-		lo[i], hi[i] = -1, -1
+		lo[i] = -1
 	}
 	for _, a := range loss.LostCopies {
 		k := -1
@@ -536,11 +538,12 @@ func CheckAsyncLoss(atts []Attempt, fin *FinalLog, snaps []KillSnapshot) AsyncLo
 		if lo[k] < 0 || a.Offset < lo[k] {
 			lo[k] = a.Offset
 		}
-		hi[k] = max(hi[k], a.Offset+1)
 	}
 	for i := range cycles {
+		c := &cycles[i]
+		c.Lag = max(c.MasterEnd-c.Bound, 0)
 		if lo[i] >= 0 {
-			cycles[i].LostBytes = hi[i] - lo[i]
+			c.LostBytes = max(c.MasterEnd-lo[i], 0)
 		}
 	}
 	// Copies acknowledged between the snapshot and the kill: count them.

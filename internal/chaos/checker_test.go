@@ -261,7 +261,7 @@ func TestCheckAsyncLoss(t *testing.T) {
 		t.Fatal(e)
 	}
 	c := r.Cycles[0]
-	if c.Lost != 4 || c.LostBytes != 301 || c.Bound != 600 || c.AckedAfterSnapshot != 1 {
+	if c.Lost != 4 || c.LostBytes != 300 || c.Lag != 300 || c.Bound != 600 || c.AckedAfterSnapshot != 1 {
 		t.Fatalf("cycle %+v", c)
 	}
 	// The new master had acknowledged up to 800: losing 600.. is not lag.

@@ -538,12 +538,13 @@ func Summary(rs []*Result) string {
 		lost := fmt.Sprintf("%d", len(r.Loss.LostMessages))
 		if r.Async != nil {
 			var n int
-			var bytes int64
+			var bytes, lag int64
 			for _, c := range r.Async.Cycles {
 				n += c.Lost
 				bytes += c.LostBytes
+				lag += c.Lag
 			}
-			lost = fmt.Sprintf("%d (%d B, allowed by lag)", n, bytes)
+			lost = fmt.Sprintf("%d (%d B of a %d B lag)", n, bytes, lag)
 		}
 		tm := len(r.TwoMasters.EpochWriters) + len(r.TwoMasters.StaleAcks) + len(r.TwoMasters.Reordered) + len(r.TwoMasters.WrongWriter)
 		verdict := "pass"
@@ -585,8 +586,8 @@ func Details(r *Result) string {
 	}
 	if r.Async != nil {
 		for _, c := range r.Async.Cycles {
-			fmt.Fprintf(&b, "  async cycle %d: lag before the kill %d B (new master %s had %d of %d), lost %d acked copies over %d B (%d acked after the snapshot)\n",
-				c.Cycle, c.LagBytes, c.NewMaster, c.Bound, c.MasterEnd, c.Lost, c.LostBytes, c.AckedAfterSnapshot)
+			fmt.Fprintf(&b, "  async cycle %d: new master %s had %d of the killed master's %d (lag %d B; largest reported %d B); lost %d acked copies, the first %d B before that end (%d acked after the snapshot)\n",
+				c.Cycle, c.NewMaster, c.Bound, c.MasterEnd, c.Lag, c.LagBytes, c.Lost, c.LostBytes, c.AckedAfterSnapshot)
 		}
 	}
 	if len(r.TwoMasters.Epochs) > 0 {

@@ -272,6 +272,124 @@ func (x *GetMetadataResponse) GetGroupVersion() *DataVersion {
 	return nil
 }
 
+type PushMetadataRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	BrokerName string                 `protobuf:"bytes,1,opt,name=broker_name,json=brokerName,proto3" json:"broker_name,omitempty"`
+	// master_epoch and master_id (its replica id) name the pushing master:
+	// a slave refuses a push from any other master (CONTROLLER_FENCED when
+	// the epoch is below its own, NOT_MASTER otherwise).
+	MasterEpoch int64 `protobuf:"varint,2,opt,name=master_epoch,json=masterEpoch,proto3" json:"master_epoch,omitempty"`
+	MasterId    int64 `protobuf:"varint,3,opt,name=master_id,json=masterId,proto3" json:"master_id,omitempty"`
+	// metadata holds the master's topics and subscription groups with their
+	// versions (epoch = master_epoch); consumer offsets and delayed delivery
+	// progress are not pushed (GetMetadata carries them).
+	Metadata      *GetMetadataResponse `protobuf:"bytes,4,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushMetadataRequest) Reset() {
+	*x = PushMetadataRequest{}
+	mi := &file_bolide_v1_ha_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushMetadataRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushMetadataRequest) ProtoMessage() {}
+
+func (x *PushMetadataRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bolide_v1_ha_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushMetadataRequest.ProtoReflect.Descriptor instead.
+func (*PushMetadataRequest) Descriptor() ([]byte, []int) {
+	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PushMetadataRequest) GetBrokerName() string {
+	if x != nil {
+		return x.BrokerName
+	}
+	return ""
+}
+
+func (x *PushMetadataRequest) GetMasterEpoch() int64 {
+	if x != nil {
+		return x.MasterEpoch
+	}
+	return 0
+}
+
+func (x *PushMetadataRequest) GetMasterId() int64 {
+	if x != nil {
+		return x.MasterId
+	}
+	return 0
+}
+
+func (x *PushMetadataRequest) GetMetadata() *GetMetadataResponse {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+type PushMetadataResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Status        *Status                `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushMetadataResponse) Reset() {
+	*x = PushMetadataResponse{}
+	mi := &file_bolide_v1_ha_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushMetadataResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushMetadataResponse) ProtoMessage() {}
+
+func (x *PushMetadataResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bolide_v1_ha_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushMetadataResponse.ProtoReflect.Descriptor instead.
+func (*PushMetadataResponse) Descriptor() ([]byte, []int) {
+	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PushMetadataResponse) GetStatus() *Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 // TimerProgress says every timer message whose first copy is at a CommitLog
 // offset ≤ location and that is due before due_before_ms was delivered or
 // cancelled.
@@ -285,7 +403,7 @@ type TimerProgress struct {
 
 func (x *TimerProgress) Reset() {
 	*x = TimerProgress{}
-	mi := &file_bolide_v1_ha_proto_msgTypes[3]
+	mi := &file_bolide_v1_ha_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -297,7 +415,7 @@ func (x *TimerProgress) String() string {
 func (*TimerProgress) ProtoMessage() {}
 
 func (x *TimerProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_bolide_v1_ha_proto_msgTypes[3]
+	mi := &file_bolide_v1_ha_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -310,7 +428,7 @@ func (x *TimerProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimerProgress.ProtoReflect.Descriptor instead.
 func (*TimerProgress) Descriptor() ([]byte, []int) {
-	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{3}
+	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TimerProgress) GetLocation() int64 {
@@ -348,7 +466,7 @@ type PromoteRequest struct {
 
 func (x *PromoteRequest) Reset() {
 	*x = PromoteRequest{}
-	mi := &file_bolide_v1_ha_proto_msgTypes[4]
+	mi := &file_bolide_v1_ha_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -360,7 +478,7 @@ func (x *PromoteRequest) String() string {
 func (*PromoteRequest) ProtoMessage() {}
 
 func (x *PromoteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bolide_v1_ha_proto_msgTypes[4]
+	mi := &file_bolide_v1_ha_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -373,7 +491,7 @@ func (x *PromoteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteRequest.ProtoReflect.Descriptor instead.
 func (*PromoteRequest) Descriptor() ([]byte, []int) {
-	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{4}
+	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PromoteRequest) GetBrokerName() string {
@@ -415,7 +533,7 @@ type PromoteResponse struct {
 
 func (x *PromoteResponse) Reset() {
 	*x = PromoteResponse{}
-	mi := &file_bolide_v1_ha_proto_msgTypes[5]
+	mi := &file_bolide_v1_ha_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +545,7 @@ func (x *PromoteResponse) String() string {
 func (*PromoteResponse) ProtoMessage() {}
 
 func (x *PromoteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bolide_v1_ha_proto_msgTypes[5]
+	mi := &file_bolide_v1_ha_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +558,7 @@ func (x *PromoteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteResponse.ProtoReflect.Descriptor instead.
 func (*PromoteResponse) Descriptor() ([]byte, []int) {
-	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{5}
+	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PromoteResponse) GetStatus() *Status {
@@ -486,7 +604,7 @@ type ReplicationStatusRequest struct {
 
 func (x *ReplicationStatusRequest) Reset() {
 	*x = ReplicationStatusRequest{}
-	mi := &file_bolide_v1_ha_proto_msgTypes[6]
+	mi := &file_bolide_v1_ha_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +616,7 @@ func (x *ReplicationStatusRequest) String() string {
 func (*ReplicationStatusRequest) ProtoMessage() {}
 
 func (x *ReplicationStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bolide_v1_ha_proto_msgTypes[6]
+	mi := &file_bolide_v1_ha_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +629,7 @@ func (x *ReplicationStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicationStatusRequest.ProtoReflect.Descriptor instead.
 func (*ReplicationStatusRequest) Descriptor() ([]byte, []int) {
-	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{6}
+	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{8}
 }
 
 type ReplicationStatusResponse struct {
@@ -524,7 +642,7 @@ type ReplicationStatusResponse struct {
 
 func (x *ReplicationStatusResponse) Reset() {
 	*x = ReplicationStatusResponse{}
-	mi := &file_bolide_v1_ha_proto_msgTypes[7]
+	mi := &file_bolide_v1_ha_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -536,7 +654,7 @@ func (x *ReplicationStatusResponse) String() string {
 func (*ReplicationStatusResponse) ProtoMessage() {}
 
 func (x *ReplicationStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bolide_v1_ha_proto_msgTypes[7]
+	mi := &file_bolide_v1_ha_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -549,7 +667,7 @@ func (x *ReplicationStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicationStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReplicationStatusResponse) Descriptor() ([]byte, []int) {
-	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{7}
+	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReplicationStatusResponse) GetStatus() *Status {
@@ -587,7 +705,7 @@ type SlaveInfo struct {
 
 func (x *SlaveInfo) Reset() {
 	*x = SlaveInfo{}
-	mi := &file_bolide_v1_ha_proto_msgTypes[8]
+	mi := &file_bolide_v1_ha_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -599,7 +717,7 @@ func (x *SlaveInfo) String() string {
 func (*SlaveInfo) ProtoMessage() {}
 
 func (x *SlaveInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_bolide_v1_ha_proto_msgTypes[8]
+	mi := &file_bolide_v1_ha_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -612,7 +730,7 @@ func (x *SlaveInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlaveInfo.ProtoReflect.Descriptor instead.
 func (*SlaveInfo) Descriptor() ([]byte, []int) {
-	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{8}
+	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SlaveInfo) GetBrokerId() int64 {
@@ -726,7 +844,7 @@ type ReplicationInfo struct {
 
 func (x *ReplicationInfo) Reset() {
 	*x = ReplicationInfo{}
-	mi := &file_bolide_v1_ha_proto_msgTypes[9]
+	mi := &file_bolide_v1_ha_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -738,7 +856,7 @@ func (x *ReplicationInfo) String() string {
 func (*ReplicationInfo) ProtoMessage() {}
 
 func (x *ReplicationInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_bolide_v1_ha_proto_msgTypes[9]
+	mi := &file_bolide_v1_ha_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -751,7 +869,7 @@ func (x *ReplicationInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicationInfo.ProtoReflect.Descriptor instead.
 func (*ReplicationInfo) Descriptor() ([]byte, []int) {
-	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{9}
+	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReplicationInfo) GetRole() string {
@@ -941,7 +1059,7 @@ type EpochEntry struct {
 
 func (x *EpochEntry) Reset() {
 	*x = EpochEntry{}
-	mi := &file_bolide_v1_ha_proto_msgTypes[10]
+	mi := &file_bolide_v1_ha_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1071,7 @@ func (x *EpochEntry) String() string {
 func (*EpochEntry) ProtoMessage() {}
 
 func (x *EpochEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_bolide_v1_ha_proto_msgTypes[10]
+	mi := &file_bolide_v1_ha_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1084,7 @@ func (x *EpochEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpochEntry.ProtoReflect.Descriptor instead.
 func (*EpochEntry) Descriptor() ([]byte, []int) {
-	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{10}
+	return file_bolide_v1_ha_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EpochEntry) GetEpoch() int64 {
@@ -1014,7 +1132,15 @@ const file_bolide_v1_ha_proto_rawDesc = "" +
 	" \x01(\v2\x16.bolide.v1.DataVersionR\fgroupVersion\x1a?\n" +
 	"\x11DelayOffsetsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"O\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xb2\x01\n" +
+	"\x13PushMetadataRequest\x12\x1f\n" +
+	"\vbroker_name\x18\x01 \x01(\tR\n" +
+	"brokerName\x12!\n" +
+	"\fmaster_epoch\x18\x02 \x01(\x03R\vmasterEpoch\x12\x1b\n" +
+	"\tmaster_id\x18\x03 \x01(\x03R\bmasterId\x12:\n" +
+	"\bmetadata\x18\x04 \x01(\v2\x1e.bolide.v1.GetMetadataResponseR\bmetadata\"A\n" +
+	"\x14PushMetadataResponse\x12)\n" +
+	"\x06status\x18\x01 \x01(\v2\x11.bolide.v1.StatusR\x06status\"O\n" +
 	"\rTimerProgress\x12\x1a\n" +
 	"\blocation\x18\x01 \x01(\x03R\blocation\x12\"\n" +
 	"\rdue_before_ms\x18\x02 \x01(\x03R\vdueBeforeMs\"]\n" +
@@ -1080,9 +1206,10 @@ const file_bolide_v1_ha_proto_rawDesc = "" +
 	"\n" +
 	"EpochEntry\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x03R\x05epoch\x12!\n" +
-	"\fstart_offset\x18\x02 \x01(\x03R\vstartOffset2\xfa\x01\n" +
+	"\fstart_offset\x18\x02 \x01(\x03R\vstartOffset2\xcb\x02\n" +
 	"\bBrokerHA\x12L\n" +
-	"\vGetMetadata\x12\x1d.bolide.v1.GetMetadataRequest\x1a\x1e.bolide.v1.GetMetadataResponse\x12@\n" +
+	"\vGetMetadata\x12\x1d.bolide.v1.GetMetadataRequest\x1a\x1e.bolide.v1.GetMetadataResponse\x12O\n" +
+	"\fPushMetadata\x12\x1e.bolide.v1.PushMetadataRequest\x1a\x1f.bolide.v1.PushMetadataResponse\x12@\n" +
 	"\aPromote\x12\x19.bolide.v1.PromoteRequest\x1a\x1a.bolide.v1.PromoteResponse\x12^\n" +
 	"\x11ReplicationStatus\x12#.bolide.v1.ReplicationStatusRequest\x1a$.bolide.v1.ReplicationStatusResponseB5Z3github.com/bolide-mq/bolide/proto/bolidev1;bolidev1b\x06proto3"
 
@@ -1098,53 +1225,59 @@ func file_bolide_v1_ha_proto_rawDescGZIP() []byte {
 	return file_bolide_v1_ha_proto_rawDescData
 }
 
-var file_bolide_v1_ha_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_bolide_v1_ha_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_bolide_v1_ha_proto_goTypes = []any{
 	(*GroupOffsets)(nil),              // 0: bolide.v1.GroupOffsets
 	(*GetMetadataRequest)(nil),        // 1: bolide.v1.GetMetadataRequest
 	(*GetMetadataResponse)(nil),       // 2: bolide.v1.GetMetadataResponse
-	(*TimerProgress)(nil),             // 3: bolide.v1.TimerProgress
-	(*PromoteRequest)(nil),            // 4: bolide.v1.PromoteRequest
-	(*PromoteResponse)(nil),           // 5: bolide.v1.PromoteResponse
-	(*ReplicationStatusRequest)(nil),  // 6: bolide.v1.ReplicationStatusRequest
-	(*ReplicationStatusResponse)(nil), // 7: bolide.v1.ReplicationStatusResponse
-	(*SlaveInfo)(nil),                 // 8: bolide.v1.SlaveInfo
-	(*ReplicationInfo)(nil),           // 9: bolide.v1.ReplicationInfo
-	(*EpochEntry)(nil),                // 10: bolide.v1.EpochEntry
-	nil,                               // 11: bolide.v1.GroupOffsets.OffsetsEntry
-	nil,                               // 12: bolide.v1.GetMetadataResponse.DelayOffsetsEntry
-	(*Status)(nil),                    // 13: bolide.v1.Status
-	(*TopicConfig)(nil),               // 14: bolide.v1.TopicConfig
-	(*DataVersion)(nil),               // 15: bolide.v1.DataVersion
-	(*SubscriptionGroupConfig)(nil),   // 16: bolide.v1.SubscriptionGroupConfig
+	(*PushMetadataRequest)(nil),       // 3: bolide.v1.PushMetadataRequest
+	(*PushMetadataResponse)(nil),      // 4: bolide.v1.PushMetadataResponse
+	(*TimerProgress)(nil),             // 5: bolide.v1.TimerProgress
+	(*PromoteRequest)(nil),            // 6: bolide.v1.PromoteRequest
+	(*PromoteResponse)(nil),           // 7: bolide.v1.PromoteResponse
+	(*ReplicationStatusRequest)(nil),  // 8: bolide.v1.ReplicationStatusRequest
+	(*ReplicationStatusResponse)(nil), // 9: bolide.v1.ReplicationStatusResponse
+	(*SlaveInfo)(nil),                 // 10: bolide.v1.SlaveInfo
+	(*ReplicationInfo)(nil),           // 11: bolide.v1.ReplicationInfo
+	(*EpochEntry)(nil),                // 12: bolide.v1.EpochEntry
+	nil,                               // 13: bolide.v1.GroupOffsets.OffsetsEntry
+	nil,                               // 14: bolide.v1.GetMetadataResponse.DelayOffsetsEntry
+	(*Status)(nil),                    // 15: bolide.v1.Status
+	(*TopicConfig)(nil),               // 16: bolide.v1.TopicConfig
+	(*DataVersion)(nil),               // 17: bolide.v1.DataVersion
+	(*SubscriptionGroupConfig)(nil),   // 18: bolide.v1.SubscriptionGroupConfig
 }
 var file_bolide_v1_ha_proto_depIdxs = []int32{
-	11, // 0: bolide.v1.GroupOffsets.offsets:type_name -> bolide.v1.GroupOffsets.OffsetsEntry
+	13, // 0: bolide.v1.GroupOffsets.offsets:type_name -> bolide.v1.GroupOffsets.OffsetsEntry
 	0,  // 1: bolide.v1.GetMetadataRequest.local_offsets:type_name -> bolide.v1.GroupOffsets
-	13, // 2: bolide.v1.GetMetadataResponse.status:type_name -> bolide.v1.Status
-	14, // 3: bolide.v1.GetMetadataResponse.topics:type_name -> bolide.v1.TopicConfig
-	15, // 4: bolide.v1.GetMetadataResponse.data_version:type_name -> bolide.v1.DataVersion
+	15, // 2: bolide.v1.GetMetadataResponse.status:type_name -> bolide.v1.Status
+	16, // 3: bolide.v1.GetMetadataResponse.topics:type_name -> bolide.v1.TopicConfig
+	17, // 4: bolide.v1.GetMetadataResponse.data_version:type_name -> bolide.v1.DataVersion
 	0,  // 5: bolide.v1.GetMetadataResponse.offsets:type_name -> bolide.v1.GroupOffsets
-	12, // 6: bolide.v1.GetMetadataResponse.delay_offsets:type_name -> bolide.v1.GetMetadataResponse.DelayOffsetsEntry
-	3,  // 7: bolide.v1.GetMetadataResponse.timer_progress:type_name -> bolide.v1.TimerProgress
-	16, // 8: bolide.v1.GetMetadataResponse.groups:type_name -> bolide.v1.SubscriptionGroupConfig
-	15, // 9: bolide.v1.GetMetadataResponse.group_version:type_name -> bolide.v1.DataVersion
-	13, // 10: bolide.v1.PromoteResponse.status:type_name -> bolide.v1.Status
-	13, // 11: bolide.v1.ReplicationStatusResponse.status:type_name -> bolide.v1.Status
-	9,  // 12: bolide.v1.ReplicationStatusResponse.replication:type_name -> bolide.v1.ReplicationInfo
-	8,  // 13: bolide.v1.ReplicationInfo.slaves:type_name -> bolide.v1.SlaveInfo
-	10, // 14: bolide.v1.ReplicationInfo.epochs:type_name -> bolide.v1.EpochEntry
-	1,  // 15: bolide.v1.BrokerHA.GetMetadata:input_type -> bolide.v1.GetMetadataRequest
-	4,  // 16: bolide.v1.BrokerHA.Promote:input_type -> bolide.v1.PromoteRequest
-	6,  // 17: bolide.v1.BrokerHA.ReplicationStatus:input_type -> bolide.v1.ReplicationStatusRequest
-	2,  // 18: bolide.v1.BrokerHA.GetMetadata:output_type -> bolide.v1.GetMetadataResponse
-	5,  // 19: bolide.v1.BrokerHA.Promote:output_type -> bolide.v1.PromoteResponse
-	7,  // 20: bolide.v1.BrokerHA.ReplicationStatus:output_type -> bolide.v1.ReplicationStatusResponse
-	18, // [18:21] is the sub-list for method output_type
-	15, // [15:18] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	14, // 6: bolide.v1.GetMetadataResponse.delay_offsets:type_name -> bolide.v1.GetMetadataResponse.DelayOffsetsEntry
+	5,  // 7: bolide.v1.GetMetadataResponse.timer_progress:type_name -> bolide.v1.TimerProgress
+	18, // 8: bolide.v1.GetMetadataResponse.groups:type_name -> bolide.v1.SubscriptionGroupConfig
+	17, // 9: bolide.v1.GetMetadataResponse.group_version:type_name -> bolide.v1.DataVersion
+	2,  // 10: bolide.v1.PushMetadataRequest.metadata:type_name -> bolide.v1.GetMetadataResponse
+	15, // 11: bolide.v1.PushMetadataResponse.status:type_name -> bolide.v1.Status
+	15, // 12: bolide.v1.PromoteResponse.status:type_name -> bolide.v1.Status
+	15, // 13: bolide.v1.ReplicationStatusResponse.status:type_name -> bolide.v1.Status
+	11, // 14: bolide.v1.ReplicationStatusResponse.replication:type_name -> bolide.v1.ReplicationInfo
+	10, // 15: bolide.v1.ReplicationInfo.slaves:type_name -> bolide.v1.SlaveInfo
+	12, // 16: bolide.v1.ReplicationInfo.epochs:type_name -> bolide.v1.EpochEntry
+	1,  // 17: bolide.v1.BrokerHA.GetMetadata:input_type -> bolide.v1.GetMetadataRequest
+	3,  // 18: bolide.v1.BrokerHA.PushMetadata:input_type -> bolide.v1.PushMetadataRequest
+	6,  // 19: bolide.v1.BrokerHA.Promote:input_type -> bolide.v1.PromoteRequest
+	8,  // 20: bolide.v1.BrokerHA.ReplicationStatus:input_type -> bolide.v1.ReplicationStatusRequest
+	2,  // 21: bolide.v1.BrokerHA.GetMetadata:output_type -> bolide.v1.GetMetadataResponse
+	4,  // 22: bolide.v1.BrokerHA.PushMetadata:output_type -> bolide.v1.PushMetadataResponse
+	7,  // 23: bolide.v1.BrokerHA.Promote:output_type -> bolide.v1.PromoteResponse
+	9,  // 24: bolide.v1.BrokerHA.ReplicationStatus:output_type -> bolide.v1.ReplicationStatusResponse
+	21, // [21:25] is the sub-list for method output_type
+	17, // [17:21] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_bolide_v1_ha_proto_init() }
@@ -1160,7 +1293,7 @@ func file_bolide_v1_ha_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bolide_v1_ha_proto_rawDesc), len(file_bolide_v1_ha_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

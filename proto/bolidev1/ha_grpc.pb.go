@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	BrokerHA_GetMetadata_FullMethodName       = "/bolide.v1.BrokerHA/GetMetadata"
+	BrokerHA_PushMetadata_FullMethodName      = "/bolide.v1.BrokerHA/PushMetadata"
 	BrokerHA_Promote_FullMethodName           = "/bolide.v1.BrokerHA/Promote"
 	BrokerHA_ReplicationStatus_FullMethodName = "/bolide.v1.BrokerHA/ReplicationStatus"
 )
@@ -37,6 +38,13 @@ type BrokerHAClient interface {
 	// answers with its topics, subscription groups, offsets and delayed
 	// delivery progress.
 	GetMetadata(ctx context.Context, in *GetMetadataRequest, opts ...grpc.CallOption) (*GetMetadataResponse, error)
+	// PushMetadata is called by a master in controller mode on every other
+	// member of its sync state set right after a change of its topic or
+	// subscription group table, so that the change survives a failover that
+	// happens before the slave's next GetMetadata. The slave applies it only
+	// when it comes from the master of the epoch it follows, and only when
+	// the tables are newer than the ones it holds.
+	PushMetadata(ctx context.Context, in *PushMetadataRequest, opts ...grpc.CallOption) (*PushMetadataResponse, error)
 	// Promote makes a slave the master of its group (admin). In controller
 	// mode it asks the controller to elect this broker.
 	Promote(ctx context.Context, in *PromoteRequest, opts ...grpc.CallOption) (*PromoteResponse, error)
@@ -56,6 +64,16 @@ func (c *brokerHAClient) GetMetadata(ctx context.Context, in *GetMetadataRequest
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetMetadataResponse)
 	err := c.cc.Invoke(ctx, BrokerHA_GetMetadata_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerHAClient) PushMetadata(ctx context.Context, in *PushMetadataRequest, opts ...grpc.CallOption) (*PushMetadataResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PushMetadataResponse)
+	err := c.cc.Invoke(ctx, BrokerHA_PushMetadata_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +113,13 @@ type BrokerHAServer interface {
 	// answers with its topics, subscription groups, offsets and delayed
 	// delivery progress.
 	GetMetadata(context.Context, *GetMetadataRequest) (*GetMetadataResponse, error)
+	// PushMetadata is called by a master in controller mode on every other
+	// member of its sync state set right after a change of its topic or
+	// subscription group table, so that the change survives a failover that
+	// happens before the slave's next GetMetadata. The slave applies it only
+	// when it comes from the master of the epoch it follows, and only when
+	// the tables are newer than the ones it holds.
+	PushMetadata(context.Context, *PushMetadataRequest) (*PushMetadataResponse, error)
 	// Promote makes a slave the master of its group (admin). In controller
 	// mode it asks the controller to elect this broker.
 	Promote(context.Context, *PromoteRequest) (*PromoteResponse, error)
@@ -112,6 +137,9 @@ type UnimplementedBrokerHAServer struct{}
 
 func (UnimplementedBrokerHAServer) GetMetadata(context.Context, *GetMetadataRequest) (*GetMetadataResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetMetadata not implemented")
+}
+func (UnimplementedBrokerHAServer) PushMetadata(context.Context, *PushMetadataRequest) (*PushMetadataResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PushMetadata not implemented")
 }
 func (UnimplementedBrokerHAServer) Promote(context.Context, *PromoteRequest) (*PromoteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Promote not implemented")
@@ -154,6 +182,24 @@ func _BrokerHA_GetMetadata_Handler(srv interface{}, ctx context.Context, dec fun
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(BrokerHAServer).GetMetadata(ctx, req.(*GetMetadataRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _BrokerHA_PushMetadata_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PushMetadataRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerHAServer).PushMetadata(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BrokerHA_PushMetadata_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerHAServer).PushMetadata(ctx, req.(*PushMetadataRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -204,6 +250,10 @@ var BrokerHA_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetMetadata",
 			Handler:    _BrokerHA_GetMetadata_Handler,
+		},
+		{
+			MethodName: "PushMetadata",
+			Handler:    _BrokerHA_PushMetadata_Handler,
 		},
 		{
 			MethodName: "Promote",

@@ -25,6 +25,10 @@ func (s *haService) GetMetadata(_ context.Context, req *pb.GetMetadataRequest) (
 	return v1wire.MetadataToProto(md), nil
 }
 
+func (s *haService) PushMetadata(_ context.Context, req *pb.PushMetadataRequest) (*pb.PushMetadataResponse, error) {
+	return &pb.PushMetadataResponse{Status: wire.Status(s.b.Replication().ApplyPush(v1wire.PushFromProto(req)))}, nil
+}
+
 func (s *haService) Promote(ctx context.Context, req *pb.PromoteRequest) (*pb.PromoteResponse, error) {
 	res, err := s.b.Promote(ctx, broker.PromoteRequest{BrokerName: req.BrokerName, Epoch: req.Epoch, Force: req.Force})
 	if err != nil {

@@ -115,3 +115,21 @@ func offsetsFromProto(in []*pb.GroupOffsets) offsets.Map {
 	}
 	return out
 }
+
+// PushToProto is a master's metadata push (topics and groups only).
+func PushToProto(p replication.MetadataPush) *pb.PushMetadataRequest {
+	md := p.Metadata
+	md.Offsets, md.Delay, md.Epoch = nil, nil, p.MasterEpoch
+	return &pb.PushMetadataRequest{BrokerName: p.BrokerName, MasterEpoch: p.MasterEpoch, MasterId: p.MasterID,
+		Metadata: MetadataToProto(md)}
+}
+
+// PushFromProto reads a master's metadata push.
+func PushFromProto(req *pb.PushMetadataRequest) replication.MetadataPush {
+	p := replication.MetadataPush{BrokerName: req.BrokerName, MasterEpoch: req.MasterEpoch, MasterID: req.MasterId}
+	if req.Metadata != nil {
+		p.Metadata = MetadataFromProto(req.Metadata)
+	}
+	p.Metadata.Partial, p.Metadata.Offsets, p.Metadata.Delay = true, nil, nil
+	return p
+}
