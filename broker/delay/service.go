@@ -369,5 +369,31 @@ func (d *Service) deliver(ctx context.Context, msgs []*message.Ext) error {
 	if err != nil {
 		return err
 	}
-	return d.host.WaitReplicated(ctx, res)
+	// Stored: a failed wait is retried on the same copies, never by
+	// storing them again (a new master's sync state set is itself alone
+	// until its slaves catch up; each retry of the whole delivery stored
+	// another copy). The wait ends when the broker stops leading; the next
+	// master delivers from the progress it has.
+	backoff := deliverRetryMin
+	for {
+		err := d.host.WaitReplicated(ctx, res)
+		if err == nil || ctx.Err() != nil || !d.host.IsMaster() {
+			return err
+		}
+		d.log.Warn("delivered delayed messages not replicated yet; waiting again", zap.Int("messages", len(msgs)), zap.Error(err))
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, deliverRetryMax)
+	}
 }
+
+// The pause between waits for the replication of delivered messages.
+const (
+	deliverRetryMin = 50 * time.Millisecond
+	deliverRetryMax = time.Second
+)

@@ -2,9 +2,11 @@ package delay
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +24,9 @@ import (
 type storeHost struct {
 	st       *store.Store
 	arrivals sync.Map // storeQueue → *notify.Signal
+	// puts counts Put calls; replFails makes that many WaitReplicated
+	// calls fail, waits counts them.
+	puts, replFails, waits atomic.Int32
 }
 
 type storeQueue struct {
@@ -64,16 +69,24 @@ func (h *storeHost) WaitDispatched(ctx context.Context, off int64) error {
 }
 
 func (h *storeHost) Put(ctx context.Context, msgs []*message.Ext) ([]store.PutResult, error) {
+	h.puts.Add(1)
 	return h.st.PutBatch(ctx, msgs, nil)
 }
 
-func (h *storeHost) WaitReplicated(context.Context, []store.PutResult) error { return nil }
-func (h *storeHost) WriteQueueNums(string) (int32, bool)                     { return 0, false }
-func (h *storeHost) IsMaster() bool                                          { return true }
-func (h *storeHost) SyncRole() bool                                          { return true }
-func (h *storeHost) BrokerID() int64                                         { return 0 }
-func (h *storeHost) Epoch() int64                                            { return 0 }
-func (h *storeHost) Role() string                                            { return "MASTER" }
+func (h *storeHost) WaitReplicated(context.Context, []store.PutResult) error {
+	h.waits.Add(1)
+	if h.replFails.Add(-1) >= 0 {
+		return errors.New("not replicated")
+	}
+	return nil
+}
+
+func (h *storeHost) WriteQueueNums(string) (int32, bool) { return 0, false }
+func (h *storeHost) IsMaster() bool                      { return true }
+func (h *storeHost) SyncRole() bool                      { return true }
+func (h *storeHost) BrokerID() int64                     { return 0 }
+func (h *storeHost) Epoch() int64                        { return 0 }
+func (h *storeHost) Role() string                        { return "MASTER" }
 
 // testService is a delay service over a store in dir, leading (as on a
 // master) until the test ends.
