@@ -72,7 +72,8 @@ type Broker struct {
 
 	// gate runs the master-only services while the broker is the master
 	// (rolegate_wire.go).
-	gate *rolegate.Gate
+	gate    *rolegate.Gate
+	roleSrc *roleSource
 
 	reg    *registrar
 	gossip *gossip
@@ -236,7 +237,8 @@ func (b *Broker) Start() error {
 				return
 			}
 		}
-		b.ensureReplyTopic() // reply.go
+		b.ensureReplyTopic()      // reply.go
+		b.ensureAutoCreateTopic() // topics.go
 		err = b.reg.start()
 		b.log.Info("broker started", zap.String("addr", b.addr), zap.String("cluster", b.opts.Cluster),
 			zap.Strings("nameServers", b.opts.NameServers))

@@ -140,7 +140,9 @@ func (h delayHost) WriteQueueNums(topic string) (int32, bool) {
 	return tc.WriteQueueNums, ok
 }
 
-func (h delayHost) IsMaster() bool  { return h.b.IsMaster() }
+// IsMaster is whether delivery may go on: in controller mode, a master
+// whose write lease ran out pauses before its role gate stops it.
+func (h delayHost) IsMaster() bool  { return h.b.checkWritable() == nil }
 func (h delayHost) SyncRole() bool  { return h.b.gate.Sync() }
 func (h delayHost) BrokerID() int64 { return h.b.brokerID() }
 func (h delayHost) Epoch() int64    { return h.b.Epoch() }

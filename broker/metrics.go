@@ -108,14 +108,34 @@ func frontendOf(ctx context.Context) string {
 // Send stores messages (one, or a batch for one topic queue) and returns
 // their results once the flush and replication modes say they are stored.
 // It is counted in the metrics under the context's front end (WithFrontend).
+// Topics of the system and dead-letter topics are refused, and a retry
+// topic takes only what a consumer sends back (topic.CheckSend).
 func (b *Broker) Send(ctx context.Context, msgs []*message.Ext) ([]store.PutResult, error) {
+	return b.sendCounted(ctx, msgs, -1)
+}
+
+// SendRetry stores m, a message a consumer sends to its group's retry
+// topic itself (RocketMQ's clients do when CONSUMER_SEND_MSG_BACK fails,
+// and orderly consumers when they give up on a message), as Send does,
+// judging it by maxReconsumeTimes, the limit the consumer gives (< 0: the
+// broker's setting for the group): past it, or at once for a group that
+// consumes orderly, the message goes to the group's dead-letter topic
+// instead (retry.Service.ClientRetry).
+func (b *Broker) SendRetry(ctx context.Context, m *message.Ext, maxReconsumeTimes int32) ([]store.PutResult, error) {
+	if m == nil || !message.IsRetryTopic(m.Topic) {
+		return nil, errcode.Errorf(errcode.InvalidParameter, "SendRetry takes a message to a retry topic")
+	}
+	return b.sendCounted(ctx, []*message.Ext{m}, maxReconsumeTimes)
+}
+
+func (b *Broker) sendCounted(ctx context.Context, msgs []*message.Ext, maxReconsumeTimes int32) ([]store.PutResult, error) {
 	start := time.Now()
 	var topic string
 	if len(msgs) > 0 && msgs[0] != nil {
 		topic = msgs[0].Topic // send may rewrite it (delay, transactions)
 	}
 	protocol := frontendOf(ctx)
-	res, err := b.send(ctx, msgs)
+	res, err := b.send(ctx, msgs, maxReconsumeTimes)
 	m := b.metrics.init()
 	m.rpcLatency.WithLabelValues(protocol, "send", responseCode(err), "false").Observe(sinceMS(start))
 	if err == nil {

@@ -3,9 +3,11 @@ package broker
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/bolide-mq/bolide/broker/store"
+	"github.com/bolide-mq/bolide/broker/topic"
 	"github.com/bolide-mq/bolide/broker/txn"
 	"github.com/bolide-mq/bolide/commitlog"
 	"github.com/bolide-mq/bolide/internal/errcode"
@@ -47,15 +49,15 @@ func storeError(err error) error {
 // bytes) is the store's to check, once per message, as it encodes (storeError
 // gives those failures their codes); a topic the table holds is legal, so
 // the name is validated here only when the table does not know it.
-func (b *Broker) checkMessage(m *message.Ext) (TopicConfig, error) {
+func (b *Broker) checkMessage(m *message.Ext, batch bool) (TopicConfig, error) {
 	tc, ok := b.topics.get(m.Topic)
 	if !ok {
 		if err := message.ValidateTopic(m.Topic); err != nil {
 			return TopicConfig{}, errcode.Errorf(errcode.IllegalTopic, "%v", err)
 		}
 	}
-	if message.IsSystemTopic(m.Topic) {
-		return TopicConfig{}, errcode.Errorf(errcode.NoPermission, "topic %s is reserved for the broker", m.Topic)
+	if err := topic.CheckSend(m.Topic, m.Properties, batch); err != nil {
+		return TopicConfig{}, err
 	}
 	if len(m.Body) == 0 {
 		return TopicConfig{}, errcode.Errorf(errcode.MessageIllegal, "message to %s has an empty body", m.Topic)
@@ -94,9 +96,10 @@ func propertiesSize(p map[string]string) int {
 	return n
 }
 
-// send is Send uncounted: validation, the rewrites of transactional and
-// delayed messages, then put.
-func (b *Broker) send(ctx context.Context, msgs []*message.Ext) ([]store.PutResult, error) {
+// send is Send uncounted: validation, the retry rule for a message a
+// consumer sends to its retry topic (maxReconsumeTimes < 0: the group's
+// setting), the rewrites of transactional and delayed messages, then put.
+func (b *Broker) send(ctx context.Context, msgs []*message.Ext, maxReconsumeTimes int32) ([]store.PutResult, error) {
 	if len(msgs) == 0 {
 		return nil, errcode.Errorf(errcode.InvalidParameter, "send request holds no message")
 	}
@@ -111,7 +114,13 @@ func (b *Broker) send(ctx context.Context, msgs []*message.Ext) ([]store.PutResu
 		if m.Topic != first.Topic || m.QueueID != first.QueueID {
 			return nil, errcode.Errorf(errcode.InvalidParameter, "a batch must go to one topic queue")
 		}
-		if _, err := b.checkMessage(m); err != nil {
+		if _, err := b.checkMessage(m, len(msgs) > 1); err != nil {
+			return nil, err
+		}
+	}
+	if message.IsRetryTopic(first.Topic) {
+		group := strings.TrimPrefix(first.Topic, message.RetryTopicPrefix)
+		if _, err := b.retry.ClientRetry(first, maxReconsumeTimes, b.GroupLocked(group)); err != nil {
 			return nil, err
 		}
 	}

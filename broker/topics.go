@@ -198,7 +198,8 @@ func (t *topicTable) replaceAll(topics []TopicConfig, v dataVersion) (removed []
 
 // CreateTopic creates a topic, or changes it when update is set (a missing
 // permission means read-write). Only a master takes topic changes; the
-// NameServers learn of them at once.
+// NameServers learn of them at once. A topic of the system is refused
+// (topic.CheckChange): the broker makes its own with the table's put.
 func (b *Broker) CreateTopic(tc TopicConfig, update bool) error {
 	if err := b.checkWritable(); err != nil {
 		return err
@@ -206,8 +207,8 @@ func (b *Broker) CreateTopic(tc TopicConfig, update bool) error {
 	if tc.Perm == 0 {
 		tc.Perm = PermReadWrite
 	}
-	if message.IsSystemTopic(tc.Name) {
-		return errcode.Errorf(errcode.NoPermission, "topic %s is reserved for the broker", tc.Name)
+	if err := topic.CheckChange(tc.Name); err != nil {
+		return err
 	}
 	if err := b.topics.put(tc, update); err != nil {
 		return err
@@ -218,9 +219,13 @@ func (b *Broker) CreateTopic(tc TopicConfig, update bool) error {
 	return b.pushMetadata()
 }
 
-// DeleteTopic deletes a topic with its queues and consumer offsets.
+// DeleteTopic deletes a topic with its queues and consumer offsets. A
+// topic of the system is refused (topic.CheckChange).
 func (b *Broker) DeleteTopic(name string) error {
 	if err := b.checkWritable(); err != nil {
+		return err
+	}
+	if err := topic.CheckChange(name); err != nil {
 		return err
 	}
 	existed, err := b.topics.remove(name)
@@ -240,3 +245,26 @@ func (b *Broker) DeleteTopic(name string) error {
 
 // TopicConfigs lists the topics this broker serves, by name.
 func (b *Broker) TopicConfigs() []TopicConfig { return b.topics.all() }
+
+// ensureAutoCreateTopic gives a master that creates topics on first send
+// the topic TBW102, as RocketMQ's broker has it: RocketMQ's producers send
+// a message for a topic without a route through TBW102's route, and the
+// broker then creates the topic. Clients cannot create TBW102 themselves
+// (it is a topic of the system); one kept from before stays.
+func (b *Broker) ensureAutoCreateTopic() {
+	if !b.opts.AutoCreateTopic || b.checkWritable() != nil {
+		return
+	}
+	name := message.AutoCreateTopic
+	if _, ok := b.topics.get(name); ok {
+		return
+	}
+	n := int32(b.opts.DefaultQueueNums)
+	if err := b.topics.put(TopicConfig{Name: name, ReadQueueNums: n, WriteQueueNums: n, Perm: PermReadWrite | PermInherit}, false); err != nil {
+		if !errors.Is(err, errcode.ErrTopicExists) {
+			b.log.Warn("auto-create topic not created", zap.String("topic", name), zap.Error(err))
+		}
+		return
+	}
+	b.reg.trigger()
+}

@@ -19,13 +19,21 @@ const (
 	TimerTopic = "rmq_sys_wheel_timer"
 	// PopLogTopic holds the POP consumption state changes (broker/pop): one
 	// queue, never routed or pulled.
-	PopLogTopic        = "rmq_sys_POP_LOG"
-	RetryTopicPrefix   = "%RETRY%"
-	DLQTopicPrefix     = "%DLQ%"
-	MaxUserTopicLen    = 127
-	MaxSystemTopicLen  = 255
-	MaxGroupLen        = 120
-	DefaultMaxBodySize = 4 << 20
+	PopLogTopic = "rmq_sys_POP_LOG"
+	// AutoCreateTopic is the topic whose route RocketMQ's producers borrow
+	// for a topic that has none yet, so that a broker creating topics on
+	// first send (--auto-create-topic) receives the send.
+	AutoCreateTopic = "TBW102"
+	// SystemTopicPrefix and SystemTopicPrefixUpper begin the names of
+	// topics of the system (RocketMQ's rmq_sys_ and RMQ_SYS_ families).
+	SystemTopicPrefix      = "rmq_sys_"
+	SystemTopicPrefixUpper = "RMQ_SYS_"
+	RetryTopicPrefix       = "%RETRY%"
+	DLQTopicPrefix         = "%DLQ%"
+	MaxUserTopicLen        = 127
+	MaxSystemTopicLen      = 255
+	MaxGroupLen            = 120
+	DefaultMaxBodySize     = 4 << 20
 )
 
 // ErrBadTopic reports an illegal topic or group name.
@@ -46,13 +54,21 @@ func IsRetryTopic(topic string) bool { return strings.HasPrefix(topic, RetryTopi
 // IsDLQTopic reports whether topic is a %DLQ% topic.
 func IsDLQTopic(topic string) bool { return strings.HasPrefix(topic, DLQTopicPrefix) }
 
-// IsSystemTopic reports whether topic is one the broker owns.
+// IsSystemTopic reports whether topic is one the system owns: every name
+// beginning with rmq_sys_ or RMQ_SYS_ (the half-message, timer, POP log and
+// replay-mark topics among them), TBW102, SCHEDULE_TOPIC_XXXX,
+// TRANS_CHECK_MAX_TIME_TOPIC and the other names RocketMQ's broker keeps
+// for itself (SELF_TEST_TOPIC, OFFSET_MOVED_EVENT, CHECKPOINT_TOPIC), so
+// that a RocketMQ tool sees the same set. Retry and dead-letter topics are
+// not system topics: they belong to their consumer group (see
+// broker/topic for who may write them).
 func IsSystemTopic(topic string) bool {
 	switch topic {
-	case ScheduleTopic, TransHalfTopic, TransOpHalfTopic, TransCheckMaxTopic, TimerTopic, PopLogTopic:
+	case ScheduleTopic, TransCheckMaxTopic, AutoCreateTopic,
+		"SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "CHECKPOINT_TOPIC":
 		return true
 	}
-	return false
+	return strings.HasPrefix(topic, SystemTopicPrefix) || strings.HasPrefix(topic, SystemTopicPrefixUpper)
 }
 
 func legalNameChar(c byte) bool {

@@ -141,12 +141,15 @@ func TestRetryAndDLQTopics(t *testing.T) {
 }
 
 func TestIsSystemTopic(t *testing.T) {
-	for _, topic := range []string{"SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC"} {
+	for _, topic := range []string{"SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC",
+		"TBW102", "rmq_sys_DLQ_REPLAYED", "rmq_sys_POP_LOG", "rmq_sys_wheel_timer", "rmq_sys_", "RMQ_SYS_TRACE_TOPIC", "RMQ_SYS_anything",
+		"SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "CHECKPOINT_TOPIC"} {
 		if !IsSystemTopic(topic) {
 			t.Errorf("IsSystemTopic(%q) = false", topic)
 		}
 	}
-	for _, topic := range []string{"", "TopicTest", "schedule_topic_xxxx", RetryTopic("g"), DLQTopic("g")} {
+	for _, topic := range []string{"", "TopicTest", "schedule_topic_xxxx", RetryTopic("g"), DLQTopic("g"), "tbw102", "TBW1020",
+		"rmq_sys", "Rmq_Sys_x", "my_rmq_sys_x", "BenchmarkTest", RetryTopic("rmq_sys_g")} {
 		if IsSystemTopic(topic) {
 			t.Errorf("IsSystemTopic(%q) = true", topic)
 		}

@@ -237,6 +237,47 @@ func (s *Service) retryCopy(m *message.Ext, req SendBackRequest) (*message.Ext, 
 	}, dead
 }
 
+// ClientRetry judges m, a message a consumer sends to its group's retry
+// topic itself (m.Topic is %RETRY%<group>, m.ReconsumeTimes the count the
+// consumer gives it), as RocketMQ's broker judges such a send: once the
+// count passes maxReconsumeTimes (< 0: the broker's setting for the
+// group), or at once when the group consumes orderly (its client sends
+// what it gave up on), the message is a dead letter. ClientRetry then
+// makes m one: topic %DLQ%<group> (created if missing), queue 0, no delay
+// or delivery time,
+// DLQ_ORIGIN_TOPIC set from RETRY_TOPIC. It reports whether it did.
+func (s *Service) ClientRetry(m *message.Ext, maxReconsumeTimes int32, orderly bool) (dead bool, err error) {
+	group, ok := strings.CutPrefix(m.Topic, message.RetryTopicPrefix)
+	if !ok {
+		return false, errcode.Errorf(errcode.InvalidParameter, "topic %s is not a retry topic", m.Topic)
+	}
+	limit := int(maxReconsumeTimes)
+	if limit < 0 {
+		limit = s.opts.maxReconsumeTimes(group)
+	}
+	if int(m.ReconsumeTimes) <= limit && !orderly {
+		return false, nil
+	}
+	dlq := message.DLQTopic(group)
+	if err := s.ensureGroupTopic(dlq); err != nil {
+		return false, err
+	}
+	if m.Properties == nil {
+		m.Properties = make(map[string]string)
+	}
+	for _, k := range []string{message.PropertyDelayLevel, message.PropertyTimerDeliverMS, message.PropertyTimerDelayMS, message.PropertyTimerDelaySec} {
+		delete(m.Properties, k) // a dead letter does not wait
+	}
+	if t := m.Properties[message.PropertyRetryTopic]; t != "" {
+		m.Properties[message.PropertyDLQOriginTopic] = t
+	}
+	m.Topic, m.QueueID = dlq, 0
+	s.log.Info("message dead-lettered", zap.String("group", group), zap.String("uniqueId", m.UniqueID()),
+		zap.String("topic", m.Properties[message.PropertyRetryTopic]), zap.Int32("reconsumeTimes", m.ReconsumeTimes),
+		zap.Bool("orderly", orderly))
+	return true, nil
+}
+
 // cleanReason makes a failure reason storable: one line without property
 // separators, at most maxReasonLen bytes.
 func cleanReason(r string) string {

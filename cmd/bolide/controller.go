@@ -91,7 +91,9 @@ func toControllerJSON(cs *client.ControllerStatus) controllerJSON {
 	nodes := map[string]client.ControllerNode{}
 	for _, n := range cs.NameServers {
 		nj := controllerNodeJSON{NameServer: n.NameServer, ID: n.ID, Leader: n.Leader, Term: n.Term, CommitIndex: n.Commit}
-		if n.Err != nil {
+		if errors.Is(n.Err, client.ErrNoController) {
+			nj.Error = "no controller"
+		} else if n.Err != nil {
 			nj.Error = oneLine(n.Err.Error())
 		} else if n.ID != "" {
 			nodes[n.ID] = n
@@ -215,6 +217,8 @@ func writeController(w io.Writer, j controllerJSON) error {
 			continue
 		}
 		switch {
+		case n.Error == "no controller":
+			t.row("-", "-", "no controller", n.NameServer, "-", "-")
 		case n.Error != "":
 			t.row("?", "-", "no answer: "+n.Error, n.NameServer, "-", "-")
 		default:

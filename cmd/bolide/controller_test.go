@@ -188,8 +188,13 @@ func TestControllerStatusClusterListAndPromote(t *testing.T) {
 	code, out, errb = runCLI(t, "", append([]string{"--namesrv", ns}, args...)...)
 	checkOneLineError(t, args, code, out, errb, exitFailed, "already the master")
 
-	// No controller.
+	// A NameServer without a controller is listed as such; with none, the
+	// command fails.
 	plain := cluster.Start(t, cluster.Options{}).NameServerAddrs()[0]
+	code, out, errb = runCLI(t, "", "--namesrv", ns+","+plain, "controller", "status")
+	if code != 0 || !strings.Contains(out, "no controller") || !strings.Contains(out, plain) {
+		t.Fatalf("controller status with a plain NameServer (exit %d, %s):\n%s", code, errb, out)
+	}
 	args = []string{"controller", "status"}
 	code, out, errb = runCLI(t, "", append([]string{"--namesrv", plain}, args...)...)
 	checkOneLineError(t, args, code, out, errb, exitFailed, "no NameServer runs a controller")

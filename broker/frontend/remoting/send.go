@@ -5,7 +5,6 @@ import (
 	"compress/zlib"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -17,7 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/internal/errcode"
 	rmq "github.com/bolide-mq/bolide/internal/remoting"
 	"github.com/bolide-mq/bolide/message"
@@ -265,11 +264,19 @@ func (f *Frontend) send(ctx context.Context, cs *connState, req *rmq.Command) *r
 		cs.requester = id
 		cs.smu.Unlock()
 	}
-	if err := f.toDeadLetter(h, msgs[0]); err != nil {
-		return sendReply(req, responseCode(err), err.Error())
-	}
 	queueID := msgs[0].QueueID // Send reroutes delayed and half messages
-	res, err := f.b.Send(ctx, msgs)
+	var res []store.PutResult
+	if !h.batch && message.IsRetryTopic(h.topic) {
+		// A consumer's own send-back (when CONSUMER_SEND_MSG_BACK failed,
+		// or an orderly consumer giving up): the core judges it by the
+		// header's maxReconsumeTimes and may dead-letter it.
+		res, err = f.b.SendRetry(ctx, msgs[0], h.maxReconsumeTimes)
+		if message.IsDLQTopic(msgs[0].Topic) {
+			queueID = msgs[0].QueueID // dead-lettered: the DLQ's queue
+		}
+	} else {
+		res, err = f.b.Send(ctx, msgs)
+	}
 	code := responseCode(err)
 	if err != nil {
 		if len(res) != len(msgs) {
@@ -371,44 +378,6 @@ func (f *Frontend) pickQueue(topic string) int32 {
 		}
 	}
 	return 0
-}
-
-// toDeadLetter redirects a retry message that the client sends itself
-// (when CONSUMER_SEND_MSG_BACK failed, it sends the message to
-// %RETRY%<group> with reconsumeTimes + 1) to the group's dead-letter topic
-// once it has been retried more than maxReconsumeTimes (the header's, else
-// the broker's setting for the group), or at once when the group consumes
-// orderly, as RocketMQ's broker does.
-func (f *Frontend) toDeadLetter(h sendHeader, m *message.Ext) error {
-	if h.batch || !message.IsRetryTopic(h.topic) {
-		return nil
-	}
-	group := strings.TrimPrefix(h.topic, message.RetryTopicPrefix)
-	limit := h.maxReconsumeTimes
-	if limit < 0 { // not given: the broker's setting for the group
-		ro := f.b.Options().Retry
-		n, ok := ro.GroupMaxReconsumeTimes[group]
-		if !ok {
-			n = ro.MaxReconsumeTimes
-		}
-		limit = int32(n)
-	}
-	// An orderly group (one holding queue locks) retries in place: what its
-	// client sends back it gave up on, as RocketMQ's broker reads it.
-	if h.reconsumeTimes <= limit && !f.b.GroupLocked(group) {
-		return nil
-	}
-	dlq := message.DLQTopic(group)
-	err := f.b.CreateTopic(broker.TopicConfig{Name: dlq, ReadQueueNums: 1, WriteQueueNums: 1, Perm: broker.PermReadWrite}, false)
-	if err != nil && !errors.Is(err, errcode.ErrTopicExists) {
-		return err
-	}
-	delete(m.Properties, message.PropertyDelayLevel)
-	if m.Properties[message.PropertyRetryTopic] != "" {
-		m.Properties[message.PropertyDLQOriginTopic] = m.Properties[message.PropertyRetryTopic]
-	}
-	m.Topic, m.QueueID = dlq, 0
-	return nil
 }
 
 // replyPushTimeout bounds PUSH_REPLY_MESSAGE_TO_CLIENT (RocketMQ: 3 s).

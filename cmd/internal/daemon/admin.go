@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bolide-mq/bolide/internal/admin"
+	"github.com/bolide-mq/bolide/internal/membership"
 )
 
 // AdminAuto is the default of --admin-listen: loopback, on the daemon's
@@ -55,7 +56,7 @@ type Admin struct {
 
 // StartAdmin binds and serves the admin listener at addr (from
 // ResolveAdminAddr; "" does nothing) with the build info, the Go and
-// process metrics and c, answering /readyz with ready, and writes the
+// process metrics, the gossip port's bad packets and c, answering /readyz with ready, and writes the
 // bound address to addrFile if set. A derived address that cannot be bound
 // is logged and skipped (the port may belong to a neighbour); an explicit
 // one is an error.
@@ -68,7 +69,8 @@ func StartAdmin(addr string, derived bool, addrFile string, c prometheus.Collect
 	if addr == "" {
 		return nil, nil
 	}
-	reg, err := admin.NewRegistry(Version, c)
+	// A daemon has one gossip node; its bad packets are counted process-wide.
+	reg, err := admin.NewRegistry(Version, c, membership.BadPacketsCollector())
 	if err != nil {
 		return nil, err
 	}
