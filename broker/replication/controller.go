@@ -424,6 +424,18 @@ func (a *agent) becomeMasterLocked(g GroupState) bool {
 		return false
 	}
 	end := r.store.CommitLog().MaxOffset()
+	// Entries copied from a former master may start beyond this log's end
+	// (a lagging slave elected uncleanly): they describe bytes it never got.
+	if err := r.epochs.TruncateTo(end); err != nil {
+		a.log.Error("cannot become master: the epoch entries were not cut at the log's end", zap.Int64("epoch", g.MasterEpoch), zap.Error(err))
+		restart()
+		return false
+	}
+	if prevRole == RoleMaster {
+		// Re-elected at a new epoch: slaves learn epoch entries only at the
+		// handshake, so they must handshake again.
+		r.srv.DropSlaves()
+	}
 	if err := r.epochs.Append(ha.EpochEntry{Epoch: g.MasterEpoch, Start: end}); err != nil {
 		a.log.Error("cannot become master: the epoch entry was not saved", zap.Int64("epoch", g.MasterEpoch), zap.Error(err))
 		restart()
