@@ -2,11 +2,15 @@ package broker
 
 import (
 	"context"
+	"slices"
+
+	"go.uber.org/zap"
 
 	"github.com/bolide-mq/bolide/broker/delay"
 	"github.com/bolide-mq/bolide/broker/replication"
 	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/broker/topic"
+	"github.com/bolide-mq/bolide/message"
 )
 
 // Role is a broker's part in its group (package broker/replication).
@@ -84,6 +88,34 @@ func (h replicationHost) OfferDelayProgress(p delay.MasterProgress) {
 	if d := h.b.delay.Load(); d != nil {
 		d.Offer(p)
 	}
+}
+
+// RecoverTopics adds the topics the store has queues of but the topic
+// table lacks (a new master in controller mode), and the cluster's reply
+// topic.
+func (h replicationHost) RecoverTopics() []string {
+	b := h.b
+	queues := map[string]int32{}
+	for _, q := range b.store.Queues() {
+		queues[q.Topic] = max(queues[q.Topic], q.QueueID+1)
+	}
+	queues[ReplyTopic(b.opts.Cluster)] = max(queues[ReplyTopic(b.opts.Cluster)], 1)
+	var out []string
+	for name, n := range queues {
+		if message.IsSystemTopic(name) || message.IsRetryTopic(name) || message.IsDLQTopic(name) {
+			continue
+		}
+		if _, ok := b.topics.get(name); ok {
+			continue
+		}
+		if err := b.topics.put(TopicConfig{Name: name, ReadQueueNums: n, WriteQueueNums: n, Perm: PermReadWrite}, false); err != nil {
+			b.log.Warn("topic not recovered", zap.String("topic", name), zap.Error(err))
+			continue
+		}
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (h replicationHost) Register()                  { h.b.reg.registerAll() }

@@ -23,15 +23,7 @@ import (
 // the master's stop succeeds on the new master (its retries fetch the
 // route afresh), and so do the next ones.
 func TestSendFollowsControllerFailover(t *testing.T) {
-	co := controller.DefaultOptions()
-	co.RaftListen = "127.0.0.1:0"
-	co.InMemory = true
-	co.BrokerTimeout = time.Second
-	co.Lease = 600 * time.Millisecond
-	co.StreamGrace = 300 * time.Millisecond
-	co.ScanInterval = 50 * time.Millisecond
-	co.RaftHeartbeat = 300 * time.Millisecond
-	co.RaftElectionTimeout = 300 * time.Millisecond
+	co := controller.LoopbackOptions()
 	no := nameserver.DefaultOptions()
 	no.ListenAddr = "127.0.0.1:0"
 	no.GossipAddr = "off"

@@ -66,6 +66,22 @@ func DefaultOptions() Options {
 	}
 }
 
+// LoopbackOptions are a single in-memory controller on a free loopback port
+// with timings cut for in-process clusters (tests, demos): a master silent
+// for 1 s is replaced after its 600 ms lease.
+func LoopbackOptions() Options {
+	o := DefaultOptions()
+	o.RaftListen = "127.0.0.1:0"
+	o.InMemory = true
+	o.BrokerTimeout = time.Second
+	o.Lease = 600 * time.Millisecond
+	o.StreamGrace = 300 * time.Millisecond
+	o.ScanInterval = 50 * time.Millisecond
+	o.RaftHeartbeat = 300 * time.Millisecond
+	o.RaftElectionTimeout = 300 * time.Millisecond
+	return o
+}
+
 // Validate checks every field and reports all problems at once.
 func (o *Options) Validate() error {
 	var errs []error

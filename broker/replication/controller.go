@@ -424,12 +424,30 @@ func (a *agent) becomeMasterLocked(g GroupState) bool {
 		return false
 	}
 	end := r.store.CommitLog().MaxOffset()
+	// Entries copied from a former master may start beyond this log's end
+	// (a lagging slave elected uncleanly): they describe bytes it never got.
+	if err := r.epochs.TruncateTo(end); err != nil {
+		a.log.Error("cannot become master: the epoch entries were not cut at the log's end", zap.Int64("epoch", g.MasterEpoch), zap.Error(err))
+		restart()
+		return false
+	}
+	if prevRole == RoleMaster {
+		// Re-elected at a new epoch: slaves learn epoch entries only at the
+		// handshake, so they must handshake again.
+		r.srv.DropSlaves()
+	}
 	if err := r.epochs.Append(ha.EpochEntry{Epoch: g.MasterEpoch, Start: end}); err != nil {
 		a.log.Error("cannot become master: the epoch entry was not saved", zap.Int64("epoch", g.MasterEpoch), zap.Error(err))
 		restart()
 		return false
 	}
 	a.confirm.Store(end)
+	if tr, ok := r.host.(TopicRecoverer); ok {
+		if names := tr.RecoverTopics(); len(names) > 0 {
+			a.log.Warn("topics recovered from the queues (created on the old master after the last metadata sync)",
+				zap.Strings("topics", names))
+		}
+	}
 	if err := r.state.set(RoleMaster, 0, g.MasterEpoch); err != nil {
 		a.log.Error("persist the master role", zap.Error(err))
 	}

@@ -37,6 +37,37 @@
 // replaces the slave's (a Host that is also a GroupHost takes it); a master
 // that sends no version (an older one) leaves the slave's table alone.
 //
+// In controller mode the periodic pull alone would lose a topic or group
+// change made up to MetadataSyncInterval before the master dies (the new
+// master never fetched it). So the master also pushes (metapush.go): after
+// an admin change of its topic or subscription group table
+// (Replicator.PushMetadata), it gives both tables, with their versions and
+// its epoch and replica id, to every other member of its sync state set and
+// every member being added (addresses from the controller's replica list)
+// over BrokerHA.PushMetadata, and the admin call returns once each applied
+// them. The set is read again at every attempt (a member removed meanwhile
+// is not waited for); past MetadataPushTimeout (3 s) the call fails with
+// FLUSH_SLAVE_TIMEOUT naming the members that lack the change: it stays on
+// the master (no rollback) and reaches them by their next pull, but a
+// failover before that would lose it, and an operator must know — as a
+// sync send that timed out says so. Topics the broker creates itself
+// (auto-created, retry, reply) are pushed in the background
+// (TriggerMetadataPush). A replica joins the sync state set only once a
+// push gave it the master's current tables (metadataCaughtUp), so a member
+// that joined after a change holds it too. Consumer offsets and delay
+// progress are not pushed: they change constantly and the pull carries
+// them.
+//
+// A slave applies a push (Replicator.ApplyPush) only when it is a slave
+// following that master in that epoch (an older epoch: CONTROLLER_FENCED;
+// another master or an epoch it has not followed yet: NOT_MASTER, which the
+// master retries), through the very path a pull takes (applyMetadata). In
+// controller mode that path skips a table older than the one last applied
+// — older epoch, or same epoch and lower version — so a pull answered
+// before a push that overtook it does not undo the push; a higher epoch (a
+// new master) always wins. Outside controller mode nothing is pushed and
+// pulls apply as they always did.
+//
 // Consumer offsets committed to a slave (consumers reading from it while
 // the master is down) are kept in its table and remembered as local
 // commits. Each sync sends the local commits; the master keeps, per queue,
@@ -79,7 +110,9 @@
 //     whose master epoch is below the broker's epoch is ignored).
 //     Becoming master, when the leader names this replica with an epoch E
 //     above the broker's: stop the HA client, lift the dispatch limit,
-//     AdoptQueueOffsets, append (E, CommitLog end) to the epoch file, take
+//     AdoptQueueOffsets, add the topics its queues hold but its topic table
+//     lacks (created on the old master after the last metadata sync; a Host
+//     that is a TopicRecoverer), append (E, CommitLog end) to the epoch file, take
 //     role MASTER (id 0) and epoch E (config/ha.json), adopt the sync state
 //     set, beat at once (the lease comes with the answer to a MASTER beat),
 //     wait for the lease (at most 4 beats, 1 s at least), register.

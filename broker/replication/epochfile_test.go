@@ -210,3 +210,29 @@ func TestEpochFileConcurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A lagging slave holds its master's entries, one of which may start beyond
+// its own end; taking over, it cuts them at its end before appending its
+// own epoch (as becomeMasterLocked and Promote do).
+func TestEpochFileTakeOverBehindCopiedEntry(t *testing.T) {
+	f, err := loadEpochFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Replace([]ha.EpochEntry{{Epoch: 1, Start: 0}, {Epoch: 2, Start: 500}}); err != nil {
+		t.Fatal(err)
+	}
+	const end = 300
+	if err := f.Append(ha.EpochEntry{Epoch: 3, Start: end}); err == nil {
+		t.Fatal("an entry below a copied one was appended")
+	}
+	if err := f.TruncateTo(end); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Append(ha.EpochEntry{Epoch: 3, Start: end}); err != nil {
+		t.Fatalf("append after the cut: %v", err)
+	}
+	if got, want := f.Entries(), []ha.EpochEntry{{Epoch: 1, Start: 0}, {Epoch: 3, Start: end}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("entries %v, want %v", got, want)
+	}
+}

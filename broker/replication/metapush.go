@@ -150,14 +150,21 @@ func (r *Replicator) TriggerMetadataPush() {
 // metaPushLoop runs the pushes TriggerMetadataPush asked for.
 func (r *Replicator) metaPushLoop() {
 	defer r.wg.Done()
+	var lastErr string
 	for {
 		select {
 		case <-r.ctx.Done():
 			return
 		case <-r.meta.pushNow:
 		}
-		if err := r.PushMetadata(r.ctx); err != nil && r.ctx.Err() == nil {
+		err := r.PushMetadata(r.ctx)
+		switch {
+		case r.ctx.Err() != nil:
+		case err != nil && err.Error() != lastErr:
 			r.log.Warn("metadata push to the sync state set failed; the slaves get it by their next metadata sync", zap.Error(err))
+			lastErr = err.Error()
+		case err == nil:
+			lastErr = ""
 		}
 	}
 }

@@ -93,6 +93,12 @@ func (r *Replicator) Promote(ctx context.Context, req PromoteRequest) (PromoteRe
 		return PromoteResult{}, r.host.StoreError(err)
 	}
 	maxOff := r.store.CommitLog().MaxOffset()
+	// Entries copied from the master may start beyond this log's end.
+	if err := r.epochs.TruncateTo(maxOff); err != nil {
+		restart()
+		r.mu.Unlock()
+		return PromoteResult{}, errcode.Errorf(errcode.SystemError, "cannot cut the epoch entries at the log's end: %v", err)
+	}
 	if err := r.epochs.Append(ha.EpochEntry{Epoch: epoch, Start: maxOff}); err != nil {
 		restart()
 		r.mu.Unlock()

@@ -43,6 +43,15 @@ type Host interface {
 	StoreError(err error) error
 }
 
+// TopicRecoverer is a Host that, becoming master in controller mode,
+// adds to its topic table the topics its queues hold but the table lacks
+// (created on the old master after the last metadata sync): their messages
+// were replicated, and without an entry they could not be sent to or
+// routed.
+type TopicRecoverer interface {
+	RecoverTopics() []string
+}
+
 // Config is what a Replicator is built from.
 type Config struct {
 	Options Options

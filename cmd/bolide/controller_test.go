@@ -24,15 +24,7 @@ import (
 // id - 1.
 func startControllerGroup(t *testing.T, replicas int) (string, []string) {
 	t.Helper()
-	co := controller.DefaultOptions()
-	co.RaftListen = "127.0.0.1:0"
-	co.InMemory = true
-	co.BrokerTimeout = time.Second
-	co.Lease = 600 * time.Millisecond
-	co.StreamGrace = 300 * time.Millisecond
-	co.ScanInterval = 50 * time.Millisecond
-	co.RaftHeartbeat = 300 * time.Millisecond
-	co.RaftElectionTimeout = 300 * time.Millisecond
+	co := controller.LoopbackOptions()
 	no := nameserver.DefaultOptions()
 	no.ListenAddr = "127.0.0.1:0"
 	no.GossipAddr = "off"

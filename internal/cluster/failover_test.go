@@ -18,6 +18,7 @@ import (
 	"github.com/bolide-mq/bolide/controller"
 	"github.com/bolide-mq/bolide/internal/errcode"
 	"github.com/bolide-mq/bolide/internal/faultproxy"
+	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/nameserver"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -49,15 +50,7 @@ func startCtlRig(t *testing.T, replicas int, mode string, mutate func(*broker.Op
 		r.log = zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
 	}
 	t.Cleanup(r.stop)
-	co := controller.DefaultOptions()
-	co.RaftListen = "127.0.0.1:0"
-	co.InMemory = true
-	co.BrokerTimeout = time.Second
-	co.Lease = 600 * time.Millisecond
-	co.StreamGrace = 300 * time.Millisecond
-	co.ScanInterval = 50 * time.Millisecond
-	co.RaftHeartbeat = 300 * time.Millisecond
-	co.RaftElectionTimeout = 300 * time.Millisecond
+	co := controller.LoopbackOptions()
 	no := nameserver.DefaultOptions()
 	no.ListenAddr = "127.0.0.1:0"
 	no.GossipAddr = "off"
@@ -271,10 +264,29 @@ func TestControllerFailoverAndRejoin(t *testing.T) {
 		}
 	}
 
+	// A topic created just before the master dies, without messages, is
+	// on the new master: CreateTopic answers once the SSS members have it.
+	conn, err := dial(r.broker(m).Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	resp, err := pb.NewBrokerClient(conn).CreateTopic(context.Background(), &pb.CreateTopicRequest{
+		Topic: &pb.TopicConfig{Name: "empty-topic", ReadQueueNums: 3, WriteQueueNums: 3, Perm: broker.PermReadWrite}})
+	if err == nil {
+		err = wire.FromStatus(resp.Status)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	r.kill(m)
 	n := r.master(epoch)
 	if n == m {
 		t.Fatal("the killed replica is master")
+	}
+	if !slices.ContainsFunc(r.broker(n).TopicConfigs(), func(tc broker.TopicConfig) bool { return tc.Name == "empty-topic" }) {
+		t.Fatal("a topic created before the failover is not on the new master")
 	}
 	if got := r.broker(n).Epoch(); got != epoch+1 {
 		t.Fatalf("new master's epoch %d, want %d", got, epoch+1)
@@ -423,4 +435,44 @@ func TestControllerSyncWaitsForEverySSSMember(t *testing.T) {
 	}
 	r.waitSSS(o, 2)
 	r.sendN(o, 5, "promoted")
+}
+
+// A topic created on the master just before it dies (before any metadata
+// sync reached the slaves) survives the failover when it holds messages:
+// the new master rebuilds its entry from its queues.
+func TestControllerFailoverKeepsNewTopic(t *testing.T) {
+	r := startCtlRig(t, 3, broker.ReplicationSync, func(o *broker.Options) {
+		o.AutoCreateTopic = false
+		o.Replication.MetadataSyncInterval = time.Minute
+	})
+	m := r.master(0)
+	r.waitSSS(m, 3)
+	conn, err := dial(r.broker(m).Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	resp, err := pb.NewBrokerClient(conn).CreateTopic(context.Background(), &pb.CreateTopicRequest{
+		Topic: &pb.TopicConfig{Name: ctlTopic, ReadQueueNums: 2, WriteQueueNums: 2, Perm: broker.PermReadWrite}})
+	if err == nil {
+		err = wire.FromStatus(resp.Status)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.sendN(m, 4, "early")
+	epoch := r.broker(m).Epoch()
+	r.kill(m)
+	n := r.master(epoch)
+	r.waitSSS(n, 2)
+	r.sendN(n, 4, "late")
+	found := false
+	for _, tc := range r.broker(n).TopicConfigs() {
+		if tc.Name == ctlTopic && tc.WriteQueueNums == 2 {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("topic %s not on the new master: %v", ctlTopic, r.broker(n).TopicConfigs())
+	}
 }

@@ -191,3 +191,35 @@ func TestControllerTopicChangeUnconfirmed(t *testing.T) {
 		t.Fatal("the slave lacks a topic whose update returned")
 	}
 }
+
+// Without controllers nothing is pushed: a slave refuses a push and gets
+// its master's topics by the metadata sync, as before.
+func TestNoMetadataPushWithoutController(t *testing.T) {
+	c := Start(t, Options{Broker: fastHA(broker.ReplicationAsync)})
+	master := c.Broker(0)
+	s := c.StartSlave(0, 1)
+	if err := master.CreateTopic(broker.TopicConfig{Name: "pulled", ReadQueueNums: 1, WriteQueueNums: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := dial(s.Broker().Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	resp, err := pb.NewBrokerHAClient(conn).PushMetadata(context.Background(), &pb.PushMetadataRequest{BrokerName: "broker-a",
+		MasterEpoch: master.Epoch(), MasterId: 0, Metadata: &pb.GetMetadataResponse{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wire.FromStatus(resp.Status); errcode.Of(err) != errcode.InvalidParameter {
+		t.Fatalf("push outside controller mode: %v, want INVALID_PARAMETER", err)
+	}
+	if err := Poll(10*time.Second, func() error {
+		if !hasTopic(s.Broker(), "pulled") {
+			return fmt.Errorf("the slave lacks the master's topic")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
