@@ -199,6 +199,8 @@ var (
 		"Messages stored but not yet committed by a consumer group, by topic and group.", []string{"topic", "consumer_group"}, nil)
 	descReady = prometheus.NewDesc("bolide_broker_ready",
 		"1 when the broker is ready to serve (as /readyz answers), else 0.", nil, nil)
+	descRegisterRefused = prometheus.NewDesc("bolide_broker_register_refused_total",
+		"Registrations a NameServer refused (INVALID_PARAMETER: the broker name and id are held by another live broker, or the configuration conflicts), since the broker started.", nil, nil)
 	descRole = prometheus.NewDesc("bolide_broker_role",
 		"1 for the broker's current role (master, slave or fenced).", []string{"role"}, nil)
 	descReplLag = prometheus.NewDesc("bolide_replication_lag_bytes",
@@ -236,7 +238,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		col.Describe(ch)
 	}
 	for _, d := range []*prometheus.Desc{descStorageSize, descDiskRatio, descMaxOffset, descDispatchBehind,
-		descFlushBehind, descDispatchErrors, descTopics, descGroups, descLag, descReady, descRole, descReplLag,
+		descFlushBehind, descDispatchErrors, descTopics, descGroups, descLag, descReady, descRegisterRefused, descRole, descReplLag,
 		descReplInSync, descRoleChanges, descLeaseRemaining, descDelayPending, descTimerPending, descTimerDelivered, descHalf, descTxnChecks, descTxnEnds,
 		descPopInFlight, descPopAcks, descPopRedeliveries, descPopDLQ} {
 		ch <- d
@@ -285,6 +287,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ready = 1
 	}
 	gauge(descReady, ready)
+	counter(descRegisterRefused, float64(b.reg.refusals.Load()))
 	role := b.Role()
 	for _, r := range []Role{RoleMaster, RoleSlave, RoleFenced} {
 		v := 0.0

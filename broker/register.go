@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/bolide-mq/bolide/broker/replication"
 	"github.com/bolide-mq/bolide/broker/topic"
+	"github.com/bolide-mq/bolide/internal/errcode"
 )
 
 // Registration is what a broker tells the NameServers about itself.
@@ -62,6 +64,12 @@ type registrar struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	lastErr map[string]error
+	// refusals counts registrations a NameServer refused (a coded
+	// INVALID_PARAMETER: the broker's identity is held by another live
+	// broker, or its configuration conflicts with the table), and
+	// refusalLogged the refusal messages already logged.
+	refusals      atomic.Int64
+	refusalLogged map[string]bool
 	// onRegistered is called with each NameServer's answer (membership
 	// joins the gossip pool through it).
 	onRegistered func(ns string, ans RegistrationAnswer)
@@ -69,7 +77,8 @@ type registrar struct {
 
 func newRegistrar(b *Broker, ns NameServers) *registrar {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &registrar{b: b, ns: ns, now: make(chan struct{}, 1), ctx: ctx, cancel: cancel, lastErr: make(map[string]error)}
+	return &registrar{b: b, ns: ns, now: make(chan struct{}, 1), ctx: ctx, cancel: cancel, lastErr: make(map[string]error),
+		refusalLogged: make(map[string]bool)}
 }
 
 func (r *registrar) start() error {
@@ -149,11 +158,23 @@ func (r *registrar) registerAll() {
 			defer cancel()
 			ans, err := r.ns.Register(ctx, ns, reg)
 			r.b.repl.OnRegistered(ns, reg.BrokerID, replication.NameServerAnswer{MasterAddr: ans.MasterAddr, MasterHAAddr: ans.MasterHAAddr}, err)
+			refused := err != nil && errcode.Of(err) == errcode.InvalidParameter
 			r.mu.Lock()
 			prev := r.lastErr[ns]
 			r.lastErr[ns] = err
+			logRefusal := refused && !r.refusalLogged[err.Error()]
+			if logRefusal {
+				r.refusalLogged[err.Error()] = true
+			}
 			r.mu.Unlock()
+			if refused {
+				r.refusals.Add(1)
+			}
 			switch {
+			case logRefusal:
+				r.b.log.Error("name server refused the registration", zap.String("nameServer", ns),
+					zap.String("brokerName", reg.BrokerName), zap.Int64("brokerId", reg.BrokerID), zap.Error(err))
+			case refused:
 			case err != nil && prev == nil:
 				r.b.log.Warn("register with name server failed", zap.String("nameServer", ns), zap.Error(err))
 			case err == nil && prev != nil:

@@ -78,6 +78,13 @@ type Registration struct {
 	DataVersion *DataVersion
 	// Timeout is this broker's heartbeat timeout (0: the table's default).
 	Timeout time.Duration
+
+	// guard refuses a registration for a broker name and id held by another
+	// registered address (see Server: the identity check), except when the
+	// holder is takeover (found unreachable) or, for a master, when the
+	// registration's epoch is higher than the holder's (a promoted slave).
+	guard    bool
+	takeover string
 }
 
 // RegisterResult is what a registering broker is told back.
@@ -92,6 +99,9 @@ type RegisterResult struct {
 	Displaced string
 	// TopicsApplied is true when a master's topics replaced its queue data.
 	TopicsApplied bool
+	// HeldBy is, for a registration refused because another live address
+	// holds its broker name and id, that address.
+	HeldBy string
 }
 
 // LiveBroker is what the table knows of one registered broker.
@@ -187,6 +197,14 @@ func (r *Routes) Register(reg Registration, now time.Time) (RegisterResult, erro
 			return RegisterResult{}, wire.Errorf(pb.Code_NOT_MASTER,
 				"broker %s at %s is fenced: its epoch %d is lower than epoch %d of the group's newest master",
 				reg.BrokerName, reg.Addr, reg.Epoch, hi)
+		}
+	}
+	// Identity: after fencing (a fenced master is told NOT_MASTER), before
+	// anything changes.
+	if reg.guard {
+		if lb, ok := r.holderLocked(reg.BrokerName, reg.ID); ok && lb.Addr != reg.Addr && lb.Addr != reg.takeover &&
+			!(reg.ID == MasterID && reg.Epoch > lb.Epoch) {
+			return RegisterResult{HeldBy: lb.Addr}, identityHeldError(reg, lb)
 		}
 	}
 	if g, ok := r.groups[reg.BrokerName]; ok && g.cluster != reg.Cluster {
@@ -351,6 +369,38 @@ func (r *Routes) dropQueuesLocked(topic string, m map[string]QueueData, name str
 	if len(m) == 0 {
 		delete(r.topics, topic)
 	}
+}
+
+// Holder returns the live broker registered under a broker name and id.
+func (r *Routes) Holder(brokerName string, id int64) (LiveBroker, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.holderLocked(brokerName, id)
+}
+
+func (r *Routes) holderLocked(brokerName string, id int64) (LiveBroker, bool) {
+	g := r.groups[brokerName]
+	if g == nil {
+		return LiveBroker{}, false
+	}
+	addr, ok := g.addrs[id]
+	if !ok {
+		return LiveBroker{}, false
+	}
+	lb := r.live[addr]
+	if lb == nil {
+		return LiveBroker{}, false
+	}
+	return *lb, true
+}
+
+// identityHeldError is the refusal of a registration for a broker name and
+// id that a live broker at another address holds.
+func identityHeldError(reg Registration, holder LiveBroker) error {
+	return wire.Errorf(pb.Code_INVALID_PARAMETER,
+		"broker identity %s/%s id %d is held by a live broker at %s; refusing the registration from %s: "+
+			"give this broker another --broker-name or --broker-id, or stop the broker at %s first",
+		holder.Cluster, reg.BrokerName, reg.ID, holder.Addr, reg.Addr, holder.Addr)
 }
 
 // removeAddrLocked removes a registered address; a group left without

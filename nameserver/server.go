@@ -46,6 +46,8 @@ type Server struct {
 	kv *kvConfig
 	// ctl is the embedded failover controller, nil when off (controller.go).
 	ctl *controller.Controller
+	// ident probes the holders of broker identities (identity.go).
+	ident *identityGuard
 
 	quit  chan struct{} // closed by Close: stops the loops
 	joinc chan string   // gossip addresses of registered brokers missing from the pool
@@ -72,6 +74,7 @@ func New(opts Options, lg *zap.Logger) (*Server, error) {
 		opts:   opts,
 		lg:     lg,
 		routes: NewRoutes(opts.BrokerTimeout),
+		ident:  newIdentityGuard(),
 		quit:   make(chan struct{}),
 		joinc:  make(chan string, 64),
 	}

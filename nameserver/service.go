@@ -2,6 +2,7 @@ package nameserver
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -19,9 +20,20 @@ type service struct {
 
 func (v *service) RegisterBroker(_ context.Context, req *pb.RegisterBrokerRequest) (*pb.RegisterBrokerResponse, error) {
 	resp := &pb.RegisterBrokerResponse{GossipAddr: v.s.GossipAddr()}
-	res, err := v.s.routes.Register(registrationFromProto(req), time.Now())
+	now := time.Now()
+	reg := registrationFromProto(req)
+	v.s.guardIdentity(&reg, now)
+	res, err := v.s.routes.Register(reg, now)
 	resp.Status = wire.Status(err)
 	if err != nil {
+		if res.HeldBy != "" {
+			if v.s.ident.shouldLog(fmt.Sprintf("%s/%d/%s", req.BrokerName, req.BrokerId, req.BrokerAddr), now) {
+				v.s.lg.Warn("register broker refused: broker identity held by a live broker", zap.String("cluster", req.Cluster),
+					zap.String("broker_name", req.BrokerName), zap.Int64("broker_id", req.BrokerId),
+					zap.String("broker_addr", req.BrokerAddr), zap.String("holder", res.HeldBy), zap.Error(err))
+			}
+			return resp, nil
+		}
 		v.s.lg.Warn("register broker rejected", zap.String("broker_name", req.BrokerName),
 			zap.String("broker_addr", req.BrokerAddr), zap.Error(err))
 		return resp, nil
