@@ -23,6 +23,9 @@ type fakeBroker struct {
 	id    int64
 	addrs []string
 	ccs   []*grpc.ClientConn
+	// addr is the broker address its beats give ("addr-<name>-<id>" when
+	// empty).
+	addr string
 
 	mu           sync.Mutex // mu protects the fields below
 	epoch        int64
@@ -161,7 +164,11 @@ func (b *fakeBroker) nextBeat() *pb.BrokerBeat {
 	}
 	b.seq++
 	b.sent[b.seq] = time.Now()
-	return &pb.BrokerBeat{Cluster: "c1", BrokerName: b.name, ReplicaId: b.id, Addr: fmt.Sprintf("addr-%s-%d", b.name, b.id),
+	addr := b.addr
+	if addr == "" {
+		addr = fmt.Sprintf("addr-%s-%d", b.name, b.id)
+	}
+	return &pb.BrokerBeat{Cluster: "c1", BrokerName: b.name, ReplicaId: b.id, Addr: addr,
 		HaAddr: fmt.Sprintf("ha-%s-%d", b.name, b.id), Epoch: b.epoch, Role: b.role, MaxOffset: b.maxOffset, Priority: b.priority, Seq: b.seq}
 }
 

@@ -86,6 +86,7 @@ type beatStream struct {
 	sub      *subscriber
 	key      replicaKey
 	attached bool // key's liveness counts this stream, and the hub knows it
+	refused  bool // a beat was refused for an identity held elsewhere (logged once)
 }
 
 // attach binds the stream to the replica its beats name (re-binding it if
@@ -120,12 +121,49 @@ func (st *beatStream) handle(ctx context.Context, b *pb.BrokerBeat) *pb.Controll
 	}
 	k := replicaKey{b.GetBrokerName(), b.GetReplicaId()}
 	now := time.Now()
+	if !st.attached || st.key != k {
+		if holder, held := c.identityHeld(k, b.GetAddr(), now); held {
+			err := errcode.Errorf(errcode.InvalidParameter,
+				"controller: broker %s replica %d is registered at %s, which is alive; refusing the beat from %s: "+
+					"give this broker another --broker-name or replica id, or stop the broker at %s first",
+				k.name, k.id, holder, b.GetAddr(), holder)
+			if !st.refused {
+				st.refused = true
+				c.lg.Warn("controller: beat refused: replica identity held by a live broker", zap.String("broker_name", k.name),
+					zap.Int64("replica_id", k.id), zap.String("addr", b.GetAddr()), zap.String("holder", holder))
+			}
+			return &pb.ControllerBeat{Seq: b.GetSeq(), Status: wire.Status(err)}
+		}
+	}
 	c.live.beat(k, b, now)
 	st.attach(k)
 	if c.leadership().ready {
 		c.commitBeat(k, b)
 	}
 	return c.answer(k, b, time.Now())
+}
+
+// identityHeld reports whether replica k is registered at another address
+// than addr (committed, or, before the first commit, the address its last
+// beats gave) by a broker that is alive: a second broker started with the
+// same name and replica id must not take the first one's place. A holder
+// whose streams closed more than the stream grace ago, or which has not
+// beaten within the broker timeout, is gone: its identity is free.
+func (c *Controller) identityHeld(k replicaKey, addr string, now time.Time) (string, bool) {
+	v := c.live.get(k, now)
+	if !v.known || !v.alive || v.addr == "" || v.addr == addr {
+		return "", false
+	}
+	registered := v.addr
+	if g := c.fsm.group(k.name); g != nil {
+		if r := g.Replicas[k.id]; r != nil {
+			registered = r.Addr
+		}
+	}
+	if registered != v.addr { // the live record is not the registered broker's
+		return "", false
+	}
+	return registered, true
 }
 
 // commitBeat registers the replica (when new or moved) and runs its

@@ -72,6 +72,7 @@ type agent struct {
 	mu         sync.Mutex
 	leaderAddr string
 	leaderID   string
+	refusal    string      // the last refusal of a beat logged
 	pending    *GroupState // newest leader state not applied yet
 	group      GroupState  // last applied leader state
 	haveGroup  bool
@@ -253,6 +254,12 @@ func (a *agent) beat() BrokerBeat {
 func (a *agent) onBeat(addr string, b ControllerBeat, sentAt time.Duration, sent bool) {
 	if b.Err != nil || !b.Leader {
 		a.mu.Lock()
+		if b.Err != nil && errcode.Of(b.Err) == errcode.InvalidParameter && b.Err.Error() != a.refusal {
+			// A refused beat (this broker's name and replica id are held
+			// by a live broker elsewhere): once per distinct message.
+			a.refusal = b.Err.Error()
+			a.log.Error("controller refused the heartbeat", zap.String("controller", addr), zap.Error(b.Err))
+		}
 		if a.leaderAddr == addr {
 			a.leaderAddr = ""
 		}
