@@ -23,6 +23,17 @@
 // the pool (never joined, wrongly declared dead, partitioned) is joined by
 // the NameServer so that it is watched again.
 //
+// A broker name and id belong to one address at a time (identity.go): a
+// registration for a name and id that a live broker at another address
+// holds is refused with INVALID_PARAMETER, naming both addresses and how to
+// resolve it, and changes nothing; the refusal is logged at WARN once a
+// minute per identity and address. The holder counts as gone when it left
+// the table in one of the three ways above, or when a TCP dial of its
+// address fails (500 ms timeout, outside the table's lock, answer reused
+// for 2 s): a broker restarted on a new port takes its id over at once. A
+// master (id 0) registering with an epoch higher than the holder's is a
+// promoted slave and replaces it, as epoch fencing always did.
+//
 // # Remoting
 //
 // The port is shared through internal/portmux: a connection opening with
