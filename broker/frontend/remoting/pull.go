@@ -105,6 +105,13 @@ func (f *Frontend) pullMessage(ctx context.Context, _ *connState, req *rmq.Comma
 	if err != nil {
 		return f.pullReply(req, rmq.InvalidParameter, err.Error(), h, broker.PullResult{NextOffset: h.offset})
 	}
+	// A pull that names no filter, from a group whose heartbeat has not
+	// reached this broker yet, waits a little for it; still unknown, it is
+	// answered with no message at the same offset (the client pulls again):
+	// served unfiltered, an SQL92 or tag subscriber racing its heartbeat
+	// would get what its condition excludes. (RocketMQ's broker refuses such
+	// a pull with SUBSCRIPTION_NOT_EXIST; its clients then wait seconds.)
+	registered := h.sysFlag&pullSubscription != 0 || f.awaitRegistration(ctx, h)
 	exprType, expr, err := f.pullExpression(h)
 	if err != nil {
 		return f.pullError(req, h, err)
@@ -112,13 +119,7 @@ func (f *Frontend) pullMessage(ctx context.Context, _ *connState, req *rmq.Comma
 	master := f.b.IsMaster()
 	preq := broker.PullRequest{Group: h.group, Topic: h.topic, QueueID: h.queueID, Offset: h.offset,
 		MaxMessages: int(max(h.maxMsgs, 1)), MaxBytes: int(max(h.maxBytes, 0)), TagExpression: expr, ExpressionType: exprType, CommitOffset: -1}
-	// A pull that names no filter, from a group whose heartbeat has not
-	// reached this broker yet, is served unfiltered but not held: a held
-	// pull keeps the filter it started with, and an SQL92 subscriber whose
-	// heartbeat arrives meanwhile would get what its condition excludes.
-	// (RocketMQ's broker refuses such a pull; its clients then wait seconds.)
-	_, registered := f.b.GroupFilter(h.group, h.topic)
-	if h.sysFlag&pullSuspend != 0 && (registered || h.sysFlag&pullSubscription != 0) {
+	if h.sysFlag&pullSuspend != 0 && registered {
 		preq.SuspendTimeout = min(h.suspend, maxHold)
 		if !master {
 			preq.SuspendTimeout = min(preq.SuspendTimeout, slaveHold)
@@ -136,7 +137,47 @@ func (f *Frontend) pullMessage(ctx context.Context, _ *connState, req *rmq.Comma
 	if err != nil {
 		return f.pullError(req, h, err)
 	}
+	if !registered && res.Status == broker.PullFound {
+		res.Records, res.NextOffset = nil, h.offset
+		return f.pullReply(req, rmq.PullNotFound, "NO_NEW_MESSAGE: no subscription of the group to the topic registered yet", h, res)
+	}
 	return f.pullResult(req, h, res)
+}
+
+// unregisteredWait bounds how long a filterless pull waits for its group's
+// heartbeat.
+const unregisteredWait = time.Second
+
+// awaitRegistration reports whether the group registered a subscription to
+// the topic on this broker, waiting up to unregisteredWait (or the pull's
+// own suspend time, if shorter) for it.
+func (f *Frontend) awaitRegistration(ctx context.Context, h pullHeader) bool {
+	if _, ok := f.b.GroupFilter(h.group, h.topic); ok {
+		return true
+	}
+	wait := unregisteredWait
+	if h.sysFlag&pullSuspend == 0 {
+		return false
+	}
+	if h.suspend > 0 {
+		wait = min(wait, h.suspend)
+	}
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return false
+		case <-t.C:
+			if _, ok := f.b.GroupFilter(h.group, h.topic); ok {
+				return true
+			}
+		}
+	}
 }
 
 // pullExpression returns the filter a pull uses, as its expression type
