@@ -105,6 +105,15 @@ func TestSlaveFollowsMasterDelayProgress(t *testing.T) {
 		t.Fatal("the cancellation is lost on the slave's restart")
 	}
 	waitCaughtUp(t, master.b, slave.b)
+	// The restarted slave replicates again before the master stops (a
+	// slave that never replicated since its start is promoted only when
+	// forced: it cannot tell what the master acknowledged meanwhile).
+	testutil.WaitFor(t, 5*time.Second, "the restarted slave in sync", func() error {
+		if n := master.b.Replication().Server().InSync(); n != 1 {
+			return fmt.Errorf("%d slaves in sync", n)
+		}
+		return nil
+	})
 
 	// Promoted after the master stops, it delivers new delayed messages;
 	// each level and the timer wheel deliver in order, so once the new ones
