@@ -129,9 +129,18 @@ func StartCluster(t testing.TB, cfg Config) (*Cluster, error) {
 	bins := binDir(t)
 	c := &Cluster{cfg: cfg, conns: make(map[string]*grpc.ClientConn)}
 	t.Cleanup(c.Close)
-	ports, err := freePorts(2*cfg.Controllers + 2*cfg.Brokers)
+	// The daemons' ports and the fault proxies' are reserved together: a
+	// proxy bound to port 0 after the reservation could take a daemon's.
+	nDaemon := 2*cfg.Controllers + 2*cfg.Brokers
+	ports, err := freePorts(nDaemon + cfg.Brokers*(1+cfg.Controllers))
 	if err != nil {
 		return nil, err
+	}
+	proxyPorts := ports[nDaemon:]
+	nextProxy := func() string {
+		p := proxyPorts[0]
+		proxyPorts = proxyPorts[1:]
+		return hostPort(p)
 	}
 	var peers []string
 	for i := range cfg.Controllers {
@@ -159,13 +168,13 @@ func StartCluster(t testing.TB, cfg Config) (*Cluster, error) {
 	for i := range cfg.Brokers {
 		b := &Broker{Name: fmt.Sprintf("b%d", i+1), ID: int64(i + 1), Addr: hostPort(ports[base+2*i]), HAAddr: hostPort(ports[base+2*i+1])}
 		b.StoreDir = filepath.Join(cfg.Dir, b.Name)
-		if b.HAProxy, err = faultproxy.New("127.0.0.1:0", b.HAAddr, nil); err != nil {
+		if b.HAProxy, err = faultproxy.New(nextProxy(), b.HAAddr, nil); err != nil {
 			return c, err
 		}
 		b.HAProxy.Start()
 		var ctl []string
 		for _, ns := range c.NameServers {
-			p, err := faultproxy.New("127.0.0.1:0", ns.Addr, nil)
+			p, err := faultproxy.New(nextProxy(), ns.Addr, nil)
 			if err != nil {
 				return c, err
 			}
