@@ -72,8 +72,7 @@ type Broker struct {
 
 	// gate runs the master-only services while the broker is the master
 	// (rolegate_wire.go).
-	gate    *rolegate.Gate
-	roleSrc *roleSource
+	gate *rolegate.Gate
 
 	reg    *registrar
 	gossip *gossip

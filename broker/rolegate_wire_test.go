@@ -13,7 +13,6 @@ import (
 
 // fakeLease is a master whose write lease a test takes away.
 type fakeLease struct {
-	ctl      bool
 	writable atomic.Bool
 	sig      notify.Signal
 }
@@ -25,7 +24,6 @@ func (f *fakeLease) CheckWritable() error {
 	return errors.New("no lease")
 }
 func (f *fakeLease) Changes() <-chan struct{} { return f.sig.C() }
-func (f *fakeLease) ControllerMode() bool     { return f.ctl }
 
 // leadCount counts the leads of a service and whether it leads now.
 type leadCount struct {
@@ -57,23 +55,22 @@ func waitLeading(t *testing.T, l *leadCount, want bool) {
 }
 
 // In controller mode the master-only services stop when the write lease
-// runs out, with no role change, and start again when a lease arrives.
+// runs out, with no role change, and start again when a lease arrives (the
+// replicator signals both as changes).
 func TestRoleGateFollowsLease(t *testing.T) {
-	f := &fakeLease{ctl: true}
+	f := &fakeLease{}
 	f.writable.Store(true)
-	src := newRoleSource(f, 10*time.Millisecond)
-	g := rolegate.New(src, nil)
+	g := rolegate.New(writableSource{f}, nil)
 	svc := &leadCount{}
 	g.Subscribe("svc", svc)
 	g.Start()
-	defer func() {
-		g.Close()
-		src.close()
-	}()
+	defer g.Close()
 	waitLeading(t, svc, true)
-	f.writable.Store(false) // the lease ran out: no notification
+	f.writable.Store(false) // the lease ran out: no role change
+	f.sig.Notify()
 	waitLeading(t, svc, false)
 	f.writable.Store(true)
+	f.sig.Notify()
 	waitLeading(t, svc, true)
 	if n := svc.leads.Load(); n != 2 {
 		t.Fatalf("%d leads, want 2", n)
@@ -83,7 +80,7 @@ func TestRoleGateFollowsLease(t *testing.T) {
 // Without controllers the gate follows the role changes alone.
 func TestRoleGateWithoutControllerFollowsRole(t *testing.T) {
 	f := &fakeLease{}
-	src := newRoleSource(f, time.Millisecond)
+	src := writableSource{f}
 	if src.Changes() != f.sig.C() {
 		t.Fatal("Changes is not the replicator's channel")
 	}
@@ -91,10 +88,7 @@ func TestRoleGateWithoutControllerFollowsRole(t *testing.T) {
 	svc := &leadCount{}
 	g.Subscribe("svc", svc)
 	g.Start()
-	defer func() {
-		g.Close()
-		src.close()
-	}()
+	defer g.Close()
 	f.writable.Store(true)
 	f.sig.Notify()
 	waitLeading(t, svc, true)

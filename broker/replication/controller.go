@@ -54,6 +54,10 @@ type agent struct {
 
 	seq   atomic.Uint64
 	lease atomic.Pointer[lease]
+	// leaseTimer fires when the lease runs out: a lease beginning or ending
+	// changes whether the broker takes writes, which the role's followers
+	// (Replicator.Changes: the master-only services) learn as a change.
+	leaseTimer *time.Timer
 	// confirm is the offset every sync state set member acknowledged
 	// (master); confirmMu orders its raises with the dispatch limit.
 	confirm   atomic.Int64
@@ -90,8 +94,13 @@ func newAgent(r *Replicator, cc ControllerClient) *agent {
 	for range r.opts.ControllerAddrs {
 		a.kicks = append(a.kicks, make(chan struct{}, 1))
 	}
+	a.leaseTimer = time.AfterFunc(time.Hour, a.leaseEvent)
+	a.leaseTimer.Stop()
 	return a
 }
+
+// leaseEvent tells the role's followers that the lease began or ran out.
+func (a *agent) leaseEvent() { a.r.state.changed.Notify() }
 
 // start runs one stream per controller, the applier and the master's
 // sync state set loop, until r.ctx is done.
@@ -290,6 +299,13 @@ func (a *agent) grant(epoch int64, until time.Duration) {
 			return
 		}
 		if a.lease.CompareAndSwap(cur, &lease{epoch: epoch, until: until}) {
+			if a.leaseTimer != nil {
+				now := a.now()
+				if cur == nil || cur.epoch != epoch || cur.until <= now {
+					a.leaseEvent() // a lease begins
+				}
+				a.leaseTimer.Reset(until - now)
+			}
 			return
 		}
 	}

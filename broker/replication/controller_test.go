@@ -166,11 +166,18 @@ func TestAgentFollowsController(t *testing.T) {
 		t.Fatalf("status %+v", info.Controller)
 	}
 
-	// No more renewals: the lease runs out and writes stop.
+	// No more renewals: the lease runs out and writes stop, which the
+	// role's followers learn through Changes.
+	changes := r.Changes()
 	fc.mu.Lock()
 	fc.noLease = true
 	fc.mu.Unlock()
 	waitUntil(t, "the lease ran out", func() bool { return errcode.Of(r.CheckWritable()) == errcode.NotMaster })
+	select {
+	case <-changes:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lease ran out without a change signalled")
+	}
 	if r.Role() != RoleMaster {
 		t.Fatalf("role %s", r.Role())
 	}

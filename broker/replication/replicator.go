@@ -293,6 +293,9 @@ func (r *Replicator) Close() error {
 		errs = append(errs, r.srv.Close())
 	}
 	r.meta.close()
+	if r.agent != nil {
+		r.agent.leaseTimer.Stop()
+	}
 	if r.cfg.Controllers != nil {
 		errs = append(errs, r.cfg.Controllers.Close())
 	}
@@ -391,7 +394,9 @@ func (r *Replicator) Epoch() int64 { return r.state.epoch() }
 func (r *Replicator) IsMaster() bool { return r.state.role() == RoleMaster }
 
 // Changes returns a channel closed at the next change of role, id or epoch
-// (promotion, fencing): take it, read the role, then wait on it.
+// (promotion, fencing) and, in controller mode, when the write lease begins
+// or runs out (CheckWritable's answer changes): take it, read the state,
+// then wait on it.
 func (r *Replicator) Changes() <-chan struct{} { return r.state.changes() }
 
 // HAAddr is the advertised HA address.
