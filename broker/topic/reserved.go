@@ -28,14 +28,10 @@ import (
 // The broker's own writes (retries, dead letters, delays, transactions, POP
 // log, replay marks) go to its store directly and are not judged here.
 
-// IsReserved reports whether name is a topic of the system, which only the
-// broker creates, changes, deletes and writes.
-func IsReserved(name string) bool { return message.IsSystemTopic(name) }
-
 // CheckChange returns the error a client's request to create, change or
 // delete topic name is refused with, or nil.
 func CheckChange(name string) error {
-	if IsReserved(name) {
+	if message.IsSystemTopic(name) {
 		return errcode.Errorf(errcode.IllegalTopic, "the topic[%s] conflicts with a system topic: names rmq_sys_*, RMQ_SYS_*, TBW102, SCHEDULE_TOPIC_XXXX and TRANS_CHECK_MAX_TIME_TOPIC are reserved for the broker", name)
 	}
 	return nil
@@ -46,7 +42,7 @@ func CheckChange(name string) error {
 // one of a batch.
 func CheckSend(name string, props map[string]string, batch bool) error {
 	switch {
-	case IsReserved(name):
+	case message.IsSystemTopic(name):
 		return forbidden(name, "the topic is reserved for the broker")
 	case message.IsDLQTopic(name):
 		return forbidden(name, "dead-letter topics are written by the broker only")

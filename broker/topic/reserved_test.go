@@ -10,12 +10,12 @@ import (
 func TestCheckChange(t *testing.T) {
 	for _, name := range []string{"rmq_sys_DLQ_REPLAYED", "rmq_sys_POP_LOG", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
 		"TBW102", "SCHEDULE_TOPIC_XXXX", "TRANS_CHECK_MAX_TIME_TOPIC"} {
-		if err := CheckChange(name); errcode.Of(err) != errcode.IllegalTopic || !IsReserved(name) {
+		if err := CheckChange(name); errcode.Of(err) != errcode.IllegalTopic || !message.IsSystemTopic(name) {
 			t.Errorf("CheckChange(%q) = %v", name, err)
 		}
 	}
 	for _, name := range []string{"orders", "%RETRY%g", "%DLQ%g", "tbw102", "rmq_sysx", "BenchmarkTest"} {
-		if err := CheckChange(name); err != nil || IsReserved(name) {
+		if err := CheckChange(name); err != nil || message.IsSystemTopic(name) {
 			t.Errorf("CheckChange(%q) = %v", name, err)
 		}
 	}
