@@ -111,15 +111,20 @@ func (f *Frontend) pullMessage(ctx context.Context, _ *connState, req *rmq.Comma
 	// served unfiltered, an SQL92 or tag subscriber racing its heartbeat
 	// would get what its condition excludes. (RocketMQ's broker refuses such
 	// a pull with SUBSCRIPTION_NOT_EXIST; its clients then wait seconds.)
-	registered := h.sysFlag&pullSubscription != 0 || f.awaitRegistration(ctx, h)
-	exprType, expr, err := f.pullExpression(h)
+	reg, registered := f.b.GroupFilter(h.group, h.topic)
+	if !registered && h.sysFlag&pullSubscription == 0 {
+		reg, registered = f.awaitRegistration(ctx, h)
+	}
+	exprType, expr, err := f.pullExpression(h, reg, registered)
+	// The filter is known: the request's own, or the registered one.
+	known := registered || h.sysFlag&pullSubscription != 0
 	if err != nil {
 		return f.pullError(req, h, err)
 	}
 	master := f.b.IsMaster()
 	preq := broker.PullRequest{Group: h.group, Topic: h.topic, QueueID: h.queueID, Offset: h.offset,
 		MaxMessages: int(max(h.maxMsgs, 1)), MaxBytes: int(max(h.maxBytes, 0)), TagExpression: expr, ExpressionType: exprType, CommitOffset: -1}
-	if h.sysFlag&pullSuspend != 0 && registered {
+	if h.sysFlag&pullSuspend != 0 && known {
 		preq.SuspendTimeout = min(h.suspend, maxHold)
 		if !master {
 			preq.SuspendTimeout = min(preq.SuspendTimeout, slaveHold)
@@ -137,7 +142,7 @@ func (f *Frontend) pullMessage(ctx context.Context, _ *connState, req *rmq.Comma
 	if err != nil {
 		return f.pullError(req, h, err)
 	}
-	if !registered && res.Status == broker.PullFound {
+	if !known && res.Status == broker.PullFound {
 		res.Records, res.NextOffset = nil, h.offset
 		return f.pullReply(req, rmq.PullNotFound, "NO_NEW_MESSAGE: no subscription of the group to the topic registered yet", h, res)
 	}
@@ -148,17 +153,15 @@ func (f *Frontend) pullMessage(ctx context.Context, _ *connState, req *rmq.Comma
 // heartbeat.
 const unregisteredWait = time.Second
 
-// awaitRegistration reports whether the group registered a subscription to
-// the topic on this broker, waiting up to unregisteredWait (or the pull's
-// own suspend time, if shorter) for it.
-func (f *Frontend) awaitRegistration(ctx context.Context, h pullHeader) bool {
-	if _, ok := f.b.GroupFilter(h.group, h.topic); ok {
-		return true
+// awaitRegistration waits up to unregisteredWait (or the pull's own
+// suspend time, if shorter; not at all for a pull that may not be held)
+// for the group to register a subscription to the topic on this broker,
+// and returns it.
+func (f *Frontend) awaitRegistration(ctx context.Context, h pullHeader) (broker.Subscription, bool) {
+	if h.sysFlag&pullSuspend == 0 {
+		return broker.Subscription{}, false
 	}
 	wait := unregisteredWait
-	if h.sysFlag&pullSuspend == 0 {
-		return false
-	}
 	if h.suspend > 0 {
 		wait = min(wait, h.suspend)
 	}
@@ -169,12 +172,12 @@ func (f *Frontend) awaitRegistration(ctx context.Context, h pullHeader) bool {
 	for {
 		select {
 		case <-ctx.Done():
-			return false
+			return broker.Subscription{}, false
 		case <-deadline.C:
-			return false
+			return broker.Subscription{}, false
 		case <-t.C:
-			if _, ok := f.b.GroupFilter(h.group, h.topic); ok {
-				return true
+			if sub, ok := f.b.GroupFilter(h.group, h.topic); ok {
+				return sub, true
 			}
 		}
 	}
@@ -189,13 +192,13 @@ func (f *Frontend) awaitRegistration(ctx context.Context, h pullHeader) bool {
 //
 // The Go push consumer posting its subscription (PostSubscriptionWhenPull)
 // labels an SQL92 condition TAG: a "tag expression" equal to the SQL92
-// condition the group registered is taken as that condition.
-func (f *Frontend) pullExpression(h pullHeader) (string, string, error) {
+// condition the group registered is taken as that condition. reg and
+// registered are the group's registered subscription of the topic.
+func (f *Frontend) pullExpression(h pullHeader, reg broker.Subscription, registered bool) (string, string, error) {
 	t, err := broker.NormalizeExpressionType(h.expressionType)
 	if err != nil {
 		return "", "", err
 	}
-	reg, registered := f.b.GroupFilter(h.group, h.topic)
 	regType, _ := broker.NormalizeExpressionType(reg.Type)
 	if h.sysFlag&pullSubscription != 0 {
 		if t == broker.ExprSQL92 {
