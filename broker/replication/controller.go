@@ -84,6 +84,17 @@ type agent struct {
 	// CommitLog end when their addition started. They count for sync
 	// acknowledgements from then on.
 	adding map[int64]int64
+	// sets is derived from group and adding at every change of either
+	// (setsChangedLocked), so that sends read it without a lock or an
+	// allocation.
+	sets atomic.Pointer[replicaSets]
+}
+
+// replicaSets are the replicas besides the master that sync sends count:
+// members, the committed sync state set; required, those and the members
+// being added. Never modified once published.
+type replicaSets struct {
+	members, required []int64
 }
 
 func newAgent(r *Replicator, cc ControllerClient) *agent {
@@ -94,6 +105,7 @@ func newAgent(r *Replicator, cc ControllerClient) *agent {
 	for range r.opts.ControllerAddrs {
 		a.kicks = append(a.kicks, make(chan struct{}, 1))
 	}
+	a.sets.Store(&replicaSets{})
 	a.leaseTimer = time.AfterFunc(time.Hour, a.leaseEvent)
 	a.leaseTimer.Stop()
 	return a
@@ -477,6 +489,7 @@ func (a *agent) becomeMasterLocked(g GroupState) bool {
 	a.mu.Lock()
 	a.group, a.haveGroup = g, true
 	clear(a.adding)
+	a.setsChangedLocked()
 	a.mu.Unlock()
 	a.masterAddr.Store(nil)
 	a.masterHAAddr.Store(nil)
@@ -516,6 +529,7 @@ func (a *agent) becomeSlaveLocked(g GroupState) bool {
 	a.mu.Lock()
 	a.group, a.haveGroup = g, true
 	clear(a.adding)
+	a.setsChangedLocked()
 	a.mu.Unlock()
 	switch {
 	case r.client == nil:
@@ -548,6 +562,7 @@ func (a *agent) noMasterLocked(g GroupState) bool {
 	role, known := r.state.role(), r.state.epoch()
 	a.mu.Lock()
 	a.group, a.haveGroup = g, true
+	a.setsChangedLocked()
 	a.mu.Unlock()
 	a.masterAddr.Store(nil)
 	a.masterHAAddr.Store(nil)
@@ -600,6 +615,7 @@ func (a *agent) adoptSSS(g GroupState) {
 	for _, id := range g.SyncStateSet {
 		delete(a.adding, id)
 	}
+	a.setsChangedLocked()
 	a.mu.Unlock()
 	if !slices.Equal(old, g.SyncStateSet) {
 		a.log.Info("sync state set", zap.Int64s("syncStateSet", g.SyncStateSet), zap.Int64("epoch", g.SyncStateSetEpoch))
@@ -607,35 +623,31 @@ func (a *agent) adoptSSS(g GroupState) {
 	a.r.srv.Wake()
 }
 
-// members is the committed sync state set without the master.
-func (a *agent) members() []int64 {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.membersLocked()
-}
-
-func (a *agent) membersLocked() []int64 {
-	var out []int64
-	for _, id := range a.group.SyncStateSet {
-		if id != a.me {
-			out = append(out, id)
-		}
-	}
-	return out
-}
+// members is the committed sync state set without the master (not to be
+// modified).
+func (a *agent) members() []int64 { return a.sets.Load().members }
 
 // required is the replicas a sync send waits for: the committed sync
-// state set and the members being added, without the master.
-func (a *agent) required() []int64 {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := a.membersLocked()
-	for id := range a.adding {
-		if !slices.Contains(out, id) && id != a.me {
-			out = append(out, id)
+// state set and the members being added, without the master (not to be
+// modified).
+func (a *agent) required() []int64 { return a.sets.Load().required }
+
+// setsChangedLocked publishes the replica sets after a change of group or
+// adding. a.mu is held.
+func (a *agent) setsChangedLocked() {
+	var members []int64
+	for _, id := range a.group.SyncStateSet {
+		if id != a.me {
+			members = append(members, id)
 		}
 	}
-	return out
+	required := slices.Clone(members)
+	for id := range a.adding {
+		if !slices.Contains(required, id) && id != a.me {
+			required = append(required, id)
+		}
+	}
+	a.sets.Store(&replicaSets{members: members, required: required})
 }
 
 // sssLoop maintains the master's sync state set and confirm offset.
@@ -725,6 +737,7 @@ func (a *agent) reviewSSS() error {
 			changed = true
 		}
 	}
+	a.setsChangedLocked()
 	a.mu.Unlock()
 	if added {
 		r.srv.Wake()
