@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/bolide-mq/bolide/broker/replication"
 	"github.com/bolide-mq/bolide/internal/wire"
@@ -18,32 +14,17 @@ import (
 // Controller service: one connection per controller address, opened on
 // first use. Answers with a status other than OK become coded errors;
 // transport failures stay plain errors.
-type Controllers struct {
-	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn
-	closed bool
-}
+type Controllers struct{ conns conns }
 
 var _ replication.ControllerClient = (*Controllers)(nil)
 
 // NewControllers returns a client with no connection yet.
-func NewControllers() *Controllers {
-	return &Controllers{conns: make(map[string]*grpc.ClientConn)}
-}
+func NewControllers() *Controllers { return &Controllers{conns: newConns("controller", dial)} }
 
 func (c *Controllers) client(addr string) (pb.ControllerClient, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, errors.New("controller client closed")
-	}
-	conn := c.conns[addr]
-	if conn == nil {
-		var err error
-		if conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
-			return nil, fmt.Errorf("controller %s: %w", addr, err)
-		}
-		c.conns[addr] = conn
+	conn, err := c.conns.get(addr)
+	if err != nil {
+		return nil, err
 	}
 	return pb.NewControllerClient(conn), nil
 }
@@ -52,13 +33,10 @@ func (c *Controllers) client(addr string) (pb.ControllerClient, error) {
 // when ctx is done: a stream given up for silence does not leave the next
 // one on a connection that may be dead.
 func (c *Controllers) Heartbeat(ctx context.Context, addr string) (replication.BeatStream, error) {
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
+	if c.conns.isClosed() {
 		return nil, errors.New("controller client closed")
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := dial(addr)
 	if err != nil {
 		return nil, fmt.Errorf("controller %s: %w", addr, err)
 	}
@@ -132,17 +110,7 @@ func (c *Controllers) ElectMaster(ctx context.Context, addr string, req replicat
 }
 
 // Close closes every connection.
-func (c *Controllers) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.closed = true
-	var errs []error
-	for addr, conn := range c.conns {
-		errs = append(errs, conn.Close())
-		delete(c.conns, addr)
-	}
-	return errors.Join(errs...)
-}
+func (c *Controllers) Close() error { return c.conns.close() }
 
 func groupFromProto(g *pb.GroupState) replication.GroupState {
 	out := replication.GroupState{

@@ -34,7 +34,7 @@ type MasterClient struct {
 	conn *grpc.ClientConn
 	addr string
 
-	peers map[string]*grpc.ClientConn // pushes, by client address
+	peers conns // pushes, by client address
 }
 
 var (
@@ -44,7 +44,7 @@ var (
 
 // PushMetadata gives a master's metadata to the slave at addr.
 func (c *MasterClient) PushMetadata(ctx context.Context, addr string, p replication.MetadataPush) error {
-	conn, err := c.peer(addr)
+	conn, err := c.peers.get(addr)
 	if err != nil {
 		return err
 	}
@@ -55,31 +55,18 @@ func (c *MasterClient) PushMetadata(ctx context.Context, addr string, p replicat
 	return wire.FromStatus(resp.GetStatus())
 }
 
-// peer opens (or reuses) the push connection to addr.
-func (c *MasterClient) peer(addr string) (*grpc.ClientConn, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if conn := c.peers[addr]; conn != nil {
-		return conn, nil
-	}
-	// A slave that was unreachable is pushed to again within a second of
-	// its return (gRPC's default reconnection backoff grows to minutes).
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+// dialPeer opens a push connection to a slave. A slave that was
+// unreachable is pushed to again within a second of its return (gRPC's
+// default reconnection backoff grows to minutes).
+func dialPeer(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond,
 			Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}, MinConnectTimeout: time.Second}))
-	if err != nil {
-		return nil, err
-	}
-	if c.peers == nil {
-		c.peers = map[string]*grpc.ClientConn{}
-	}
-	c.peers[addr] = conn
-	return conn, nil
 }
 
 // NewMasterClient returns a client; it connects on first use.
-func NewMasterClient() *MasterClient { return &MasterClient{} }
+func NewMasterClient() *MasterClient { return &MasterClient{peers: newConns("slave", dialPeer)} }
 
 // FetchMetadata asks the master at addr for its metadata.
 func (c *MasterClient) FetchMetadata(ctx context.Context, addr string, req replication.MetadataRequest) (replication.Metadata, error) {
@@ -124,9 +111,6 @@ func (c *MasterClient) Close() error {
 		_ = c.conn.Close()
 		c.conn = nil
 	}
-	for addr, conn := range c.peers {
-		_ = conn.Close()
-		delete(c.peers, addr)
-	}
+	_ = c.peers.close()
 	return nil
 }

@@ -2,12 +2,6 @@ package remote
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"sync"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/frontend/v1wire"
@@ -17,30 +11,15 @@ import (
 
 // NameServers implements broker.NameServers over bolide.v1 gRPC: one
 // connection per NameServer address, opened on first use.
-type NameServers struct {
-	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn
-	closed bool
-}
+type NameServers struct{ conns conns }
 
 // NewNameServers returns a client with no connection yet.
-func NewNameServers() *NameServers {
-	return &NameServers{conns: make(map[string]*grpc.ClientConn)}
-}
+func NewNameServers() *NameServers { return &NameServers{conns: newConns("name server", dial)} }
 
 func (n *NameServers) client(addr string) (pb.NameServerClient, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed {
-		return nil, errors.New("name server client closed")
-	}
-	conn := n.conns[addr]
-	if conn == nil {
-		var err error
-		if conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
-			return nil, fmt.Errorf("name server %s: %w", addr, err)
-		}
-		n.conns[addr] = conn
+	conn, err := n.conns.get(addr)
+	if err != nil {
+		return nil, err
 	}
 	return pb.NewNameServerClient(conn), nil
 }
@@ -87,14 +66,4 @@ func (n *NameServers) Unregister(ctx context.Context, addr string, r broker.Regi
 }
 
 // Close closes every connection.
-func (n *NameServers) Close() error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.closed = true
-	var errs []error
-	for _, c := range n.conns {
-		errs = append(errs, c.Close())
-	}
-	n.conns = nil
-	return errors.Join(errs...)
-}
+func (n *NameServers) Close() error { return n.conns.close() }
