@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/broker/delay"
 	"github.com/bolide-mq/bolide/broker/replication"
 	"github.com/bolide-mq/bolide/broker/retry"
 	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/broker/txn"
+	"github.com/bolide-mq/bolide/internal/tlsconf"
 	"github.com/bolide-mq/bolide/message"
 )
 
@@ -41,6 +43,19 @@ type Options struct {
 	// "off" = no membership); GossipProfile "lan" or "fast" (tests).
 	GossipAddr    string
 	GossipProfile string
+	// GossipKey encrypts and authenticates gossip (memberlist's AES key:
+	// 16, 24 or 32 bytes); empty: gossip in the clear.
+	GossipKey []byte
+	// Auth is the broker's access control (package auth): the ACL file and
+	// whether it is enforced on every protocol.
+	Auth auth.Config
+	// Credentials sign the broker's own calls to other daemons
+	// (NameServers, controllers, its master and slaves): an admin user of
+	// theirs when their ACL is on.
+	Credentials auth.Credentials
+	// TLS is the broker's TLS: its listeners and its connections to other
+	// daemons.
+	TLS tlsconf.Config
 	// StoreDir holds the message store and config/ metadata.
 	StoreDir string
 	// Store configures the message store; Dir and StoreHost are filled in.

@@ -7,8 +7,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/controller"
 	"github.com/bolide-mq/bolide/internal/membership"
+	"github.com/bolide-mq/bolide/internal/tlsconf"
 )
 
 // GossipOff as Options.GossipAddr disables membership.
@@ -43,6 +45,18 @@ type Options struct {
 	// empty: a self-signed certificate. Plaintext is served alongside.
 	TLSCertFile string
 	TLSKeyFile  string
+	// TLS is the rest of the NameServer's TLS (mode, client certificates,
+	// how it dials); its CertFile and KeyFile are TLSCertFile and
+	// TLSKeyFile above.
+	TLS tlsconf.Config
+	// GossipKey encrypts and authenticates gossip (memberlist's AES key:
+	// 16, 24 or 32 bytes); empty: gossip in the clear.
+	GossipKey []byte
+	// Auth is the NameServer's access control (package auth), which its
+	// controller applies too.
+	Auth auth.Config
+	// Credentials sign the NameServer's own calls to other daemons.
+	Credentials auth.Credentials
 	// Controller embeds a failover controller (package controller) served
 	// on ListenAddr; nil leaves it off. Its empty RaftListen is derived
 	// from ListenAddr (same host, port + 3: + 1 is gossip, + 2 the admin

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -42,6 +43,7 @@ func main() {
 }
 
 type flags struct {
+	security         daemon.Security
 	config           string
 	namesrv          string
 	listen           string
@@ -131,6 +133,7 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 			defer func() { _ = lg.Sync() }()
 			lg.Info("bolide-broker starting", append([]zap.Field{zap.String("version", daemon.Version)}, cfg.LogFields()...)...)
 			cfg.WarnIgnoredEnv(lg)
+			daemon.Applied{Auth: opts.Auth, Credentials: opts.Credentials, TLS: opts.TLS, GossipKey: opts.GossipKey}.Announce(lg)
 			*code = serve(opts, f, lg)
 			return nil
 		},
@@ -192,6 +195,7 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs.StringVar(&f.addrFile, "addr-file", "", "write the bound gRPC address to this file once serving")
 	daemon.CheckedStringVar(fs, &f.adminListen, "admin-listen", daemon.AdminAuto, daemon.AdminFlagHelp, daemon.CheckAdminListen)
 	fs.StringVar(&f.adminAddrFile, "admin-addr-file", "", "write the bound admin address to this file once serving")
+	f.security.Register(fs, "")
 	return cmd, f
 }
 
@@ -283,6 +287,16 @@ func loadOptions(cmd *cobra.Command, f *flags) (broker.Options, *daemon.Config, 
 	opts.Store.CommitLog.FlushMode = mode
 	opts.Store.CommitLog.SegmentSize = f.segmentSize
 	opts.Store.Retention.MaxAge = time.Duration(f.retentionHours) * time.Hour
+	sec, err := f.security.Apply()
+	if err != nil {
+		return broker.Options{}, nil, err
+	}
+	if sec.Auth.File == "" {
+		sec.Auth.File = filepath.Join(f.storeDir, "config", "plain_acl.yml")
+	}
+	opts.Auth, opts.Credentials, opts.GossipKey = sec.Auth, sec.Credentials, sec.GossipKey
+	opts.TLS = sec.TLS
+	opts.TLS.CertFile, opts.TLS.KeyFile = f.tlsCert, f.tlsKey
 	opts.Delay.Levels = f.delayLevels
 	opts.Delay.MaxDelay = f.maxDelay
 	if err := opts.Validate(); err != nil {

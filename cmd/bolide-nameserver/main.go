@@ -52,6 +52,7 @@ func main() {
 // flags are the command line; Config fills the ones not given from the
 // environment and the file.
 type flags struct {
+	security      daemon.Security
 	config        string
 	listen        string
 	remoting      bool
@@ -117,6 +118,7 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 			defer func() { _ = lg.Sync() }()
 			lg.Info("bolide-nameserver starting", append([]zap.Field{zap.String("version", daemon.Version)}, cfg.LogFields()...)...)
 			cfg.WarnIgnoredEnv(lg)
+			daemon.Applied{Auth: opts.Auth, Credentials: opts.Credentials, TLS: opts.TLS, GossipKey: opts.GossipKey}.Announce(lg)
 			*code = serve(opts, f, lg)
 			return nil
 		},
@@ -151,6 +153,7 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs.BoolVar(&f.uncleanElection, "unclean-election", false, "elect a replica outside the sync state set when none in it is alive (loses acknowledged messages)")
 	fs.DurationVar(&f.raftHeartbeat, "raft-heartbeat", cd.RaftHeartbeat, "controller Raft heartbeat timeout")
 	fs.DurationVar(&f.raftElectionTimeout, "raft-election-timeout", cd.RaftElectionTimeout, "controller Raft election timeout")
+	f.security.Register(fs, "")
 	return cmd, f
 }
 
@@ -179,6 +182,13 @@ func loadOptions(cmd *cobra.Command, f *flags) (nameserver.Options, *daemon.Conf
 		TLSCertFile:   f.tlsCert,
 		TLSKeyFile:    f.tlsKey,
 	}
+	sec, err := f.security.Apply()
+	if err != nil {
+		return nameserver.Options{}, nil, err
+	}
+	opts.Auth, opts.Credentials, opts.GossipKey = sec.Auth, sec.Credentials, sec.GossipKey
+	opts.TLS = sec.TLS
+	opts.TLS.CertFile, opts.TLS.KeyFile = f.tlsCert, f.tlsKey
 	if f.controller {
 		co, err := controllerOptions(f)
 		if err != nil {

@@ -59,6 +59,11 @@ const (
 	ControllerNotLeader          Code = 1400
 	ControllerFenced             Code = 1401
 	ControllerMasterNotAvailable Code = 1402
+	// Security (package auth): the caller could not be authenticated — no
+	// credentials, an unknown access key, a wrong signature, an expired or
+	// replayed date. A caller who is known but lacks a permission gets
+	// NoPermission.
+	Unauthenticated Code = 1500
 )
 
 // names are the codes' upper-case names, the same as bolide.v1's enum.
@@ -102,6 +107,7 @@ var names = map[Code]string{
 	ControllerNotLeader:          "CONTROLLER_NOT_LEADER",
 	ControllerFenced:             "CONTROLLER_FENCED",
 	ControllerMasterNotAvailable: "CONTROLLER_MASTER_NOT_AVAILABLE",
+	Unauthenticated:              "UNAUTHENTICATED",
 }
 
 // String is the code's upper-case name ("TOPIC_NOT_EXIST"), or its number
@@ -201,4 +207,5 @@ var (
 	ErrLockNotHeld           = &Error{Code: LockNotHeld}
 	ErrInvalidReceiptHandle  = &Error{Code: InvalidReceiptHandle}
 	ErrIllegalInvisibleTime  = &Error{Code: IllegalInvisibleTime}
+	ErrUnauthenticated       = &Error{Code: Unauthenticated}
 )

@@ -79,6 +79,7 @@ const (
 	Code_CONTROLLER_NOT_LEADER           Code = 1400
 	Code_CONTROLLER_FENCED               Code = 1401
 	Code_CONTROLLER_MASTER_NOT_AVAILABLE Code = 1402
+	Code_UNAUTHENTICATED                 Code = 1500
 )
 
 // Enum value maps for Code.
@@ -123,6 +124,7 @@ var (
 		1400: "CONTROLLER_NOT_LEADER",
 		1401: "CONTROLLER_FENCED",
 		1402: "CONTROLLER_MASTER_NOT_AVAILABLE",
+		1500: "UNAUTHENTICATED",
 	}
 	Code_value = map[string]int32{
 		"OK":                              0,
@@ -164,6 +166,7 @@ var (
 		"CONTROLLER_NOT_LEADER":           1400,
 		"CONTROLLER_FENCED":               1401,
 		"CONTROLLER_MASTER_NOT_AVAILABLE": 1402,
+		"UNAUTHENTICATED":                 1500,
 	}
 )
 
@@ -544,7 +547,7 @@ const file_bolide_v1_common_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"E\n" +
 	"\vDataVersion\x12\x1c\n" +
 	"\ttimestamp\x18\x01 \x01(\x03R\ttimestamp\x12\x18\n" +
-	"\acounter\x18\x02 \x01(\x03R\acounter*\xb1\a\n" +
+	"\acounter\x18\x02 \x01(\x03R\acounter*\xc7\a\n" +
 	"\x04Code\x12\x06\n" +
 	"\x02OK\x10\x00\x12\x10\n" +
 	"\fSYSTEM_ERROR\x10\x01\x12\x0f\n" +
@@ -591,7 +594,8 @@ const file_bolide_v1_common_proto_rawDesc = "" +
 	"\x11CONTROLLER_FENCED\x10\xf9\n" +
 	"\x12$\n" +
 	"\x1fCONTROLLER_MASTER_NOT_AVAILABLE\x10\xfa\n" +
-	"B5Z3github.com/bolide-mq/bolide/proto/bolidev1;bolidev1b\x06proto3"
+	"\x12\x14\n" +
+	"\x0fUNAUTHENTICATED\x10\xdc\vB5Z3github.com/bolide-mq/bolide/proto/bolidev1;bolidev1b\x06proto3"
 
 var (
 	file_bolide_v1_common_proto_rawDescOnce sync.Once

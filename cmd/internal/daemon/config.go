@@ -295,7 +295,11 @@ func (c *Config) LogFields() []zap.Field {
 	eff := c.Effective()
 	fields := make([]zap.Field, 0, len(eff)+1)
 	for _, name := range slices.Sorted(maps.Keys(eff)) {
-		fields = append(fields, zap.String(name, eff[name]))
+		v := eff[name]
+		if secretSettings[name] && v != "" {
+			v = "(set)"
+		}
+		fields = append(fields, zap.String(name, v))
 	}
 	return append(fields, zap.Any("sources", set))
 }
