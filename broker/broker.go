@@ -28,6 +28,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/broker/dedup"
 	"github.com/bolide-mq/bolide/broker/offsets"
 	"github.com/bolide-mq/bolide/broker/pop"
@@ -42,8 +43,10 @@ import (
 
 // Broker is one broker daemon.
 type Broker struct {
-	opts    Options
-	log     *zap.Logger
+	opts Options
+	log  *zap.Logger
+	// guard is the access control every front end consults (package auth).
+	guard   *auth.Guard
 	store   *store.Store
 	topics  *topicTable
 	offsets *offsets.Table
@@ -106,9 +109,14 @@ func New(opts Options, log *zap.Logger, with ...Option) (*Broker, error) {
 	for _, o := range with {
 		o(&deps)
 	}
+	guard, err := auth.New(opts.Auth, log.Named("auth"))
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
 	b := &Broker{
 		opts:    opts,
 		log:     log,
+		guard:   guard,
 		clients: newClientRegistry(),
 		locks:   newQueueLocks(opts.LockExpiry),
 		addr:    opts.ListenAddr,
@@ -325,3 +333,10 @@ func (b *Broker) Close() error {
 	})
 	return b.closeErr
 }
+
+// Guard is the broker's access control: front ends authenticate and
+// authorize their requests with it (package auth). Never nil.
+func (b *Broker) Guard() *auth.Guard { return b.guard }
+
+// Credentials sign the broker's own calls to other daemons.
+func (b *Broker) Credentials() auth.Credentials { return b.opts.Credentials }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/controller"
 	"github.com/bolide-mq/bolide/internal/membership"
 	"github.com/bolide-mq/bolide/internal/portmux"
@@ -48,6 +49,9 @@ type Server struct {
 	ctl *controller.Controller
 	// ident probes the holders of broker identities (identity.go).
 	ident *identityGuard
+	// guard is the access control of every protocol the NameServer (and
+	// its controller) serves (package auth).
+	guard *auth.Guard
 
 	quit  chan struct{} // closed by Close: stops the loops
 	joinc chan string   // gossip addresses of registered brokers missing from the pool
@@ -78,6 +82,11 @@ func New(opts Options, lg *zap.Logger) (*Server, error) {
 		quit:   make(chan struct{}),
 		joinc:  make(chan string, 64),
 	}
+	guard, err := auth.New(opts.Auth, lg.Named("auth"))
+	if err != nil {
+		return nil, fmt.Errorf("nameserver: %w", err)
+	}
+	s.guard = guard
 	certs, err := tlsconf.New(opts.TLSCertFile, opts.TLSKeyFile, lg.Named("tls"))
 	if err != nil {
 		return nil, fmt.Errorf("nameserver: %w", err)
@@ -342,3 +351,6 @@ func (s *Server) shutdown(ctx context.Context) error {
 	s.lg.Info("nameserver stopped", zap.String("addr", s.Addr()))
 	return errors.Join(errs...)
 }
+
+// Guard is the NameServer's access control (package auth). Never nil.
+func (s *Server) Guard() *auth.Guard { return s.guard }

@@ -137,3 +137,34 @@ func TestControllerImportsNoBroker(t *testing.T) {
 		}
 	}
 }
+
+// TestDaemonsRunNoCommand keeps process execution out of everything the
+// daemons and the CLI are built from (CVE-2023-33246 was a broker setting
+// that reached a shell): no package of the module linked into them
+// imports os/exec. The harnesses that start real binaries in tests are not
+// linked into them.
+func TestDaemonsRunNoCommand(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}} {{join .Imports " "}}`,
+		"./cmd/bolide-broker", "./cmd/bolide-nameserver", "./cmd/bolide")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || !strings.HasPrefix(fields[0], module) {
+			continue
+		}
+		checked++
+		for _, imp := range fields[1:] {
+			if imp == "os/exec" {
+				t.Errorf("%s imports os/exec: the daemons and the CLI run no command", fields[0])
+			}
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("only %d packages of the module listed", checked)
+	}
+}
