@@ -69,8 +69,8 @@ type rule struct {
 }
 
 func data(needs func(req any) []auth.Need) rule { return rule{class: classData, needs: needs} }
-func admin(what string) rule                 { return rule{class: classAdmin, what: what} }
-func internal(what string) rule              { return rule{class: classInternal, what: what} }
+func admin(what string) rule                    { return rule{class: classAdmin, what: what} }
+func internal(what string) rule                 { return rule{class: classInternal, what: what} }
 
 var (
 	read   = rule{class: classRead}
