@@ -3,15 +3,8 @@
 package e2e
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bolide-mq/bolide/auth"
+	"github.com/bolide-mq/bolide/internal/tlsconf/tlstest"
 )
 
 // The suite's security settings come from the test's environment (the
@@ -146,70 +140,25 @@ func writeACL(t *testing.T, path string) string {
 	return path
 }
 
-// writeCerts makes a CA and a server certificate it signs, valid for
-// 127.0.0.1, ::1 and localhost, as ca.pem, server.pem and server-key.pem
-// in dir, and returns dir.
+// writeCerts makes a CA and a server certificate it signs (valid for
+// localhost, 127.0.0.1 and ::1) as ca.pem, server.pem and server-key.pem in
+// dir, and returns dir.
 func writeCerts(t *testing.T, dir string) string {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
+	ca := tlstest.NewCA(t, dir, "e2e")
+	if err := os.Rename(ca.File, filepath.Join(dir, "ca.pem")); err != nil {
 		t.Fatal(err)
 	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "bolide e2e CA"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
+	pair := ca.Server(t, dir, "server", "bolide e2e")
+	for from, to := range map[string]string{pair.CertFile: "server.pem", pair.KeyFile: "server-key.pem"} {
+		if err := os.Rename(from, filepath.Join(dir, to)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "bolide e2e"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		// The daemons present it to each other too.
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:    []string{"localhost"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writePEM(t, filepath.Join(dir, "ca.pem"), "CERTIFICATE", caDER, 0o644)
-	writePEM(t, filepath.Join(dir, "server.pem"), "CERTIFICATE", der, 0o644)
-	writePEM(t, filepath.Join(dir, "server-key.pem"), "EC PRIVATE KEY", keyDER, 0o600)
 	return dir
-}
-
-func writePEM(t *testing.T, path, typ string, der []byte, mode os.FileMode) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), mode); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // withTLS is s with the NameServers' TLS mode nameServers, the brokers'
