@@ -3,6 +3,7 @@ package frame
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,9 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+
+	"github.com/bolide-mq/bolide/internal/wire"
+	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
 var (
@@ -38,6 +42,20 @@ func (e *ConnError) Error() string {
 }
 
 func (e *ConnError) Unwrap() error { return e.Err }
+
+// AuthError is a connection whose Auth request the server refused; Err is
+// the coded error of the response's Status (UNAUTHENTICATED, or
+// NO_PERMISSION for a peer the access key may not be used from).
+type AuthError struct {
+	Addr string
+	Err  error
+}
+
+func (e *AuthError) Error() string {
+	return "frame: " + e.Addr + " refused the credentials: " + e.Err.Error()
+}
+
+func (e *AuthError) Unwrap() error { return e.Err }
 
 // RemoteError is a request the server could not serve (an error frame): an
 // unknown method, an undecodable request, a response over the limit.
@@ -77,7 +95,8 @@ func (c *Client) Addr() string { return c.addr }
 // Call sends req as a request of method m and decodes the answer into
 // resp. When ctx ends first it returns ctx's error (the server is told to
 // give up the request). Errors: ErrTooLarge (nothing was written),
-// *ConnError, *RemoteError, ErrNotSupported, ErrClosed.
+// *ConnError, *AuthError (nothing was written), *RemoteError,
+// ErrNotSupported, ErrClosed.
 func (c *Client) Call(ctx context.Context, m Method, req, resp proto.Message) error {
 	payload, err := c.do(ctx, KindRequest, m, req)
 	if err != nil {
@@ -177,7 +196,8 @@ func (c *Client) conn(ctx context.Context) (*clientConn, error) {
 	}
 }
 
-// dial connects and makes the handshake, within ctx and the dial timeout.
+// dial connects and makes the handshake (TLS, the magic, the Auth
+// request), within ctx and the dial timeout.
 func (c *Client) dial(ctx context.Context) (*clientConn, error) {
 	dctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
 	defer cancel()
@@ -188,32 +208,99 @@ func (c *Client) dial(ctx context.Context) (*clientConn, error) {
 		}
 		return nil, &ConnError{Op: "dial", Addr: c.addr, Err: err}
 	}
-	// The handshake ends with dctx: its end unblocks the read.
+	// The handshake ends with dctx: its end unblocks the reads.
 	stop := context.AfterFunc(dctx, func() { _ = nc.SetDeadline(aLongTimeAgo) })
-	answer := make([]byte, len(Magic))
-	_, err = io.WriteString(nc, Magic)
-	if err == nil {
-		_, err = io.ReadFull(nc, answer)
-	}
+	var br *bufio.Reader
+	nc, br, err = c.handshake(nc)
 	if !stop() {
 		err = errors.Join(err, dctx.Err()) // the deadline may have hit after the read
 	}
 	if err == nil {
 		err = nc.SetDeadline(time.Time{})
 	}
+	var refused *AuthError
 	switch {
-	case err != nil && ctx.Err() != nil:
+	case err == nil:
+	case errors.As(err, &refused) || errors.Is(err, ErrNotSupported):
+		_ = nc.Close()
+		return nil, err
+	case ctx.Err() != nil:
 		_ = nc.Close()
 		return nil, ctx.Err()
-	case err != nil:
+	default:
 		_ = nc.Close()
 		return nil, &ConnError{Op: "handshake", Addr: c.addr, Err: err}
-	case string(answer) != Magic:
-		_ = nc.Close()
-		return nil, fmt.Errorf("%w: %s answered %q", ErrNotSupported, c.addr, answer)
 	}
-	return &clientConn{c: c, nc: nc, br: bufio.NewReaderSize(nc, c.opts.BufferSize),
+	return &clientConn{c: c, nc: nc, br: br,
 		bw: bufio.NewWriterSize(nc, c.opts.BufferSize), waiters: make(map[uint32]chan reply)}, nil
+}
+
+// handshake runs TLS when configured, exchanges the magic and sends the
+// Auth request when configured. It returns the connection to use (the TLS
+// one) and its reader.
+func (c *Client) handshake(nc net.Conn) (net.Conn, *bufio.Reader, error) {
+	if c.opts.TLS != nil {
+		cfg := c.opts.TLS.Clone()
+		if cfg.ServerName == "" {
+			host, _, err := net.SplitHostPort(c.addr)
+			if err != nil {
+				host = c.addr
+			}
+			cfg.ServerName = host
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.Handshake(); err != nil {
+			return nc, nil, fmt.Errorf("TLS: %w", err)
+		}
+		nc = tc
+	}
+	if _, err := io.WriteString(nc, Magic); err != nil {
+		return nc, nil, err
+	}
+	br := bufio.NewReaderSize(nc, c.opts.BufferSize)
+	answer := make([]byte, len(Magic))
+	if _, err := io.ReadFull(br, answer); err != nil {
+		return nc, nil, err
+	}
+	if string(answer) != Magic {
+		return nc, nil, fmt.Errorf("%w: %s answered %q", ErrNotSupported, c.addr, answer)
+	}
+	if c.opts.Auth == nil {
+		return nc, br, nil
+	}
+	return nc, br, c.authenticate(nc, br)
+}
+
+// authenticate sends the Auth request on a new connection and reads its
+// answer. A server that does not know the method (older than it) answers
+// an error frame: it checks no credentials, and the connection is used
+// as it is.
+func (c *Client) authenticate(nc net.Conn, br *bufio.Reader) error {
+	const id = 1 // the connection's only request so far
+	b, err := AppendMessage(nil, Header{Kind: KindRequest, Method: MethodAuth, ID: id}, c.opts.Auth(), c.opts.MaxFrame)
+	if err != nil {
+		return err
+	}
+	if _, err := nc.Write(b); err != nil {
+		return err
+	}
+	h, payload, err := readFrame(br, nil, c.opts.MaxFrame)
+	switch {
+	case err != nil:
+		return err
+	case h.ID != id || (h.Kind != KindResponse && h.Kind != KindError):
+		return fmt.Errorf("%w: a %s frame for request %d answers the Auth request", ErrMalformed, h.Kind, h.ID)
+	case h.Kind == KindError:
+		return nil
+	}
+	resp := new(pb.FrameAuthResponse)
+	if err := proto.Unmarshal(payload, resp); err != nil {
+		return fmt.Errorf("decode the Auth response: %w", err)
+	}
+	if err := wire.FromStatus(resp.GetStatus()); err != nil {
+		return &AuthError{Addr: c.addr, Err: err}
+	}
+	return nil
 }
 
 // Close fails the calls in flight with ErrClosed, closes the connection

@@ -2,12 +2,17 @@ package frame
 
 import (
 	"bufio"
+	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"time"
+
+	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
 // Options tune both ends of a connection. Zero fields take the defaults.
@@ -22,8 +27,29 @@ type Options struct {
 	// BufferSize is the size of a connection's read and write buffers
 	// (64 KiB).
 	BufferSize int
-	// DialTimeout bounds a client's connect and handshake (5 s).
+	// DialTimeout bounds a client's connect and handshake (5 s), the TLS
+	// handshake and the Auth request included.
 	DialTimeout time.Duration
+
+	// Authenticate (server) verifies a connection's Auth request
+	// (MethodAuth). It returns the context the connection's later requests
+	// are served with — ctx, which carries the connection's lifetime and
+	// Peer, with the caller's identity added — or an error, sent back in
+	// the response's Status (a coded error keeps its code, any other is
+	// UNAUTHENTICATED). Each Auth
+	// request replaces the connection's identity: after a failed one the
+	// connection is served as if it had sent none. Nil: Auth requests are
+	// answered OK and change nothing. It runs on the connection's reader,
+	// before the requests behind it are read.
+	Authenticate func(ctx context.Context, nc net.Conn, req *pb.FrameAuthRequest) (context.Context, error)
+
+	// TLS (client): dial with TLS under this configuration (a copy; an
+	// empty ServerName is set to the address's host). Nil: plain TCP.
+	TLS *tls.Config
+	// Auth (client): when set, every connection sends the Auth request it
+	// returns (signed afresh) right after the magic, and is used only once
+	// the server accepted it. Nil: no Auth request.
+	Auth func() *pb.FrameAuthRequest
 }
 
 func (o Options) withDefaults() Options {

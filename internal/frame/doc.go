@@ -3,7 +3,8 @@
 // the broker's gRPC port. It exists because a gRPC call costs far more CPU
 // than a send itself (HTTP/2 framing, flow control, several goroutine
 // hand-offs per call on each side); a frame costs one write and one read.
-// Only the data path uses it (Send and Pull); everything else stays on gRPC.
+// Only the data path uses it (Send and Pull, and Auth to identify the
+// caller); everything else stays on gRPC.
 //
 // The package has three parts: pure encoding and decoding over []byte
 // (format.go, no I/O), the server side of a connection (server.go) and the
@@ -54,8 +55,9 @@
 // Methods and their payloads (protobuf, proto/bolidev1, marshalled with
 // google.golang.org/protobuf):
 //
-//	1 Send  pb.SendRequest → pb.SendResponse   (as gRPC Broker.Send)
-//	2 Pull  pb.PullRequest → pb.PullResponse   (as gRPC Broker.Pull)
+//	1 Send  pb.SendRequest → pb.SendResponse           (as gRPC Broker.Send)
+//	2 Pull  pb.PullRequest → pb.PullResponse           (as gRPC Broker.Pull)
+//	3 Auth  pb.FrameAuthRequest → pb.FrameAuthResponse (identifies the caller)
 //
 // A failure of the request itself (an unknown topic, a full disk) travels in
 // the response's Status, exactly as over gRPC. Responses may come back in
@@ -65,4 +67,30 @@
 //
 // Request ids are chosen by the client, unique among its requests in
 // flight on one connection.
+//
+// # Authentication and TLS
+//
+// A client with credentials sends an Auth request right after the magic,
+// before any other, and waits for its answer:
+//
+//	authorization  MQv2-HMAC-SHA1 Credential=<AK>, SignedHeaders=x-mq-date-time, Signature=<hex>
+//	date_time      the signed x-mq-date-time value, UTC, 20060102T150405Z
+//
+// the same two values bolide.v1's gRPC calls carry as metadata (package
+// auth), signed once per connection. The response's Status is OK, or
+// UNAUTHENTICATED (1500) for credentials the server refuses; the client
+// then closes the connection and reports the refusal to every caller
+// (AuthError), and nothing else was sent on it. The server serves Auth
+// itself (Options.Authenticate); the identity it establishes is the one
+// every later request of the connection is served with, until another
+// Auth request replaces it (a failed one leaves the connection
+// anonymous). A request on a connection without a successful Auth is
+// served anonymously: with ACL on, the broker answers Send and Pull with
+// UNAUTHENTICATED in their Status. A server older than the method answers
+// it with an error frame (unknown method); the client then goes on
+// without authentication, as that server checks none.
+//
+// With TLS the client runs the TLS handshake first and the whole exchange
+// above inside it; the broker's port tells TLS (first byte 0x16) from the
+// magic before anything else (internal/portmux).
 package frame

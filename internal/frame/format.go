@@ -62,6 +62,9 @@ type Method uint16
 const (
 	MethodSend Method = 1
 	MethodPull Method = 2
+	// MethodAuth is served by the Server itself (Options.Authenticate),
+	// not by a Handler.
+	MethodAuth Method = 3
 )
 
 // String names the method.
@@ -71,6 +74,8 @@ func (m Method) String() string {
 		return "Send"
 	case MethodPull:
 		return "Pull"
+	case MethodAuth:
+		return "Auth"
 	}
 	return "method(" + strconv.Itoa(int(m)) + ")"
 }

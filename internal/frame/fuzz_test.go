@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
 // FuzzDecode checks that any bytes decode to a frame that encodes back to
@@ -13,6 +15,13 @@ import (
 func FuzzDecode(f *testing.F) {
 	f.Add(AppendFrame(nil, Header{Kind: KindRequest, Method: MethodSend, ID: 1}, []byte("payload")))
 	f.Add(AppendFrame(nil, Header{Kind: KindCancel, Method: MethodPull, ID: 2}, nil))
+	auth, err := AppendMessage(nil, Header{Kind: KindRequest, Method: MethodAuth, ID: 1}, &pb.FrameAuthRequest{
+		Authorization: "MQv2-HMAC-SHA1 Credential=RocketMQ, SignedHeaders=x-mq-date-time, Signature=2c8b69b1c423d42b583ac151d148f6729237f251",
+		DateTime:      "20260101T120000Z"}, 1<<16)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(auth)
 	const max = 1 << 16
 	f.Fuzz(func(t *testing.T, data []byte) {
 		h, payload, n, err := Decode(data, max)

@@ -14,6 +14,9 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/bolide-mq/bolide/internal/wire"
+	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
 // Handler serves the requests of one method.
@@ -63,7 +66,13 @@ func NewServer(opts Options, log *zap.Logger) *Server {
 }
 
 // Handle registers the handler of method m. Call it before ServeConn.
-func (s *Server) Handle(m Method, h Handler) { s.handlers[m] = h }
+// MethodAuth has no handler: the server serves it (Options.Authenticate).
+func (s *Server) Handle(m Method, h Handler) {
+	if m == MethodAuth {
+		panic("frame: Auth is served by Options.Authenticate, not by a Handler")
+	}
+	s.handlers[m] = h
+}
 
 // ServeConn serves nc until the client closes it, sends a malformed frame,
 // or the server shuts down; then it closes nc. nc must have been read up to
@@ -78,7 +87,10 @@ func (s *Server) ServeConn(nc net.Conn) {
 	}
 	c := &serverConn{s: s, nc: nc, sem: make(chan struct{}, s.opts.MaxInflight),
 		cancels: make(map[uint32]*inflight)}
-	c.ctx, c.cancel = context.WithCancel(s.ctx)
+	var ctx context.Context
+	ctx, c.cancel = context.WithCancel(s.ctx)
+	c.base = context.WithValue(ctx, peerKey{}, nc.RemoteAddr().String())
+	c.ctx = c.base
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -134,8 +146,11 @@ type serverConn struct {
 	s  *Server
 	nc net.Conn
 
-	// ctx is the context of the connection's requests: cancelled when the
-	// client goes away or the server stops waiting.
+	// base is the context of the connection's requests before any Auth:
+	// cancelled when the client goes away or the server stops waiting, and
+	// carrying Peer. ctx is base with the identity the last Auth request
+	// established (Options.Authenticate). Both are the reader's.
+	base   context.Context
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -230,6 +245,10 @@ func (c *serverConn) dispatch(h Header, payload []byte) error {
 	default:
 		return fmt.Errorf("%w: a client sends no %s frame", ErrMalformed, h.Kind)
 	}
+	if h.Method == MethodAuth {
+		c.authenticate(h, payload)
+		return nil
+	}
 	hd, ok := c.s.handlers[h.Method]
 	if !ok {
 		c.replyError(h, fmt.Sprintf("unknown method %d", h.Method))
@@ -245,6 +264,41 @@ func (c *serverConn) dispatch(h Header, payload []byte) error {
 		return nil
 	}
 	return c.serveAsync(h, hd, req)
+}
+
+// authenticate serves an Auth request: its outcome replaces the
+// connection's identity.
+func (c *serverConn) authenticate(h Header, payload []byte) {
+	req := new(pb.FrameAuthRequest)
+	if err := proto.Unmarshal(payload, req); err != nil {
+		c.replyError(h, fmt.Sprintf("cannot decode the %s request: %v", h.Method, err))
+		return
+	}
+	c.ctx = c.base
+	st := wire.OK
+	if fn := c.s.opts.Authenticate; fn != nil {
+		ctx, err := fn(c.base, c.nc, req)
+		switch {
+		case err != nil:
+			st = wire.Status(err)
+			var coded *wire.Error
+			if !errors.As(err, &coded) {
+				st = &pb.Status{Code: pb.Code_UNAUTHENTICATED, Message: err.Error()}
+			}
+		case ctx != nil:
+			c.ctx = ctx
+		}
+	}
+	c.reply(h, &pb.FrameAuthResponse{Status: st}, true)
+}
+
+type peerKey struct{}
+
+// Peer is the remote address of the connection a request handed to a
+// Handler (or to Options.Authenticate) came on; "" outside a server.
+func Peer(ctx context.Context) string {
+	p, _ := ctx.Value(peerKey{}).(string)
+	return p
 }
 
 // serveAsync serves a request that may wait on its own goroutine, once a

@@ -1,5 +1,6 @@
-// Package tlsconf supplies the server certificate of the ports that accept
-// TLS (the broker's and the NameServer's, through internal/portmux).
+// Package tlsconf is the daemons' TLS: the certificate their listeners
+// present, the client certificates they ask for, the mode each listener
+// applies, and the configuration they dial other daemons with.
 //
 // A Source either loads a certificate and key from PEM files or, when none
 // are configured, serves a self-signed certificate made at start — as
@@ -15,4 +16,21 @@
 // certificate; established ones keep theirs. A pair that does not load (a
 // renewal caught half-written, say) is logged and the previous certificate
 // stays in use until the files change again.
+//
+// Open builds the Source of a Config: with ClientAuth optional or require
+// the server configuration asks for client certificates and verifies them
+// (tls.VerifyClientCertIfGiven, tls.RequireAndVerifyClientCert) against the
+// ClientCAFile bundle, which is reloaded on change the same way.
+//
+// The multiplexed client port applies the Mode through internal/portmux;
+// a listener serving one protocol (HA, admin HTTP) applies it with Listen,
+// which sorts each connection by its first byte, serves TLS, plain text or
+// both, and closes the other kind (counted in RefusedCollector, logged at
+// most once per RefuseLogInterval).
+//
+// ClientConfig is the client side for a daemon's own connections (Dial):
+// verified against CAFile when set, else not verified; the daemon's own
+// certificate is presented when a server asks for one.
+//
+// Package tlstest makes a CA and certificates for tests.
 package tlsconf

@@ -38,6 +38,9 @@ type Source struct {
 	certInfo  os.FileInfo // of the files cert was loaded from
 	keyInfo   os.FileInfo
 	lastCheck time.Time
+
+	// clients is the client-certificate side (Open), nil without one.
+	clients *clientCAs
 }
 
 // New returns the source of certFile and keyFile, loaded now, or with both
@@ -47,6 +50,10 @@ func New(certFile, keyFile string, log *zap.Logger) (*Source, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	return newSource(certFile, keyFile, log, nil)
+}
+
+func newSource(certFile, keyFile string, log *zap.Logger, cas *clientCAs) (*Source, error) {
 	switch {
 	case certFile == "" && keyFile == "":
 		cert, err := selfSigned()
@@ -57,13 +64,13 @@ func New(certFile, keyFile string, log *zap.Logger) (*Source, error) {
 		// is served on the same port), as Apache's proxy in its test mode.
 		log.Info("no TLS certificate configured: serving a self-signed one (test mode; clients must not verify it)",
 			zap.Strings("names", cert.Leaf.DNSNames), zap.Time("not_after", cert.Leaf.NotAfter))
-		s := &Source{log: log, cert: cert}
+		s := &Source{log: log, cert: cert, clients: cas}
 		s.config = s.newConfig()
 		return s, nil
 	case certFile == "" || keyFile == "":
 		return nil, errors.New("tls: a certificate file and a key file go together: set both or neither")
 	}
-	s := &Source{log: log, certFile: certFile, keyFile: keyFile, interval: CheckInterval}
+	s := &Source{log: log, certFile: certFile, keyFile: keyFile, interval: CheckInterval, clients: cas}
 	ci, ki, err := stat(certFile, keyFile)
 	if err != nil {
 		return nil, err
@@ -121,13 +128,26 @@ func (s *Source) reloadLocked() {
 func (s *Source) ServerConfig() *tls.Config { return s.config }
 
 func (s *Source) newConfig() *tls.Config {
-	return &tls.Config{
+	c := &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2"},
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			return s.Certificate(), nil
 		},
 	}
+	if s.clients != nil {
+		c.ClientAuth = s.clients.auth
+		c.ClientCAs = s.clients.pool
+		s.clients.base = c.Clone()
+		// The CA bundle may change: each handshake takes the
+		// configuration built from the bundle last loaded. Session ticket
+		// keys stay c's (crypto/tls uses the original Config's keys when
+		// the returned one sets none).
+		c.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return s.clients.current(), nil
+		}
+	}
+	return c
 }
 
 func stat(certFile, keyFile string) (os.FileInfo, os.FileInfo, error) {

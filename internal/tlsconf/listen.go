@@ -1,0 +1,305 @@
+package tlsconf
+
+import (
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// HandshakeTimeout bounds the wait, on a listener from Listen, for a new
+// connection's first byte and its TLS handshake.
+const HandshakeTimeout = 10 * time.Second
+
+// recordHandshake is the first byte of a TLS connection: a record carrying
+// its ClientHello.
+const recordHandshake = 0x16
+
+// Listen applies c.Mode to a listener that serves one protocol whose client
+// speaks first (the HA port, the admin HTTP port). Each accepted
+// connection's first byte tells TLS (0x16, a handshake record) from plain
+// text:
+//
+//   - Off: plain text is served; a TLS handshake is closed.
+//   - Permissive: both; a TLS one is served with src's configuration
+//     (certificate renewal and client certificates included).
+//   - Enforcing: TLS only; plain text is closed.
+//
+// Refused connections are closed, counted (RefusedCollector) and logged as
+// a WARN at most once per RefuseLogInterval. A TLS connection is handed
+// out by Accept as a *tls.Conn whose handshake is done (a failed handshake
+// is closed and logged); a plain one as a net.Conn replaying its first
+// byte. The sorting runs off the Accept path: a slow client holds no one
+// up. src may be nil with Off; without a src, TLS is refused in every mode.
+func Listen(lis net.Listener, c Config, src *Source, log *zap.Logger) net.Listener {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	l := &listener{
+		Listener: lis, mode: c.Mode, src: src, log: log,
+		conns:   make(chan net.Conn),
+		done:    make(chan struct{}),
+		pending: make(map[net.Conn]struct{}),
+	}
+	if src == nil && c.Mode != Off {
+		log.Error("TLS listener without a certificate source: TLS connections are refused", zap.Stringer("addr", lis.Addr()))
+	}
+	l.wg.Add(1)
+	go l.accept()
+	return l
+}
+
+// RefuseLogInterval is the least time between two WARNs of one listener
+// about refused connections; the ones in between are counted in the next.
+const RefuseLogInterval = 10 * time.Second
+
+type listener struct {
+	net.Listener
+	mode Mode
+	src  *Source
+	log  *zap.Logger
+
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+	wg    sync.WaitGroup
+
+	mu      sync.Mutex
+	pending map[net.Conn]struct{} // being sorted
+	closed  bool
+	err     error // the underlying Accept's, once it failed for good
+
+	warn RateLimitedWarn
+}
+
+func (l *listener) accept() {
+	defer l.wg.Done()
+	var backoff time.Duration
+	for {
+		nc, err := l.Listener.Accept()
+		if err != nil {
+			var te interface{ Temporary() bool }
+			if errors.As(err, &te) && te.Temporary() && !l.isClosed() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			l.mu.Lock()
+			l.err = err
+			l.mu.Unlock()
+			l.shut()
+			return
+		}
+		backoff = 0
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			_ = nc.Close()
+			return
+		}
+		l.pending[nc] = struct{}{}
+		l.wg.Add(1)
+		l.mu.Unlock()
+		go l.sort(nc)
+	}
+}
+
+// sort reads nc's first byte, applies the mode and hands the connection
+// to Accept.
+func (l *listener) sort(nc net.Conn) {
+	defer l.wg.Done()
+	conn := l.open(nc)
+	l.mu.Lock()
+	delete(l.pending, nc)
+	closed := l.closed
+	l.mu.Unlock()
+	if conn == nil {
+		_ = nc.Close()
+		return
+	}
+	if closed {
+		_ = conn.Close()
+		return
+	}
+	select {
+	case l.conns <- conn:
+	case <-l.done:
+		_ = conn.Close()
+	}
+}
+
+// open returns the connection to serve, nil for one refused or gone.
+func (l *listener) open(nc net.Conn) net.Conn {
+	_ = nc.SetDeadline(time.Now().Add(HandshakeTimeout))
+	head := make([]byte, 1)
+	if _, err := io.ReadFull(nc, head); err != nil {
+		return nil
+	}
+	rc := &replayConn{Conn: nc, head: head}
+	if head[0] != recordHandshake {
+		if l.mode == Enforcing {
+			CountRefused(RefusedPlaintext)
+			l.warn.Warn(l.log, "plain-text connection refused: this listener accepts TLS only (--tls-mode enforcing)",
+				zap.Stringer("addr", l.Addr()), zap.Stringer("remote", nc.RemoteAddr()))
+			return nil
+		}
+		_ = nc.SetDeadline(time.Time{})
+		return rc
+	}
+	if l.mode == Off || l.src == nil {
+		CountRefused(RefusedTLS)
+		l.warn.Warn(l.log, "TLS connection refused: this listener serves plain text only (--tls-mode off)",
+			zap.Stringer("addr", l.Addr()), zap.Stringer("remote", nc.RemoteAddr()))
+		return nil
+	}
+	tc := tls.Server(rc, l.src.ServerConfig())
+	if err := tc.Handshake(); err != nil {
+		CountRefused(RefusedHandshake)
+		l.warn.Warn(l.log, "TLS handshake failed", zap.Stringer("addr", l.Addr()),
+			zap.Stringer("remote", nc.RemoteAddr()), zap.Error(err))
+		return nil
+	}
+	_ = nc.SetDeadline(time.Time{})
+	return tc
+}
+
+func (l *listener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		l.mu.Lock()
+		err := l.err
+		l.mu.Unlock()
+		if err == nil {
+			err = net.ErrClosed
+		}
+		return nil, err
+	}
+}
+
+// Close closes the listener and the connections still being sorted, and
+// waits for the sorting to end.
+func (l *listener) Close() error {
+	err := l.Listener.Close()
+	l.shut()
+	l.wg.Wait()
+	return err
+}
+
+func (l *listener) shut() {
+	l.mu.Lock()
+	l.closed = true
+	for nc := range l.pending {
+		_ = nc.Close()
+	}
+	l.mu.Unlock()
+	l.once.Do(func() { close(l.done) })
+}
+
+func (l *listener) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
+}
+
+// replayConn gives back the byte read to sort a connection before the
+// rest of it.
+type replayConn struct {
+	net.Conn
+	head []byte
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	if len(c.head) > 0 {
+		n := copy(p, c.head)
+		c.head = c.head[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// NetConn is the connection underneath (as tls.Conn's).
+func (c *replayConn) NetConn() net.Conn { return c.Conn }
+
+// RateLimitedWarn logs a WARN at most once per RefuseLogInterval, with the
+// number of the ones left out since the last. The zero value is ready.
+type RateLimitedWarn struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+// Warn logs msg unless one was logged less than RefuseLogInterval ago.
+func (r *RateLimitedWarn) Warn(log *zap.Logger, msg string, fields ...zap.Field) {
+	r.mu.Lock()
+	now := time.Now()
+	if !r.last.IsZero() && now.Sub(r.last) < RefuseLogInterval {
+		r.suppressed++
+		r.mu.Unlock()
+		return
+	}
+	n := r.suppressed
+	r.last, r.suppressed = now, 0
+	r.mu.Unlock()
+	if n > 0 {
+		fields = append(fields, zap.Int("suppressed_since_last", n))
+	}
+	log.Warn(msg, fields...)
+}
+
+// The kinds of refused connections counted.
+const (
+	// RefusedPlaintext: plain text in enforcing mode on a listener from
+	// Listen (portmux counts per protocol: RefusedPlaintext + "_" + name).
+	RefusedPlaintext = "plaintext"
+	// RefusedTLS: a TLS handshake in off mode.
+	RefusedTLS = "tls"
+	// RefusedHandshake: a TLS handshake that failed (a client
+	// certificate missing or not verified, say).
+	RefusedHandshake = "handshake"
+)
+
+var refused sync.Map // kind → *atomic.Int64
+
+// CountRefused counts one refused connection of kind (one of the Refused
+// constants, or RefusedPlaintext+"_"+protocol).
+func CountRefused(kind string) {
+	v, ok := refused.Load(kind)
+	if !ok {
+		v, _ = refused.LoadOrStore(kind, new(atomic.Int64))
+	}
+	v.(*atomic.Int64).Add(1)
+}
+
+// Refused is how many connections of kind were refused in this process.
+func Refused(kind string) int64 {
+	if v, ok := refused.Load(kind); ok {
+		return v.(*atomic.Int64).Load()
+	}
+	return 0
+}
+
+var refusedDesc = prometheus.NewDesc("bolide_tls_refused_connections_total",
+	"Connections refused by the TLS mode (plain text in enforcing mode, TLS in off mode) or by a failed TLS handshake, by kind.",
+	[]string{"kind"}, nil)
+
+// RefusedCollector exports the process's refused connections.
+func RefusedCollector() prometheus.Collector { return refusedCollector{} }
+
+type refusedCollector struct{}
+
+func (refusedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- refusedDesc }
+
+func (refusedCollector) Collect(ch chan<- prometheus.Metric) {
+	refused.Range(func(k, v any) bool {
+		ch <- prometheus.MustNewConstMetric(refusedDesc, prometheus.CounterValue, float64(v.(*atomic.Int64).Load()), k.(string))
+		return true
+	})
+}
