@@ -21,8 +21,8 @@ import (
 )
 
 var (
-	nsAdmin = auth.Credentials{AccessKey: "admin-key", SecretKey: "admin-secret"}
-	nsUser  = auth.Credentials{AccessKey: "user-key", SecretKey: "user-secret"}
+	v1Admin = auth.Credentials{AccessKey: "admin-key", SecretKey: "admin-secret"}
+	v1User  = auth.Credentials{AccessKey: "user-key", SecretKey: "user-secret"}
 )
 
 // aclServer starts a NameServer with ACL on (an admin and a plain user)
@@ -31,8 +31,8 @@ func aclServer(t *testing.T, enabled bool, listen string) (*Server, *grpc.Client
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "plain_acl.yml")
 	err := auth.WriteFile(file, &auth.File{Accounts: []auth.Account{
-		{AccessKey: nsAdmin.AccessKey, SecretKey: nsAdmin.SecretKey, Admin: true},
-		{AccessKey: nsUser.AccessKey, SecretKey: nsUser.SecretKey, DefaultTopicPerm: "PUB|SUB", DefaultGroupPerm: "SUB"},
+		{AccessKey: v1Admin.AccessKey, SecretKey: v1Admin.SecretKey, Admin: true},
+		{AccessKey: v1User.AccessKey, SecretKey: v1User.SecretKey, DefaultTopicPerm: "PUB|SUB", DefaultGroupPerm: "SUB"},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -93,16 +93,16 @@ func TestNameServerAuth(t *testing.T) {
 
 	r, err := ns.RegisterBroker(as(t, auth.Credentials{}), registration("b1"))
 	statusIs(t, "register without credentials", r.GetStatus(), err, pb.Code_UNAUTHENTICATED)
-	r, err = ns.RegisterBroker(as(t, auth.Credentials{AccessKey: nsAdmin.AccessKey, SecretKey: "wrong-secret"}), registration("b1"))
+	r, err = ns.RegisterBroker(as(t, auth.Credentials{AccessKey: v1Admin.AccessKey, SecretKey: "wrong-secret"}), registration("b1"))
 	statusIs(t, "register with a wrong secret", r.GetStatus(), err, pb.Code_UNAUTHENTICATED)
-	r, err = ns.RegisterBroker(as(t, nsUser), registration("b1"))
+	r, err = ns.RegisterBroker(as(t, v1User), registration("b1"))
 	statusIs(t, "register as a plain user", r.GetStatus(), err, pb.Code_NO_PERMISSION)
-	ci, err := ns.GetClusterInfo(as(t, nsAdmin), &pb.GetClusterInfoRequest{})
+	ci, err := ns.GetClusterInfo(as(t, v1Admin), &pb.GetClusterInfoRequest{})
 	statusIs(t, "cluster info", ci.GetStatus(), err, pb.Code_OK)
 	if len(ci.Brokers) != 0 {
 		t.Fatalf("refused registrations registered %v", ci.Brokers)
 	}
-	r, err = ns.RegisterBroker(as(t, nsAdmin), registration("b1"))
+	r, err = ns.RegisterBroker(as(t, v1Admin), registration("b1"))
 	statusIs(t, "register as admin", r.GetStatus(), err, pb.Code_OK)
 
 	ci, err = ns.GetClusterInfo(as(t, auth.Credentials{}), &pb.GetClusterInfoRequest{})
@@ -112,21 +112,21 @@ func TestNameServerAuth(t *testing.T) {
 	}
 	rt, err := ns.GetRoute(as(t, auth.Credentials{}), &pb.GetRouteRequest{Topic: "t-b1"})
 	statusIs(t, "route without credentials", rt.GetStatus(), err, pb.Code_UNAUTHENTICATED)
-	rt, err = ns.GetRoute(as(t, nsUser), &pb.GetRouteRequest{Topic: "t-b1"})
+	rt, err = ns.GetRoute(as(t, v1User), &pb.GetRouteRequest{Topic: "t-b1"})
 	statusIs(t, "route as a user", rt.GetStatus(), err, pb.Code_OK)
-	lt, err := ns.ListTopics(as(t, nsUser), &pb.ListTopicsRequest{})
+	lt, err := ns.ListTopics(as(t, v1User), &pb.ListTopicsRequest{})
 	statusIs(t, "topics as a user", lt.GetStatus(), err, pb.Code_OK)
 
-	d, err := ns.DeleteTopic(as(t, nsUser), &pb.DeleteTopicRequest{Topic: "t-b1"})
+	d, err := ns.DeleteTopic(as(t, v1User), &pb.DeleteTopicRequest{Topic: "t-b1"})
 	statusIs(t, "delete topic as a user", d.GetStatus(), err, pb.Code_NO_PERMISSION)
-	rt, err = ns.GetRoute(as(t, nsUser), &pb.GetRouteRequest{Topic: "t-b1"})
+	rt, err = ns.GetRoute(as(t, v1User), &pb.GetRouteRequest{Topic: "t-b1"})
 	statusIs(t, "route after a refused delete", rt.GetStatus(), err, pb.Code_OK)
-	d, err = ns.DeleteTopic(as(t, nsAdmin), &pb.DeleteTopicRequest{Topic: "t-b1"})
+	d, err = ns.DeleteTopic(as(t, v1Admin), &pb.DeleteTopicRequest{Topic: "t-b1"})
 	statusIs(t, "delete topic as admin", d.GetStatus(), err, pb.Code_OK)
 
-	u, err := ns.UnregisterBroker(as(t, nsUser), &pb.UnregisterBrokerRequest{Cluster: "c1", BrokerName: "b1", BrokerAddr: "127.0.0.1:11"})
+	u, err := ns.UnregisterBroker(as(t, v1User), &pb.UnregisterBrokerRequest{Cluster: "c1", BrokerName: "b1", BrokerAddr: "127.0.0.1:11"})
 	statusIs(t, "unregister as a user", u.GetStatus(), err, pb.Code_NO_PERMISSION)
-	ci, err = ns.GetClusterInfo(as(t, nsAdmin), &pb.GetClusterInfoRequest{})
+	ci, err = ns.GetClusterInfo(as(t, v1Admin), &pb.GetClusterInfoRequest{})
 	statusIs(t, "cluster info", ci.GetStatus(), err, pb.Code_OK)
 	if len(ci.Live) != 1 {
 		t.Fatalf("a refused unregistration removed the broker: %v", ci.Live)
@@ -140,17 +140,17 @@ func TestNameServerAclService(t *testing.T) {
 	ns, acl := pb.NewNameServerClient(cc), pb.NewAclClient(cc)
 	fresh := auth.Credentials{AccessKey: "fresh-key", SecretKey: "fresh-secret"}
 
-	p, err := acl.PutUser(as(t, nsUser), &pb.PutAclUserRequest{User: &pb.AclUser{AccessKey: fresh.AccessKey, SecretKey: fresh.SecretKey, Admin: true}})
+	p, err := acl.PutUser(as(t, v1User), &pb.PutAclUserRequest{User: &pb.AclUser{AccessKey: fresh.AccessKey, SecretKey: fresh.SecretKey, Admin: true}})
 	statusIs(t, "put user as a plain user", p.GetStatus(), err, pb.Code_NO_PERMISSION)
 	lt, err := ns.ListTopics(as(t, fresh), &pb.ListTopicsRequest{})
 	statusIs(t, "the refused user", lt.GetStatus(), err, pb.Code_UNAUTHENTICATED)
 
-	p, err = acl.PutUser(as(t, nsAdmin), &pb.PutAclUserRequest{User: &pb.AclUser{AccessKey: fresh.AccessKey, SecretKey: fresh.SecretKey}})
+	p, err = acl.PutUser(as(t, v1Admin), &pb.PutAclUserRequest{User: &pb.AclUser{AccessKey: fresh.AccessKey, SecretKey: fresh.SecretKey}})
 	statusIs(t, "put user", p.GetStatus(), err, pb.Code_OK)
 	lt, err = ns.ListTopics(as(t, fresh), &pb.ListTopicsRequest{})
 	statusIs(t, "the new user at once", lt.GetStatus(), err, pb.Code_OK)
 
-	l, err := acl.ListUsers(as(t, nsAdmin), &pb.ListAclUsersRequest{})
+	l, err := acl.ListUsers(as(t, v1Admin), &pb.ListAclUsersRequest{})
 	statusIs(t, "list users", l.GetStatus(), err, pb.Code_OK)
 	if len(l.Users) != 3 || !l.Enabled {
 		t.Fatalf("users %v enabled %v", l.Users, l.Enabled)
@@ -166,7 +166,7 @@ func TestNameServerAclService(t *testing.T) {
 		t.Fatal("a refused ListUsers answered users")
 	}
 
-	dl, err := acl.DeleteUser(as(t, nsAdmin), &pb.DeleteAclUserRequest{AccessKey: fresh.AccessKey})
+	dl, err := acl.DeleteUser(as(t, v1Admin), &pb.DeleteAclUserRequest{AccessKey: fresh.AccessKey})
 	statusIs(t, "delete user", dl.GetStatus(), err, pb.Code_OK)
 	lt, err = ns.ListTopics(as(t, fresh), &pb.ListTopicsRequest{})
 	statusIs(t, "the deleted user", lt.GetStatus(), err, pb.Code_UNAUTHENTICATED)
@@ -181,23 +181,23 @@ func TestControllerAuth(t *testing.T) {
 
 	d, err := ctl.DescribeController(as(t, auth.Credentials{}), &pb.DescribeControllerRequest{})
 	statusIs(t, "describe without credentials", d.GetStatus(), err, pb.Code_UNAUTHENTICATED)
-	d, err = ctl.DescribeController(as(t, nsUser), &pb.DescribeControllerRequest{})
+	d, err = ctl.DescribeController(as(t, v1User), &pb.DescribeControllerRequest{})
 	statusIs(t, "describe as a user", d.GetStatus(), err, pb.Code_OK)
 
-	e, err := ctl.ElectMaster(as(t, nsUser), &pb.ElectMasterRequest{BrokerName: "b1"})
+	e, err := ctl.ElectMaster(as(t, v1User), &pb.ElectMasterRequest{BrokerName: "b1"})
 	statusIs(t, "elect as a user", e.GetStatus(), err, pb.Code_NO_PERMISSION)
-	e, err = ctl.ElectMaster(as(t, nsAdmin), &pb.ElectMasterRequest{BrokerName: "b1"})
+	e, err = ctl.ElectMaster(as(t, v1Admin), &pb.ElectMasterRequest{BrokerName: "b1"})
 	if err != nil || e.GetStatus().GetCode() == pb.Code_NO_PERMISSION || e.GetStatus().GetCode() == pb.Code_UNAUTHENTICATED {
 		t.Fatalf("elect as admin: %v %v", err, e.GetStatus())
 	}
-	a, err := ctl.AlterSyncStateSet(as(t, nsUser), &pb.AlterSyncStateSetRequest{BrokerName: "b1"})
+	a, err := ctl.AlterSyncStateSet(as(t, v1User), &pb.AlterSyncStateSetRequest{BrokerName: "b1"})
 	statusIs(t, "alter sync state set as a user", a.GetStatus(), err, pb.Code_NO_PERMISSION)
 
 	for _, tc := range []struct {
 		name string
 		c    auth.Credentials
 		want codes.Code
-	}{{"no credentials", auth.Credentials{}, codes.Unauthenticated}, {"a plain user", nsUser, codes.PermissionDenied}} {
+	}{{"no credentials", auth.Credentials{}, codes.Unauthenticated}, {"a plain user", v1User, codes.PermissionDenied}} {
 		st, err := ctl.Heartbeat(as(t, tc.c))
 		if err == nil {
 			_ = st.Send(&pb.BrokerBeat{Cluster: "c1", BrokerName: "b1", ReplicaId: 1, Addr: "127.0.0.1:10911"})
@@ -207,7 +207,7 @@ func TestControllerAuth(t *testing.T) {
 			t.Fatalf("heartbeat with %s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
-	st, err := ctl.Heartbeat(as(t, nsAdmin))
+	st, err := ctl.Heartbeat(as(t, v1Admin))
 	if err != nil {
 		t.Fatal(err)
 	}
