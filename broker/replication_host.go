@@ -2,9 +2,15 @@ package broker
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"slices"
+	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/bolide-mq/bolide/auth"
+	"github.com/bolide-mq/bolide/internal/tlsconf"
 
 	"github.com/bolide-mq/bolide/broker/delay"
 	"github.com/bolide-mq/bolide/broker/replication"
@@ -43,7 +49,12 @@ type PromoteRequest = replication.PromoteRequest
 
 // newReplicator loads the saved role and binds the HA listener.
 func newReplicator(b *Broker, master replication.MasterClient, controllers replication.ControllerClient) (*replication.Replicator, error) {
+	link, err := haLink(b.opts, b.guard, b.log.Named("ha"))
+	if err != nil {
+		return nil, err
+	}
 	return replication.New(replication.Config{
+		Link:        link,
 		Cluster:     b.opts.Cluster,
 		Controllers: controllers,
 		Options:     b.opts.Replication,
@@ -56,6 +67,44 @@ func newReplicator(b *Broker, master replication.MasterClient, controllers repli
 		Offsets:     b.offsets,
 		Master:      master,
 	}, replicationHost{b}, b.log.Named("ha"))
+}
+
+// haLink secures the HA connections from the broker's options: the TLS
+// mode on the HA listener (as on the client port), TLS when the slave
+// dials (TLS.Dial), the slave's credentials in an AUTH frame, and, with
+// ACL on, the master's check of them (a user that may make calls between
+// daemons: an admin user).
+func haLink(opts Options, g *auth.Guard, log *zap.Logger) (replication.Link, error) {
+	var link replication.Link
+	var certs *tlsconf.Source
+	if opts.TLS.Mode != tlsconf.Off || opts.TLS.Dial {
+		var err error
+		if certs, err = tlsconf.Open(opts.TLS, log.Named("tls")); err != nil {
+			return link, fmt.Errorf("broker: HA TLS: %w", err)
+		}
+	}
+	tc := opts.TLS
+	link.WrapListener = func(l net.Listener) net.Listener { return tlsconf.Listen(l, tc, certs, log.Named("listener")) }
+	if opts.TLS.Dial {
+		cfg, err := tlsconf.ClientConfig(opts.TLS, certs)
+		if err != nil {
+			return link, fmt.Errorf("broker: HA TLS: %w", err)
+		}
+		link.TLS = cfg
+	}
+	if creds := opts.Credentials; !creds.Empty() {
+		link.Credentials = func() (string, string) { return auth.NewHeader(creds, time.Now()) }
+	}
+	if g.Enabled() {
+		link.Authenticate = func(remote, authorization, date string) error {
+			p, err := g.Header(remote, authorization, date)
+			if err != nil {
+				return err
+			}
+			return g.Internal(p, remote, "replication (HA)")
+		}
+	}
+	return link, nil
 }
 
 // replicationHost is the broker as replication sees it.

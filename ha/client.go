@@ -3,6 +3,7 @@ package ha
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -75,6 +76,14 @@ type ClientOptions struct {
 	// nothing being appended. nil: a TRUNCATE stops replication as a
 	// divergence does. An error is retried with backoff.
 	OnTruncate func(fork, epoch int64) error
+	// TLS, when set, makes the client dial the master over TLS with this
+	// configuration (its ServerName defaults to the master's host).
+	TLS *tls.Config
+	// Credentials, when set, returns the two values of the AUTH frame
+	// sent before every HELLO (the signed-date header, signed afresh for
+	// each connection); nil, or an empty authorization: no AUTH frame, as
+	// a slave of a master that checks none.
+	Credentials func() (authorization, date string)
 }
 
 // DefaultClientOptions returns the defaults.
@@ -321,7 +330,7 @@ func (c *Client) run() {
 		if err != nil && (err.Error() != lastErr || progressed) {
 			lvl := c.log.Warn
 			var ee errEpoch
-			if errors.As(err, &ee) {
+			if errors.As(err, &ee) || (errors.As(err, &rf) && rf.Code == RefuseUnauthenticated) {
 				lvl = c.log.Error
 			}
 			lvl("replication connection ended; reconnecting", zap.String("master", addr), zap.Error(err))
@@ -375,17 +384,21 @@ func (c *Client) sleep(d time.Duration) bool {
 // session runs one connection: handshake, then stream until an error. It
 // reports whether it applied anything.
 func (c *Client) session(addr string) (progressed bool, err error) {
-	d := net.Dialer{Timeout: c.opts.Timeout}
-	conn, err := d.DialContext(c.ctx, "tcp", addr)
+	conn, err := c.dial(addr)
 	if err != nil {
 		return false, err
 	}
 	defer conn.Close()
-	if tc, ok := conn.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
 	// Handshake.
 	_ = conn.SetDeadline(time.Now().Add(c.opts.Timeout))
+	var hb []byte
+	if c.opts.Credentials != nil {
+		if authz, date := c.opts.Credentials(); authz != "" {
+			if hb, err = AppendAuth(nil, Auth{Authorization: authz, Date: date}); err != nil {
+				return false, err
+			}
+		}
+	}
 	maxOff := c.rl.MaxOffset()
 	h := Hello{Version: Version1, BrokerName: c.opts.BrokerName, BrokerID: c.opts.BrokerID, MaxOffset: maxOff, LastStart: -1}
 	last, ok, err := c.rl.LastRecord()
@@ -402,7 +415,7 @@ func (c *Client) session(addr string) (progressed bool, err error) {
 			h.Epochs = h.Epochs[n-MaxEpochEntries:]
 		}
 	}
-	hb, err := AppendHello(nil, h)
+	hb, err = AppendHello(hb, h)
 	if err != nil {
 		return false, err
 	}
@@ -504,6 +517,37 @@ func (c *Client) session(addr string) (progressed bool, err error) {
 	_ = conn.Close()
 	wg.Wait()
 	return st.progressed.Load(), err
+}
+
+// dial connects to the master, over TLS when ClientOptions.TLS is set (the
+// handshake is bounded by Timeout).
+func (c *Client) dial(addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: c.opts.Timeout}
+	conn, err := d.DialContext(c.ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	if c.opts.TLS == nil {
+		return conn, nil
+	}
+	cfg := c.opts.TLS
+	if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
+		cfg = cfg.Clone()
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			cfg.ServerName = host
+		}
+	}
+	tc := tls.Client(conn, cfg)
+	ctx, cancel := context.WithTimeout(c.ctx, c.opts.Timeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("TLS handshake with the master: %w", err)
+	}
+	return tc, nil
 }
 
 // checkEpoch refuses a master whose epoch is below MinEpoch.

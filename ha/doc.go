@@ -8,8 +8,13 @@
 //
 // # Transport
 //
-// One plain TCP connection per slave, to the master's HA address (by
-// default the broker's listen port + 1, RocketMQ's 10912 next to 10911).
+// One TCP connection per slave, to the master's HA address (by default the
+// broker's listen port + 1, RocketMQ's 10912 next to 10911), in plain text
+// or TLS: ServerOptions.WrapListener lets the broker apply its TLS mode to
+// the HA listener (off, permissive, enforcing, as on its client port), and
+// a slave with ClientOptions.TLS dials with TLS, verifying the master's
+// certificate for the host of its HA address unless its configuration says
+// otherwise.
 // Replication is one ordered bulk stream with a tiny ack stream the other
 // way; a raw socket moves it with one writev per frame (13-byte header plus
 // the records, straight from a copy of the log) and no per-message framing,
@@ -18,8 +23,11 @@
 // # Session
 //
 //	slave                                   master
-//	  HELLO  (who, where my log ends,  ─────▶  check the slave's log is a prefix of ours
-//	          v2: my epoch entries)
+//	  AUTH   (credentials; only a slave ─────▶ (kept for the HELLO's check)
+//	          that has some)
+//	  HELLO  (who, where my log ends,  ─────▶  check the credentials (REFUSE
+//	          v2: my epoch entries)            UNAUTHENTICATED), then that the
+//	                                           slave's log is a prefix of ours
 //	         ◀─────── WELCOME (start, epoch,    or TRUNCATE (fork, epoch) and close (v2),
 //	                  v2: master's entries)     or REFUSE (code, reason) and close
 //	  ACK    (applied offset) ───────────────▶
@@ -51,6 +59,13 @@
 //	                   version 2 slave knows a newer epoch than the
 //	                   master's; the slave retries later, possibly with
 //	                   another master
+//	RefuseUnauthenticated  the master checks credentials
+//	                   (ServerOptions.Authenticate: the broker's ACL is on)
+//	                   and the slave sent no AUTH or one that was refused;
+//	                   checked before anything else, so a refused slave
+//	                   learns nothing of the master's log. The slave logs
+//	                   the reason at ERROR and retries with its backoff
+//	                   (the master's users may change)
 //
 // A slave stopped by RefuseDiverged, RefuseTooOld or RefuseMismatch stays
 // stopped until Client.Reconnect (a new master) or Close.
@@ -78,6 +93,22 @@
 // RefuseNotMaster or a master epoch below MinEpoch, which a failover in
 // progress clears) and a new HELLO, which re-verifies where the two logs
 // meet.
+//
+// # Authentication: AUTH
+//
+// A slave with credentials (ClientOptions.Credentials: the broker's access
+// key and secret key) sends an AUTH frame right before its HELLO, in the
+// same write, on every connection: the signed-date header of Bolide's
+// protocols (package auth: "MQv2-HMAC-SHA1 Credential=<AK>, ..." over a
+// UTC date), signed afresh for the connection. The ha package carries the
+// two values and does not interpret them: the master hands them to
+// ServerOptions.Authenticate (the broker's guard: the signature, the
+// date's skew and replay, then that the user may make calls between
+// daemons, an admin user). AUTH does not depend on the protocol version.
+// A master without Authenticate (ACL off) reads an AUTH and ignores it, so
+// version 1 and 2 slaves without AUTH keep working with it; a master from
+// before AUTH refuses a slave that sends one (RefuseBadHello): leave the
+// slave's credentials unset until its master is upgraded.
 //
 // # Protocol version 2: epochs and TRUNCATE
 //
@@ -196,10 +227,19 @@
 //	  1  8  fork: the offset to cut the slave's log at (below its end)
 //	  9  8  master's epoch
 //
+//	AUTH 'U' (0x55), slave → master, before HELLO, 9 + a + d bytes
+//	  0  1  kind
+//	  1  4  magic 0x424C4841
+//	  5  2  a = length of the authorization
+//	  7  a  authorization ("MQv2-HMAC-SHA1 Credential=..., Signature=...")
+//	7+a  2  d = length of the date
+//	9+a  d  date (x-mq-date-time: "20261202T031500Z", UTC)
+//
 //	REFUSE 'R' (0x52), master → slave, 5 + n bytes; the master then closes
 //	  0  1  kind
 //	  1  2  code (RefuseDiverged 1, RefuseTooOld 2, RefuseMismatch 3,
-//	        RefuseNotMaster 4, RefuseBadHello 5, RefuseInternal 6)
+//	        RefuseNotMaster 4, RefuseBadHello 5, RefuseInternal 6,
+//	        RefuseUnauthenticated 7)
 //	  3  2  n = length of the reason
 //	  5  n  reason (text for logs and status)
 //

@@ -37,6 +37,9 @@ const (
 	// KindTruncate (version 2): the slave must cut its log to a fork
 	// point before it replicates.
 	KindTruncate Kind = 'T'
+	// KindAuth: the slave's credentials, sent before HELLO by a slave
+	// that has some (any version).
+	KindAuth Kind = 'U'
 )
 
 func (k Kind) String() string {
@@ -55,6 +58,8 @@ func (k Kind) String() string {
 		return "ACK"
 	case KindTruncate:
 		return "TRUNCATE"
+	case KindAuth:
+		return "AUTH"
 	}
 	return fmt.Sprintf("Kind(%#x)", byte(k))
 }
@@ -70,6 +75,10 @@ const (
 	RefuseNotMaster RefuseCode = 4
 	RefuseBadHello  RefuseCode = 5
 	RefuseInternal  RefuseCode = 6
+	// RefuseUnauthenticated: the master checks credentials and the slave
+	// sent none, or they were refused. The slave retries with backoff (the
+	// master's users may change).
+	RefuseUnauthenticated RefuseCode = 7
 )
 
 func (c RefuseCode) String() string {
@@ -86,6 +95,8 @@ func (c RefuseCode) String() string {
 		return "BAD_HELLO"
 	case RefuseInternal:
 		return "INTERNAL"
+	case RefuseUnauthenticated:
+		return "UNAUTHENTICATED"
 	}
 	return fmt.Sprintf("RefuseCode(%d)", uint16(c))
 }
@@ -135,6 +146,15 @@ type Truncate struct {
 	Epoch int64
 }
 
+// Auth is a slave's credentials: the signed-date header of Bolide's
+// protocols (package auth), as the two values a gRPC call carries in its
+// metadata. The package does not interpret them: the master hands them to
+// ServerOptions.Authenticate.
+type Auth struct {
+	Authorization string
+	Date          string
+}
+
 // Refuse is the master's refusal.
 type Refuse struct {
 	Code   RefuseCode
@@ -151,6 +171,8 @@ type Frame struct {
 	Refuse  Refuse  // REFUSE
 	// Truncate is TRUNCATE's content.
 	Truncate Truncate
+	// Auth is AUTH's content.
+	Auth Auth
 	// Offset is DATA's offset, BEAT's committed offset and ACK's applied
 	// offset.
 	Offset int64
@@ -170,6 +192,7 @@ const (
 	dataHeader   = 1 + 8 + 4
 	beatLen      = 1 + 8 + 8
 	truncateLen  = 1 + 8 + 8
+	authFixed    = 1 + 4 + 2 // up to the authorization
 	entryLen     = 8 + 8
 	maxString    = 1<<16 - 1
 )
@@ -265,6 +288,20 @@ func AppendTruncate(dst []byte, t Truncate) []byte {
 	dst = append(dst, byte(KindTruncate))
 	dst = be.AppendUint64(dst, uint64(t.Fork))
 	return be.AppendUint64(dst, uint64(t.Epoch))
+}
+
+// AppendAuth appends an AUTH frame.
+func AppendAuth(dst []byte, a Auth) ([]byte, error) {
+	if err := checkString("authorization", a.Authorization); err != nil {
+		return dst, err
+	}
+	if err := checkString("date", a.Date); err != nil {
+		return dst, err
+	}
+	dst = append(dst, byte(KindAuth))
+	dst = be.AppendUint32(dst, Magic)
+	dst = appendString(dst, a.Authorization)
+	return appendString(dst, a.Date), nil
 }
 
 // AppendRefuse appends a REFUSE frame; a reason longer than the field
@@ -449,6 +486,25 @@ func ReadFrame(r io.Reader, maxData int, buf []byte) (Frame, error) {
 		f.Timestamp = int64(be.Uint64(b[9:]))
 		if f.Offset < 0 {
 			return f, fmt.Errorf("%w: %s of negative offset %d", ErrFrame, f.Kind, f.Offset)
+		}
+		return f, nil
+	case KindAuth:
+		b, err := fixed(authFixed)
+		if err != nil {
+			return f, err
+		}
+		if m := be.Uint32(b[1:]); m != Magic {
+			return f, fmt.Errorf("%w: AUTH magic %#x", ErrFrame, m)
+		}
+		if f.Auth.Authorization, err = readString(int(be.Uint16(b[5:]))); err != nil {
+			return f, err
+		}
+		b, err = readN(r, 2)
+		if err != nil {
+			return f, err
+		}
+		if f.Auth.Date, err = readString(int(be.Uint16(b))); err != nil {
+			return f, err
 		}
 		return f, nil
 	case KindTruncate:

@@ -25,6 +25,14 @@ func mustWelcome(t testing.TB, w Welcome) []byte {
 	return b
 }
 
+func mustAuth(t testing.TB, a Auth) []byte {
+	b, err := AppendAuth(nil, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func TestFrameRoundTrip(t *testing.T) {
 	payload := bytes.Repeat([]byte{0xAB}, 1000)
 	cases := []struct {
@@ -48,6 +56,11 @@ func TestFrameRoundTrip(t *testing.T) {
 			Epochs: []EpochEntry{{1, 0}, {4, 100}}}),
 			Frame{Kind: KindWelcome, Welcome: Welcome{Version: 2, Start: 100, MaxOffset: 300, SegmentSize: 1 << 30, Epoch: 4, MasterAddr: "m:1",
 				Epochs: []EpochEntry{{1, 0}, {4, 100}}}}},
+		{"auth", mustAuth(t, Auth{Authorization: "MQv2-HMAC-SHA1 Credential=slave-a, SignedHeaders=x-mq-date-time, Signature=0a1b", Date: "20261202T031500Z"}),
+			Frame{Kind: KindAuth, Auth: Auth{Authorization: "MQv2-HMAC-SHA1 Credential=slave-a, SignedHeaders=x-mq-date-time, Signature=0a1b", Date: "20261202T031500Z"}}},
+		{"empty auth", mustAuth(t, Auth{}), Frame{Kind: KindAuth}},
+		{"refuse unauthenticated", AppendRefuse(nil, Refuse{Code: RefuseUnauthenticated, Reason: "wrong signature"}),
+			Frame{Kind: KindRefuse, Refuse: Refuse{Code: RefuseUnauthenticated, Reason: "wrong signature"}}},
 		{"truncate", AppendTruncate(nil, Truncate{Fork: 7 << 30, Epoch: 12}), Frame{Kind: KindTruncate, Truncate: Truncate{Fork: 7 << 30, Epoch: 12}}},
 		{"refuse", AppendRefuse(nil, Refuse{Code: RefuseDiverged, Reason: "logs differ at 42"}),
 			Frame{Kind: KindRefuse, Refuse: Refuse{Code: RefuseDiverged, Reason: "logs differ at 42"}}},
@@ -108,6 +121,9 @@ func TestFrameSizes(t *testing.T) {
 	if n := len(AppendTruncate(nil, Truncate{})); n != 17 {
 		t.Fatalf("TRUNCATE is %d bytes", n)
 	}
+	if b := mustAuth(t, Auth{Authorization: "abc", Date: "de"}); len(b) != 7+3+2+2 || be.Uint16(b[5:]) != 3 || be.Uint16(b[10:]) != 2 {
+		t.Fatalf("AUTH layout %x", b)
+	}
 	// The byte offsets doc.go gives for the version 2 fields.
 	b := mustHello(t, Hello{Version: 2, BrokerName: "abc", Epochs: two})
 	if n, e1 := be.Uint16(b[41+3:]), be.Uint64(b[43+3+16:]); n != 2 || e1 != 2 {
@@ -154,6 +170,8 @@ func TestFrameErrors(t *testing.T) {
 		{"truncate of a negative epoch", negEpoch, 0, ErrFrame},
 		{"truncated truncate", negFork[:10], 0, io.ErrUnexpectedEOF},
 		{"unknown kind", []byte{'Z', 0, 0}, 0, ErrFrame},
+		{"auth with a bad magic", append([]byte{'U', 0, 0, 0, 0}, 0, 0, 0, 0), 0, ErrFrame},
+		{"truncated auth", mustAuth(t, Auth{Authorization: "abc", Date: "20261202T031500Z"})[:12], 0, io.ErrUnexpectedEOF},
 		{"bad magic", badMagic, 0, ErrFrame},
 		{"truncated hello", hello[:20], 0, io.ErrUnexpectedEOF},
 		{"truncated name", hello[:len(hello)-2], 0, io.ErrUnexpectedEOF},
@@ -172,6 +190,9 @@ func TestFrameErrors(t *testing.T) {
 				t.Fatalf("error %v, want %v", err, c.want)
 			}
 		})
+	}
+	if _, err := AppendAuth(nil, Auth{Authorization: strings.Repeat("x", 1<<16)}); !errors.Is(err, ErrFrame) {
+		t.Fatalf("over-long authorization: %v", err)
 	}
 	if _, err := AppendHello(nil, Hello{BrokerName: strings.Repeat("x", 1<<16)}); !errors.Is(err, ErrFrame) {
 		t.Fatalf("over-long name: %v", err)
@@ -209,6 +230,8 @@ func reencode(f Frame) ([]byte, error) {
 		return AppendAck(nil, f.Offset, f.Timestamp), nil
 	case KindTruncate:
 		return AppendTruncate(nil, f.Truncate), nil
+	case KindAuth:
+		return AppendAuth(nil, f.Auth)
 	}
 	return nil, errors.New("unknown kind")
 }
@@ -226,6 +249,7 @@ func FuzzReadFrame(f *testing.F) {
 		Epochs: []EpochEntry{{1, 0}, {2, 100}, {3, 100}}}))
 	f.Add(mustWelcome(f, Welcome{Version: 2, Start: 100, Epoch: 3, MasterAddr: "m:1", Epochs: []EpochEntry{{1, 0}, {3, 100}}}))
 	f.Add(AppendTruncate(nil, Truncate{Fork: 100, Epoch: 3}))
+	f.Add(mustAuth(f, Auth{Authorization: "MQv2-HMAC-SHA1 Credential=ak, SignedHeaders=x-mq-date-time, Signature=00", Date: "20261202T031500Z"}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r := bytes.NewReader(b)
 		fr, err := ReadFrame(r, 1<<16, nil)

@@ -79,6 +79,15 @@ type ServerOptions struct {
 	// Serving returns why this broker does not serve slaves right now
 	// (it is not a master), or nil (nil func: always serves).
 	Serving func() error
+	// WrapListener, when set, wraps the bound listener, for TLS (the
+	// broker's tlsconf.Listen: the TLS mode applies to the HA port).
+	WrapListener func(net.Listener) net.Listener
+	// Authenticate, when set, checks a slave's credentials before its
+	// HELLO is looked at: the values of its AUTH frame, or empty strings
+	// when it sent none. An error refuses the slave with
+	// RefuseUnauthenticated and the error's text. nil: AUTH frames are
+	// read and ignored.
+	Authenticate func(remote, authorization, date string) error
 }
 
 // DefaultServerOptions returns the defaults.
@@ -178,6 +187,9 @@ type Server struct {
 	ackSig notifier
 
 	frames, bytes, acks atomic.Int64
+	// authLogged is when a refusal for credentials was last logged (unix
+	// nanos).
+	authLogged atomic.Int64
 
 	timerMu   sync.Mutex
 	wakeAt    time.Time
@@ -201,6 +213,9 @@ func NewServer(opts ServerOptions, src Source, log *zap.Logger) (*Server, error)
 	lis, err := net.Listen("tcp", opts.ListenAddr)
 	if err != nil {
 		return nil, fmt.Errorf("ha: listen %s: %w", opts.ListenAddr, err)
+	}
+	if opts.WrapListener != nil {
+		lis = opts.WrapListener(lis)
 	}
 	s := &Server{opts: opts, src: src, log: log, lis: lis, slaves: make(map[int64]*slave)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -291,6 +306,12 @@ func (s *Server) serve(conn net.Conn) {
 	_ = conn.SetDeadline(time.Now().Add(s.opts.Timeout))
 	br := bufio.NewReaderSize(conn, 4096)
 	f, err := ReadFrame(br, 1, nil)
+	var cred *Auth
+	if err == nil && f.Kind == KindAuth {
+		a := f.Auth
+		cred = &a
+		f, err = ReadFrame(br, 1, nil)
+	}
 	if err != nil || f.Kind != KindHello {
 		if err == nil {
 			err = fmt.Errorf("%w: expected HELLO, got %s", ErrFrame, f.Kind)
@@ -301,6 +322,15 @@ func (s *Server) serve(conn net.Conn) {
 		return
 	}
 	h := f.Hello
+	if rf := s.authenticate(remote, cred); rf != nil {
+		if s.shouldLogAuth(time.Now()) {
+			s.log.Warn("refusing slave: not authenticated", zap.String("remote", remote), zap.Int64("slaveId", h.BrokerID),
+				zap.String("reason", rf.Reason))
+		}
+		s.refuse(conn, *rf)
+		_ = conn.Close()
+		return
+	}
 	d := s.handshake(h)
 	if d.refuse != nil {
 		rf := d.refuse
@@ -375,6 +405,36 @@ func (s *Server) serve(conn net.Conn) {
 		s.log.Warn("slave disconnected", zap.String("remote", remote), zap.Int64("slaveId", h.BrokerID),
 			zap.Int64("ackOffset", sl.ack.Load()), zap.Error(err))
 	}
+}
+
+// authenticate checks the slave's credentials (cred nil: it sent no AUTH)
+// when the server checks them.
+func (s *Server) authenticate(remote string, cred *Auth) *Refuse {
+	if s.opts.Authenticate == nil {
+		return nil
+	}
+	var a Auth
+	if cred != nil {
+		a = *cred
+	}
+	err := s.opts.Authenticate(remote, a.Authorization, a.Date)
+	if err == nil {
+		return nil
+	}
+	reason := err.Error()
+	if cred == nil {
+		reason = "this master requires credentials and the slave sent none (give the slave the access key and secret key of an admin user): " + reason
+	}
+	return &Refuse{Code: RefuseUnauthenticated, Reason: reason}
+}
+
+// authLogEvery rate-limits the master's WARN line for refused credentials
+// (the guard audits every refusal too).
+const authLogEvery = 10 * time.Second
+
+func (s *Server) shouldLogAuth(now time.Time) bool {
+	last := s.authLogged.Load()
+	return now.UnixNano()-last >= int64(authLogEvery) && s.authLogged.CompareAndSwap(last, now.UnixNano())
 }
 
 // pruneLocked forgets slaves disconnected for a long time.

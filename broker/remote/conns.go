@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // conns is one gRPC connection per address, opened on first use and kept
@@ -61,7 +60,9 @@ func (c *conns) close() error {
 	return errors.Join(errs...)
 }
 
-// dial opens a plaintext gRPC connection to addr.
-func dial(addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// dialer returns how to open a gRPC connection to an address, secured as
+// d says.
+func dialer(d DialOptions) func(addr string) (*grpc.ClientConn, error) {
+	opts := d.grpcOptions()
+	return func(addr string) (*grpc.ClientConn, error) { return grpc.NewClient(addr, opts...) }
 }

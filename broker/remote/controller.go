@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"google.golang.org/grpc"
+
 	"github.com/bolide-mq/bolide/broker/replication"
 	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -14,12 +16,20 @@ import (
 // Controller service: one connection per controller address, opened on
 // first use. Answers with a status other than OK become coded errors;
 // transport failures stay plain errors.
-type Controllers struct{ conns conns }
+type Controllers struct {
+	conns conns
+	dial  func(addr string) (*grpc.ClientConn, error)
+}
 
 var _ replication.ControllerClient = (*Controllers)(nil)
 
-// NewControllers returns a client with no connection yet.
-func NewControllers() *Controllers { return &Controllers{conns: newConns("controller", dial)} }
+// NewControllers returns a client with no connection yet; its
+// connections are secured as the first of opts says (none: plain text,
+// no credentials).
+func NewControllers(opts ...DialOptions) *Controllers {
+	d := dialer(dialOptions(opts))
+	return &Controllers{conns: newConns("controller", d), dial: d}
+}
 
 func (c *Controllers) client(addr string) (pb.ControllerClient, error) {
 	conn, err := c.conns.get(addr)
@@ -36,7 +46,7 @@ func (c *Controllers) Heartbeat(ctx context.Context, addr string) (replication.B
 	if c.conns.isClosed() {
 		return nil, errors.New("controller client closed")
 	}
-	conn, err := dial(addr)
+	conn, err := c.dial(addr)
 	if err != nil {
 		return nil, fmt.Errorf("controller %s: %w", addr, err)
 	}

@@ -7,7 +7,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/bolide-mq/bolide/broker/frontend/v1wire"
 	"github.com/bolide-mq/bolide/broker/replication"
@@ -19,10 +18,11 @@ import (
 // 4 MiB body batch plus headroom.
 const maxMessage = 64 << 20
 
-// Dial opens a gRPC connection to a broker's client address.
-func Dial(addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)))
+// Dial opens a gRPC connection to a broker's client address, secured as
+// the first of opts says (none: plain text, no credentials).
+func Dial(addr string, opts ...DialOptions) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr, append(dialOptions(opts).grpcOptions(),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)))...)
 }
 
 // MasterClient is a slave's replication.MasterClient over bolide.v1's
@@ -30,6 +30,8 @@ func Dial(addr string) (*grpc.ClientConn, error) {
 // It is also a master's replication.MetadataPusher over
 // BrokerHA.PushMetadata, with one connection per slave pushed to.
 type MasterClient struct {
+	link DialOptions
+
 	mu   sync.Mutex
 	conn *grpc.ClientConn
 	addr string
@@ -55,18 +57,22 @@ func (c *MasterClient) PushMetadata(ctx context.Context, addr string, p replicat
 	return wire.FromStatus(resp.GetStatus())
 }
 
-// dialPeer opens a push connection to a slave. A slave that was
+// peerDialer opens push connections to slaves. A slave that was
 // unreachable is pushed to again within a second of its return (gRPC's
 // default reconnection backoff grows to minutes).
-func dialPeer(addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)),
+func peerDialer(d DialOptions) func(addr string) (*grpc.ClientConn, error) {
+	opts := append(d.grpcOptions(), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond,
 			Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}, MinConnectTimeout: time.Second}))
+	return func(addr string) (*grpc.ClientConn, error) { return grpc.NewClient(addr, opts...) }
 }
 
-// NewMasterClient returns a client; it connects on first use.
-func NewMasterClient() *MasterClient { return &MasterClient{peers: newConns("slave", dialPeer)} }
+// NewMasterClient returns a client; it connects on first use, secured as
+// the first of opts says (none: plain text, no credentials).
+func NewMasterClient(opts ...DialOptions) *MasterClient {
+	d := dialOptions(opts)
+	return &MasterClient{link: d, peers: newConns("slave", peerDialer(d))}
+}
 
 // FetchMetadata asks the master at addr for its metadata.
 func (c *MasterClient) FetchMetadata(ctx context.Context, addr string, req replication.MetadataRequest) (replication.Metadata, error) {
@@ -95,7 +101,7 @@ func (c *MasterClient) dial(addr string) (*grpc.ClientConn, error) {
 		_ = c.conn.Close()
 		c.conn = nil
 	}
-	conn, err := Dial(addr)
+	conn, err := Dial(addr, c.link)
 	if err != nil {
 		return nil, err
 	}

@@ -13,8 +13,12 @@ import (
 // connection per NameServer address, opened on first use.
 type NameServers struct{ conns conns }
 
-// NewNameServers returns a client with no connection yet.
-func NewNameServers() *NameServers { return &NameServers{conns: newConns("name server", dial)} }
+// NewNameServers returns a client with no connection yet; its
+// connections are secured as the first of opts says (none: plain text,
+// no credentials).
+func NewNameServers(opts ...DialOptions) *NameServers {
+	return &NameServers{conns: newConns("name server", dialer(dialOptions(opts)))}
+}
 
 func (n *NameServers) client(addr string) (pb.NameServerClient, error) {
 	conn, err := n.conns.get(addr)

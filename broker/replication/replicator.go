@@ -2,8 +2,10 @@ package replication
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,6 +77,26 @@ type Config struct {
 	// Controllers reaches the controllers; required in controller mode
 	// (Options.ControllerAddrs).
 	Controllers ControllerClient
+	// Link secures the HA connections (TLS, credentials); the zero value
+	// is plain text without credentials.
+	Link Link
+}
+
+// Link is how the HA connections are secured, from the broker's TLS and
+// access control options.
+type Link struct {
+	// WrapListener wraps the HA listener (the broker's TLS mode applied
+	// with tlsconf.Listen); nil: plain text.
+	WrapListener func(net.Listener) net.Listener
+	// TLS makes a slave dial its master with TLS; nil: plain text.
+	TLS *tls.Config
+	// Credentials returns the AUTH values a slave sends before its HELLO
+	// (the signed-date header of the broker's credentials, signed for each
+	// connection); nil: none.
+	Credentials func() (authorization, date string)
+	// Authenticate checks a slave's AUTH values on the master (the
+	// broker's guard when ACL is on); nil: none checked.
+	Authenticate func(remote, authorization, date string) error
 }
 
 // Replicator is the broker's replication: its role and epoch, the HA server
@@ -175,6 +197,8 @@ func New(cfg Config, host Host, log *zap.Logger) (*Replicator, error) {
 		return nil
 	}
 	so.Epochs = r.epochs.Entries
+	so.WrapListener = cfg.Link.WrapListener
+	so.Authenticate = cfg.Link.Authenticate
 	if r.srv, err = ha.NewServer(so, haSource{r.store.CommitLog()}, log.Named("server")); err != nil {
 		return nil, err
 	}
@@ -230,6 +254,8 @@ func (r *Replicator) startClientLocked() error {
 		r.meta.trigger()
 	}
 	co.Epochs = r.epochs.Entries
+	co.TLS = r.cfg.Link.TLS
+	co.Credentials = r.cfg.Link.Credentials
 	if r.agent != nil {
 		co.MinEpoch = r.state.epoch
 		co.OnTruncate = r.truncate
