@@ -16,8 +16,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/bolide-mq/bolide/auth"
-	rmq "github.com/bolide-mq/bolide/internal/remoting"
 	"github.com/bolide-mq/bolide/internal/proccluster"
+	rmq "github.com/bolide-mq/bolide/internal/remoting"
 )
 
 // The users of the ACL test's broker: an admin, a producer that may
