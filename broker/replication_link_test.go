@@ -21,6 +21,7 @@ import (
 	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/internal/tlsconf"
 	"github.com/bolide-mq/bolide/internal/tlsconf/tlstest"
+	"github.com/bolide-mq/bolide/nameserver"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -219,4 +220,72 @@ func TestReplicationOverTLSWithACL(t *testing.T) {
 
 func isReset(err error) bool {
 	return strings.Contains(err.Error(), "connection reset")
+}
+
+// TestRegistrationWithSecureNameServer: a NameServer with TLS enforcing
+// and ACL on registers a broker that dials it with TLS and signs its calls
+// as an admin user, and refuses one without credentials, one with a wrong
+// secret and one dialling in plain text: their routes never appear.
+func TestRegistrationWithSecureNameServer(t *testing.T) {
+	sc := newSecureCluster(t)
+	no := nameserver.DefaultOptions()
+	no.ListenAddr = "127.0.0.1:0"
+	no.GossipAddr = nameserver.GossipOff
+	no.TLSCertFile, no.TLSKeyFile = sc.pair.CertFile, sc.pair.KeyFile
+	no.TLS = tlsconf.Config{Mode: tlsconf.Enforcing, Dial: true, CAFile: sc.ca.File}
+	no.Auth = auth.Config{Enabled: true, File: sc.aclFile, MaxSkew: 15 * time.Minute}
+	ns, err := nameserver.New(no, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ns.Close() })
+
+	registering := func(name string, creds auth.Credentials, dialTLS bool) func(*broker.Options) {
+		return func(o *broker.Options) {
+			o.BrokerName = name
+			o.NameServers = []string{ns.Addr()}
+			o.RegisterInterval = 100 * time.Millisecond
+			o.Replication.HAListenAddr = "127.0.0.1:0"
+			o.TLS = tlsconf.Config{Dial: dialTLS, CAFile: sc.ca.File}
+			o.Credentials = creds
+		}
+	}
+	startBroker(t, registering("good", sc.admin, true))
+	testutil.WaitFor(t, 10*time.Second, "the broker's route", func() error {
+		if _, ok := ns.Routes().Holder("good", 0); !ok {
+			return errors.New("not registered")
+		}
+		return nil
+	})
+
+	for _, c := range []struct {
+		name    string
+		creds   auth.Credentials
+		dialTLS bool
+	}{
+		{"no-credentials", auth.Credentials{}, true},
+		{"wrong-secret", auth.Credentials{AccessKey: sc.admin.AccessKey, SecretKey: "not-the-secret"}, true},
+		{"not-an-admin", sc.nonAdmin, true},
+		{"plain-text", sc.admin, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			failures, denials := ns.Guard().Failures(), ns.Guard().Denials()
+			b := startBroker(t, registering(c.name, c.creds, c.dialTLS))
+			if c.dialTLS {
+				testutil.WaitFor(t, 10*time.Second, "the guard's refusal", func() error {
+					if ns.Guard().Failures() == failures && ns.Guard().Denials() == denials {
+						return errors.New("nothing refused yet")
+					}
+					return nil
+				})
+			}
+			time.Sleep(time.Second) // several registration rounds
+			if lb, ok := ns.Routes().Holder(c.name, 0); ok {
+				t.Fatalf("refused broker %s registered: %+v", b.Addr(), lb)
+			}
+		})
+	}
 }
