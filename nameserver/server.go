@@ -125,6 +125,7 @@ func New(opts Options, lg *zap.Logger) (*Server, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
 	)
 	pb.RegisterNameServerServer(s.grpc, &service{s: s})
+	pb.RegisterAclServer(s.grpc, &aclService{s: s})
 	s.registerV5(s.grpc) // RocketMQ 5's access point (v5.go)
 	if err := s.newController(); err != nil {
 		_ = lis.Close()
