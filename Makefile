@@ -172,6 +172,26 @@ e2e:
 	if [ $$status -eq 0 ]; then rm -rf "$$dir"; else echo "e2e failed: cluster logs in $$dir/cluster"; fi; \
 	exit $$status
 
+## e2e-tls: the whole end-to-end suite with every daemon in --tls-mode
+## enforcing, with a CA and a server certificate the test makes, and the CLI
+## over TLS verified with that CA (BOLIDE_TLS=1 BOLIDE_TLS_CA=...); gossip
+## encrypted. e2e-acl: the same with ACL on as well (one admin user, its
+## keys in BOLIDE_ACCESS_KEY/BOLIDE_SECRET_KEY for the CLI).
+.PHONY: e2e-tls e2e-acl
+e2e-tls:
+	@$(MAKE) --no-print-directory e2e-secured E2E_SECURITY='BOLIDE_E2E_TLS=enforcing'
+e2e-acl:
+	@$(MAKE) --no-print-directory e2e-secured E2E_SECURITY='BOLIDE_E2E_TLS=enforcing BOLIDE_E2E_ACL=1'
+.PHONY: e2e-secured
+e2e-secured:
+	@mkdir -p $(BIN) && $(GO) build -o $(BIN)/ ./cmd/...
+	@dir=$$(mktemp -d "$${TMPDIR:-/tmp}/bolide-e2e.XXXXXX"); \
+	env $(E2E_SECURITY) BOLIDE_E2E_DIR=$$dir BOLIDE_BIN=$(CURDIR)/$(BIN) $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/; \
+	status=$$?; \
+	for c in $$dir/cluster*; do CLUSTER_DIR=$$c scripts/cluster-down.sh >/dev/null 2>&1 || true; done; \
+	if [ $$status -eq 0 ]; then rm -rf "$$dir"; else echo "e2e ($(E2E_SECURITY)) failed: cluster logs in $$dir"; fi; \
+	exit $$status
+
 clean:
 	rm -rf $(BIN)
 
@@ -255,3 +275,11 @@ release:
 	  cp -r scripts/systemd dist/$$name/; cp docs/config.md docs/deploy.md dist/$$name/; \
 	  tar -C dist -czf dist/$$name.tar.gz $$name; \
 	done; cd dist && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
+
+## bench-security: what ACL and TLS cost, side by side on one broker
+## (scripts/bench-security.sh): bolide bench send throughput and the
+## broker's CPU seconds per message with ACL and TLS (enforcing) off and
+## on, runs alternating; figures for docs/BENCHMARKS.md
+.PHONY: bench-security
+bench-security:
+	bash scripts/bench-security.sh

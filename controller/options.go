@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/bolide-mq/bolide/auth"
 )
 
 // Peer is one voter of the Raft group.
@@ -45,6 +47,10 @@ type Options struct {
 	// state set when none inside it is alive (acknowledged messages may
 	// be lost).
 	UncleanElection bool
+
+	// Guard is the access control of the controller's gRPC service
+	// (auth.go): the hosting NameServer's. Nil allows every call.
+	Guard *auth.Guard
 
 	// RaftHeartbeat and RaftElectionTimeout are hashicorp/raft's
 	// HeartbeatTimeout and ElectionTimeout.

@@ -34,6 +34,9 @@ func (s *service) Heartbeat(stream pb.Controller_HeartbeatServer) error {
 	}
 	defer c.wg.Done()
 	ctx := stream.Context()
+	if err := c.authorize(ctx, pb.Controller_Heartbeat_FullMethodName); err != nil {
+		return wire.GRPCError(err)
+	}
 	beats := make(chan *pb.BrokerBeat)
 	recvErr := make(chan error, 1)
 	c.wg.Add(1)
@@ -255,6 +258,9 @@ func (s *service) AlterSyncStateSet(ctx context.Context, req *pb.AlterSyncStateS
 		return nil, errClosed
 	}
 	defer c.wg.Done()
+	if err := c.authorize(ctx, pb.Controller_AlterSyncStateSet_FullMethodName); err != nil {
+		return &pb.AlterSyncStateSetResponse{Status: wire.Status(err)}, nil
+	}
 	g, err := c.alterSSS(req)
 	resp := &pb.AlterSyncStateSetResponse{Status: wire.Status(err)}
 	if g != nil {
@@ -312,6 +318,9 @@ func (s *service) ElectMaster(ctx context.Context, req *pb.ElectMasterRequest) (
 		return nil, errClosed
 	}
 	defer c.wg.Done()
+	if err := c.authorize(ctx, pb.Controller_ElectMaster_FullMethodName); err != nil {
+		return &pb.ElectMasterResponse{Status: wire.Status(err)}, nil
+	}
 	g, err := c.adminElect(ctx, req.GetBrokerName(), req.GetDesignated(), req.GetUnclean())
 	resp := &pb.ElectMasterResponse{Status: wire.Status(err)}
 	if g != nil {
@@ -327,6 +336,9 @@ func (s *service) DescribeController(ctx context.Context, _ *pb.DescribeControll
 		return nil, errClosed
 	}
 	defer c.wg.Done()
+	if err := c.authorize(ctx, pb.Controller_DescribeController_FullMethodName); err != nil {
+		return &pb.DescribeControllerResponse{Status: wire.Status(err)}, nil
+	}
 	leaderID, leaderAddr := c.leaderID()
 	resp := &pb.DescribeControllerResponse{Status: wire.OK, SelfId: c.opts.ID, LeaderId: leaderID,
 		LeaderRaftAddr: leaderAddr, Term: c.raft.CurrentTerm(), CommitIndex: c.raft.CommitIndex()}

@@ -6,9 +6,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -425,6 +427,9 @@ func (c *Client) session(addr string) (progressed bool, err error) {
 	br := bufio.NewReaderSize(conn, 64<<10)
 	f, err := ReadFrame(br, 1, nil)
 	if err != nil {
+		if c.opts.TLS == nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
+			return false, fmt.Errorf("handshake: %w (the master closed a plaintext connection: does its HA port accept TLS only? then dial with TLS)", err)
+		}
 		return false, fmt.Errorf("handshake: %w", err)
 	}
 	switch f.Kind {

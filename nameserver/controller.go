@@ -20,13 +20,14 @@ func (s *Server) newController() error {
 		s.lg.Info("controller: off")
 		return nil
 	}
-	ctl, err := controller.New(s.opts.controllerOptions(), s.lg.Named("controller"))
+	co := s.opts.controllerOptions()
+	co.Guard = s.guard // the controller's gRPC service shares the NameServer's access control
+	ctl, err := controller.New(co, s.lg.Named("controller"))
 	if err != nil {
 		return fmt.Errorf("nameserver: %w", err)
 	}
 	ctl.Register(s.grpc)
 	s.ctl = ctl
-	co := s.opts.Controller
 	s.lg.Info("controller: on", zap.String("id", co.ID), zap.String("raft_addr", ctl.RaftAddr()),
 		zap.String("peers", controller.FormatPeers(co.Peers)), zap.String("dir", co.Dir),
 		zap.Duration("broker_timeout", co.BrokerTimeout), zap.Duration("lease", co.Lease),

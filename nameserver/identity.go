@@ -2,11 +2,15 @@ package nameserver
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/bolide-mq/bolide/internal/tlsconf"
 )
 
 // Broker identity: a broker name and id belong to one address at a time.
@@ -19,6 +23,15 @@ import (
 // a TCP dial of its registered address fails (a restart on a new port).
 // A master registering with an epoch higher than the holder's is a promoted
 // slave and replaces it, as before (epoch fencing).
+//
+// With --tls-dial (on with --tls-mode enforcing) the probe completes a TLS
+// handshake after the TCP connection, presenting the NameServer's
+// certificate, so that a holder whose port accepts TLS only sees a proper
+// client (not a plaintext connection it refuses, logs and counts). The
+// probe asks for reachability only: the holder counts as alive once the
+// TCP connection is accepted, whatever the handshake's outcome (a
+// certificate this NameServer does not trust does not hand the identity
+// to another address). It makes no call, so it carries no credentials.
 
 const (
 	// probeTimeout bounds the reachability dial of a holder's address.
@@ -42,23 +55,68 @@ type identityGuard struct {
 	dial    func(ctx context.Context, addr string) error
 	timeout time.Duration
 	ttl     time.Duration
+
+	tlsOnce sync.Once
+	tls     atomic.Pointer[tls.Config] // nil: plain TCP probes
 }
 
 func newIdentityGuard() *identityGuard {
-	return &identityGuard{
+	g := &identityGuard{
 		probes:  make(map[string]probeResult),
 		logged:  make(map[string]time.Time),
 		timeout: probeTimeout,
 		ttl:     probeTTL,
-		dial: func(ctx context.Context, addr string) error {
-			var d net.Dialer
-			c, err := d.DialContext(ctx, "tcp", addr)
-			if err != nil {
-				return err
-			}
-			return c.Close()
-		},
 	}
+	g.dial = g.probe
+	return g
+}
+
+// useTLS makes the probes complete a TLS handshake when the NameServer
+// dials other daemons with TLS (c.Dial), presenting the certificate of
+// certFile and keyFile (a self-signed one when both are empty). The first
+// call decides.
+func (g *identityGuard) useTLS(c tlsconf.Config, certFile, keyFile string, lg *zap.Logger) {
+	g.tlsOnce.Do(func() {
+		if !c.Dial {
+			return
+		}
+		certs, err := tlsconf.New(certFile, keyFile, zap.NewNop())
+		if err != nil {
+			lg.Warn("identity probes: no certificate to present", zap.Error(err))
+			certs = nil
+		}
+		cfg, err := tlsconf.ClientConfig(c, certs)
+		if err != nil {
+			lg.Warn("identity probes stay plain TCP", zap.Error(err))
+			return
+		}
+		g.tls.Store(cfg)
+	})
+}
+
+// probe dials addr and, when probes use TLS, shakes hands; only the TCP
+// connection decides reachability.
+func (g *identityGuard) probe(ctx context.Context, addr string) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	cfg := g.tls.Load()
+	if cfg == nil {
+		return nil
+	}
+	if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
+		cfg = cfg.Clone()
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			cfg.ServerName = host
+		}
+	}
+	tc := tls.Client(c, cfg)
+	_ = tc.HandshakeContext(ctx) // accepted is alive, whatever the handshake says
+	_ = tc.Close()
+	return nil
 }
 
 // reachable reports whether addr accepts a TCP connection, from a cached
@@ -106,6 +164,7 @@ func (g *identityGuard) shouldLog(key string, now time.Time) bool {
 // answer a probe just now.
 func (s *Server) guardIdentity(reg *Registration, now time.Time) {
 	reg.guard = true
+	s.ident.useTLS(s.opts.TLS, s.opts.TLSCertFile, s.opts.TLSKeyFile, s.lg)
 	lb, ok := s.routes.Holder(reg.BrokerName, reg.ID)
 	if !ok || lb.Addr == reg.Addr || (reg.ID == MasterID && reg.Epoch > lb.Epoch) {
 		return

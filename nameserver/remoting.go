@@ -17,9 +17,10 @@ import (
 
 // RocketMQ's remoting protocol on the NameServer's port: the requests that
 // RocketMQ's clients and mqadmin send to a NameServer (doc.go lists them).
-// Brokers register over bolide.v1 only; a Java broker's REGISTER_BROKER is
-// refused like every request not served here, with
-// REQUEST_CODE_NOT_SUPPORTED and the connection kept.
+// Brokers register over bolide.v1 only; a Java broker's REGISTER_BROKER
+// and UNREGISTER_BROKER are answered REQUEST_CODE_NOT_SUPPORTED (after the
+// access check of a call between daemons), like every request not served
+// here, and the connection is kept.
 
 // remotingProtocol serves remoting connections: those whose first byte is 0
 // (a frame length under 16 MiB).
@@ -38,27 +39,17 @@ type remotingHandler func(req *remoting.Command) *remoting.Command
 
 func (s *Server) newRemoting() remotingProtocol {
 	s.kv = newKVConfig()
-	handlers := map[int32]remotingHandler{
-		remoting.GetRouteInfoByTopic:           s.rmqRoute,
-		remoting.GetBrokerClusterInfo:          s.rmqClusterInfo,
-		remoting.GetAllTopicListFromNameServer: s.rmqAllTopics,
-		remoting.DeleteTopicInNameServer:       s.rmqDeleteTopic,
-		remoting.GetTopicsByCluster:            s.rmqTopicsByCluster,
-		remoting.GetSystemTopicListFromNS:      s.rmqSystemTopics,
-		remoting.PutKVConfig:                   s.rmqPutKV,
-		remoting.GetKVConfig:                   s.rmqGetKV,
-		remoting.DeleteKVConfig:                s.rmqDeleteKV,
-		remoting.GetKVListByNamespace:          s.rmqKVList,
-		remoting.RegisterBroker: func(req *remoting.Command) *remoting.Command {
-			return req.Reply(remoting.RequestCodeNotSupported,
-				"REGISTER_BROKER: Bolide's NameServer registers Bolide brokers only (bolide.v1 gRPC)")
-		},
-	}
+	handlers := s.remotingHandlers()
 	h := remoting.HandlerFunc(func(_ context.Context, conn *remoting.Conn, req *remoting.Command) *remoting.Command {
 		start := time.Now()
 		var resp *remoting.Command
 		label := strconv.Itoa(int(req.Code))
-		if f := handlers[req.Code]; f != nil {
+		f := handlers[req.Code]
+		if resp = s.rmqCheck(conn, req); resp != nil {
+			if f == nil {
+				label = "unsupported"
+			}
+		} else if f != nil {
 			resp = f(req)
 		} else {
 			resp = req.Reply(remoting.RequestCodeNotSupported,
@@ -74,6 +65,143 @@ func (s *Server) newRemoting() remotingProtocol {
 		return resp
 	})
 	return remotingProtocol{srv: remoting.NewServer(h, remoting.ServerOptions{}, s.lg.Named("remoting"))}
+}
+
+// remotingHandlers are the requests the NameServer serves over remoting;
+// rmqAccess classifies each.
+func (s *Server) remotingHandlers() map[int32]remotingHandler {
+	notBolide := func(req *remoting.Command) *remoting.Command {
+		return req.Reply(remoting.RequestCodeNotSupported,
+			"REGISTER_BROKER and UNREGISTER_BROKER: Bolide's NameServer registers Bolide brokers only (bolide.v1 gRPC)")
+	}
+	return map[int32]remotingHandler{
+		remoting.GetRouteInfoByTopic:           s.rmqRoute,
+		remoting.GetBrokerClusterInfo:          s.rmqClusterInfo,
+		remoting.GetAllTopicListFromNameServer: s.rmqAllTopics,
+		remoting.DeleteTopicInNameServer:       s.rmqDeleteTopic,
+		remoting.GetTopicsByCluster:            s.rmqTopicsByCluster,
+		remoting.GetSystemTopicListFromNS:      s.rmqSystemTopics,
+		remoting.PutKVConfig:                   s.rmqPutKV,
+		remoting.GetKVConfig:                   s.rmqGetKV,
+		remoting.DeleteKVConfig:                s.rmqDeleteKV,
+		remoting.GetKVListByNamespace:          s.rmqKVList,
+		remoting.UpdateNamesrvConfig:           s.rmqUpdateConfig,
+		remoting.GetNamesrvConfig:              s.rmqGetConfig,
+		remoting.RegisterBroker:                notBolide,
+		remoting.UnregisterBroker:              notBolide,
+	}
+}
+
+// Access control of the NameServer's remoting requests (package auth).
+// With ACL on every request is authenticated by its ACL 1.0 signature,
+// then checked by its class: reads (routes, cluster info, topic lists, KV
+// reads, the configuration) need an authenticated caller; changes (topic
+// deletion, KV writes, configuration updates) an admin user; broker
+// registration is a call between daemons (Internal). Codes the table does
+// not name are refused. With ACL off the admin requests are accepted from
+// loopback only (unless --allow-remote-admin). A refusal is NO_PERMISSION
+// (16) with the guard's message, and the handler does not run.
+
+// rmqClass is what a NameServer remoting request needs.
+type rmqClass uint8
+
+const (
+	rmqRead     rmqClass = iota + 1 // an authenticated caller
+	rmqAdmin                        // an admin user; loopback while ACL is off
+	rmqInternal                     // another daemon (an admin user while ACL is on)
+)
+
+type rmqAccess struct {
+	class rmqClass
+	what  string // names the request in refusals
+}
+
+// rmqAccessTable classifies every request code the NameServer serves over
+// remoting.
+var rmqAccessTable = map[int32]rmqAccess{
+	remoting.GetRouteInfoByTopic:           {rmqRead, "GET_ROUTEINFO_BY_TOPIC"},
+	remoting.GetBrokerClusterInfo:          {rmqRead, "GET_BROKER_CLUSTER_INFO"},
+	remoting.GetAllTopicListFromNameServer: {rmqRead, "GET_ALL_TOPIC_LIST_FROM_NAMESERVER"},
+	remoting.GetTopicsByCluster:            {rmqRead, "GET_TOPICS_BY_CLUSTER"},
+	remoting.GetSystemTopicListFromNS:      {rmqRead, "GET_SYSTEM_TOPIC_LIST_FROM_NS"},
+	remoting.GetKVConfig:                   {rmqRead, "GET_KV_CONFIG"},
+	remoting.GetKVListByNamespace:          {rmqRead, "GET_KVLIST_BY_NAMESPACE"},
+	remoting.GetNamesrvConfig:              {rmqRead, "GET_NAMESRV_CONFIG"},
+	remoting.DeleteTopicInNameServer:       {rmqAdmin, "DELETE_TOPIC_IN_NAMESRV"},
+	remoting.PutKVConfig:                   {rmqAdmin, "PUT_KV_CONFIG"},
+	remoting.DeleteKVConfig:                {rmqAdmin, "DELETE_KV_CONFIG"},
+	remoting.UpdateNamesrvConfig:           {rmqAdmin, "UPDATE_NAMESRV_CONFIG"},
+	remoting.RegisterBroker:                {rmqInternal, "REGISTER_BROKER"},
+	remoting.UnregisterBroker:              {rmqInternal, "UNREGISTER_BROKER"},
+}
+
+// rmqCheck authorizes req before its handler: nil to serve it, or the
+// refusal. With ACL off it costs a map lookup, and the peer's address for
+// admin requests only.
+func (s *Server) rmqCheck(conn *remoting.Conn, req *remoting.Command) *remoting.Command {
+	a, known := rmqAccessTable[req.Code]
+	if !s.guard.Enabled() {
+		if known && a.class == rmqAdmin {
+			if err := s.guard.Admin(nil, conn.RemoteAddr().String(), a.what); err != nil {
+				return req.Reply(remoting.NoPermission, err.Error())
+			}
+		}
+		return nil
+	}
+	if !known {
+		return req.Reply(remoting.NoPermission, fmt.Sprintf("request code %d is not served by this NameServer and is refused while ACL is on", req.Code))
+	}
+	peer := conn.RemoteAddr().String()
+	p, err := s.guard.Remoting(peer, req.Ext, req.Body, req.Language)
+	if err == nil {
+		switch a.class {
+		case rmqRead:
+			err = s.guard.Authenticated(p, peer)
+		case rmqAdmin:
+			err = s.guard.Admin(p, peer, a.what)
+		case rmqInternal:
+			err = s.guard.Internal(p, peer, a.what)
+		}
+	}
+	if err != nil {
+		return req.Reply(remoting.NoPermission, err.Error())
+	}
+	return nil
+}
+
+// namesrvConfig is the allow-list of the NameServer's configuration keys
+// that UPDATE_NAMESRV_CONFIG may change while it runs (internal/remoting's
+// ConfigAllowList): none today. configStorePath, kvConfigPath (the keys of
+// CVE-2023-37582), every other path and every key not listed are refused.
+var namesrvConfig = remoting.NewConfigAllowList("NameServer")
+
+// rmqUpdateConfig is UPDATE_NAMESRV_CONFIG (318): a properties body whose
+// keys must all be in namesrvConfig; otherwise NO_PERMISSION naming the
+// allowed keys, and nothing changes.
+func (s *Server) rmqUpdateConfig(req *remoting.Command) *remoting.Command {
+	keys, err := namesrvConfig.Update(req.Body)
+	if err != nil {
+		return req.Reply(remoting.NoPermission, err.Error())
+	}
+	if len(keys) > 0 {
+		s.lg.Info("configuration changed over remoting", zap.Strings("keys", keys))
+	}
+	return req.Reply(remoting.Success, "")
+}
+
+// rmqGetConfig is GET_NAMESRV_CONFIG (319): the NameServer's settings as
+// properties text, in RocketMQ's names where it has them. Never a secret
+// or a path.
+func (s *Server) rmqGetConfig(req *remoting.Command) *remoting.Command {
+	resp := req.Reply(remoting.Success, "")
+	resp.Body = remoting.EncodeProperties(map[string]string{
+		"listenAddr":                  s.Addr(),
+		"scanNotActiveBrokerInterval": strconv.FormatInt(s.opts.ScanInterval.Milliseconds(), 10),
+		"brokerChannelExpiredTime":    strconv.FormatInt(s.opts.BrokerTimeout.Milliseconds(), 10),
+		"aclEnable":                   strconv.FormatBool(s.guard.Enabled()),
+		"controllerEnable":            strconv.FormatBool(s.opts.Controller != nil),
+	})
+	return resp
 }
 
 // replyBody answers with a JSON body, or SYSTEM_ERROR when it cannot be

@@ -18,6 +18,7 @@ import (
 	"github.com/bolide-mq/bolide/internal/membership"
 	"github.com/bolide-mq/bolide/internal/portmux"
 	"github.com/bolide-mq/bolide/internal/tlsconf"
+	"github.com/bolide-mq/bolide/internal/tlsconf/porttls"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -87,7 +88,9 @@ func New(opts Options, lg *zap.Logger) (*Server, error) {
 		return nil, fmt.Errorf("nameserver: %w", err)
 	}
 	s.guard = guard
-	certs, err := tlsconf.New(opts.TLSCertFile, opts.TLSKeyFile, lg.Named("tls"))
+	tc := opts.TLS
+	tc.CertFile, tc.KeyFile = opts.TLSCertFile, opts.TLSKeyFile
+	certs, err := tlsconf.Open(tc, lg.Named("tls"))
 	if err != nil {
 		return nil, fmt.Errorf("nameserver: %w", err)
 	}
@@ -122,6 +125,7 @@ func New(opts Options, lg *zap.Logger) (*Server, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
 	)
 	pb.RegisterNameServerServer(s.grpc, &service{s: s})
+	pb.RegisterAclServer(s.grpc, &aclService{s: s})
 	s.registerV5(s.grpc) // RocketMQ 5's access point (v5.go)
 	if err := s.newController(); err != nil {
 		_ = lis.Close()
@@ -135,7 +139,7 @@ func New(opts Options, lg *zap.Logger) (*Server, error) {
 		protos = append(protos, s.newRemoting())
 	}
 	s.mux = portmux.NewMux(lis, lg.Named("port"), protos...)
-	s.mux.EnableTLS(certs.ServerConfig)
+	s.mux.SetTLS(porttls.For(opts.TLS.Mode, certs))
 	return s, nil
 }
 

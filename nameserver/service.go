@@ -18,7 +18,10 @@ type service struct {
 	s *Server
 }
 
-func (v *service) RegisterBroker(_ context.Context, req *pb.RegisterBrokerRequest) (*pb.RegisterBrokerResponse, error) {
+func (v *service) RegisterBroker(ctx context.Context, req *pb.RegisterBrokerRequest) (*pb.RegisterBrokerResponse, error) {
+	if err := v.s.authorizeRPC(ctx, pb.NameServer_RegisterBroker_FullMethodName); err != nil {
+		return &pb.RegisterBrokerResponse{Status: wire.Status(err)}, nil
+	}
 	resp := &pb.RegisterBrokerResponse{GossipAddr: v.s.GossipAddr()}
 	now := time.Now()
 	reg := registrationFromProto(req)
@@ -87,7 +90,10 @@ func registrationFromProto(req *pb.RegisterBrokerRequest) Registration {
 	return reg
 }
 
-func (v *service) UnregisterBroker(_ context.Context, req *pb.UnregisterBrokerRequest) (*pb.UnregisterBrokerResponse, error) {
+func (v *service) UnregisterBroker(ctx context.Context, req *pb.UnregisterBrokerRequest) (*pb.UnregisterBrokerResponse, error) {
+	if err := v.s.authorizeRPC(ctx, pb.NameServer_UnregisterBroker_FullMethodName); err != nil {
+		return &pb.UnregisterBrokerResponse{Status: wire.Status(err)}, nil
+	}
 	removed, err := v.s.routes.Unregister(req.Cluster, req.BrokerName, req.BrokerAddr, req.BrokerId)
 	if err == nil {
 		v.s.lg.Info("broker unregistered", zap.String("cluster", req.Cluster), zap.String("broker_name", req.BrokerName),
@@ -96,7 +102,10 @@ func (v *service) UnregisterBroker(_ context.Context, req *pb.UnregisterBrokerRe
 	return &pb.UnregisterBrokerResponse{Status: wire.Status(err)}, nil
 }
 
-func (v *service) GetRoute(_ context.Context, req *pb.GetRouteRequest) (*pb.GetRouteResponse, error) {
+func (v *service) GetRoute(ctx context.Context, req *pb.GetRouteRequest) (*pb.GetRouteResponse, error) {
+	if err := v.s.authorizeRPC(ctx, pb.NameServer_GetRoute_FullMethodName); err != nil {
+		return &pb.GetRouteResponse{Status: wire.Status(err)}, nil
+	}
 	rt, err := v.s.routes.Route(req.Topic)
 	if err != nil {
 		return &pb.GetRouteResponse{Status: wire.Status(err)}, nil
@@ -118,7 +127,10 @@ func brokerDataToProto(b BrokerData) *pb.BrokerData {
 	return &pb.BrokerData{Cluster: b.Cluster, BrokerName: b.BrokerName, BrokerAddrs: b.Addrs}
 }
 
-func (v *service) GetClusterInfo(context.Context, *pb.GetClusterInfoRequest) (*pb.GetClusterInfoResponse, error) {
+func (v *service) GetClusterInfo(ctx context.Context, _ *pb.GetClusterInfoRequest) (*pb.GetClusterInfoResponse, error) {
+	if err := v.s.authorizeRPC(ctx, pb.NameServer_GetClusterInfo_FullMethodName); err != nil {
+		return &pb.GetClusterInfoResponse{Status: wire.Status(err)}, nil
+	}
 	ci := v.s.routes.ClusterInfo()
 	resp := &pb.GetClusterInfoResponse{
 		Status:   wire.Status(nil),
@@ -141,11 +153,17 @@ func (v *service) GetClusterInfo(context.Context, *pb.GetClusterInfoRequest) (*p
 	return resp, nil
 }
 
-func (v *service) ListTopics(context.Context, *pb.ListTopicsRequest) (*pb.ListTopicsResponse, error) {
+func (v *service) ListTopics(ctx context.Context, _ *pb.ListTopicsRequest) (*pb.ListTopicsResponse, error) {
+	if err := v.s.authorizeRPC(ctx, pb.NameServer_ListTopics_FullMethodName); err != nil {
+		return &pb.ListTopicsResponse{Status: wire.Status(err)}, nil
+	}
 	return &pb.ListTopicsResponse{Status: wire.Status(nil), Topics: v.s.routes.Topics()}, nil
 }
 
-func (v *service) DeleteTopic(_ context.Context, req *pb.DeleteTopicRequest) (*pb.DeleteTopicResponse, error) {
+func (v *service) DeleteTopic(ctx context.Context, req *pb.DeleteTopicRequest) (*pb.DeleteTopicResponse, error) {
+	if err := v.s.authorizeRPC(ctx, pb.NameServer_DeleteTopic_FullMethodName); err != nil {
+		return &pb.DeleteTopicResponse{Status: wire.Status(err)}, nil
+	}
 	err := v.s.routes.DeleteTopic(req.Topic, req.Cluster)
 	if err == nil {
 		v.s.lg.Info("topic deleted from routes", zap.String("topic", req.Topic), zap.String("cluster", req.Cluster))

@@ -2,14 +2,20 @@ package nameserver
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
+	"github.com/bolide-mq/bolide/auth"
+	"github.com/bolide-mq/bolide/internal/errcode"
 	"github.com/bolide-mq/bolide/internal/v5wire"
 )
 
@@ -27,9 +33,133 @@ type accessPoint struct {
 	s *Server
 }
 
-// registerV5 adds the access point to the NameServer's gRPC server.
+// registerV5 adds the access point to the NameServer's gRPC server: as
+// generated with ACL off, else guarded (guardedV5).
 func (s *Server) registerV5(srv grpc.ServiceRegistrar) {
-	v2.RegisterMessagingServiceServer(srv, &accessPoint{s: s})
+	a := &accessPoint{s: s}
+	if !s.guard.Enabled() {
+		v2.RegisterMessagingServiceServer(srv, a)
+		return
+	}
+	srv.RegisterService(a.guardedDesc(), a)
+}
+
+// Access control (the NameServer's --acl). With ACL on, the access
+// point's two RPCs are authenticated by their authorization and
+// x-mq-date-time headers (auth.Guard.Header: signature, clock skew,
+// replay from another connection) and authorized by what they name, as
+// on the brokers: QueryRoute needs PUB or SUB on the topic,
+// QueryAssignment SUB on the group and the topic (names folded into the
+// call's namespace). A refusal is the response's Status: UNAUTHORIZED
+// (40100) or FORBIDDEN (40300) with the guard's message. Every other RPC
+// of the service is not served here and answers gRPC's Unimplemented
+// without reading its request.
+
+// guardedDesc is the service's description with QueryRoute and
+// QueryAssignment guarded and every other RPC refused.
+func (a *accessPoint) guardedDesc() *grpc.ServiceDesc {
+	d := v2.MessagingService_ServiceDesc
+	d.Methods = append([]grpc.MethodDesc(nil), d.Methods...)
+	d.Streams = append([]grpc.StreamDesc(nil), d.Streams...)
+	for i := range d.Methods {
+		name, orig := d.Methods[i].MethodName, d.Methods[i].Handler
+		switch name {
+		case "QueryRoute", "QueryAssignment":
+			d.Methods[i].Handler = func(srv any, ctx context.Context, dec func(any) error, outer grpc.UnaryServerInterceptor) (any, error) {
+				return orig(srv, ctx, dec, a.guardUnary(outer))
+			}
+		default:
+			d.Methods[i].Handler = func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
+				return nil, status.Errorf(codes.Unimplemented, "method %s is not served by the access point", name)
+			}
+		}
+	}
+	for i := range d.Streams {
+		name := d.Streams[i].StreamName
+		d.Streams[i].Handler = func(any, grpc.ServerStream) error {
+			return status.Errorf(codes.Unimplemented, "method %s is not served by the access point", name)
+		}
+	}
+	return &d
+}
+
+// guardUnary is the interceptor QueryRoute and QueryAssignment run with:
+// the server's own (outer) around the check, which answers a refusal
+// without calling the handler.
+func (a *accessPoint) guardUnary(outer grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		inner := func(ctx context.Context, req any) (any, error) {
+			if st := a.check(ctx, req); st != nil {
+				switch req.(type) {
+				case *v2.QueryRouteRequest:
+					return &v2.QueryRouteResponse{Status: st}, nil
+				case *v2.QueryAssignmentRequest:
+					return &v2.QueryAssignmentResponse{Status: st}, nil
+				}
+				return nil, status.Error(codes.PermissionDenied, st.GetMessage())
+			}
+			return handler(ctx, req)
+		}
+		if outer == nil {
+			return inner(ctx, req)
+		}
+		return outer(ctx, req, info, inner)
+	}
+}
+
+// check authenticates and authorizes a QueryRoute or QueryAssignment: a
+// non-nil status is the refusal.
+func (a *accessPoint) check(ctx context.Context, req any) *v2.Status {
+	from := ""
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		from = p.Addr.String()
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	first := func(k string) string {
+		if v := md.Get(k); len(v) > 0 {
+			return strings.TrimSpace(v[0])
+		}
+		return ""
+	}
+	g := a.s.guard
+	p, err := g.Header(from, first(auth.HeaderAuthorization), first(auth.HeaderDate))
+	if err != nil {
+		return v5AuthStatus(err)
+	}
+	var needs []auth.Need
+	switch r := req.(type) {
+	case *v2.QueryRouteRequest:
+		topic, st := v5Topic(ctx, r.GetTopic())
+		if st != nil {
+			return st
+		}
+		needs = append(needs, auth.TopicNeed(topic, auth.Any))
+	case *v2.QueryAssignmentRequest:
+		group, st := v5Group(ctx, r.GetGroup())
+		if st != nil {
+			return st
+		}
+		topic, st := v5Topic(ctx, r.GetTopic())
+		if st != nil {
+			return st
+		}
+		needs = append(needs, auth.GroupNeed(group, auth.Sub), auth.TopicNeed(topic, auth.Sub))
+	default:
+		return v5Status(v2.Code_FORBIDDEN, fmt.Sprintf("%T is not served by the access point", req))
+	}
+	if err := g.Authorize(p, from, needs...); err != nil {
+		return v5AuthStatus(err)
+	}
+	return nil
+}
+
+// v5AuthStatus is the status of a guard's refusal: UNAUTHORIZED (40100)
+// when the caller is not authenticated, FORBIDDEN (40300) otherwise.
+func v5AuthStatus(err error) *v2.Status {
+	if errcode.Of(err) == errcode.Unauthenticated {
+		return v5Status(v2.Code_UNAUTHORIZED, err.Error())
+	}
+	return v5Status(v2.Code_FORBIDDEN, err.Error())
 }
 
 // v5Status is a response status.

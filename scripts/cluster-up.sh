@@ -22,6 +22,26 @@
 #   BIN             directory of the binaries  (default ./bin; run `make build` first)
 #   UP_TIMEOUT      seconds to wait for it all (default 30)
 #
+# Security (docs/security.md), all off unless set:
+#
+#   TLS_MODE        --tls-mode of every daemon: off, permissive (the daemons'
+#                   default) or enforcing (TLS only; the daemons dial each
+#                   other with TLS, and this script's own bolide calls use
+#                   it: BOLIDE_TLS=1)
+#   NAMESRV_TLS_MODE  override TLS_MODE for the NameServers or the brokers
+#   BROKER_TLS_MODE   alone
+#   TLS_CERT        PEM certificate and key of every daemon (--tls-cert,
+#   TLS_KEY         --tls-key; default: each makes a self-signed one)
+#   TLS_CA          PEM CA that signed TLS_CERT: the daemons verify each other
+#                   with it (--tls-ca) and so does bolide (BOLIDE_TLS_CA)
+#   ACL_FILE        turns ACL on (--acl --acl-file) with this plain_acl.yml,
+#                   shared by every daemon (create it with bolide acl init)
+#   ACCESS_KEY      an admin user of ACL_FILE: the daemons sign their calls to
+#   SECRET_KEY      each other with it (--access-key, and the secret key in
+#                   BOLIDE_{NAMESRV,BROKER}_SECRET_KEY), and so does bolide
+#                   (BOLIDE_ACCESS_KEY, BOLIDE_SECRET_KEY)
+#   GOSSIP_KEY      base64 AES key encrypting gossip (--gossip-key)
+#
 # Gossip ports are derived: NameServer port + 1, broker port + 3.
 set -euo pipefail
 
@@ -36,6 +56,16 @@ CLUSTER_NAME=${CLUSTER_NAME:-DefaultCluster}
 FLUSH=${FLUSH:-async}
 SEGMENT_SIZE=${SEGMENT_SIZE:-}
 UP_TIMEOUT=${UP_TIMEOUT:-30}
+TLS_MODE=${TLS_MODE:-}
+NAMESRV_TLS_MODE=${NAMESRV_TLS_MODE:-$TLS_MODE}
+BROKER_TLS_MODE=${BROKER_TLS_MODE:-$TLS_MODE}
+TLS_CERT=${TLS_CERT:-}
+TLS_KEY=${TLS_KEY:-}
+TLS_CA=${TLS_CA:-}
+ACL_FILE=${ACL_FILE:-}
+ACCESS_KEY=${ACCESS_KEY:-}
+SECRET_KEY=${SECRET_KEY:-}
+GOSSIP_KEY=${GOSSIP_KEY:-}
 
 say() { echo "cluster-up: $*"; }
 die() { echo "cluster-up: $*" >&2; exit 1; }
@@ -45,6 +75,38 @@ for b in bolide-nameserver bolide-broker bolide; do
 done
 read -r -a ns_ports <<<"$NAMESRV_PORTS"
 (( ${#ns_ports[@]} >= 1 && ${#ns_ports[@]} <= 2 )) || die "NAMESRV_PORTS must name 1 or 2 ports, not '$NAMESRV_PORTS'"
+
+if [[ -n $TLS_CERT && -z $TLS_KEY || -z $TLS_CERT && -n $TLS_KEY ]]; then
+  die "TLS_CERT and TLS_KEY go together: set both or neither"
+fi
+if [[ -n $ACCESS_KEY && -z $SECRET_KEY || -z $ACCESS_KEY && -n $SECRET_KEY ]]; then
+  die "ACCESS_KEY and SECRET_KEY go together: set both or neither"
+fi
+if [[ -n $ACL_FILE && -z $ACCESS_KEY ]]; then
+  die "ACL_FILE needs ACCESS_KEY and SECRET_KEY of an admin user (the daemons call each other with it)"
+fi
+[[ -z $ACL_FILE || -f $ACL_FILE ]] || die "ACL_FILE $ACL_FILE does not exist (create it with: bolide acl init --file $ACL_FILE ...)"
+
+# sec: the security flags every daemon gets (and its --tls-mode).
+sec=()
+[[ -n $TLS_CERT ]] && sec+=(--tls-cert "$TLS_CERT" --tls-key "$TLS_KEY")
+[[ -n $TLS_CA ]] && sec+=(--tls-ca "$TLS_CA")
+[[ -n $ACL_FILE ]] && sec+=(--acl --acl-file "$ACL_FILE")
+[[ -n $ACCESS_KEY ]] && sec+=(--access-key "$ACCESS_KEY")
+# The secret key goes through the daemons' environment, not their command
+# lines (which ps shows to everyone).
+if [[ -n $SECRET_KEY ]]; then
+  export BOLIDE_NAMESRV_SECRET_KEY=$SECRET_KEY BOLIDE_BROKER_SECRET_KEY=$SECRET_KEY
+fi
+[[ -n $GOSSIP_KEY ]] && sec+=(--gossip-key "$GOSSIP_KEY")
+
+# cli_env: what this script's bolide calls need to reach the daemons.
+cli_env=()
+if [[ $NAMESRV_TLS_MODE == enforcing || $BROKER_TLS_MODE == enforcing ]]; then
+  cli_env+=(BOLIDE_TLS=1)
+  [[ -n $TLS_CA ]] && cli_env+=("BOLIDE_TLS_CA=$TLS_CA")
+fi
+[[ -n $ACCESS_KEY ]] && cli_env+=("BOLIDE_ACCESS_KEY=$ACCESS_KEY" "BOLIDE_SECRET_KEY=$SECRET_KEY")
 
 mkdir -p "$CLUSTER_DIR"
 CLUSTER_DIR=$(cd "$CLUSTER_DIR" && pwd)
@@ -121,8 +183,9 @@ namesrvs=()
 seed=""
 for port in "${ns_ports[@]}"; do
   args=(--listen "127.0.0.1:$port")
+  [[ -n $NAMESRV_TLS_MODE ]] && args+=(--tls-mode "$NAMESRV_TLS_MODE")
   [[ -n $seed ]] && args+=(--gossip-seeds "$seed")
-  start "namesrv-$port" "$BIN/bolide-nameserver" "${args[@]}"
+  start "namesrv-$port" "$BIN/bolide-nameserver" "${args[@]}" ${sec[@]+"${sec[@]}"}
   namesrvs+=("127.0.0.1:$port")
   [[ -n $seed ]] || seed="127.0.0.1:$((port + 1))"
 done
@@ -133,11 +196,13 @@ namesrv_list=$(IFS=';'; echo "${namesrvs[*]}")
 
 brokers=(broker-a broker-b)
 broker_ports=("$BROKER_A_PORT" "$BROKER_B_PORT")
+broker_tls=()
+[[ -n $BROKER_TLS_MODE ]] && broker_tls=(--tls-mode "$BROKER_TLS_MODE")
 for i in 0 1; do
   name=${brokers[$i]}
-  start "$name" "$BIN/bolide-broker" --namesrv "$namesrv_list" --listen "127.0.0.1:${broker_ports[$i]}" \
+  start "$name" "$BIN/bolide-broker" ${broker_tls[@]+"${broker_tls[@]}"} --namesrv "$namesrv_list" --listen "127.0.0.1:${broker_ports[$i]}" \
     --store-dir "$CLUSTER_DIR/$name" --broker-name "$name" --broker-id 0 --cluster "$CLUSTER_NAME" \
-    --flush "$FLUSH" --segment-size "$(segment_size "$CLUSTER_DIR/$name")"
+    --flush "$FLUSH" --segment-size "$(segment_size "$CLUSTER_DIR/$name")" ${sec[@]+"${sec[@]}"}
 done
 for name in "${brokers[@]}"; do
   wait_served "$name"
@@ -147,7 +212,7 @@ done
 deadline=$((SECONDS + UP_TIMEOUT))
 for ns in "${namesrvs[@]}"; do
   while :; do
-    out=$("$BIN/bolide" cluster list --namesrv "$ns" --timeout 2s -o json 2>/dev/null || true)
+    out=$(env ${cli_env[@]+"${cli_env[@]}"} "$BIN/bolide" cluster list --namesrv "$ns" --timeout 2s -o json 2>/dev/null || true)
     n=0
     for name in "${brokers[@]}"; do
       grep -q "\"broker\":\"$name\"" <<<"$out" && n=$((n + 1))
@@ -162,3 +227,9 @@ trap - EXIT
 say "cluster $CLUSTER_NAME is up: NameServer(s) $namesrv_list; brokers ${brokers[*]} on ports ${broker_ports[*]}"
 say "data, logs and pids in $CLUSTER_DIR; stop it with scripts/cluster-down.sh"
 say "export BOLIDE_NAMESRV='$namesrv_list'   # for bin/bolide"
+for kv in ${cli_env[@]+"${cli_env[@]}"}; do
+  case $kv in
+    BOLIDE_SECRET_KEY=*) say "export BOLIDE_SECRET_KEY=...   # the secret key of $ACCESS_KEY" ;;
+    *) say "export ${kv%%=*}='${kv#*=}'" ;;
+  esac
+done

@@ -1,7 +1,7 @@
 // Package server assembles a broker as the daemon runs it: the listener,
 // the broker core (package broker) with its links to the NameServers and
 // to its master (package broker/remote), and the front ends that serve the
-// port, in the clear and over TLS (gRPC — bolide.v1 and, unless WithV5(false), RocketMQ 5's
+// port, in the clear and over TLS as opts.TLS.Mode says (gRPC — bolide.v1 and, unless WithV5(false), RocketMQ 5's
 // apache.rocketmq.v2 — frames and remoting, package broker/frontend/...). cmd/bolide-broker and
 // the in-process test clusters build brokers with New.
 package server
@@ -25,6 +25,7 @@ import (
 	"github.com/bolide-mq/bolide/broker/frontend/remoting"
 	"github.com/bolide-mq/bolide/broker/remote"
 	"github.com/bolide-mq/bolide/internal/tlsconf"
+	"github.com/bolide-mq/bolide/internal/tlsconf/porttls"
 )
 
 // Server is a broker core serving its front ends on one port. The core's
@@ -44,8 +45,6 @@ type Option func(*config)
 type config struct {
 	remoting bool
 	v5       bool
-	tlsCert  string
-	tlsKey   string
 }
 
 // WithRemoting turns RocketMQ's remoting protocol on the port on or off
@@ -55,14 +54,6 @@ func WithRemoting(on bool) Option { return func(c *config) { c.remoting = on } }
 // WithV5 turns RocketMQ 5's gRPC protocol (apache.rocketmq.v2.MessagingService,
 // the official v5 clients' protocol) on the port on or off (on by default).
 func WithV5(on bool) Option { return func(c *config) { c.v5 = on } }
-
-// WithTLS serves TLS on the port with the certificate and key in these
-// PEM files, reloaded when they change on disk. Without it (or with both
-// empty) TLS is served with a self-signed certificate. Plaintext is served
-// alongside either way: the first byte of a connection tells (internal/portmux).
-func WithTLS(certFile, keyFile string) Option {
-	return func(c *config) { c.tlsCert, c.tlsKey = certFile, keyFile }
-}
 
 // New binds opts.ListenAddr (":0" picks a free port), then opens the core
 // (validating the options, recovering the store) and the front ends.
@@ -78,7 +69,10 @@ func New(opts broker.Options, log *zap.Logger, options ...Option) (*Server, erro
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	certs, err := tlsconf.New(cfg.tlsCert, cfg.tlsKey, log.Named("tls"))
+	// opts.TLS: the port's mode, its certificate (CertFile and KeyFile,
+	// reloaded when they change; both empty: a self-signed one) and client
+	// certificates.
+	certs, err := tlsconf.Open(opts.TLS, log.Named("tls"))
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
@@ -86,10 +80,18 @@ func New(opts broker.Options, log *zap.Logger, options ...Option) (*Server, erro
 	if err != nil {
 		return nil, fmt.Errorf("broker: listen %s: %w", opts.ListenAddr, err)
 	}
+	// The links to the NameServers, the controllers, the master and the
+	// slaves: TLS when opts.TLS.Dial, every call signed with
+	// opts.Credentials.
+	links, err := remote.NewDialOptions(opts.TLS, certs, opts.Credentials)
+	if err != nil {
+		_ = lis.Close()
+		return nil, fmt.Errorf("broker: %w", err)
+	}
 	with := []broker.Option{broker.WithAddr(lis.Addr().String()),
-		broker.WithNameServers(remote.NewNameServers()), broker.WithMasterClient(remote.NewMasterClient())}
+		broker.WithNameServers(remote.NewNameServers(links)), broker.WithMasterClient(remote.NewMasterClient(links))}
 	if opts.Replication.ControllerMode() {
-		with = append(with, broker.WithControllers(remote.NewControllers()))
+		with = append(with, broker.WithControllers(remote.NewControllers(links)))
 	}
 	core, err := broker.New(opts, log, with...)
 	if err != nil {
@@ -108,7 +110,7 @@ func New(opts broker.Options, log *zap.Logger, options ...Option) (*Server, erro
 		fes = append(fes, remoting.New(core, log.Named("remoting")))
 	}
 	mux := frontend.NewMux(lis, log.Named("port"), fes...)
-	mux.EnableTLS(certs.ServerConfig)
+	mux.SetTLS(porttls.For(opts.TLS.Mode, certs))
 	return &Server{Broker: core, mux: mux, log: log}, nil
 }
 

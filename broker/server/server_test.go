@@ -112,7 +112,8 @@ func TestUnloadableTLSFilesFailNew(t *testing.T) {
 	bo.ListenAddr = "127.0.0.1:0"
 	bo.GossipAddr = "off"
 	dir := t.TempDir()
-	b, err := New(bo, nil, WithTLS(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")))
+	bo.TLS.CertFile, bo.TLS.KeyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	b, err := New(bo, nil)
 	if err == nil {
 		_ = b.Close()
 		t.Fatal("a broker started with certificate files that do not exist")

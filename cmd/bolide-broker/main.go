@@ -317,7 +317,7 @@ func loadOptions(cmd *cobra.Command, f *flags) (broker.Options, *daemon.Config, 
 // serve runs the broker until a signal and returns the exit status.
 func serve(opts broker.Options, f *flags, lg *zap.Logger) int {
 	newBroker := func() (daemon.Server, error) {
-		return server.New(opts, lg, server.WithRemoting(f.remoting), server.WithV5(f.v5), server.WithTLS(f.tlsCert, f.tlsKey))
+		return server.New(opts, lg, server.WithRemoting(f.remoting), server.WithV5(f.v5))
 	}
 	return daemon.Serve(context.Background(), newBroker, daemon.ServeOptions{
 		Name:          "broker",
@@ -326,5 +326,7 @@ func serve(opts broker.Options, f *flags, lg *zap.Logger) int {
 		AdminListen:   f.adminListen,
 		AdminAddrFile: f.adminAddrFile,
 		DrainTimeout:  f.drainTimeout,
+		TLS:           opts.TLS,
+		Auth:          opts.Auth,
 	}, lg)
 }

@@ -22,11 +22,24 @@
 // bytes inside TLS are never taken for TLS again. Without EnableTLS a
 // connection opening with 0x16 is unclaimed and closed.
 //
+// SetTLS sets the port's mode (EnableTLS is Permissive):
+//
+//   - Permissive: TLS and plain text, as above.
+//   - Off: plain text only; a connection opening with 0x16 is closed.
+//   - Enforcing: TLS only. A plain-text connection is still sorted by its
+//     head; when the protocol claiming it implements Refuser, its
+//     RefusePlaintext gets the connection (head replayed, RefuseTimeout
+//     deadline) to tell the client, in that protocol, to connect with TLS;
+//     then the connection is closed.
+//
+// Every refused connection is reported to TLS.Refused (a metric) and
+// logged as a WARN at most once per RefuseLogInterval.
+//
 // Each Protocol serves the connections it claimed from a
 // net.Listener of its own, so a server written for a plain listener (a
 // grpc.Server, say) needs no change.
 //
 // The broker (broker/frontend, broker/server) and the NameServer serve their
-// ports through it, with TLS on by default (certificates from
-// internal/tlsconf).
+// ports through it, in the mode of --tls-mode (Permissive by default;
+// certificates from internal/tlsconf, see internal/tlsconf/porttls).
 package portmux

@@ -47,9 +47,13 @@ type Mux struct {
 	log   *zap.Logger
 	fes   []Protocol
 	lises []*connListener
-	// tlsConfig, when set, makes a connection opening with a TLS
-	// handshake record a TLS one (EnableTLS).
-	tlsConfig func() *tls.Config
+	// tls is the port's TLS (SetTLS); the zero value serves plain text
+	// only.
+	tls TLS
+	// warnMu and lastWarn rate-limit the WARN about refused connections.
+	warnMu     sync.Mutex
+	lastWarn   time.Time
+	suppressed int
 
 	// mu protects sniffing (connections whose first bytes are awaited)
 	// and closed.
@@ -77,7 +81,54 @@ func NewMux(lis net.Listener, log *zap.Logger, fes ...Protocol) *Mux {
 // change), and once the handshake is done the decrypted connection is
 // sorted by its first bytes exactly as a plaintext one. No protocol served
 // here opens with 0x16 in the clear.
-func (m *Mux) EnableTLS(config func() *tls.Config) { m.tlsConfig = config }
+func (m *Mux) EnableTLS(config func() *tls.Config) { m.SetTLS(TLS{Mode: Permissive, Config: config}) }
+
+// Mode is what the port does with TLS and plain text.
+type Mode int
+
+// The modes (as tlsconf's).
+const (
+	// Permissive serves both, told apart by the first byte.
+	Permissive Mode = iota
+	// Off serves plain text only: a connection opening with a TLS
+	// handshake is closed.
+	Off
+	// Enforcing serves TLS only: a plain-text connection is handed to the
+	// RefusePlaintext of the protocol that claims it, if it has one, to
+	// answer with a clear error in that protocol, then closed.
+	Enforcing
+)
+
+// TLS is the port's TLS.
+type TLS struct {
+	Mode Mode
+	// Config is called for each TLS connection (so certificates may
+	// change). Nil: TLS is refused whatever the mode.
+	Config func() *tls.Config
+	// Refused, when set, counts each refused connection: "tls" for a TLS
+	// handshake in Off mode, "plaintext_<protocol>" (the Name of the
+	// protocol claiming it, "unknown" for none) in Enforcing mode.
+	Refused func(kind string)
+}
+
+// Refuser is implemented by a Protocol that can tell a plain-text client
+// in its own protocol that the port takes TLS only (Enforcing).
+type Refuser interface {
+	// RefusePlaintext answers the client on conn (which replays head, its
+	// first HeadLen bytes) with a clear error, within conn's deadline;
+	// the mux closes conn afterwards.
+	RefusePlaintext(conn net.Conn, head []byte)
+}
+
+// RefuseTimeout bounds a RefusePlaintext.
+const RefuseTimeout = 5 * time.Second
+
+// RefuseLogInterval is the least time between two WARNs about refused
+// connections; the ones in between are counted in the next.
+const RefuseLogInterval = 10 * time.Second
+
+// SetTLS sets the port's TLS mode, before Serve.
+func (m *Mux) SetTLS(t TLS) { m.tls = t }
 
 // Addr is the listener's address.
 func (m *Mux) Addr() net.Addr { return m.lis.Addr() }
@@ -149,6 +200,10 @@ func (m *Mux) route(nc net.Conn) {
 		_ = nc.Close()
 		return
 	}
+	if refuse := m.refusal(conn, head); refuse != nil {
+		m.refuse(nc, conn, head, refuse)
+		return
+	}
 	for i, fe := range m.fes {
 		if fe.Claims(head) {
 			m.lises[i].hand(conn)
@@ -168,8 +223,8 @@ func (m *Mux) sniff(nc net.Conn) (net.Conn, []byte, error) {
 		return nil, nil, err
 	}
 	var cfg *tls.Config
-	if head[0] == tlsHandshake && m.tlsConfig != nil {
-		cfg = m.tlsConfig()
+	if head[0] == tlsHandshake && m.tls.Mode != Off && m.tls.Config != nil {
+		cfg = m.tls.Config()
 	}
 	if cfg == nil {
 		return &replayConn{Conn: nc, head: head}, head, nil
@@ -183,6 +238,80 @@ func (m *Mux) sniff(nc net.Conn) (net.Conn, []byte, error) {
 		return nil, nil, fmt.Errorf("tls: first bytes: %w", err)
 	}
 	return &replayConn{Conn: tc, head: inner}, inner, nil
+}
+
+// refusal is why the mode refuses a connection.
+type refusal struct {
+	kind  string
+	proto Protocol // claiming a refused plain-text connection; nil if none
+	tls   bool     // a TLS handshake refused in Off mode
+}
+
+// refusal is non-nil when the mode refuses conn, which opened with head.
+func (m *Mux) refusal(conn net.Conn, head []byte) *refusal {
+	if _, isTLS := conn.(*replayConn).Conn.(*tls.Conn); isTLS {
+		return nil
+	}
+	switch {
+	case head[0] == tlsHandshake && (m.tls.Mode == Off || m.tls.Config == nil):
+		return &refusal{kind: "tls", tls: true}
+	case m.tls.Mode == Enforcing:
+		for _, fe := range m.fes {
+			if fe.Claims(head) {
+				return &refusal{kind: "plaintext_" + fe.Name(), proto: fe}
+			}
+		}
+		return &refusal{kind: "plaintext_unknown"}
+	}
+	return nil
+}
+
+// refuse answers a refused connection in its protocol when it can, counts
+// and logs it, and closes it. nc stays among the sniffed connections until
+// then, so StopAccepting cuts a refusal short.
+func (m *Mux) refuse(nc, conn net.Conn, head []byte, r *refusal) {
+	if m.tls.Refused != nil {
+		m.tls.Refused(r.kind)
+	}
+	msg := "plain-text connection refused: this port accepts TLS only (--tls-mode enforcing)"
+	if r.tls {
+		msg = "TLS connection refused: this port serves plain text only (--tls-mode off)"
+	}
+	m.warn(msg, zap.String("kind", r.kind), zap.Stringer("remote", nc.RemoteAddr()))
+	if rf, ok := r.proto.(Refuser); ok {
+		m.mu.Lock()
+		closed := m.closed
+		if !closed {
+			m.sniffing[nc] = struct{}{}
+		}
+		m.mu.Unlock()
+		if !closed {
+			_ = nc.SetDeadline(time.Now().Add(RefuseTimeout))
+			rf.RefusePlaintext(conn, head)
+			m.mu.Lock()
+			delete(m.sniffing, nc)
+			m.mu.Unlock()
+		}
+	}
+	_ = nc.Close()
+}
+
+// warn logs a refusal at most once per RefuseLogInterval.
+func (m *Mux) warn(msg string, fields ...zap.Field) {
+	m.warnMu.Lock()
+	now := time.Now()
+	if !m.lastWarn.IsZero() && now.Sub(m.lastWarn) < RefuseLogInterval {
+		m.suppressed++
+		m.warnMu.Unlock()
+		return
+	}
+	n := m.suppressed
+	m.lastWarn, m.suppressed = now, 0
+	m.warnMu.Unlock()
+	if n > 0 {
+		fields = append(fields, zap.Int("suppressed_since_last", n))
+	}
+	m.log.Warn(msg, fields...)
 }
 
 // StopAccepting closes the listener and the connections still being

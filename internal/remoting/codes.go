@@ -68,6 +68,8 @@ const (
 	ConsumeMessageDirectly           int32 = 309
 	SendMessageV2                    int32 = 310
 	GetBrokerConsumeStats            int32 = 317
+	UpdateNamesrvConfig              int32 = 318
+	GetNamesrvConfig                 int32 = 319
 	SendBatchMessage                 int32 = 320
 	QueryConsumeQueue                int32 = 321
 	QueryDataVersion                 int32 = 322

@@ -31,6 +31,7 @@ type cluster struct {
 	dir     string // CLUSTER_DIR
 	namesrv string // "127.0.0.1:p1;127.0.0.1:p2"
 	nsAddrs []string
+	cliEnv  []string // for bin/bolide: TLS and credentials (security.cliEnv)
 }
 
 // result is one finished bolide run.
@@ -117,9 +118,25 @@ func portFree(p int) bool {
 }
 
 // startCluster runs scripts/cluster-up.sh with two NameServers and two
-// broker groups on free ports; cleanup runs scripts/cluster-down.sh, checks
-// that every daemon exited 0, and kills whatever is left.
+// broker groups on free ports, secured as the environment asks
+// (suiteSecurity); cleanup runs scripts/cluster-down.sh, checks that every
+// daemon exited 0, and kills whatever is left.
 func startCluster(t *testing.T) *cluster {
+	base := e2eDir(t)
+	return startClusterWith(t, base, "cluster", 2, suiteSecurity(t, base))
+}
+
+// e2eDir is BOLIDE_E2E_DIR, else a test temp dir.
+func e2eDir(t *testing.T) string {
+	if dir := os.Getenv("BOLIDE_E2E_DIR"); dir != "" {
+		return dir
+	}
+	return t.TempDir()
+}
+
+// startClusterWith runs scripts/cluster-up.sh with nameServers (1 or 2)
+// NameServers and two broker groups in base/name, secured by sec.
+func startClusterWith(t *testing.T, base, name string, nameServers int, sec *security) *cluster {
 	root := repoRoot()
 	bin := os.Getenv("BOLIDE_BIN")
 	if bin == "" {
@@ -130,20 +147,20 @@ func startCluster(t *testing.T) *cluster {
 			t.Fatalf("%s: %v (run 'make e2e', or 'make build' first)", filepath.Join(bin, b), err)
 		}
 	}
-	dir := os.Getenv("BOLIDE_E2E_DIR")
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	dir = filepath.Join(dir, "cluster")
+	dir := filepath.Join(base, name)
 	taken := map[int]bool{}
-	ns1, ns2 := freePort(t, taken, 1), freePort(t, taken, 1)
+	var nsPorts []string
+	c := &cluster{t: t, root: root, bin: bin, dir: dir, cliEnv: sec.cliEnv()}
+	for range nameServers {
+		p := freePort(t, taken, 1)
+		nsPorts = append(nsPorts, fmt.Sprint(p))
+		c.nsAddrs = append(c.nsAddrs, fmt.Sprintf("127.0.0.1:%d", p))
+	}
 	ba, bb := freePort(t, taken, 3), freePort(t, taken, 3)
-	c := &cluster{t: t, root: root, bin: bin, dir: dir,
-		nsAddrs: []string{fmt.Sprintf("127.0.0.1:%d", ns1), fmt.Sprintf("127.0.0.1:%d", ns2)}}
 	c.namesrv = strings.Join(c.nsAddrs, ";")
-	scriptEnv := cleanEnv("CLUSTER_DIR="+dir, fmt.Sprintf("NAMESRV_PORTS=%d %d", ns1, ns2),
+	scriptEnv := cleanEnv(append([]string{"CLUSTER_DIR=" + dir, "NAMESRV_PORTS=" + strings.Join(nsPorts, " "),
 		fmt.Sprintf("BROKER_A_PORT=%d", ba), fmt.Sprintf("BROKER_B_PORT=%d", bb),
-		"SEGMENT_SIZE=16777216", "BIN="+bin, "UP_TIMEOUT=60", "STOP_TIMEOUT=40")
+		"SEGMENT_SIZE=16777216", "BIN=" + bin, "UP_TIMEOUT=60", "STOP_TIMEOUT=40"}, sec.scriptEnv()...)...)
 
 	t.Cleanup(func() {
 		cmd := exec.Command(filepath.Join(root, "scripts", "cluster-down.sh"))
@@ -160,9 +177,9 @@ func startCluster(t *testing.T) *cluster {
 	cmd.Env = scriptEnv
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("cluster-up: %v\n%s", err, out)
+		t.Fatalf("cluster-up (%v): %v\n%s", sec, err, out)
 	}
-	t.Logf("cluster-up in %v:\n%s", time.Since(start).Round(time.Millisecond), out)
+	t.Logf("cluster-up (%v) in %v:\n%s", sec, time.Since(start).Round(time.Millisecond), out)
 	return c
 }
 
@@ -187,7 +204,7 @@ func killLeftovers(t *testing.T, dir string) {
 
 func (c *cluster) command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "bolide"), args...)
-	cmd.Env = cleanEnv("BOLIDE_NAMESRV=" + c.namesrv)
+	cmd.Env = cleanEnv(append([]string{"BOLIDE_NAMESRV=" + c.namesrv}, c.cliEnv...)...)
 	// If the test binary dies (go test -timeout), its bolide processes die
 	// with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

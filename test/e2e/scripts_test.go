@@ -204,14 +204,16 @@ func TestRunScriptKeepsSegmentSize(t *testing.T) {
 }
 
 // TestClusterUpSegmentSize: scripts/cluster-up.sh gives its brokers the
-// local segment size too.
+// local segment size too (secured as the suite is: suiteSecurity).
 func TestClusterUpSegmentSize(t *testing.T) {
 	bin := binDir(t)
 	taken := map[int]bool{}
 	ns, ba, bb := freePort(t, taken, 1, 2), freePort(t, taken, 1, 2, 3), freePort(t, taken, 1, 2, 3)
-	dir := filepath.Join(t.TempDir(), "cluster")
-	env := cleanEnv("CLUSTER_DIR="+dir, fmt.Sprintf("NAMESRV_PORTS=%d", ns), fmt.Sprintf("BROKER_A_PORT=%d", ba),
-		fmt.Sprintf("BROKER_B_PORT=%d", bb), "BIN="+bin, "UP_TIMEOUT=60", "STOP_TIMEOUT=40")
+	base := t.TempDir()
+	dir := filepath.Join(base, "cluster")
+	env := cleanEnv(append([]string{"CLUSTER_DIR=" + dir, fmt.Sprintf("NAMESRV_PORTS=%d", ns), fmt.Sprintf("BROKER_A_PORT=%d", ba),
+		fmt.Sprintf("BROKER_B_PORT=%d", bb), "BIN=" + bin, "UP_TIMEOUT=60", "STOP_TIMEOUT=40"},
+		suiteSecurity(t, base).scriptEnv()...)...)
 	t.Cleanup(func() {
 		cmd := exec.Command(filepath.Join(repoRoot(), "scripts", "cluster-down.sh"))
 		cmd.Env = env

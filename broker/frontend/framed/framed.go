@@ -17,10 +17,12 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/frontend"
 	"github.com/bolide-mq/bolide/broker/frontend/v1wire"
 	"github.com/bolide-mq/bolide/internal/frame"
+	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -35,8 +37,24 @@ type Frontend struct {
 }
 
 // New returns the frame front end of core b; maxFrame bounds one frame.
+//
+// Access control: a connection authenticates once, with the Auth request
+// right after the magic (the signed-date header of package auth, checked
+// by the broker's guard); its principal is in the context of every later
+// request. With ACL on, Send needs PUB on its topic and Pull SUB on its
+// topic and group: a refusal (UNAUTHENTICATED on a connection without a
+// successful Auth, NO_PERMISSION otherwise) is the response's Status and
+// nothing is stored or read.
 func New(b *broker.Broker, maxFrame int, log *zap.Logger) *Frontend {
-	srv := frame.NewServer(frame.Options{MaxFrame: maxFrame, MaxInflight: 1024}, log)
+	g := b.Guard()
+	srv := frame.NewServer(frame.Options{MaxFrame: maxFrame, MaxInflight: 1024,
+		Authenticate: func(ctx context.Context, _ net.Conn, req *pb.FrameAuthRequest) (context.Context, error) {
+			p, err := g.Header(frame.Peer(ctx), req.GetAuthorization(), req.GetDateTime())
+			if err != nil || p == nil {
+				return ctx, err
+			}
+			return auth.WithPrincipal(ctx, p), nil
+		}}, log)
 	// A send waits for the disk under sync flush, and for the slaves under
 	// sync replication; both modes are fixed for the broker's life.
 	sendsWait := b.SendsWait()
@@ -44,7 +62,11 @@ func New(b *broker.Broker, maxFrame int, log *zap.Logger) *Frontend {
 		NewRequest: func() proto.Message { return new(pb.SendRequest) },
 		Blocking:   func(proto.Message) bool { return sendsWait },
 		Serve: func(ctx context.Context, req proto.Message) proto.Message {
-			return v1wire.Send(ctx, b, Name, req.(*pb.SendRequest))
+			r := req.(*pb.SendRequest)
+			if err := v1wire.AuthorizeSend(g, auth.FromContext(ctx), frame.Peer(ctx), r); err != nil {
+				return &pb.SendResponse{RequestId: r.RequestId, Status: wire.Status(err)}
+			}
+			return v1wire.Send(ctx, b, Name, r)
 		},
 	})
 	srv.Handle(frame.MethodPull, frame.Handler{
@@ -52,7 +74,11 @@ func New(b *broker.Broker, maxFrame int, log *zap.Logger) *Frontend {
 		// A long-polling pull waits for messages.
 		Blocking: func(req proto.Message) bool { return req.(*pb.PullRequest).SuspendTimeoutMs > 0 },
 		Serve: func(ctx context.Context, req proto.Message) proto.Message {
-			return v1wire.Pull(ctx, b, Name, req.(*pb.PullRequest))
+			r := req.(*pb.PullRequest)
+			if err := v1wire.AuthorizePull(g, auth.FromContext(ctx), frame.Peer(ctx), r); err != nil {
+				return &pb.PullResponse{Status: wire.Status(err)}
+			}
+			return v1wire.Pull(ctx, b, Name, r)
 		},
 	})
 	return &Frontend{srv: srv, log: log}

@@ -6,10 +6,12 @@ import (
 	"io"
 	"sync"
 
+	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/frontend/v1wire"
 	"github.com/bolide-mq/bolide/broker/topic"
 	"github.com/bolide-mq/bolide/internal/wire"
+	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -17,7 +19,8 @@ import (
 // sessions, offsets, locks, lookups and topic administration.
 type brokerService struct {
 	pb.UnimplementedBrokerServer
-	b *broker.Broker
+	b  *broker.Broker
+	az *authorizer
 }
 
 func (s *brokerService) Send(ctx context.Context, req *pb.SendRequest) (*pb.SendResponse, error) {
@@ -75,7 +78,12 @@ func (s *brokerService) SendStream(stream pb.Broker_SendStreamServer) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			resp := v1wire.Send(ctx, s.b, Name, req)
+			var resp *pb.SendResponse
+			if err := s.az.authorizeSend(ctx, req); err != nil {
+				resp = &pb.SendResponse{RequestId: req.RequestId, Status: wire.Status(err)}
+			} else {
+				resp = v1wire.Send(ctx, s.b, Name, req)
+			}
 			sendMu.Lock()
 			if sendErr == nil {
 				sendErr = stream.Send(resp)
@@ -100,6 +108,10 @@ func (s *brokerService) Connect(stream pb.Broker_ConnectServer) error {
 	if hb == nil || hb.ClientId == "" {
 		return wire.Errorf(pb.Code_INVALID_PARAMETER, "the first message on a connection must be a heartbeat with a client id")
 	}
+	ctx := stream.Context()
+	if err := s.az.authorizeHeartbeat(ctx, hb); err != nil {
+		return wire.GRPCError(err)
+	}
 	sess, err := s.b.Connect(v1wire.Heartbeat(hb))
 	if err != nil {
 		return err
@@ -114,6 +126,11 @@ func (s *brokerService) Connect(stream pb.Broker_ConnectServer) error {
 				return
 			}
 			if hb := m.GetHeartbeat(); hb != nil {
+				// A heartbeat may subscribe to more: checked like the first.
+				if err := s.az.authorizeHeartbeat(ctx, hb); err != nil {
+					recvErr <- wire.GRPCError(err)
+					return
+				}
 				sess.Heartbeat(v1wire.Heartbeat(hb))
 			}
 		}
@@ -187,8 +204,20 @@ func (s *brokerService) UnlockQueues(_ context.Context, req *pb.UnlockQueuesRequ
 	return &pb.UnlockQueuesResponse{Status: wire.OK}, nil
 }
 
-func (s *brokerService) ViewMessage(_ context.Context, req *pb.ViewMessageRequest) (*pb.ViewMessageResponse, error) {
+func (s *brokerService) ViewMessage(ctx context.Context, req *pb.ViewMessageRequest) (*pb.ViewMessageResponse, error) {
 	rec, err := s.b.ViewMessage(req.MsgId, req.CommitLogOffset)
+	if err == nil && s.az.g.Enabled() {
+		// The request names no topic: the message's own needs SUB.
+		d, derr := message.DecodeDispatch(rec)
+		if derr == nil {
+			err = s.az.authorizeRead(ctx, d.Topic)
+		} else {
+			err = s.az.g.Admin(auth.FromContext(ctx), PeerAddr(ctx), "ViewMessage of an undecodable record")
+		}
+		if err != nil {
+			return &pb.ViewMessageResponse{Status: wire.Status(err)}, nil
+		}
+	}
 	return &pb.ViewMessageResponse{Status: wire.Status(err), Record: rec}, nil
 }
 

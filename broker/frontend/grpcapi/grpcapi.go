@@ -1,5 +1,5 @@
 // Package grpcapi is the broker's gRPC front end: bolide.v1's Broker,
-// Transaction, DeadLetter, Delay and BrokerHA services over the broker core,
+// Transaction, DeadLetter, Delay, BrokerHA and Acl services over the broker core,
 // and whatever other services the assembler registers on the same
 // grpc.Server (RocketMQ 5's apache.rocketmq.v2.MessagingService, package
 // broker/frontend/grpcv5). Each handler converts its request, calls the core and converts the result;
@@ -47,18 +47,25 @@ type Frontend struct {
 // for hours), and connections are never aged out — a client whose
 // connection the server closes drops it and its streams. The server pings
 // an idle connection after a minute to find peers that are gone.
+//
+// Every bolide.v1 call goes through the access control of auth.go with the
+// broker's guard; the services extra registers do not.
 func New(b *broker.Broker, extra ...func(grpc.ServiceRegistrar)) *Frontend {
+	az := &authorizer{g: b.Guard()}
 	srv := grpc.NewServer(
+		grpc.ChainUnaryInterceptor(az.unary),
+		grpc.ChainStreamInterceptor(az.stream),
 		grpc.MaxRecvMsgSize(MaxRecv),
 		grpc.MaxSendMsgSize(MaxMessage),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
 	)
-	pb.RegisterBrokerServer(srv, &brokerService{b: b})
+	pb.RegisterBrokerServer(srv, &brokerService{b: b, az: az})
 	pb.RegisterDelayServer(srv, &delayService{b: b})
 	pb.RegisterBrokerHAServer(srv, &haService{b: b})
 	pb.RegisterTransactionServer(srv, &transactionService{b: b})
 	pb.RegisterDeadLetterServer(srv, &deadLetterService{b: b})
+	pb.RegisterAclServer(srv, &aclService{g: b.Guard()})
 	for _, register := range extra {
 		register(srv)
 	}

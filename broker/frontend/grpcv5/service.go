@@ -6,6 +6,7 @@ import (
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
+	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/broker"
 )
 
@@ -15,8 +16,9 @@ import (
 type Service struct {
 	v2.UnimplementedMessagingServiceServer
 
-	b   *broker.Broker
-	log *zap.Logger
+	b     *broker.Broker
+	log   *zap.Logger
+	guard *auth.Guard // the broker's access control (auth.go)
 
 	// limits are the broker settings the RPCs need, read once.
 	limits limits
@@ -43,7 +45,7 @@ func New(b *broker.Broker, log *zap.Logger) *Service {
 		log = zap.NewNop()
 	}
 	o := b.Options()
-	s := &Service{b: b, log: log, limits: limits{
+	s := &Service{b: b, log: log, guard: b.Guard(), limits: limits{
 		brokerName: o.BrokerName, maxBody: o.MaxMessageSize, maxProps: o.MaxPropertiesSize,
 		longPollMax: o.LongPollMax.Milliseconds(),
 	}}
@@ -54,7 +56,9 @@ func New(b *broker.Broker, log *zap.Logger) *Service {
 }
 
 // Register adds the service to a gRPC server (the broker's port serves
-// bolide.v1 and apache.rocketmq.v2 from one grpc.Server).
+// bolide.v1 and apache.rocketmq.v2 from one grpc.Server). With the
+// broker's ACL on, every RPC is authenticated and authorized first
+// (auth.go).
 func (s *Service) Register(srv grpc.ServiceRegistrar) {
-	v2.RegisterMessagingServiceServer(srv, s)
+	s.register(srv)
 }

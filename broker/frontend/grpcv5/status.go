@@ -43,6 +43,7 @@ var coreCodes = map[errcode.Code]v2.Code{
 	errcode.MessageIllegal:           v2.Code_BAD_REQUEST,
 	errcode.ServiceNotAvailable:      v2.Code_INTERNAL_SERVER_ERROR,
 	errcode.NoPermission:             v2.Code_FORBIDDEN,
+	errcode.Unauthenticated:          v2.Code_UNAUTHORIZED,
 	errcode.TopicNotExist:            v2.Code_TOPIC_NOT_FOUND,
 	errcode.TopicExistAlready:        v2.Code_BAD_REQUEST,
 	errcode.PullNotFound:             v2.Code_MESSAGE_NOT_FOUND,

@@ -1,6 +1,7 @@
 package grpcv5
 
 import (
+	"context"
 	"errors"
 	"io"
 	"time"
@@ -68,14 +69,14 @@ func (s *Service) Telemetry(stream v2.MessagingService_TelemetryServer) error {
 		notices, changed := c.noticesFor(st)
 		select {
 		case cmd := <-in:
-			reply, err := s.telemetryCommand(m, c, cmd)
-			if err != nil {
-				return err
-			}
+			reply, err := s.telemetryCommand(ctx, m, c, cmd)
 			if reply != nil {
 				if err := stream.Send(reply); err != nil {
 					return err
 				}
+			}
+			if err != nil {
+				return err
 			}
 		case err := <-recvErr:
 			if errors.Is(err, io.EOF) {
@@ -100,11 +101,16 @@ func (s *Service) Telemetry(stream v2.MessagingService_TelemetryServer) error {
 }
 
 // telemetryCommand handles one command from the client and returns the
-// reply to write (nil: none). An error ends the stream.
-func (s *Service) telemetryCommand(m callMeta, c *client, cmd *v2.TelemetryCommand) (*v2.TelemetryCommand, error) {
+// reply to write (nil: none). An error ends the stream, after the reply.
+// Settings the caller may not use (ACL on) are refused: the reply carries
+// the refusal's status and the stream ends (auth.go).
+func (s *Service) telemetryCommand(ctx context.Context, m callMeta, c *client, cmd *v2.TelemetryCommand) (*v2.TelemetryCommand, error) {
 	s.clients.touch(m)
 	switch x := cmd.GetCommand().(type) {
 	case *v2.TelemetryCommand_Settings:
+		if err := s.authorizeSettings(ctx, x.Settings); err != nil {
+			return refusal(err)
+		}
 		merged, err := s.applySettings(m, c, x.Settings)
 		if err != nil {
 			return nil, status.Errorf(grpcCodeOf(err), "settings of client %s refused: %v", c.id, err)

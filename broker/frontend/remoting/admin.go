@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 
+	"go.uber.org/zap"
+
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/subgroup"
 	"github.com/bolide-mq/bolide/internal/errcode"
@@ -30,7 +32,7 @@ func (f *Frontend) adminHandlers() map[int32]handler {
 		rmq.DeleteSubscriptionGroup:          f.adminDeleteSubGroup,
 		rmq.GetAllSubscriptionGroupConfig:    f.adminAllSubGroups,
 		rmq.GetSubscriptionGroupConfig:       f.adminSubGroup,
-		rmq.UpdateBrokerConfig:               f.adminRefuseConfig,
+		rmq.UpdateBrokerConfig:               f.adminUpdateConfig,
 		rmq.GetBrokerRuntimeInfo:             f.adminRuntimeInfo,
 		rmq.GetTopicStatsInfo:                f.adminTopicStats,
 		rmq.GetConsumeStats:                  f.adminConsumeStats,
@@ -293,8 +295,23 @@ func (f *Frontend) adminSubGroup(_ context.Context, _ *connState, req *rmq.Comma
 	return adminJSON(req, c)
 }
 
-// adminRefuseConfig answers UPDATE_BROKER_CONFIG (25): the broker's
-// configuration is not changed over the wire.
-func (f *Frontend) adminRefuseConfig(_ context.Context, _ *connState, req *rmq.Command) *rmq.Command {
-	return req.Reply(rmq.NoPermission, "changing the broker's configuration over the wire is turned off: edit its flags or configuration file and restart it")
+// brokerConfig is the allow-list of the broker's configuration keys that
+// UPDATE_BROKER_CONFIG may change while it runs (internal/remoting's
+// ConfigAllowList): none today. Paths, the configuration's own location and
+// every key not listed are refused.
+var brokerConfig = rmq.NewConfigAllowList("broker")
+
+// adminUpdateConfig serves UPDATE_BROKER_CONFIG (25): a properties body
+// whose keys must all be in brokerConfig; otherwise NO_PERMISSION (as
+// RocketMQ answers a key of its black list) naming the keys allowed, and
+// nothing changes.
+func (f *Frontend) adminUpdateConfig(_ context.Context, _ *connState, req *rmq.Command) *rmq.Command {
+	keys, err := brokerConfig.Update(req.Body)
+	if err != nil {
+		return req.Reply(rmq.NoPermission, err.Error())
+	}
+	if len(keys) > 0 {
+		f.log.Info("broker configuration changed over remoting", zap.Strings("keys", keys))
+	}
+	return req.Reply(rmq.Success, "")
 }

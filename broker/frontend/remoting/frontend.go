@@ -37,7 +37,7 @@ func New(b *broker.Broker, log *zap.Logger) *Frontend {
 		log = zap.NewNop()
 	}
 	f := &Frontend{b: b, log: log, handlers: make(map[int32]handler)}
-	for _, hs := range []map[int32]handler{f.sendHandlers(), f.pullHandlers(), f.adminHandlers()} {
+	for _, hs := range f.handlerSets() {
 		for code, h := range hs {
 			if _, dup := f.handlers[code]; dup {
 				panic(fmt.Sprintf("remoting: request code %d registered twice", code))
@@ -65,6 +65,12 @@ func New(b *broker.Broker, log *zap.Logger) *Frontend {
 	return f
 }
 
+// handlerSets are the request codes served, by part of the protocol; each
+// code is classified in accessTable (access.go).
+func (f *Frontend) handlerSets() []map[int32]handler {
+	return []map[int32]handler{f.sendHandlers(), f.pullHandlers(), f.adminHandlers()}
+}
+
 // Name implements frontend.Frontend.
 func (f *Frontend) Name() string { return Name }
 
@@ -80,6 +86,10 @@ func (f *Frontend) Serve(lis net.Listener) error { return f.srv.Serve(lis) }
 func (f *Frontend) Shutdown(ctx context.Context) error { return f.srv.Shutdown(ctx) }
 
 func (f *Frontend) serve(ctx context.Context, c *rmq.Conn, req *rmq.Command) *rmq.Command {
+	ctx, refused := f.check(ctx, c, req)
+	if refused != nil {
+		return refused
+	}
 	h, ok := f.handlers[req.Code]
 	if !ok {
 		f.log.Debug("request code not supported", zap.Int32("code", req.Code), zap.Stringer("remote", c.RemoteAddr()))

@@ -1,0 +1,13 @@
+package grpcapi
+
+import (
+	"net"
+
+	"github.com/bolide-mq/bolide/internal/tlsconf/plaintext"
+)
+
+// RefusePlaintext tells a plain-text client of a port that accepts TLS
+// only (--tls-mode enforcing; internal/portmux calls it) that it must
+// connect with TLS, in its own protocol — gRPC (bolide.v1 and RocketMQ 5's apache.rocketmq.v2, one grpc.Server): every call is answered FailedPrecondition, with the remark
+// "this server accepts TLS only (--tls-mode enforcing): connect with TLS".
+func (f *Frontend) RefusePlaintext(conn net.Conn, _ []byte) { plaintext.GRPC(conn) }
