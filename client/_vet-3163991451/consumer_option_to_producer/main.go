@@ -1,0 +1,13 @@
+package main
+
+import (
+	"context"
+
+	"github.com/bolide-mq/bolide/client"
+)
+
+var _ = context.Background
+
+func main() {
+_, _ = client.NewProducer("g", client.WithConsumeFrom(client.ConsumeFromFirst))
+}

@@ -1,0 +1,13 @@
+package main
+
+import (
+	"context"
+
+	"github.com/bolide-mq/bolide/client"
+)
+
+var _ = context.Background
+
+func main() {
+_, _ = client.NewTransactionProducer("g", nil, client.WithMaxReconsumeTimes(0))
+}
