@@ -80,10 +80,18 @@ func New(opts broker.Options, log *zap.Logger, options ...Option) (*Server, erro
 	if err != nil {
 		return nil, fmt.Errorf("broker: listen %s: %w", opts.ListenAddr, err)
 	}
+	// The links to the NameServers, the controllers, the master and the
+	// slaves: TLS when opts.TLS.Dial, every call signed with
+	// opts.Credentials.
+	links, err := remote.NewDialOptions(opts.TLS, certs, opts.Credentials)
+	if err != nil {
+		_ = lis.Close()
+		return nil, fmt.Errorf("broker: %w", err)
+	}
 	with := []broker.Option{broker.WithAddr(lis.Addr().String()),
-		broker.WithNameServers(remote.NewNameServers()), broker.WithMasterClient(remote.NewMasterClient())}
+		broker.WithNameServers(remote.NewNameServers(links)), broker.WithMasterClient(remote.NewMasterClient(links))}
 	if opts.Replication.ControllerMode() {
-		with = append(with, broker.WithControllers(remote.NewControllers()))
+		with = append(with, broker.WithControllers(remote.NewControllers(links)))
 	}
 	core, err := broker.New(opts, log, with...)
 	if err != nil {

@@ -326,5 +326,7 @@ func serve(opts broker.Options, f *flags, lg *zap.Logger) int {
 		AdminListen:   f.adminListen,
 		AdminAddrFile: f.adminAddrFile,
 		DrainTimeout:  f.drainTimeout,
+		TLS:           opts.TLS,
+		Auth:          opts.Auth,
 	}, lg)
 }

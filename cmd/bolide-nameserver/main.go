@@ -212,6 +212,8 @@ func serve(opts nameserver.Options, f *flags, lg *zap.Logger) int {
 		AdminListen:   f.adminListen,
 		AdminAddrFile: f.adminAddrFile,
 		DrainTimeout:  f.drainTimeout,
+		TLS:           opts.TLS,
+		Auth:          opts.Auth,
 	}, lg)
 }
 

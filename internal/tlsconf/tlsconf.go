@@ -123,14 +123,15 @@ func (s *Source) reloadLocked() {
 
 // ServerConfig is the server configuration presenting the source's current
 // certificate; it must not be modified. It offers HTTP/2 by ALPN, which
-// gRPC clients require; a client that offers no ALPN (remoting, frames) is
-// served all the same.
+// gRPC clients require, and HTTP/1.1 (the admin listener's HTTPS clients
+// that do not speak HTTP/2); a client that offers no ALPN (remoting,
+// frames, HA) is served all the same.
 func (s *Source) ServerConfig() *tls.Config { return s.config }
 
 func (s *Source) newConfig() *tls.Config {
 	c := &tls.Config{
 		MinVersion: tls.VersionTLS12,
-		NextProtos: []string{"h2"},
+		NextProtos: []string{"h2", "http/1.1"},
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			return s.Certificate(), nil
 		},

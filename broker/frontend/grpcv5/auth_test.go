@@ -449,6 +449,25 @@ func TestACLOtherRPCs(t *testing.T) {
 			wantCode(t, tc.allowed.AccessKey, st, tc.allowedCode)
 		})
 	}
+	t.Run("liveness probe", func(t *testing.T) {
+		// The Go client's recovery probe: no headers at all, no group.
+		r, err := c.Heartbeat(context.Background(), &v2.HeartbeatRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCode(t, "probe", r.GetStatus(), v2.Code_OK)
+		// With a client id it is a client's heartbeat: credentials needed.
+		r, err = c.Heartbeat(headerCtx(t, newClientID(), "", ""), &v2.HeartbeatRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCode(t, "unsigned heartbeat of a client", r.GetStatus(), v2.Code_UNAUTHORIZED)
+		r, err = c.Heartbeat(context.Background(), &v2.HeartbeatRequest{Group: &v2.Resource{Name: "g1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCode(t, "unsigned heartbeat of a group", r.GetStatus(), v2.Code_UNAUTHORIZED)
+	})
 	t.Run("producer heartbeat", func(t *testing.T) {
 		r, err := c.Heartbeat(signed(t, newClientID(), producerKey), &v2.HeartbeatRequest{ClientType: v2.ClientType_PRODUCER})
 		if err != nil {

@@ -2,15 +2,20 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/internal/admin"
 	"github.com/bolide-mq/bolide/internal/membership"
+	"github.com/bolide-mq/bolide/internal/tlsconf"
 )
 
 // AdminAuto is the default of --admin-listen: loopback, on the daemon's
@@ -47,20 +52,33 @@ func ResolveAdminAddr(value, listen string) (addr string, derived bool, err erro
 	return value, false, nil
 }
 
+// AdminSecurity is what guards the admin listener: the daemon's TLS
+// (its mode applies to the admin port too: tlsconf.Listen) and its access
+// control (with ACL on, every path but /healthz and /readyz needs HTTP
+// Basic credentials of an admin user: access key and secret key).
+type AdminSecurity struct {
+	TLS  tlsconf.Config
+	Auth auth.Config
+}
+
 // Admin is a daemon's running admin listener; a nil *Admin is a listener
 // that is off, and its methods do nothing.
 type Admin struct {
-	srv      *admin.Server
+	lis      net.Listener
+	srv      *http.Server
+	log      *zap.Logger
+	done     chan struct{} // closed when Serve returns
 	addrFile string
 }
 
 // StartAdmin binds and serves the admin listener at addr (from
 // ResolveAdminAddr; "" does nothing) with the build info, the Go and
-// process metrics, the gossip port's bad packets and c, answering /readyz with ready, and writes the
-// bound address to addrFile if set. A derived address that cannot be bound
-// is logged and skipped (the port may belong to a neighbour); an explicit
-// one is an error.
-func StartAdmin(addr string, derived bool, addrFile string, c prometheus.Collector, ready func() error, lg *zap.Logger) (*Admin, error) {
+// process metrics, the gossip port's bad packets, the refused TLS
+// connections and c, answering /readyz with ready, under sec, and writes
+// the bound address to addrFile if set. A derived address that cannot be
+// bound is logged and skipped (the port may belong to a neighbour); an
+// explicit one is an error.
+func StartAdmin(addr string, derived bool, addrFile string, c prometheus.Collector, ready func() error, sec AdminSecurity, lg *zap.Logger) (*Admin, error) {
 	if addrFile != "" {
 		if err := RemoveAddrFile(addrFile); err != nil {
 			return nil, err
@@ -69,28 +87,91 @@ func StartAdmin(addr string, derived bool, addrFile string, c prometheus.Collect
 	if addr == "" {
 		return nil, nil
 	}
-	// A daemon has one gossip node; its bad packets are counted process-wide.
-	reg, err := admin.NewRegistry(Version, c, membership.BadPacketsCollector())
+	lg = lg.Named("admin")
+	// A daemon has one gossip node; its bad packets are counted
+	// process-wide, as are refused TLS connections.
+	reg, err := admin.NewRegistry(Version, c, membership.BadPacketsCollector(), tlsconf.RefusedCollector())
 	if err != nil {
 		return nil, err
 	}
-	srv, err := admin.New(admin.Options{Addr: addr, Gatherer: reg, Ready: ready}, lg.Named("admin"))
+	var handler http.Handler = admin.Handler(admin.Options{Gatherer: reg, Ready: ready})
+	if sec.Auth.Enabled {
+		guard, err := auth.New(sec.Auth, lg.Named("auth"))
+		if err != nil {
+			return nil, fmt.Errorf("admin listener: %w", err)
+		}
+		handler = basicAuth(guard, handler)
+	}
+	var src *tlsconf.Source
+	if sec.TLS.Mode != tlsconf.Off {
+		if src, err = tlsconf.Open(sec.TLS, lg.Named("tls")); err != nil {
+			return nil, fmt.Errorf("admin listener: %w", err)
+		}
+	}
+	raw, err := net.Listen("tcp", addr)
 	if err != nil {
 		if derived {
 			lg.Warn("admin listener off: its derived address is taken; set --admin-listen", zap.Error(err))
 			return nil, nil
 		}
-		return nil, err
+		return nil, fmt.Errorf("admin: listen %s: %w", addr, err)
 	}
-	srv.Start()
-	a := &Admin{srv: srv, addrFile: addrFile}
+	a := &Admin{
+		lis: tlsconf.Listen(raw, sec.TLS, src, lg), log: lg, done: make(chan struct{}), addrFile: addrFile,
+		srv: &http.Server{
+			Handler:           handler,
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          zap.NewStdLog(lg.Named("http")),
+		},
+	}
+	go func() {
+		defer close(a.done)
+		if err := a.srv.Serve(a.lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			lg.Error("admin listener stopped", zap.Error(err))
+		}
+	}()
+	lg.Info("admin listener started", zap.String("addr", a.Addr()), zap.String("tls_mode", sec.TLS.Mode.String()),
+		zap.Bool("basic_auth", sec.Auth.Enabled))
 	if addrFile != "" {
-		if err := WriteAddrFile(addrFile, srv.Addr()); err != nil {
-			_ = srv.Close(context.Background())
+		if err := WriteAddrFile(addrFile, a.Addr()); err != nil {
+			_ = a.Close(context.Background())
 			return nil, err
 		}
 	}
 	return a, nil
+}
+
+// basicAuth lets through /healthz and /readyz, and every other path only
+// for an admin user's HTTP Basic credentials (access key, secret key):
+// 401 without valid credentials, 403 for a user who is not an admin. The
+// secret is checked by the guard as a signed header made from it here
+// (the same verification, whitelist and audit as every protocol's).
+func basicAuth(g *auth.Guard, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		peer := r.RemoteAddr
+		ak, sk, ok := r.BasicAuth()
+		if !ok || ak == "" || sk == "" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="bolide admin", charset="UTF-8"`)
+			http.Error(w, "UNAUTHENTICATED: ACL is on: this path needs the access key and secret key of an admin user (HTTP Basic)", http.StatusUnauthorized)
+			return
+		}
+		authorization, date := auth.NewHeader(auth.Credentials{AccessKey: ak, SecretKey: sk}, time.Now())
+		p, err := g.Header(peer, authorization, date)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Basic realm="bolide admin", charset="UTF-8"`)
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		if err := g.Admin(p, peer, "admin HTTP "+r.URL.Path); err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Addr is the bound address ("" when off).
@@ -98,15 +179,21 @@ func (a *Admin) Addr() string {
 	if a == nil {
 		return ""
 	}
-	return a.srv.Addr()
+	return a.lis.Addr().String()
 }
 
-// Close stops the listener (bounded by ctx) and removes the address file.
+// Close stops the listener, waiting for requests in flight until ctx ends
+// (then cutting them off), and removes the address file. It is idempotent.
 func (a *Admin) Close(ctx context.Context) error {
 	if a == nil {
 		return nil
 	}
-	err := a.srv.Close(ctx)
+	var err error
+	if serr := a.srv.Shutdown(ctx); serr != nil {
+		_ = a.srv.Close()
+		err = fmt.Errorf("admin: %w", serr)
+	}
+	<-a.done
 	if a.addrFile != "" {
 		if rerr := RemoveAddrFile(a.addrFile); rerr != nil && err == nil {
 			err = rerr

@@ -50,7 +50,7 @@ func TestStartAdmin(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "bolide_test_gauge", Help: "test"})
-	a, err := StartAdmin("127.0.0.1:0", false, addrFile, g, func() error { return errors.New("warming up") }, lg)
+	a, err := StartAdmin("127.0.0.1:0", false, addrFile, g, func() error { return errors.New("warming up") }, AdminSecurity{}, lg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,10 +69,10 @@ func TestStartAdmin(t *testing.T) {
 	}
 
 	// The same port again: derived is skipped, explicit is an error.
-	if other, err := StartAdmin(a.Addr(), true, "", nil, nil, lg); err != nil || other != nil {
+	if other, err := StartAdmin(a.Addr(), true, "", nil, nil, AdminSecurity{}, lg); err != nil || other != nil {
 		t.Fatalf("derived address taken: %v %v", other, err)
 	}
-	if _, err := StartAdmin(a.Addr(), false, "", nil, nil, lg); err == nil {
+	if _, err := StartAdmin(a.Addr(), false, "", nil, nil, AdminSecurity{}, lg); err == nil {
 		t.Fatal("explicit address taken: accepted")
 	}
 
@@ -92,7 +92,7 @@ func TestStartAdmin(t *testing.T) {
 	if err := os.WriteFile(addrFile, []byte("stale\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	off, err := StartAdmin("", false, addrFile, nil, nil, lg)
+	off, err := StartAdmin("", false, addrFile, nil, nil, AdminSecurity{}, lg)
 	if err != nil || off != nil || off.Addr() != "" || off.Close(ctx) != nil {
 		t.Fatalf("off: %v %v", off, err)
 	}

@@ -6,6 +6,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/bolide-mq/bolide/auth"
+	"github.com/bolide-mq/bolide/internal/tlsconf"
 )
 
 // Server is what Serve runs: a broker or a NameServer.
@@ -42,6 +45,13 @@ type ServeOptions struct {
 	AdminAddrFile string
 	// DrainTimeout (--drain-timeout) bounds the stop; 0 is the default.
 	DrainTimeout time.Duration
+	// TLS is the daemon's TLS: its mode, certificate and client
+	// certificates apply to the admin listener too.
+	TLS tlsconf.Config
+	// Auth is the daemon's access control: with ACL on the admin
+	// listener asks for an admin user's HTTP Basic credentials on every
+	// path but /healthz and /readyz.
+	Auth auth.Config
 }
 
 // Serve runs a daemon's server until SIGTERM or SIGINT (or ctx ends) and
@@ -78,7 +88,8 @@ func Serve(ctx context.Context, newServer func() (Server, error), o ServeOptions
 	}
 	// The admin listener comes up before Start, so /readyz can say what
 	// the server waits for; it goes down last, so a drain can be watched.
-	adm, err := StartAdmin(adminAddr, derived, o.AdminAddrFile, srv.Collector(), srv.Ready, lg)
+	adm, err := StartAdmin(adminAddr, derived, o.AdminAddrFile, srv.Collector(), srv.Ready,
+		AdminSecurity{TLS: o.TLS, Auth: o.Auth}, lg)
 	if err != nil {
 		lg.Error("admin listener", zap.Error(err))
 		_ = srv.Close()
