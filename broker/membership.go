@@ -41,6 +41,7 @@ func (b *Broker) startGossip() error {
 	o.BindAddr = bind
 	o.Role = membership.RoleBroker
 	o.Profile = b.opts.GossipProfile
+	o.SecretKey = b.opts.GossipKey
 	o.Meta = map[string]string{
 		membership.MetaAddr:       b.addr,
 		membership.MetaCluster:    b.opts.Cluster,

@@ -105,6 +105,7 @@ func New(opts Options, lg *zap.Logger) (*Server, error) {
 		mo.Role = membership.RoleNameServer
 		mo.Meta = map[string]string{membership.MetaAddr: s.Addr()}
 		mo.Profile = opts.GossipProfile
+		mo.SecretKey = opts.GossipKey
 		mo.OnJoin = s.memberJoined
 		mo.OnLeave = s.memberLeft
 		node, err := membership.New(mo, lg.Named("gossip"))

@@ -17,4 +17,11 @@
 // timeout starts long and shrinks as other members confirm it). The "fast"
 // profile is for tests and declares a dead node within one to two seconds
 // on loopback.
+//
+// Gossip is in the clear unless Options.SecretKey is set (the daemons'
+// --gossip-key): memberlist then encrypts and authenticates every message
+// with AES-GCM under that key and, verifying both ways, drops anything
+// else (counted as bad packets). Nodes with another key, or none, never
+// join the pool, so an outsider can neither read the members' addresses
+// nor announce a broker as dead.
 package membership

@@ -62,6 +62,12 @@ type Options struct {
 	Seeds []string
 	// Profile is ProfileLAN (default) or ProfileFast.
 	Profile string
+	// SecretKey, when set, encrypts and authenticates every gossip
+	// message (memberlist's AES-GCM keyring: 16, 24 or 32 bytes; every
+	// member needs the same). Messages without it, or under another key,
+	// are dropped and counted as bad packets: a node with another key
+	// does not join.
+	SecretKey []byte
 	// OnJoin and OnLeave report other nodes joining, and leaving or being
 	// declared dead. They run on one goroutine of this package, in the order
 	// memberlist saw the events, never concurrently; they may call Members
@@ -98,6 +104,9 @@ func (o *Options) Validate() error {
 	}
 	if _, err := encodeMeta(o.Role, o.Meta); err != nil {
 		return err
+	}
+	if n := len(o.SecretKey); n != 0 && n != 16 && n != 24 && n != 32 {
+		return fmt.Errorf("membership: secret key of %d bytes: want 16, 24 or 32", n)
 	}
 	return nil
 }
@@ -226,6 +235,11 @@ func (n *Node) config(host string, port int, meta []byte) (*memberlist.Config, e
 		if p != 0 {
 			conf.AdvertisePort = p
 		}
+	}
+	if len(n.opts.SecretKey) > 0 {
+		conf.SecretKey = n.opts.SecretKey
+		conf.GossipVerifyIncoming = true
+		conf.GossipVerifyOutgoing = true
 	}
 	d := &delegate{meta: meta, self: conf.Name, events: n.events, view: n.view}
 	conf.Delegate = d

@@ -345,3 +345,70 @@ func TestDefaultName(t *testing.T) {
 		}
 	}
 }
+
+// startKeyed starts a node with key (nil: gossip in the clear).
+func startKeyed(t *testing.T, role Role, addr string, key []byte, seeds []string) *Node {
+	t.Helper()
+	o := DefaultOptions()
+	o.Role = role
+	o.Profile = ProfileFast
+	o.Meta = map[string]string{MetaAddr: addr}
+	o.SecretKey = key
+	o.Seeds = seeds
+	n, err := New(o, testLogger(t))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	return n
+}
+
+// Nodes with the same key form a pool; a node with another key, or none,
+// does not join it.
+func TestGossipKey(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	other := []byte("fedcba9876543210")
+	a := startKeyed(t, RoleNameServer, "127.0.0.1:9876", key, nil)
+	b := startKeyed(t, RoleBroker, "127.0.0.1:10911", key, []string{a.GossipAddr()})
+	waitFor(t, 10*time.Second, "keyed pool formed", func() error {
+		if got := len(a.Members()); got != 2 {
+			_, _ = b.Join(a.GossipAddr())
+			return fmt.Errorf("a sees %d members", got)
+		}
+		return nil
+	})
+	for _, k := range [][]byte{other, nil} {
+		c := startKeyed(t, RoleBroker, "127.0.0.1:10921", k, nil)
+		if n, err := c.Join(a.GossipAddr()); err == nil && n > 0 {
+			t.Errorf("key %q: joined a node with another key (%d reached)", k, n)
+		}
+		// Nor does the pool learn of it, from either side.
+		if _, err := a.Join(c.GossipAddr()); err == nil {
+			t.Errorf("key %q: the keyed node joined it", k)
+		}
+		time.Sleep(500 * time.Millisecond)
+		for _, n := range []*Node{a, b} {
+			for _, m := range n.Members() {
+				if m.Meta[MetaAddr] == "127.0.0.1:10921" {
+					t.Errorf("key %q: %s sees the node with another key", k, n.Name())
+				}
+			}
+		}
+		if got := len(c.Members()); got != 1 {
+			t.Errorf("key %q: the outsider sees %d members", k, got)
+		}
+		_ = c.Close()
+	}
+	if len(a.Members()) != 2 || len(b.Members()) != 2 {
+		t.Fatalf("the keyed pool changed: %d, %d", len(a.Members()), len(b.Members()))
+	}
+}
+
+func TestGossipKeySizeChecked(t *testing.T) {
+	o := DefaultOptions()
+	o.Role = RoleBroker
+	o.SecretKey = []byte("short")
+	if err := o.Validate(); err == nil {
+		t.Fatal("a 5-byte key accepted")
+	}
+}
