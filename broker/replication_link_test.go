@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,10 +18,12 @@ import (
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/remote"
 	"github.com/bolide-mq/bolide/broker/server"
+	"github.com/bolide-mq/bolide/controller"
 	"github.com/bolide-mq/bolide/ha"
 	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/internal/tlsconf"
 	"github.com/bolide-mq/bolide/internal/tlsconf/tlstest"
+	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/nameserver"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -63,13 +66,15 @@ func (c *secureCluster) enforcing(creds auth.Credentials) func(*broker.Options) 
 }
 
 // client is a bolide.v1 client of a broker's port over TLS (verified with
-// the CA) signing each call as the admin user.
+// the CA, presenting a certificate it signed) signing each call as the
+// admin user.
 func (c *secureCluster) client(t *testing.T, b *server.Server) pb.BrokerClient {
 	t.Helper()
-	cfg, err := tlsconf.ClientConfig(tlsconf.Config{Dial: true}, nil)
+	cfg, err := tlsconf.ClientConfig(tlsconf.Config{Dial: true, CAFile: c.ca.File}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.Certificates = []tls.Certificate{c.pair.Cert} // for a port asking for client certificates
 	conn, err := remote.Dial(b.Addr(), remote.DialOptions{TLS: cfg, Credentials: c.admin})
 	if err != nil {
 		t.Fatal(err)
@@ -288,4 +293,163 @@ func TestRegistrationWithSecureNameServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestControllerModeOverTLSWithACL: brokers in controller mode beat to a
+// controller (a NameServer with TLS enforcing and ACL on) over TLS with
+// signed calls: one is elected master, the other replicates from it over
+// TLS with AUTH and joins the sync state set, and a sync send reaches it.
+// A replica whose key has a wrong secret is refused by the controller: it
+// learns no master and receives nothing.
+func TestControllerModeOverTLSWithACL(t *testing.T) {
+	sc := newSecureCluster(t)
+	co := controller.LoopbackOptions()
+	no := nameserver.DefaultOptions()
+	no.ListenAddr = "127.0.0.1:0"
+	no.GossipAddr = nameserver.GossipOff
+	no.Controller = &co
+	no.TLSCertFile, no.TLSKeyFile = sc.pair.CertFile, sc.pair.KeyFile
+	no.TLS = tlsconf.Config{Mode: tlsconf.Enforcing, Dial: true, CAFile: sc.ca.File}
+	no.Auth = auth.Config{Enabled: true, File: sc.aclFile, MaxSkew: 15 * time.Minute}
+	ns, err := nameserver.New(no, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ns.Close() })
+	replica := func(id int64, creds auth.Credentials) func(*broker.Options) {
+		return func(o *broker.Options) {
+			haOpts(broker.ReplicationSync)(o)
+			sc.enforcing(creds)(o)
+			o.BrokerName = "group-a"
+			o.BrokerID = id
+			o.NameServers = []string{ns.Addr()}
+			o.RegisterInterval = 200 * time.Millisecond
+			o.Replication.ControllerAddrs = []string{ns.Addr()}
+			o.Replication.ControllerHeartbeat = 100 * time.Millisecond
+		}
+	}
+	r1 := startBroker(t, replica(1, sc.admin))
+	r2 := startBroker(t, replica(2, sc.admin))
+	var master, slave *server.Server
+	testutil.WaitFor(t, 20*time.Second, "a master with both replicas in its sync state set", func() error {
+		for _, p := range [][2]*server.Server{{r1, r2}, {r2, r1}} {
+			if p[0].Replication().IsMaster() {
+				st := p[0].Replication().Info().Controller
+				if st == nil || len(st.SyncStateSet) != 2 {
+					return fmt.Errorf("master's controller status %+v", st)
+				}
+				if info := p[1].Replication().Info(); info.State != ha.StateReplicating {
+					return fmt.Errorf("slave %+v", info)
+				}
+				master, slave = p[0], p[1]
+				return nil
+			}
+		}
+		return errors.New("no master yet")
+	})
+	mc := sc.client(t, master)
+	testutil.WaitFor(t, 10*time.Second, "the topic", func() error {
+		resp, err := mc.CreateTopic(context.Background(), &pb.CreateTopicRequest{Topic: &pb.TopicConfig{Name: "ctl", ReadQueueNums: 2, WriteQueueNums: 2}})
+		if err != nil {
+			return err
+		}
+		return wire.FromStatus(resp.GetStatus())
+	})
+	for i := 0; i < 20; i++ {
+		if err := send(context.Background(), mc, "ctl", int32(i%2), fmt.Sprint("m", i)); err != nil {
+			t.Fatalf("sync send %d: %v", i, err)
+		}
+	}
+	waitCaughtUp(t, master, slave)
+	sameLog(t, master.Store().CommitLog(), slave.Store().CommitLog())
+
+	failures := ns.Guard().Failures()
+	bad := startBroker(t, replica(3, auth.Credentials{AccessKey: sc.admin.AccessKey, SecretKey: "not-the-secret"}))
+	testutil.WaitFor(t, 10*time.Second, "the controller's refusal", func() error {
+		if ns.Guard().Failures() == failures {
+			return errors.New("nothing refused yet")
+		}
+		return nil
+	})
+	time.Sleep(time.Second) // ten beats
+	if info := bad.Replication().Info(); info.MasterHAAddr != "" || info.State == ha.StateReplicating || bad.Store().CommitLog().MaxOffset() != 0 {
+		t.Fatalf("a replica refused by the controller follows a master: %+v", info)
+	}
+	if st := master.Replication().Info().Controller; slices.Contains(st.SyncStateSet, 3) {
+		t.Fatalf("refused replica in the sync state set: %+v", st)
+	}
+}
+
+// TestHACertificateRenewalAndClientCertificates: the HA listener serves
+// the broker's certificate files and asks for client certificates as its
+// TLS options say: a slave presenting the broker's certificate (signed by
+// the client CA) replicates, a TLS client without one is refused, and a
+// certificate renewed on disk is what new HA connections get, without a
+// restart.
+func TestHACertificateRenewalAndClientCertificates(t *testing.T) {
+	sc := newSecureCluster(t)
+	dir := t.TempDir()
+	pair := sc.ca.Server(t, dir, "master", "master")
+	mtls := func(o *broker.Options) {
+		o.TLS.CertFile, o.TLS.KeyFile = pair.CertFile, pair.KeyFile
+		o.TLS.ClientAuth = tlsconf.ClientCertRequire
+		o.TLS.ClientCAFile = sc.ca.File
+	}
+	master := startBroker(t, haOpts(broker.ReplicationAsync), sc.enforcing(sc.admin), mtls)
+	mc := sc.client(t, master)
+	createTopic(t, mc, "renew", 1)
+	for i := 0; i < 10; i++ {
+		if err := send(context.Background(), mc, "renew", 0, fmt.Sprint("m", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slave := startBroker(t, haOpts(broker.ReplicationAsync), sc.enforcing(sc.admin), slaveOf(master, 1))
+	waitCaughtUp(t, master, slave)
+
+	serial := func(cfg *tls.Config) (string, error) {
+		conn, err := tls.Dial("tcp", master.HAServerAddr(), cfg)
+		if err != nil {
+			return "", err
+		}
+		defer conn.Close()
+		// TLS 1.3: a refused client certificate shows at the first read.
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		hello, _ := ha.AppendHello(nil, ha.Hello{Version: ha.Version1, BrokerName: "x", BrokerID: 9, LastStart: -1})
+		if _, err := conn.Write(hello); err != nil {
+			return "", err
+		}
+		if _, err := ha.ReadFrame(bufio.NewReader(conn), 1, nil); err != nil {
+			return "", err
+		}
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
+	}
+	withCert := &tls.Config{RootCAs: sc.ca.Pool, ServerName: "localhost", Certificates: []tls.Certificate{sc.pair.Cert}}
+	before, err := serial(withCert)
+	if err != nil {
+		t.Fatalf("a client with a certificate: %v", err)
+	}
+	if _, err := serial(&tls.Config{RootCAs: sc.ca.Pool, ServerName: "localhost"}); err == nil {
+		t.Fatal("a TLS client without a certificate was served")
+	}
+
+	sc.ca.Server(t, dir, "master", "master") // renewed in place
+	testutil.WaitFor(t, 10*time.Second, "the renewed certificate", func() error {
+		after, err := serial(withCert)
+		if err != nil {
+			return err
+		}
+		if after == before {
+			return fmt.Errorf("still serial %s", after)
+		}
+		return nil
+	})
+	// The slave reconnects, and verifies the renewed certificate.
+	master.Replication().Server().DropSlaves()
+	if err := send(context.Background(), mc, "renew", 0, "after"); err != nil {
+		t.Fatal(err)
+	}
+	waitCaughtUp(t, master, slave)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -57,7 +56,7 @@ func (a *Admin) brokerCall(ctx context.Context, addr string, fn func(ctx context
 		}
 		return fmt.Errorf("broker %s: %w", addr, err)
 	}
-	if err := wire.FromStatus(st); err != nil {
+	if err := fromStatus(st); err != nil {
 		return fmt.Errorf("broker %s: %w", addr, err)
 	}
 	return nil

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -92,7 +91,7 @@ func (a *Admin) ClusterInfo(ctx context.Context) (*ClusterInfo, error) {
 		if err != nil {
 			return err
 		}
-		if err := wire.FromStatus(resp.GetStatus()); err != nil {
+		if err := fromStatus(resp.GetStatus()); err != nil {
 			return err
 		}
 		ci = &ClusterInfo{Brokers: make(map[string]BrokerData), Clusters: make(map[string][]string)}
@@ -266,7 +265,7 @@ func (a *Admin) ReplicationStatus(ctx context.Context, addr string) (*Replicatio
 	resp, err := c.ReplicationStatus(rctx, &pb.ReplicationStatusRequest{})
 	err = brokerFailure(ctx, addr, err)
 	if err == nil {
-		err = wire.FromStatus(resp.GetStatus())
+		err = fromStatus(resp.GetStatus())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("replication status of %s: %w", addr, err)
@@ -372,7 +371,7 @@ func (a *Admin) Promote(ctx context.Context, addr, brokerName string, epoch int6
 	resp, err := c.Promote(pctx, req)
 	err = brokerFailure(ctx, addr, err)
 	if err == nil {
-		err = wire.FromStatus(resp.GetStatus())
+		err = fromStatus(resp.GetStatus())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("promote %s: %w", addr, err)

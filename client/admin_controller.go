@@ -196,7 +196,7 @@ func (a *Admin) describeOne(ctx context.Context, addr string) (*pb.DescribeContr
 		return nil, fmt.Errorf("NameServer %s: %w", addr, ErrNoController)
 	}
 	if err == nil {
-		err = wire.FromStatus(resp.GetStatus())
+		err = fromStatus(resp.GetStatus())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("NameServer %s: %w", addr, err)
@@ -254,7 +254,7 @@ func (a *Admin) ElectMaster(ctx context.Context, brokerName string, designated i
 		}
 		none = false
 		if err == nil {
-			err = wire.FromStatus(resp.GetStatus())
+			err = fromStatus(resp.GetStatus())
 		}
 		if err == nil {
 			g := controllerGroupFromProto(resp.GetGroup())

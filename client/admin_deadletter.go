@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -150,7 +149,7 @@ func (a *Admin) brokerDeadLetters(ctx context.Context, group, brokerName, addr s
 		resp, err := cli.ListDeadLetters(rctx, &pb.ListDeadLettersRequest{Group: group, Offset: off, Max: 1000, SinceMs: since, Ids: q.IDs})
 		cancel()
 		if err == nil {
-			err = wire.FromStatus(resp.GetStatus())
+			err = fromStatus(resp.GetStatus())
 		}
 		if err != nil {
 			return nil, fmt.Errorf("dead letters of %s on %s (%s): %w", group, brokerName, addr, err)
@@ -245,7 +244,7 @@ func (a *Admin) MarkReplayed(ctx context.Context, d *DeadLetter, topic string, r
 	defer cancel()
 	resp, err := cli.MarkReplayed(rctx, &pb.MarkReplayedRequest{Group: d.Group, QueueOffset: d.QueueOffset, MsgId: d.OffsetMsgID, Mark: mark})
 	if err == nil {
-		err = wire.FromStatus(resp.GetStatus())
+		err = fromStatus(resp.GetStatus())
 	}
 	if err != nil {
 		return false, fmt.Errorf("mark %s replayed on %s: %w", d.MsgID, addr, err)

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -146,7 +145,7 @@ func (a *Admin) routeEverywhere(ctx context.Context, topic string, done func(*To
 			continue // unreachable: not waited for
 		}
 		answered++
-		err = wire.FromStatus(resp.GetStatus())
+		err = fromStatus(resp.GetStatus())
 		r := routeFromProto(topic, resp.GetRoute())
 		switch {
 		case gone:
@@ -210,7 +209,7 @@ func (a *Admin) DeleteTopic(ctx context.Context, topic string) error {
 		resp, err := c.DeleteTopic(rctx, &pb.DeleteTopicRequest{Topic: topic})
 		cancel()
 		if err == nil {
-			err = wire.FromStatus(resp.GetStatus())
+			err = fromStatus(resp.GetStatus())
 		}
 		if err != nil && !errors.Is(err, ErrTopicNotExist) {
 			errs = append(errs, fmt.Errorf("delete topic %q on NameServer %s: %w", topic, addr, err))
@@ -230,7 +229,7 @@ func (a *Admin) ListTopics(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		if err := wire.FromStatus(resp.GetStatus()); err != nil {
+		if err := fromStatus(resp.GetStatus()); err != nil {
 			return err
 		}
 		topics = append([]string(nil), resp.GetTopics()...)

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -136,7 +135,7 @@ func (a *Admin) DiscardedTransactions(ctx context.Context, q TransactionQuery) (
 				ProducerGroup: q.Group, Topic: q.Topic})
 			cancel()
 			if err == nil {
-				err = wire.FromStatus(resp.GetStatus())
+				err = fromStatus(resp.GetStatus())
 			}
 			if err != nil {
 				return nil, fmt.Errorf("list discarded transactions on %s (%s): %w", name, addr, err)
@@ -190,7 +189,7 @@ func (a *Admin) PendingTransactions(ctx context.Context, q TransactionQuery) ([]
 		resp, err := cli.ListPending(rctx, &pb.ListPendingRequest{ProducerGroup: q.Group, Topic: q.Topic, Max: int32(min(limit, 10000))})
 		cancel()
 		if err == nil {
-			err = wire.FromStatus(resp.GetStatus())
+			err = fromStatus(resp.GetStatus())
 		}
 		if err != nil {
 			return nil, fmt.Errorf("list pending transactions on %s (%s): %w", name, addr, err)
@@ -228,7 +227,7 @@ func (a *Admin) TransactionStats(ctx context.Context, brokerNames ...string) ([]
 		r, err := cli.Stats(rctx, &pb.TransactionStatsRequest{})
 		cancel()
 		if err == nil {
-			err = wire.FromStatus(r.GetStatus())
+			err = fromStatus(r.GetStatus())
 		}
 		if err != nil {
 			return nil, fmt.Errorf("transaction stats of %s (%s): %w", name, addr, err)

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -31,12 +32,23 @@ type connPool struct {
 	closed   bool
 }
 
-func newConnPool(extra []grpc.DialOption) *connPool {
+// newConnPool returns the pool of a client with options o: TLS when
+// o.tls is set, every call signed when o has credentials (sign), refusals
+// turned into coded errors, then o's own dial options.
+func newConnPool(o options, sign *signer) *connPool {
+	transport := insecure.NewCredentials()
+	if o.tls != nil {
+		transport = credentials.NewTLS(o.tls)
+	}
 	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(transport),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
 	}
-	return &connPool{dialOpts: append(opts, extra...), conns: make(map[string]*grpc.ClientConn)}
+	if sign != nil {
+		opts = append(opts, grpc.WithPerRPCCredentials(sign))
+	}
+	opts = append(opts, refusalInterceptors()...)
+	return &connPool{dialOpts: append(opts, o.dialOptions...), conns: make(map[string]*grpc.ClientConn)}
 }
 
 // get returns the connection to addr, creating it on first use (grpc
@@ -95,7 +107,8 @@ func (p *connPool) close() error {
 // data path (sends and pulls). An address whose broker refused the frame
 // handshake (an older broker) is served over gRPC for the client's life.
 type framePool struct {
-	log *zap.Logger
+	log  *zap.Logger
+	opts frame.Options // TLS and Auth of every connection
 	// mu protects clients, refused and closed.
 	mu      sync.Mutex
 	clients map[string]*frame.Client
@@ -103,13 +116,18 @@ type framePool struct {
 	closed  bool
 }
 
-// newFramePool returns the pool of a client using transport t: nil unless
-// it is TransportFrame.
-func newFramePool(t Transport, log *zap.Logger) *framePool {
-	if t != TransportFrame {
+// newFramePool returns the frame pool of a client with options o (TLS,
+// and an Auth request signed by sign when it has credentials): nil unless
+// it uses TransportFrame.
+func newFramePool(o options, sign *signer, log *zap.Logger) *framePool {
+	if o.transport != TransportFrame {
 		return nil
 	}
-	return &framePool{log: log, clients: make(map[string]*frame.Client), refused: make(map[string]bool)}
+	fo := frame.Options{TLS: o.tls}
+	if sign != nil {
+		fo.Auth = sign.frameAuth
+	}
+	return &framePool{log: log, opts: fo, clients: make(map[string]*frame.Client), refused: make(map[string]bool)}
 }
 
 // client returns the frame client of addr, nil when addr is served over
@@ -125,7 +143,7 @@ func (p *framePool) client(addr string) (*frame.Client, error) {
 	}
 	fc := p.clients[addr]
 	if fc == nil {
-		fc = frame.NewClient(addr, frame.Options{})
+		fc = frame.NewClient(addr, p.opts)
 		p.clients[addr] = fc
 	}
 	return fc, nil
@@ -149,6 +167,7 @@ func (p *framePool) call(ctx context.Context, addr string, m frame.Method, req, 
 		err = fc.Call(ctx, m, req, resp)
 	}
 	var ce *frame.ConnError
+	refusal := frameRefusal(addr, err)
 	switch {
 	case err == nil:
 		return true, nil
@@ -163,6 +182,8 @@ func (p *framePool) call(ctx context.Context, addr string, m frame.Method, req, 
 		return false, nil
 	case errors.Is(err, frame.ErrClosed):
 		return true, ErrClosed
+	case refusal != nil:
+		return true, refusal
 	case errors.As(err, &ce):
 		return true, &frameConnError{err: ce}
 	}
@@ -248,8 +269,12 @@ type base struct {
 func newBase(opts options, instance string) *base {
 	b := &base{opts: opts, log: opts.log, clientID: reserveClientID(instance)}
 	b.log = b.log.With(zap.String("client_id", b.clientID))
-	b.pool = newConnPool(opts.dialOptions)
-	b.frames = newFramePool(opts.transport, b.log)
+	var sign *signer
+	if !opts.credentials.Empty() {
+		sign = newSigner(opts.credentials)
+	}
+	b.pool = newConnPool(opts, sign)
+	b.frames = newFramePool(opts, sign, b.log)
 	b.ns = &nameServers{addrs: opts.nameServers, pool: b.pool, timeout: opts.rpcTimeout}
 	b.routes = newRouteCache(b.ns, b.log)
 	b.ctx, b.cancel = context.WithCancel(context.Background())

@@ -11,7 +11,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -171,6 +170,13 @@ func (c *consumerCore) start(ctx context.Context) error {
 	}
 	if err := c.checkSQLSubscriptions(ctx); err != nil {
 		return err
+	}
+	// Credentials the NameServers refuse fail Start, rather than a
+	// consumer that retries in the background for ever.
+	for _, t := range c.topics() {
+		if _, err := c.routes.get(ctx, t); isRefusal(err) {
+			return fmt.Errorf("consumer group %s: %w", c.group, err)
+		}
 	}
 	c.startRouteRefresher()
 	c.syncSessions(ctx)
@@ -366,7 +372,7 @@ func (c *consumerCore) consumerList(ctx context.Context, ri *routeInfo) ([]strin
 			resp, err := cli.GetConsumerList(rctx, &pb.GetConsumerListRequest{Group: c.group})
 			cancel()
 			if err == nil {
-				err = wire.FromStatus(resp.GetStatus())
+				err = fromStatus(resp.GetStatus())
 			}
 			if err == nil {
 				cids := append([]string(nil), resp.GetClientIds()...)
@@ -423,7 +429,7 @@ func (c *consumerCore) startOffset(ctx context.Context, mq MessageQueue) (int64,
 	if cf.kind == fromTimestamp {
 		resp, err := cli.SearchOffset(rctx, &pb.SearchOffsetRequest{Topic: mq.Topic, QueueId: mq.QueueID, TimestampMs: cf.at.UnixMilli()})
 		if err == nil {
-			err = wire.FromStatus(resp.GetStatus())
+			err = fromStatus(resp.GetStatus())
 		}
 		if err != nil {
 			return -1, fmt.Errorf("search offset of %s at %s: %w", mq, addr, err)
@@ -432,7 +438,7 @@ func (c *consumerCore) startOffset(ctx context.Context, mq MessageQueue) (int64,
 	}
 	resp, err := cli.GetQueueOffsets(rctx, &pb.GetQueueOffsetsRequest{Topic: mq.Topic, QueueId: mq.QueueID})
 	if err == nil {
-		err = wire.FromStatus(resp.GetStatus())
+		err = fromStatus(resp.GetStatus())
 	}
 	if err != nil {
 		return -1, fmt.Errorf("queue offsets of %s at %s: %w", mq, addr, err)
@@ -501,7 +507,7 @@ func (c *consumerCore) pullOnce(ctx context.Context, mq MessageQueue, sub *subsc
 		TagExpression: sub.expression(), ExpressionType: sub.sel.exprType(), SuspendTimeoutMs: suspend.Milliseconds(), CommitOffset: commitOffset,
 	})
 	if err == nil {
-		err = wire.FromStatus(resp.GetStatus())
+		err = fromStatus(resp.GetStatus())
 	}
 	if err != nil {
 		return nil, t.id, fmt.Errorf("pull %s at %d from %s: %w", mq, offset, addr, err)

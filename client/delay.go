@@ -173,7 +173,7 @@ func cancelDelayed(ctx context.Context, b *base, addrs []string, topic, msgID st
 		resp, err := pb.NewDelayClient(cc).Cancel(rctx, &pb.CancelDelayedRequest{Topic: topic, UniqueId: msgID})
 		cancel()
 		if err == nil {
-			err = wire.FromStatus(resp.GetStatus())
+			err = fromStatus(resp.GetStatus())
 		}
 		if err == nil {
 			return nil
@@ -233,7 +233,7 @@ func (a *Admin) DelayStatus(ctx context.Context, addr string) (*DelayStatus, err
 	defer cancel()
 	r, err := pb.NewDelayClient(cc).Status(rctx, &pb.DelayStatusRequest{})
 	if err == nil {
-		err = wire.FromStatus(r.GetStatus())
+		err = fromStatus(r.GetStatus())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("broker %s: %w", addr, err)

@@ -147,7 +147,11 @@ func isTransport(err error) bool {
 
 // retryableSend reports whether a failed send may be retried on another
 // broker: the message was certainly or probably not stored, and another
-// broker may accept it.
+// broker may accept it. A refusal of the caller's credentials or
+// permissions (UNAUTHENTICATED, NO_PERMISSION) is not: the brokers of a
+// cluster share their users, and retrying would only repeat it (and
+// NO_PERMISSION for a topic a broker stopped taking writes on is rare: the
+// route names the queues that are writable).
 func retryableSend(err error) bool {
 	if isTransport(err) {
 		return true
@@ -155,7 +159,7 @@ func retryableSend(err error) bool {
 	switch wire.CodeOf(err) {
 	case pb.Code_SYSTEM_BUSY, pb.Code_SERVICE_NOT_AVAILABLE, pb.Code_SYSTEM_ERROR,
 		pb.Code_NOT_MASTER, pb.Code_DISK_FULL, pb.Code_TOPIC_NOT_EXIST,
-		pb.Code_NO_PERMISSION, pb.Code_SHUTTING_DOWN, pb.Code_IN_SYNC_REPLICAS_NOT_ENOUGH:
+		pb.Code_SHUTTING_DOWN, pb.Code_IN_SYNC_REPLICAS_NOT_ENOUGH:
 		// IN_SYNC_REPLICAS_NOT_ENOUGH is mostly answered before the
 		// message is stored (a new master whose slaves have not joined its
 		// sync state set yet); when it was stored, the broker's

@@ -10,7 +10,6 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -126,7 +125,7 @@ func (s *remoteOffsetStore) read(ctx context.Context, mq MessageQueue) (int64, e
 	defer cancel()
 	resp, err := cli.QueryOffset(rctx, &pb.QueryOffsetRequest{Group: s.group, Topic: mq.Topic, QueueId: mq.QueueID})
 	if err == nil {
-		err = wire.FromStatus(resp.GetStatus())
+		err = fromStatus(resp.GetStatus())
 	}
 	switch {
 	case errors.Is(err, ErrQueryNotFound):
@@ -194,7 +193,7 @@ func (s *remoteOffsetStore) commit(ctx context.Context, broker string, offs map[
 	defer cancel()
 	resp, err := cli.CommitOffsets(rctx, req)
 	if err == nil {
-		err = wire.FromStatus(resp.GetStatus())
+		err = fromStatus(resp.GetStatus())
 	}
 	if err != nil {
 		return fmt.Errorf("commit %d offsets to %s (%s): %w", len(req.Offsets), broker, addr, err)

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -87,6 +89,8 @@ type options struct {
 	log          *zap.Logger
 	instanceName string
 	dialOptions  []grpc.DialOption
+	credentials  auth.Credentials // empty: nothing is signed
+	tls          *tls.Config      // nil: plain text
 	transport    Transport
 	rpcTimeout   time.Duration
 	routeRefresh time.Duration
@@ -213,6 +217,9 @@ func (o *options) validate() error {
 	if o.allocate == nil {
 		return codeErr(pb.Code_INVALID_PARAMETER, "nil allocate strategy")
 	}
+	if (o.credentials.AccessKey == "") != (o.credentials.SecretKey == "") {
+		return codeErr(pb.Code_INVALID_PARAMETER, "credentials need both an access key and a secret key")
+	}
 	if o.transport != TransportFrame && o.transport != TransportGRPC {
 		return codeErr(pb.Code_INVALID_PARAMETER, "unknown %s", o.transport)
 	}
@@ -325,10 +332,44 @@ func WithInstanceName(name string) Option {
 	return sharedOption(func(o *options) { o.instanceName = name })
 }
 
-// WithDialOptions adds gRPC dial options to every connection (insecure
-// transport credentials are always set first).
+// WithDialOptions adds gRPC dial options to every connection (the
+// transport credentials — TLS with WithTLS, else plain text — and the
+// signing of WithCredentials are set first).
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return sharedOption(func(o *options) { o.dialOptions = append(o.dialOptions, opts...) })
+}
+
+// WithCredentials signs every call with an access key and its secret key,
+// for NameServers and brokers that run with ACL on (--acl). Each gRPC call
+// carries a signed date (authorization and x-mq-date-time metadata, signed
+// afresh at most once a second); each frame connection sends it once, in
+// its Auth request. The secret itself never leaves the client. Without
+// this option nothing is signed, which a daemon with ACL off accepts.
+//
+// A daemon that refuses the credentials, or a call they do not permit,
+// answers UNAUTHENTICATED or NO_PERMISSION: the call fails at once with an
+// error matching ErrUnauthenticated or ErrNoPermission whose text begins
+// with the code ("UNAUTHENTICATED: signature check failed for access key
+// …"); it is never retried. Credentials travel in clear without WithTLS.
+func WithCredentials(accessKey, secretKey string) Option {
+	return sharedOption(func(o *options) {
+		o.credentials = auth.Credentials{AccessKey: accessKey, SecretKey: secretKey}
+	})
+}
+
+// WithTLS makes every connection — gRPC to NameServers and brokers, and
+// the frame transport — use TLS under cfg (nil: plain text, the default).
+// An empty ServerName is each address's host. To trust a private CA set
+// RootCAs; InsecureSkipVerify encrypts without checking the server, as
+// RocketMQ's clients do. Daemons serve TLS in their default permissive
+// mode and require it with --tls-mode enforcing.
+func WithTLS(cfg *tls.Config) Option {
+	return sharedOption(func(o *options) {
+		if cfg != nil {
+			cfg = cfg.Clone()
+		}
+		o.tls = cfg
+	})
 }
 
 // Transport is how a client sends and pulls messages (the data path). Every

@@ -486,7 +486,7 @@ func (p *Producer) sendToQueue(ctx context.Context, ri *routeInfo, q MessageQueu
 	start := time.Now()
 	resp, err := m.do(actx, &pb.SendRequest{ProducerGroup: p.group, Messages: pms}, false)
 	if err == nil {
-		err = wire.FromStatus(resp.GetStatus())
+		err = fromStatus(resp.GetStatus())
 	}
 	if err == nil && len(resp.GetResults()) != len(pms) {
 		err = codeErr(pb.Code_SYSTEM_ERROR, "broker %s answered %d results for %d messages", addr, len(resp.GetResults()), len(pms))

@@ -10,7 +10,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -409,8 +408,14 @@ func (p *PushConsumer) pullLoop(q *pushQueue) {
 			if ctx.Err() != nil {
 				return
 			}
-			p.c.log.Warn("pull failed", zap.Stringer("queue", q.mq), zap.Error(err))
-			p.c.routes.markStale(q.mq.Topic)
+			if isRefusal(err) {
+				// Credentials or permissions: no use asking again soon.
+				p.c.log.Error("pull refused", zap.Stringer("queue", q.mq), zap.Error(err))
+				backoff = 3 * opts.pullBackoff
+			} else {
+				p.c.log.Warn("pull failed", zap.Stringer("queue", q.mq), zap.Error(err))
+				p.c.routes.markStale(q.mq.Topic)
+			}
 			if !sleepCtx(ctx, backoff) {
 				return
 			}
@@ -637,7 +642,7 @@ func (p *PushConsumer) lock(ctx context.Context, qs []*pushQueue) {
 		resp, err := cli.LockQueues(rctx, req)
 		cancel()
 		if err == nil {
-			err = wire.FromStatus(resp.GetStatus())
+			err = fromStatus(resp.GetStatus())
 		}
 		if err != nil {
 			if ctx.Err() == nil {
@@ -679,7 +684,7 @@ func (p *PushConsumer) unlock(ctx context.Context, mqs []MessageQueue) {
 		resp, err := cli.UnlockQueues(rctx, req)
 		cancel()
 		if err == nil {
-			err = wire.FromStatus(resp.GetStatus())
+			err = fromStatus(resp.GetStatus())
 		}
 		if err != nil {
 			p.c.log.Warn("unlock queues failed", zap.String("broker", addr), zap.Error(fmt.Errorf("unlock: %w", err)))

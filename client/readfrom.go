@@ -343,7 +343,7 @@ func (c *consumerCore) commitToMaster(ctx context.Context, mq MessageQueue, addr
 	if len(req.Offsets) == 0 {
 		resp, err := cli.QueryOffset(rctx, &pb.QueryOffsetRequest{Group: c.group, Topic: mq.Topic, QueueId: mq.QueueID})
 		if err == nil {
-			err = wire.FromStatus(resp.GetStatus())
+			err = fromStatus(resp.GetStatus())
 		}
 		if err != nil {
 			return fmt.Errorf("query offset of %s at the master %s: %w", mq, addr, err)
@@ -352,7 +352,7 @@ func (c *consumerCore) commitToMaster(ctx context.Context, mq MessageQueue, addr
 	}
 	resp, err := cli.CommitOffsets(rctx, req)
 	if err == nil {
-		err = wire.FromStatus(resp.GetStatus())
+		err = fromStatus(resp.GetStatus())
 	}
 	if err != nil {
 		return fmt.Errorf("commit %d offsets to the master %s: %w", len(req.Offsets), addr, err)

@@ -10,7 +10,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -398,7 +397,7 @@ func (c *consumerCore) sendBack(ctx context.Context, mq MessageQueue, m *Message
 		Reason: reason,
 	})
 	if err == nil {
-		err = wire.FromStatus(resp.GetStatus())
+		err = fromStatus(resp.GetStatus())
 	}
 	if err != nil {
 		c.routes.markStale(mq.Topic)

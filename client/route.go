@@ -12,7 +12,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -241,7 +240,7 @@ func (n *nameServers) getRoute(ctx context.Context, topic string, known []string
 		if err != nil {
 			return err
 		}
-		if err := wire.FromStatus(resp.GetStatus()); err != nil {
+		if err := fromStatus(resp.GetStatus()); err != nil {
 			return err
 		}
 		r := routeFromProto(topic, resp.GetRoute())
@@ -254,10 +253,13 @@ func (n *nameServers) getRoute(ctx context.Context, topic string, known []string
 		if errors.Is(err, ErrTopicNotExist) {
 			notExist = true
 		}
-		return true
+		return !isRefusal(err)
 	})
 	if err == nil {
 		return route, nil
+	}
+	if isRefusal(err) {
+		return nil, err
 	}
 	if notExist {
 		return nil, n.noRoute(ctx, topic, known)
@@ -309,7 +311,7 @@ func (n *nameServers) liveGroups(ctx context.Context) (map[string]bool, error) {
 		if err != nil {
 			return err
 		}
-		if err := wire.FromStatus(resp.GetStatus()); err != nil {
+		if err := fromStatus(resp.GetStatus()); err != nil {
 			return err
 		}
 		for _, l := range resp.GetLive() {

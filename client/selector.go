@@ -106,7 +106,7 @@ func (c *consumerCore) checkSQLAt(ctx context.Context, addr, topic, cond string)
 	resp, err := cli.CheckSubscription(rctx, &pb.CheckSubscriptionRequest{Group: c.group,
 		Subscription: &pb.Subscription{Topic: topic, Expression: cond, ExpressionType: exprSQL92}})
 	if err == nil {
-		err = wire.FromStatus(resp.GetStatus())
+		err = fromStatus(resp.GetStatus())
 	}
 	return err
 }

@@ -342,7 +342,7 @@ func (c *SimpleConsumer) receiveOnce(ctx context.Context, t popTarget, req *pb.R
 		}
 		return nil, lost, fmt.Errorf("receive %s from %s (%s): %w", t.topic, t.brokerName, addr, err)
 	}
-	if err := wire.FromStatus(resp.GetStatus()); err != nil {
+	if err := fromStatus(resp.GetStatus()); err != nil {
 		if errors.Is(err, ErrNotMaster) {
 			c.b.routes.markStale(t.topic)
 		}
@@ -399,7 +399,7 @@ func (c *SimpleConsumer) handleCall(ctx context.Context, what string, m *Message
 	if err != nil {
 		return fmt.Errorf("%s %s on %s: %w", what, m.MsgID, addr, brokerFailure(ctx, addr, err))
 	}
-	if err := wire.FromStatus(st); err != nil {
+	if err := fromStatus(st); err != nil {
 		return fmt.Errorf("%s %s on %s: %w", what, m.MsgID, addr, err)
 	}
 	return nil
@@ -463,7 +463,7 @@ func (c *SimpleConsumer) ackBatch(ctx context.Context, msgs []*MessageView) []er
 		} else {
 			st = &pb.Status{Code: pb.Code_SYSTEM_ERROR, Message: "the broker answered no result for this handle"}
 		}
-		if err := wire.FromStatus(st); err != nil {
+		if err := fromStatus(st); err != nil {
 			errs = append(errs, fmt.Errorf("ack %s: %w", m.MsgID, err))
 		}
 	}

@@ -369,7 +369,7 @@ func (p *TransactionProducer) end(ctx context.Context, addr string, req *pb.EndT
 		resp, err := cli.EndTransaction(actx, req)
 		cancel()
 		if err == nil {
-			if err = wire.FromStatus(resp.GetStatus()); err == nil {
+			if err = fromStatus(resp.GetStatus()); err == nil {
 				return resp, nil
 			}
 		}

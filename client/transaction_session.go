@@ -7,7 +7,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -48,7 +47,7 @@ func (p *TransactionProducer) masters(ctx context.Context) map[string]bool {
 		if err != nil {
 			return err
 		}
-		if err := wire.FromStatus(resp.GetStatus()); err != nil {
+		if err := fromStatus(resp.GetStatus()); err != nil {
 			return err
 		}
 		for _, bd := range resp.GetBrokers() {

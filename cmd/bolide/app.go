@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +30,11 @@ const (
 	defaultNameServer = "127.0.0.1:9876"
 	defaultTimeout    = 10 * time.Second
 	envNameServer     = "BOLIDE_NAMESRV"
+	envAccessKey      = "BOLIDE_ACCESS_KEY"
+	envSecretKey      = "BOLIDE_SECRET_KEY"
+	envTLS            = "BOLIDE_TLS"
+	envTLSCA          = "BOLIDE_TLS_CA"
+	envTLSServerName  = "BOLIDE_TLS_SERVER_NAME"
 )
 
 // app is what every command shares: the streams, the global flags and the
@@ -43,7 +51,15 @@ type app struct {
 	timeout time.Duration
 	verbose bool
 
-	nameServers []string // parsed from namesrv by the root's pre-run
+	// Security flags: the credentials every call is signed with, and TLS.
+	accessKey     string
+	secretKey     string
+	useTLS        string // parsed into tlsConfig: a boolean, from --tls or BOLIDE_TLS
+	tlsCA         string
+	tlsServerName string
+
+	nameServers []string    // parsed from namesrv by the root's pre-run
+	tlsConfig   *tls.Config // nil: plain text; set by the root's pre-run
 
 	// handledInterrupt is set by commands that treat SIGINT as a normal
 	// end (consume, bench) so that run does not report "interrupted".
@@ -80,6 +96,52 @@ func (a *app) validateGlobals() error {
 			return usageErrorf("--namesrv: %v", err)
 		}
 	}
+	return a.validateSecurity()
+}
+
+// validateSecurity checks the credentials and TLS flags and builds the TLS
+// configuration: --tls-ca and --tls-server-name imply --tls; without
+// --tls-ca the server's certificate is not verified (as RocketMQ's
+// clients do): the connection is encrypted, not authenticated.
+func (a *app) validateSecurity() error {
+	for _, f := range []struct {
+		v   *string
+		env string
+	}{{&a.accessKey, envAccessKey}, {&a.secretKey, envSecretKey}, {&a.useTLS, envTLS}, {&a.tlsCA, envTLSCA},
+		{&a.tlsServerName, envTLSServerName}} {
+		if *f.v == "" {
+			*f.v = os.Getenv(f.env)
+		}
+	}
+	if (a.accessKey == "") != (a.secretKey == "") {
+		return usageErrorf("--access-key and --secret-key (or %s and %s) go together: give both or neither", envAccessKey, envSecretKey)
+	}
+	on := false
+	if a.useTLS != "" {
+		v, err := strconv.ParseBool(a.useTLS)
+		if err != nil {
+			return usageErrorf("--tls (or %s) must be true or false, not %q", envTLS, a.useTLS)
+		}
+		on = v
+	}
+	a.tlsConfig = nil
+	if !on && a.tlsCA == "" && a.tlsServerName == "" {
+		return nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: a.tlsServerName}
+	if a.tlsCA == "" {
+		cfg.InsecureSkipVerify = true
+	} else {
+		pem, err := os.ReadFile(a.tlsCA)
+		if err != nil {
+			return usageErrorf("--tls-ca: %v", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return usageErrorf("--tls-ca: %s holds no PEM certificate", a.tlsCA)
+		}
+	}
+	a.tlsConfig = cfg
 	return nil
 }
 
@@ -101,6 +163,8 @@ func (a *app) clientOption() client.Option {
 		client.WithNameServers(a.nameServers...),
 		client.WithRPCTimeout(a.timeout),
 		client.WithLogger(a.logger()),
+		client.WithCredentials(a.accessKey, a.secretKey),
+		client.WithTLS(a.tlsConfig),
 	)
 }
 
@@ -184,6 +248,8 @@ func (a *app) describeError(err error) string {
 		return fmt.Sprintf("topic %q does not exist on any registered broker (see 'bolide topic list' and 'bolide cluster list')", te.topic)
 	case errors.As(err, &te) && errors.Is(err, client.ErrTopicExists):
 		return fmt.Sprintf("topic %q already exists (change it with 'bolide topic update')", te.topic)
+	case errors.Is(err, client.ErrUnauthenticated) && a.accessKey == "":
+		return oneLine(err.Error()) + fmt.Sprintf(" (the cluster runs with ACL on: give --access-key and --secret-key, or set %s and %s)", envAccessKey, envSecretKey)
 	case unreachable(err):
 		return fmt.Sprintf("cannot reach the NameServer at %s: %s (is it running? set --namesrv or %s)",
 			strings.Join(a.nameServers, ";"), transportCause(err, a.timeout), envNameServer)

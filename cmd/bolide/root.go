@@ -48,6 +48,18 @@ units ns us ms s m h d), "now", or epoch milliseconds.`,
 	pf.StringVarP(&a.output, "output", "o", outputTable, "output format: table or json (one JSON object per line)")
 	pf.DurationVar(&a.timeout, "timeout", defaultTimeout, "how long to wait for the cluster to answer a request")
 	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log what the client does on stderr")
+	// The security flags take their environment variables in the pre-run
+	// (validateSecurity), not as defaults: --help must not print a secret.
+	pf.StringVar(&a.accessKey, "access-key", "",
+		"access key to sign every request with, for a cluster with ACL on (env "+envAccessKey+")")
+	pf.StringVar(&a.secretKey, "secret-key", "",
+		"secret key of --access-key (env "+envSecretKey+"; prefer the environment: a flag shows in ps)")
+	pf.Var(boolString{&a.useTLS}, "tls", "connect with TLS (env "+envTLS+"=1); without --tls-ca the server is not verified")
+	pf.Lookup("tls").NoOptDefVal = "true"
+	pf.StringVar(&a.tlsCA, "tls-ca", "",
+		"verify the servers' certificates with this CA bundle (PEM); implies --tls (env "+envTLSCA+")")
+	pf.StringVar(&a.tlsServerName, "tls-server-name", "",
+		"name to verify in the servers' certificates (default: each address's host); implies --tls (env "+envTLSServerName+")")
 	_ = root.RegisterFlagCompletionFunc("output", fixedCompletion(outputTable, outputJSON))
 
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
@@ -67,6 +79,7 @@ units ns us ms s m h d), "now", or epoch milliseconds.`,
 		newControllerCmd(a),
 		newDLQCmd(a),
 		newDelayCmd(a),
+		newACLCmd(a),
 		newCompletionCmd(),
 	)
 	root.SetHelpCommand(newHelpCmd(root))
@@ -228,6 +241,21 @@ func (a *app) topicArgCompletion(cmd *cobra.Command, args []string, s string) ([
 	}
 	return a.topicCompletion(cmd, args, s)
 }
+
+// boolString is a boolean flag kept as text, checked by validateSecurity:
+// its default comes from the environment, where a bad value must be a
+// usage error rather than a panic at start.
+type boolString struct{ s *string }
+
+func (b boolString) String() string {
+	if b.s == nil {
+		return ""
+	}
+	return *b.s
+}
+
+func (b boolString) Set(v string) error { *b.s = v; return nil }
+func (b boolString) Type() string       { return "bool" }
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {

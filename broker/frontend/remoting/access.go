@@ -92,8 +92,9 @@ var accessTable = map[int32]access{
 	rmq.GetConsumerConnectionList:     {classRead, "GET_CONSUMER_CONNECTION_LIST", nil},
 	rmq.GetProducerConnectionList:     {classRead, "GET_PRODUCER_CONNECTION_LIST", nil},
 	rmq.QueryTopicConsumeByWho:        {classRead, "QUERY_TOPIC_CONSUME_BY_WHO", nil},
-	// A message by its CommitLog offset, whatever its topic: any
-	// authenticated user, as in RocketMQ (mqadmin queryMsgById).
+	// A message by its CommitLog offset: the offset names no topic, so
+	// the handler checks SUB on the topic of the record it read
+	// (adminViewMessage) before answering.
 	rmq.ViewMessageByID: {classRead, "VIEW_MESSAGE_BY_ID", nil},
 
 	// Administration.

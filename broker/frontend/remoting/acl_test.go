@@ -5,8 +5,10 @@ import (
 	"maps"
 	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/broker"
@@ -222,6 +224,17 @@ func TestACLRemotingAdmin(t *testing.T) {
 	wantRefused(t, "config by producer", signed(t, c, aclProducer, rmq.UpdateBrokerConfig, nil, conf), "is not an admin")
 	wantRefused(t, "config by admin", signed(t, c, aclAdmin, rmq.UpdateBrokerConfig, nil, conf), "brokerPermission, storePathRootDir may not be changed at runtime")
 
+	// VIEW_MESSAGE_BY_ID: only for users who may subscribe to the topic
+	// of the message at that offset.
+	newTopic(t, b, "acl-orders", 1)
+	off := sendN(t, b, "acl-orders", 1, func(int) string { return "k" })[0]
+	view := map[string]string{"offset": strconv.FormatInt(off, 10)}
+	wantRefused(t, "view without permission", signed(t, c, aclNobody, rmq.ViewMessageByID, view, nil), "may not subscribe to topic acl-orders")
+	wantRefused(t, "view by the producer", signed(t, c, aclProducer, rmq.ViewMessageByID, view, nil), "may not subscribe to topic acl-orders")
+	if resp := wantOK(t, signed(t, c, aclConsumer, rmq.ViewMessageByID, view, nil)); len(resp.Body) == 0 {
+		t.Fatal("VIEW_MESSAGE_BY_ID answered no record")
+	}
+
 	// A code nobody serves: refused while ACL is on, even for an admin.
 	wantRefused(t, "unknown code", signed(t, c, aclAdmin, 9999, nil, nil), "request code 9999")
 	wantRefused(t, "unserved code", signed(t, c, aclAdmin, rmq.GetBrokerConfig, nil, nil), "refused while ACL is on")
@@ -278,4 +291,29 @@ func nonLoopbackIP(t *testing.T) string {
 	}
 	t.Skip("no non-loopback IPv4 address")
 	return ""
+}
+
+// TestACLRemotingGoSecurityToken: rocketmq-client-go sends its
+// SecurityToken without signing it; such a request is accepted when it
+// says it comes from a Go client, and refused from any other language
+// (the front end hands the request's language to the guard).
+func TestACLRemotingGoSecurityToken(t *testing.T) {
+	b := aclBroker(t)
+	c := dialBroker(t, b.Addr(), nil)
+	ext := map[string]string{auth.FieldAccessKey: aclNobody.AccessKey}
+	ext[auth.FieldSignature] = auth.SignRemoting(ext, nil, aclNobody.SecretKey)
+	ext[auth.FieldSecurityToken] = "token"
+	call := func(lang string) *rmq.Command {
+		req := rmq.NewRequest(rmq.GetBrokerRuntimeInfo, maps.Clone(ext), nil)
+		req.Language = lang
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := c.Invoke(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	wantOK(t, call("GO"))
+	wantRefused(t, "Java client with an unsigned token", call("JAVA"), "signature check failed")
 }

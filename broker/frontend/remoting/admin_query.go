@@ -6,9 +6,11 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/internal/errcode"
 	rmq "github.com/bolide-mq/bolide/internal/remoting"
+	"github.com/bolide-mq/bolide/message"
 )
 
 // Query limits, RocketMQ's: at most maxQueryMessages records per
@@ -21,7 +23,11 @@ const (
 // adminViewMessage serves VIEW_MESSAGE_BY_ID (33): the stored record at a
 // CommitLog offset (mqadmin queryMsgById decodes the offset from the
 // offset message id, whose address is this broker's).
-func (f *Frontend) adminViewMessage(_ context.Context, _ *connState, req *rmq.Command) *rmq.Command {
+//
+// With ACL on the caller must be allowed to subscribe to the message's topic (the
+// topic it is stored under): the offset names no topic for accessTable to
+// check before the read.
+func (f *Frontend) adminViewMessage(ctx context.Context, cs *connState, req *rmq.Command) *rmq.Command {
 	off, err := req.Int64("offset")
 	if err != nil {
 		return adminBadRequest(req, err)
@@ -30,6 +36,15 @@ func (f *Frontend) adminViewMessage(_ context.Context, _ *connState, req *rmq.Co
 	if err != nil {
 		// RocketMQ answers SYSTEM_ERROR for an offset holding no message.
 		return req.Reply(rmq.SystemError, "can not find message by the offset "+strconv.FormatInt(off, 10))
+	}
+	if g := f.b.Guard(); g.Enabled() {
+		d, err := message.DecodeDispatch(rec)
+		if err == nil {
+			err = g.Authorize(auth.FromContext(ctx), cs.conn.RemoteAddr().String(), auth.TopicNeed(d.Topic, auth.Sub))
+		}
+		if err != nil {
+			return req.Reply(rmq.NoPermission, err.Error())
+		}
 	}
 	return adminOK(req, rec)
 }

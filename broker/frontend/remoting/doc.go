@@ -12,4 +12,22 @@
 // without a handler is answered REQUEST_CODE_NOT_SUPPORTED, never by
 // closing the connection. Errors of the core (internal/errcode) become
 // RocketMQ's response codes in codes.go.
+//
+// # Access control
+//
+// Before a handler runs, access.go checks the request against the
+// broker's guard (package auth). With ACL on (--acl) every request must
+// carry an ACL 1.0 signature (extFields AccessKey and Signature, as the
+// Java and Go clients and mqadmin send them with credentials), and its
+// code's class in accessTable decides the rest: data requests need topic
+// and group permissions (a send PUB on its topic, a pull or an offset
+// commit SUB on the topic and the group, a heartbeat SUB on each group and
+// topic it subscribes to), reads of the broker's state any authenticated
+// user, administrative requests (topics, groups, offset resets,
+// configuration) an admin user. A code the table does not name is refused.
+// With ACL off nothing is checked but the administrative requests, which
+// are served to loopback callers only unless --allow-remote-admin. Every
+// refusal is NO_PERMISSION (16) with the reason as remark, and nothing is
+// done. UPDATE_BROKER_CONFIG changes only the keys of an allow-list (none
+// today; internal/remoting's ConfigAllowList).
 package remoting
