@@ -95,3 +95,67 @@ func TestACLOffClassification(t *testing.T) {
 		t.Errorf("CreateTopic from a remote address with --allow-remote-admin: %v", err)
 	}
 }
+
+// TestDataNeeds: each data method asks for the permissions its request
+// names (topic t, group g).
+func TestDataNeeds(t *testing.T) {
+	tp, gp := func(p auth.Perm) auth.Need { return auth.TopicNeed("t", p) }, auth.GroupNeed("g", auth.Sub)
+	q := []*pb.QueueRef{{Topic: "t"}, {Topic: "t"}}
+	cases := map[string]struct {
+		req  any
+		want []auth.Need
+	}{
+		pb.Broker_Send_FullMethodName:            {&pb.SendRequest{Messages: []*pb.Message{{Topic: "t"}, {Topic: "t"}}}, []auth.Need{tp(auth.Pub)}},
+		pb.Broker_Pull_FullMethodName:            {&pb.PullRequest{Topic: "t", Group: "g"}, []auth.Need{tp(auth.Sub), gp}},
+		pb.Broker_GetConsumerList_FullMethodName: {&pb.GetConsumerListRequest{Group: "g"}, []auth.Need{gp}},
+		pb.Broker_CheckSubscription_FullMethodName: {&pb.CheckSubscriptionRequest{Group: "g", Subscription: &pb.Subscription{Topic: "t"}},
+			[]auth.Need{tp(auth.Sub), gp}},
+		pb.Broker_CommitOffsets_FullMethodName: {&pb.CommitOffsetsRequest{Group: "g", Offsets: []*pb.QueueOffset{{Topic: "t"}, {Topic: "t"}}},
+			[]auth.Need{gp, tp(auth.Sub)}},
+		pb.Broker_QueryOffset_FullMethodName:     {&pb.QueryOffsetRequest{Group: "g", Topic: "t"}, []auth.Need{tp(auth.Sub), gp}},
+		pb.Broker_GetQueueOffsets_FullMethodName: {&pb.GetQueueOffsetsRequest{Topic: "t"}, []auth.Need{tp(auth.Any)}},
+		pb.Broker_SearchOffset_FullMethodName:    {&pb.SearchOffsetRequest{Topic: "t"}, []auth.Need{tp(auth.Any)}},
+		pb.Broker_LockQueues_FullMethodName:      {&pb.LockQueuesRequest{Group: "g", Queues: q}, []auth.Need{gp, tp(auth.Sub)}},
+		pb.Broker_UnlockQueues_FullMethodName:    {&pb.UnlockQueuesRequest{Group: "g", Queues: q}, []auth.Need{gp, tp(auth.Sub)}},
+		pb.Broker_QueryMessage_FullMethodName:    {&pb.QueryMessageRequest{Topic: "t"}, []auth.Need{tp(auth.Sub)}},
+		pb.Broker_Receive_FullMethodName:         {&pb.ReceiveRequest{Topic: "t", Group: "g"}, []auth.Need{tp(auth.Sub), gp}},
+		pb.Broker_Ack_FullMethodName:             {&pb.AckRequest{Topic: "t", Group: "g"}, []auth.Need{tp(auth.Sub), gp}},
+		pb.Broker_ChangeInvisible_FullMethodName: {&pb.ChangeInvisibleRequest{Topic: "t", Group: "g"}, []auth.Need{tp(auth.Sub), gp}},
+		pb.Broker_Nack_FullMethodName:            {&pb.NackRequest{Topic: "t", Group: "g"}, []auth.Need{tp(auth.Sub), gp}},
+		pb.Broker_GetConsumeStats_FullMethodName: {&pb.GetConsumeStatsRequest{Group: "g"}, []auth.Need{gp}},
+		pb.Delay_Cancel_FullMethodName:           {&pb.CancelDelayedRequest{Topic: "t"}, []auth.Need{tp(auth.Pub)}},
+		pb.Transaction_EndTransaction_FullMethodName: {&pb.EndTransactionRequest{Topic: "t", ProducerGroup: "p"},
+			[]auth.Need{tp(auth.Pub)}},
+		pb.DeadLetter_SendBack_FullMethodName:        {&pb.SendBackRequest{Group: "g"}, []auth.Need{gp}},
+		pb.DeadLetter_ListDeadLetters_FullMethodName: {&pb.ListDeadLettersRequest{Group: "g"}, []auth.Need{gp}},
+	}
+	for m, tc := range cases {
+		r := methods[m]
+		if r.class != classData {
+			t.Errorf("%s: class %v, want data", m, r.class)
+			continue
+		}
+		got := r.needs(tc.req)
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: needs %v, want %v", m, got, tc.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("%s: needs %v, want %v", m, got, tc.want)
+				break
+			}
+		}
+	}
+	// Every data method is in the cases above.
+	for m, r := range methods {
+		if _, ok := cases[m]; r.class == classData && !ok {
+			t.Errorf("data method %s has no case in TestDataNeeds", m)
+		}
+	}
+	// A retry topic needs its group's SUB, as in RocketMQ.
+	got := methods[pb.Broker_Send_FullMethodName].needs(&pb.SendRequest{Messages: []*pb.Message{{Topic: "%RETRY%g"}}})
+	if len(got) != 1 || got[0] != gp {
+		t.Errorf("send to a retry topic needs %v, want %v", got, gp)
+	}
+}

@@ -239,6 +239,10 @@ func TestPermissionMatrix(t *testing.T) {
 			return r.GetStatus(), err
 		}
 	}
+	receive := func(t *testing.T, c pb.BrokerClient, _ pb.BrokerHAClient, u auth.Credentials) (*pb.Status, error) {
+		r, err := c.Receive(signed(u), &pb.ReceiveRequest{Group: "g1", Topic: "t1", QueueId: -1, MaxMessages: 1, InvisibleMs: 1000})
+		return r.GetStatus(), err
+	}
 	commit := func(t *testing.T, c pb.BrokerClient, _ pb.BrokerHAClient, u auth.Credentials) (*pb.Status, error) {
 		r, err := c.CommitOffsets(signed(u), &pb.CommitOffsetsRequest{Group: "g1", Offsets: []*pb.QueueOffset{{Topic: "t1", Offset: 0}}})
 		return r.GetStatus(), err
@@ -260,7 +264,7 @@ func TestPermissionMatrix(t *testing.T) {
 		op   op
 	}{
 		{"send t1", send("t1")}, {"send t2", send("t2")}, {"send orders-1", send("orders-1")},
-		{"pull t1", pull("t1")}, {"pull t2", pull("t2")}, {"commit t1", commit},
+		{"pull t1", pull("t1")}, {"pull t2", pull("t2")}, {"receive t1", receive}, {"commit t1", commit},
 		{"create topic", create}, {"reset offset", reset}, {"promote", promote},
 	}
 	const (
@@ -272,13 +276,13 @@ func TestPermissionMatrix(t *testing.T) {
 		user auth.Credentials
 		want []int
 	}{
-		{admin, []int{ok, ok, ok, ok, ok, ok, ok, ok, ok}},
-		{pubOnly, []int{ok, no, no, no, no, no, no, no, no}},
-		{subOnly, []int{no, no, no, ok, no, ok, no, no, no}},
-		{pubSub, []int{ok, no, no, ok, no, ok, no, no, no}},
-		{denied, []int{no, ok, ok, no, ok, no, no, no, no}},
-		{defaults, []int{no, no, no, ok, ok, ok, no, no, no}},
-		{prefix, []int{no, no, ok, no, no, no, no, no, no}},
+		{admin, []int{ok, ok, ok, ok, ok, ok, ok, ok, ok, ok}},
+		{pubOnly, []int{ok, no, no, no, no, no, no, no, no, no}},
+		{subOnly, []int{no, no, no, ok, no, ok, ok, no, no, no}},
+		{pubSub, []int{ok, no, no, ok, no, ok, ok, no, no, no}},
+		{denied, []int{no, ok, ok, no, ok, no, no, no, no, no}},
+		{defaults, []int{no, no, no, ok, ok, ok, ok, no, no, no}},
+		{prefix, []int{no, no, ok, no, no, no, no, no, no, no}},
 	}
 	for _, row := range matrix {
 		for i, o := range ops {
