@@ -2,6 +2,7 @@ package rocketmqgo_test
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"path/filepath"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/admin"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
+	rmqerrors "github.com/apache/rocketmq-client-go/v2/errors"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/bolide-mq/bolide/auth"
@@ -241,4 +243,69 @@ func startACLConsumer(t *testing.T, c *cluster, group string, f func(context.Con
 		return
 	}
 	t.Cleanup(func() { _ = pc.Shutdown() })
+}
+
+// TestACLGoClientNameServer: rocketmq-client-go's NameServer requests
+// against a NameServer with ACL on: without keys or with a wrong secret a
+// route lookup is refused with NO_PERMISSION (16); with a user's keys it
+// is served (here: the topic does not exist).
+func TestACLGoClientNameServer(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "plain_acl.yml")
+	if err := auth.WriteFile(path, &auth.File{Accounts: []auth.Account{
+		{AccessKey: aclAdminKeys.AccessKey, SecretKey: aclAdminKeys.SecretKey, Admin: true},
+		{AccessKey: aclConsumerKeys.AccessKey, SecretKey: aclConsumerKeys.SecretKey, DefaultTopicPerm: "SUB"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	port, err := proccluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &proccluster.Proc{Bin: filepath.Join(harness.Options().BinDir, "bolide-nameserver"),
+		LogPath: filepath.Join(dir, "nameserver.log"), AddrFile: filepath.Join(dir, "nameserver.addr"),
+		Args: []string{"--listen", "127.0.0.1:" + strconv.Itoa(port), "--gossip", "off", "--admin-listen", "off",
+			"--acl", "--acl-file", path}}
+	if err := ns.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(ns.LogTail(40))
+		}
+		ns.Stop(10 * time.Second)
+	})
+
+	lookup := func(keys primitive.Credentials) error {
+		adminMu.Lock()
+		defer adminMu.Unlock()
+		opts := []admin.AdminOption{admin.WithResolver(primitive.NewPassthroughResolver([]string{ns.Addr()}))}
+		if !keys.IsEmpty() {
+			opts = append(opts, admin.WithCredentials(keys))
+		}
+		adm, err := admin.NewAdmin(opts...)
+		if err != nil {
+			t.Fatalf("new admin: %v", err)
+		}
+		defer func() { _ = adm.Close() }()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err = adm.FetchPublishMessageQueues(ctx, uniq("acl-ns"))
+		return err
+	}
+	for _, tc := range []struct {
+		name string
+		keys primitive.Credentials
+		want string
+	}{
+		{"no keys", primitive.Credentials{}, "no credentials"},
+		{"wrong secret", primitive.Credentials{AccessKey: aclConsumerKeys.AccessKey, SecretKey: "notTheSecret"}, "signature check failed"},
+	} {
+		if err := lookup(tc.keys); err == nil || !strings.Contains(err.Error(), "CODE: 16") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: route lookup error %v, want code 16 and %q", tc.name, err, tc.want)
+		}
+	}
+	if err := lookup(aclConsumerKeys); !errors.Is(err, rmqerrors.ErrTopicNotExist) {
+		t.Errorf("route lookup with a user's keys: %v, want %v", err, rmqerrors.ErrTopicNotExist)
+	}
 }
