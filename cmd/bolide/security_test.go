@@ -224,3 +224,94 @@ func TestACLInit(t *testing.T) {
 		t.Fatalf("after a refused init the file holds %+v, %v", f, err)
 	}
 }
+
+// TestACLCommands: against daemons with ACL on, commands with the right
+// keys work and without them fail with exit 1 and a message naming the
+// refusal; acl user put makes a user that can send at once (from flags
+// and from the environment), acl user list shows it on every daemon
+// without its secret, acl user delete removes it everywhere.
+func TestACLCommands(t *testing.T) {
+	c := startSecureCluster(t, secureOptions{acl: true, tls: tlsconf.Off})
+	admin := []string{"--access-key", adminKey, "--secret-key", adminSecret}
+	app := []string{"--access-key", "app-key-1", "--secret-key", "app-secret-1"}
+	run := func(args ...string) (int, string, string) {
+		t.Helper()
+		return runCLI(t, "", c.args(args...)...)
+	}
+	ok := func(args ...string) string {
+		t.Helper()
+		code, out, errb := run(args...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d: %s", args, code, errb)
+		}
+		return out
+	}
+	refused := func(want string, args ...string) {
+		t.Helper()
+		code, out, errb := run(args...)
+		checkOneLineError(t, args, code, out, errb, exitFailed, want)
+	}
+
+	// Without keys: refused, and told how to give them.
+	refused("UNAUTHENTICATED: no credentials", "topic", "create", "acl-orders")
+	refused("give --access-key and --secret-key, or set BOLIDE_ACCESS_KEY and BOLIDE_SECRET_KEY", "topic", "list")
+	ok(append([]string{"topic", "create", "acl-orders", "--queues", "2"}, admin...)...)
+	ok(append([]string{"topic", "create", "acl-other", "--queues", "1"}, admin...)...)
+	refused("UNAUTHENTICATED", "send", "--topic", "acl-orders", "no keys")
+	refused("UNAUTHENTICATED: signature check failed for access key admin-key",
+		"send", "--topic", "acl-orders", "x", "--access-key", adminKey, "--secret-key", "wrong-secret")
+
+	// An admin in the environment puts a user on every daemon.
+	t.Setenv(envAccessKey, adminKey)
+	t.Setenv(envSecretKey, adminSecret)
+	out := ok("acl", "user", "put", "app-key-1", "--secret-key", "app-secret-1",
+		"--topic-perm", "acl-orders=PUB|SUB", "--group-perm", "app-group=SUB", "-o", "json")
+	if n := strings.Count(out, `"ok":true`); n != 2 || !strings.Contains(out, `"kind":"nameserver"`) || !strings.Contains(out, `"kind":"broker"`) {
+		t.Fatalf("put on %d daemons, want the NameServer and the broker: %s", n, out)
+	}
+	out = ok("acl", "user", "list", "-o", "json")
+	var rows []aclUserJSON
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var j aclUserJSON
+		if err := json.Unmarshal([]byte(line), &j); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if j.AccessKey == "app-key-1" {
+			rows = append(rows, j)
+		}
+	}
+	if len(rows) != 2 || rows[0].Kind != "nameserver" || rows[1].Kind != "broker" || !rows[1].ACL ||
+		len(rows[1].TopicPerms) != 1 || rows[1].TopicPerms[0] != "acl-orders=PUB|SUB" {
+		t.Fatalf("acl user list: %+v", rows)
+	}
+	if strings.Contains(out, "app-secret-1") || strings.Contains(out, adminSecret) {
+		t.Fatalf("acl user list printed a secret: %s", out)
+	}
+	table := ok("acl", "user", "list")
+	if !strings.Contains(table, "ACCESS KEY") || strings.Count(table, "app-key-1") != 2 {
+		t.Fatalf("acl user list table:\n%s", table)
+	}
+	t.Setenv(envAccessKey, "")
+	t.Setenv(envSecretKey, "")
+
+	// The new user sends (frames and gRPC), consumes as its group, and
+	// nothing else.
+	ok(append([]string{"send", "--topic", "acl-orders", "from app-key-1"}, app...)...)
+	ok(append([]string{"bench", "produce", "--topic", "acl-orders", "--count", "10", "--transport", "grpc"}, app...)...)
+	out = ok(append([]string{"consume", "--topic", "acl-orders", "--group", "app-group", "--from", "first", "--count", "11", "-o", "json"}, app...)...)
+	if !strings.Contains(out, "from app-key-1") {
+		t.Fatalf("consumed: %s", out)
+	}
+	refused("NO_PERMISSION: access key app-key-1 may not", append([]string{"send", "--topic", "acl-other", "x"}, app...)...)
+	refused("NO_PERMISSION: access key app-key-1 is not an admin", append([]string{"topic", "create", "acl-mine"}, app...)...)
+	refused("NO_PERMISSION", append([]string{"acl", "user", "list"}, app...)...)
+
+	// Deleted everywhere: the user is unknown at once.
+	out = ok(append([]string{"acl", "user", "delete", "app-key-1"}, admin...)...)
+	if strings.Count(out, "deleted") != 2 {
+		t.Fatalf("delete:\n%s", out)
+	}
+	refused("UNAUTHENTICATED: unknown access key app-key-1", append([]string{"send", "--topic", "acl-orders", "x"}, app...)...)
+	// Deleting it again fails on every daemon, and says so.
+	refused("delete of user app-key-1 failed on every daemon: 127.0.0.1:", append([]string{"acl", "user", "delete", "app-key-1"}, admin...)...)
+}
