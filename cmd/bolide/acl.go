@@ -143,8 +143,8 @@ on stderr and makes the command fail after the others are listed. Needs an admin
 						}
 						continue
 					}
-					t.row(d.Kind+" "+d.Name, d.Addr, onOff(us.Enabled), u.AccessKey, u.Admin, orDash(u.DefaultTopicPerm),
-						orDash(u.DefaultGroupPerm), joinOrDash(u.TopicPerms, ","), joinOrDash(u.GroupPerms, ","), orDash(u.WhiteRemoteAddress))
+					t.row(d.Kind+" "+d.Name, d.Addr, onOff(us.Enabled), u.AccessKey, u.Admin, defaultPerm(u, u.DefaultTopicPerm),
+						defaultPerm(u, u.DefaultGroupPerm), joinOrDash(u.TopicPerms, ","), joinOrDash(u.GroupPerms, ","), orDash(u.WhiteRemoteAddress))
 				}
 			}
 			if !a.json() {
@@ -325,4 +325,16 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// defaultPerm shows a default permission as what it means: unset is
+// DENY, except for an admin, who holds every permission.
+func defaultPerm(u client.AclUser, perm string) string {
+	switch {
+	case perm != "":
+		return perm
+	case u.Admin:
+		return "-"
+	}
+	return "DENY"
 }
