@@ -94,6 +94,9 @@ func haLink(opts Options, g *auth.Guard, log *zap.Logger) (replication.Link, err
 	}
 	if creds := opts.Credentials; !creds.Empty() {
 		link.Credentials = func() (string, string) { return auth.NewHeader(creds, time.Now()) }
+	} else if g.Enabled() {
+		log.Warn("ACL is on but this broker has no access key (--access-key, --secret-key): its own calls to other daemons " +
+			"(registration, controller heartbeats, replication as a slave, metadata) carry no credentials, and daemons with ACL on refuse them")
 	}
 	if g.Enabled() {
 		link.Authenticate = func(remote, authorization, date string) error {

@@ -66,13 +66,15 @@ func (c *secureCluster) enforcing(creds auth.Credentials) func(*broker.Options) 
 }
 
 // client is a bolide.v1 client of a broker's port over TLS (verified with
-// the CA) signing each call as the admin user.
+// the CA, presenting a certificate it signed) signing each call as the
+// admin user.
 func (c *secureCluster) client(t *testing.T, b *server.Server) pb.BrokerClient {
 	t.Helper()
-	cfg, err := tlsconf.ClientConfig(tlsconf.Config{Dial: true}, nil)
+	cfg, err := tlsconf.ClientConfig(tlsconf.Config{Dial: true, CAFile: c.ca.File}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.Certificates = []tls.Certificate{c.pair.Cert} // for a port asking for client certificates
 	conn, err := remote.Dial(b.Addr(), remote.DialOptions{TLS: cfg, Credentials: c.admin})
 	if err != nil {
 		t.Fatal(err)
@@ -379,4 +381,75 @@ func TestControllerModeOverTLSWithACL(t *testing.T) {
 	if st := master.Replication().Info().Controller; slices.Contains(st.SyncStateSet, 3) {
 		t.Fatalf("refused replica in the sync state set: %+v", st)
 	}
+}
+
+// TestHACertificateRenewalAndClientCertificates: the HA listener serves
+// the broker's certificate files and asks for client certificates as its
+// TLS options say: a slave presenting the broker's certificate (signed by
+// the client CA) replicates, a TLS client without one is refused, and a
+// certificate renewed on disk is what new HA connections get, without a
+// restart.
+func TestHACertificateRenewalAndClientCertificates(t *testing.T) {
+	sc := newSecureCluster(t)
+	dir := t.TempDir()
+	pair := sc.ca.Server(t, dir, "master", "master")
+	mtls := func(o *broker.Options) {
+		o.TLS.CertFile, o.TLS.KeyFile = pair.CertFile, pair.KeyFile
+		o.TLS.ClientAuth = tlsconf.ClientCertRequire
+		o.TLS.ClientCAFile = sc.ca.File
+	}
+	master := startBroker(t, haOpts(broker.ReplicationAsync), sc.enforcing(sc.admin), mtls)
+	mc := sc.client(t, master)
+	createTopic(t, mc, "renew", 1)
+	for i := 0; i < 10; i++ {
+		if err := send(context.Background(), mc, "renew", 0, fmt.Sprint("m", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slave := startBroker(t, haOpts(broker.ReplicationAsync), sc.enforcing(sc.admin), slaveOf(master, 1))
+	waitCaughtUp(t, master, slave)
+
+	serial := func(cfg *tls.Config) (string, error) {
+		conn, err := tls.Dial("tcp", master.HAServerAddr(), cfg)
+		if err != nil {
+			return "", err
+		}
+		defer conn.Close()
+		// TLS 1.3: a refused client certificate shows at the first read.
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		hello, _ := ha.AppendHello(nil, ha.Hello{Version: ha.Version1, BrokerName: "x", BrokerID: 9, LastStart: -1})
+		if _, err := conn.Write(hello); err != nil {
+			return "", err
+		}
+		if _, err := ha.ReadFrame(bufio.NewReader(conn), 1, nil); err != nil {
+			return "", err
+		}
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
+	}
+	withCert := &tls.Config{RootCAs: sc.ca.Pool, ServerName: "localhost", Certificates: []tls.Certificate{sc.pair.Cert}}
+	before, err := serial(withCert)
+	if err != nil {
+		t.Fatalf("a client with a certificate: %v", err)
+	}
+	if _, err := serial(&tls.Config{RootCAs: sc.ca.Pool, ServerName: "localhost"}); err == nil {
+		t.Fatal("a TLS client without a certificate was served")
+	}
+
+	sc.ca.Server(t, dir, "master", "master") // renewed in place
+	testutil.WaitFor(t, 10*time.Second, "the renewed certificate", func() error {
+		after, err := serial(withCert)
+		if err != nil {
+			return err
+		}
+		if after == before {
+			return fmt.Errorf("still serial %s", after)
+		}
+		return nil
+	})
+	// The slave reconnects, and verifies the renewed certificate.
+	master.Replication().Server().DropSlaves()
+	if err := send(context.Background(), mc, "renew", 0, "after"); err != nil {
+		t.Fatal(err)
+	}
+	waitCaughtUp(t, master, slave)
 }

@@ -63,6 +63,6 @@ func (c *conns) close() error {
 // dialer returns how to open a gRPC connection to an address, secured as
 // d says.
 func dialer(d DialOptions) func(addr string) (*grpc.ClientConn, error) {
-	opts := d.grpcOptions()
+	opts := d.GRPCOptions()
 	return func(addr string) (*grpc.ClientConn, error) { return grpc.NewClient(addr, opts...) }
 }

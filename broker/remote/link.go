@@ -50,8 +50,10 @@ func dialOptions(opts []DialOptions) DialOptions {
 	return DialOptions{}
 }
 
-// grpcOptions are the gRPC dial options d stands for.
-func (d DialOptions) grpcOptions() []grpc.DialOption {
+// GRPCOptions are the gRPC dial options d stands for (transport
+// credentials, and per-call credentials when d has an access key), for a
+// connection to another daemon opened elsewhere.
+func (d DialOptions) GRPCOptions() []grpc.DialOption {
 	tc := insecure.NewCredentials()
 	if d.TLS != nil {
 		tc = credentials.NewTLS(d.TLS)

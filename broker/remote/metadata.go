@@ -21,7 +21,7 @@ const maxMessage = 64 << 20
 // Dial opens a gRPC connection to a broker's client address, secured as
 // the first of opts says (none: plain text, no credentials).
 func Dial(addr string, opts ...DialOptions) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr, append(dialOptions(opts).grpcOptions(),
+	return grpc.NewClient(addr, append(dialOptions(opts).GRPCOptions(),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)))...)
 }
 
@@ -61,7 +61,7 @@ func (c *MasterClient) PushMetadata(ctx context.Context, addr string, p replicat
 // unreachable is pushed to again within a second of its return (gRPC's
 // default reconnection backoff grows to minutes).
 func peerDialer(d DialOptions) func(addr string) (*grpc.ClientConn, error) {
-	opts := append(d.grpcOptions(), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)),
+	opts := append(d.GRPCOptions(), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond,
 			Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}, MinConnectTimeout: time.Second}))
 	return func(addr string) (*grpc.ClientConn, error) { return grpc.NewClient(addr, opts...) }

@@ -25,6 +25,21 @@
 //     read-only, NOT_MASTER for sends (role.go). Role, id and epoch are
 //     saved in <store dir>/config/ha.json.
 //
+// # Security of the HA link
+//
+// Config.Link, which the broker builds from its TLS and access control
+// options, secures the HA connections: the broker's TLS mode applies to
+// the HA listener as to its client port (tlsconf.Listen: off, permissive,
+// enforcing; client certificates; certificate renewal), a slave dials its
+// master with TLS when the broker dials other daemons with TLS
+// (--tls-dial, on with --tls-mode enforcing), and a slave with an access
+// key sends it, signed for each connection, in an AUTH frame before its
+// HELLO. A master with ACL on checks it as a call between daemons (an
+// admin user) and refuses a slave without it, or with a refused one
+// (RefuseUnauthenticated: the slave logs why and retries with backoff).
+// The metadata a slave fetches and a master pushes travels over gRPC
+// (broker/remote), secured alike.
+//
 // # Metadata replication
 //
 // A slave fetches its master's topics, subscription groups and consumer

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/internal/frame"
 	"github.com/bolide-mq/bolide/internal/remoting"
@@ -171,6 +172,25 @@ func TestPortTLSModes(t *testing.T) {
 	}
 }
 
+// A frame client with credentials sends Auth first: in enforcing mode it
+// gets the error frame there, goes on (as with a server without the
+// method) and gets it again on its request.
+func TestPortFramesWithAuthRefused(t *testing.T) {
+	b := startTLSBroker(t, tlsconf.Config{Mode: tlsconf.Enforcing})
+	c := frame.NewClient(b.Addr(), frame.Options{DialTimeout: 5 * time.Second, Auth: func() *pb.FrameAuthRequest {
+		authz, date := auth.NewHeader(auth.Credentials{AccessKey: "someuser", SecretKey: "somesecret"}, time.Now())
+		return &pb.FrameAuthRequest{Authorization: authz, DateTime: date}
+	}})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := c.Call(ctx, frame.MethodSend, &pb.SendRequest{ProducerGroup: "p"}, &pb.SendResponse{})
+	var re *frame.RemoteError
+	if !errors.As(err, &re) || re.Msg != plaintext.Message {
+		t.Fatalf("frames with Auth, plain: %v; want an error frame %q", err, plaintext.Message)
+	}
+}
+
 // Refused plain-text connections are counted per protocol.
 func TestPortCountsRefusals(t *testing.T) {
 	b := startTLSBroker(t, tlsconf.Config{Mode: tlsconf.Enforcing})
@@ -210,11 +230,16 @@ func TestPortClientCertificates(t *testing.T) {
 		t.Run(tc.auth.String(), func(t *testing.T) {
 			b := startTLSBroker(t, tlsconf.Config{Mode: tlsconf.Enforcing, CertFile: srv.CertFile, KeyFile: srv.KeyFile,
 				ClientCAFile: ca.File, ClientAuth: tc.auth})
+			before := tlsconf.Refused("handshake")
+			refused := 0
 			for _, c := range []struct {
 				name string
 				p    *tlstest.Pair
 				want bool
 			}{{"none", nil, tc.none}, {"good", &good, tc.good}, {"other CA", &bad, tc.bad}} {
+				if !c.want {
+					refused += 2 // gRPC and remoting
+				}
 				err := grpcCall(t, b.Addr(), cfg(c.p))
 				if c.want != (err == nil) {
 					t.Errorf("gRPC, client certificate %s: %v; want served=%v", c.name, err, c.want)
@@ -223,6 +248,11 @@ func TestPortClientCertificates(t *testing.T) {
 				if served := err == nil && resp.Code == remoting.Success; served != c.want {
 					t.Errorf("remoting, client certificate %s: code %d, %v; want served=%v", c.name, code(resp), err, c.want)
 				}
+			}
+			// The failed handshakes are counted (gRPC retries its dial:
+			// at least one per refused client).
+			if n := tlsconf.Refused("handshake") - before; n < int64(refused) {
+				t.Errorf("failed handshakes counted: %d, want at least %d", n, refused)
 			}
 		})
 	}

@@ -194,7 +194,17 @@ func (m *Mux) route(nc net.Conn) {
 	closed := m.closed
 	m.mu.Unlock()
 	if closed || err != nil {
-		if err != nil && !closed {
+		var he *handshakeError
+		switch {
+		case closed:
+		case errors.As(err, &he):
+			// A client certificate missing or not verified, say: worth a
+			// (rate-limited) WARN and a count, unlike a client leaving.
+			if m.tls.Refused != nil {
+				m.tls.Refused("handshake")
+			}
+			m.warn("TLS handshake failed", zap.Stringer("remote", nc.RemoteAddr()), zap.Error(he.err))
+		default:
 			m.log.Debug("connection closed before its protocol was known", zap.Stringer("remote", nc.RemoteAddr()), zap.Error(err))
 		}
 		_ = nc.Close()
@@ -231,7 +241,10 @@ func (m *Mux) sniff(nc net.Conn) (net.Conn, []byte, error) {
 	}
 	tc := tls.Server(&replayConn{Conn: nc, head: head}, cfg)
 	if err := tc.Handshake(); err != nil {
-		return nil, nil, fmt.Errorf("tls handshake: %w", err)
+		if isTimeoutOrEOF(err) {
+			return nil, nil, fmt.Errorf("tls handshake: %w", err)
+		}
+		return nil, nil, &handshakeError{err}
 	}
 	inner := make([]byte, HeadLen)
 	if _, err := io.ReadFull(tc, inner); err != nil {
@@ -349,6 +362,20 @@ func (m *Mux) isClosed() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.closed
+}
+
+// handshakeError is a TLS handshake the server refused (not one the
+// client abandoned).
+type handshakeError struct{ err error }
+
+func (e *handshakeError) Error() string { return "tls handshake: " + e.err.Error() }
+func (e *handshakeError) Unwrap() error { return e.err }
+
+// isTimeoutOrEOF reports a client that went silent or away.
+func isTimeoutOrEOF(err error) bool {
+	var ne net.Error
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		(errors.As(err, &ne) && ne.Timeout())
 }
 
 func isTemporary(err error) bool {

@@ -12,12 +12,16 @@ import (
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/bolide-mq/bolide/auth"
+	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/server"
 	"github.com/bolide-mq/bolide/internal/proccluster"
+	"github.com/bolide-mq/bolide/nameserver"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -214,5 +218,131 @@ func TestACLRealClient(t *testing.T) {
 	}
 	for _, mv := range mvs {
 		t.Errorf("message stored besides the producer's: %s %q", mv.GetMessageId(), mv.GetBody())
+	}
+}
+
+// aclNobody is a user allowed nothing.
+var aclNobody = auth.Credentials{AccessKey: "v5nobody", SecretKey: "v5nobody-secret"}
+
+// TestACLAccessPoint: a NameServer and a broker, both with ACL on (one
+// ACL file), the broker registering with the admin's keys, in this
+// process. The official Go client's QueryRoute at the NameServer is
+// authenticated and authorized: with the right keys it produces and
+// consumes; a wrong secret or empty keys fail its start with UNAUTHORIZED
+// from the NameServer, a user without any permission on the topic with
+// FORBIDDEN.
+func TestACLAccessPoint(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "plain_acl.yml")
+	err := auth.WriteFile(file, &auth.File{Accounts: []auth.Account{
+		{AccessKey: aclAdmin.AccessKey, SecretKey: aclAdmin.SecretKey, Admin: true},
+		{AccessKey: aclProducer.AccessKey, SecretKey: aclProducer.SecretKey, DefaultTopicPerm: "DENY", DefaultGroupPerm: "DENY",
+			TopicPerms: []string{"aclv5-*=PUB"}},
+		{AccessKey: aclConsumer.AccessKey, SecretKey: aclConsumer.SecretKey, DefaultTopicPerm: "DENY", DefaultGroupPerm: "DENY",
+			TopicPerms: []string{"aclv5-*=SUB"}, GroupPerms: []string{"aclv5g-*=SUB"}},
+		{AccessKey: aclNobody.AccessKey, SecretKey: aclNobody.SecretKey, DefaultTopicPerm: "DENY", DefaultGroupPerm: "DENY"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acl := auth.Config{Enabled: true, File: file, MaxSkew: auth.DefaultMaxSkew}
+
+	no := nameserver.DefaultOptions()
+	no.ListenAddr = "127.0.0.1:0"
+	no.GossipAddr = nameserver.GossipOff
+	no.Auth = acl
+	ns, err := nameserver.New(no, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ns.Close() })
+
+	bo := broker.DefaultOptions(filepath.Join(dir, "store"))
+	bo.ListenAddr = "127.0.0.1:0"
+	bo.GossipAddr = "off"
+	bo.NameServers = []string{ns.Addr()}
+	bo.RegisterInterval = time.Second
+	bo.Store.CommitLog.SegmentSize = 16 << 20
+	bo.MaxMessageSize = 1 << 20
+	bo.Auth = acl
+	bo.Credentials = aclAdmin
+	b, err := server.New(bo, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	topic, group := uniq("aclv5"), uniq("aclv5g")
+	if err := b.CreateTopic(broker.TopicConfig{Name: topic, ReadQueueNums: 2, WriteQueueNums: 2, Perm: broker.PermReadWrite}, false); err != nil {
+		t.Fatal(err)
+	}
+	// The broker registers the topic with the admin's keys.
+	cc, err := grpc.NewClient(ns.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	v5 := v2.NewMessagingServiceClient(cc)
+	route := func(creds auth.Credentials) *v2.QueryRouteResponse {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		a, d := auth.NewHeader(creds, time.Now())
+		r, err := v5.QueryRoute(metadata.AppendToOutgoingContext(ctx, auth.HeaderAuthorization, a, auth.HeaderDate, d),
+			&v2.QueryRouteRequest{Topic: &v2.Resource{Name: topic}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if !waitFor(30*time.Second, func() bool { return route(aclAdmin).GetStatus().GetCode() == v2.Code_OK }) {
+		t.Fatalf("topic not routed by the NameServer: %v", route(aclAdmin).GetStatus())
+	}
+	access := &cluster{NameSrv: ns.Addr()}
+
+	p, err := rmq.NewProducer(aclConfig(access, "", aclProducer), rmq.WithTopics(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	startClient(t, "producer", p.Start)
+	t.Cleanup(func() { _ = p.GracefulStop() })
+	want, _ := sendBatch(t, p, topic, 5, "ns-acl")
+
+	for name, tc := range map[string]struct {
+		creds auth.Credentials
+		want  string
+	}{
+		"wrong secret": {auth.Credentials{AccessKey: aclProducer.AccessKey, SecretKey: "not-the-secret"}, "UNAUTHORIZED"},
+		"empty keys":   {auth.Credentials{}, "UNAUTHORIZED"},
+		"nobody":       {aclNobody, "FORBIDDEN"},
+	} {
+		t.Run("producer "+name, func(t *testing.T) {
+			bad, err := rmq.NewProducer(aclConfig(access, "", tc.creds), rmq.WithTopics(topic))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = startErr(t, bad.Start)
+			_ = bad.GracefulStop()
+			if err == nil || !strings.Contains(err.Error(), "topic route") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("start with %s: %v, want the route refused with %s", name, err, tc.want)
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
+
+	sc, err := rmq.NewSimpleConsumer(aclConfig(access, group, aclConsumer), rmq.WithSimpleAwaitDuration(2*time.Second),
+		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	startClient(t, "simple consumer", sc.Start)
+	t.Cleanup(func() { _ = sc.GracefulStop() })
+	got, _ := receiveAll(t, sc, want, 30*time.Second, 60*time.Second, true)
+	for id, mv := range got {
+		checkView(t, id, want[id], mv)
 	}
 }

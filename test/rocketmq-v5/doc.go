@@ -7,7 +7,9 @@
 // push consumers (success, redelivery, dead letter), on clusters of real
 // processes (internal/proccluster) with one and two broker groups; the
 // interop of v5 messages with Bolide's SDK; POP consumption under kill -9
-// (TestPopUnderFaults); and cmd/v5bench, the load of scripts/bench-v5.sh.
+// (TestPopUnderFaults); access control with credentials (acl_test.go: a
+// broker with ACL on, and an in-process NameServer and broker both with
+// ACL on); and cmd/v5bench, the load of scripts/bench-v5.sh.
 //
 // The access point is the NameServer's address. The client dials TLS
 // unless the environment sets rocketmq.client.enableSsl=false, and the

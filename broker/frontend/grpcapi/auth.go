@@ -360,6 +360,16 @@ func (a *authorizer) authorizeHeartbeat(ctx context.Context, hb *pb.Heartbeat) e
 	return a.g.Authorize(auth.FromContext(ctx), PeerAddr(ctx), needs...)
 }
 
+// authorizeCheck checks that the caller may be sent a transaction check
+// of topic: it carries the half message, and only a producer that may
+// publish to the topic can end the transaction (EndTransaction: PUB).
+func (a *authorizer) authorizeCheck(ctx context.Context, topic string) error {
+	if !a.g.Enabled() {
+		return nil
+	}
+	return a.g.Authorize(auth.FromContext(ctx), PeerAddr(ctx), auth.TopicNeed(topic, auth.Pub))
+}
+
 // authorizeRead checks, after the fact, that the caller may read a message
 // of topic (ViewMessage finds the topic only with the message).
 func (a *authorizer) authorizeRead(ctx context.Context, topic string) error {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/bolide-mq/bolide/broker/server"
 	"github.com/bolide-mq/bolide/internal/errcode"
 	"github.com/bolide-mq/bolide/internal/wire"
+	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -52,6 +54,12 @@ func aclFile() *auth.File {
 // and returns it.
 func aclBroker(t *testing.T, listen string, enabled bool) *server.Server {
 	t.Helper()
+	return aclBrokerWith(t, listen, enabled, nil)
+}
+
+// aclBrokerWith is aclBroker with options changed by mod.
+func aclBrokerWith(t *testing.T, listen string, enabled bool, mod func(*broker.Options)) *server.Server {
+	t.Helper()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "plain_acl.yml")
 	if err := auth.WriteFile(file, aclFile()); err != nil {
@@ -67,6 +75,9 @@ func aclBroker(t *testing.T, listen string, enabled bool) *server.Server {
 	opts.Store.Index.MaxEntries = 4000
 	opts.MaxMessageSize = 1 << 20
 	opts.Auth = auth.Config{Enabled: enabled, File: file, MaxSkew: auth.DefaultMaxSkew}
+	if mod != nil {
+		mod(&opts)
+	}
 	b, err := server.New(opts, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -493,4 +504,95 @@ func TestACLOffAdminLoopbackOnly(t *testing.T) {
 	code(t, "CreateTopic from loopback", r.GetStatus(), err, pb.Code_OK)
 	sr, err := remote.Send(context.Background(), sendReq("t1"))
 	code(t, "send from "+ip+" without credentials", sr.GetStatus(), err, pb.Code_OK)
+}
+
+// TestTransactionCheckOnlyToPublishers: a transaction check carries the
+// half message, so a producer connected with a key that may not publish
+// to its topic is never sent one; a producer that may is.
+func TestTransactionCheckOnlyToPublishers(t *testing.T) {
+	b := aclBrokerWith(t, "127.0.0.1:0", true, func(o *broker.Options) {
+		o.Transaction = broker.TransactionOptions{Timeout: 100 * time.Millisecond, CheckInterval: 100 * time.Millisecond, CheckMax: 1000}
+	})
+	c := pb.NewBrokerClient(dial(t, b.Addr()))
+	createTopics(t, c, "t1")
+
+	producer := func(u auth.Credentials, id string) (<-chan *pb.TransactionCheck, func()) {
+		ctx, cancel := context.WithCancel(signed(u))
+		st, err := c.Connect(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Send(&pb.ClientMessage{Kind: &pb.ClientMessage_Heartbeat{Heartbeat: &pb.Heartbeat{ClientId: id, ProducerGroups: []string{"pg"}}}}); err != nil {
+			t.Fatal(err)
+		}
+		checks := make(chan *pb.TransactionCheck, 1024)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				m, err := st.Recv()
+				if err != nil {
+					return
+				}
+				if ck := m.GetCheckTransaction(); ck != nil {
+					checks <- ck
+				}
+			}
+		}()
+		var once sync.Once
+		stop := func() { once.Do(func() { cancel(); <-done }) }
+		t.Cleanup(stop)
+		return checks, stop
+	}
+	// The broker registers the producer when its first heartbeat arrives:
+	// a few milliseconds; no client call tells when.
+	waitProducer := func() { time.Sleep(300 * time.Millisecond) }
+
+	subChecks, stopSub := producer(subOnly, "sub-producer")
+	waitProducer()
+	half := &pb.Message{Topic: "t1", Body: []byte("secret"), SysFlag: message.SysFlagTransPrepared,
+		Properties: map[string]string{message.PropertyTransactionPrepared: "true", message.PropertyProducerGroup: "pg",
+			message.PropertyUniqueKey: "7F0000010000000100000000000000AA"}}
+	r, err := c.Send(signed(admin), &pb.SendRequest{ProducerGroup: "pg", Messages: []*pb.Message{half}})
+	code(t, "send a half message", r.GetStatus(), err, pb.Code_OK)
+	select {
+	case ck := <-subChecks:
+		t.Fatalf("a producer without PUB on t1 was sent a check of %s: %q", ck.Topic, ck.Record)
+	case <-time.After(time.Second): // about ten check rounds
+	}
+	stopSub()
+
+	pubChecks, _ := producer(pubOnly, "pub-producer")
+	select {
+	case ck := <-pubChecks:
+		if ck.Topic != "t1" {
+			t.Fatalf("check of %s", ck.Topic)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the publishing producer got no check: the checks were not running")
+	}
+}
+
+// TestViewMessageNeedsSub: ViewMessage names no topic; the message it
+// finds is shown only to a key that may subscribe to its topic.
+func TestViewMessageNeedsSub(t *testing.T) {
+	b := aclBroker(t, "127.0.0.1:0", true)
+	c := pb.NewBrokerClient(dial(t, b.Addr()))
+	createTopics(t, c, "t1")
+	r, err := c.Send(signed(pubOnly), sendReq("t1"))
+	code(t, "send", r.GetStatus(), err, pb.Code_OK)
+	id := r.Results[0].MsgId
+
+	v, err := c.ViewMessage(signed(subOnly), &pb.ViewMessageRequest{MsgId: id})
+	code(t, "view with SUB on t1", v.GetStatus(), err, pb.Code_OK)
+	if len(v.Record) == 0 {
+		t.Fatal("no record")
+	}
+	v, err = c.ViewMessage(signed(pubOnly), &pb.ViewMessageRequest{MsgId: id})
+	code(t, "view without SUB on t1", v.GetStatus(), err, pb.Code_NO_PERMISSION)
+	if len(v.Record) != 0 {
+		t.Fatal("a refused view returned the record")
+	}
+	_, err = c.ViewMessage(context.Background(), &pb.ViewMessageRequest{MsgId: id})
+	refused(t, "view without credentials", err, errcode.Unauthenticated)
 }

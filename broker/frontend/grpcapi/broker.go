@@ -143,6 +143,11 @@ func (s *brokerService) Connect(stream pb.Broker_ConnectServer) error {
 			}
 			return err
 		case n := <-sess.Notices():
+			if c := n.CheckTransaction; c != nil && s.az.authorizeCheck(ctx, c.Topic) != nil {
+				// A check carries the half message: only to a producer
+				// that may publish to its topic (and end it).
+				continue
+			}
 			if err := stream.Send(noticeToProto(n, s.b.Options().BrokerName)); err != nil {
 				return err
 			}
