@@ -2,6 +2,7 @@ package grpcv5_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -21,6 +23,7 @@ import (
 	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/server"
+	"github.com/bolide-mq/bolide/internal/tlsconf"
 	"github.com/bolide-mq/bolide/nameserver"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -578,4 +581,52 @@ func TestACLRouteRelay(t *testing.T) {
 	if got := brokersOf(r); got["broker-b"] || len(got) != 1 {
 		t.Fatalf("route of a broker the NameServer refuses names %v, want its own queues only", got)
 	}
+}
+
+// TestRouteRelayTLS: against a NameServer that serves TLS only, a broker
+// that dials with TLS (--tls-dial) relays QueryRoute there: the answer
+// names a broker group only the NameServer knows.
+func TestRouteRelayTLS(t *testing.T) {
+	no := nameserver.DefaultOptions()
+	no.ListenAddr = "127.0.0.1:0"
+	no.GossipAddr = nameserver.GossipOff
+	no.TLS = tlsconf.Config{Mode: tlsconf.Enforcing}
+	ns, err := nameserver.New(no, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ns.Close() })
+	nsConn, err := grpc.NewClient(ns.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{InsecureSkipVerify: true})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nsConn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	reg, err := pb.NewNameServerClient(nsConn).RegisterBroker(ctx, &pb.RegisterBrokerRequest{
+		Cluster: "DefaultCluster", BrokerName: "broker-b", BrokerId: 0, BrokerAddr: "127.0.0.1:1", Version: "test",
+		Topics:      []*pb.TopicConfig{{Name: "orders", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6}},
+		DataVersion: &pb.DataVersion{Timestamp: 1, Counter: 1}})
+	if err != nil || reg.GetStatus().GetCode() != pb.Code_OK {
+		t.Fatalf("register broker-b: %v %v", reg.GetStatus(), err)
+	}
+	b := startBroker(t, func(o *broker.Options) {
+		o.NameServers = []string{ns.Addr()}
+		o.TLS.Dial = true
+	})
+	createTopic(t, b, "orders", "")
+	r, err := dial(t, b).QueryRoute(asClient(t, newClientID()), &v2.QueryRouteRequest{Topic: &v2.Resource{Name: "orders"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "relayed route", r.GetStatus(), v2.Code_OK)
+	for _, mq := range r.GetMessageQueues() {
+		if mq.GetBroker().GetName() == "broker-b" {
+			return
+		}
+	}
+	t.Fatalf("route via the broker is not the NameServer's: %v", r.GetMessageQueues())
 }
