@@ -119,3 +119,29 @@ func TestPortTLSModes(t *testing.T) {
 		})
 	}
 }
+
+// NameServers with the same --gossip-key form a pool; one with another
+// key does not join it.
+func TestGossipKeyPool(t *testing.T) {
+	key := []byte("0123456789abcdef")
+	ns1 := startServer(t, func(o *Options) { o.GossipKey = key })
+	ns2 := startServer(t, func(o *Options) { o.GossipKey = key; o.GossipSeeds = []string{ns1.GossipAddr()} })
+	waitMembers(t, 2, ns1, ns2)
+	ns3 := startServer(t, func(o *Options) {
+		o.GossipKey = []byte("another key 16by")
+		o.GossipSeeds = []string{ns1.GossipAddr()}
+	})
+	if n, err := ns3.members.Load().Join(ns1.GossipAddr()); err == nil && n > 0 {
+		t.Fatalf("a NameServer with another key joined (%d reached)", n)
+	}
+	time.Sleep(time.Second)
+	for _, s := range []*Server{ns1, ns2, ns3} {
+		want := 2
+		if s == ns3 {
+			want = 1
+		}
+		if got := len(s.members.Load().Members()); got != want {
+			t.Errorf("%s sees %d members, want %d", s.Addr(), got, want)
+		}
+	}
+}

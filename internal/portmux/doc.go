@@ -30,7 +30,8 @@
 //     head; when the protocol claiming it implements Refuser, its
 //     RefusePlaintext gets the connection (head replayed, RefuseTimeout
 //     deadline) to tell the client, in that protocol, to connect with TLS;
-//     then the connection is closed.
+//     then the connection is closed. At most MaxRefusing answers run at
+//     once; beyond, a refused connection is closed without one.
 //
 // Every refused connection is reported to TLS.Refused (a metric) and
 // logged as a WARN at most once per RefuseLogInterval.

@@ -149,3 +149,44 @@ func TestShutdownCutsARefusal(t *testing.T) {
 		t.Fatalf("Shutdown waited %v for a stalled refusal", d)
 	}
 }
+
+// Beyond MaxRefusing refusals running at once, a plain-text connection is
+// closed without an answer (a flood cannot make the port answer each).
+func TestRefusalsAreBounded(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stallingRefuser{echo: echo{name: "a", prefix: "AAAA"}, started: make(chan struct{})}
+	m := NewMux(lis, nil, p)
+	m.SetTLS(TLS{Mode: Enforcing})
+	// Every token taken, as by MaxRefusing stalled refusals.
+	for range MaxRefusing {
+		m.refusing <- struct{}{}
+	}
+	m.Serve()
+	defer func() { _ = m.Shutdown(context.Background()) }()
+	if got := dial(t, lis.Addr().String(), "AAAA1234"); got != "" {
+		t.Fatalf("got %q; want closed without an answer", got)
+	}
+	select {
+	case <-p.started:
+		t.Fatal("RefusePlaintext called beyond MaxRefusing")
+	default:
+	}
+	// A token back: the next one is answered.
+	<-m.refusing
+	nc, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.Write([]byte("AAAA")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("RefusePlaintext not called with a token free")
+	}
+}

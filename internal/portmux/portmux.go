@@ -50,6 +50,8 @@ type Mux struct {
 	// tls is the port's TLS (SetTLS); the zero value serves plain text
 	// only.
 	tls TLS
+	// refusing holds a token per RefusePlaintext running (MaxRefusing).
+	refusing chan struct{}
 	// warnMu and lastWarn rate-limit the WARN about refused connections.
 	warnMu     sync.Mutex
 	lastWarn   time.Time
@@ -68,7 +70,7 @@ func NewMux(lis net.Listener, log *zap.Logger, fes ...Protocol) *Mux {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	m := &Mux{lis: lis, log: log, fes: fes, sniffing: make(map[net.Conn]struct{})}
+	m := &Mux{lis: lis, log: log, fes: fes, sniffing: make(map[net.Conn]struct{}), refusing: make(chan struct{}, MaxRefusing)}
 	for range fes {
 		m.lises = append(m.lises, &connListener{addr: lis.Addr(), conns: make(chan net.Conn), done: make(chan struct{})})
 	}
@@ -119,6 +121,11 @@ type Refuser interface {
 	// the mux closes conn afterwards.
 	RefusePlaintext(conn net.Conn, head []byte)
 }
+
+// MaxRefusing bounds the RefusePlaintext calls running at once: beyond
+// it (a flood of plain-text connections) a refused connection is closed
+// without an answer.
+const MaxRefusing = 64
 
 // RefuseTimeout bounds a RefusePlaintext.
 const RefuseTimeout = 5 * time.Second
@@ -291,7 +298,8 @@ func (m *Mux) refuse(nc, conn net.Conn, head []byte, r *refusal) {
 		msg = "TLS connection refused: this port serves plain text only (--tls-mode off)"
 	}
 	m.warn(msg, zap.String("kind", r.kind), zap.Stringer("remote", nc.RemoteAddr()))
-	if rf, ok := r.proto.(Refuser); ok {
+	if rf, ok := r.proto.(Refuser); ok && m.takeRefusing() {
+		defer func() { <-m.refusing }()
 		m.mu.Lock()
 		closed := m.closed
 		if !closed {
@@ -307,6 +315,17 @@ func (m *Mux) refuse(nc, conn net.Conn, head []byte, r *refusal) {
 		}
 	}
 	_ = nc.Close()
+}
+
+// takeRefusing takes a token for one RefusePlaintext, false when
+// MaxRefusing are running.
+func (m *Mux) takeRefusing() bool {
+	select {
+	case m.refusing <- struct{}{}:
+		return true
+	default:
+		return false
+	}
 }
 
 // warn logs a refusal at most once per RefuseLogInterval.

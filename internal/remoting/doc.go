@@ -55,4 +55,12 @@
 // with the bytes that actually arrive, never with the length a frame
 // claims. A frame whose header does not decode gets a SystemError
 // response when its opaque could be read, and the connection stays.
+//
+// # Runtime configuration
+//
+// UPDATE_BROKER_CONFIG (25) and UPDATE_NAMESRV_CONFIG (318) carry Java
+// properties text. ConfigAllowList (config.go) is how a daemon accepts
+// them: only the keys it lists, each value checked, all or nothing; any
+// other key (paths above all: CVE-2023-33246, CVE-2023-37582) refuses the
+// whole update with a message naming the allowed keys.
 package remoting

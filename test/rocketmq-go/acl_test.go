@@ -35,10 +35,8 @@ const (
 	aclGroup = "acl-go-group"
 )
 
-// aclCluster starts a private cluster whose broker runs with ACL on (the
-// NameServer with it off: its own checks are tested in package
-// nameserver).
-func aclCluster(t *testing.T) *cluster {
+// writeGoACL writes the ACL file of the users above.
+func writeGoACL(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "plain_acl.yml")
 	err := auth.WriteFile(path, &auth.File{Accounts: []auth.Account{
@@ -51,6 +49,15 @@ func aclCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+// aclCluster starts a private cluster whose broker runs with ACL on (the
+// NameServer with it off: its own checks are tested in package
+// nameserver).
+func aclCluster(t *testing.T) *cluster {
+	t.Helper()
+	path := writeGoACL(t)
 	o := harness.Options()
 	o.Name = "rocketmq-go-acl"
 	o.BrokerArgs = append(append([]string{}, o.BrokerArgs...), "--acl", "--acl-file", path,
@@ -68,8 +75,9 @@ func aclCluster(t *testing.T) *cluster {
 	return c
 }
 
-// brokerCall sends one remoting request to the broker signed by the admin
-// (Bolide's own codec: what the broker holds, seen past the client).
+// brokerCall sends one remoting request to a broker (or a NameServer)
+// signed by the admin (Bolide's own codec: what the daemon holds, seen
+// past the client).
 func brokerCall(t *testing.T, addr string, code int32, ext map[string]string) *rmq.Command {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -122,16 +130,22 @@ func aclStored(t *testing.T, addr, topic string) int64 {
 // after that call.
 func rmqAdmin(t *testing.T, c *cluster, keys primitive.Credentials, f func(ctx context.Context, adm admin.Admin)) {
 	t.Helper()
+	rmqAdminAt(t, c.NameSrv, c.Brokers[0].Addr, keys, f)
+}
+
+// rmqAdminAt is rmqAdmin for a NameServer and a broker address.
+func rmqAdminAt(t *testing.T, ns, brokerAddr string, keys primitive.Credentials, f func(ctx context.Context, adm admin.Admin)) {
+	t.Helper()
 	adminMu.Lock()
 	defer adminMu.Unlock()
-	adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{c.NameSrv})), admin.WithCredentials(keys))
+	adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{ns})), admin.WithCredentials(keys))
 	if err != nil {
 		t.Fatalf("new admin: %v", err)
 	}
 	defer func() { _ = adm.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := adm.GetAllSubscriptionGroup(ctx, c.Brokers[0].Addr, 5*time.Second); err != nil {
+	if _, err := adm.GetAllSubscriptionGroup(ctx, brokerAddr, 5*time.Second); err != nil {
 		t.Fatalf("GetAllSubscriptionGroup (an authenticated read) as %s: %v", keys.AccessKey, err)
 	}
 	f(ctx, adm)
@@ -307,5 +321,90 @@ func TestACLGoClientNameServer(t *testing.T) {
 	}
 	if err := lookup(aclConsumerKeys); !errors.Is(err, rmqerrors.ErrTopicNotExist) {
 		t.Errorf("route lookup with a user's keys: %v, want %v", err, rmqerrors.ErrTopicNotExist)
+	}
+}
+
+// startProc starts a daemon of the harness's binaries with args.
+func startProc(t *testing.T, dir, bin string, args ...string) *proccluster.Proc {
+	t.Helper()
+	p := &proccluster.Proc{Bin: filepath.Join(harness.Options().BinDir, bin),
+		LogPath: filepath.Join(dir, bin+".log"), AddrFile: filepath.Join(dir, bin+".addr"), Args: args}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s log:\n%s", bin, p.LogTail(40))
+		}
+		p.Stop(10 * time.Second)
+	})
+	return p
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	port, err := proccluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "127.0.0.1:" + strconv.Itoa(port)
+}
+
+// TestACLGoClientBothDaemons: a NameServer and a broker both with ACL on
+// (the broker registers with the admin's keys): rocketmq-client-go with
+// the right keys looks up routes, sends and consumes; a producer without
+// keys gets no route (the client reports the NameServer's 16 as "route
+// info not found") and stores nothing.
+func TestACLGoClientBothDaemons(t *testing.T) {
+	path := writeGoACL(t)
+	dir := t.TempDir()
+	ns := freeAddr(t)
+	startProc(t, dir, "bolide-nameserver", "--listen", ns, "--gossip", "off", "--admin-listen", "off",
+		"--acl", "--acl-file", path)
+	addr := freeAddr(t)
+	startProc(t, dir, "bolide-broker", "--namesrv", ns, "--listen", addr, "--store-dir", filepath.Join(dir, "broker-a"),
+		"--broker-name", "broker-a", "--broker-id", "0", "--cluster", clusterName, "--segment-size", strconv.Itoa(16<<20),
+		"--ha-listen", "127.0.0.1:0", "--gossip", "off", "--admin-listen", "off", "--register-interval", "1s",
+		"--acl", "--acl-file", path, "--access-key", aclAdminKeys.AccessKey, "--secret-key", aclAdminKeys.SecretKey)
+
+	rmqAdminAt(t, ns, addr, aclAdminKeys, func(ctx context.Context, adm admin.Admin) {
+		if err := adm.CreateTopic(ctx, admin.WithTopicCreate(aclTopic), admin.WithBrokerAddrCreate(addr),
+			admin.WithReadQueueNums(1), admin.WithWriteQueueNums(1)); err != nil {
+			t.Fatalf("admin CreateTopic: %v", err)
+		}
+	})
+	// The broker registered (signed) and its topic is routed.
+	if !waitFor(30*time.Second, func() bool {
+		return brokerCall(t, ns, rmq.GetRouteInfoByTopic, map[string]string{"topic": aclTopic}).Code == rmq.Success
+	}) {
+		t.Fatalf("%s not routed by the NameServer with ACL on", aclTopic)
+	}
+	c := &cluster{NameSrv: ns}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	unsigned := newProducer(t, c)
+	_, err := unsigned.SendSync(ctx, primitive.NewMessage(aclTopic, []byte("refused")))
+	t.Logf("send without keys: %v", err)
+	if err == nil {
+		t.Fatal("a producer without keys sent through a NameServer and a broker with ACL on")
+	}
+	p := newProducer(t, c, producer.WithCredentials(aclProducerKeys))
+	const n = 3
+	for i := range n {
+		if res, err := p.SendSync(ctx, testMessage(aclTopic, i, "TagA")); err != nil || res.Status != primitive.SendOK {
+			t.Fatalf("send %d with the right keys: %v %v", i, res, err)
+		}
+	}
+	var got atomic.Int64
+	startACLConsumer(t, c, aclGroup, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		got.Add(int64(len(msgs)))
+		return consumer.ConsumeSuccess, nil
+	}, consumer.WithCredentials(aclConsumerKeys))
+	if !waitFor(30*time.Second, func() bool { return got.Load() >= n }) {
+		t.Fatalf("the consumer got %d of %d messages", got.Load(), n)
+	}
+	if stored := aclStored(t, addr, aclTopic); stored != n {
+		t.Fatalf("%d messages stored, want %d", stored, n)
 	}
 }

@@ -31,6 +31,14 @@ var (
 	admin   = auth.Credentials{AccessKey: "admin-key", SecretKey: "admin-secret"}
 	pubOnly = auth.Credentials{AccessKey: "pub-user", SecretKey: "pub-secret"}
 	subOnly = auth.Credentials{AccessKey: "sub-user", SecretKey: "sub-secret"}
+	// DENY on t1 over a PUB|SUB default.
+	denied = auth.Credentials{AccessKey: "deny-user", SecretKey: "deny-secret"}
+	// No rule: the defaults (SUB).
+	defaults = auth.Credentials{AccessKey: "default-user", SecretKey: "default-secret"}
+	// orders-* PUB|SUB, nothing else.
+	prefix = auth.Credentials{AccessKey: "prefix-user", SecretKey: "prefix-secret"}
+	// t1 PUB|SUB but the group g1 denied.
+	noGroup = auth.Credentials{AccessKey: "nogroup-user", SecretKey: "nogroup-secret"}
 )
 
 // aclBroker starts a broker with ACL on on 127.0.0.1:0 and returns its
@@ -43,6 +51,10 @@ func aclBroker(t *testing.T) (string, pb.BrokerClient) {
 		{AccessKey: admin.AccessKey, SecretKey: admin.SecretKey, Admin: true},
 		{AccessKey: pubOnly.AccessKey, SecretKey: pubOnly.SecretKey, TopicPerms: []string{"t1=PUB"}, GroupPerms: []string{"g1=SUB"}},
 		{AccessKey: subOnly.AccessKey, SecretKey: subOnly.SecretKey, TopicPerms: []string{"t1=SUB"}, GroupPerms: []string{"g1=SUB"}},
+		{AccessKey: denied.AccessKey, SecretKey: denied.SecretKey, DefaultTopicPerm: "PUB|SUB", DefaultGroupPerm: "SUB", TopicPerms: []string{"t1=DENY"}},
+		{AccessKey: defaults.AccessKey, SecretKey: defaults.SecretKey, DefaultTopicPerm: "SUB", DefaultGroupPerm: "SUB"},
+		{AccessKey: prefix.AccessKey, SecretKey: prefix.SecretKey, TopicPerms: []string{"orders-*=PUB|SUB"}, GroupPerms: []string{"g1=SUB"}},
+		{AccessKey: noGroup.AccessKey, SecretKey: noGroup.SecretKey, TopicPerms: []string{"t1=PUB|SUB"}, GroupPerms: []string{"g1=DENY"}},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +87,7 @@ func aclBroker(t *testing.T) (string, pb.BrokerClient) {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	c := pb.NewBrokerClient(conn)
-	for _, name := range []string{"t1", "t2"} {
+	for _, name := range []string{"t1", "t2", "orders-1"} {
 		r, err := c.CreateTopic(adminCtx(), &pb.CreateTopicRequest{Topic: &pb.TopicConfig{Name: name, ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}})
 		if err != nil || r.Status.GetCode() != pb.Code_OK {
 			t.Fatalf("create %s: %v %v", name, err, r.GetStatus())
@@ -312,5 +324,52 @@ func TestFramePermissions(t *testing.T) {
 	}
 	if got := probe(t, c, "t1"); got != t1+4 {
 		t.Fatalf("t1 probe at %d, want %d", got, t1+4)
+	}
+}
+
+// TestFrameRules: the permission rules over frames — DENY over a default,
+// defaults, a prefix rule, a denied group, an admin — for Send and Pull;
+// every refused send stores nothing.
+func TestFrameRules(t *testing.T) {
+	addr, c := aclBroker(t)
+	const ok, no = pb.Code_OK, pb.Code_NO_PERMISSION
+	type row struct {
+		user                       auth.Credentials
+		sendT1, sendOrders, pullT1 pb.Code
+		pullOrders                 pb.Code
+	}
+	stored := map[string]int64{}
+	for _, r := range []row{
+		{admin, ok, ok, ok, ok},
+		{denied, no, ok, no, ok},
+		{defaults, no, no, ok, ok},
+		{prefix, no, ok, no, ok},
+		{noGroup, ok, no, no, no},
+	} {
+		conn := dialRaw(t, addr)
+		is(t, r.user.AccessKey+" Auth", conn.auth(auth.NewHeader(r.user, time.Now())), pb.Code_OK)
+		for _, tc := range []struct {
+			topic string
+			want  pb.Code
+		}{{"t1", r.sendT1}, {"orders-1", r.sendOrders}} {
+			is(t, r.user.AccessKey+" sends "+tc.topic, conn.send(tc.topic), tc.want)
+			if tc.want == ok {
+				stored[tc.topic]++
+			}
+		}
+		for _, tc := range []struct {
+			topic string
+			want  pb.Code
+		}{{"t1", r.pullT1}, {"orders-1", r.pullOrders}} {
+			got := conn.pull(tc.topic).Status.GetCode()
+			if tc.want == no && got != no || tc.want == ok && (got == no || got == pb.Code_UNAUTHENTICATED) {
+				t.Fatalf("%s pulls %s: %v, want %v", r.user.AccessKey, tc.topic, got, tc.want)
+			}
+		}
+	}
+	for topic, n := range stored {
+		if got := probe(t, c, topic); got != n {
+			t.Fatalf("%s holds %d messages before the probe, want %d", topic, got, n)
+		}
 	}
 }

@@ -572,3 +572,27 @@ func TestTransactionCheckOnlyToPublishers(t *testing.T) {
 		t.Fatal("the publishing producer got no check: the checks were not running")
 	}
 }
+
+// TestViewMessageNeedsSub: ViewMessage names no topic; the message it
+// finds is shown only to a key that may subscribe to its topic.
+func TestViewMessageNeedsSub(t *testing.T) {
+	b := aclBroker(t, "127.0.0.1:0", true)
+	c := pb.NewBrokerClient(dial(t, b.Addr()))
+	createTopics(t, c, "t1")
+	r, err := c.Send(signed(pubOnly), sendReq("t1"))
+	code(t, "send", r.GetStatus(), err, pb.Code_OK)
+	id := r.Results[0].MsgId
+
+	v, err := c.ViewMessage(signed(subOnly), &pb.ViewMessageRequest{MsgId: id})
+	code(t, "view with SUB on t1", v.GetStatus(), err, pb.Code_OK)
+	if len(v.Record) == 0 {
+		t.Fatal("no record")
+	}
+	v, err = c.ViewMessage(signed(pubOnly), &pb.ViewMessageRequest{MsgId: id})
+	code(t, "view without SUB on t1", v.GetStatus(), err, pb.Code_NO_PERMISSION)
+	if len(v.Record) != 0 {
+		t.Fatal("a refused view returned the record")
+	}
+	_, err = c.ViewMessage(context.Background(), &pb.ViewMessageRequest{MsgId: id})
+	refused(t, "view without credentials", err, errcode.Unauthenticated)
+}

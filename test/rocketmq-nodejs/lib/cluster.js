@@ -8,6 +8,10 @@
 // (it answers QueryRoute and QueryAssignment); BOLIDE_V5_ACCESS=broker points them at the broker's
 // port instead. stop() sends SIGTERM to the broker, then to the NameServer (SIGKILL after 20 s),
 // copies their logs to logs/ and removes the data unless BOLIDE_KEEP is set.
+//
+// With the option acl ({ file, accessKey, secretKey }) both daemons run with access control on
+// (--acl --acl-file file), the broker signs its calls to the NameServer with the keys (an admin
+// user of the file), and so does the CLI (BOLIDE_ACCESS_KEY, BOLIDE_SECRET_KEY).
 
 const { spawn, execFile } = require('node:child_process');
 const fs = require('node:fs');
@@ -45,8 +49,9 @@ process.on('exit', () => {
 let capabilities;
 
 class BolideCluster {
-  constructor(label) {
+  constructor(label, { acl } = {}) {
     this.label = label;
+    this.acl = acl || null;
     this.bin = binDir();
     this.work = fs.mkdtempSync(path.join(os.tmpdir(), 'bolide-node-'));
     this.nameserver = null;
@@ -56,8 +61,8 @@ class BolideCluster {
   }
 
   // Starts a NameServer and a broker and resolves once the broker serves routes.
-  static async start(label = 'cluster') {
-    const c = new BolideCluster(label);
+  static async start(label = 'cluster', options = {}) {
+    const c = new BolideCluster(label, options);
     for (const b of [ 'bolide', 'bolide-nameserver', 'bolide-broker' ]) {
       const f = path.join(c.bin, b);
       try {
@@ -83,6 +88,8 @@ class BolideCluster {
 
   async #startDaemons() {
     const level = process.env.BOLIDE_LOG_LEVEL || 'info';
+    const aclArgs = this.acl ? [ '--acl', '--acl-file', this.acl.file ] : [];
+    const keyArgs = this.acl ? [ '--access-key', this.acl.accessKey, '--secret-key', this.acl.secretKey ] : [];
     const nsAddrFile = path.join(this.work, 'namesrv.addr');
     this.nameserver = this.#spawn('namesrv.log', 'bolide-nameserver', [
       '--listen', '127.0.0.1:0',
@@ -90,6 +97,7 @@ class BolideCluster {
       '--gossip', 'off',
       '--admin-listen', '127.0.0.1:0',
       '--log-level', level,
+      ...aclArgs,
     ]);
     this.namesrvAddr = await this.#waitForFile(nsAddrFile, this.nameserver, 'NameServer');
 
@@ -111,6 +119,8 @@ class BolideCluster {
       '--transaction-timeout', TRANSACTION_TIMEOUT,
       '--transaction-check-interval', '1s',
       '--log-level', level,
+      ...aclArgs,
+      ...keyArgs,
     ]);
     this.brokerAddr = await this.#waitForFile(addrFile, this.broker, 'broker-a');
 
@@ -168,8 +178,13 @@ class BolideCluster {
   // Runs `bolide -n <namesrv> args...`; resolves {code, output} (stdout+stderr; code -1 on timeout).
   cli(args, timeoutMs = 30_000) {
     return new Promise(resolve => {
+      const env = { ...process.env };
+      if (this.acl) {
+        env.BOLIDE_ACCESS_KEY = this.acl.accessKey;
+        env.BOLIDE_SECRET_KEY = this.acl.secretKey;
+      }
       execFile(path.join(this.bin, 'bolide'), [ '-n', this.namesrvAddr, ...args ],
-        { timeout: timeoutMs, killSignal: 'SIGKILL' }, (err, stdout, stderr) => {
+        { timeout: timeoutMs, killSignal: 'SIGKILL', env }, (err, stdout, stderr) => {
           let code = 0;
           if (err) code = typeof err.code === 'number' ? err.code : -1;
           resolve({ code, output: `${stdout}${stderr}` });

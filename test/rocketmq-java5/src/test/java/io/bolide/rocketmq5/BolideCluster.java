@@ -27,6 +27,10 @@ import java.util.stream.Stream;
  * NameServer's address; the environment variable {@code BOLIDE_V5_ACCESS=broker} makes it the
  * broker's. {@link #close()} sends SIGTERM to the broker, then to the NameServer, copies their logs
  * to the directory in {@code bolideLogDir} and removes the data unless {@code bolideKeep} is set.
+ *
+ * <p>Started with an {@link Acl}, both daemons run with access control on ({@code --acl --acl-file}),
+ * the broker signs its calls to the NameServer with the Acl's keys (an admin user of the file), and
+ * so does the CLI ({@code BOLIDE_ACCESS_KEY}, {@code BOLIDE_SECRET_KEY}).
  */
 public final class BolideCluster implements AutoCloseable {
 
@@ -47,11 +51,17 @@ public final class BolideCluster implements AutoCloseable {
     private String namesrvAddr;
     private String brokerAddr;
     private boolean closed;
+    private final Acl acl;
 
-    private BolideCluster(Path bin, Path work, String label) {
+    /** Access control of a cluster: the ACL file and the admin user the broker and the CLI sign with. */
+    public record Acl(Path file, String accessKey, String secretKey) {
+    }
+
+    private BolideCluster(Path bin, Path work, String label, Acl acl) {
         this.bin = bin;
         this.work = work;
         this.label = label;
+        this.acl = acl;
     }
 
     /** The directory of bolide, bolide-nameserver and bolide-broker. */
@@ -68,6 +78,11 @@ public final class BolideCluster implements AutoCloseable {
 
     /** Starts a NameServer and a broker and returns once the broker serves routes. */
     public static BolideCluster start(String label) {
+        return start(label, null);
+    }
+
+    /** Starts a NameServer and a broker with access control on (acl null: off). */
+    public static BolideCluster start(String label, Acl acl) {
         Path bin = binDir();
         for (String b : List.of("bolide", "bolide-nameserver", "bolide-broker")) {
             if (!Files.isExecutable(bin.resolve(b))) {
@@ -81,7 +96,7 @@ public final class BolideCluster implements AutoCloseable {
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
-        BolideCluster c = new BolideCluster(bin, work, label);
+        BolideCluster c = new BolideCluster(bin, work, label, acl);
         Runtime.getRuntime().addShutdownHook(new Thread(c::close, "bolide-cluster-stop"));
         try {
             c.startDaemons();
@@ -96,17 +111,21 @@ public final class BolideCluster implements AutoCloseable {
     private void startDaemons() {
         String level = System.getProperty("bolideLogLevel", "info");
         Path nsAddrFile = work.resolve("namesrv.addr");
-        nameserver = spawn("namesrv.log",
+        List<String> ns = new ArrayList<>(List.of(
                 bin.resolve("bolide-nameserver").toString(),
                 "--listen", "127.0.0.1:0",
                 "--addr-file", nsAddrFile.toString(),
                 "--gossip", "off",
                 "--admin-listen", "127.0.0.1:0",
-                "--log-level", level);
+                "--log-level", level));
+        if (acl != null) {
+            ns.addAll(List.of("--acl", "--acl-file", acl.file().toString()));
+        }
+        nameserver = spawn("namesrv.log", ns.toArray(String[]::new));
         namesrvAddr = waitForFile(nsAddrFile, nameserver, "NameServer");
 
         Path addrFile = work.resolve("broker-a.addr");
-        broker = spawn("broker-a.log",
+        List<String> br = new ArrayList<>(List.of(
                 bin.resolve("bolide-broker").toString(),
                 "--namesrv", namesrvAddr,
                 "--listen", "127.0.0.1:0",
@@ -123,7 +142,12 @@ public final class BolideCluster implements AutoCloseable {
                 "--delay-levels", DELAY_LEVELS,
                 "--transaction-timeout", "1s",
                 "--transaction-check-interval", "1s",
-                "--log-level", level);
+                "--log-level", level));
+        if (acl != null) {
+            br.addAll(List.of("--acl", "--acl-file", acl.file().toString(),
+                    "--access-key", acl.accessKey(), "--secret-key", acl.secretKey()));
+        }
+        broker = spawn("broker-a.log", br.toArray(String[]::new));
         brokerAddr = waitForFile(addrFile, broker, "broker-a");
 
         // Ready once the NameServer lists the broker and routes a topic created on it.
@@ -278,8 +302,13 @@ public final class BolideCluster implements AutoCloseable {
         cmd.addAll(List.of(args));
         try {
             Path out = Files.createTempFile(work, "cli-", ".out");
-            Process p = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(out.toFile())
-                    .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null"))).start();
+            ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(out.toFile())
+                    .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")));
+            if (acl != null) {
+                pb.environment().put("BOLIDE_ACCESS_KEY", acl.accessKey());
+                pb.environment().put("BOLIDE_SECRET_KEY", acl.secretKey());
+            }
+            Process p = pb.start();
             boolean done = p.waitFor(timeout.toMillis(), TimeUnit.MILLISECONDS);
             if (!done) {
                 p.destroyForcibly().waitFor();
