@@ -149,10 +149,8 @@
 // wrong, are accepted, and the answer's are ignored. A group may therefore
 // mix controllers with and without credentials while ACL is off, and turn
 // ACL on one NameServer at a time once every controller has an admin
-// user's keys (a controller with ACL on refuses peers without them, so the
-// group has a quorum only once a majority agrees). Controllers from before
-// this transport (no hello) cannot join a group of newer ones: upgrade
-// them together.
+// user's keys. Controllers from before this transport (no hello) cannot
+// join a group of newer ones: upgrade them together.
 //
 // # Safety argument
 //
