@@ -80,6 +80,25 @@
 // maximum delivery attempts and backoff are its subscription group
 // settings (Admin.CreateSubscriptionGroup, UpdateSubscriptionGroup).
 //
+// # Credentials and TLS
+//
+// Against daemons started with --acl, give every client the keys of a user
+// of their ACL files; against daemons with TLS (required with --tls-mode
+// enforcing), a TLS configuration:
+//
+//	secure := client.WithOptions(
+//		client.WithCredentials(os.Getenv("BOLIDE_ACCESS_KEY"), os.Getenv("BOLIDE_SECRET_KEY")),
+//		client.WithTLS(&tls.Config{RootCAs: pool}),
+//	)
+//	p, err := client.NewProducer("billing-producer", secure, client.WithNameServers(addrs...))
+//
+// Each gRPC call carries a date signed with the secret (the secret itself
+// is never sent), each frame connection one Auth request. A daemon that
+// cannot identify the caller answers UNAUTHENTICATED (ErrUnauthenticated),
+// one whose user lacks a permission NO_PERMISSION (ErrNoPermission): the
+// call fails at once, never retried, with the code at the head of its text.
+// Admin.PutAclUser and its siblings manage the users (bolide acl).
+//
 // # Errors
 //
 // Errors that come from a broker or NameServer carry a wire code and match

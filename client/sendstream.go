@@ -2,7 +2,9 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 
@@ -83,6 +85,18 @@ func (m *sendMux) do(ctx context.Context, req *pb.SendRequest, oneway bool) (*pb
 	c.sendMu.Lock()
 	err = c.stream.Send(req)
 	c.sendMu.Unlock()
+	if errors.Is(err, io.EOF) && !oneway {
+		// The broker ended the stream (a refusal of the caller's
+		// credentials ends it at once): why comes from Recv, and the
+		// receive loop fails every waiter with it.
+		select {
+		case r := <-ch:
+			return r.resp, r.err
+		case <-ctx.Done():
+			c.unregister(req.RequestId)
+			return nil, ctx.Err()
+		}
+	}
 	if err != nil {
 		c.unregister(req.RequestId)
 		m.teardown(c, err)

@@ -53,10 +53,21 @@
 //	101 GET_KV_CONFIG                 namespace key  0 + value field, or 22 QUERY_NOT_FOUND
 //	102 DELETE_KV_CONFIG              namespace key  0
 //	219 GET_KVLIST_BY_NAMESPACE       namespace      0 + KVTable, or 22 QUERY_NOT_FOUND
+//	318 UPDATE_NAMESRV_CONFIG         body: properties  0 when every key is on the runtime allow-list
+//	                                                 (internal/remoting/config.go; empty today), else 16 naming them
+//	319 GET_NAMESRV_CONFIG            -              0 + properties (no paths, no secrets)
 //
 // A missing required field is answered 1 SYSTEM_ERROR naming it. Every other
-// code, REGISTER_BROKER (103) from a Java broker included, is answered 3
-// REQUEST_CODE_NOT_SUPPORTED with a remark; the connection stays open.
+// code, REGISTER_BROKER (103) and UNREGISTER_BROKER (104) from a Java broker
+// included, is answered 3 REQUEST_CODE_NOT_SUPPORTED with a remark; the
+// connection stays open.
+//
+// Access control (package auth; remoting.go's table): with ACL on, every
+// request carries an ACL 1.0 signature; reads need a known user, 216, 100,
+// 102 and 318 an admin, 103/104 an admin (the daemons' own keys), and a code
+// not in the table is refused. With ACL off, the administrative codes are
+// accepted from loopback only (unless --allow-remote-admin). Refusals are
+// 16 NO_PERMISSION with the reason as remark.
 //
 // The bodies are JSON as RocketMQ's NameServer writes them with fastjson
 // (compact, keys sorted, null fields left out), because clients decode them

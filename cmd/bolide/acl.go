@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -114,11 +115,22 @@ on stderr and makes the command fail after the others are listed. Needs an admin
 			}
 			t := newTable("DAEMON", "ADDRESS", "ACL", "ACCESS KEY", "ADMIN", "DEFAULT TOPIC", "DEFAULT GROUP", "TOPIC PERMS", "GROUP PERMS", "WHITELIST")
 			var failed []string
-			for _, d := range daemons {
-				us, err := adm.ListAclUsers(ctx, d.Addr)
-				if err != nil {
-					a.warn("%s %s: %s", d.Kind, d.Name, a.describeError(err))
-					failed = append(failed, d.Name)
+			var firstErr error
+			lists := make([]*client.AclUsers, len(daemons))
+			errs := make([]error, len(daemons))
+			for i, d := range daemons {
+				lists[i], errs[i] = adm.ListAclUsers(ctx, d.Addr)
+				if err := errs[i]; err != nil {
+					failed = append(failed, daemonLabel(d))
+					firstErr = cmp.Or(firstErr, err)
+				}
+			}
+			if len(failed) == len(daemons) {
+				return firstErr // the same refusal everywhere, most likely: one line
+			}
+			for i, d := range daemons {
+				us := lists[i]
+				if us == nil {
 					continue
 				}
 				for _, u := range us.Users {
@@ -131,8 +143,8 @@ on stderr and makes the command fail after the others are listed. Needs an admin
 						}
 						continue
 					}
-					t.row(d.Kind+" "+d.Name, d.Addr, onOff(us.Enabled), u.AccessKey, u.Admin, orDash(u.DefaultTopicPerm),
-						orDash(u.DefaultGroupPerm), joinOrDash(u.TopicPerms, ","), joinOrDash(u.GroupPerms, ","), orDash(u.WhiteRemoteAddress))
+					t.row(d.Kind+" "+d.Name, d.Addr, onOff(us.Enabled), u.AccessKey, u.Admin, defaultPerm(u, u.DefaultTopicPerm),
+						defaultPerm(u, u.DefaultGroupPerm), joinOrDash(u.TopicPerms, ","), joinOrDash(u.GroupPerms, ","), orDash(u.WhiteRemoteAddress))
 				}
 			}
 			if !a.json() {
@@ -141,7 +153,12 @@ on stderr and makes the command fail after the others are listed. Needs an admin
 				}
 			}
 			if len(failed) > 0 {
-				return fmt.Errorf("could not list the users of %s", strings.Join(failed, ", "))
+				for i, d := range daemons {
+					if errs[i] != nil {
+						a.warn("%s: %s", daemonLabel(d), a.describeError(errs[i]))
+					}
+				}
+				return fmt.Errorf("could not list the users of %d of %d daemons: %s", len(failed), len(daemons), strings.Join(failed, ", "))
 			}
 			return nil
 		},
@@ -162,9 +179,9 @@ change applies at once. A daemon refuses a change that would leave it no admin u
 Here --secret-key is the new user's secret: give yours (an admin's) in the environment,
 ` + envAccessKey + ` and ` + envSecretKey + `. The command reports each daemon and fails if one did not take
 the change.`,
-		Example: `  export BOLIDE_ACCESS_KEY=admin-key BOLIDE_SECRET_KEY=...
-  bolide acl user put billing-app --secret-key "$APP_SECRET" --topic-perm 'orders=PUB|SUB' --group-perm billing=SUB
-  bolide acl user put ops --secret-key "$OPS_SECRET" --admin --white-remote-address '10.0.0.*'`,
+		Example: `  bolide acl user put billing-app --secret-key "$APP_SECRET" --topic-perm 'orders=PUB|SUB' --group-perm billing=SUB
+  bolide acl user put ops --secret-key "$OPS_SECRET" --admin --white-remote-address '10.0.0.*'
+  # as an admin: export BOLIDE_ACCESS_KEY=admin-key BOLIDE_SECRET_KEY=... first`,
 		Args: exactArgs(1, "an ACCESS_KEY"),
 		RunE: func(_ *cobra.Command, args []string) error {
 			u.AccessKey = args[0]
@@ -236,13 +253,25 @@ func (a *app) eachACLDaemon(action, accessKey string, change func(*client.Admin,
 	}
 	t := newTable("DAEMON", "ADDRESS", "USER", "RESULT")
 	var failed []string
-	for _, d := range daemons {
-		r := aclResultJSON{Daemon: d.Name, Kind: d.Kind, Addr: d.Addr, AccessKey: accessKey, Action: action, OK: true}
-		result := map[string]string{"put": "saved", "delete": "deleted"}[action]
+	var firstErr error
+	results := make([]aclResultJSON, len(daemons))
+	for i, d := range daemons {
+		results[i] = aclResultJSON{Daemon: d.Name, Kind: d.Kind, Addr: d.Addr, AccessKey: accessKey, Action: action, OK: true}
 		if err := change(adm, d); err != nil {
-			r.OK, r.Error = false, a.describeError(err)
+			results[i].OK, results[i].Error = false, strings.TrimPrefix(a.describeError(err), d.Addr+": ")
+			failed = append(failed, daemonLabel(d))
+			firstErr = cmp.Or(firstErr, err)
+		}
+	}
+	if len(failed) == len(daemons) && len(daemons) > 0 {
+		// Nothing changed: one line, as every command fails.
+		return fmt.Errorf("%s of user %s failed on every daemon: %w", action, accessKey, firstErr)
+	}
+	for i, d := range daemons {
+		r := results[i]
+		result := map[string]string{"put": "saved", "delete": "deleted"}[action]
+		if !r.OK {
 			result = "FAILED: " + r.Error
-			failed = append(failed, d.Kind+" "+d.Name)
 		}
 		if a.json() {
 			if err := a.emit(r); err != nil {
@@ -261,6 +290,15 @@ func (a *app) eachACLDaemon(action, accessKey string, change func(*client.Admin,
 		return fmt.Errorf("%s of user %s failed on %d of %d daemons: %s", action, accessKey, len(failed), len(daemons), strings.Join(failed, ", "))
 	}
 	return nil
+}
+
+// daemonLabel names a daemon in messages: "nameserver", or "broker
+// broker-a/0" (the address follows in the error).
+func daemonLabel(d client.AclDaemon) string {
+	if d.Name == d.Addr {
+		return d.Kind + " " + d.Addr
+	}
+	return d.Kind + " " + d.Name
 }
 
 func accountOf(u client.AclUser) auth.Account {
@@ -287,4 +325,16 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// defaultPerm shows a default permission as what it means: unset is
+// DENY, except for an admin, who holds every permission.
+func defaultPerm(u client.AclUser, perm string) string {
+	switch {
+	case perm != "":
+		return perm
+	case u.Admin:
+		return "-"
+	}
+	return "DENY"
 }

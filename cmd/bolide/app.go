@@ -250,6 +250,12 @@ func (a *app) describeError(err error) string {
 		return fmt.Sprintf("topic %q already exists (change it with 'bolide topic update')", te.topic)
 	case errors.Is(err, client.ErrUnauthenticated) && a.accessKey == "":
 		return oneLine(err.Error()) + fmt.Sprintf(" (the cluster runs with ACL on: give --access-key and --secret-key, or set %s and %s)", envAccessKey, envSecretKey)
+	case strings.Contains(err.Error(), "accepts TLS only"):
+		return fmt.Sprintf("the cluster accepts TLS only (--tls-mode enforcing): give --tls, with --tls-ca to verify its certificate (or set %s=1 and %s)",
+			envTLS, envTLSCA)
+	case a.tlsConfig != nil && tlsFailure(err):
+		return fmt.Sprintf("TLS with %s failed: %s (--tls-ca must hold the CA that signed the servers' certificates; --tls-server-name the name they carry)",
+			strings.Join(a.nameServers, ";"), tlsCause(err))
 	case unreachable(err):
 		return fmt.Sprintf("cannot reach the NameServer at %s: %s (is it running? set --namesrv or %s)",
 			strings.Join(a.nameServers, ";"), transportCause(err, a.timeout), envNameServer)
@@ -278,6 +284,25 @@ func forTopic(topic string, err error) error {
 		return nil
 	}
 	return &topicError{topic: topic, err: err}
+}
+
+// tlsFailure reports whether err is a failed TLS handshake.
+func tlsFailure(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "tls: ") || strings.Contains(msg, "x509: ") || strings.Contains(msg, "authentication handshake failed")
+}
+
+// tlsCause is the TLS part of a failed handshake's error ("tls: failed to
+// verify certificate: ...").
+func tlsCause(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, "tls: "); i >= 0 {
+		msg = msg[i:]
+		if j := strings.IndexAny(msg, "\"\n"); j >= 0 {
+			msg = msg[:j]
+		}
+	}
+	return oneLine(msg)
 }
 
 // unreachable reports whether err says that no NameServer answered.

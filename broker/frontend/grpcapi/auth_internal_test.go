@@ -2,10 +2,14 @@ package grpcapi
 
 import (
 	"context"
+	"errors"
 	"net"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
 	"github.com/bolide-mq/bolide/auth"
@@ -176,3 +180,79 @@ func TestACLOffNoAllocation(t *testing.T) {
 		t.Fatalf("%v allocations per send with ACL off, want 0", n)
 	}
 }
+
+// TestACLOnClassification: with ACL on, for every method of the table, a
+// call without credentials is refused UNAUTHENTICATED; an admin-class or
+// internal-class method is refused NO_PERMISSION to a plain user whose
+// defaults grant every topic and group, and allowed to an admin; a read
+// or stream is allowed to the plain user.
+func TestACLOnClassification(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "plain_acl.yml")
+	admin := auth.Credentials{AccessKey: "admin-key", SecretKey: "admin-secret"}
+	user := auth.Credentials{AccessKey: "user-key", SecretKey: "user-secret"}
+	if err := auth.WriteFile(file, &auth.File{Accounts: []auth.Account{
+		{AccessKey: admin.AccessKey, SecretKey: admin.SecretKey, Admin: true},
+		{AccessKey: user.AccessKey, SecretKey: user.SecretKey, DefaultTopicPerm: "PUB|SUB", DefaultGroupPerm: "PUB|SUB"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := auth.New(auth.Config{Enabled: true, File: file, MaxSkew: auth.DefaultMaxSkew}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &authorizer{g: g}
+	as := func(c auth.Credentials) context.Context {
+		ctx := fakePeer("192.0.2.7:4000")
+		if c.Empty() {
+			return ctx
+		}
+		h, d := auth.NewHeader(c, time.Now())
+		return metadata.NewIncomingContext(ctx, metadata.Pairs(auth.HeaderAuthorization, h, auth.HeaderDate, d))
+	}
+	for m, r := range methods {
+		var req any
+		if r.class == classData {
+			req = emptyRequest(t, m)
+		}
+		if _, err := a.check(as(auth.Credentials{}), m, req); errcode.Of(err) != errcode.Unauthenticated {
+			t.Errorf("%s without credentials: %v, want UNAUTHENTICATED", m, err)
+		}
+		_, err := a.check(as(user), m, req)
+		switch r.class {
+		case classAdmin, classInternal:
+			if errcode.Of(err) != errcode.NoPermission {
+				t.Errorf("%s (%v) by a plain user: %v, want NO_PERMISSION", m, r.class, err)
+			}
+		default:
+			if err != nil {
+				t.Errorf("%s (%v) by a user with every permission: %v", m, r.class, err)
+			}
+		}
+		if _, err := a.check(as(admin), m, req); err != nil {
+			t.Errorf("%s by an admin: %v", m, err)
+		}
+	}
+	// A bolide.v1 method outside the table is refused.
+	if _, err := a.check(as(admin), "/bolide.v1.Broker/Unheard", nil); errcode.Of(err) != errcode.NoPermission {
+		t.Errorf("an unclassified method: %v, want NO_PERMISSION", err)
+	}
+}
+
+// emptyRequest is an empty request message of unary method m.
+func emptyRequest(t *testing.T, m string) any {
+	t.Helper()
+	for _, sd := range services {
+		for _, md := range sd.Methods {
+			if "/"+sd.ServiceName+"/"+md.MethodName != m {
+				continue
+			}
+			var req any
+			_, _ = md.Handler(nil, context.Background(), func(v any) error { req = v; return errStop }, nil)
+			return req
+		}
+	}
+	t.Fatalf("no method %s", m)
+	return nil
+}
+
+var errStop = errors.New("stop")

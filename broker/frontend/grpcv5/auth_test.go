@@ -2,6 +2,7 @@ package grpcv5_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"path/filepath"
@@ -9,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -19,6 +23,9 @@ import (
 	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/server"
+	"github.com/bolide-mq/bolide/internal/tlsconf"
+	"github.com/bolide-mq/bolide/nameserver"
+	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
 // The users of the ACL tests' broker.
@@ -488,4 +495,138 @@ func TestACLOtherRPCs(t *testing.T) {
 			t.Fatalf("update offset by the consumer: %v, want Unimplemented", err)
 		}
 	})
+}
+
+// TestACLRouteRelay: a broker relays a client's QueryRoute to its
+// NameServer (ACL on, the same users) signed with the broker's own keys,
+// after authorizing the client itself: the answer is the NameServer's,
+// with a broker group the broker does not know. A broker whose keys the
+// NameServer refuses answers from its own topics instead.
+func TestACLRouteRelay(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "plain_acl.yml")
+	if err := auth.WriteFile(file, &auth.File{Accounts: []auth.Account{
+		{AccessKey: adminKey.AccessKey, SecretKey: adminKey.SecretKey, Admin: true},
+		{AccessKey: consumerKey.AccessKey, SecretKey: consumerKey.SecretKey, DefaultTopicPerm: "DENY", DefaultGroupPerm: "DENY",
+			TopicPerms: []string{"orders=SUB"}, GroupPerms: []string{"g1=SUB"}},
+		{AccessKey: nobodyKey.AccessKey, SecretKey: nobodyKey.SecretKey, DefaultTopicPerm: "DENY", DefaultGroupPerm: "DENY"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	acl := auth.Config{Enabled: true, File: file, MaxSkew: auth.DefaultMaxSkew}
+	no := nameserver.DefaultOptions()
+	no.ListenAddr = "127.0.0.1:0"
+	no.GossipAddr = nameserver.GossipOff
+	no.Auth = acl
+	ns, err := nameserver.New(no, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ns.Close() })
+
+	// broker-b, known to the NameServer only, serves "orders" too.
+	nsConn, err := grpc.NewClient(ns.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nsConn.Close() })
+	reg, err := pb.NewNameServerClient(nsConn).RegisterBroker(signed(t, "", adminKey), &pb.RegisterBrokerRequest{
+		Cluster: "DefaultCluster", BrokerName: "broker-b", BrokerId: 0, BrokerAddr: "127.0.0.1:1", Version: "test",
+		Topics:      []*pb.TopicConfig{{Name: "orders", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6}},
+		DataVersion: &pb.DataVersion{Timestamp: 1, Counter: 1}})
+	if err != nil || reg.GetStatus().GetCode() != pb.Code_OK {
+		t.Fatalf("register broker-b: %v %v", reg.GetStatus(), err)
+	}
+
+	start := func(creds auth.Credentials) *server.Server {
+		return startBroker(t, func(o *broker.Options) {
+			o.Auth = acl
+			o.NameServers = []string{ns.Addr()}
+			o.Credentials = creds
+		})
+	}
+	brokersOf := func(r *v2.QueryRouteResponse) map[string]bool {
+		out := map[string]bool{}
+		for _, mq := range r.GetMessageQueues() {
+			out[mq.GetBroker().GetName()] = true
+		}
+		return out
+	}
+	query := func(c v2.MessagingServiceClient, creds auth.Credentials) *v2.QueryRouteResponse {
+		r, err := c.QueryRoute(signed(t, newClientID(), creds), &v2.QueryRouteRequest{Topic: &v2.Resource{Name: "orders"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	b := start(adminKey)
+	createTopic(t, b, "orders", "")
+	c := dial(t, b)
+	r := query(c, consumerKey)
+	wantCode(t, "relayed route", r.GetStatus(), v2.Code_OK)
+	if got := brokersOf(r); !got["broker-b"] {
+		t.Fatalf("route via the broker names %v: not the NameServer's", got)
+	}
+	wantCode(t, "route for nobody", query(c, nobodyKey).GetStatus(), v2.Code_FORBIDDEN)
+
+	// Without keys the NameServer refuses the relay: the broker answers alone.
+	lone := start(auth.Credentials{})
+	createTopic(t, lone, "orders", "")
+	r = query(dial(t, lone), consumerKey)
+	wantCode(t, "local route", r.GetStatus(), v2.Code_OK)
+	if got := brokersOf(r); got["broker-b"] || len(got) != 1 {
+		t.Fatalf("route of a broker the NameServer refuses names %v, want its own queues only", got)
+	}
+}
+
+// TestRouteRelayTLS: against a NameServer that serves TLS only, a broker
+// that dials with TLS (--tls-dial) relays QueryRoute there: the answer
+// names a broker group only the NameServer knows.
+func TestRouteRelayTLS(t *testing.T) {
+	no := nameserver.DefaultOptions()
+	no.ListenAddr = "127.0.0.1:0"
+	no.GossipAddr = nameserver.GossipOff
+	no.TLS = tlsconf.Config{Mode: tlsconf.Enforcing}
+	ns, err := nameserver.New(no, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ns.Close() })
+	nsConn, err := grpc.NewClient(ns.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{InsecureSkipVerify: true})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nsConn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	reg, err := pb.NewNameServerClient(nsConn).RegisterBroker(ctx, &pb.RegisterBrokerRequest{
+		Cluster: "DefaultCluster", BrokerName: "broker-b", BrokerId: 0, BrokerAddr: "127.0.0.1:1", Version: "test",
+		Topics:      []*pb.TopicConfig{{Name: "orders", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6}},
+		DataVersion: &pb.DataVersion{Timestamp: 1, Counter: 1}})
+	if err != nil || reg.GetStatus().GetCode() != pb.Code_OK {
+		t.Fatalf("register broker-b: %v %v", reg.GetStatus(), err)
+	}
+	b := startBroker(t, func(o *broker.Options) {
+		o.NameServers = []string{ns.Addr()}
+		o.TLS.Dial = true
+	})
+	createTopic(t, b, "orders", "")
+	r, err := dial(t, b).QueryRoute(asClient(t, newClientID()), &v2.QueryRouteRequest{Topic: &v2.Resource{Name: "orders"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "relayed route", r.GetStatus(), v2.Code_OK)
+	for _, mq := range r.GetMessageQueues() {
+		if mq.GetBroker().GetName() == "broker-b" {
+			return
+		}
+	}
+	t.Fatalf("route via the broker is not the NameServer's: %v", r.GetMessageQueues())
 }

@@ -7,12 +7,12 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
 	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/remote"
 	"github.com/bolide-mq/bolide/broker/topic"
 	"github.com/bolide-mq/bolide/internal/v5wire"
 )
@@ -24,7 +24,12 @@ import (
 // of the topic's route for their assignments, and a client may be given a
 // broker as its access point. A broker answers them by relaying the call,
 // with the client's headers, to its NameServers' v5 service (the first that
-// answers), so the answer is the access point's, whole. A broker with no
+// answers), so the answer is the access point's, whole. The relay dials as
+// the broker's other links to its NameServers do (TLS with --tls-dial) and
+// signs with the broker's own credentials (--access-key), not the client's:
+// the broker has authenticated and authorized the client itself (auth.go).
+// A NameServer that refuses the broker's credentials counts as one that did
+// not answer (logged). A broker with no
 // NameServer, or none reachable, answers from its own topic table (Apache's
 // "Local" mode: this broker's queues only).
 
@@ -32,15 +37,20 @@ import (
 // earlier deadline.
 const relayTimeout = 3 * time.Second
 
-// relayedHeaders are the headers a relayed call carries on.
+// relayedHeaders are the headers a relayed call carries on (not the
+// client's credentials: the relay signs with the broker's).
 var relayedHeaders = []string{headerClientID, headerNamespace, headerLanguage, headerVersion, headerRequestID,
-	"x-mq-protocol", "x-mq-date-time", "x-mq-session-token", "authorization"}
+	"x-mq-protocol"}
 
 // routeRelay holds the connections to the broker's NameServers.
 type routeRelay struct {
 	b     *broker.Broker
 	log   *zap.Logger
 	addrs []string
+	// dial are the connections' options (transport and per-call
+	// credentials); dialErr, when set, is why none can be opened.
+	dial    []grpc.DialOption
+	dialErr error
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
@@ -48,7 +58,17 @@ type routeRelay struct {
 }
 
 func newRouteRelay(b *broker.Broker, addrs []string, log *zap.Logger) *routeRelay {
-	return &routeRelay{b: b, log: log, addrs: addrs, conns: make(map[string]*grpc.ClientConn)}
+	r := &routeRelay{b: b, log: log, addrs: addrs, conns: make(map[string]*grpc.ClientConn)}
+	d, err := remote.NewDialOptions(b.Options().TLS, nil, b.Credentials())
+	if err != nil {
+		r.dialErr = err
+		if len(addrs) > 0 {
+			log.Error("v5 access point: NameServers cannot be dialled; routes are answered from this broker's topics", zap.Error(err))
+		}
+	} else {
+		r.dial = d.GRPCOptions()
+	}
+	return r
 }
 
 // conn returns the connection to a NameServer, opening it. The first one
@@ -62,7 +82,10 @@ func (r *routeRelay) conn(addr string) (*grpc.ClientConn, error) {
 	if c := r.conns[addr]; c != nil {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if r.dialErr != nil {
+		return nil, r.dialErr
+	}
+	c, err := grpc.NewClient(addr, r.dial...)
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +131,11 @@ func relay[Resp any](ctx context.Context, r *routeRelay, call func(context.Conte
 		resp, err = call(cctx, v2.NewMessagingServiceClient(c))
 		cancel()
 		if err == nil {
+			if st, ok := any(resp).(interface{ GetStatus() *v2.Status }); ok && st.GetStatus().GetCode() == v2.Code_UNAUTHORIZED {
+				r.log.Warn("v5 access point: the NameServer refused the broker's credentials (set --access-key and --secret-key of an admin user of its ACL)",
+					zap.String("nameServer", addr), zap.String("reason", st.GetStatus().GetMessage()))
+				continue
+			}
 			return resp, true
 		}
 		r.log.Debug("v5 access point: NameServer did not answer", zap.String("nameServer", addr), zap.Error(err))
