@@ -630,3 +630,70 @@ func TestRouteRelayTLS(t *testing.T) {
 	}
 	t.Fatalf("route via the broker is not the NameServer's: %v", r.GetMessageQueues())
 }
+
+// TestACLClientID: a client id belongs to the access key that first used
+// it: another key may not open a Telemetry stream with it, beat for it or
+// terminate it (FORBIDDEN), and the owner's stream stays open until the
+// owner terminates it.
+func TestACLClientID(t *testing.T) {
+	b := startACLBroker(t)
+	c := dial(t, b)
+	id := newClientID()
+	stream, err := c.Telemetry(signed(t, id, producerKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&v2.TelemetryCommand{Command: &v2.TelemetryCommand_Settings{Settings: producerSettings("orders")}}); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "owner's settings", reply.GetStatus(), v2.Code_OK)
+	ended := make(chan error, 1)
+	go func() {
+		_, err := stream.Recv()
+		ended <- err
+	}()
+
+	other, err := c.Telemetry(signed(t, id, consumerKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = other.Send(&v2.TelemetryCommand{Command: &v2.TelemetryCommand_Settings{Settings: consumerSettings(v2.ClientType_SIMPLE_CONSUMER, "g1", "orders", "*")}})
+	r, err := other.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "telemetry of another's client id", r.GetStatus(), v2.Code_FORBIDDEN)
+	if _, err := other.Recv(); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("stream of another's client id ended with %v", err)
+	}
+	hb, err := c.Heartbeat(signed(t, id, consumerKey), &v2.HeartbeatRequest{ClientType: v2.ClientType_SIMPLE_CONSUMER, Group: &v2.Resource{Name: "g1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "heartbeat for another's client id", hb.GetStatus(), v2.Code_FORBIDDEN)
+	term, err := c.NotifyClientTermination(signed(t, id, consumerKey), &v2.NotifyClientTerminationRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "termination of another's client", term.GetStatus(), v2.Code_FORBIDDEN)
+	select {
+	case err := <-ended:
+		t.Fatalf("the owner's stream ended after a refused termination: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	term, err = c.NotifyClientTermination(signed(t, id, producerKey), &v2.NotifyClientTerminationRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "the owner's termination", term.GetStatus(), v2.Code_OK)
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the owner's stream did not end at its termination")
+	}
+}
