@@ -233,3 +233,35 @@ func TestSignerSignsEachSecond(t *testing.T) {
 		t.Fatalf("frame Auth request %v", fa)
 	}
 }
+
+// A consumer whose credentials the NameServers refuse fails Start with
+// the refusal, rather than retrying in the background.
+func TestConsumerStartRefused(t *testing.T) {
+	_, addr := startGuarded(t, false, nil)
+	ctx := context.Background()
+	shared := WithOptions(WithNameServers(addr), WithCredentials("user-key", "not-the-secret"), WithRPCTimeout(2*time.Second))
+
+	push, err := NewPushConsumer("g", shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer push.Close()
+	if err := push.Subscribe("orders", "*", ConcurrentListener(func(context.Context, []*MessageExt) ConsumeResult { return ConsumeSuccess })); err != nil {
+		t.Fatal(err)
+	}
+	if err := push.Start(ctx); !errors.Is(err, ErrUnauthenticated) || !strings.Contains(err.Error(), "UNAUTHENTICATED: signature check failed") {
+		t.Fatalf("push consumer Start: %v, want UNAUTHENTICATED", err)
+	}
+
+	pull, err := NewPullConsumer("g", shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pull.Close()
+	if err := pull.Subscribe("orders", "*"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pull.Start(ctx); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("pull consumer Start: %v, want UNAUTHENTICATED", err)
+	}
+}
