@@ -453,3 +453,39 @@ func TestHACertificateRenewalAndClientCertificates(t *testing.T) {
 	}
 	waitCaughtUp(t, master, slave)
 }
+
+// TestPermissiveHAServesTLSAndPlainSlaves: in the default TLS mode
+// (permissive) the HA port serves a slave dialling with TLS and one in
+// plain text side by side, with ACL off and no credentials (as before
+// the HA link could be secured).
+func TestPermissiveHAServesTLSAndPlainSlaves(t *testing.T) {
+	master := startBroker(t, haOpts(broker.ReplicationAsync))
+	mc := plainClient(t, master)
+	createTopic(t, mc, "mixed", 1)
+	for i := 0; i < 10; i++ {
+		if err := send(context.Background(), mc, "mixed", 0, fmt.Sprint("m", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tlsSlave := startBroker(t, haOpts(broker.ReplicationAsync), slaveOf(master, 1), func(o *broker.Options) { o.TLS.Dial = true })
+	plainSlave := startBroker(t, haOpts(broker.ReplicationAsync), slaveOf(master, 2))
+	waitCaughtUp(t, master, tlsSlave)
+	waitCaughtUp(t, master, plainSlave)
+	testutil.WaitFor(t, 5*time.Second, "two slaves on the master", func() error {
+		if n := len(master.Replication().Server().Slaves()); n != 2 {
+			return fmt.Errorf("%d slaves", n)
+		}
+		return nil
+	})
+}
+
+// plainClient is a plaintext bolide.v1 client without credentials.
+func plainClient(t *testing.T, b *server.Server) pb.BrokerClient {
+	t.Helper()
+	conn, err := remote.Dial(b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return pb.NewBrokerClient(conn)
+}

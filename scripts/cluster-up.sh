@@ -34,8 +34,12 @@
 #   TLS_KEY         --tls-key; default: each makes a self-signed one)
 #   TLS_CA          PEM CA that signed TLS_CERT: the daemons verify each other
 #                   with it (--tls-ca) and so does bolide (BOLIDE_TLS_CA)
-#   ACL_FILE        turns ACL on (--acl --acl-file) with this plain_acl.yml,
-#                   shared by every daemon (create it with bolide acl init)
+#   ACL_FILE        turns ACL on (--acl) with this plain_acl.yml (create it
+#                   with bolide acl init): it seeds each daemon's own file,
+#                   copied when the daemon has none yet (a broker's is
+#                   <store>/config/plain_acl.yml, a NameServer's
+#                   $CLUSTER_DIR/namesrv-<port>.acl.yml); bolide acl user
+#                   put/delete change them all
 #   ACCESS_KEY      an admin user of ACL_FILE: the daemons sign their calls to
 #   SECRET_KEY      each other with it (--access-key, and the secret key in
 #                   BOLIDE_{NAMESRV,BROKER}_SECRET_KEY), and so does bolide
@@ -91,7 +95,7 @@ fi
 sec=()
 [[ -n $TLS_CERT ]] && sec+=(--tls-cert "$TLS_CERT" --tls-key "$TLS_KEY")
 [[ -n $TLS_CA ]] && sec+=(--tls-ca "$TLS_CA")
-[[ -n $ACL_FILE ]] && sec+=(--acl --acl-file "$ACL_FILE")
+[[ -n $ACL_FILE ]] && sec+=(--acl)
 [[ -n $ACCESS_KEY ]] && sec+=(--access-key "$ACCESS_KEY")
 # The secret key goes through the daemons' environment, not their command
 # lines (which ps shows to everyone).
@@ -110,6 +114,19 @@ fi
 
 mkdir -p "$CLUSTER_DIR"
 CLUSTER_DIR=$(cd "$CLUSTER_DIR" && pwd)
+
+# acl_file PATH sets acl to the --acl-file arguments of a daemon whose own
+# file is PATH, seeding it from ACL_FILE if it does not exist (none when
+# ACL is off).
+acl_file() {
+  acl=()
+  [[ -n $ACL_FILE ]] || return 0
+  if [[ ! -e $1 ]]; then
+    mkdir -p "$(dirname "$1")"
+    (umask 077 && cp "$ACL_FILE" "$1")
+  fi
+  acl=(--acl-file "$1")
+}
 
 # Refuse to start over a running cluster.
 for pidfile in "$CLUSTER_DIR"/*.pid; do
@@ -184,6 +201,8 @@ seed=""
 for port in "${ns_ports[@]}"; do
   args=(--listen "127.0.0.1:$port")
   [[ -n $NAMESRV_TLS_MODE ]] && args+=(--tls-mode "$NAMESRV_TLS_MODE")
+  acl_file "$CLUSTER_DIR/namesrv-$port.acl.yml"
+  args+=(${acl[@]+"${acl[@]}"})
   [[ -n $seed ]] && args+=(--gossip-seeds "$seed")
   start "namesrv-$port" "$BIN/bolide-nameserver" "${args[@]}" ${sec[@]+"${sec[@]}"}
   namesrvs+=("127.0.0.1:$port")
@@ -200,7 +219,8 @@ broker_tls=()
 [[ -n $BROKER_TLS_MODE ]] && broker_tls=(--tls-mode "$BROKER_TLS_MODE")
 for i in 0 1; do
   name=${brokers[$i]}
-  start "$name" "$BIN/bolide-broker" ${broker_tls[@]+"${broker_tls[@]}"} --namesrv "$namesrv_list" --listen "127.0.0.1:${broker_ports[$i]}" \
+  acl_file "$CLUSTER_DIR/$name/config/plain_acl.yml"
+  start "$name" "$BIN/bolide-broker" ${broker_tls[@]+"${broker_tls[@]}"} ${acl[@]+"${acl[@]}"} --namesrv "$namesrv_list" --listen "127.0.0.1:${broker_ports[$i]}" \
     --store-dir "$CLUSTER_DIR/$name" --broker-name "$name" --broker-id 0 --cluster "$CLUSTER_NAME" \
     --flush "$FLUSH" --segment-size "$(segment_size "$CLUSTER_DIR/$name")" ${sec[@]+"${sec[@]}"}
 done

@@ -40,7 +40,10 @@ import (
 //	                                             consumer's group SUB and
 //	                                             topics SUB
 //
-// A heartbeat without a client id or a group is a liveness probe (the Go
+// A client id belongs to the access key whose call first named it: another
+// (not an admin) naming it is refused FORBIDDEN, so that nobody attaches to
+// another's Telemetry stream (its transaction check-backs) or terminates
+// it. A heartbeat without a client id or a group is a liveness probe (the Go
 // client's, when its Telemetry stream recovers) and is answered without
 // credentials: it records nothing. Names are the namespace-folded ones the
 // handlers use. A refusal is the
@@ -333,10 +336,30 @@ func (s *Service) check(ctx context.Context, rule rpcRule, req any) (context.Con
 	if err != nil {
 		return ctx, statusOf(err)
 	}
+	if err := s.ownsClient(ctx); err != nil {
+		return ctx, statusOf(err)
+	}
 	if err := s.authorize(ctx, from, rule, req); err != nil {
 		return ctx, statusOf(err)
 	}
 	return ctx, nil
+}
+
+// ownsClient refuses (FORBIDDEN) a call naming a client id that another
+// access key's calls created: a client's Telemetry stream carries its
+// transaction check-backs, its termination releases its messages. An
+// admin may act for any client.
+func (s *Service) ownsClient(ctx context.Context) error {
+	p := auth.FromContext(ctx)
+	m := readMeta(ctx)
+	if p == nil || p.Admin || m.clientID == "" {
+		return nil
+	}
+	c := s.clients.get(m.clientID)
+	if c == nil || c.owner == "" || c.owner == p.AccessKey {
+		return nil
+	}
+	return errorf(v2.Code_FORBIDDEN, "client id %s is in use by another access key than %s", m.clientID, p.AccessKey)
 }
 
 // register adds the service to srv: as generated with ACL off, else with
@@ -449,6 +472,9 @@ func (s *Service) guardPull(_ any, stream grpc.ServerStream) error {
 // the stream ends with the matching gRPC code.
 func (s *Service) guardTelemetry(_ any, stream grpc.ServerStream) error {
 	ctx, _, err := s.authenticate(stream.Context())
+	if err == nil {
+		err = s.ownsClient(ctx)
+	}
 	out := &grpc.GenericServerStream[v2.TelemetryCommand, v2.TelemetryCommand]{
 		ServerStream: &principalStream{ServerStream: stream, ctx: ctx}}
 	if err != nil {

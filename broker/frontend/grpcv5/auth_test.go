@@ -2,6 +2,7 @@ package grpcv5_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -21,6 +23,7 @@ import (
 	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/server"
+	"github.com/bolide-mq/bolide/internal/tlsconf"
 	"github.com/bolide-mq/bolide/nameserver"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -577,5 +580,120 @@ func TestACLRouteRelay(t *testing.T) {
 	wantCode(t, "local route", r.GetStatus(), v2.Code_OK)
 	if got := brokersOf(r); got["broker-b"] || len(got) != 1 {
 		t.Fatalf("route of a broker the NameServer refuses names %v, want its own queues only", got)
+	}
+}
+
+// TestRouteRelayTLS: against a NameServer that serves TLS only, a broker
+// that dials with TLS (--tls-dial) relays QueryRoute there: the answer
+// names a broker group only the NameServer knows.
+func TestRouteRelayTLS(t *testing.T) {
+	no := nameserver.DefaultOptions()
+	no.ListenAddr = "127.0.0.1:0"
+	no.GossipAddr = nameserver.GossipOff
+	no.TLS = tlsconf.Config{Mode: tlsconf.Enforcing}
+	ns, err := nameserver.New(no, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ns.Close() })
+	nsConn, err := grpc.NewClient(ns.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{InsecureSkipVerify: true})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nsConn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	reg, err := pb.NewNameServerClient(nsConn).RegisterBroker(ctx, &pb.RegisterBrokerRequest{
+		Cluster: "DefaultCluster", BrokerName: "broker-b", BrokerId: 0, BrokerAddr: "127.0.0.1:1", Version: "test",
+		Topics:      []*pb.TopicConfig{{Name: "orders", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6}},
+		DataVersion: &pb.DataVersion{Timestamp: 1, Counter: 1}})
+	if err != nil || reg.GetStatus().GetCode() != pb.Code_OK {
+		t.Fatalf("register broker-b: %v %v", reg.GetStatus(), err)
+	}
+	b := startBroker(t, func(o *broker.Options) {
+		o.NameServers = []string{ns.Addr()}
+		o.TLS.Dial = true
+	})
+	createTopic(t, b, "orders", "")
+	r, err := dial(t, b).QueryRoute(asClient(t, newClientID()), &v2.QueryRouteRequest{Topic: &v2.Resource{Name: "orders"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "relayed route", r.GetStatus(), v2.Code_OK)
+	for _, mq := range r.GetMessageQueues() {
+		if mq.GetBroker().GetName() == "broker-b" {
+			return
+		}
+	}
+	t.Fatalf("route via the broker is not the NameServer's: %v", r.GetMessageQueues())
+}
+
+// TestACLClientID: a client id belongs to the access key that first used
+// it: another key may not open a Telemetry stream with it, beat for it or
+// terminate it (FORBIDDEN), and the owner's stream stays open until the
+// owner terminates it.
+func TestACLClientID(t *testing.T) {
+	b := startACLBroker(t)
+	c := dial(t, b)
+	id := newClientID()
+	stream, err := c.Telemetry(signed(t, id, producerKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&v2.TelemetryCommand{Command: &v2.TelemetryCommand_Settings{Settings: producerSettings("orders")}}); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "owner's settings", reply.GetStatus(), v2.Code_OK)
+	ended := make(chan error, 1)
+	go func() {
+		_, err := stream.Recv()
+		ended <- err
+	}()
+
+	other, err := c.Telemetry(signed(t, id, consumerKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = other.Send(&v2.TelemetryCommand{Command: &v2.TelemetryCommand_Settings{Settings: consumerSettings(v2.ClientType_SIMPLE_CONSUMER, "g1", "orders", "*")}})
+	r, err := other.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "telemetry of another's client id", r.GetStatus(), v2.Code_FORBIDDEN)
+	if _, err := other.Recv(); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("stream of another's client id ended with %v", err)
+	}
+	hb, err := c.Heartbeat(signed(t, id, consumerKey), &v2.HeartbeatRequest{ClientType: v2.ClientType_SIMPLE_CONSUMER, Group: &v2.Resource{Name: "g1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "heartbeat for another's client id", hb.GetStatus(), v2.Code_FORBIDDEN)
+	term, err := c.NotifyClientTermination(signed(t, id, consumerKey), &v2.NotifyClientTerminationRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "termination of another's client", term.GetStatus(), v2.Code_FORBIDDEN)
+	select {
+	case err := <-ended:
+		t.Fatalf("the owner's stream ended after a refused termination: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	term, err = c.NotifyClientTermination(signed(t, id, producerKey), &v2.NotifyClientTerminationRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "the owner's termination", term.GetStatus(), v2.Code_OK)
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the owner's stream did not end at its termination")
 	}
 }

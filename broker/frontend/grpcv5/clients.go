@@ -55,6 +55,9 @@ func newClientTable(s *Service, expiry time.Duration) *clientTable {
 // client is one client id's state.
 type client struct {
 	id string
+	// owner is the access key of the caller that first used the id (ACL
+	// on): calls naming the id with another key are refused (auth.go).
+	owner string
 
 	mu        sync.Mutex
 	lastSeen  time.Time
@@ -79,7 +82,7 @@ func (t *clientTable) touch(m callMeta) *client {
 	t.mu.Lock()
 	c := t.clients[m.clientID]
 	if c == nil {
-		c = &client{id: m.clientID, changed: make(chan struct{}), gone: make(chan struct{})}
+		c = &client{id: m.clientID, owner: m.accessKey, changed: make(chan struct{}), gone: make(chan struct{})}
 		t.clients[m.clientID] = c
 	}
 	t.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
+	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/internal/v5wire"
 )
 
@@ -31,6 +32,7 @@ type callMeta struct {
 	version   string
 	requestID string
 	peer      netip.AddrPort // the connection's remote address (zero if unknown)
+	accessKey string         // the authenticated caller's (ACL on), else ""
 }
 
 // readMeta reads a call's headers. Missing headers are empty: what a call
@@ -49,6 +51,9 @@ func readMeta(ctx context.Context) callMeta {
 		m.language = first(headerLanguage)
 		m.version = first(headerVersion)
 		m.requestID = first(headerRequestID)
+	}
+	if p := auth.FromContext(ctx); p != nil {
+		m.accessKey = p.AccessKey
 	}
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		if t, ok := p.Addr.(*net.TCPAddr); ok {
