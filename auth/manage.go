@@ -33,9 +33,23 @@ func (g *Guard) Accounts() ([]Account, error) {
 }
 
 // PutUser creates or replaces an account in the file and applies it at
-// once.
+// once. Without a secret key an existing account keeps its own (a change
+// of permissions only); a new one needs one.
 func (g *Guard) PutUser(a Account) error {
-	return g.modify(func(f *File) error { f.Put(a); return nil })
+	return g.modify(func(f *File) error {
+		if a.SecretKey == "" {
+			for _, old := range f.Accounts {
+				if old.AccessKey == a.AccessKey {
+					a.SecretKey = old.SecretKey
+				}
+			}
+			if a.SecretKey == "" {
+				return errcode.Errorf(errcode.InvalidParameter, "user %s is new: it needs a secret key", a.AccessKey)
+			}
+		}
+		f.Put(a)
+		return nil
+	})
 }
 
 // DeleteUser removes an account from the file and applies it at once.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/controller"
+	"github.com/bolide-mq/bolide/internal/aclrpc"
 	"github.com/bolide-mq/bolide/internal/membership"
 	"github.com/bolide-mq/bolide/internal/portmux"
 	"github.com/bolide-mq/bolide/internal/tlsconf"
@@ -126,7 +127,7 @@ func New(opts Options, lg *zap.Logger) (*Server, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
 	)
 	pb.RegisterNameServerServer(s.grpc, &service{s: s})
-	pb.RegisterAclServer(s.grpc, &aclService{s: s})
+	pb.RegisterAclServer(s.grpc, aclrpc.New(s.guard, s.authorizeRPC))
 	s.registerV5(s.grpc) // RocketMQ 5's access point (v5.go)
 	if err := s.newController(); err != nil {
 		_ = lis.Close()

@@ -40,6 +40,7 @@ const (
 type security struct {
 	tlsMode   string // "" for the daemons' default (permissive, self-signed)
 	brokerTLS string // the brokers' mode when not tlsMode
+	daemonCA  string // the daemons' --tls-ca when not ca() (a bundle)
 	tlsDir    string // ca.pem, server.pem, server-key.pem
 	aclFile   string // "" for ACL off
 	gossipKey string
@@ -83,8 +84,12 @@ func (s *security) scriptEnv() []string {
 		env = append(env, "BROKER_TLS_MODE="+s.brokerTLS)
 	}
 	if s.tlsDir != "" {
+		ca := s.ca()
+		if s.daemonCA != "" {
+			ca = s.daemonCA
+		}
 		env = append(env, "TLS_CERT="+filepath.Join(s.tlsDir, "server.pem"),
-			"TLS_KEY="+filepath.Join(s.tlsDir, "server-key.pem"), "TLS_CA="+s.ca())
+			"TLS_KEY="+filepath.Join(s.tlsDir, "server-key.pem"), "TLS_CA="+ca)
 	}
 	if s.aclFile != "" {
 		env = append(env, "ACL_FILE="+s.aclFile, "ACCESS_KEY="+e2eAccessKey, "SECRET_KEY="+e2eSecretKey)

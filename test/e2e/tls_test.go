@@ -3,9 +3,15 @@
 package e2e
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bolide-mq/bolide/internal/testutil"
+	"github.com/bolide-mq/bolide/internal/tlsconf/tlstest"
 )
 
 // plain is c's CLI without TLS: the credentials stay.
@@ -54,7 +60,20 @@ func TestTLSModes(t *testing.T) {
 	}
 
 	t.Run("enforcing", func(t *testing.T) {
-		c := startClusterWith(t, base, "cluster-enforcing", 1, suite.withTLS(t, base, "enforcing", ""))
+		// Certificates of its own: this test renews them.
+		own := *suite
+		own.tlsDir = ""
+		sec := own.withTLS(t, filepath.Join(base, "enforcing"), "enforcing", "")
+		// A second CA, which signs the certificate renewed below: the
+		// daemons trust both (they dial each other), the CLI one at a time.
+		renewDir := filepath.Join(base, "enforcing", "tls-renewed")
+		if err := os.MkdirAll(renewDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		ca2 := tlstest.NewCA(t, renewDir, "renewed")
+		sec.daemonCA = filepath.Join(renewDir, "both-ca.pem")
+		writeBundle(t, sec.daemonCA, sec.ca(), ca2.File)
+		c := startClusterWith(t, base, "cluster-enforcing", 1, sec)
 		sendConsume(t, c, topicTLS, "over TLS")
 		p := c.plain()
 		// The NameServer refuses, whatever the command.
@@ -68,6 +87,24 @@ func TestTLSModes(t *testing.T) {
 		if len(got) != 1 || str(got[0], "body") != "over TLS" {
 			t.Errorf("after the refused send the topic holds %v", got)
 		}
+
+		// The certificate renewed on disk (signed by the second CA) is
+		// what new connections get, without a restart: a CLI that trusts
+		// only the second CA gets in, one that trusts only the first no
+		// longer does.
+		renewed := ca2.Server(t, renewDir, "server", "bolide e2e renewed")
+		tlstest.Replace(t, filepath.Join(sec.tlsDir, "server-key.pem"), readFile(t, renewed.KeyFile))
+		tlstest.Replace(t, filepath.Join(sec.tlsDir, "server.pem"), readFile(t, renewed.CertFile))
+		trusting2 := *c
+		trusting2.cliEnv = append(c.plain().cliEnv, "BOLIDE_TLS=1", "BOLIDE_TLS_CA="+ca2.File)
+		testutil.WaitFor(t, 30*time.Second, "the NameServer and brokers to present the renewed certificate", func() error {
+			if r := trusting2.run("topic", "status", topicTLS, "-o", "json"); r.code != 0 {
+				return errors.New(r.String())
+			}
+			return nil
+		})
+		trusting2.ok("send", "--topic", topicTLS, "after the renewal")
+		checkFails(t, c.run("topic", "status", topicTLS), 1, "certificate")
 	})
 
 	t.Run("brokers-enforcing", func(t *testing.T) {
@@ -97,6 +134,27 @@ func TestTLSModes(t *testing.T) {
 		sendConsume(t, &tlsCLI, topicTLS, "over TLS")
 		sendConsume(t, c.plain(), topicTLS+"-plain", "in clear")
 	})
+}
+
+// writeBundle writes the PEM files from, one after the other, to path.
+func writeBundle(t *testing.T, path string, from ...string) {
+	t.Helper()
+	var all []byte
+	for _, f := range from {
+		all = append(all, readFile(t, f)...)
+	}
+	if err := os.WriteFile(path, all, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // sumMessages adds up the messages of topic status's lines.

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/internal/aclrpc"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -65,7 +66,7 @@ func New(b *broker.Broker, extra ...func(grpc.ServiceRegistrar)) *Frontend {
 	pb.RegisterBrokerHAServer(srv, &haService{b: b})
 	pb.RegisterTransactionServer(srv, &transactionService{b: b})
 	pb.RegisterDeadLetterServer(srv, &deadLetterService{b: b})
-	pb.RegisterAclServer(srv, &aclService{g: b.Guard()})
+	pb.RegisterAclServer(srv, aclrpc.New(b.Guard(), nil)) // the interceptor admits admins only
 	for _, register := range extra {
 		register(srv)
 	}
