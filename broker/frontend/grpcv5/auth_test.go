@@ -697,3 +697,80 @@ func TestACLClientID(t *testing.T) {
 		t.Fatal("the owner's stream did not end at its termination")
 	}
 }
+
+// TestACLCheckBackAfterRevocation: a transaction check-back (it carries the
+// message) goes to a producer's open Telemetry stream only while its
+// access key may publish to the topic: revoked after the stream opened, no
+// check-back comes; restored, it comes.
+func TestACLCheckBackAfterRevocation(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "plain_acl.yml")
+	writeUsers := func(perm string) {
+		t.Helper()
+		if err := auth.WriteFile(file, &auth.File{Accounts: []auth.Account{
+			{AccessKey: producerKey.AccessKey, SecretKey: producerKey.SecretKey, DefaultTopicPerm: "DENY", DefaultGroupPerm: "DENY",
+				TopicPerms: []string{"txorders=" + perm}},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeUsers("PUB")
+	b := startBroker(t, func(o *broker.Options) {
+		o.Auth = auth.Config{Enabled: true, File: file, MaxSkew: auth.DefaultMaxSkew}
+		o.Transaction.Timeout = 3 * time.Second
+		o.Transaction.CheckInterval = 300 * time.Millisecond
+	})
+	createTopic(t, b, "txorders", "TRANSACTION")
+	c := dial(t, b)
+	id := newClientID()
+	stream, err := c.Telemetry(signed(t, id, producerKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.CloseSend()
+	if err := stream.Send(&v2.TelemetryCommand{Command: &v2.TelemetryCommand_Settings{Settings: producerSettings("txorders")}}); err != nil {
+		t.Fatal(err)
+	}
+	if reply, err := stream.Recv(); err != nil || reply.GetStatus().GetCode() != v2.Code_OK {
+		t.Fatalf("settings: %v %v", reply, err)
+	}
+	checks := make(chan *v2.RecoverOrphanedTransactionCommand, 16)
+	go func() {
+		for {
+			cmd, err := stream.Recv()
+			if err != nil {
+				close(checks)
+				return
+			}
+			if rc := cmd.GetRecoverOrphanedTransactionCommand(); rc != nil {
+				checks <- rc
+			}
+		}
+	}()
+	m := halfMessage("txorders", "orphan")
+	mustSend(t, c, signed(t, id, producerKey), m)
+
+	// Revoke PUB; the guard sees the file at its next look (at most a
+	// second apart): a send is then refused.
+	writeUsers("SUB")
+	waitFor(t, "the revocation applied", func() bool {
+		return send(t, c, signed(t, id, producerKey), newMessage("txorders", "probe")).GetStatus().GetCode() == v2.Code_FORBIDDEN
+	})
+	select {
+	case rc, ok := <-checks:
+		t.Fatalf("check-back sent after the revocation: %v (stream open: %v)", rc, ok)
+	case <-time.After(4 * time.Second): // past the transaction timeout, many check intervals
+	}
+
+	writeUsers("PUB")
+	select {
+	case rc, ok := <-checks:
+		if !ok {
+			t.Fatal("stream ended")
+		}
+		if got := rc.GetMessage().GetSystemProperties().GetMessageId(); got != m.SystemProperties.MessageId {
+			t.Fatalf("check-back of %s, want %s", got, m.SystemProperties.MessageId)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no check-back once the permission was restored")
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
+	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/broker"
 )
 
@@ -84,7 +85,7 @@ func (s *Service) Telemetry(stream v2.MessagingService_TelemetryServer) error {
 			}
 			return err
 		case n := <-notices:
-			if cmd := s.noticeCommand(c, n); cmd != nil {
+			if cmd := s.noticeCommand(ctx, c, n); cmd != nil {
 				if err := stream.Send(cmd); err != nil {
 					return err
 				}
@@ -140,10 +141,20 @@ func grpcCodeOf(err error) codes.Code {
 
 // noticeCommand turns a session notice into the command that tells the
 // client (nil: nothing to tell; a v5 client does not rebalance, so a
-// group's member change is not).
-func (s *Service) noticeCommand(c *client, n broker.Notice) *v2.TelemetryCommand {
+// group's member change is not). With ACL on, a transaction check-back
+// (which carries the message) goes only to a stream whose caller may
+// still publish to the topic: permissions changed since the stream
+// opened apply.
+func (s *Service) noticeCommand(ctx context.Context, c *client, n broker.Notice) *v2.TelemetryCommand {
 	if n.CheckTransaction == nil {
 		return nil
+	}
+	if s.guard.Enabled() {
+		if err := s.guard.Authorize(auth.FromContext(ctx), callPeer(ctx), auth.TopicNeed(n.CheckTransaction.Topic, auth.Pub)); err != nil {
+			s.log.Debug("transaction check not sent: the client may not publish to the topic", zap.String("client", c.id),
+				zap.String("topic", n.CheckTransaction.Topic), zap.Error(err))
+			return nil
+		}
 	}
 	c.mu.Lock()
 	ns := c.namespace
