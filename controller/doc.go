@@ -111,6 +111,47 @@
 // is judged by the leader's view alone (an asymmetric partition between
 // master and leader fails it over even if the followers still hear it).
 //
+// # Raft transport (transport.go)
+//
+// The controllers talk Raft over hashicorp/raft's NetworkTransport on a
+// stream layer of their own that follows the hosting NameServer's security
+// (Options.Raft, Options.Guard). The listener applies the TLS mode
+// (tlsconf.Listen): off serves plain text, permissive both, enforcing TLS
+// only (plain text is closed unanswered), with client certificates as
+// --tls-client-auth asks. The dialer uses TLS when --tls-dial is set,
+// always with enforcing (tlsconf.ClientConfig: --tls-ca verifies the peer;
+// the NameServer's certificate is presented when asked).
+//
+// Before Raft sees a connection, inside the TLS (or plain) stream, the
+// dialer sends a hello and the acceptor answers (big-endian, n ≤ 1024):
+//
+//	hello  = "BRF" version(1) | n uint16 | creds(n)
+//	answer = status uint8 | n uint16 | body(n)
+//	creds  = alen uint16 | authorization(alen) | date (the rest)
+//
+// authorization and date are the signed-date header (auth.NewHeader with
+// the NameServer's --access-key and --secret-key, signed for each
+// connection), both empty when the NameServer has no credentials. Status 0
+// accepts, its body is the acceptor's own creds; status 1 refuses, its body
+// is the reason (the guard's message), and the connection is closed. A
+// first byte other than "B" (a Raft RPC from an older transport) is closed
+// unanswered; the hello must arrive within 10 s.
+//
+// With ACL on, the acceptor checks the hello with the guard (Guard.Header,
+// then Guard.Internal "controller raft": an admin user) and the dialer
+// checks the answer's creds the same way: the authentication is mutual, so
+// a controller with a wrong secret can neither send Raft RPCs nor receive
+// the leader's log. Refusals are logged as rate-limited WARNs on the
+// refusing side and surface as Raft's RPC errors on the other.
+//
+// With ACL off the handshake still happens (one format whatever the
+// settings) but nothing is checked: credentials, empty or not, right or
+// wrong, are accepted, and the answer's are ignored. A group may therefore
+// mix controllers with and without credentials while ACL is off, and turn
+// ACL on one NameServer at a time once every controller has an admin
+// user's keys. Controllers from before this transport (no hello) cannot
+// join a group of newer ones: upgrade them together.
+//
 // # Safety argument
 //
 // At most one master can accept writes at a time: a broker writes only

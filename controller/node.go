@@ -91,12 +91,14 @@ func New(opts Options, lg *zap.Logger) (*Controller, error) {
 		c.closeStores()
 		return nil, err
 	}
-	trans, err := raft.NewTCPTransportWithLogger(opts.RaftListen, nil, 3, 2*time.Second, c.hclog())
+	stream, err := newStreamLayer(opts.RaftListen, opts.Raft, opts.Guard, lg.Named("raft-transport"))
 	if err != nil {
 		c.closeStores()
 		return nil, fmt.Errorf("controller: raft transport on %s: %w", opts.RaftListen, err)
 	}
-	c.trans = trans
+	c.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: stream, MaxPool: 3, Timeout: 2 * time.Second, Logger: c.hclog(),
+	})
 	return c, nil
 }
 

@@ -51,6 +51,9 @@ type Options struct {
 	// Guard is the access control of the controller's gRPC service
 	// (auth.go): the hosting NameServer's. Nil allows every call.
 	Guard *auth.Guard
+	// Raft is the Raft transport's TLS and credentials (transport.go);
+	// with Guard enabled, its connections are authenticated too.
+	Raft RaftSecurity
 
 	// RaftHeartbeat and RaftElectionTimeout are hashicorp/raft's
 	// HeartbeatTimeout and ElectionTimeout.

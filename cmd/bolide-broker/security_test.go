@@ -59,8 +59,8 @@ func TestBinaryTLSEnforcingAndACL(t *testing.T) {
 	}
 
 	// The admin listener: HTTPS only, Basic auth on /metrics.
-	if _, _, err := httpGet("http://" + adminAddr + "/healthz"); err == nil {
-		t.Fatal("plain HTTP served by the admin listener of an enforcing broker")
+	if code, body, err := httpGet("http://" + adminAddr + "/healthz"); err != nil || code != http.StatusBadRequest || !strings.Contains(body, "TLS") {
+		t.Fatalf("plain HTTP to the admin listener of an enforcing broker: %d %q, %v; want 400 naming TLS", code, body, err)
 	}
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: ca.Pool, ServerName: "broker.test"}, DisableKeepAlives: true}}

@@ -26,7 +26,9 @@
 // a listener serving one protocol (HA, admin HTTP) applies it with Listen,
 // which sorts each connection by its first byte, serves TLS, plain text or
 // both, and closes the other kind (counted in RefusedCollector, logged at
-// most once per RefuseLogInterval).
+// most once per RefuseLogInterval); ListenRefusing first answers a refused
+// plain-text client in its protocol (the admin listener: HTTP 400, package
+// plaintext).
 //
 // ClientConfig is the client side for a daemon's own connections (Dial):
 // verified against CAFile when set, else not verified; the daemon's own

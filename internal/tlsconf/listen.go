@@ -38,6 +38,17 @@ const recordHandshake = 0x16
 // byte. The sorting runs off the Accept path: a slow client holds no one
 // up. src may be nil with Off; without a src, TLS is refused in every mode.
 func Listen(lis net.Listener, c Config, src *Source, log *zap.Logger) net.Listener {
+	return ListenRefusing(lis, c, src, log, nil)
+}
+
+// RefuseTimeout bounds a refusePlain of ListenRefusing.
+const RefuseTimeout = 5 * time.Second
+
+// ListenRefusing is Listen that, in enforcing mode, hands a plain-text
+// connection to refusePlain (when not nil) to tell the client in its own
+// protocol to use TLS (within RefuseTimeout) before it is closed — the
+// admin listener answers HTTP 400 (plaintext.HTTP).
+func ListenRefusing(lis net.Listener, c Config, src *Source, log *zap.Logger, refusePlain func(net.Conn)) net.Listener {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -46,6 +57,7 @@ func Listen(lis net.Listener, c Config, src *Source, log *zap.Logger) net.Listen
 		conns:   make(chan net.Conn),
 		done:    make(chan struct{}),
 		pending: make(map[net.Conn]struct{}),
+		refuse:  refusePlain,
 	}
 	if src == nil && c.Mode != Off {
 		log.Error("TLS listener without a certificate source: TLS connections are refused", zap.Stringer("addr", lis.Addr()))
@@ -61,9 +73,10 @@ const RefuseLogInterval = 10 * time.Second
 
 type listener struct {
 	net.Listener
-	mode Mode
-	src  *Source
-	log  *zap.Logger
+	mode   Mode
+	src    *Source
+	log    *zap.Logger
+	refuse func(net.Conn) // answers a refused plain-text client; may be nil
 
 	conns chan net.Conn
 	done  chan struct{}
@@ -147,6 +160,10 @@ func (l *listener) open(nc net.Conn) net.Conn {
 			CountRefused(RefusedPlaintext)
 			l.warn.Warn(l.log, "plain-text connection refused: this listener accepts TLS only (--tls-mode enforcing)",
 				zap.Stringer("addr", l.Addr()), zap.Stringer("remote", nc.RemoteAddr()))
+			if l.refuse != nil {
+				_ = nc.SetDeadline(time.Now().Add(RefuseTimeout))
+				l.refuse(rc)
+			}
 			return nil
 		}
 		_ = nc.SetDeadline(time.Time{})

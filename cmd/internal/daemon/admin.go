@@ -16,6 +16,7 @@ import (
 	"github.com/bolide-mq/bolide/internal/admin"
 	"github.com/bolide-mq/bolide/internal/membership"
 	"github.com/bolide-mq/bolide/internal/tlsconf"
+	"github.com/bolide-mq/bolide/internal/tlsconf/plaintext"
 )
 
 // AdminAuto is the default of --admin-listen: loopback, on the daemon's
@@ -117,7 +118,7 @@ func StartAdmin(addr string, derived bool, addrFile string, c prometheus.Collect
 		return nil, fmt.Errorf("admin: listen %s: %w", addr, err)
 	}
 	a := &Admin{
-		lis: tlsconf.Listen(raw, sec.TLS, src, lg), log: lg, done: make(chan struct{}), addrFile: addrFile,
+		lis: tlsconf.ListenRefusing(raw, sec.TLS, src, lg, plaintext.HTTP), log: lg, done: make(chan struct{}), addrFile: addrFile,
 		srv: &http.Server{
 			Handler:           handler,
 			ReadHeaderTimeout: 10 * time.Second,

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,9 +69,13 @@ func TestAdminTLSModes(t *testing.T) {
 	for _, mode := range []tlsconf.Mode{tlsconf.Off, tlsconf.Permissive, tlsconf.Enforcing} {
 		t.Run(mode.String(), func(t *testing.T) {
 			a := startTestAdmin(t, AdminSecurity{TLS: tlsconf.Config{Mode: mode, CertFile: srv.CertFile, KeyFile: srv.KeyFile}})
-			code, _, err := get(t, httpClient(nil, false), "http://"+a.Addr()+"/metrics", "", "")
+			code, body, err := get(t, httpClient(nil, false), "http://"+a.Addr()+"/metrics", "", "")
 			if plainOK := mode != tlsconf.Enforcing; plainOK != (err == nil && code == 200) {
 				t.Errorf("plain HTTP: %d, %v; want served=%v", code, err, plainOK)
+			}
+			// Enforcing: plain HTTP is told to use HTTPS.
+			if mode == tlsconf.Enforcing && (err != nil || code != http.StatusBadRequest || !strings.Contains(body, "TLS")) {
+				t.Errorf("plain HTTP to an enforcing admin port: %d %q, %v; want 400 naming TLS", code, body, err)
 			}
 			for _, h2 := range []bool{false, true} {
 				code, body, err := get(t, httpClient(verified, h2), "https://"+a.Addr()+"/metrics", "", "")

@@ -8,8 +8,10 @@
 package plaintext
 
 import (
+	"bufio"
 	"io"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -169,4 +171,21 @@ func Frame(conn net.Conn) {
 			return
 		}
 	}
+}
+
+// HTTP reads a plain HTTP request's head on conn (at most 8 KiB) and
+// answers 400 Bad Request with Message, as Go's HTTPS servers answer
+// plain HTTP; reading the head first lets the client see the answer
+// rather than a reset.
+func HTTP(conn net.Conn) {
+	br := bufio.NewReaderSize(io.LimitReader(conn, 8<<10), 1024)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil || line == "\r\n" || line == "\n" {
+			break
+		}
+	}
+	body := Message + " (https://)\n"
+	_, _ = io.WriteString(conn, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n"+
+		"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
 }
