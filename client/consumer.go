@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -55,6 +56,11 @@ type consumerCore struct {
 	loopStarted bool
 
 	rebalanceNow signal
+	// refusal is the last permanent refusal (isPermanentRefusal) met in
+	// the background and not reported yet (PullConsumer.Poll); onRefusal,
+	// when set, is told of each (WithRefusalHandler, and Poll's wake-up).
+	refusal   atomic.Pointer[error]
+	onRefusal []func(error)
 	// loopCtx stops the rebalance loop before the queues are released.
 	loopCtx    context.Context
 	loopCancel context.CancelFunc
@@ -75,6 +81,9 @@ func newConsumerCore(group string, o options, consumeType pb.ConsumeType) (*cons
 		sessions: make(map[string]*session), rebalanceNow: newSignal(), loopDone: make(chan struct{}),
 	}
 	c.log = c.log.With(zap.String("group", group))
+	if o.refusalHandler != nil {
+		c.onRefusal = append(c.onRefusal, o.refusalHandler)
+	}
 	c.reads = newReadSelector(o.masterRetry, c.log)
 	c.loopCtx, c.loopCancel = context.WithCancel(c.ctx)
 	if o.model == Broadcasting {
@@ -150,6 +159,29 @@ func (c *consumerCore) topics() []string {
 	return out
 }
 
+// noteFailure records err, a failure met in the background, when it is a
+// permanent refusal; it reports whether it was one (then whoever retries
+// should wait long: nothing changes until the configuration does).
+func (c *consumerCore) noteFailure(err error) bool {
+	if !isPermanentRefusal(err) {
+		return false
+	}
+	c.refusal.Store(&err)
+	for _, f := range c.onRefusal {
+		f(err)
+	}
+	return true
+}
+
+// takeRefusal returns the refusal noted and not reported yet, and forgets
+// it.
+func (c *consumerCore) takeRefusal() error {
+	if p := c.refusal.Swap(nil); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // assignment returns the queues this consumer holds, sorted.
 func (c *consumerCore) assignment() []MessageQueue {
 	c.mu.Lock()
@@ -171,10 +203,11 @@ func (c *consumerCore) start(ctx context.Context) error {
 	if err := c.checkSQLSubscriptions(ctx); err != nil {
 		return err
 	}
-	// Credentials the NameServers refuse fail Start, rather than a
-	// consumer that retries in the background for ever.
+	// Credentials the NameServers refuse, or plain text to NameServers
+	// that accept TLS only, fail Start, rather than a consumer that
+	// retries in the background for ever.
 	for _, t := range c.topics() {
-		if _, err := c.routes.get(ctx, t); isRefusal(err) {
+		if _, err := c.routes.get(ctx, t); isPermanentRefusal(err) {
 			return fmt.Errorf("consumer group %s: %w", c.group, err)
 		}
 	}
@@ -303,6 +336,8 @@ func (c *consumerCore) rebalance(ctx context.Context) bool {
 				case errors.Is(err, ErrGroupNotExist):
 					// Our first heartbeat has not been applied yet.
 					c.log.Debug("rebalance: group not yet known to the broker", zap.String("topic", topic))
+				case c.noteFailure(err):
+					c.log.Error("rebalance: consumer list refused", zap.String("topic", topic), zap.Error(err))
 				default:
 					c.log.Warn("rebalance: no consumer list", zap.String("topic", topic), zap.Error(err))
 				}
@@ -461,8 +496,13 @@ func (c *consumerCore) resolveStart(ctx context.Context, mq MessageQueue) (int64
 		if ctx.Err() != nil {
 			return 0, false
 		}
-		c.log.Warn("cannot find the start offset", zap.Stringer("queue", mq), zap.Error(err))
-		c.routes.markStale(mq.Topic)
+		if c.noteFailure(err) {
+			c.log.Error("start offset refused", zap.Stringer("queue", mq), zap.Error(err))
+			backoff = 3 * time.Second
+		} else {
+			c.log.Warn("cannot find the start offset", zap.Stringer("queue", mq), zap.Error(err))
+			c.routes.markStale(mq.Topic)
+		}
 		if !sleepCtx(ctx, backoff) {
 			return 0, false
 		}
@@ -657,6 +697,10 @@ func (c *consumerCore) runSession(ctx context.Context, s *session) {
 		}
 		if connected {
 			backoff = 100 * time.Millisecond
+		}
+		if c.noteFailure(err) {
+			c.log.Error("broker session refused", zap.String("broker", s.addr), zap.Error(err))
+			backoff = 5 * time.Second
 		}
 		c.log.Debug("broker session ended", zap.String("broker", s.addr), zap.Error(err))
 		if !sleepCtx(ctx, backoff) {

@@ -128,6 +128,7 @@ type options struct {
 	pullBackoff       time.Duration
 	pollBatchSize     int
 	masterRetry       time.Duration
+	refusalHandler    func(error)
 }
 
 func defaultOptions() options {
@@ -576,6 +577,17 @@ func WithPollBatchSize(n int) ConsumerOption {
 // the master; pulls from a slave are held at most this long. Default 3 s.
 func WithMasterRetryInterval(d time.Duration) ConsumerOption {
 	return consumerOption(func(o *options) { o.masterRetry = d })
+}
+
+// WithRefusalHandler is told of each refusal a consumer meets in the
+// background — heartbeats, rebalancing, offsets, pulls answered
+// UNAUTHENTICATED or NO_PERMISSION (ErrUnauthenticated, ErrNoPermission),
+// or by a broker that accepts TLS only — on the goroutine that met it:
+// it must not block. Such calls are retried only every few seconds, as
+// nothing changes until the daemons' configuration does. A PullConsumer
+// also returns them from Poll.
+func WithRefusalHandler(f func(err error)) ConsumerOption {
+	return consumerOption(func(o *options) { o.refusalHandler = f })
 }
 
 // buildOptions applies opts to the defaults with apply (a method

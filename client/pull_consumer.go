@@ -65,6 +65,7 @@ func NewPullConsumer(group string, opts ...ConsumerOption) (*PullConsumer, error
 	}
 	p := &PullConsumer{c: c, queues: make(map[MessageQueue]*liteQueue)}
 	c.handler = p
+	c.onRefusal = append(c.onRefusal, func(error) { p.avail.notify() })
 	return p, nil
 }
 
@@ -147,6 +148,13 @@ func (p *PullConsumer) Assignment() []MessageQueue { return p.c.assignment() }
 
 // Poll returns fetched messages (at most WithPollBatchSize), blocking until
 // there are some or ctx is done. Messages of one queue come in order.
+//
+// When there is nothing to return and the consumer's background calls were
+// refused since the last Poll — UNAUTHENTICATED or NO_PERMISSION
+// (ErrUnauthenticated, ErrNoPermission), or a broker that accepts TLS only
+// spoken to in plain text — Poll returns that error (once per refusal:
+// the consumer keeps asking, slowly, and a later Poll returns messages
+// once the daemons let it through).
 func (p *PullConsumer) Poll(ctx context.Context) ([]*MessageExt, error) {
 	switch p.state.Load() {
 	case stateNew:
@@ -161,6 +169,9 @@ func (p *PullConsumer) Poll(ctx context.Context) ([]*MessageExt, error) {
 		p.mu.Unlock()
 		if len(msgs) > 0 {
 			return msgs, nil
+		}
+		if err := p.c.takeRefusal(); err != nil {
+			return nil, err
 		}
 		select {
 		case <-wait:
@@ -386,8 +397,15 @@ func (p *PullConsumer) fetchLoop(q *liteQueue) {
 			if ctx.Err() != nil {
 				return
 			}
-			p.c.log.Warn("pull failed", zap.Stringer("queue", q.mq), zap.Error(err))
-			p.c.routes.markStale(q.mq.Topic)
+			if p.c.noteFailure(err) {
+				// Credentials, permissions, TLS: Poll reports it; no use
+				// asking again soon.
+				p.c.log.Error("pull refused", zap.Stringer("queue", q.mq), zap.Error(err))
+				backoff = 3 * opts.pullBackoff
+			} else {
+				p.c.log.Warn("pull failed", zap.Stringer("queue", q.mq), zap.Error(err))
+				p.c.routes.markStale(q.mq.Topic)
+			}
 			if !sleepCtx(ctx, backoff) {
 				return
 			}

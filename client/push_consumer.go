@@ -408,8 +408,8 @@ func (p *PushConsumer) pullLoop(q *pushQueue) {
 			if ctx.Err() != nil {
 				return
 			}
-			if isRefusal(err) {
-				// Credentials or permissions: no use asking again soon.
+			if p.c.noteFailure(err) {
+				// Credentials, permissions, TLS: no use asking again soon.
 				p.c.log.Error("pull refused", zap.Stringer("queue", q.mq), zap.Error(err))
 				backoff = 3 * opts.pullBackoff
 			} else {

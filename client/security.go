@@ -152,6 +152,28 @@ func isRefusal(err error) bool {
 	return false
 }
 
+// isPermanentRefusal reports whether err is a refusal that asking again
+// will not change until the daemons' configuration does: the caller's
+// credentials or permissions (isRefusal), a server that accepts TLS only
+// and was spoken to in plain text (gRPC's FailedPrecondition, which
+// Bolide's servers answer only that with), or a frame request the broker
+// could not serve at all (an error frame: the same refusal, or a request
+// it cannot decode).
+func isPermanentRefusal(err error) bool {
+	if err == nil {
+		return false
+	}
+	if isRefusal(err) {
+		return true
+	}
+	var re *frame.RemoteError
+	if errors.As(err, &re) {
+		return true
+	}
+	var se interface{ GRPCStatus() *status.Status }
+	return !isCoded(err) && errors.As(err, &se) && se.GRPCStatus().Code() == codes.FailedPrecondition
+}
+
 // frameRefusal returns the coded error of a frame connection whose Auth
 // request addr refused, or nil.
 func frameRefusal(addr string, err error) error {

@@ -191,3 +191,57 @@ func TestACLAdmin(t *testing.T) {
 		t.Fatalf("a deleted user sends: %v, want UNAUTHENTICATED", err)
 	}
 }
+
+// A push consumer of a group its user may not subscribe as reports the
+// refusal to WithRefusalHandler (and consumes nothing); a pull consumer
+// returns it from Poll.
+func TestACLConsumerRefusalReported(t *testing.T) {
+	e := startACLEnv(t)
+	ctx := context.Background()
+	refusals := make(chan error, 16)
+	push, err := NewPushConsumer("not-app-group", e.copts(WithCredentials("app-key", "app-secret"),
+		WithRefusalHandler(func(err error) {
+			select {
+			case refusals <- err:
+			default:
+			}
+		}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer push.Close()
+	if err := push.Subscribe("acl-orders", "*", ConcurrentListener(func(context.Context, []*MessageExt) ConsumeResult {
+		t.Error("a refused consumer got messages")
+		return ConsumeSuccess
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if err := push.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-refusals:
+		if !errors.Is(err, ErrNoPermission) || !strings.Contains(err.Error(), "NO_PERMISSION: access key app-key may not") {
+			t.Fatalf("refusal %v, want NO_PERMISSION", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no refusal reported")
+	}
+
+	pull, err := NewPullConsumer("not-app-group", e.copts(WithCredentials("app-key", "app-secret"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pull.Close()
+	if err := pull.Subscribe("acl-orders", "*"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pull.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if _, err := pull.Poll(pctx); !errors.Is(err, ErrNoPermission) {
+		t.Fatalf("Poll: %v, want NO_PERMISSION", err)
+	}
+}

@@ -38,6 +38,9 @@ type secureCluster struct {
 type secureOptions struct {
 	acl bool
 	tls tlsconf.Mode // with tls != Off the daemons serve a certificate ca signed
+	// nsPermissive: the NameServer serves TLS and plain text, whatever tls
+	// says for the broker.
+	nsPermissive bool
 }
 
 func startSecureCluster(t *testing.T, o secureOptions) *secureCluster {
@@ -65,6 +68,9 @@ func startSecureCluster(t *testing.T, o secureOptions) *secureCluster {
 	no.GossipAddr = nameserver.GossipOff
 	no.ScanInterval = 500 * time.Millisecond
 	no.TLS = tc
+	if o.nsPermissive {
+		no.TLS.Mode = tlsconf.Permissive
+	}
 	no.TLSCertFile, no.TLSKeyFile = tc.CertFile, tc.KeyFile
 	no.TLS.CertFile, no.TLS.KeyFile = "", ""
 	no.Auth = ac("ns")
@@ -106,7 +112,7 @@ func startSecureCluster(t *testing.T, o secureOptions) *secureCluster {
 	// Registered: the CLI lists the broker (as admin, over TLS as needed).
 	testutil.WaitFor(t, 20*time.Second, "broker-a registered", func() error {
 		code, out, errb := runCLI(t, "", c.args("cluster", "list", "-o", "json", "--access-key", adminKey, "--secret-key", adminSecret, "--tls-ca", c.ca.File)...)
-		if o.tls == tlsconf.Off {
+		if o.tls == tlsconf.Off || o.nsPermissive {
 			code, out, errb = runCLI(t, "", c.args("cluster", "list", "-o", "json", "--access-key", adminKey, "--secret-key", adminSecret)...)
 		}
 		if code != 0 || !strings.Contains(out, "broker-a") {
@@ -168,6 +174,38 @@ func TestTLSFlags(t *testing.T) {
 	args := c.args("topic", "list", "--tls-ca", other.File, "--timeout", "3s")
 	code, out, errb := runCLI(t, "", args...)
 	checkOneLineError(t, args, code, out, errb, exitFailed, "failed to verify certificate: x509: certificate signed by unknown authority")
+}
+
+// TestPlainTextToEnforcingBrokers: the NameServer serves plain text, the
+// broker TLS only. A plain-text consume fails at once with the TLS
+// refusal (it is not an empty consume), as send does; with --tls it
+// consumes.
+func TestPlainTextToEnforcingBrokers(t *testing.T) {
+	c := startSecureCluster(t, secureOptions{tls: tlsconf.Enforcing, nsPermissive: true})
+	tlsArgs := []string{"--tls-ca", c.ca.File}
+	code, _, errb := runCLI(t, "", c.args(append([]string{"topic", "create", "mixed", "--queues", "2"}, tlsArgs...)...)...)
+	if code != 0 {
+		t.Fatalf("topic create over TLS: %s", errb)
+	}
+	code, _, errb = runCLI(t, "", c.args(append([]string{"send", "--topic", "mixed", "over TLS"}, tlsArgs...)...)...)
+	if code != 0 {
+		t.Fatalf("send over TLS: %s", errb)
+	}
+	for _, args := range [][]string{
+		{"send", "--topic", "mixed", "plain"},
+		{"consume", "--topic", "mixed", "--group", "plain-g", "--from", "first", "--timeout", "20s"},
+	} {
+		start := time.Now()
+		code, out, errb := runCLI(t, "", c.args(args...)...)
+		checkOneLineError(t, args, code, out, errb, exitFailed, "accepts TLS only")
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("%q failed after %v, want at once", args, d)
+		}
+	}
+	code, out, errb := runCLI(t, "", c.args(append([]string{"consume", "--topic", "mixed", "--group", "tls-g", "--from", "first", "--count", "1"}, tlsArgs...)...)...)
+	if code != 0 || !strings.Contains(out, "over TLS") {
+		t.Fatalf("consume over TLS: exit %d, %s %s", code, out, errb)
+	}
 }
 
 // TestSecurityFlagErrors: bad security flags are usage errors.
@@ -304,6 +342,9 @@ func TestACLCommands(t *testing.T) {
 	}
 	refused("NO_PERMISSION: access key app-key-1 may not", append([]string{"send", "--topic", "acl-other", "x"}, app...)...)
 	refused("NO_PERMISSION: access key app-key-1 is not an admin", append([]string{"topic", "create", "acl-mine"}, app...)...)
+	// A consume refused fails at once, it is not an empty consume.
+	refused("NO_PERMISSION: access key app-key-1 may not", append([]string{"consume", "--topic", "acl-orders", "--group", "not-my-group", "--timeout", "20s"}, app...)...)
+	refused("UNAUTHENTICATED", "consume", "--topic", "acl-orders", "--group", "app-group", "--timeout", "20s")
 	refused("NO_PERMISSION", append([]string{"acl", "user", "list"}, app...)...)
 
 	// Deleted everywhere: the user is unknown at once.
