@@ -398,7 +398,18 @@ func (s *streamLayer) clientHandshake(nc net.Conn, address string, timeout time.
 	_ = nc.SetDeadline(time.Now().Add(timeout))
 	conn := nc
 	if s.dtls != nil {
-		tc := tls.Client(nc, s.dtls)
+		cfg := s.dtls
+		if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
+			// Verify the peer's certificate for the host dialled (as
+			// gRPC does), unless --tls-server-name says otherwise.
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				return nil, fmt.Errorf("controller raft: %w", err)
+			}
+			cfg = cfg.Clone()
+			cfg.ServerName = host
+		}
+		tc := tls.Client(nc, cfg)
 		if err := tc.Handshake(); err != nil {
 			return nil, fmt.Errorf("controller raft: TLS handshake with %s: %w", address, err)
 		}

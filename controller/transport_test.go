@@ -128,7 +128,7 @@ func newRaftSec(t *testing.T) raftSec {
 		tls: tlsconf.Config{
 			Mode: tlsconf.Enforcing, CertFile: pair.CertFile, KeyFile: pair.KeyFile,
 			ClientCAFile: ca.File, ClientAuth: tlsconf.ClientCertRequire,
-			Dial: true, CAFile: ca.File, ServerName: "localhost",
+			Dial: true, CAFile: ca.File,
 		},
 		guard: g,
 		creds: auth.Credentials{AccessKey: "ctladmin", SecretKey: "ctl-secret"},
@@ -269,6 +269,7 @@ func TestRaftTransportRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.ServerName = "127.0.0.1"
 	for _, c := range []struct {
 		name  string
 		creds auth.Credentials

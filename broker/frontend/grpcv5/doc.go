@@ -25,7 +25,10 @@
 // answers them (package nameserver), naming each broker's own port as its
 // endpoint. A broker answers them too, relaying them to its NameServers (the
 // Node.js and Java push consumers ask a broker for their assignments), or
-// from its own topics when it has none (route.go). Application errors travel in the responses' Status with gRPC
+// from its own topics when it has none (route.go). With the broker's ACL
+// on, every RPC is authenticated by its signed x-mq-date-time header and
+// authorized by what it names before its handler runs (auth.go); refusals
+// are UNAUTHORIZED (40100) and FORBIDDEN (40300). Application errors travel in the responses' Status with gRPC
 // status OK, as the clients expect; docs/rocketmq-compat/v5.md lists the
 // codes.
 package grpcv5
