@@ -97,7 +97,9 @@
 // cannot identify the caller answers UNAUTHENTICATED (ErrUnauthenticated),
 // one whose user lacks a permission NO_PERMISSION (ErrNoPermission): the
 // call fails at once, never retried, with the code at the head of its text.
-// Admin.PutAclUser and its siblings manage the users (bolide acl).
+// What consumers meet in the background (heartbeats, pulls) is reported:
+// PullConsumer.Poll returns it, WithRefusalHandler is told of it. Admin.PutAclUser
+// and its siblings manage the users (bolide acl).
 //
 // # Errors
 //

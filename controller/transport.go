@@ -199,7 +199,7 @@ type streamLayer struct {
 	closed  bool
 	err     error
 
-	warn tlsconf.RateLimitedWarn
+	warnIn, warnOut tlsconf.RateLimitedWarn // refused connections, accepted and dialed
 }
 
 // newStreamLayer binds bind and starts accepting.
@@ -281,7 +281,7 @@ func (s *streamLayer) admit(nc net.Conn) {
 	if err != nil || closed {
 		_ = nc.Close()
 		if err != nil && !closed {
-			s.warn.Warn(s.log, "controller raft: connection refused", zap.Stringer("remote", nc.RemoteAddr()), zap.Error(err))
+			s.warnIn.Warn(s.log, "controller raft: connection refused", zap.Stringer("remote", nc.RemoteAddr()), zap.Error(err))
 		}
 		return
 	}
@@ -398,7 +398,18 @@ func (s *streamLayer) clientHandshake(nc net.Conn, address string, timeout time.
 	_ = nc.SetDeadline(time.Now().Add(timeout))
 	conn := nc
 	if s.dtls != nil {
-		tc := tls.Client(nc, s.dtls)
+		cfg := s.dtls
+		if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
+			// Verify the peer's certificate for the host dialled (as
+			// gRPC does), unless --tls-server-name says otherwise.
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				return nil, fmt.Errorf("controller raft: %w", err)
+			}
+			cfg = cfg.Clone()
+			cfg.ServerName = host
+		}
+		tc := tls.Client(nc, cfg)
 		if err := tc.Handshake(); err != nil {
 			return nil, fmt.Errorf("controller raft: TLS handshake with %s: %w", address, err)
 		}
@@ -427,7 +438,7 @@ func (s *streamLayer) clientHandshake(nc net.Conn, address string, timeout time.
 		return nil, fmt.Errorf("controller raft: %s refused this controller: %s", address, body)
 	}
 	if err := s.check(address, body); err != nil {
-		s.warn.Warn(s.log, "controller raft: peer refused (its credentials)", zap.String("peer", address), zap.Error(err))
+		s.warnOut.Warn(s.log, "controller raft: peer refused (its credentials)", zap.String("peer", address), zap.Error(err))
 		return nil, fmt.Errorf("controller raft: %s is not a trusted controller: %w", address, err)
 	}
 	if err := nc.SetDeadline(time.Time{}); err != nil {

@@ -128,7 +128,7 @@ func newRaftSec(t *testing.T) raftSec {
 		tls: tlsconf.Config{
 			Mode: tlsconf.Enforcing, CertFile: pair.CertFile, KeyFile: pair.KeyFile,
 			ClientCAFile: ca.File, ClientAuth: tlsconf.ClientCertRequire,
-			Dial: true, CAFile: ca.File, ServerName: "localhost",
+			Dial: true, CAFile: ca.File,
 		},
 		guard: g,
 		creds: auth.Credentials{AccessKey: "ctladmin", SecretKey: "ctl-secret"},
@@ -269,6 +269,7 @@ func TestRaftTransportRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.ServerName = "127.0.0.1"
 	for _, c := range []struct {
 		name  string
 		creds auth.Credentials
@@ -351,5 +352,58 @@ func TestRaftStreamLayerClose(t *testing.T) {
 	}
 	if _, err := newStreamLayer("0.0.0.0:0", RaftSecurity{TLS: tlsconf.Config{Mode: tlsconf.Off}}, nil, nil); err == nil {
 		t.Fatal("an unspecified bind address was accepted (it cannot be advertised)")
+	}
+}
+
+// A dialer with --tls-ca refuses a peer whose certificate another CA
+// signed, and connects to one the CA signed (checked for the host
+// dialled).
+func TestRaftStreamLayerVerifiesPeer(t *testing.T) {
+	sec := newRaftSec(t)
+	dir := t.TempDir()
+	other := tlstest.NewCA(t, dir, "other").Server(t, dir, "other", "localhost")
+	otherTLS := sec.tls
+	otherTLS.CertFile, otherTLS.KeyFile = other.CertFile, other.KeyFile
+	otherTLS.ClientAuth, otherTLS.ClientCAFile = tlsconf.ClientCertNone, ""
+	impostor, err := newStreamLayer("127.0.0.1:0", RaftSecurity{TLS: otherTLS, Credentials: sec.creds}, sec.guard, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer impostor.Close()
+	good, err := newStreamLayer("127.0.0.1:0", RaftSecurity{TLS: sec.tls, Credentials: sec.creds}, sec.guard, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer good.Close()
+	dialer, err := newStreamLayer("127.0.0.1:0", RaftSecurity{TLS: sec.tls, Credentials: sec.creds}, sec.guard, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dialer.Close()
+
+	if _, err := dialer.Dial(raft.ServerAddress(impostor.Addr().String()), 5*time.Second); err == nil ||
+		!strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("dial to a peer with another CA's certificate: %v; want a certificate error", err)
+	}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := good.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	conn, err := dialer.Dial(raft.ServerAddress(good.Addr().String()), 5*time.Second)
+	if err != nil {
+		t.Fatalf("dial to a verified peer: %v", err)
+	}
+	defer conn.Close()
+	if _, ok := conn.(*tls.Conn); !ok {
+		t.Fatalf("the dialed connection is a %T, not TLS", conn)
+	}
+	select {
+	case c := <-accepted:
+		_ = c.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the verified connection was not handed to Raft")
 	}
 }
