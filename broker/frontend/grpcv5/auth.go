@@ -40,13 +40,7 @@ import (
 //	                                             consumer's group SUB and
 //	                                             topics SUB
 //
-// A client id belongs to the access key whose call first named it: another
-// (not an admin) naming it is refused FORBIDDEN, so that nobody attaches to
-// another's Telemetry stream (its transaction check-backs) or terminates
-// it. A heartbeat without a client id or a group is a liveness probe (the Go
-// client's, when its Telemetry stream recovers) and is answered without
-// credentials: it records nothing. Names are the namespace-folded ones the
-// handlers use. A refusal is the
+// Names are the namespace-folded ones the handlers use. A refusal is the
 // RPC's own response with Status UNAUTHORIZED (40100) when the caller is
 // not authenticated, FORBIDDEN (40300) when it lacks the permission, and
 // the guard's message; the handler does not run, so nothing is stored,
@@ -54,8 +48,16 @@ import (
 // command's Status, then ends with gRPC UNAUTHENTICATED or
 // PERMISSION_DENIED (the clients fail their start on it instead of
 // waiting for Settings). The Go client (5.1.4) signs with empty keys when
-// it has no credentials (Credential=//Rocketmq): with ACL on that is an
-// unknown access key.
+// it has no credentials (Credential=//Rocketmq): with ACL on that is
+// refused (no access key).
+//
+// A client id belongs to the access key whose call first named it: another
+// (not an admin) naming it is refused FORBIDDEN, so that nobody attaches to
+// another's Telemetry stream or terminates it. A transaction check-back
+// goes out on a stream only while its caller may still publish to the
+// topic (telemetry.go). A heartbeat without a client id or a group is a
+// liveness probe (the Go client's, when its Telemetry stream recovers) and
+// is answered without credentials: it records nothing.
 //
 // With ACL off the service is registered as generated: nothing is read or
 // checked per call.
