@@ -44,6 +44,9 @@ func newLogBridge(lg *zap.Logger) *logBridge { return &logBridge{lg: lg, now: ti
 
 func (b *logBridge) stdLogger() *log.Logger { return log.New(b, "", 0) }
 
+// closedConn ends the error of a write on a socket memberlist closed.
+var closedConn = []byte("use of closed network connection")
+
 var levelTags = []struct {
 	tag   []byte
 	level zapcore.Level
@@ -70,6 +73,10 @@ func (b *logBridge) Write(p []byte) (int, error) {
 		}
 	}
 	line = bytes.TrimPrefix(line, []byte("memberlist: "))
+	if bytes.Contains(line, closedConn) {
+		// A send racing the node's own shutdown: nothing is wrong.
+		level = zapcore.DebugLevel
+	}
 	if k, ok := badKindOf(line); ok {
 		b.badLine(k, line)
 		return len(p), nil
