@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/bolide-mq/bolide/internal/ratelog"
 )
 
 // HeadLen is how many bytes of a new connection the Mux reads to sort it.
@@ -52,10 +54,8 @@ type Mux struct {
 	tls TLS
 	// refusing holds a token per RefusePlaintext running (MaxRefusing).
 	refusing chan struct{}
-	// warnMu and lastWarn rate-limit the WARN about refused connections.
-	warnMu     sync.Mutex
-	lastWarn   time.Time
-	suppressed int
+	// warner rate-limits the WARN about refused connections.
+	warner ratelog.Warner
 
 	// mu protects sniffing (connections whose first bytes are awaited)
 	// and closed.
@@ -132,7 +132,7 @@ const RefuseTimeout = 5 * time.Second
 
 // RefuseLogInterval is the least time between two WARNs about refused
 // connections; the ones in between are counted in the next.
-const RefuseLogInterval = 10 * time.Second
+const RefuseLogInterval = ratelog.Interval
 
 // SetTLS sets the port's TLS mode, before Serve.
 func (m *Mux) SetTLS(t TLS) { m.tls = t }
@@ -329,22 +329,7 @@ func (m *Mux) takeRefusing() bool {
 }
 
 // warn logs a refusal at most once per RefuseLogInterval.
-func (m *Mux) warn(msg string, fields ...zap.Field) {
-	m.warnMu.Lock()
-	now := time.Now()
-	if !m.lastWarn.IsZero() && now.Sub(m.lastWarn) < RefuseLogInterval {
-		m.suppressed++
-		m.warnMu.Unlock()
-		return
-	}
-	n := m.suppressed
-	m.lastWarn, m.suppressed = now, 0
-	m.warnMu.Unlock()
-	if n > 0 {
-		fields = append(fields, zap.Int("suppressed_since_last", n))
-	}
-	m.log.Warn(msg, fields...)
-}
+func (m *Mux) warn(msg string, fields ...zap.Field) { m.warner.Warn(m.log, msg, fields...) }
 
 // StopAccepting closes the listener and the connections still being
 // sorted. The connections already handed over are the protocols' to stop.
