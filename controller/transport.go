@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"go.uber.org/zap"
 
 	"github.com/bolide-mq/bolide/auth"
+	"github.com/bolide-mq/bolide/internal/acceptq"
+	"github.com/bolide-mq/bolide/internal/ratelog"
 	"github.com/bolide-mq/bolide/internal/tlsconf"
 )
 
@@ -186,20 +187,10 @@ type streamLayer struct {
 	guard *auth.Guard
 	log   *zap.Logger
 	addr  net.Addr     // advertised
-	lis   net.Listener // tlsconf.Listen's
+	lis   net.Listener // acceptq's over tlsconf.Listen's: handshakes done
 	dtls  *tls.Config  // nil: plain-text dialing
 
-	conns chan net.Conn
-	done  chan struct{}
-	once  sync.Once
-	wg    sync.WaitGroup
-
-	mu      sync.Mutex
-	pending map[net.Conn]struct{} // shaking hands
-	closed  bool
-	err     error
-
-	warnIn, warnOut tlsconf.RateLimitedWarn // refused connections, accepted and dialed
+	warnIn, warnOut ratelog.Warner // refused connections, accepted and dialed
 }
 
 // newStreamLayer binds bind and starts accepting.
@@ -231,89 +222,41 @@ func newStreamLayer(bind string, sec RaftSecurity, guard *auth.Guard, log *zap.L
 		_ = tcp.Close()
 		return nil, fmt.Errorf("local bind address %s is not advertisable", tcp.Addr())
 	}
-	s := &streamLayer{
-		sec: sec, guard: guard, log: log, addr: addr, dtls: dtls,
-		lis:     tlsconf.Listen(tcp, sec.TLS, sec.Certs, log),
-		conns:   make(chan net.Conn),
-		done:    make(chan struct{}),
-		pending: make(map[net.Conn]struct{}),
-	}
-	s.wg.Add(1)
-	go s.acceptLoop()
+	s := &streamLayer{sec: sec, guard: guard, log: log, addr: addr, dtls: dtls}
+	s.lis = acceptq.New(tlsconf.Listen(tcp, sec.TLS, sec.Certs, log), s.serverHandshake, s.refused)
 	return s, nil
 }
 
 func (s *streamLayer) Addr() net.Addr { return s.addr }
 
-func (s *streamLayer) acceptLoop() {
-	defer s.wg.Done()
-	for {
-		nc, err := s.lis.Accept()
-		if err != nil {
-			s.mu.Lock()
-			s.err = err
-			s.mu.Unlock()
-			s.shut()
-			return
-		}
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			_ = nc.Close()
-			return
-		}
-		s.pending[nc] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
-		go s.admit(nc)
-	}
+// refused logs a connection whose handshake failed.
+func (s *streamLayer) refused(nc net.Conn, err error) {
+	s.warnIn.Warn(s.log, "controller raft: connection refused", zap.Stringer("remote", nc.RemoteAddr()), zap.Error(err))
 }
 
-// admit shakes hands with an accepted connection and hands it to Accept,
-// or closes it.
-func (s *streamLayer) admit(nc net.Conn) {
-	defer s.wg.Done()
-	err := s.serverHandshake(nc)
-	s.mu.Lock()
-	delete(s.pending, nc)
-	closed := s.closed
-	s.mu.Unlock()
-	if err != nil || closed {
-		_ = nc.Close()
-		if err != nil && !closed {
-			s.warnIn.Warn(s.log, "controller raft: connection refused", zap.Stringer("remote", nc.RemoteAddr()), zap.Error(err))
-		}
-		return
-	}
-	select {
-	case s.conns <- nc:
-	case <-s.done:
-		_ = nc.Close()
-	}
-}
-
-// serverHandshake reads the hello, checks it with the guard and answers.
-// A hello failing the checks gets a refusal with the guard's message.
-func (s *streamLayer) serverHandshake(nc net.Conn) error {
+// serverHandshake reads the hello, checks it with the guard and answers;
+// it returns nc to hand to Raft. A hello failing the checks gets a
+// refusal with the guard's message.
+func (s *streamLayer) serverHandshake(nc net.Conn) (net.Conn, error) {
 	_ = nc.SetDeadline(time.Now().Add(raftHandshakeTimeout))
 	head := make([]byte, raftHelloHead)
 	if _, err := io.ReadFull(nc, head); err != nil {
-		return fmt.Errorf("controller raft: reading the handshake: %w", err)
+		return nil, fmt.Errorf("controller raft: reading the handshake: %w", err)
 	}
 	n, err := parseHelloHead(head)
 	if err != nil {
 		if !errors.Is(err, errRaftHello) {
 			_, _ = nc.Write(encodeAnswer(raftRefused, []byte(err.Error())))
 		}
-		return err
+		return nil, err
 	}
 	body := make([]byte, n)
 	if _, err := io.ReadFull(nc, body); err != nil {
-		return fmt.Errorf("controller raft: reading the handshake: %w", err)
+		return nil, fmt.Errorf("controller raft: reading the handshake: %w", err)
 	}
 	if err := s.check(nc.RemoteAddr().String(), body); err != nil {
 		_, _ = nc.Write(encodeAnswer(raftRefused, []byte(err.Error())))
-		return err
+		return nil, err
 	}
 	a, d := signedCreds(s.sec.Credentials)
 	own := appendCreds(nil, a, d)
@@ -321,9 +264,12 @@ func (s *streamLayer) serverHandshake(nc net.Conn) error {
 		own = appendCreds(nil, "", "")
 	}
 	if _, err := nc.Write(encodeAnswer(raftOK, own)); err != nil {
-		return fmt.Errorf("controller raft: answering the handshake: %w", err)
+		return nil, fmt.Errorf("controller raft: answering the handshake: %w", err)
 	}
-	return nc.SetDeadline(time.Time{})
+	if err := nc.SetDeadline(time.Time{}); err != nil {
+		return nil, err
+	}
+	return nc, nil
 }
 
 // check authenticates creds from peer: with ACL on, an admin user
@@ -340,39 +286,11 @@ func (s *streamLayer) check(peer string, creds []byte) error {
 	return s.guard.Internal(p, peer, raftWhat)
 }
 
-func (s *streamLayer) Accept() (net.Conn, error) {
-	select {
-	case c := <-s.conns:
-		return c, nil
-	case <-s.done:
-		s.mu.Lock()
-		err := s.err
-		s.mu.Unlock()
-		if err == nil {
-			err = net.ErrClosed
-		}
-		return nil, err
-	}
-}
+func (s *streamLayer) Accept() (net.Conn, error) { return s.lis.Accept() }
 
 // Close stops accepting, closes the connections still shaking hands and
 // waits for them.
-func (s *streamLayer) Close() error {
-	err := s.lis.Close()
-	s.shut()
-	s.wg.Wait()
-	return err
-}
-
-func (s *streamLayer) shut() {
-	s.mu.Lock()
-	s.closed = true
-	for nc := range s.pending {
-		_ = nc.Close()
-	}
-	s.mu.Unlock()
-	s.once.Do(func() { close(s.done) })
-}
+func (s *streamLayer) Close() error { return s.lis.Close() }
 
 // Dial connects to a peer's Raft transport: TCP, TLS when asked, then the
 // handshake; the peer's answer must be a success whose credentials pass

@@ -107,7 +107,7 @@ func TestStoragePackagesStayApart(t *testing.T) {
 
 // The port multiplexer is shared by the broker and the NameServer: it
 // knows connections and their first bytes, nothing of the project but
-// internal/ratelog (its rate-limited WARN), which itself
+// internal/ratelog (its rate-limited WARN), which, like internal/acceptq,
 // imports nothing of the project.
 func TestPortMuxStandsAlone(t *testing.T) {
 	allowed := map[string]bool{module + "internal/ratelog": true}
@@ -118,7 +118,7 @@ func TestPortMuxStandsAlone(t *testing.T) {
 			}
 		}
 	}
-	for _, p := range list(t, "./internal/ratelog") {
+	for _, p := range list(t, "./internal/ratelog", "./internal/acceptq") {
 		for _, d := range p.Deps {
 			if strings.HasPrefix(d, module) {
 				t.Errorf("%s imports %s: it imports nothing of the project", p.ImportPath, d)

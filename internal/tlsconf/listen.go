@@ -11,6 +11,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/bolide-mq/bolide/internal/acceptq"
+	"github.com/bolide-mq/bolide/internal/ratelog"
 )
 
 // HandshakeTimeout bounds the wait, on a listener from Listen, for a new
@@ -52,178 +55,69 @@ func ListenRefusing(lis net.Listener, c Config, src *Source, log *zap.Logger, re
 	if log == nil {
 		log = zap.NewNop()
 	}
-	l := &listener{
-		Listener: lis, mode: c.Mode, src: src, log: log,
-		conns:   make(chan net.Conn),
-		done:    make(chan struct{}),
-		pending: make(map[net.Conn]struct{}),
-		refuse:  refusePlain,
-	}
 	if src == nil && c.Mode != Off {
 		log.Error("TLS listener without a certificate source: TLS connections are refused", zap.Stringer("addr", lis.Addr()))
 	}
-	l.wg.Add(1)
-	go l.accept()
-	return l
+	s := &sorter{addr: lis.Addr(), mode: c.Mode, src: src, log: log, refuse: refusePlain}
+	return acceptq.New(lis, s.open, nil)
 }
 
 // RefuseLogInterval is the least time between two WARNs of one listener
 // about refused connections; the ones in between are counted in the next.
-const RefuseLogInterval = 10 * time.Second
+const RefuseLogInterval = ratelog.Interval
 
-type listener struct {
-	net.Listener
+// sorter applies a listener's mode to each accepted connection.
+type sorter struct {
+	addr   net.Addr
 	mode   Mode
 	src    *Source
 	log    *zap.Logger
 	refuse func(net.Conn) // answers a refused plain-text client; may be nil
 
-	conns chan net.Conn
-	done  chan struct{}
-	once  sync.Once
-	wg    sync.WaitGroup
-
-	mu      sync.Mutex
-	pending map[net.Conn]struct{} // being sorted
-	closed  bool
-	err     error // the underlying Accept's, once it failed for good
-
 	warn RateLimitedWarn
 }
 
-func (l *listener) accept() {
-	defer l.wg.Done()
-	var backoff time.Duration
-	for {
-		nc, err := l.Listener.Accept()
-		if err != nil {
-			var te interface{ Temporary() bool }
-			if errors.As(err, &te) && te.Temporary() && !l.isClosed() {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				time.Sleep(backoff)
-				continue
-			}
-			l.mu.Lock()
-			l.err = err
-			l.mu.Unlock()
-			l.shut()
-			return
-		}
-		backoff = 0
-		l.mu.Lock()
-		if l.closed {
-			l.mu.Unlock()
-			_ = nc.Close()
-			return
-		}
-		l.pending[nc] = struct{}{}
-		l.wg.Add(1)
-		l.mu.Unlock()
-		go l.sort(nc)
-	}
-}
+// errRefused is a connection the mode refuses (logged and counted by open).
+var errRefused = errors.New("tlsconf: connection refused by the TLS mode")
 
-// sort reads nc's first byte, applies the mode and hands the connection
-// to Accept.
-func (l *listener) sort(nc net.Conn) {
-	defer l.wg.Done()
-	conn := l.open(nc)
-	l.mu.Lock()
-	delete(l.pending, nc)
-	closed := l.closed
-	l.mu.Unlock()
-	if conn == nil {
-		_ = nc.Close()
-		return
-	}
-	if closed {
-		_ = conn.Close()
-		return
-	}
-	select {
-	case l.conns <- conn:
-	case <-l.done:
-		_ = conn.Close()
-	}
-}
-
-// open returns the connection to serve, nil for one refused or gone.
-func (l *listener) open(nc net.Conn) net.Conn {
+// open reads nc's first byte and applies the mode: it returns the
+// connection to serve, or an error for one refused or gone.
+func (l *sorter) open(nc net.Conn) (net.Conn, error) {
 	_ = nc.SetDeadline(time.Now().Add(HandshakeTimeout))
 	head := make([]byte, 1)
 	if _, err := io.ReadFull(nc, head); err != nil {
-		return nil
+		return nil, err
 	}
 	rc := &replayConn{Conn: nc, head: head}
 	if head[0] != recordHandshake {
 		if l.mode == Enforcing {
 			CountRefused(RefusedPlaintext)
 			l.warn.Warn(l.log, "plain-text connection refused: this listener accepts TLS only (--tls-mode enforcing)",
-				zap.Stringer("addr", l.Addr()), zap.Stringer("remote", nc.RemoteAddr()))
+				zap.Stringer("addr", l.addr), zap.Stringer("remote", nc.RemoteAddr()))
 			if l.refuse != nil {
 				_ = nc.SetDeadline(time.Now().Add(RefuseTimeout))
 				l.refuse(rc)
 			}
-			return nil
+			return nil, errRefused
 		}
 		_ = nc.SetDeadline(time.Time{})
-		return rc
+		return rc, nil
 	}
 	if l.mode == Off || l.src == nil {
 		CountRefused(RefusedTLS)
 		l.warn.Warn(l.log, "TLS connection refused: this listener serves plain text only (--tls-mode off)",
-			zap.Stringer("addr", l.Addr()), zap.Stringer("remote", nc.RemoteAddr()))
-		return nil
+			zap.Stringer("addr", l.addr), zap.Stringer("remote", nc.RemoteAddr()))
+		return nil, errRefused
 	}
 	tc := tls.Server(rc, l.src.ServerConfig())
 	if err := tc.Handshake(); err != nil {
 		CountRefused(RefusedHandshake)
-		l.warn.Warn(l.log, "TLS handshake failed", zap.Stringer("addr", l.Addr()),
+		l.warn.Warn(l.log, "TLS handshake failed", zap.Stringer("addr", l.addr),
 			zap.Stringer("remote", nc.RemoteAddr()), zap.Error(err))
-		return nil
-	}
-	_ = nc.SetDeadline(time.Time{})
-	return tc
-}
-
-func (l *listener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.done:
-		l.mu.Lock()
-		err := l.err
-		l.mu.Unlock()
-		if err == nil {
-			err = net.ErrClosed
-		}
 		return nil, err
 	}
-}
-
-// Close closes the listener and the connections still being sorted, and
-// waits for the sorting to end.
-func (l *listener) Close() error {
-	err := l.Listener.Close()
-	l.shut()
-	l.wg.Wait()
-	return err
-}
-
-func (l *listener) shut() {
-	l.mu.Lock()
-	l.closed = true
-	for nc := range l.pending {
-		_ = nc.Close()
-	}
-	l.mu.Unlock()
-	l.once.Do(func() { close(l.done) })
-}
-
-func (l *listener) isClosed() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.closed
+	_ = nc.SetDeadline(time.Time{})
+	return tc, nil
 }
 
 // replayConn gives back the byte read to sort a connection before the
@@ -247,29 +141,7 @@ func (c *replayConn) NetConn() net.Conn { return c.Conn }
 
 // RateLimitedWarn logs a WARN at most once per RefuseLogInterval, with the
 // number of the ones left out since the last. The zero value is ready.
-type RateLimitedWarn struct {
-	mu         sync.Mutex
-	last       time.Time
-	suppressed int
-}
-
-// Warn logs msg unless one was logged less than RefuseLogInterval ago.
-func (r *RateLimitedWarn) Warn(log *zap.Logger, msg string, fields ...zap.Field) {
-	r.mu.Lock()
-	now := time.Now()
-	if !r.last.IsZero() && now.Sub(r.last) < RefuseLogInterval {
-		r.suppressed++
-		r.mu.Unlock()
-		return
-	}
-	n := r.suppressed
-	r.last, r.suppressed = now, 0
-	r.mu.Unlock()
-	if n > 0 {
-		fields = append(fields, zap.Int("suppressed_since_last", n))
-	}
-	log.Warn(msg, fields...)
-}
+type RateLimitedWarn = ratelog.Warner
 
 // The kinds of refused connections counted.
 const (
