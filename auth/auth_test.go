@@ -70,7 +70,7 @@ accounts:
     admin: true
 `
 
-func newGuard(t *testing.T, enabled bool) (*Guard, string) {
+func newGuard(t testing.TB, enabled bool) (*Guard, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "plain_acl.yml")
 	if err := os.WriteFile(path, []byte(testFile), 0o600); err != nil {
