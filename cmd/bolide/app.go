@@ -35,6 +35,8 @@ const (
 	envTLS            = "BOLIDE_TLS"
 	envTLSCA          = "BOLIDE_TLS_CA"
 	envTLSServerName  = "BOLIDE_TLS_SERVER_NAME"
+	envTLSCert        = "BOLIDE_TLS_CERT"
+	envTLSKey         = "BOLIDE_TLS_KEY"
 )
 
 // app is what every command shares: the streams, the global flags and the
@@ -57,6 +59,8 @@ type app struct {
 	useTLS        string // parsed into tlsConfig: a boolean, from --tls or BOLIDE_TLS
 	tlsCA         string
 	tlsServerName string
+	tlsCert       string // client certificate, for daemons with --tls-client-auth
+	tlsKey        string
 
 	nameServers []string    // parsed from namesrv by the root's pre-run
 	tlsConfig   *tls.Config // nil: plain text; set by the root's pre-run
@@ -100,7 +104,7 @@ func (a *app) validateGlobals() error {
 }
 
 // validateSecurity checks the credentials and TLS flags and builds the TLS
-// configuration: --tls-ca and --tls-server-name imply --tls; without
+// configuration: --tls-ca, --tls-server-name and --tls-cert imply --tls; without
 // --tls-ca the server's certificate is not verified (as RocketMQ's
 // clients do): the connection is encrypted, not authenticated.
 func (a *app) validateSecurity() error {
@@ -108,7 +112,7 @@ func (a *app) validateSecurity() error {
 		v   *string
 		env string
 	}{{&a.accessKey, envAccessKey}, {&a.secretKey, envSecretKey}, {&a.useTLS, envTLS}, {&a.tlsCA, envTLSCA},
-		{&a.tlsServerName, envTLSServerName}} {
+		{&a.tlsServerName, envTLSServerName}, {&a.tlsCert, envTLSCert}, {&a.tlsKey, envTLSKey}} {
 		if *f.v == "" {
 			*f.v = os.Getenv(f.env)
 		}
@@ -124,11 +128,21 @@ func (a *app) validateSecurity() error {
 		}
 		on = v
 	}
+	if (a.tlsCert == "") != (a.tlsKey == "") {
+		return usageErrorf("--tls-cert and --tls-key (or %s and %s) go together: give both or neither", envTLSCert, envTLSKey)
+	}
 	a.tlsConfig = nil
-	if !on && a.tlsCA == "" && a.tlsServerName == "" {
+	if !on && a.tlsCA == "" && a.tlsServerName == "" && a.tlsCert == "" {
 		return nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: a.tlsServerName}
+	if a.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(a.tlsCert, a.tlsKey)
+		if err != nil {
+			return usageErrorf("--tls-cert/--tls-key: %v", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
 	if a.tlsCA == "" {
 		cfg.InsecureSkipVerify = true
 	} else {
@@ -253,6 +267,9 @@ func (a *app) describeError(err error) string {
 	case strings.Contains(err.Error(), "accepts TLS only"):
 		return fmt.Sprintf("the cluster accepts TLS only (--tls-mode enforcing): give --tls, with --tls-ca to verify its certificate (or set %s=1 and %s)",
 			envTLS, envTLSCA)
+	case a.tlsConfig != nil && tlsFailure(err) && strings.Contains(err.Error(), "certificate required"):
+		return fmt.Sprintf("TLS failed: %s (the server asks for a client certificate: give --tls-cert and --tls-key, or set %s and %s)",
+			tlsCause(err), envTLSCert, envTLSKey)
 	case a.tlsConfig != nil && tlsFailure(err):
 		return fmt.Sprintf("TLS with %s failed: %s (--tls-ca must hold the CA that signed the servers' certificates; --tls-server-name the name they carry)",
 			strings.Join(a.nameServers, ";"), tlsCause(err))

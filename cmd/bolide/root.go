@@ -60,6 +60,9 @@ units ns us ms s m h d), "now", or epoch milliseconds.`,
 		"verify the servers' certificates with this CA bundle (PEM); implies --tls (env "+envTLSCA+")")
 	pf.StringVar(&a.tlsServerName, "tls-server-name", "",
 		"name to verify in the servers' certificates (default: each address's host); implies --tls (env "+envTLSServerName+")")
+	pf.StringVar(&a.tlsCert, "tls-cert", "",
+		"client certificate (PEM) to present to daemons that ask for one (--tls-client-auth); implies --tls (env "+envTLSCert+")")
+	pf.StringVar(&a.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert (env "+envTLSKey+")")
 	_ = root.RegisterFlagCompletionFunc("output", fixedCompletion(outputTable, outputJSON))
 
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {

@@ -41,6 +41,8 @@ type secureOptions struct {
 	// nsPermissive: the NameServer serves TLS and plain text, whatever tls
 	// says for the broker.
 	nsPermissive bool
+	// brokerClientCert: the broker requires a client certificate ca signed.
+	brokerClientCert bool
 }
 
 func startSecureCluster(t *testing.T, o secureOptions) *secureCluster {
@@ -97,6 +99,9 @@ func startSecureCluster(t *testing.T, o secureOptions) *secureCluster {
 	bo.Replication.HAListenAddr = "127.0.0.1:0"
 	bo.GossipAddr = "off"
 	bo.TLS = tc
+	if o.brokerClientCert {
+		bo.TLS.ClientCAFile, bo.TLS.ClientAuth = c.ca.File, tlsconf.ClientCertRequire
+	}
 	bo.Auth = ac("broker")
 	bo.Credentials = creds
 	b, err := server.New(bo, zap.NewNop())
@@ -174,6 +179,42 @@ func TestTLSFlags(t *testing.T) {
 	args := c.args("topic", "list", "--tls-ca", other.File, "--timeout", "3s")
 	code, out, errb := runCLI(t, "", args...)
 	checkOneLineError(t, args, code, out, errb, exitFailed, "failed to verify certificate: x509: certificate signed by unknown authority")
+}
+
+// TestTLSClientCertificate: a broker that requires client certificates
+// refuses the CLI without one and serves it with --tls-cert and --tls-key
+// (or BOLIDE_TLS_CERT and BOLIDE_TLS_KEY) of a certificate its CA signed.
+func TestTLSClientCertificate(t *testing.T) {
+	c := startSecureCluster(t, secureOptions{tls: tlsconf.Enforcing, brokerClientCert: true})
+	client := c.ca.Client(t, t.TempDir(), "cli-client", "operator")
+	base := []string{"--tls-ca", c.ca.File}
+	// Refused. Under TLS 1.3 the client learns it either from the
+	// handshake ("certificate required", which the CLI explains) or as a
+	// broken connection on its first write: only the refusal is certain.
+	args := c.args(append([]string{"topic", "create", "cert-orders", "--timeout", "3s"}, base...)...)
+	if code, out, errb := runCLI(t, "", args...); code == 0 {
+		t.Fatalf("no client certificate: served: %s", out)
+	} else if strings.Contains(errb, "certificate required") && !strings.Contains(errb, "--tls-cert") {
+		t.Fatalf("no client certificate: the error does not say to give --tls-cert: %s", errb)
+	}
+	withCert := append(base, "--tls-cert", client.CertFile, "--tls-key", client.KeyFile)
+	for _, a := range [][]string{
+		{"topic", "create", "cert-orders", "--queues", "1"}, // not created by the refused attempt
+		{"send", "--topic", "cert-orders", "with a client certificate"},
+	} {
+		if code, _, errb := runCLI(t, "", c.args(append(a, withCert...)...)...); code != 0 {
+			t.Fatalf("%q with a client certificate: exit %d: %s", a, code, errb)
+		}
+	}
+	t.Setenv(envTLSCert, client.CertFile)
+	t.Setenv(envTLSKey, client.KeyFile)
+	if code, _, errb := runCLI(t, "", c.args(append([]string{"send", "--topic", "cert-orders", "from the environment"}, base...)...)...); code != 0 {
+		t.Fatalf("client certificate from the environment: exit %d: %s", code, errb)
+	}
+	t.Setenv(envTLSKey, "")
+	args = c.args(append([]string{"topic", "list"}, base...)...)
+	code, out, errb := runCLI(t, "", args...)
+	checkOneLineError(t, args, code, out, errb, exitUsage, "--tls-cert and --tls-key")
 }
 
 // TestPlainTextToEnforcingBrokers: the NameServer serves plain text, the

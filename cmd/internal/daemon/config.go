@@ -106,7 +106,7 @@ func (c *Config) WarnIgnoredEnv(lg *zap.Logger) {
 // set for the CLI in the same shell, they are no sign of an old daemon
 // environment and are not reported.
 var cliEnv = map[string]bool{"BOLIDE_NAMESRV": true, "BOLIDE_ACCESS_KEY": true, "BOLIDE_SECRET_KEY": true,
-	"BOLIDE_TLS": true, "BOLIDE_TLS_CA": true, "BOLIDE_TLS_SERVER_NAME": true}
+	"BOLIDE_TLS": true, "BOLIDE_TLS_CA": true, "BOLIDE_TLS_SERVER_NAME": true, "BOLIDE_TLS_CERT": true, "BOLIDE_TLS_KEY": true}
 
 // noteIgnoredEnv fills c.ignored.
 func (c *Config) noteIgnoredEnv() {
