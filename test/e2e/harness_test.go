@@ -147,7 +147,30 @@ func startClusterWith(t *testing.T, base, name string, nameServers int, sec *sec
 			t.Fatalf("%s: %v (run 'make e2e', or 'make build' first)", filepath.Join(bin, b), err)
 		}
 	}
-	dir := filepath.Join(base, name)
+	// A port found free may be taken (as the local port of some outgoing
+	// connection) before the daemon binds it: then cluster-up stops what it
+	// started and the cluster is tried again on other ports, in a fresh
+	// directory.
+	for attempt := 0; ; attempt++ {
+		dir := filepath.Join(base, name)
+		if attempt > 0 {
+			dir = filepath.Join(base, fmt.Sprintf("%s-retry%d", name, attempt))
+		}
+		c, out, err := upOnce(t, root, bin, dir, nameServers, sec)
+		if err == nil {
+			return c
+		}
+		if attempt < 2 && strings.Contains(out, "address already in use") {
+			t.Logf("cluster-up (%v): a port was taken meanwhile, trying other ports:\n%s", sec, out)
+			continue
+		}
+		t.Fatalf("cluster-up (%v): %v\n%s", sec, err, out)
+	}
+}
+
+// upOnce runs cluster-up once on fresh ports in dir. On success the
+// cluster is stopped when the test ends.
+func upOnce(t *testing.T, root, bin, dir string, nameServers int, sec *security) (*cluster, string, error) {
 	taken := map[int]bool{}
 	var nsPorts []string
 	c := &cluster{t: t, root: root, bin: bin, dir: dir, cliEnv: sec.cliEnv()}
@@ -162,6 +185,14 @@ func startClusterWith(t *testing.T, base, name string, nameServers int, sec *sec
 		fmt.Sprintf("BROKER_A_PORT=%d", ba), fmt.Sprintf("BROKER_B_PORT=%d", bb),
 		"SEGMENT_SIZE=16777216", "BIN=" + bin, "UP_TIMEOUT=60", "STOP_TIMEOUT=40"}, sec.scriptEnv()...)...)
 
+	start := time.Now()
+	cmd := exec.Command(filepath.Join(root, "scripts", "cluster-up.sh"))
+	cmd.Env = scriptEnv
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		killLeftovers(t, dir)
+		return nil, string(out), err
+	}
 	t.Cleanup(func() {
 		cmd := exec.Command(filepath.Join(root, "scripts", "cluster-down.sh"))
 		cmd.Env = scriptEnv
@@ -172,15 +203,8 @@ func startClusterWith(t *testing.T, base, name string, nameServers int, sec *sec
 		}
 		killLeftovers(t, dir)
 	})
-	start := time.Now()
-	cmd := exec.Command(filepath.Join(root, "scripts", "cluster-up.sh"))
-	cmd.Env = scriptEnv
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("cluster-up (%v): %v\n%s", sec, err, out)
-	}
 	t.Logf("cluster-up (%v) in %v:\n%s", sec, time.Since(start).Round(time.Millisecond), out)
-	return c
+	return c, string(out), nil
 }
 
 // killLeftovers SIGKILLs any daemon whose pid file is still there.
