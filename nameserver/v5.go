@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
@@ -17,6 +16,7 @@ import (
 	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/internal/errcode"
 	"github.com/bolide-mq/bolide/internal/v5wire"
+	"github.com/bolide-mq/bolide/internal/wire"
 )
 
 // attrMessageType is the topic attribute holding RocketMQ 5's topic message
@@ -110,19 +110,8 @@ func (a *accessPoint) guardUnary(outer grpc.UnaryServerInterceptor) grpc.UnarySe
 // check authenticates and authorizes a QueryRoute or QueryAssignment: a
 // non-nil status is the refusal.
 func (a *accessPoint) check(ctx context.Context, req any) *v2.Status {
-	from := ""
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		from = p.Addr.String()
-	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	first := func(k string) string {
-		if v := md.Get(k); len(v) > 0 {
-			return strings.TrimSpace(v[0])
-		}
-		return ""
-	}
 	g := a.s.guard
-	p, err := g.Header(from, first(auth.HeaderAuthorization), first(auth.HeaderDate))
+	p, from, err := wire.Authenticate(ctx, g)
 	if err != nil {
 		return v5AuthStatus(err)
 	}

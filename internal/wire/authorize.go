@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
@@ -34,12 +35,7 @@ func AuthorizeCall(ctx context.Context, g *auth.Guard, class CallClass, what str
 	if !g.Enabled() && class != CallAdmin {
 		return nil
 	}
-	var peerAddr string
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		peerAddr = p.Addr.String()
-	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	p, err := g.Header(peerAddr, firstMD(md, auth.HeaderAuthorization), firstMD(md, auth.HeaderDate))
+	p, peerAddr, err := Authenticate(ctx, g)
 	if err != nil {
 		return err
 	}
@@ -59,10 +55,45 @@ func MethodName(full string) string {
 	return full[strings.LastIndexByte(full, '/')+1:]
 }
 
-// firstMD is the first value of a header, "" when absent.
-func firstMD(md metadata.MD, key string) string {
-	if v := md.Get(key); len(v) > 0 {
-		return v[0]
+// CallPeer is the address of the connection the gRPC call ctx belongs to
+// ("" when unknown): what the guard checks whitelists and replays against.
+func CallPeer(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
 	}
 	return ""
 }
+
+// Authenticate checks the signed-date metadata of the gRPC call ctx
+// belongs to (authorization, x-mq-date-time) with g: the caller (nil with
+// ACL off) and its connection's address.
+func Authenticate(ctx context.Context, g *auth.Guard) (*auth.Principal, string, error) {
+	from := CallPeer(ctx)
+	md, _ := metadata.FromIncomingContext(ctx)
+	p, err := g.Header(from, firstMD(md, auth.HeaderAuthorization), firstMD(md, auth.HeaderDate))
+	return p, from, err
+}
+
+// firstMD is the first value of a header, spaces trimmed; "" when absent.
+func firstMD(md metadata.MD, key string) string {
+	if v := md.Get(key); len(v) > 0 {
+		return strings.TrimSpace(v[0])
+	}
+	return ""
+}
+
+// StreamWithContext is ss served with ctx (a context carrying the
+// authenticated caller) as its Context.
+func StreamWithContext(ss grpc.ServerStream, ctx context.Context) grpc.ServerStream {
+	if ctx == ss.Context() {
+		return ss
+	}
+	return &ctxStream{ServerStream: ss, ctx: ctx}
+}
+
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *ctxStream) Context() context.Context { return s.ctx }

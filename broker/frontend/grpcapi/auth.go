@@ -5,8 +5,6 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 
 	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/broker/frontend/v1wire"
@@ -245,29 +243,6 @@ type authorizer struct {
 	g *auth.Guard
 }
 
-// PeerAddr is the remote address of the call ctx belongs to ("" when
-// unknown).
-func PeerAddr(ctx context.Context) string {
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		return p.Addr.String()
-	}
-	return ""
-}
-
-// authenticate reads the call's credentials: the principal (nil with ACL
-// off) or an Unauthenticated error.
-func (a *authorizer) authenticate(ctx context.Context, peerAddr string) (*auth.Principal, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	return a.g.Header(peerAddr, first(md, auth.HeaderAuthorization), first(md, auth.HeaderDate))
-}
-
-func first(md metadata.MD, key string) string {
-	if v := md.Get(key); len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}
-
 // check authenticates a call to method and applies its rule to req (nil
 // for a stream). It returns the context the handler runs with.
 func (a *authorizer) check(ctx context.Context, method string, req any) (context.Context, error) {
@@ -275,12 +250,11 @@ func (a *authorizer) check(ctx context.Context, method string, req any) (context
 	if !a.g.Enabled() {
 		// ACL off: only administration is checked (loopback callers).
 		if known && r.class == classAdmin {
-			return ctx, a.g.Admin(nil, PeerAddr(ctx), r.what)
+			return ctx, a.g.Admin(nil, wire.CallPeer(ctx), r.what)
 		}
 		return ctx, nil
 	}
-	peerAddr := PeerAddr(ctx)
-	p, err := a.authenticate(ctx, peerAddr)
+	p, peerAddr, err := wire.Authenticate(ctx, a.g)
 	if err != nil {
 		return ctx, err
 	}
@@ -322,26 +296,15 @@ func (a *authorizer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	if err != nil {
 		return wire.GRPCError(err)
 	}
-	if ctx == ss.Context() {
-		return handler(srv, ss)
-	}
-	return handler(srv, &principalStream{ServerStream: ss, ctx: ctx})
+	return handler(srv, wire.StreamWithContext(ss, ctx))
 }
-
-// principalStream is a stream whose context carries the principal.
-type principalStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-func (s *principalStream) Context() context.Context { return s.ctx }
 
 // authorizeSend checks one request of a SendStream.
 func (a *authorizer) authorizeSend(ctx context.Context, req *pb.SendRequest) error {
 	if !a.g.Enabled() {
 		return nil
 	}
-	return v1wire.AuthorizeSend(a.g, auth.FromContext(ctx), PeerAddr(ctx), req)
+	return v1wire.AuthorizeSend(a.g, auth.FromContext(ctx), wire.CallPeer(ctx), req)
 }
 
 // authorizeHeartbeat checks a Connect heartbeat: each consumer group SUB
@@ -357,7 +320,7 @@ func (a *authorizer) authorizeHeartbeat(ctx context.Context, hb *pb.Heartbeat) e
 			needs = append(needs, auth.TopicNeed(s.GetTopic(), auth.Sub))
 		}
 	}
-	return a.g.Authorize(auth.FromContext(ctx), PeerAddr(ctx), needs...)
+	return a.g.Authorize(auth.FromContext(ctx), wire.CallPeer(ctx), needs...)
 }
 
 // authorizeCheck checks that the caller may be sent a transaction check
@@ -367,7 +330,7 @@ func (a *authorizer) authorizeCheck(ctx context.Context, topic string) error {
 	if !a.g.Enabled() {
 		return nil
 	}
-	return a.g.Authorize(auth.FromContext(ctx), PeerAddr(ctx), auth.TopicNeed(topic, auth.Pub))
+	return a.g.Authorize(auth.FromContext(ctx), wire.CallPeer(ctx), auth.TopicNeed(topic, auth.Pub))
 }
 
 // authorizeRead checks, after the fact, that the caller may read a message
@@ -376,5 +339,5 @@ func (a *authorizer) authorizeRead(ctx context.Context, topic string) error {
 	if !a.g.Enabled() {
 		return nil
 	}
-	return a.g.Authorize(auth.FromContext(ctx), PeerAddr(ctx), auth.TopicNeed(topic, auth.Sub))
+	return a.g.Authorize(auth.FromContext(ctx), wire.CallPeer(ctx), auth.TopicNeed(topic, auth.Sub))
 }

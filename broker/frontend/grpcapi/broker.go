@@ -217,7 +217,7 @@ func (s *brokerService) ViewMessage(ctx context.Context, req *pb.ViewMessageRequ
 		if derr == nil {
 			err = s.az.authorizeRead(ctx, d.Topic)
 		} else {
-			err = s.az.g.Admin(auth.FromContext(ctx), PeerAddr(ctx), "ViewMessage of an undecodable record")
+			err = s.az.g.Admin(auth.FromContext(ctx), wire.CallPeer(ctx), "ViewMessage of an undecodable record")
 		}
 		if err != nil {
 			return &pb.ViewMessageResponse{Status: wire.Status(err)}, nil

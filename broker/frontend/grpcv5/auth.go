@@ -2,17 +2,15 @@ package grpcv5
 
 import (
 	"context"
-	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
 	"github.com/bolide-mq/bolide/auth"
+	"github.com/bolide-mq/bolide/internal/wire"
 )
 
 // Access control (the broker's --acl). With ACL on, every call of the
@@ -285,29 +283,10 @@ func settingsNeeds(m callMeta, st *v2.Settings) ([]auth.Need, error) {
 	return out, nil
 }
 
-// callPeer is the address of a call's connection ("" if unknown): what
-// the guard checks whitelists and replays against.
-func callPeer(ctx context.Context) string {
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		return p.Addr.String()
-	}
-	return ""
-}
-
-// firstMD is the first value of a header.
-func firstMD(md metadata.MD, k string) string {
-	if v := md.Get(k); len(v) > 0 {
-		return strings.TrimSpace(v[0])
-	}
-	return ""
-}
-
 // authenticate checks a call's credentials and returns the context
 // carrying the caller (auth.FromContext) and its connection's address.
 func (s *Service) authenticate(ctx context.Context) (context.Context, string, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	from := callPeer(ctx)
-	p, err := s.guard.Header(from, firstMD(md, auth.HeaderAuthorization), firstMD(md, auth.HeaderDate))
+	p, from, err := wire.Authenticate(ctx, s.guard)
 	if err != nil {
 		return ctx, from, err
 	}
@@ -427,14 +406,6 @@ func (s *Service) guardUnary(rule rpcRule, outer grpc.UnaryServerInterceptor) gr
 	}
 }
 
-// principalStream is a server stream whose context carries the caller.
-type principalStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-func (p *principalStream) Context() context.Context { return p.ctx }
-
 // guardReceive reads a ReceiveMessage request, checks it, and answers a
 // refusal as a receive answers any failure (a status, then the delivery
 // timestamp) or hands it to the handler.
@@ -445,7 +416,7 @@ func (s *Service) guardReceive(_ any, stream grpc.ServerStream) error {
 	}
 	ctx, st := s.check(stream.Context(), rpcRules["ReceiveMessage"], req)
 	out := &grpc.GenericServerStream[v2.ReceiveMessageRequest, v2.ReceiveMessageResponse]{
-		ServerStream: &principalStream{ServerStream: stream, ctx: ctx}}
+		ServerStream: wire.StreamWithContext(stream, ctx)}
 	if st != nil {
 		s.endReceive(out, st)
 		return nil
@@ -461,7 +432,7 @@ func (s *Service) guardPull(_ any, stream grpc.ServerStream) error {
 	}
 	ctx, st := s.check(stream.Context(), rpcRules["PullMessage"], req)
 	out := &grpc.GenericServerStream[v2.PullMessageRequest, v2.PullMessageResponse]{
-		ServerStream: &principalStream{ServerStream: stream, ctx: ctx}}
+		ServerStream: wire.StreamWithContext(stream, ctx)}
 	if st != nil {
 		return out.Send(&v2.PullMessageResponse{Content: &v2.PullMessageResponse_Status{Status: st}})
 	}
@@ -478,7 +449,7 @@ func (s *Service) guardTelemetry(_ any, stream grpc.ServerStream) error {
 		err = s.ownsClient(ctx)
 	}
 	out := &grpc.GenericServerStream[v2.TelemetryCommand, v2.TelemetryCommand]{
-		ServerStream: &principalStream{ServerStream: stream, ctx: ctx}}
+		ServerStream: wire.StreamWithContext(stream, ctx)}
 	if err != nil {
 		return refuseTelemetry(out, err)
 	}
@@ -516,5 +487,5 @@ func (s *Service) authorizeSettings(ctx context.Context, st *v2.Settings) error 
 	if !s.guard.Enabled() {
 		return nil
 	}
-	return s.authorize(ctx, callPeer(ctx), rpcRules["Telemetry"], st)
+	return s.authorize(ctx, wire.CallPeer(ctx), rpcRules["Telemetry"], st)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/internal/wire"
 )
 
 // telemetryStream is one open Telemetry stream of a client.
@@ -150,7 +151,7 @@ func (s *Service) noticeCommand(ctx context.Context, c *client, n broker.Notice)
 		return nil
 	}
 	if s.guard.Enabled() {
-		if err := s.guard.Authorize(auth.FromContext(ctx), callPeer(ctx), auth.TopicNeed(n.CheckTransaction.Topic, auth.Pub)); err != nil {
+		if err := s.guard.Authorize(auth.FromContext(ctx), wire.CallPeer(ctx), auth.TopicNeed(n.CheckTransaction.Topic, auth.Pub)); err != nil {
 			s.log.Debug("transaction check not sent: the client may not publish to the topic", zap.String("client", c.id),
 				zap.String("topic", n.CheckTransaction.Topic), zap.Error(err))
 			return nil
