@@ -99,14 +99,7 @@ func groupQueues(group string, topics func(yield func(string))) []auth.Need {
 var methods = map[string]rule{
 	// Broker: the data path.
 	pb.Broker_Send_FullMethodName: data(func(r any) []auth.Need {
-		var needs []auth.Need
-		for _, m := range r.(*pb.SendRequest).GetMessages() {
-			n := auth.TopicNeed(m.GetTopic(), auth.Pub)
-			if len(needs) == 0 || needs[len(needs)-1] != n {
-				needs = append(needs, n)
-			}
-		}
-		return needs
+		return v1wire.SendNeeds(r.(*pb.SendRequest))
 	}),
 	pb.Broker_SendStream_FullMethodName: stream,
 	pb.Broker_Pull_FullMethodName: data(func(r any) []auth.Need {

@@ -5,28 +5,27 @@ import (
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
-// AuthorizeSend checks that p may publish to the topic of every message of
-// req (a retry topic needs its group's SUB, as in RocketMQ), for the gRPC
-// and frame front ends alike. With ACL off it allows at once.
+// SendNeeds is what a send needs: PUB on the topic of every message of
+// req (a retry topic: its group's SUB, as in RocketMQ), each topic once in
+// a row (a batch names one topic).
+func SendNeeds(req *pb.SendRequest) []auth.Need {
+	var needs []auth.Need
+	for _, m := range req.GetMessages() {
+		n := auth.TopicNeed(m.GetTopic(), auth.Pub)
+		if len(needs) == 0 || needs[len(needs)-1] != n {
+			needs = append(needs, n)
+		}
+	}
+	return needs
+}
+
+// AuthorizeSend checks that p may make the send req (SendNeeds), for the
+// gRPC and frame front ends alike. With ACL off it allows at once.
 func AuthorizeSend(g *auth.Guard, p *auth.Principal, peer string, req *pb.SendRequest) error {
 	if !g.Enabled() {
 		return nil
 	}
-	if len(req.GetMessages()) == 0 {
-		return g.Authenticated(p, peer)
-	}
-	last := ""
-	for i, m := range req.GetMessages() {
-		t := m.GetTopic()
-		if i > 0 && t == last {
-			continue // a batch names one topic: check it once
-		}
-		last = t
-		if err := g.Authorize(p, peer, auth.TopicNeed(t, auth.Pub)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return g.Authorize(p, peer, SendNeeds(req)...)
 }
 
 // AuthorizePull checks that p may subscribe to req's topic and consume as
