@@ -1,10 +1,11 @@
 package auth
 
 import (
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/bolide-mq/bolide/internal/ratelog"
 )
 
 // auditEvery is the least time between two audit lines; refusals in
@@ -15,26 +16,12 @@ const auditEvery = 100 * time.Millisecond
 // signature) at WARN, rate-limited.
 type auditLog struct {
 	log *zap.Logger
-
-	mu         sync.Mutex
-	last       time.Time
-	suppressed int
+	w   ratelog.Warner
 }
 
 func (a *auditLog) note(what, peer, ak, msg string) {
 	if a.log == nil {
 		return
 	}
-	a.mu.Lock()
-	now := time.Now()
-	if now.Sub(a.last) < auditEvery {
-		a.suppressed++
-		a.mu.Unlock()
-		return
-	}
-	a.last = now
-	n := a.suppressed
-	a.suppressed = 0
-	a.mu.Unlock()
-	a.log.Warn("[AUDIT] "+what, zap.String("peer", peer), zap.String("access_key", ak), zap.String("reason", msg), zap.Int("suppressed_before", n))
+	a.w.Warn(a.log, "[AUDIT] "+what, zap.String("peer", peer), zap.String("access_key", ak), zap.String("reason", msg))
 }

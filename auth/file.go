@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/bolide-mq/bolide/internal/fsutil"
 )
 
 // Minimum lengths of keys, as RocketMQ's AclConstants.
@@ -80,8 +81,8 @@ func ReadFile(path string) (*File, error) {
 	return ParseFile(data)
 }
 
-// WriteFile validates f and writes it to path atomically (a temporary file
-// in the same directory, synced, then renamed), mode 0600: it holds secrets.
+// WriteFile validates f and writes it to path atomically and durably
+// (fsutil.WriteFileAtomic), mode 0600: it holds secrets.
 func WriteFile(path string, f *File) error {
 	if _, err := f.Compile(); err != nil {
 		return err
@@ -90,32 +91,8 @@ func WriteFile(path string, f *File) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("auth: write ACL file: %w", err)
-	}
-	defer func() { _ = os.Remove(tmp.Name()) }()
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("auth: write ACL file: %w", err)
-	}
-	if err := tmp.Chmod(0o600); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("auth: write ACL file: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("auth: write ACL file: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("auth: write ACL file: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("auth: write ACL file: %w", err)
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
+	if err := fsutil.WriteFileAtomic(path, data, 0o600); err != nil {
+		return fmt.Errorf("auth: ACL file: %w", err)
 	}
 	return nil
 }

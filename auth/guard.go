@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bolide-mq/bolide/internal/errcode"
+	"github.com/bolide-mq/bolide/internal/fsutil"
 )
 
 // DefaultMaxSkew is how far a signed date may be from the server's clock.
@@ -82,6 +83,7 @@ func New(cfg Config, log *zap.Logger) (*Guard, error) {
 	g := &Guard{cfg: cfg, log: log}
 	g.replay.init()
 	g.audit.log = log
+	g.audit.w.Every = auditEvery
 	if cfg.Enabled && cfg.File == "" {
 		return nil, errors.New("auth: ACL is on but no ACL file is set (--acl-file)")
 	}
@@ -167,8 +169,7 @@ func (g *Guard) reload() {
 		}
 		return
 	}
-	if prev := g.stat.Load(); prev != nil && os.SameFile(prev.info, info) &&
-		prev.info.ModTime().Equal(info.ModTime()) && prev.info.Size() == info.Size() {
+	if prev := g.stat.Load(); prev != nil && fsutil.Unchanged(prev.info, info) {
 		return
 	}
 	t, err := loadTable(g.cfg.File)

@@ -188,3 +188,11 @@ func BackgroundFdatasync(f *os.File) error {
 	runtime.Gosched()
 	return err
 }
+
+// Unchanged reports whether two stats of a path show the same version of
+// the file: the same file (not replaced by a rename), modification time and
+// size. Files watched for edits (certificates, ACL files) are reloaded when
+// it is false.
+func Unchanged(a, b os.FileInfo) bool {
+	return a != nil && b != nil && os.SameFile(a, b) && a.ModTime().Equal(b.ModTime()) && a.Size() == b.Size()
+}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/bolide-mq/bolide/internal/fsutil"
 )
 
 // Open returns the source of c's server side: the certificate of
@@ -101,7 +103,7 @@ func (c *clientCAs) reloadLocked() {
 		c.log.Warn("TLS client CA file unreadable: keeping the loaded one", zap.Error(err))
 		return
 	}
-	if os.SameFile(info, c.info) && info.ModTime().Equal(c.info.ModTime()) && info.Size() == c.info.Size() {
+	if fsutil.Unchanged(info, c.info) {
 		return
 	}
 	pool, err := readPool(c.file)

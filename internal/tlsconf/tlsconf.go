@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/bolide-mq/bolide/internal/fsutil"
 )
 
 // CheckInterval is how often, at most, configured files are looked at for
@@ -108,7 +110,7 @@ func (s *Source) reloadLocked() {
 		s.log.Warn("TLS certificate files unreadable: keeping the loaded certificate", zap.Error(err))
 		return
 	}
-	if same(ci, s.certInfo) && same(ki, s.keyInfo) {
+	if fsutil.Unchanged(ci, s.certInfo) && fsutil.Unchanged(ki, s.keyInfo) {
 		return
 	}
 	cert, err := load(s.certFile, s.keyFile)
@@ -161,10 +163,6 @@ func stat(certFile, keyFile string) (os.FileInfo, os.FileInfo, error) {
 		return nil, nil, fmt.Errorf("tls: key: %w", err)
 	}
 	return ci, ki, nil
-}
-
-func same(a, b os.FileInfo) bool {
-	return os.SameFile(a, b) && a.ModTime().Equal(b.ModTime()) && a.Size() == b.Size()
 }
 
 func load(certFile, keyFile string) (*tls.Certificate, error) {
