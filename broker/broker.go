@@ -39,6 +39,7 @@ import (
 	"github.com/bolide-mq/bolide/broker/subgroup"
 	"github.com/bolide-mq/bolide/broker/txn"
 	"github.com/bolide-mq/bolide/internal/notify"
+	"github.com/bolide-mq/bolide/internal/tlsconf"
 )
 
 // Broker is one broker daemon.
@@ -46,7 +47,10 @@ type Broker struct {
 	opts Options
 	log  *zap.Logger
 	// guard is the access control every front end consults (package auth).
-	guard   *auth.Guard
+	guard *auth.Guard
+	// certs is the port's certificate source (WithTLSSource); nil: the HA
+	// link opens its own.
+	certs   *tlsconf.Source
 	store   *store.Store
 	topics  *topicTable
 	offsets *offsets.Table
@@ -125,6 +129,7 @@ func New(opts Options, log *zap.Logger, with ...Option) (*Broker, error) {
 	if deps.addr != "" {
 		b.addr = deps.addr
 	}
+	b.certs = deps.certs
 	if opts.AdvertiseAddr != "" {
 		b.addr = opts.AdvertiseAddr
 	}

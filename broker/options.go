@@ -113,6 +113,14 @@ type dependencies struct {
 	nameServers NameServers
 	master      replication.MasterClient
 	controllers replication.ControllerClient
+	certs       *tlsconf.Source
+}
+
+// WithTLSSource shares the certificate source of the broker's port with
+// its other listeners and links (HA), so that the files are loaded and
+// watched once. Without it the broker opens its own from Options.TLS.
+func WithTLSSource(s *tlsconf.Source) Option {
+	return func(d *dependencies) { d.certs = s }
 }
 
 // WithAddr sets the address clients reach the broker at: the bound

@@ -49,7 +49,7 @@ type PromoteRequest = replication.PromoteRequest
 
 // newReplicator loads the saved role and binds the HA listener.
 func newReplicator(b *Broker, master replication.MasterClient, controllers replication.ControllerClient) (*replication.Replicator, error) {
-	link, err := haLink(b.opts, b.guard, b.log.Named("ha"))
+	link, err := haLink(b.opts, b.guard, b.certs, b.log.Named("ha"))
 	if err != nil {
 		return nil, err
 	}
@@ -74,10 +74,9 @@ func newReplicator(b *Broker, master replication.MasterClient, controllers repli
 // dials (TLS.Dial), the slave's credentials in an AUTH frame, and, with
 // ACL on, the master's check of them (a user that may make calls between
 // daemons: an admin user).
-func haLink(opts Options, g *auth.Guard, log *zap.Logger) (replication.Link, error) {
+func haLink(opts Options, g *auth.Guard, certs *tlsconf.Source, log *zap.Logger) (replication.Link, error) {
 	var link replication.Link
-	var certs *tlsconf.Source
-	if opts.TLS.Mode != tlsconf.Off || opts.TLS.Dial {
+	if certs == nil && (opts.TLS.Mode != tlsconf.Off || opts.TLS.Dial) {
 		var err error
 		if certs, err = tlsconf.Open(opts.TLS, log.Named("tls")); err != nil {
 			return link, fmt.Errorf("broker: HA TLS: %w", err)

@@ -28,7 +28,7 @@ func (s *Server) newController() error {
 	// NameServer's credentials.
 	tc := s.opts.TLS
 	tc.CertFile, tc.KeyFile = s.opts.TLSCertFile, s.opts.TLSKeyFile
-	co.Raft = controller.RaftSecurity{TLS: tc, Credentials: s.opts.Credentials}
+	co.Raft = controller.RaftSecurity{TLS: tc, Certs: s.certs, Credentials: s.opts.Credentials}
 	ctl, err := controller.New(co, s.lg.Named("controller"))
 	if err != nil {
 		return fmt.Errorf("nameserver: %w", err)

@@ -73,17 +73,11 @@ func newIdentityGuard() *identityGuard {
 
 // useTLS makes the probes complete a TLS handshake when the NameServer
 // dials other daemons with TLS (c.Dial), presenting the certificate of
-// certFile and keyFile (a self-signed one when both are empty). The first
-// call decides.
-func (g *identityGuard) useTLS(c tlsconf.Config, certFile, keyFile string, lg *zap.Logger) {
+// certs (the NameServer's port's; nil: none). The first call decides.
+func (g *identityGuard) useTLS(c tlsconf.Config, certs *tlsconf.Source, lg *zap.Logger) {
 	g.tlsOnce.Do(func() {
 		if !c.Dial {
 			return
-		}
-		certs, err := tlsconf.New(certFile, keyFile, zap.NewNop())
-		if err != nil {
-			lg.Warn("identity probes: no certificate to present", zap.Error(err))
-			certs = nil
 		}
 		cfg, err := tlsconf.ClientConfig(c, certs)
 		if err != nil {
@@ -164,7 +158,7 @@ func (g *identityGuard) shouldLog(key string, now time.Time) bool {
 // answer a probe just now.
 func (s *Server) guardIdentity(reg *Registration, now time.Time) {
 	reg.guard = true
-	s.ident.useTLS(s.opts.TLS, s.opts.TLSCertFile, s.opts.TLSKeyFile, s.lg)
+	s.ident.useTLS(s.opts.TLS, s.certs, s.lg)
 	lb, ok := s.routes.Holder(reg.BrokerName, reg.ID)
 	if !ok || lb.Addr == reg.Addr || (reg.ID == MasterID && reg.Epoch > lb.Epoch) {
 		return

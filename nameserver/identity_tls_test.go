@@ -61,7 +61,7 @@ func TestIdentityProbeTLS(t *testing.T) {
 
 	g := newIdentityGuard()
 	g.ttl = 0
-	g.useTLS(tlsconf.Config{Mode: tlsconf.Enforcing, Dial: true, CAFile: ca.File}, "", "", zap.NewNop())
+	g.useTLS(tlsconf.Config{Mode: tlsconf.Enforcing, Dial: true, CAFile: ca.File}, nil, zap.NewNop())
 	if !g.reachable(addr, now) {
 		t.Fatal("a TLS holder probed with TLS is unreachable")
 	}
@@ -74,7 +74,7 @@ func TestIdentityProbeTLS(t *testing.T) {
 
 	plain := newIdentityGuard()
 	plain.ttl = 0
-	plain.useTLS(tlsconf.Config{}, "", "", zap.NewNop())
+	plain.useTLS(tlsconf.Config{}, nil, zap.NewNop())
 	if !plain.reachable(addr, now) {
 		t.Fatal("a plain TCP probe of a listening port is unreachable")
 	}
@@ -88,7 +88,7 @@ func TestIdentityProbeTLS(t *testing.T) {
 	other := tlstest.NewCA(t, t.TempDir(), "other")
 	untrusting := newIdentityGuard()
 	untrusting.ttl = 0
-	untrusting.useTLS(tlsconf.Config{Dial: true, CAFile: other.File}, "", "", zap.NewNop())
+	untrusting.useTLS(tlsconf.Config{Dial: true, CAFile: other.File}, nil, zap.NewNop())
 	if !untrusting.reachable(addr, now) {
 		t.Fatal("a holder whose certificate is not trusted counts as gone: its identity could be taken over")
 	}

@@ -54,6 +54,9 @@ type Server struct {
 	// guard is the access control of every protocol the NameServer (and
 	// its controller) serves (package auth).
 	guard *auth.Guard
+	// certs is the port's certificate source, shared with the controller's
+	// Raft transport and the identity probes.
+	certs *tlsconf.Source
 
 	quit  chan struct{} // closed by Close: stops the loops
 	joinc chan string   // gossip addresses of registered brokers missing from the pool
@@ -95,6 +98,7 @@ func New(opts Options, lg *zap.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nameserver: %w", err)
 	}
+	s.certs = certs
 	lis, err := net.Listen("tcp", opts.ListenAddr)
 	if err != nil {
 		return nil, fmt.Errorf("nameserver: listen %s: %w", opts.ListenAddr, err)

@@ -89,7 +89,8 @@ func New(opts broker.Options, log *zap.Logger, options ...Option) (*Server, erro
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	with := []broker.Option{broker.WithAddr(lis.Addr().String()),
-		broker.WithNameServers(remote.NewNameServers(links)), broker.WithMasterClient(remote.NewMasterClient(links))}
+		broker.WithNameServers(remote.NewNameServers(links)), broker.WithMasterClient(remote.NewMasterClient(links)),
+		broker.WithTLSSource(certs)}
 	if opts.Replication.ControllerMode() {
 		with = append(with, broker.WithControllers(remote.NewControllers(links)))
 	}
