@@ -19,7 +19,6 @@ import (
 	"github.com/bolide-mq/bolide/internal/membership"
 	"github.com/bolide-mq/bolide/internal/portmux"
 	"github.com/bolide-mq/bolide/internal/tlsconf"
-	"github.com/bolide-mq/bolide/internal/tlsconf/porttls"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -145,7 +144,7 @@ func New(opts Options, lg *zap.Logger) (*Server, error) {
 		protos = append(protos, s.newRemoting())
 	}
 	s.mux = portmux.NewMux(lis, lg.Named("port"), protos...)
-	s.mux.SetTLS(porttls.For(opts.TLS.Mode, certs))
+	s.mux.SetTLS(certs.PortTLS(opts.TLS.Mode))
 	return s, nil
 }
 

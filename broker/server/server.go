@@ -25,7 +25,6 @@ import (
 	"github.com/bolide-mq/bolide/broker/frontend/remoting"
 	"github.com/bolide-mq/bolide/broker/remote"
 	"github.com/bolide-mq/bolide/internal/tlsconf"
-	"github.com/bolide-mq/bolide/internal/tlsconf/porttls"
 )
 
 // Server is a broker core serving its front ends on one port. The core's
@@ -111,7 +110,7 @@ func New(opts broker.Options, log *zap.Logger, options ...Option) (*Server, erro
 		fes = append(fes, remoting.New(core, log.Named("remoting")))
 	}
 	mux := frontend.NewMux(lis, log.Named("port"), fes...)
-	mux.SetTLS(porttls.For(opts.TLS.Mode, certs))
+	mux.SetTLS(certs.PortTLS(opts.TLS.Mode))
 	return &Server{Broker: core, mux: mux, log: log}, nil
 }
 

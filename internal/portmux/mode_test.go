@@ -8,8 +8,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/bolide-mq/bolide/internal/tlsconf"
 )
 
 // refusingEcho is an echo that answers a refused plain-text client with
@@ -58,10 +56,7 @@ func tryTLS(addr, send string) (string, error) {
 }
 
 func TestModes(t *testing.T) {
-	src, err := tlsconf.New("", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := newTestSource(t)
 	for _, tc := range []struct {
 		name                 string
 		mode                 Mode

@@ -77,18 +77,10 @@ func NewMux(lis net.Listener, log *zap.Logger, fes ...Protocol) *Mux {
 	return m
 }
 
-// EnableTLS accepts TLS on the port too, before Serve: a connection whose
-// first byte is a TLS handshake record (0x16) is served TLS with the
-// configuration config returns at that moment (so certificates may
-// change), and once the handshake is done the decrypted connection is
-// sorted by its first bytes exactly as a plaintext one. No protocol served
-// here opens with 0x16 in the clear.
-func (m *Mux) EnableTLS(config func() *tls.Config) { m.SetTLS(TLS{Mode: Permissive, Config: config}) }
-
 // Mode is what the port does with TLS and plain text.
 type Mode int
 
-// The modes (as tlsconf's).
+// The modes (tlsconf.Mode is this type).
 const (
 	// Permissive serves both, told apart by the first byte.
 	Permissive Mode = iota
@@ -100,6 +92,17 @@ const (
 	// answer with a clear error in that protocol, then closed.
 	Enforcing
 )
+
+// String is the mode's name as the daemons' --tls-mode takes it.
+func (m Mode) String() string {
+	switch m {
+	case Off:
+		return "off"
+	case Enforcing:
+		return "enforcing"
+	}
+	return "permissive"
+}
 
 // TLS is the port's TLS.
 type TLS struct {

@@ -16,8 +16,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-
-	"github.com/bolide-mq/bolide/internal/tlsconf"
 )
 
 // echo is a front end that claims connections opening with its prefix and
@@ -147,10 +145,7 @@ func checkHealth(t *testing.T, addr string, creds credentials.TransportCredentia
 }
 
 func TestMuxServesTLSAndPlaintextOnOnePort(t *testing.T) {
-	src, err := tlsconf.New("", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := newTestSource(t)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +154,7 @@ func TestMuxServesTLSAndPlaintextOnOnePort(t *testing.T) {
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	a := &echo{name: "a", prefix: "AAAA"}
 	m := NewMux(lis, nil, grpcProto{srv}, a)
-	m.EnableTLS(src.ServerConfig)
+	m.SetTLS(TLS{Mode: Permissive, Config: src.ServerConfig})
 	m.Serve()
 	addr := lis.Addr().String()
 

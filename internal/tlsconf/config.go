@@ -1,20 +1,24 @@
 package tlsconf
 
-import "fmt"
+import (
+	"fmt"
 
-// Mode is how a listener treats TLS.
-type Mode int
+	"github.com/bolide-mq/bolide/internal/portmux"
+)
+
+// Mode is how a listener treats TLS: the port multiplexer's modes, which
+// every other listener (tlsconf.Listen) applies the same way.
+type Mode = portmux.Mode
 
 // The modes. The zero value is Permissive, the default: TLS and plain text
 // on the same port, told apart by the first byte (0x16 opens a TLS
-// handshake).
+// handshake). Off serves plain text only; Enforcing serves TLS only, and a
+// plain-text connection gets a clear error in its own protocol where one
+// can be given, then is closed.
 const (
-	Permissive Mode = iota
-	// Off serves plain text only: a TLS handshake is refused.
-	Off
-	// Enforcing serves TLS only: a plain-text connection gets a clear error
-	// in its own protocol where one can be given, then is closed.
-	Enforcing
+	Permissive = portmux.Permissive
+	Off        = portmux.Off
+	Enforcing  = portmux.Enforcing
 )
 
 // ParseMode reads "off", "permissive" or "enforcing".
@@ -28,16 +32,6 @@ func ParseMode(s string) (Mode, error) {
 		return Enforcing, nil
 	}
 	return 0, fmt.Errorf("tls mode %q: want off, permissive or enforcing", s)
-}
-
-func (m Mode) String() string {
-	switch m {
-	case Off:
-		return "off"
-	case Enforcing:
-		return "enforcing"
-	}
-	return "permissive"
 }
 
 // ClientAuth is what a listener asks of a client's certificate.

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bolide-mq/bolide/internal/acceptq"
+	"github.com/bolide-mq/bolide/internal/portmux"
 	"github.com/bolide-mq/bolide/internal/ratelog"
 )
 
@@ -191,4 +192,11 @@ func (refusedCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(refusedDesc, prometheus.CounterValue, float64(v.(*atomic.Int64).Load()), k.(string))
 		return true
 	})
+}
+
+// PortTLS is the TLS of a multiplexed port (internal/portmux) in mode with
+// the certificates of s; refusals are counted in the refused-connection
+// metric.
+func (s *Source) PortTLS(mode Mode) portmux.TLS {
+	return portmux.TLS{Mode: mode, Config: s.ServerConfig, Refused: CountRefused}
 }
