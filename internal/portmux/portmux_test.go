@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"io"
 	"net"
 	"sync"
@@ -167,10 +166,8 @@ func TestMuxServesTLSAndPlaintextOnOnePort(t *testing.T) {
 	}
 	checkHealth(t, addr, insecure.NewCredentials())
 	checkHealth(t, addr, credentials.NewTLS(&tls.Config{InsecureSkipVerify: true}))
-	// A verifying client trusts the self-signed certificate once told to.
-	roots := x509.NewCertPool()
-	roots.AddCert(src.Certificate().Leaf)
-	checkHealth(t, addr, credentials.NewTLS(&tls.Config{RootCAs: roots, ServerName: "localhost"}))
+	// A verifying client trusts the certificate once told its CA.
+	checkHealth(t, addr, credentials.NewTLS(&tls.Config{RootCAs: src.roots, ServerName: "localhost"}))
 
 	// Unclaimed bytes inside TLS close the connection, as in the clear.
 	if got := dialTLS(t, addr, "CCCC0000"); got != "" {
