@@ -3199,6 +3199,1022 @@ func (x *CheckSubscriptionResponse) GetStatus() *Status {
 	return nil
 }
 
+type GetBrokerRuntimeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBrokerRuntimeRequest) Reset() {
+	*x = GetBrokerRuntimeRequest{}
+	mi := &file_bolide_v1_broker_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBrokerRuntimeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBrokerRuntimeRequest) ProtoMessage() {}
+
+func (x *GetBrokerRuntimeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bolide_v1_broker_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBrokerRuntimeRequest.ProtoReflect.Descriptor instead.
+func (*GetBrokerRuntimeRequest) Descriptor() ([]byte, []int) {
+	return file_bolide_v1_broker_proto_rawDescGZIP(), []int{50}
+}
+
+type GetBrokerRuntimeResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Status      *Status                `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	Cluster     string                 `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	BrokerName  string                 `protobuf:"bytes,3,opt,name=broker_name,json=brokerName,proto3" json:"broker_name,omitempty"`
+	BrokerId    int64                  `protobuf:"varint,4,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	Addr        string                 `protobuf:"bytes,5,opt,name=addr,proto3" json:"addr,omitempty"`
+	Version     string                 `protobuf:"bytes,6,opt,name=version,proto3" json:"version,omitempty"`
+	Role        string                 `protobuf:"bytes,7,opt,name=role,proto3" json:"role,omitempty"`
+	StartTimeMs int64                  `protobuf:"varint,8,opt,name=start_time_ms,json=startTimeMs,proto3" json:"start_time_ms,omitempty"`
+	// broker_permission: RocketMQ's PermName bits of the broker as a whole
+	// (6 read and write, 4 read only: writes taken away, 2 write only).
+	BrokerPermission int32 `protobuf:"varint,9,opt,name=broker_permission,json=brokerPermission,proto3" json:"broker_permission,omitempty"`
+	// Messages and bytes stored (put) and delivered to consumers (get)
+	// since the broker started, and the rates per second over the last
+	// minute (or since start when shorter).
+	PutMessagesTotal int64   `protobuf:"varint,10,opt,name=put_messages_total,json=putMessagesTotal,proto3" json:"put_messages_total,omitempty"`
+	GetMessagesTotal int64   `protobuf:"varint,11,opt,name=get_messages_total,json=getMessagesTotal,proto3" json:"get_messages_total,omitempty"`
+	PutBytesTotal    int64   `protobuf:"varint,12,opt,name=put_bytes_total,json=putBytesTotal,proto3" json:"put_bytes_total,omitempty"`
+	GetBytesTotal    int64   `protobuf:"varint,13,opt,name=get_bytes_total,json=getBytesTotal,proto3" json:"get_bytes_total,omitempty"`
+	PutTps           float64 `protobuf:"fixed64,14,opt,name=put_tps,json=putTps,proto3" json:"put_tps,omitempty"`
+	GetTps           float64 `protobuf:"fixed64,15,opt,name=get_tps,json=getTps,proto3" json:"get_tps,omitempty"`
+	// Store and disk.
+	CommitLogMinOffset  int64   `protobuf:"varint,16,opt,name=commit_log_min_offset,json=commitLogMinOffset,proto3" json:"commit_log_min_offset,omitempty"`
+	CommitLogMaxOffset  int64   `protobuf:"varint,17,opt,name=commit_log_max_offset,json=commitLogMaxOffset,proto3" json:"commit_log_max_offset,omitempty"`
+	DispatchBehindBytes int64   `protobuf:"varint,18,opt,name=dispatch_behind_bytes,json=dispatchBehindBytes,proto3" json:"dispatch_behind_bytes,omitempty"`
+	StoreBytes          int64   `protobuf:"varint,19,opt,name=store_bytes,json=storeBytes,proto3" json:"store_bytes,omitempty"`
+	DiskUsedRatio       float64 `protobuf:"fixed64,20,opt,name=disk_used_ratio,json=diskUsedRatio,proto3" json:"disk_used_ratio,omitempty"`
+	DiskTotalBytes      int64   `protobuf:"varint,21,opt,name=disk_total_bytes,json=diskTotalBytes,proto3" json:"disk_total_bytes,omitempty"`
+	DiskFreeBytes       int64   `protobuf:"varint,22,opt,name=disk_free_bytes,json=diskFreeBytes,proto3" json:"disk_free_bytes,omitempty"`
+	// Counts.
+	Topics              int32 `protobuf:"varint,23,opt,name=topics,proto3" json:"topics,omitempty"`
+	Queues              int32 `protobuf:"varint,24,opt,name=queues,proto3" json:"queues,omitempty"`
+	Groups              int32 `protobuf:"varint,25,opt,name=groups,proto3" json:"groups,omitempty"`
+	ConsumerConnections int32 `protobuf:"varint,26,opt,name=consumer_connections,json=consumerConnections,proto3" json:"consumer_connections,omitempty"`
+	ProducerConnections int32 `protobuf:"varint,27,opt,name=producer_connections,json=producerConnections,proto3" json:"producer_connections,omitempty"`
+	// The process.
+	HeapBytes  int64 `protobuf:"varint,28,opt,name=heap_bytes,json=heapBytes,proto3" json:"heap_bytes,omitempty"`
+	RssBytes   int64 `protobuf:"varint,29,opt,name=rss_bytes,json=rssBytes,proto3" json:"rss_bytes,omitempty"`
+	Goroutines int32 `protobuf:"varint,30,opt,name=goroutines,proto3" json:"goroutines,omitempty"`
+	// extra holds further figures by name, for display (RocketMQ's
+	// brokerStatus table keys where one matches).
+	Extra         map[string]string `protobuf:"bytes,31,rep,name=extra,proto3" json:"extra,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBrokerRuntimeResponse) Reset() {
+	*x = GetBrokerRuntimeResponse{}
+	mi := &file_bolide_v1_broker_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBrokerRuntimeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBrokerRuntimeResponse) ProtoMessage() {}
+
+func (x *GetBrokerRuntimeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bolide_v1_broker_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBrokerRuntimeResponse.ProtoReflect.Descriptor instead.
+func (*GetBrokerRuntimeResponse) Descriptor() ([]byte, []int) {
+	return file_bolide_v1_broker_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *GetBrokerRuntimeResponse) GetStatus() *Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *GetBrokerRuntimeResponse) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *GetBrokerRuntimeResponse) GetBrokerName() string {
+	if x != nil {
+		return x.BrokerName
+	}
+	return ""
+}
+
+func (x *GetBrokerRuntimeResponse) GetBrokerId() int64 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
+func (x *GetBrokerRuntimeResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *GetBrokerRuntimeResponse) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *GetBrokerRuntimeResponse) GetStartTimeMs() int64 {
+	if x != nil {
+		return x.StartTimeMs
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetBrokerPermission() int32 {
+	if x != nil {
+		return x.BrokerPermission
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetPutMessagesTotal() int64 {
+	if x != nil {
+		return x.PutMessagesTotal
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetGetMessagesTotal() int64 {
+	if x != nil {
+		return x.GetMessagesTotal
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetPutBytesTotal() int64 {
+	if x != nil {
+		return x.PutBytesTotal
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetGetBytesTotal() int64 {
+	if x != nil {
+		return x.GetBytesTotal
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetPutTps() float64 {
+	if x != nil {
+		return x.PutTps
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetGetTps() float64 {
+	if x != nil {
+		return x.GetTps
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetCommitLogMinOffset() int64 {
+	if x != nil {
+		return x.CommitLogMinOffset
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetCommitLogMaxOffset() int64 {
+	if x != nil {
+		return x.CommitLogMaxOffset
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetDispatchBehindBytes() int64 {
+	if x != nil {
+		return x.DispatchBehindBytes
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetStoreBytes() int64 {
+	if x != nil {
+		return x.StoreBytes
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetDiskUsedRatio() float64 {
+	if x != nil {
+		return x.DiskUsedRatio
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetDiskTotalBytes() int64 {
+	if x != nil {
+		return x.DiskTotalBytes
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetDiskFreeBytes() int64 {
+	if x != nil {
+		return x.DiskFreeBytes
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetTopics() int32 {
+	if x != nil {
+		return x.Topics
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetQueues() int32 {
+	if x != nil {
+		return x.Queues
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetGroups() int32 {
+	if x != nil {
+		return x.Groups
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetConsumerConnections() int32 {
+	if x != nil {
+		return x.ConsumerConnections
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetProducerConnections() int32 {
+	if x != nil {
+		return x.ProducerConnections
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetHeapBytes() int64 {
+	if x != nil {
+		return x.HeapBytes
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetRssBytes() int64 {
+	if x != nil {
+		return x.RssBytes
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetGoroutines() int32 {
+	if x != nil {
+		return x.Goroutines
+	}
+	return 0
+}
+
+func (x *GetBrokerRuntimeResponse) GetExtra() map[string]string {
+	if x != nil {
+		return x.Extra
+	}
+	return nil
+}
+
+type GetBrokerConfigRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBrokerConfigRequest) Reset() {
+	*x = GetBrokerConfigRequest{}
+	mi := &file_bolide_v1_broker_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBrokerConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBrokerConfigRequest) ProtoMessage() {}
+
+func (x *GetBrokerConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bolide_v1_broker_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBrokerConfigRequest.ProtoReflect.Descriptor instead.
+func (*GetBrokerConfigRequest) Descriptor() ([]byte, []int) {
+	return file_bolide_v1_broker_proto_rawDescGZIP(), []int{52}
+}
+
+type BrokerConfigEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// key is RocketMQ's name for the setting where there is one.
+	Key          string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value        string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	DefaultValue string `protobuf:"bytes,3,opt,name=default_value,json=defaultValue,proto3" json:"default_value,omitempty"`
+	// runtime: the key may be changed with UpdateBrokerConfig.
+	Runtime       bool   `protobuf:"varint,4,opt,name=runtime,proto3" json:"runtime,omitempty"`
+	Description   string `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BrokerConfigEntry) Reset() {
+	*x = BrokerConfigEntry{}
+	mi := &file_bolide_v1_broker_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BrokerConfigEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BrokerConfigEntry) ProtoMessage() {}
+
+func (x *BrokerConfigEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_bolide_v1_broker_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BrokerConfigEntry.ProtoReflect.Descriptor instead.
+func (*BrokerConfigEntry) Descriptor() ([]byte, []int) {
+	return file_bolide_v1_broker_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *BrokerConfigEntry) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *BrokerConfigEntry) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *BrokerConfigEntry) GetDefaultValue() string {
+	if x != nil {
+		return x.DefaultValue
+	}
+	return ""
+}
+
+func (x *BrokerConfigEntry) GetRuntime() bool {
+	if x != nil {
+		return x.Runtime
+	}
+	return false
+}
+
+func (x *BrokerConfigEntry) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+type GetBrokerConfigResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Status        *Status                `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	Entries       []*BrokerConfigEntry   `protobuf:"bytes,2,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBrokerConfigResponse) Reset() {
+	*x = GetBrokerConfigResponse{}
+	mi := &file_bolide_v1_broker_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBrokerConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBrokerConfigResponse) ProtoMessage() {}
+
+func (x *GetBrokerConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bolide_v1_broker_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBrokerConfigResponse.ProtoReflect.Descriptor instead.
+func (*GetBrokerConfigResponse) Descriptor() ([]byte, []int) {
+	return file_bolide_v1_broker_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *GetBrokerConfigResponse) GetStatus() *Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *GetBrokerConfigResponse) GetEntries() []*BrokerConfigEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+type UpdateBrokerConfigRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       map[string]string      `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateBrokerConfigRequest) Reset() {
+	*x = UpdateBrokerConfigRequest{}
+	mi := &file_bolide_v1_broker_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateBrokerConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateBrokerConfigRequest) ProtoMessage() {}
+
+func (x *UpdateBrokerConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bolide_v1_broker_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateBrokerConfigRequest.ProtoReflect.Descriptor instead.
+func (*UpdateBrokerConfigRequest) Descriptor() ([]byte, []int) {
+	return file_bolide_v1_broker_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *UpdateBrokerConfigRequest) GetEntries() map[string]string {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+type UpdateBrokerConfigResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Status *Status                `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	// entries: the changed keys with their values as now in effect.
+	Entries       []*BrokerConfigEntry `protobuf:"bytes,2,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateBrokerConfigResponse) Reset() {
+	*x = UpdateBrokerConfigResponse{}
+	mi := &file_bolide_v1_broker_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateBrokerConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateBrokerConfigResponse) ProtoMessage() {}
+
+func (x *UpdateBrokerConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bolide_v1_broker_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateBrokerConfigResponse.ProtoReflect.Descriptor instead.
+func (*UpdateBrokerConfigResponse) Descriptor() ([]byte, []int) {
+	return file_bolide_v1_broker_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *UpdateBrokerConfigResponse) GetStatus() *Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *UpdateBrokerConfigResponse) GetEntries() []*BrokerConfigEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+type GetTopicStatsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// topics: the topics to report; empty: every topic, system ones too.
+	Topics        []string `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTopicStatsRequest) Reset() {
+	*x = GetTopicStatsRequest{}
+	mi := &file_bolide_v1_broker_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTopicStatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTopicStatsRequest) ProtoMessage() {}
+
+func (x *GetTopicStatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bolide_v1_broker_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTopicStatsRequest.ProtoReflect.Descriptor instead.
+func (*GetTopicStatsRequest) Descriptor() ([]byte, []int) {
+	return file_bolide_v1_broker_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *GetTopicStatsRequest) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+type TopicStat struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Topic       string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	ReadQueues  int32                  `protobuf:"varint,2,opt,name=read_queues,json=readQueues,proto3" json:"read_queues,omitempty"`
+	WriteQueues int32                  `protobuf:"varint,3,opt,name=write_queues,json=writeQueues,proto3" json:"write_queues,omitempty"`
+	Perm        int32                  `protobuf:"varint,4,opt,name=perm,proto3" json:"perm,omitempty"`
+	// message_type: NORMAL, FIFO, DELAY, TRANSACTION or MIXED, as declared.
+	MessageType string `protobuf:"bytes,5,opt,name=message_type,json=messageType,proto3" json:"message_type,omitempty"`
+	// Sums over the topic's queues on this broker.
+	MinOffsetSum    int64 `protobuf:"varint,6,opt,name=min_offset_sum,json=minOffsetSum,proto3" json:"min_offset_sum,omitempty"`
+	MaxOffsetSum    int64 `protobuf:"varint,7,opt,name=max_offset_sum,json=maxOffsetSum,proto3" json:"max_offset_sum,omitempty"`
+	LastStoreTimeMs int64 `protobuf:"varint,8,opt,name=last_store_time_ms,json=lastStoreTimeMs,proto3" json:"last_store_time_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TopicStat) Reset() {
+	*x = TopicStat{}
+	mi := &file_bolide_v1_broker_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopicStat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopicStat) ProtoMessage() {}
+
+func (x *TopicStat) ProtoReflect() protoreflect.Message {
+	mi := &file_bolide_v1_broker_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopicStat.ProtoReflect.Descriptor instead.
+func (*TopicStat) Descriptor() ([]byte, []int) {
+	return file_bolide_v1_broker_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *TopicStat) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *TopicStat) GetReadQueues() int32 {
+	if x != nil {
+		return x.ReadQueues
+	}
+	return 0
+}
+
+func (x *TopicStat) GetWriteQueues() int32 {
+	if x != nil {
+		return x.WriteQueues
+	}
+	return 0
+}
+
+func (x *TopicStat) GetPerm() int32 {
+	if x != nil {
+		return x.Perm
+	}
+	return 0
+}
+
+func (x *TopicStat) GetMessageType() string {
+	if x != nil {
+		return x.MessageType
+	}
+	return ""
+}
+
+func (x *TopicStat) GetMinOffsetSum() int64 {
+	if x != nil {
+		return x.MinOffsetSum
+	}
+	return 0
+}
+
+func (x *TopicStat) GetMaxOffsetSum() int64 {
+	if x != nil {
+		return x.MaxOffsetSum
+	}
+	return 0
+}
+
+func (x *TopicStat) GetLastStoreTimeMs() int64 {
+	if x != nil {
+		return x.LastStoreTimeMs
+	}
+	return 0
+}
+
+type GetTopicStatsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Status        *Status                `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	Topics        []*TopicStat           `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTopicStatsResponse) Reset() {
+	*x = GetTopicStatsResponse{}
+	mi := &file_bolide_v1_broker_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTopicStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTopicStatsResponse) ProtoMessage() {}
+
+func (x *GetTopicStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bolide_v1_broker_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTopicStatsResponse.ProtoReflect.Descriptor instead.
+func (*GetTopicStatsResponse) Descriptor() ([]byte, []int) {
+	return file_bolide_v1_broker_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *GetTopicStatsResponse) GetStatus() *Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *GetTopicStatsResponse) GetTopics() []*TopicStat {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+type GetGroupConnectionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGroupConnectionsRequest) Reset() {
+	*x = GetGroupConnectionsRequest{}
+	mi := &file_bolide_v1_broker_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGroupConnectionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGroupConnectionsRequest) ProtoMessage() {}
+
+func (x *GetGroupConnectionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bolide_v1_broker_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGroupConnectionsRequest.ProtoReflect.Descriptor instead.
+func (*GetGroupConnectionsRequest) Descriptor() ([]byte, []int) {
+	return file_bolide_v1_broker_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *GetGroupConnectionsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type ClientConnection struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ClientId   string                 `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	RemoteAddr string                 `protobuf:"bytes,2,opt,name=remote_addr,json=remoteAddr,proto3" json:"remote_addr,omitempty"`
+	// language and version as the client announced them (GO, JAVA, ...).
+	Language string `protobuf:"bytes,3,opt,name=language,proto3" json:"language,omitempty"`
+	Version  string `protobuf:"bytes,4,opt,name=version,proto3" json:"version,omitempty"`
+	// protocol: bolide, remoting or grpc-v5.
+	Protocol         string `protobuf:"bytes,5,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	ConnectedSinceMs int64  `protobuf:"varint,6,opt,name=connected_since_ms,json=connectedSinceMs,proto3" json:"connected_since_ms,omitempty"`
+	LastHeartbeatMs  int64  `protobuf:"varint,7,opt,name=last_heartbeat_ms,json=lastHeartbeatMs,proto3" json:"last_heartbeat_ms,omitempty"`
+	// Consumers only: how it consumes (PUSH, PULL, POP, SIMPLE), its model
+	// and its subscriptions.
+	ConsumeType   string          `protobuf:"bytes,8,opt,name=consume_type,json=consumeType,proto3" json:"consume_type,omitempty"`
+	MessageModel  MessageModel    `protobuf:"varint,9,opt,name=message_model,json=messageModel,proto3,enum=bolide.v1.MessageModel" json:"message_model,omitempty"`
+	Subscriptions []*Subscription `protobuf:"bytes,10,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientConnection) Reset() {
+	*x = ClientConnection{}
+	mi := &file_bolide_v1_broker_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientConnection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientConnection) ProtoMessage() {}
+
+func (x *ClientConnection) ProtoReflect() protoreflect.Message {
+	mi := &file_bolide_v1_broker_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientConnection.ProtoReflect.Descriptor instead.
+func (*ClientConnection) Descriptor() ([]byte, []int) {
+	return file_bolide_v1_broker_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *ClientConnection) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *ClientConnection) GetRemoteAddr() string {
+	if x != nil {
+		return x.RemoteAddr
+	}
+	return ""
+}
+
+func (x *ClientConnection) GetLanguage() string {
+	if x != nil {
+		return x.Language
+	}
+	return ""
+}
+
+func (x *ClientConnection) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ClientConnection) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+func (x *ClientConnection) GetConnectedSinceMs() int64 {
+	if x != nil {
+		return x.ConnectedSinceMs
+	}
+	return 0
+}
+
+func (x *ClientConnection) GetLastHeartbeatMs() int64 {
+	if x != nil {
+		return x.LastHeartbeatMs
+	}
+	return 0
+}
+
+func (x *ClientConnection) GetConsumeType() string {
+	if x != nil {
+		return x.ConsumeType
+	}
+	return ""
+}
+
+func (x *ClientConnection) GetMessageModel() MessageModel {
+	if x != nil {
+		return x.MessageModel
+	}
+	return MessageModel_CLUSTERING
+}
+
+func (x *ClientConnection) GetSubscriptions() []*Subscription {
+	if x != nil {
+		return x.Subscriptions
+	}
+	return nil
+}
+
+type GetGroupConnectionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Status        *Status                `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	Producers     []*ClientConnection    `protobuf:"bytes,2,rep,name=producers,proto3" json:"producers,omitempty"`
+	Consumers     []*ClientConnection    `protobuf:"bytes,3,rep,name=consumers,proto3" json:"consumers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGroupConnectionsResponse) Reset() {
+	*x = GetGroupConnectionsResponse{}
+	mi := &file_bolide_v1_broker_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGroupConnectionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGroupConnectionsResponse) ProtoMessage() {}
+
+func (x *GetGroupConnectionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bolide_v1_broker_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGroupConnectionsResponse.ProtoReflect.Descriptor instead.
+func (*GetGroupConnectionsResponse) Descriptor() ([]byte, []int) {
+	return file_bolide_v1_broker_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *GetGroupConnectionsResponse) GetStatus() *Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *GetGroupConnectionsResponse) GetProducers() []*ClientConnection {
+	if x != nil {
+		return x.Producers
+	}
+	return nil
+}
+
+func (x *GetGroupConnectionsResponse) GetConsumers() []*ClientConnection {
+	if x != nil {
+		return x.Consumers
+	}
+	return nil
+}
+
 var File_bolide_v1_broker_proto protoreflect.FileDescriptor
 
 const file_bolide_v1_broker_proto_rawDesc = "" +
@@ -3421,7 +4437,102 @@ const file_bolide_v1_broker_proto_rawDesc = "" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12;\n" +
 	"\fsubscription\x18\x02 \x01(\v2\x17.bolide.v1.SubscriptionR\fsubscription\"F\n" +
 	"\x19CheckSubscriptionResponse\x12)\n" +
-	"\x06status\x18\x01 \x01(\v2\x11.bolide.v1.StatusR\x06status*W\n" +
+	"\x06status\x18\x01 \x01(\v2\x11.bolide.v1.StatusR\x06status\"\x19\n" +
+	"\x17GetBrokerRuntimeRequest\"\xcd\t\n" +
+	"\x18GetBrokerRuntimeResponse\x12)\n" +
+	"\x06status\x18\x01 \x01(\v2\x11.bolide.v1.StatusR\x06status\x12\x18\n" +
+	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1f\n" +
+	"\vbroker_name\x18\x03 \x01(\tR\n" +
+	"brokerName\x12\x1b\n" +
+	"\tbroker_id\x18\x04 \x01(\x03R\bbrokerId\x12\x12\n" +
+	"\x04addr\x18\x05 \x01(\tR\x04addr\x12\x18\n" +
+	"\aversion\x18\x06 \x01(\tR\aversion\x12\x12\n" +
+	"\x04role\x18\a \x01(\tR\x04role\x12\"\n" +
+	"\rstart_time_ms\x18\b \x01(\x03R\vstartTimeMs\x12+\n" +
+	"\x11broker_permission\x18\t \x01(\x05R\x10brokerPermission\x12,\n" +
+	"\x12put_messages_total\x18\n" +
+	" \x01(\x03R\x10putMessagesTotal\x12,\n" +
+	"\x12get_messages_total\x18\v \x01(\x03R\x10getMessagesTotal\x12&\n" +
+	"\x0fput_bytes_total\x18\f \x01(\x03R\rputBytesTotal\x12&\n" +
+	"\x0fget_bytes_total\x18\r \x01(\x03R\rgetBytesTotal\x12\x17\n" +
+	"\aput_tps\x18\x0e \x01(\x01R\x06putTps\x12\x17\n" +
+	"\aget_tps\x18\x0f \x01(\x01R\x06getTps\x121\n" +
+	"\x15commit_log_min_offset\x18\x10 \x01(\x03R\x12commitLogMinOffset\x121\n" +
+	"\x15commit_log_max_offset\x18\x11 \x01(\x03R\x12commitLogMaxOffset\x122\n" +
+	"\x15dispatch_behind_bytes\x18\x12 \x01(\x03R\x13dispatchBehindBytes\x12\x1f\n" +
+	"\vstore_bytes\x18\x13 \x01(\x03R\n" +
+	"storeBytes\x12&\n" +
+	"\x0fdisk_used_ratio\x18\x14 \x01(\x01R\rdiskUsedRatio\x12(\n" +
+	"\x10disk_total_bytes\x18\x15 \x01(\x03R\x0ediskTotalBytes\x12&\n" +
+	"\x0fdisk_free_bytes\x18\x16 \x01(\x03R\rdiskFreeBytes\x12\x16\n" +
+	"\x06topics\x18\x17 \x01(\x05R\x06topics\x12\x16\n" +
+	"\x06queues\x18\x18 \x01(\x05R\x06queues\x12\x16\n" +
+	"\x06groups\x18\x19 \x01(\x05R\x06groups\x121\n" +
+	"\x14consumer_connections\x18\x1a \x01(\x05R\x13consumerConnections\x121\n" +
+	"\x14producer_connections\x18\x1b \x01(\x05R\x13producerConnections\x12\x1d\n" +
+	"\n" +
+	"heap_bytes\x18\x1c \x01(\x03R\theapBytes\x12\x1b\n" +
+	"\trss_bytes\x18\x1d \x01(\x03R\brssBytes\x12\x1e\n" +
+	"\n" +
+	"goroutines\x18\x1e \x01(\x05R\n" +
+	"goroutines\x12D\n" +
+	"\x05extra\x18\x1f \x03(\v2..bolide.v1.GetBrokerRuntimeResponse.ExtraEntryR\x05extra\x1a8\n" +
+	"\n" +
+	"ExtraEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x18\n" +
+	"\x16GetBrokerConfigRequest\"\x9c\x01\n" +
+	"\x11BrokerConfigEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12#\n" +
+	"\rdefault_value\x18\x03 \x01(\tR\fdefaultValue\x12\x18\n" +
+	"\aruntime\x18\x04 \x01(\bR\aruntime\x12 \n" +
+	"\vdescription\x18\x05 \x01(\tR\vdescription\"|\n" +
+	"\x17GetBrokerConfigResponse\x12)\n" +
+	"\x06status\x18\x01 \x01(\v2\x11.bolide.v1.StatusR\x06status\x126\n" +
+	"\aentries\x18\x02 \x03(\v2\x1c.bolide.v1.BrokerConfigEntryR\aentries\"\xa4\x01\n" +
+	"\x19UpdateBrokerConfigRequest\x12K\n" +
+	"\aentries\x18\x01 \x03(\v21.bolide.v1.UpdateBrokerConfigRequest.EntriesEntryR\aentries\x1a:\n" +
+	"\fEntriesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x7f\n" +
+	"\x1aUpdateBrokerConfigResponse\x12)\n" +
+	"\x06status\x18\x01 \x01(\v2\x11.bolide.v1.StatusR\x06status\x126\n" +
+	"\aentries\x18\x02 \x03(\v2\x1c.bolide.v1.BrokerConfigEntryR\aentries\".\n" +
+	"\x14GetTopicStatsRequest\x12\x16\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\"\x95\x02\n" +
+	"\tTopicStat\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1f\n" +
+	"\vread_queues\x18\x02 \x01(\x05R\n" +
+	"readQueues\x12!\n" +
+	"\fwrite_queues\x18\x03 \x01(\x05R\vwriteQueues\x12\x12\n" +
+	"\x04perm\x18\x04 \x01(\x05R\x04perm\x12!\n" +
+	"\fmessage_type\x18\x05 \x01(\tR\vmessageType\x12$\n" +
+	"\x0emin_offset_sum\x18\x06 \x01(\x03R\fminOffsetSum\x12$\n" +
+	"\x0emax_offset_sum\x18\a \x01(\x03R\fmaxOffsetSum\x12+\n" +
+	"\x12last_store_time_ms\x18\b \x01(\x03R\x0flastStoreTimeMs\"p\n" +
+	"\x15GetTopicStatsResponse\x12)\n" +
+	"\x06status\x18\x01 \x01(\v2\x11.bolide.v1.StatusR\x06status\x12,\n" +
+	"\x06topics\x18\x02 \x03(\v2\x14.bolide.v1.TopicStatR\x06topics\"2\n" +
+	"\x1aGetGroupConnectionsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\x9c\x03\n" +
+	"\x10ClientConnection\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1f\n" +
+	"\vremote_addr\x18\x02 \x01(\tR\n" +
+	"remoteAddr\x12\x1a\n" +
+	"\blanguage\x18\x03 \x01(\tR\blanguage\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\tR\aversion\x12\x1a\n" +
+	"\bprotocol\x18\x05 \x01(\tR\bprotocol\x12,\n" +
+	"\x12connected_since_ms\x18\x06 \x01(\x03R\x10connectedSinceMs\x12*\n" +
+	"\x11last_heartbeat_ms\x18\a \x01(\x03R\x0flastHeartbeatMs\x12!\n" +
+	"\fconsume_type\x18\b \x01(\tR\vconsumeType\x12<\n" +
+	"\rmessage_model\x18\t \x01(\x0e2\x17.bolide.v1.MessageModelR\fmessageModel\x12=\n" +
+	"\rsubscriptions\x18\n" +
+	" \x03(\v2\x17.bolide.v1.SubscriptionR\rsubscriptions\"\xbe\x01\n" +
+	"\x1bGetGroupConnectionsResponse\x12)\n" +
+	"\x06status\x18\x01 \x01(\v2\x11.bolide.v1.StatusR\x06status\x129\n" +
+	"\tproducers\x18\x02 \x03(\v2\x1b.bolide.v1.ClientConnectionR\tproducers\x129\n" +
+	"\tconsumers\x18\x03 \x03(\v2\x1b.bolide.v1.ClientConnectionR\tconsumers*W\n" +
 	"\n" +
 	"PullStatus\x12\t\n" +
 	"\x05FOUND\x10\x00\x12\x12\n" +
@@ -3434,7 +4545,7 @@ const file_bolide_v1_broker_proto_rawDesc = "" +
 	"\fBROADCASTING\x10\x01*:\n" +
 	"\vConsumeType\x12\x15\n" +
 	"\x11CONSUME_PASSIVELY\x10\x00\x12\x14\n" +
-	"\x10CONSUME_ACTIVELY\x10\x012\xe1\x12\n" +
+	"\x10CONSUME_ACTIVELY\x10\x012\xb5\x16\n" +
 	"\x06Broker\x127\n" +
 	"\x04Send\x12\x16.bolide.v1.SendRequest\x1a\x17.bolide.v1.SendResponse\x12A\n" +
 	"\n" +
@@ -3458,7 +4569,12 @@ const file_bolide_v1_broker_proto_rawDesc = "" +
 	"\rGetBrokerInfo\x12\x1f.bolide.v1.GetBrokerInfoRequest\x1a .bolide.v1.GetBrokerInfoResponse\x12a\n" +
 	"\x12ListConsumerGroups\x12$.bolide.v1.ListConsumerGroupsRequest\x1a%.bolide.v1.ListConsumerGroupsResponse\x12X\n" +
 	"\x0fGetConsumeStats\x12!.bolide.v1.GetConsumeStatsRequest\x1a\".bolide.v1.GetConsumeStatsResponse\x12L\n" +
-	"\vResetOffset\x12\x1d.bolide.v1.ResetOffsetRequest\x1a\x1e.bolide.v1.ResetOffsetResponse\x12g\n" +
+	"\vResetOffset\x12\x1d.bolide.v1.ResetOffsetRequest\x1a\x1e.bolide.v1.ResetOffsetResponse\x12[\n" +
+	"\x10GetBrokerRuntime\x12\".bolide.v1.GetBrokerRuntimeRequest\x1a#.bolide.v1.GetBrokerRuntimeResponse\x12X\n" +
+	"\x0fGetBrokerConfig\x12!.bolide.v1.GetBrokerConfigRequest\x1a\".bolide.v1.GetBrokerConfigResponse\x12a\n" +
+	"\x12UpdateBrokerConfig\x12$.bolide.v1.UpdateBrokerConfigRequest\x1a%.bolide.v1.UpdateBrokerConfigResponse\x12R\n" +
+	"\rGetTopicStats\x12\x1f.bolide.v1.GetTopicStatsRequest\x1a .bolide.v1.GetTopicStatsResponse\x12d\n" +
+	"\x13GetGroupConnections\x12%.bolide.v1.GetGroupConnectionsRequest\x1a&.bolide.v1.GetGroupConnectionsResponse\x12g\n" +
 	"\x14GetSubscriptionGroup\x12&.bolide.v1.GetSubscriptionGroupRequest\x1a'.bolide.v1.GetSubscriptionGroupResponse\x12g\n" +
 	"\x14PutSubscriptionGroup\x12&.bolide.v1.PutSubscriptionGroupRequest\x1a'.bolide.v1.PutSubscriptionGroupResponse\x12p\n" +
 	"\x17DeleteSubscriptionGroup\x12).bolide.v1.DeleteSubscriptionGroupRequest\x1a*.bolide.v1.DeleteSubscriptionGroupResponse\x12m\n" +
@@ -3481,7 +4597,7 @@ func file_bolide_v1_broker_proto_rawDescGZIP() []byte {
 }
 
 var file_bolide_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_bolide_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_bolide_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_bolide_v1_broker_proto_goTypes = []any{
 	(PullStatus)(0),                         // 0: bolide.v1.PullStatus
 	(MessageModel)(0),                       // 1: bolide.v1.MessageModel
@@ -3536,33 +4652,48 @@ var file_bolide_v1_broker_proto_goTypes = []any{
 	(*ResetOffsetResponse)(nil),             // 50: bolide.v1.ResetOffsetResponse
 	(*CheckSubscriptionRequest)(nil),        // 51: bolide.v1.CheckSubscriptionRequest
 	(*CheckSubscriptionResponse)(nil),       // 52: bolide.v1.CheckSubscriptionResponse
-	(*Message)(nil),                         // 53: bolide.v1.Message
-	(*Status)(nil),                          // 54: bolide.v1.Status
-	(*TransactionCheck)(nil),                // 55: bolide.v1.TransactionCheck
-	(*TopicConfig)(nil),                     // 56: bolide.v1.TopicConfig
-	(*ReplicationInfo)(nil),                 // 57: bolide.v1.ReplicationInfo
-	(*GetSubscriptionGroupRequest)(nil),     // 58: bolide.v1.GetSubscriptionGroupRequest
-	(*PutSubscriptionGroupRequest)(nil),     // 59: bolide.v1.PutSubscriptionGroupRequest
-	(*DeleteSubscriptionGroupRequest)(nil),  // 60: bolide.v1.DeleteSubscriptionGroupRequest
-	(*ListSubscriptionGroupsRequest)(nil),   // 61: bolide.v1.ListSubscriptionGroupsRequest
-	(*ReceiveRequest)(nil),                  // 62: bolide.v1.ReceiveRequest
-	(*AckRequest)(nil),                      // 63: bolide.v1.AckRequest
-	(*ChangeInvisibleRequest)(nil),          // 64: bolide.v1.ChangeInvisibleRequest
-	(*NackRequest)(nil),                     // 65: bolide.v1.NackRequest
-	(*GetSubscriptionGroupResponse)(nil),    // 66: bolide.v1.GetSubscriptionGroupResponse
-	(*PutSubscriptionGroupResponse)(nil),    // 67: bolide.v1.PutSubscriptionGroupResponse
-	(*DeleteSubscriptionGroupResponse)(nil), // 68: bolide.v1.DeleteSubscriptionGroupResponse
-	(*ListSubscriptionGroupsResponse)(nil),  // 69: bolide.v1.ListSubscriptionGroupsResponse
-	(*ReceiveResponse)(nil),                 // 70: bolide.v1.ReceiveResponse
-	(*AckResponse)(nil),                     // 71: bolide.v1.AckResponse
-	(*ChangeInvisibleResponse)(nil),         // 72: bolide.v1.ChangeInvisibleResponse
-	(*NackResponse)(nil),                    // 73: bolide.v1.NackResponse
+	(*GetBrokerRuntimeRequest)(nil),         // 53: bolide.v1.GetBrokerRuntimeRequest
+	(*GetBrokerRuntimeResponse)(nil),        // 54: bolide.v1.GetBrokerRuntimeResponse
+	(*GetBrokerConfigRequest)(nil),          // 55: bolide.v1.GetBrokerConfigRequest
+	(*BrokerConfigEntry)(nil),               // 56: bolide.v1.BrokerConfigEntry
+	(*GetBrokerConfigResponse)(nil),         // 57: bolide.v1.GetBrokerConfigResponse
+	(*UpdateBrokerConfigRequest)(nil),       // 58: bolide.v1.UpdateBrokerConfigRequest
+	(*UpdateBrokerConfigResponse)(nil),      // 59: bolide.v1.UpdateBrokerConfigResponse
+	(*GetTopicStatsRequest)(nil),            // 60: bolide.v1.GetTopicStatsRequest
+	(*TopicStat)(nil),                       // 61: bolide.v1.TopicStat
+	(*GetTopicStatsResponse)(nil),           // 62: bolide.v1.GetTopicStatsResponse
+	(*GetGroupConnectionsRequest)(nil),      // 63: bolide.v1.GetGroupConnectionsRequest
+	(*ClientConnection)(nil),                // 64: bolide.v1.ClientConnection
+	(*GetGroupConnectionsResponse)(nil),     // 65: bolide.v1.GetGroupConnectionsResponse
+	nil,                                     // 66: bolide.v1.GetBrokerRuntimeResponse.ExtraEntry
+	nil,                                     // 67: bolide.v1.UpdateBrokerConfigRequest.EntriesEntry
+	(*Message)(nil),                         // 68: bolide.v1.Message
+	(*Status)(nil),                          // 69: bolide.v1.Status
+	(*TransactionCheck)(nil),                // 70: bolide.v1.TransactionCheck
+	(*TopicConfig)(nil),                     // 71: bolide.v1.TopicConfig
+	(*ReplicationInfo)(nil),                 // 72: bolide.v1.ReplicationInfo
+	(*GetSubscriptionGroupRequest)(nil),     // 73: bolide.v1.GetSubscriptionGroupRequest
+	(*PutSubscriptionGroupRequest)(nil),     // 74: bolide.v1.PutSubscriptionGroupRequest
+	(*DeleteSubscriptionGroupRequest)(nil),  // 75: bolide.v1.DeleteSubscriptionGroupRequest
+	(*ListSubscriptionGroupsRequest)(nil),   // 76: bolide.v1.ListSubscriptionGroupsRequest
+	(*ReceiveRequest)(nil),                  // 77: bolide.v1.ReceiveRequest
+	(*AckRequest)(nil),                      // 78: bolide.v1.AckRequest
+	(*ChangeInvisibleRequest)(nil),          // 79: bolide.v1.ChangeInvisibleRequest
+	(*NackRequest)(nil),                     // 80: bolide.v1.NackRequest
+	(*GetSubscriptionGroupResponse)(nil),    // 81: bolide.v1.GetSubscriptionGroupResponse
+	(*PutSubscriptionGroupResponse)(nil),    // 82: bolide.v1.PutSubscriptionGroupResponse
+	(*DeleteSubscriptionGroupResponse)(nil), // 83: bolide.v1.DeleteSubscriptionGroupResponse
+	(*ListSubscriptionGroupsResponse)(nil),  // 84: bolide.v1.ListSubscriptionGroupsResponse
+	(*ReceiveResponse)(nil),                 // 85: bolide.v1.ReceiveResponse
+	(*AckResponse)(nil),                     // 86: bolide.v1.AckResponse
+	(*ChangeInvisibleResponse)(nil),         // 87: bolide.v1.ChangeInvisibleResponse
+	(*NackResponse)(nil),                    // 88: bolide.v1.NackResponse
 }
 var file_bolide_v1_broker_proto_depIdxs = []int32{
-	53, // 0: bolide.v1.SendRequest.messages:type_name -> bolide.v1.Message
-	54, // 1: bolide.v1.SendResponse.status:type_name -> bolide.v1.Status
+	68, // 0: bolide.v1.SendRequest.messages:type_name -> bolide.v1.Message
+	69, // 1: bolide.v1.SendResponse.status:type_name -> bolide.v1.Status
 	4,  // 2: bolide.v1.SendResponse.results:type_name -> bolide.v1.SendResult
-	54, // 3: bolide.v1.PullResponse.status:type_name -> bolide.v1.Status
+	69, // 3: bolide.v1.PullResponse.status:type_name -> bolide.v1.Status
 	0,  // 4: bolide.v1.PullResponse.pull_status:type_name -> bolide.v1.PullStatus
 	2,  // 5: bolide.v1.ConsumerData.consume_type:type_name -> bolide.v1.ConsumeType
 	1,  // 6: bolide.v1.ConsumerData.message_model:type_name -> bolide.v1.MessageModel
@@ -3570,100 +4701,124 @@ var file_bolide_v1_broker_proto_depIdxs = []int32{
 	9,  // 8: bolide.v1.Heartbeat.consumers:type_name -> bolide.v1.ConsumerData
 	10, // 9: bolide.v1.ClientMessage.heartbeat:type_name -> bolide.v1.Heartbeat
 	12, // 10: bolide.v1.BrokerMessage.consumer_ids_changed:type_name -> bolide.v1.ConsumerIdsChanged
-	55, // 11: bolide.v1.BrokerMessage.check_transaction:type_name -> bolide.v1.TransactionCheck
-	54, // 12: bolide.v1.GetConsumerListResponse.status:type_name -> bolide.v1.Status
+	70, // 11: bolide.v1.BrokerMessage.check_transaction:type_name -> bolide.v1.TransactionCheck
+	69, // 12: bolide.v1.GetConsumerListResponse.status:type_name -> bolide.v1.Status
 	16, // 13: bolide.v1.CommitOffsetsRequest.offsets:type_name -> bolide.v1.QueueOffset
-	54, // 14: bolide.v1.CommitOffsetsResponse.status:type_name -> bolide.v1.Status
-	54, // 15: bolide.v1.QueryOffsetResponse.status:type_name -> bolide.v1.Status
-	54, // 16: bolide.v1.GetQueueOffsetsResponse.status:type_name -> bolide.v1.Status
-	54, // 17: bolide.v1.SearchOffsetResponse.status:type_name -> bolide.v1.Status
+	69, // 14: bolide.v1.CommitOffsetsResponse.status:type_name -> bolide.v1.Status
+	69, // 15: bolide.v1.QueryOffsetResponse.status:type_name -> bolide.v1.Status
+	69, // 16: bolide.v1.GetQueueOffsetsResponse.status:type_name -> bolide.v1.Status
+	69, // 17: bolide.v1.SearchOffsetResponse.status:type_name -> bolide.v1.Status
 	25, // 18: bolide.v1.LockQueuesRequest.queues:type_name -> bolide.v1.QueueRef
-	54, // 19: bolide.v1.LockQueuesResponse.status:type_name -> bolide.v1.Status
+	69, // 19: bolide.v1.LockQueuesResponse.status:type_name -> bolide.v1.Status
 	25, // 20: bolide.v1.LockQueuesResponse.locked:type_name -> bolide.v1.QueueRef
 	25, // 21: bolide.v1.UnlockQueuesRequest.queues:type_name -> bolide.v1.QueueRef
-	54, // 22: bolide.v1.UnlockQueuesResponse.status:type_name -> bolide.v1.Status
-	54, // 23: bolide.v1.ViewMessageResponse.status:type_name -> bolide.v1.Status
-	54, // 24: bolide.v1.QueryMessageResponse.status:type_name -> bolide.v1.Status
-	56, // 25: bolide.v1.CreateTopicRequest.topic:type_name -> bolide.v1.TopicConfig
-	54, // 26: bolide.v1.CreateTopicResponse.status:type_name -> bolide.v1.Status
-	54, // 27: bolide.v1.BrokerDeleteTopicResponse.status:type_name -> bolide.v1.Status
-	54, // 28: bolide.v1.GetTopicConfigsResponse.status:type_name -> bolide.v1.Status
-	56, // 29: bolide.v1.GetTopicConfigsResponse.topics:type_name -> bolide.v1.TopicConfig
-	54, // 30: bolide.v1.GetBrokerInfoResponse.status:type_name -> bolide.v1.Status
-	57, // 31: bolide.v1.GetBrokerInfoResponse.replication:type_name -> bolide.v1.ReplicationInfo
+	69, // 22: bolide.v1.UnlockQueuesResponse.status:type_name -> bolide.v1.Status
+	69, // 23: bolide.v1.ViewMessageResponse.status:type_name -> bolide.v1.Status
+	69, // 24: bolide.v1.QueryMessageResponse.status:type_name -> bolide.v1.Status
+	71, // 25: bolide.v1.CreateTopicRequest.topic:type_name -> bolide.v1.TopicConfig
+	69, // 26: bolide.v1.CreateTopicResponse.status:type_name -> bolide.v1.Status
+	69, // 27: bolide.v1.BrokerDeleteTopicResponse.status:type_name -> bolide.v1.Status
+	69, // 28: bolide.v1.GetTopicConfigsResponse.status:type_name -> bolide.v1.Status
+	71, // 29: bolide.v1.GetTopicConfigsResponse.topics:type_name -> bolide.v1.TopicConfig
+	69, // 30: bolide.v1.GetBrokerInfoResponse.status:type_name -> bolide.v1.Status
+	72, // 31: bolide.v1.GetBrokerInfoResponse.replication:type_name -> bolide.v1.ReplicationInfo
 	1,  // 32: bolide.v1.ConsumerGroupInfo.message_model:type_name -> bolide.v1.MessageModel
 	8,  // 33: bolide.v1.ConsumerGroupInfo.subscriptions:type_name -> bolide.v1.Subscription
-	54, // 34: bolide.v1.ListConsumerGroupsResponse.status:type_name -> bolide.v1.Status
+	69, // 34: bolide.v1.ListConsumerGroupsResponse.status:type_name -> bolide.v1.Status
 	43, // 35: bolide.v1.ListConsumerGroupsResponse.groups:type_name -> bolide.v1.ConsumerGroupInfo
-	54, // 36: bolide.v1.GetConsumeStatsResponse.status:type_name -> bolide.v1.Status
+	69, // 36: bolide.v1.GetConsumeStatsResponse.status:type_name -> bolide.v1.Status
 	46, // 37: bolide.v1.GetConsumeStatsResponse.queues:type_name -> bolide.v1.QueueStats
-	54, // 38: bolide.v1.ResetOffsetResponse.status:type_name -> bolide.v1.Status
+	69, // 38: bolide.v1.ResetOffsetResponse.status:type_name -> bolide.v1.Status
 	49, // 39: bolide.v1.ResetOffsetResponse.changes:type_name -> bolide.v1.OffsetChange
 	8,  // 40: bolide.v1.CheckSubscriptionRequest.subscription:type_name -> bolide.v1.Subscription
-	54, // 41: bolide.v1.CheckSubscriptionResponse.status:type_name -> bolide.v1.Status
-	3,  // 42: bolide.v1.Broker.Send:input_type -> bolide.v1.SendRequest
-	3,  // 43: bolide.v1.Broker.SendStream:input_type -> bolide.v1.SendRequest
-	6,  // 44: bolide.v1.Broker.Pull:input_type -> bolide.v1.PullRequest
-	11, // 45: bolide.v1.Broker.Connect:input_type -> bolide.v1.ClientMessage
-	14, // 46: bolide.v1.Broker.GetConsumerList:input_type -> bolide.v1.GetConsumerListRequest
-	51, // 47: bolide.v1.Broker.CheckSubscription:input_type -> bolide.v1.CheckSubscriptionRequest
-	17, // 48: bolide.v1.Broker.CommitOffsets:input_type -> bolide.v1.CommitOffsetsRequest
-	19, // 49: bolide.v1.Broker.QueryOffset:input_type -> bolide.v1.QueryOffsetRequest
-	21, // 50: bolide.v1.Broker.GetQueueOffsets:input_type -> bolide.v1.GetQueueOffsetsRequest
-	23, // 51: bolide.v1.Broker.SearchOffset:input_type -> bolide.v1.SearchOffsetRequest
-	26, // 52: bolide.v1.Broker.LockQueues:input_type -> bolide.v1.LockQueuesRequest
-	28, // 53: bolide.v1.Broker.UnlockQueues:input_type -> bolide.v1.UnlockQueuesRequest
-	30, // 54: bolide.v1.Broker.ViewMessage:input_type -> bolide.v1.ViewMessageRequest
-	32, // 55: bolide.v1.Broker.QueryMessage:input_type -> bolide.v1.QueryMessageRequest
-	34, // 56: bolide.v1.Broker.CreateTopic:input_type -> bolide.v1.CreateTopicRequest
-	36, // 57: bolide.v1.Broker.DeleteTopic:input_type -> bolide.v1.BrokerDeleteTopicRequest
-	38, // 58: bolide.v1.Broker.GetTopicConfigs:input_type -> bolide.v1.GetTopicConfigsRequest
-	40, // 59: bolide.v1.Broker.GetBrokerInfo:input_type -> bolide.v1.GetBrokerInfoRequest
-	42, // 60: bolide.v1.Broker.ListConsumerGroups:input_type -> bolide.v1.ListConsumerGroupsRequest
-	45, // 61: bolide.v1.Broker.GetConsumeStats:input_type -> bolide.v1.GetConsumeStatsRequest
-	48, // 62: bolide.v1.Broker.ResetOffset:input_type -> bolide.v1.ResetOffsetRequest
-	58, // 63: bolide.v1.Broker.GetSubscriptionGroup:input_type -> bolide.v1.GetSubscriptionGroupRequest
-	59, // 64: bolide.v1.Broker.PutSubscriptionGroup:input_type -> bolide.v1.PutSubscriptionGroupRequest
-	60, // 65: bolide.v1.Broker.DeleteSubscriptionGroup:input_type -> bolide.v1.DeleteSubscriptionGroupRequest
-	61, // 66: bolide.v1.Broker.ListSubscriptionGroups:input_type -> bolide.v1.ListSubscriptionGroupsRequest
-	62, // 67: bolide.v1.Broker.Receive:input_type -> bolide.v1.ReceiveRequest
-	63, // 68: bolide.v1.Broker.Ack:input_type -> bolide.v1.AckRequest
-	64, // 69: bolide.v1.Broker.ChangeInvisible:input_type -> bolide.v1.ChangeInvisibleRequest
-	65, // 70: bolide.v1.Broker.Nack:input_type -> bolide.v1.NackRequest
-	5,  // 71: bolide.v1.Broker.Send:output_type -> bolide.v1.SendResponse
-	5,  // 72: bolide.v1.Broker.SendStream:output_type -> bolide.v1.SendResponse
-	7,  // 73: bolide.v1.Broker.Pull:output_type -> bolide.v1.PullResponse
-	13, // 74: bolide.v1.Broker.Connect:output_type -> bolide.v1.BrokerMessage
-	15, // 75: bolide.v1.Broker.GetConsumerList:output_type -> bolide.v1.GetConsumerListResponse
-	52, // 76: bolide.v1.Broker.CheckSubscription:output_type -> bolide.v1.CheckSubscriptionResponse
-	18, // 77: bolide.v1.Broker.CommitOffsets:output_type -> bolide.v1.CommitOffsetsResponse
-	20, // 78: bolide.v1.Broker.QueryOffset:output_type -> bolide.v1.QueryOffsetResponse
-	22, // 79: bolide.v1.Broker.GetQueueOffsets:output_type -> bolide.v1.GetQueueOffsetsResponse
-	24, // 80: bolide.v1.Broker.SearchOffset:output_type -> bolide.v1.SearchOffsetResponse
-	27, // 81: bolide.v1.Broker.LockQueues:output_type -> bolide.v1.LockQueuesResponse
-	29, // 82: bolide.v1.Broker.UnlockQueues:output_type -> bolide.v1.UnlockQueuesResponse
-	31, // 83: bolide.v1.Broker.ViewMessage:output_type -> bolide.v1.ViewMessageResponse
-	33, // 84: bolide.v1.Broker.QueryMessage:output_type -> bolide.v1.QueryMessageResponse
-	35, // 85: bolide.v1.Broker.CreateTopic:output_type -> bolide.v1.CreateTopicResponse
-	37, // 86: bolide.v1.Broker.DeleteTopic:output_type -> bolide.v1.BrokerDeleteTopicResponse
-	39, // 87: bolide.v1.Broker.GetTopicConfigs:output_type -> bolide.v1.GetTopicConfigsResponse
-	41, // 88: bolide.v1.Broker.GetBrokerInfo:output_type -> bolide.v1.GetBrokerInfoResponse
-	44, // 89: bolide.v1.Broker.ListConsumerGroups:output_type -> bolide.v1.ListConsumerGroupsResponse
-	47, // 90: bolide.v1.Broker.GetConsumeStats:output_type -> bolide.v1.GetConsumeStatsResponse
-	50, // 91: bolide.v1.Broker.ResetOffset:output_type -> bolide.v1.ResetOffsetResponse
-	66, // 92: bolide.v1.Broker.GetSubscriptionGroup:output_type -> bolide.v1.GetSubscriptionGroupResponse
-	67, // 93: bolide.v1.Broker.PutSubscriptionGroup:output_type -> bolide.v1.PutSubscriptionGroupResponse
-	68, // 94: bolide.v1.Broker.DeleteSubscriptionGroup:output_type -> bolide.v1.DeleteSubscriptionGroupResponse
-	69, // 95: bolide.v1.Broker.ListSubscriptionGroups:output_type -> bolide.v1.ListSubscriptionGroupsResponse
-	70, // 96: bolide.v1.Broker.Receive:output_type -> bolide.v1.ReceiveResponse
-	71, // 97: bolide.v1.Broker.Ack:output_type -> bolide.v1.AckResponse
-	72, // 98: bolide.v1.Broker.ChangeInvisible:output_type -> bolide.v1.ChangeInvisibleResponse
-	73, // 99: bolide.v1.Broker.Nack:output_type -> bolide.v1.NackResponse
-	71, // [71:100] is the sub-list for method output_type
-	42, // [42:71] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	69, // 41: bolide.v1.CheckSubscriptionResponse.status:type_name -> bolide.v1.Status
+	69, // 42: bolide.v1.GetBrokerRuntimeResponse.status:type_name -> bolide.v1.Status
+	66, // 43: bolide.v1.GetBrokerRuntimeResponse.extra:type_name -> bolide.v1.GetBrokerRuntimeResponse.ExtraEntry
+	69, // 44: bolide.v1.GetBrokerConfigResponse.status:type_name -> bolide.v1.Status
+	56, // 45: bolide.v1.GetBrokerConfigResponse.entries:type_name -> bolide.v1.BrokerConfigEntry
+	67, // 46: bolide.v1.UpdateBrokerConfigRequest.entries:type_name -> bolide.v1.UpdateBrokerConfigRequest.EntriesEntry
+	69, // 47: bolide.v1.UpdateBrokerConfigResponse.status:type_name -> bolide.v1.Status
+	56, // 48: bolide.v1.UpdateBrokerConfigResponse.entries:type_name -> bolide.v1.BrokerConfigEntry
+	69, // 49: bolide.v1.GetTopicStatsResponse.status:type_name -> bolide.v1.Status
+	61, // 50: bolide.v1.GetTopicStatsResponse.topics:type_name -> bolide.v1.TopicStat
+	1,  // 51: bolide.v1.ClientConnection.message_model:type_name -> bolide.v1.MessageModel
+	8,  // 52: bolide.v1.ClientConnection.subscriptions:type_name -> bolide.v1.Subscription
+	69, // 53: bolide.v1.GetGroupConnectionsResponse.status:type_name -> bolide.v1.Status
+	64, // 54: bolide.v1.GetGroupConnectionsResponse.producers:type_name -> bolide.v1.ClientConnection
+	64, // 55: bolide.v1.GetGroupConnectionsResponse.consumers:type_name -> bolide.v1.ClientConnection
+	3,  // 56: bolide.v1.Broker.Send:input_type -> bolide.v1.SendRequest
+	3,  // 57: bolide.v1.Broker.SendStream:input_type -> bolide.v1.SendRequest
+	6,  // 58: bolide.v1.Broker.Pull:input_type -> bolide.v1.PullRequest
+	11, // 59: bolide.v1.Broker.Connect:input_type -> bolide.v1.ClientMessage
+	14, // 60: bolide.v1.Broker.GetConsumerList:input_type -> bolide.v1.GetConsumerListRequest
+	51, // 61: bolide.v1.Broker.CheckSubscription:input_type -> bolide.v1.CheckSubscriptionRequest
+	17, // 62: bolide.v1.Broker.CommitOffsets:input_type -> bolide.v1.CommitOffsetsRequest
+	19, // 63: bolide.v1.Broker.QueryOffset:input_type -> bolide.v1.QueryOffsetRequest
+	21, // 64: bolide.v1.Broker.GetQueueOffsets:input_type -> bolide.v1.GetQueueOffsetsRequest
+	23, // 65: bolide.v1.Broker.SearchOffset:input_type -> bolide.v1.SearchOffsetRequest
+	26, // 66: bolide.v1.Broker.LockQueues:input_type -> bolide.v1.LockQueuesRequest
+	28, // 67: bolide.v1.Broker.UnlockQueues:input_type -> bolide.v1.UnlockQueuesRequest
+	30, // 68: bolide.v1.Broker.ViewMessage:input_type -> bolide.v1.ViewMessageRequest
+	32, // 69: bolide.v1.Broker.QueryMessage:input_type -> bolide.v1.QueryMessageRequest
+	34, // 70: bolide.v1.Broker.CreateTopic:input_type -> bolide.v1.CreateTopicRequest
+	36, // 71: bolide.v1.Broker.DeleteTopic:input_type -> bolide.v1.BrokerDeleteTopicRequest
+	38, // 72: bolide.v1.Broker.GetTopicConfigs:input_type -> bolide.v1.GetTopicConfigsRequest
+	40, // 73: bolide.v1.Broker.GetBrokerInfo:input_type -> bolide.v1.GetBrokerInfoRequest
+	42, // 74: bolide.v1.Broker.ListConsumerGroups:input_type -> bolide.v1.ListConsumerGroupsRequest
+	45, // 75: bolide.v1.Broker.GetConsumeStats:input_type -> bolide.v1.GetConsumeStatsRequest
+	48, // 76: bolide.v1.Broker.ResetOffset:input_type -> bolide.v1.ResetOffsetRequest
+	53, // 77: bolide.v1.Broker.GetBrokerRuntime:input_type -> bolide.v1.GetBrokerRuntimeRequest
+	55, // 78: bolide.v1.Broker.GetBrokerConfig:input_type -> bolide.v1.GetBrokerConfigRequest
+	58, // 79: bolide.v1.Broker.UpdateBrokerConfig:input_type -> bolide.v1.UpdateBrokerConfigRequest
+	60, // 80: bolide.v1.Broker.GetTopicStats:input_type -> bolide.v1.GetTopicStatsRequest
+	63, // 81: bolide.v1.Broker.GetGroupConnections:input_type -> bolide.v1.GetGroupConnectionsRequest
+	73, // 82: bolide.v1.Broker.GetSubscriptionGroup:input_type -> bolide.v1.GetSubscriptionGroupRequest
+	74, // 83: bolide.v1.Broker.PutSubscriptionGroup:input_type -> bolide.v1.PutSubscriptionGroupRequest
+	75, // 84: bolide.v1.Broker.DeleteSubscriptionGroup:input_type -> bolide.v1.DeleteSubscriptionGroupRequest
+	76, // 85: bolide.v1.Broker.ListSubscriptionGroups:input_type -> bolide.v1.ListSubscriptionGroupsRequest
+	77, // 86: bolide.v1.Broker.Receive:input_type -> bolide.v1.ReceiveRequest
+	78, // 87: bolide.v1.Broker.Ack:input_type -> bolide.v1.AckRequest
+	79, // 88: bolide.v1.Broker.ChangeInvisible:input_type -> bolide.v1.ChangeInvisibleRequest
+	80, // 89: bolide.v1.Broker.Nack:input_type -> bolide.v1.NackRequest
+	5,  // 90: bolide.v1.Broker.Send:output_type -> bolide.v1.SendResponse
+	5,  // 91: bolide.v1.Broker.SendStream:output_type -> bolide.v1.SendResponse
+	7,  // 92: bolide.v1.Broker.Pull:output_type -> bolide.v1.PullResponse
+	13, // 93: bolide.v1.Broker.Connect:output_type -> bolide.v1.BrokerMessage
+	15, // 94: bolide.v1.Broker.GetConsumerList:output_type -> bolide.v1.GetConsumerListResponse
+	52, // 95: bolide.v1.Broker.CheckSubscription:output_type -> bolide.v1.CheckSubscriptionResponse
+	18, // 96: bolide.v1.Broker.CommitOffsets:output_type -> bolide.v1.CommitOffsetsResponse
+	20, // 97: bolide.v1.Broker.QueryOffset:output_type -> bolide.v1.QueryOffsetResponse
+	22, // 98: bolide.v1.Broker.GetQueueOffsets:output_type -> bolide.v1.GetQueueOffsetsResponse
+	24, // 99: bolide.v1.Broker.SearchOffset:output_type -> bolide.v1.SearchOffsetResponse
+	27, // 100: bolide.v1.Broker.LockQueues:output_type -> bolide.v1.LockQueuesResponse
+	29, // 101: bolide.v1.Broker.UnlockQueues:output_type -> bolide.v1.UnlockQueuesResponse
+	31, // 102: bolide.v1.Broker.ViewMessage:output_type -> bolide.v1.ViewMessageResponse
+	33, // 103: bolide.v1.Broker.QueryMessage:output_type -> bolide.v1.QueryMessageResponse
+	35, // 104: bolide.v1.Broker.CreateTopic:output_type -> bolide.v1.CreateTopicResponse
+	37, // 105: bolide.v1.Broker.DeleteTopic:output_type -> bolide.v1.BrokerDeleteTopicResponse
+	39, // 106: bolide.v1.Broker.GetTopicConfigs:output_type -> bolide.v1.GetTopicConfigsResponse
+	41, // 107: bolide.v1.Broker.GetBrokerInfo:output_type -> bolide.v1.GetBrokerInfoResponse
+	44, // 108: bolide.v1.Broker.ListConsumerGroups:output_type -> bolide.v1.ListConsumerGroupsResponse
+	47, // 109: bolide.v1.Broker.GetConsumeStats:output_type -> bolide.v1.GetConsumeStatsResponse
+	50, // 110: bolide.v1.Broker.ResetOffset:output_type -> bolide.v1.ResetOffsetResponse
+	54, // 111: bolide.v1.Broker.GetBrokerRuntime:output_type -> bolide.v1.GetBrokerRuntimeResponse
+	57, // 112: bolide.v1.Broker.GetBrokerConfig:output_type -> bolide.v1.GetBrokerConfigResponse
+	59, // 113: bolide.v1.Broker.UpdateBrokerConfig:output_type -> bolide.v1.UpdateBrokerConfigResponse
+	62, // 114: bolide.v1.Broker.GetTopicStats:output_type -> bolide.v1.GetTopicStatsResponse
+	65, // 115: bolide.v1.Broker.GetGroupConnections:output_type -> bolide.v1.GetGroupConnectionsResponse
+	81, // 116: bolide.v1.Broker.GetSubscriptionGroup:output_type -> bolide.v1.GetSubscriptionGroupResponse
+	82, // 117: bolide.v1.Broker.PutSubscriptionGroup:output_type -> bolide.v1.PutSubscriptionGroupResponse
+	83, // 118: bolide.v1.Broker.DeleteSubscriptionGroup:output_type -> bolide.v1.DeleteSubscriptionGroupResponse
+	84, // 119: bolide.v1.Broker.ListSubscriptionGroups:output_type -> bolide.v1.ListSubscriptionGroupsResponse
+	85, // 120: bolide.v1.Broker.Receive:output_type -> bolide.v1.ReceiveResponse
+	86, // 121: bolide.v1.Broker.Ack:output_type -> bolide.v1.AckResponse
+	87, // 122: bolide.v1.Broker.ChangeInvisible:output_type -> bolide.v1.ChangeInvisibleResponse
+	88, // 123: bolide.v1.Broker.Nack:output_type -> bolide.v1.NackResponse
+	90, // [90:124] is the sub-list for method output_type
+	56, // [56:90] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_bolide_v1_broker_proto_init() }
@@ -3689,7 +4844,7 @@ func file_bolide_v1_broker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bolide_v1_broker_proto_rawDesc), len(file_bolide_v1_broker_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   50,
+			NumMessages:   65,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

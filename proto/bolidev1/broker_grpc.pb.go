@@ -40,6 +40,11 @@ const (
 	Broker_ListConsumerGroups_FullMethodName      = "/bolide.v1.Broker/ListConsumerGroups"
 	Broker_GetConsumeStats_FullMethodName         = "/bolide.v1.Broker/GetConsumeStats"
 	Broker_ResetOffset_FullMethodName             = "/bolide.v1.Broker/ResetOffset"
+	Broker_GetBrokerRuntime_FullMethodName        = "/bolide.v1.Broker/GetBrokerRuntime"
+	Broker_GetBrokerConfig_FullMethodName         = "/bolide.v1.Broker/GetBrokerConfig"
+	Broker_UpdateBrokerConfig_FullMethodName      = "/bolide.v1.Broker/UpdateBrokerConfig"
+	Broker_GetTopicStats_FullMethodName           = "/bolide.v1.Broker/GetTopicStats"
+	Broker_GetGroupConnections_FullMethodName     = "/bolide.v1.Broker/GetGroupConnections"
 	Broker_GetSubscriptionGroup_FullMethodName    = "/bolide.v1.Broker/GetSubscriptionGroup"
 	Broker_PutSubscriptionGroup_FullMethodName    = "/bolide.v1.Broker/PutSubscriptionGroup"
 	Broker_DeleteSubscriptionGroup_FullMethodName = "/bolide.v1.Broker/DeleteSubscriptionGroup"
@@ -92,6 +97,22 @@ type BrokerClient interface {
 	ListConsumerGroups(ctx context.Context, in *ListConsumerGroupsRequest, opts ...grpc.CallOption) (*ListConsumerGroupsResponse, error)
 	GetConsumeStats(ctx context.Context, in *GetConsumeStatsRequest, opts ...grpc.CallOption) (*GetConsumeStatsResponse, error)
 	ResetOffset(ctx context.Context, in *ResetOffsetRequest, opts ...grpc.CallOption) (*ResetOffsetResponse, error)
+	// GetBrokerRuntime reports a broker's running figures: traffic totals
+	// and rates, store and disk, counts of topics, queues, groups and
+	// connections, the process's memory (RocketMQ's brokerStatus).
+	GetBrokerRuntime(ctx context.Context, in *GetBrokerRuntimeRequest, opts ...grpc.CallOption) (*GetBrokerRuntimeResponse, error)
+	// GetBrokerConfig lists the broker's configuration, saying which keys
+	// may be changed while it runs; UpdateBrokerConfig changes some of
+	// those, all or none (INVALID_PARAMETER names the refused key).
+	GetBrokerConfig(ctx context.Context, in *GetBrokerConfigRequest, opts ...grpc.CallOption) (*GetBrokerConfigResponse, error)
+	UpdateBrokerConfig(ctx context.Context, in *UpdateBrokerConfigRequest, opts ...grpc.CallOption) (*UpdateBrokerConfigResponse, error)
+	// GetTopicStats reports, for every topic the broker holds (or the ones
+	// named), its queues' offsets summed and its last store time: one call
+	// for a cluster-wide topic table.
+	GetTopicStats(ctx context.Context, in *GetTopicStatsRequest, opts ...grpc.CallOption) (*GetTopicStatsResponse, error)
+	// GetGroupConnections lists the clients connected as producers and as
+	// consumers of a group, over every protocol the broker serves.
+	GetGroupConnections(ctx context.Context, in *GetGroupConnectionsRequest, opts ...grpc.CallOption) (*GetGroupConnectionsResponse, error)
 	// Subscription groups (group.proto).
 	GetSubscriptionGroup(ctx context.Context, in *GetSubscriptionGroupRequest, opts ...grpc.CallOption) (*GetSubscriptionGroupResponse, error)
 	PutSubscriptionGroup(ctx context.Context, in *PutSubscriptionGroupRequest, opts ...grpc.CallOption) (*PutSubscriptionGroupResponse, error)
@@ -331,6 +352,56 @@ func (c *brokerClient) ResetOffset(ctx context.Context, in *ResetOffsetRequest, 
 	return out, nil
 }
 
+func (c *brokerClient) GetBrokerRuntime(ctx context.Context, in *GetBrokerRuntimeRequest, opts ...grpc.CallOption) (*GetBrokerRuntimeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetBrokerRuntimeResponse)
+	err := c.cc.Invoke(ctx, Broker_GetBrokerRuntime_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) GetBrokerConfig(ctx context.Context, in *GetBrokerConfigRequest, opts ...grpc.CallOption) (*GetBrokerConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetBrokerConfigResponse)
+	err := c.cc.Invoke(ctx, Broker_GetBrokerConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) UpdateBrokerConfig(ctx context.Context, in *UpdateBrokerConfigRequest, opts ...grpc.CallOption) (*UpdateBrokerConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateBrokerConfigResponse)
+	err := c.cc.Invoke(ctx, Broker_UpdateBrokerConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) GetTopicStats(ctx context.Context, in *GetTopicStatsRequest, opts ...grpc.CallOption) (*GetTopicStatsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetTopicStatsResponse)
+	err := c.cc.Invoke(ctx, Broker_GetTopicStats_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) GetGroupConnections(ctx context.Context, in *GetGroupConnectionsRequest, opts ...grpc.CallOption) (*GetGroupConnectionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetGroupConnectionsResponse)
+	err := c.cc.Invoke(ctx, Broker_GetGroupConnections_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *brokerClient) GetSubscriptionGroup(ctx context.Context, in *GetSubscriptionGroupRequest, opts ...grpc.CallOption) (*GetSubscriptionGroupResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetSubscriptionGroupResponse)
@@ -453,6 +524,22 @@ type BrokerServer interface {
 	ListConsumerGroups(context.Context, *ListConsumerGroupsRequest) (*ListConsumerGroupsResponse, error)
 	GetConsumeStats(context.Context, *GetConsumeStatsRequest) (*GetConsumeStatsResponse, error)
 	ResetOffset(context.Context, *ResetOffsetRequest) (*ResetOffsetResponse, error)
+	// GetBrokerRuntime reports a broker's running figures: traffic totals
+	// and rates, store and disk, counts of topics, queues, groups and
+	// connections, the process's memory (RocketMQ's brokerStatus).
+	GetBrokerRuntime(context.Context, *GetBrokerRuntimeRequest) (*GetBrokerRuntimeResponse, error)
+	// GetBrokerConfig lists the broker's configuration, saying which keys
+	// may be changed while it runs; UpdateBrokerConfig changes some of
+	// those, all or none (INVALID_PARAMETER names the refused key).
+	GetBrokerConfig(context.Context, *GetBrokerConfigRequest) (*GetBrokerConfigResponse, error)
+	UpdateBrokerConfig(context.Context, *UpdateBrokerConfigRequest) (*UpdateBrokerConfigResponse, error)
+	// GetTopicStats reports, for every topic the broker holds (or the ones
+	// named), its queues' offsets summed and its last store time: one call
+	// for a cluster-wide topic table.
+	GetTopicStats(context.Context, *GetTopicStatsRequest) (*GetTopicStatsResponse, error)
+	// GetGroupConnections lists the clients connected as producers and as
+	// consumers of a group, over every protocol the broker serves.
+	GetGroupConnections(context.Context, *GetGroupConnectionsRequest) (*GetGroupConnectionsResponse, error)
 	// Subscription groups (group.proto).
 	GetSubscriptionGroup(context.Context, *GetSubscriptionGroupRequest) (*GetSubscriptionGroupResponse, error)
 	PutSubscriptionGroup(context.Context, *PutSubscriptionGroupRequest) (*PutSubscriptionGroupResponse, error)
@@ -538,6 +625,21 @@ func (UnimplementedBrokerServer) GetConsumeStats(context.Context, *GetConsumeSta
 }
 func (UnimplementedBrokerServer) ResetOffset(context.Context, *ResetOffsetRequest) (*ResetOffsetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResetOffset not implemented")
+}
+func (UnimplementedBrokerServer) GetBrokerRuntime(context.Context, *GetBrokerRuntimeRequest) (*GetBrokerRuntimeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetBrokerRuntime not implemented")
+}
+func (UnimplementedBrokerServer) GetBrokerConfig(context.Context, *GetBrokerConfigRequest) (*GetBrokerConfigResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetBrokerConfig not implemented")
+}
+func (UnimplementedBrokerServer) UpdateBrokerConfig(context.Context, *UpdateBrokerConfigRequest) (*UpdateBrokerConfigResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateBrokerConfig not implemented")
+}
+func (UnimplementedBrokerServer) GetTopicStats(context.Context, *GetTopicStatsRequest) (*GetTopicStatsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetTopicStats not implemented")
+}
+func (UnimplementedBrokerServer) GetGroupConnections(context.Context, *GetGroupConnectionsRequest) (*GetGroupConnectionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetGroupConnections not implemented")
 }
 func (UnimplementedBrokerServer) GetSubscriptionGroup(context.Context, *GetSubscriptionGroupRequest) (*GetSubscriptionGroupResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetSubscriptionGroup not implemented")
@@ -940,6 +1042,96 @@ func _Broker_ResetOffset_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Broker_GetBrokerRuntime_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetBrokerRuntimeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).GetBrokerRuntime(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_GetBrokerRuntime_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).GetBrokerRuntime(ctx, req.(*GetBrokerRuntimeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_GetBrokerConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetBrokerConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).GetBrokerConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_GetBrokerConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).GetBrokerConfig(ctx, req.(*GetBrokerConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_UpdateBrokerConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateBrokerConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).UpdateBrokerConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_UpdateBrokerConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).UpdateBrokerConfig(ctx, req.(*UpdateBrokerConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_GetTopicStats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetTopicStatsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).GetTopicStats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_GetTopicStats_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).GetTopicStats(ctx, req.(*GetTopicStatsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_GetGroupConnections_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetGroupConnectionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).GetGroupConnections(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_GetGroupConnections_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).GetGroupConnections(ctx, req.(*GetGroupConnectionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Broker_GetSubscriptionGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetSubscriptionGroupRequest)
 	if err := dec(in); err != nil {
@@ -1166,6 +1358,26 @@ var Broker_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResetOffset",
 			Handler:    _Broker_ResetOffset_Handler,
+		},
+		{
+			MethodName: "GetBrokerRuntime",
+			Handler:    _Broker_GetBrokerRuntime_Handler,
+		},
+		{
+			MethodName: "GetBrokerConfig",
+			Handler:    _Broker_GetBrokerConfig_Handler,
+		},
+		{
+			MethodName: "UpdateBrokerConfig",
+			Handler:    _Broker_UpdateBrokerConfig_Handler,
+		},
+		{
+			MethodName: "GetTopicStats",
+			Handler:    _Broker_GetTopicStats_Handler,
+		},
+		{
+			MethodName: "GetGroupConnections",
+			Handler:    _Broker_GetGroupConnections_Handler,
 		},
 		{
 			MethodName: "GetSubscriptionGroup",
