@@ -192,6 +192,26 @@ e2e-secured:
 	if [ $$status -eq 0 ]; then rm -rf "$$dir"; else echo "e2e ($(E2E_SECURITY)) failed: cluster logs in $$dir"; fi; \
 	exit $$status
 
+## e2e-console: the console's browser tests (test/console, build tag browser):
+## Debian's chromium, headless, driven through chromedp against a NameServer
+## and a broker of the real binaries, loading the NameServer's console: every
+## page with real data, a message found by key, a dead letter replayed from
+## the page and consumed, a topic created from the page, no error in the
+## browser's log; the render time of the topics and groups tables with 500
+## topics and 200 groups and the memory the console adds to an idle daemon,
+## logged (SCALE and MEMORY lines). No browser is a failure here, not a skip
+## (chromium on PATH, or BOLIDE_CHROMIUM). console-screenshots runs the same
+## test writing one PNG per page into docs/console/.
+E2E_CONSOLE_TIMEOUT ?= 5m
+.PHONY: e2e-console console-screenshots
+e2e-console:
+	@mkdir -p $(BIN) && $(GO) build -o $(BIN)/ ./cmd/...
+	BOLIDE_REQUIRE_BROWSER=1 BOLIDE_BIN=$(CURDIR)/$(BIN) $(GO) test -tags browser -count=1 -timeout $(E2E_CONSOLE_TIMEOUT) -v ./test/console/
+console-screenshots:
+	@mkdir -p $(BIN) && $(GO) build -o $(BIN)/ ./cmd/...
+	BOLIDE_REQUIRE_BROWSER=1 BOLIDE_CONSOLE_SCREENSHOTS=docs/console BOLIDE_BIN=$(CURDIR)/$(BIN) \
+	  $(GO) test -tags browser -count=1 -timeout $(E2E_CONSOLE_TIMEOUT) -v -run '^TestConsole$$' ./test/console/
+
 clean:
 	rm -rf $(BIN)
 

@@ -1,0 +1,377 @@
+//go:build browser
+
+package console
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bolide-mq/bolide/client"
+	"github.com/bolide-mq/bolide/internal/proccluster"
+	"go.uber.org/zap"
+)
+
+// consoleCluster is a NameServer and one broker of the real binaries, each
+// with its admin listener (and so its console) on a free loopback port.
+type consoleCluster struct {
+	*proccluster.Cluster
+	nsConsole     string // http://127.0.0.1:p/console/
+	brokerConsole string
+}
+
+// startCluster starts a cluster; extra are flags of both daemons (e.g.
+// --console=false).
+func startCluster(t *testing.T, name string, extra ...string) *consoleCluster {
+	t.Helper()
+	bin, cleanup, err := proccluster.Binaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	nsPort, err := proccluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	brPort, err := proccluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := proccluster.New(proccluster.Options{
+		Name: "console-" + name, BinDir: bin,
+		NameServerArgs: append([]string{"--admin-listen", fmt.Sprintf("127.0.0.1:%d", nsPort)}, extra...),
+		BrokerArgs:     append([]string{"--admin-listen", fmt.Sprintf("127.0.0.1:%d", brPort)}, extra...),
+	})
+	c, err := h.Start(proccluster.OneGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon logs:\n%s", c.Logs(40))
+		}
+		c.Close(t.Failed())
+	})
+	return &consoleCluster{Cluster: c,
+		nsConsole:     fmt.Sprintf("http://127.0.0.1:%d/console/", nsPort),
+		brokerConsole: fmt.Sprintf("http://127.0.0.1:%d/console/", brPort)}
+}
+
+func newProducer(t *testing.T, c *consoleCluster) *client.Producer {
+	t.Helper()
+	p, err := client.NewProducer("console-test-producer", client.WithNameServers(c.NameSrv), client.WithLogger(zap.NewNop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// consumer starts a push consumer of group on topic; handle decides each
+// message's outcome.
+func consumer(t *testing.T, c *consoleCluster, group, topic string, handle func(*client.MessageExt) client.ConsumeResult) {
+	t.Helper()
+	pc, err := client.NewPushConsumer(group, client.WithNameServers(c.NameSrv), client.WithLogger(zap.NewNop()),
+		client.WithConsumeFrom(client.ConsumeFromFirst))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = pc.Subscribe(topic, "*", client.ConcurrentListener(func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
+		for _, m := range msgs {
+			if r := handle(m); r != client.ConsumeSuccess {
+				return r
+			}
+		}
+		return client.ConsumeSuccess
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pc.Close() })
+}
+
+// TestConsole drives every page of the NameServer's console against a
+// cluster holding real data, and the actions the issue names.
+func TestConsole(t *testing.T) {
+	b := newBrowser(t)
+	c := startCluster(t, "pages")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const (
+		orders  = "console-orders"
+		refunds = "console-refunds"
+		billing = "console-billing"
+		dlqG    = "console-dlq"
+	)
+	c.CreateTopic(t, orders, 4)
+	c.CreateTopic(t, refunds, 2)
+
+	// Orders with keys (some JSON bodies), consumed by billing: a group
+	// with members online and committed offsets.
+	p := newProducer(t, c)
+	var sent = map[string]*client.SendResult{}
+	for i := range 24 {
+		key := fmt.Sprintf("order-%d", i)
+		body := fmt.Sprintf(`{"order":%d,"amount":%d.50,"currency":"EUR"}`, i, 10+i)
+		r, err := p.Send(ctx, &client.Message{Topic: orders, Tag: "paid", Keys: []string{key}, Body: []byte(body)})
+		if err != nil {
+			t.Fatalf("send %s: %v", key, err)
+		}
+		sent[key] = r
+	}
+	var billed atomic.Int64
+	consumer(t, c, billing, orders, func(*client.MessageExt) client.ConsumeResult { billed.Add(1); return client.ConsumeSuccess })
+
+	// A dead letter: refunds' group is declared with one delivery attempt and
+	// its consumer fails until accept is set; then the replayed message is
+	// consumed.
+	if err := c.Admin.CreateSubscriptionGroup(ctx, client.SubscriptionGroupSpec{Name: dlqG, MaxDeliveryAttempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var accept atomic.Bool
+	consumedAfterReplay := make(chan string, 16)
+	consumer(t, c, dlqG, refunds, func(m *client.MessageExt) client.ConsumeResult {
+		if !accept.Load() {
+			return client.ConsumeRetryLater
+		}
+		consumedAfterReplay <- string(m.Body)
+		return client.ConsumeSuccess
+	})
+	refund, err := p.Send(ctx, &client.Message{Topic: refunds, Keys: []string{"refund-1"}, Body: []byte("refund 1 of order-3")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proccluster.WaitFor(30*time.Second, func() bool {
+		ds, err := c.Admin.DeadLetters(ctx, dlqG, client.DeadLetterQuery{})
+		return err == nil && len(ds) == 1
+	}) {
+		t.Fatalf("no dead letter in %%DLQ%%%s", dlqG)
+	}
+	if !proccluster.WaitFor(30*time.Second, func() bool { return billed.Load() >= 24 }) {
+		t.Fatalf("billing consumed %d of 24", billed.Load())
+	}
+
+	b.load(t, c.nsConsole)
+
+	t.Run("pages", func(t *testing.T) {
+		b.waitText(t, "#who", "nameserver")
+		b.route(t, "#/cluster", "#brokers-table", "broker-a", c.Brokers[0].Addr, "MASTER")
+		b.waitText(t, "#ns-table", c.NameSrv)
+		// The send/pull sparklines need two polls of the runtime counters.
+		b.wait(t, "send rate chart", `document.querySelector('#brokers-table svg.spark polyline') !== null`)
+		b.screenshot(t, "cluster")
+
+		txt := b.route(t, "#/topics", "#topics-table", orders, refunds)
+		if strings.Contains(txt, "%RETRY%") {
+			t.Errorf("system topics shown without the toggle:\n%s", txt)
+		}
+		b.click(t, "#all")
+		b.waitText(t, "#topics-table", "%DLQ%"+dlqG)
+		b.click(t, "#all")
+		b.wait(t, "system topics hidden again", `!document.querySelector('#topics-table').innerText.includes('%DLQ%')`)
+		b.fill(t, "#filter", "refunds")
+		b.run(t, "filter", evalJS(`document.querySelector('#filter').dispatchEvent(new Event('input'))`))
+		if txt := b.text(t, "#topics-table"); strings.Contains(txt, orders) || !strings.Contains(txt, refunds) {
+			t.Errorf("filter refunds shows:\n%s", txt)
+		}
+		b.fill(t, "#filter", "")
+		b.run(t, "filter", evalJS(`document.querySelector('#filter').dispatchEvent(new Event('input'))`))
+		b.screenshot(t, "topics")
+
+		b.route(t, "#/topics/"+orders, "#queues-table", "broker-a")
+		rows := eval[int](t, b, `document.querySelectorAll('#queues-table tbody tr').length`)
+		if rows != 4 {
+			t.Errorf("topic %s shows %d queues, want 4", orders, rows)
+		}
+		b.screenshot(t, "topic")
+
+		b.route(t, "#/groups", "#groups-table", billing, dlqG)
+		b.screenshot(t, "groups")
+		b.route(t, "#/groups/"+billing, "#group-queues-table", orders, "broker-a")
+		b.wait(t, "total lag shown", `/^[0-9,]+$/.test(document.querySelector('#lag').innerText)`)
+		b.wait(t, "a consumer connection or none available", `document.querySelector('#consumers').innerText.trim() !== ''`)
+		b.screenshot(t, "group")
+
+		b.route(t, "#/dlq", "#dlq-table", dlqG)
+		b.screenshot(t, "dlq")
+		b.route(t, "#/delay", "#delay-table", "broker-a")
+		b.waitText(t, "#pending", "")
+		b.screenshot(t, "delay")
+		b.checkClean(t)
+	})
+
+	t.Run("message by key", func(t *testing.T) {
+		b.route(t, "#/messages", "#search-form")
+		b.run(t, "search by key", evalJS(`document.querySelector('#by').value = 'key'; document.querySelector('#by').dispatchEvent(new Event('change'))`))
+		b.fill(t, "#search-form input[name=topic]", orders)
+		b.fill(t, "#search-form input[name=key]", "order-7")
+		b.click(t, "#search-form button[type=submit]")
+		txt := b.waitText(t, "#messages-table", "order-7", sent["order-7"].MsgID)
+		if strings.Contains(txt, "order-8") {
+			t.Errorf("search for order-7 shows other keys:\n%s", txt)
+		}
+		b.screenshot(t, "messages")
+		b.click(t, "#messages-table a")
+		b.waitText(t, "#body-json", `"order": 7`, `"currency": "EUR"`)
+		b.waitText(t, "#msg", "order-7", "KEYS", "paid")
+		b.waitText(t, "#trace-table", "origin", orders)
+		hex := eval[string](t, b, `document.querySelector('#body-hex').textContent`)
+		if !strings.HasPrefix(hex, "00000000  7b 22 6f 72") { // {"or
+			t.Errorf("hex view starts %q", hex[:min(len(hex), 40)])
+		}
+		b.screenshot(t, "message")
+
+		// By id, the unique id the send returned.
+		b.route(t, "#/messages?id="+sent["order-3"].MsgID+"&topic="+orders, "#messages-table", "order-3")
+		b.checkClean(t)
+	})
+
+	t.Run("create topic", func(t *testing.T) {
+		const name = "console-created"
+		b.route(t, "#/topics", "#create-topic")
+		b.fill(t, "#create-topic input[name=topic]", name)
+		b.fill(t, "#create-topic input[name=queues]", "3")
+		b.click(t, "#create-topic button[type=submit]")
+		b.waitText(t, "#create-topic .msg", "Created")
+		b.waitText(t, "#topics-table", name)
+		cfgs, err := c.Admin.TopicConfig(ctx, name)
+		if err != nil {
+			t.Fatalf("topic created from the page, through the SDK: %v", err)
+		}
+		if len(cfgs) != 1 || cfgs[0].WriteQueues != 3 {
+			t.Errorf("topic created from the page: %+v, want 3 queues on broker-a", cfgs)
+		}
+		// Creating it again is refused, and the banner says why.
+		b.click(t, "#create-topic button[type=submit]")
+		b.waitText(t, "#banner", "TOPIC_EXIST_ALREADY")
+		b.mu.Lock()
+		var kept []string
+		for _, p := range b.problems { // the 409 and its console line are this check's own
+			if !strings.Contains(p, "409") {
+				kept = append(kept, p)
+			}
+		}
+		b.problems = kept
+		b.mu.Unlock()
+		b.click(t, "#banner [data-dismiss]")
+		b.wait(t, "banner dismissed", `document.querySelector('#banner').hidden`)
+		b.checkClean(t)
+	})
+
+	t.Run("replay a dead letter", func(t *testing.T) {
+		b.route(t, "#/dlq/"+dlqG, "#letters-table", refund.MsgID, refunds)
+		b.click(t, "#replay-form button[value=dry]")
+		b.waitText(t, "#replay-out", "Dry run done")
+		b.waitText(t, "#replay-lines", refund.MsgID, "would replay")
+		ds, err := c.Admin.DeadLetters(ctx, dlqG, client.DeadLetterQuery{})
+		if err != nil || len(ds) != 1 || ds[0].Replayed != nil {
+			t.Fatalf("after the dry run: %v, %+v (want one dead letter, not replayed)", err, ds)
+		}
+		accept.Store(true)
+		b.click(t, "#replay-form button[value=apply]")
+		b.waitText(t, "#confirm-text", "Replay")
+		b.click(t, "#confirm-ok")
+		b.wait(t, "replay finished", `document.querySelector('#replay-out').dataset.final === 'applied'`)
+		progress := eval[struct{ Value, Max float64 }](t, b, `({Value: document.querySelector('#replay-progress').value, Max: document.querySelector('#replay-progress').max})`)
+		if progress.Value != progress.Max {
+			t.Errorf("progress bar at %v of %v after the replay", progress.Value, progress.Max)
+		}
+		select {
+		case body := <-consumedAfterReplay:
+			if body != "refund 1 of order-3" {
+				t.Errorf("consumed %q after the replay", body)
+			}
+		case <-time.After(waitLimit):
+			t.Fatalf("the replayed dead letter was not consumed in %v", waitLimit)
+		}
+		b.waitText(t, "#letters-table", "replayed")
+		b.screenshot(t, "dlq-group")
+		b.checkClean(t)
+	})
+
+	t.Run("scale", func(t *testing.T) { scale(t, b, c) })
+}
+
+// scale creates 500 topics and 200 groups and measures, in the browser,
+// the time from navigation to the topics and groups tables rendered (the
+// app's performance marks). The figure is logged for docs/BENCHMARKS.md,
+// not asserted.
+func scale(t *testing.T, b *browser, c *consoleCluster) {
+	const nTopics, nGroups = 500, 200
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, nTopics+nGroups)
+	work := make(chan func() error)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for f := range work {
+				if err := f(); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for i := range nTopics {
+		work <- func() error {
+			return c.Admin.CreateTopic(ctx, client.TopicSpec{Name: fmt.Sprintf("scale-topic-%03d", i), Queues: 4})
+		}
+	}
+	for i := range nGroups {
+		work <- func() error {
+			return c.Admin.CreateSubscriptionGroup(ctx, client.SubscriptionGroupSpec{Name: fmt.Sprintf("scale-group-%03d", i)})
+		}
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	t.Logf("created %d topics and %d groups through the SDK in %v", nTopics, nGroups, time.Since(start).Round(time.Millisecond))
+
+	for _, tc := range []struct{ page, table, mark string }{
+		{"#/topics", "#topics-table", "bolide:topics-table"},
+		{"#/groups", "#groups-table", "bolide:groups-table"},
+	} {
+		var times []float64
+		for range 3 {
+			b.load(t, c.nsConsole+tc.page)
+			b.wait(t, tc.mark, fmt.Sprintf(`performance.getEntriesByName(%q).length > 0`, tc.mark))
+			ms := eval[float64](t, b, fmt.Sprintf(`performance.getEntriesByName(%q)[0].startTime`, tc.mark))
+			times = append(times, ms)
+		}
+		rows := eval[int](t, b, fmt.Sprintf(`document.querySelectorAll('%s tbody tr').length`, tc.table))
+		want := nTopics
+		if tc.page == "#/groups" {
+			want = nGroups
+		}
+		if rows < want {
+			t.Errorf("%s shows %d rows, want at least %d", tc.page, rows, want)
+		}
+		slices.Sort(times)
+		t.Logf("SCALE %s: %d rows rendered %.0f ms after navigation (median of 3: %.0f, %.0f, %.0f ms; the issue's bound is 1000 ms)",
+			tc.page, rows, times[1], times[0], times[1], times[2])
+	}
+	if os.Getenv("BOLIDE_CONSOLE_SCREENSHOTS") != "" {
+		b.load(t, c.nsConsole+"#/topics")
+		b.waitText(t, "#topics-table", "scale-topic-499")
+		b.screenshot(t, "topics-500")
+	}
+	b.checkClean(t)
+}
