@@ -136,8 +136,16 @@ func (b *browser) checkClean(t *testing.T) {
 	ps := b.problems
 	b.problems = nil
 	b.mu.Unlock()
+	seen := map[string]int{}
 	for _, p := range ps {
-		t.Errorf("browser: %s", p)
+		if seen[p]++; seen[p] == 1 {
+			t.Errorf("browser: %s", p)
+		}
+	}
+	for p, n := range seen {
+		if n > 1 {
+			t.Logf("(%d times) %s", n, p)
+		}
 	}
 }
 
@@ -163,19 +171,33 @@ func (b *browser) fail(t *testing.T, what string, err error) {
 // wait waits until a JavaScript expression is truthy.
 func (b *browser) wait(t *testing.T, what, expr string) {
 	t.Helper()
-	b.run(t, what, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(waitLimit), chromedp.WithPollingInterval(50*time.Millisecond)))
+	eval[chromedp.Void](t, b, expr, chromedp.Poll[chromedp.Void](expr,
+		chromedp.WithPollingTimeout(waitLimit), chromedp.WithPollingInterval(50*time.Millisecond)))
 }
 
-// eval evaluates a JavaScript expression and decodes its value.
-func eval[T any](t *testing.T, b *browser, expr string) T {
+// eval evaluates a JavaScript expression and decodes its value (with an
+// action given, runs that instead). Right after a navigation the
+// expression can meet the old document's execution context, gone: it is
+// then evaluated again in the new one.
+func eval[T any](t *testing.T, b *browser, expr string, action ...chromedp.Action[T]) T {
 	t.Helper()
+	a := chromedp.Evaluate[T](expr)
+	if len(action) > 0 {
+		a = action[0]
+	}
 	ctx, cancel := context.WithTimeout(b.ctx, waitLimit)
 	defer cancel()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
-	if err != nil {
-		b.fail(t, "evaluate "+expr, err)
+	for {
+		v, err := chromedp.Run(ctx, a)
+		if err != nil && strings.Contains(err.Error(), "Cannot find context with specified id") && ctx.Err() == nil {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			b.fail(t, expr, err)
+		}
+		return v
 	}
-	return v
 }
 
 // text returns the visible text of the element sel (a CSS selector).

@@ -78,10 +78,12 @@ func newProducer(t *testing.T, c *consoleCluster) *client.Producer {
 
 // consumer starts a push consumer of group on topic; handle decides each
 // message's outcome.
-func consumer(t *testing.T, c *consoleCluster, group, topic string, handle func(*client.MessageExt) client.ConsumeResult) {
+func consumer(t *testing.T, c *consoleCluster, group, topic string, handle func(*client.MessageExt) client.ConsumeResult,
+	opts ...client.ConsumerOption) {
 	t.Helper()
-	pc, err := client.NewPushConsumer(group, client.WithNameServers(c.NameSrv), client.WithLogger(zap.NewNop()),
-		client.WithConsumeFrom(client.ConsumeFromFirst))
+	opts = append([]client.ConsumerOption{client.WithNameServers(c.NameSrv), client.WithLogger(zap.NewNop()),
+		client.WithConsumeFrom(client.ConsumeFromFirst)}, opts...)
+	pc, err := client.NewPushConsumer(group, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,9 +136,9 @@ func TestConsole(t *testing.T) {
 	var billed atomic.Int64
 	consumer(t, c, billing, orders, func(*client.MessageExt) client.ConsumeResult { billed.Add(1); return client.ConsumeSuccess })
 
-	// A dead letter: refunds' group is declared with one delivery attempt and
-	// its consumer fails until accept is set; then the replayed message is
-	// consumed.
+	// A dead letter: refunds' group is declared with one delivery attempt,
+	// its consumer allows no reconsume and fails until accept is set; then
+	// the replayed message is consumed.
 	if err := c.Admin.CreateSubscriptionGroup(ctx, client.SubscriptionGroupSpec{Name: dlqG, MaxDeliveryAttempts: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +150,7 @@ func TestConsole(t *testing.T) {
 		}
 		consumedAfterReplay <- string(m.Body)
 		return client.ConsumeSuccess
-	})
+	}, client.WithMaxReconsumeTimes(0))
 	refund, err := p.Send(ctx, &client.Message{Topic: refunds, Keys: []string{"refund-1"}, Body: []byte("refund 1 of order-3")})
 	if err != nil {
 		t.Fatal(err)

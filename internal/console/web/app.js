@@ -163,7 +163,8 @@ async function apiError(r) {
     const j = JSON.parse(text);
     if (j && j.error) { code = j.error.code || code; msg = j.error.message || msg; }
   } catch (_) {
-    if (text) msg = text.slice(0, 300); // not JSON: show the body as it is
+    // Not JSON (a proxy's page, say): its text without markup.
+    if (text) msg = text.replace(/<[^>]*>/g, ' ').replace(/\s+/g, ' ').trim().slice(0, 300);
   }
   return new ApiError(r.status, code, msg);
 }
@@ -466,7 +467,7 @@ const MESSAGE_TYPES = ['', 'NORMAL', 'FIFO', 'DELAY', 'TRANSACTION', 'MIXED'];
 function topicForm(id, title, mode, t = {}) {
   const sel = MESSAGE_TYPES.map((m) => `<option value="${m}"${(t.messageType || '').toUpperCase() === m ? ' selected' : ''}>${m || '(any)'}</option>`).join('');
   return `<form data-form="${mode}" id="${id}" class="inline"><h3>${esc(title)}</h3>
-    <label>topic <input name="topic" required pattern="[A-Za-z0-9_%|\\-]{1,127}" value="${esc(t.topic || '')}"${t.topic && mode === 'updateTopic' ? ' readonly' : ''}></label>
+    <label>topic <input name="topic" required pattern="[A-Za-z0-9_%\\|\\-]{1,127}" value="${esc(t.topic || '')}"${t.topic && mode === 'updateTopic' ? ' readonly' : ''}></label>
     <label>queues <input name="queues" type="number" min="1" max="1024" value="${esc(t.queues || 8)}"></label>
     <label>perm <select name="perm">${[[6, 'read-write'], [4, 'read'], [2, 'write']].map(([v, n]) => `<option value="${v}"${Number(t.perm ?? 6) === v ? ' selected' : ''}>${n}</option>`).join('')}</select></label>
     <label>message type <select name="messageType">${sel}</select></label>
