@@ -183,6 +183,11 @@ var methods = map[string]rule{
 	pb.Broker_ListConsumerGroups_FullMethodName:     read,
 	pb.Broker_GetSubscriptionGroup_FullMethodName:   read,
 	pb.Broker_ListSubscriptionGroups_FullMethodName: read,
+	// GetGroupConnections is a read, like ListConsumerGroups (which names
+	// the same clients and subscriptions) and remoting's
+	// GET_CONSUMER_CONNECTION_LIST: what a console's read-only operator
+	// looks at when a group lags; it changes nothing.
+	pb.Broker_GetGroupConnections_FullMethodName: read,
 	// Broker: administration.
 	pb.Broker_CreateTopic_FullMethodName:             admin("CreateTopic"),
 	pb.Broker_DeleteTopic_FullMethodName:             admin("DeleteTopic"),

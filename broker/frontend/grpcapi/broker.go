@@ -6,6 +6,8 @@ import (
 	"io"
 	"sync"
 
+	"google.golang.org/grpc/metadata"
+
 	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/frontend/v1wire"
@@ -112,7 +114,8 @@ func (s *brokerService) Connect(stream pb.Broker_ConnectServer) error {
 	if err := s.az.authorizeHeartbeat(ctx, hb); err != nil {
 		return wire.GRPCError(err)
 	}
-	sess, err := s.b.Connect(v1wire.Heartbeat(hb))
+	conn := connInfo(ctx)
+	sess, err := s.b.Connect(withConn(v1wire.Heartbeat(hb), conn))
 	if err != nil {
 		return err
 	}
@@ -131,7 +134,7 @@ func (s *brokerService) Connect(stream pb.Broker_ConnectServer) error {
 					recvErr <- wire.GRPCError(err)
 					return
 				}
-				sess.Heartbeat(v1wire.Heartbeat(hb))
+				sess.Heartbeat(withConn(v1wire.Heartbeat(hb), conn))
 			}
 		}
 	}()
@@ -357,4 +360,48 @@ func (s *brokerService) GetTopicStats(_ context.Context, req *pb.GetTopicStatsRe
 			LastStoreTimeMs: t.LastStoreTimeMS})
 	}
 	return resp, nil
+}
+
+// connInfo describes the connection of a Connect stream: Bolide's SDK is
+// Go's, and its version is the gRPC user agent it sends.
+func connInfo(ctx context.Context) broker.ConnInfo {
+	ci := broker.ConnInfo{RemoteAddr: wire.CallPeer(ctx), Language: "GO", Protocol: broker.ProtocolBolide}
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if ua := md.Get("user-agent"); len(ua) > 0 {
+			ci.Version = ua[0]
+		}
+	}
+	return ci
+}
+
+func withConn(hb broker.Heartbeat, ci broker.ConnInfo) broker.Heartbeat {
+	hb.Conn = ci
+	return hb
+}
+
+// GetGroupConnections lists the group's producers and consumers connected
+// to this broker (over every protocol).
+func (s *brokerService) GetGroupConnections(_ context.Context, req *pb.GetGroupConnectionsRequest) (*pb.GetGroupConnectionsResponse, error) {
+	gc, err := s.b.GroupConnections(req.Group)
+	if err != nil {
+		return &pb.GetGroupConnectionsResponse{Status: wire.Status(err)}, nil
+	}
+	resp := &pb.GetGroupConnectionsResponse{Status: wire.OK}
+	for _, c := range gc.Producers {
+		resp.Producers = append(resp.Producers, clientConnectionToProto(c))
+	}
+	for _, c := range gc.Consumers {
+		pc := clientConnectionToProto(c)
+		pc.ConsumeType, pc.MessageModel = c.ConsumeType, pb.MessageModel(c.Model)
+		for _, sub := range c.Subscriptions {
+			pc.Subscriptions = append(pc.Subscriptions, &pb.Subscription{Topic: sub.Topic, Expression: sub.Expression, ExpressionType: sub.Type})
+		}
+		resp.Consumers = append(resp.Consumers, pc)
+	}
+	return resp, nil
+}
+
+func clientConnectionToProto(c broker.ClientConnection) *pb.ClientConnection {
+	return &pb.ClientConnection{ClientId: c.ClientID, RemoteAddr: c.RemoteAddr, Language: c.Language, Version: c.Version,
+		Protocol: c.Protocol, ConnectedSinceMs: c.ConnectedSince.UnixMilli(), LastHeartbeatMs: c.LastHeartbeat.UnixMilli()}
 }
