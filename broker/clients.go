@@ -37,7 +37,29 @@ type ConsumerData struct {
 	Pull          bool // consumes actively (a pull consumer)
 	Orderly       bool
 	Subscriptions []Subscription
+	// ConsumeType is how the client consumes, for the connection listings:
+	// PUSH, PULL, POP or SIMPLE ("" = PULL when Pull is set, else PUSH).
+	ConsumeType string
 }
+
+// ConnInfo is what a front end knows of a client's connection, for the
+// connection listings (GroupConnections).
+type ConnInfo struct {
+	RemoteAddr string
+	// Language and Version as the client announced them ("GO", "JAVA",
+	// ...; a version string or RocketMQ's version number).
+	Language, Version string
+	// Protocol is the front end's: ProtocolBolide, ProtocolRemoting or
+	// ProtocolGRPCv5.
+	Protocol string
+}
+
+// The protocols a ConnInfo names.
+const (
+	ProtocolBolide   = "bolide"
+	ProtocolRemoting = "remoting"
+	ProtocolGRPCv5   = "grpc-v5"
+)
 
 // Heartbeat is what a client says about itself: its producer groups and
 // consumer groups. A front end turns its protocol's heartbeat into one.
@@ -45,6 +67,9 @@ type Heartbeat struct {
 	ClientID       string
 	ProducerGroups []string
 	Consumers      []ConsumerData
+	// Conn describes the client's connection (the zero value keeps what
+	// an earlier heartbeat said).
+	Conn ConnInfo
 }
 
 // Validate checks the consumer groups and subscriptions a heartbeat
@@ -103,7 +128,9 @@ type Session struct {
 	b        *Broker
 	id       string
 	notices  chan Notice
+	since    time.Time // when the session opened
 	lastSeen time.Time
+	conn     ConnInfo
 	groups   map[string]ConsumerData
 	producer map[string]bool
 }
@@ -113,7 +140,7 @@ func (b *Broker) Connect(hb Heartbeat) (*Session, error) {
 	if err := hb.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Session{b: b, notices: make(chan Notice, noticeBuffer)}
+	s := &Session{b: b, notices: make(chan Notice, noticeBuffer), since: time.Now()}
 	b.retry.EnsureRetryTopics(hb.clusteringGroups())
 	b.clients.heartbeat(s, hb, time.Now())
 	return s, nil
@@ -166,6 +193,9 @@ func (r *clientRegistry) heartbeat(c *Session, hb Heartbeat, now time.Time) {
 	r.clients[c] = true
 	c.lastSeen = now
 	c.id = hb.ClientID
+	if hb.Conn != (ConnInfo{}) {
+		c.conn = hb.Conn
+	}
 	c.producer = make(map[string]bool, len(hb.ProducerGroups))
 	for _, g := range hb.ProducerGroups {
 		c.producer[g] = true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -155,21 +156,18 @@ func (a *Admin) ViewMessage(ctx context.Context, id string, opts ...ViewOption) 
 		}
 		topics = all
 	}
+	topics = slices.DeleteFunc(topics, func(t string) bool { return message.ValidateTopic(t) != nil })
+	msgs, err := a.queryTopics(ctx, topics, id)
+	if err != nil {
+		return nil, err
+	}
 	var found []*MessageExt
-	for _, t := range topics {
-		if message.ValidateTopic(t) != nil {
-			continue
-		}
-		msgs, err := a.QueryMessageByKey(ctx, t, id, time.Time{}, time.Time{}, defaultQueryMax)
-		if err != nil && !errors.Is(err, ErrTopicNotExist) {
-			return nil, err
-		}
-		for _, m := range msgs {
-			if m.MsgID == id {
-				found = append(found, m)
-			}
+	for _, m := range msgs {
+		if m.MsgID == id {
+			found = append(found, m)
 		}
 	}
+	sort.SliceStable(found, func(i, j int) bool { return found[i].StoreTimestamp.Before(found[j].StoreTimestamp) })
 	if len(found) == 0 {
 		if offsetErr != nil {
 			return nil, fmt.Errorf("message %s: %w; not found as a msg id (unique id) either", id, offsetErr)

@@ -44,9 +44,25 @@ func (a *Admin) CreateTopic(ctx context.Context, spec TopicSpec) error {
 	return a.putTopic(ctx, spec, false)
 }
 
-// UpdateTopic creates or changes a topic (queues, permission, order) and
-// waits until the NameServers route the new configuration.
+// UpdateTopic changes a topic (queues, permission, order, type, the
+// broker groups it is on) and waits until the NameServers route the new
+// configuration. A topic no registered broker has is an error matching
+// ErrTopicNotExist, and nothing is created: create it with CreateTopic
+// (RocketMQ's updateTopic creates; an update that silently creates a
+// mistyped name is worse than one more command).
 func (a *Admin) UpdateTopic(ctx context.Context, spec TopicSpec) error {
+	if err := a.check(); err != nil {
+		return err
+	}
+	if err := message.ValidateTopic(spec.Name); err != nil {
+		return codeErr(pb.Code_ILLEGAL_TOPIC, "%v", err)
+	}
+	if _, err := a.Route(ctx, spec.Name); err != nil {
+		if errors.Is(err, ErrTopicNotExist) {
+			return codeErr(pb.Code_TOPIC_NOT_EXIST, "topic %q does not exist on any registered broker: create it with CreateTopic", spec.Name)
+		}
+		return err
+	}
 	return a.putTopic(ctx, spec, true)
 }
 

@@ -2,10 +2,13 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
+	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -244,4 +247,109 @@ func (a *Admin) TransactionStats(ctx context.Context, brokerNames ...string) ([]
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].BrokerName < out[j].BrokerName })
 	return out, nil
+}
+
+// PendingTransactionAt returns the half message stored at commitLogOffset
+// on the master of broker group brokerName (the offset `bolide txn
+// pending` prints: any copy of the half message, as the broker's checks
+// store it again, names it), ready for ResolveTransaction. An offset that
+// holds no half message is TRANSACTION_NOT_FOUND. The transaction may
+// have ended already: ResolveTransaction says so.
+func (a *Admin) PendingTransactionAt(ctx context.Context, brokerName string, commitLogOffset int64) (*PendingTransaction, error) {
+	if err := a.check(); err != nil {
+		return nil, err
+	}
+	if brokerName == "" {
+		return nil, codeErr(pb.Code_INVALID_PARAMETER, "a pending transaction needs its broker name")
+	}
+	if commitLogOffset < 0 {
+		return nil, codeErr(pb.Code_INVALID_PARAMETER, "CommitLog offset %d is negative", commitLogOffset)
+	}
+	masters, err := a.txnMasters(ctx, []string{brokerName})
+	if err != nil {
+		return nil, err
+	}
+	if len(masters) == 0 {
+		return nil, codeErr(pb.Code_SERVICE_NOT_AVAILABLE, "broker %s has no master", brokerName)
+	}
+	addr := masters[0][1]
+	var resp *pb.ViewMessageResponse
+	err = a.brokerCall(ctx, addr, func(ctx context.Context, c pb.BrokerClient) (*pb.Status, error) {
+		var err error
+		resp, err = c.ViewMessage(ctx, &pb.ViewMessageRequest{CommitLogOffset: commitLogOffset})
+		return resp.GetStatus(), err
+	})
+	if errors.Is(err, ErrQueryNotFound) {
+		return nil, codeErr(pb.Code_TRANSACTION_NOT_FOUND, "broker %s holds no message at CommitLog offset %d", brokerName, commitLogOffset)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("half message at %d on %s: %w", commitLogOffset, brokerName, err)
+	}
+	m, err := message.Decode(resp.GetRecord())
+	if err != nil {
+		return nil, fmt.Errorf("half message at %d on %s: %w", commitLogOffset, brokerName, err)
+	}
+	if m.Topic != message.TransHalfTopic {
+		return nil, codeErr(pb.Code_TRANSACTION_NOT_FOUND, "the message at CommitLog offset %d on %s is not a half message (its topic is %s)",
+			commitLogOffset, brokerName, m.Topic)
+	}
+	qid, _ := strconv.Atoi(m.Properties[message.PropertyRealQueueID])
+	checks, _ := strconv.Atoi(m.Properties[message.PropertyTransactionCheckTimes])
+	id := m.Properties[message.PropertyTransactionID]
+	if id == "" {
+		id = m.UniqueID()
+	}
+	return &PendingTransaction{
+		BrokerName: brokerName, Queue: MessageQueue{Topic: m.Properties[message.PropertyRealTopic], BrokerName: brokerName, QueueID: int32(qid)},
+		Group: m.Properties[message.PropertyProducerGroup], TransactionID: id, CommitLogOffset: m.PhysicalOffset,
+		HalfQueueOffset: m.QueueOffset, CheckTimes: int32(checks), BornTime: time.UnixMilli(m.BornTimestamp),
+	}, nil
+}
+
+// ResolveTransaction commits or rolls back a pending transaction as its
+// producer would (RPC Transaction.EndTransaction on the master of
+// t.BrokerName), for an operator who knows its outcome when no producer
+// of its group answers the broker's checks. t is one of
+// PendingTransactions or PendingTransactionAt. A transaction that already
+// ended the same way is no error; one that ended the other way (or was
+// discarded after the maximum number of checks) is
+// ErrTransactionConflict; an unknown one ErrTransactionNotFound.
+func (a *Admin) ResolveTransaction(ctx context.Context, t PendingTransaction, commit bool) error {
+	if err := a.check(); err != nil {
+		return err
+	}
+	if t.BrokerName == "" || t.Group == "" {
+		return codeErr(pb.Code_INVALID_PARAMETER, "a pending transaction needs its broker name and producer group")
+	}
+	masters, err := a.txnMasters(ctx, []string{t.BrokerName})
+	if err != nil {
+		return err
+	}
+	if len(masters) == 0 {
+		return codeErr(pb.Code_SERVICE_NOT_AVAILABLE, "broker %s has no master", t.BrokerName)
+	}
+	addr := masters[0][1]
+	cli, err := a.txnClient(addr)
+	if err != nil {
+		return err
+	}
+	state := pb.TransactionState_TRANSACTION_STATE_ROLLBACK
+	if commit {
+		state = pb.TransactionState_TRANSACTION_STATE_COMMIT
+	}
+	rctx, cancel := a.b.rpcContext(ctx)
+	defer cancel()
+	resp, err := cli.EndTransaction(rctx, &pb.EndTransactionRequest{
+		ProducerGroup: t.Group, Topic: t.Queue.Topic, CommitLogOffset: t.CommitLogOffset,
+		TranStateTableOffset: t.HalfQueueOffset, TransactionId: t.TransactionID, State: state,
+	})
+	if err != nil {
+		err = brokerFailure(ctx, addr, err)
+	} else {
+		err = fromStatus(resp.GetStatus())
+	}
+	if err != nil {
+		return fmt.Errorf("end transaction %s on %s: %w", t.TransactionID, t.BrokerName, err)
+	}
+	return nil
 }

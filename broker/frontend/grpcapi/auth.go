@@ -183,12 +183,26 @@ var methods = map[string]rule{
 	pb.Broker_ListConsumerGroups_FullMethodName:     read,
 	pb.Broker_GetSubscriptionGroup_FullMethodName:   read,
 	pb.Broker_ListSubscriptionGroups_FullMethodName: read,
+	// GetGroupConnections is a read, like ListConsumerGroups (which names
+	// the same clients and subscriptions) and remoting's
+	// GET_CONSUMER_CONNECTION_LIST: what a console's read-only operator
+	// looks at when a group lags; it changes nothing.
+	pb.Broker_GetGroupConnections_FullMethodName: read,
 	// Broker: administration.
 	pb.Broker_CreateTopic_FullMethodName:             admin("CreateTopic"),
 	pb.Broker_DeleteTopic_FullMethodName:             admin("DeleteTopic"),
 	pb.Broker_ResetOffset_FullMethodName:             admin("ResetOffset"),
 	pb.Broker_PutSubscriptionGroup_FullMethodName:    admin("PutSubscriptionGroup"),
 	pb.Broker_DeleteSubscriptionGroup_FullMethodName: admin("DeleteSubscriptionGroup"),
+
+	// Broker: running figures, topic stats and configuration are cluster
+	// status (the configuration holds no secret: paths and addresses
+	// that cluster list and topic route show too); changing the
+	// configuration, write permission included, is administration.
+	pb.Broker_GetBrokerRuntime_FullMethodName:   read,
+	pb.Broker_GetTopicStats_FullMethodName:      read,
+	pb.Broker_GetBrokerConfig_FullMethodName:    read,
+	pb.Broker_UpdateBrokerConfig_FullMethodName: admin("UpdateBrokerConfig"),
 
 	// Delay: a producer cancels its own delayed message.
 	pb.Delay_Cancel_FullMethodName: data(func(r any) []auth.Need {

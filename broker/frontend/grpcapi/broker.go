@@ -6,6 +6,8 @@ import (
 	"io"
 	"sync"
 
+	"google.golang.org/grpc/metadata"
+
 	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/frontend/v1wire"
@@ -112,7 +114,8 @@ func (s *brokerService) Connect(stream pb.Broker_ConnectServer) error {
 	if err := s.az.authorizeHeartbeat(ctx, hb); err != nil {
 		return wire.GRPCError(err)
 	}
-	sess, err := s.b.Connect(v1wire.Heartbeat(hb))
+	conn := connInfo(ctx)
+	sess, err := s.b.Connect(withConn(v1wire.Heartbeat(hb), conn))
 	if err != nil {
 		return err
 	}
@@ -131,7 +134,7 @@ func (s *brokerService) Connect(stream pb.Broker_ConnectServer) error {
 					recvErr <- wire.GRPCError(err)
 					return
 				}
-				sess.Heartbeat(v1wire.Heartbeat(hb))
+				sess.Heartbeat(withConn(v1wire.Heartbeat(hb), conn))
 			}
 		}
 	}()
@@ -307,4 +310,98 @@ func (s *brokerService) ResetOffset(_ context.Context, req *pb.ResetOffsetReques
 		resp.Changes = append(resp.Changes, &pb.OffsetChange{QueueId: c.QueueID, Before: c.Before, After: c.After})
 	}
 	return resp, nil
+}
+
+func (s *brokerService) GetBrokerRuntime(context.Context, *pb.GetBrokerRuntimeRequest) (*pb.GetBrokerRuntimeResponse, error) {
+	rt := s.b.Runtime()
+	i := rt.Info
+	return &pb.GetBrokerRuntimeResponse{
+		Status: wire.OK, Cluster: i.Cluster, BrokerName: i.BrokerName, BrokerId: i.BrokerID, Addr: i.Addr,
+		Version: i.Version, Role: replicationToProto(i.Replication).Role, StartTimeMs: i.StartTime.UnixMilli(),
+		BrokerPermission: rt.Permission,
+		PutMessagesTotal: rt.PutMessages, GetMessagesTotal: rt.GetMessages,
+		PutBytesTotal: rt.PutBytes, GetBytesTotal: rt.GetBytes, PutTps: rt.PutTPS, GetTps: rt.GetTPS,
+		CommitLogMinOffset: i.CommitLogMinOffset, CommitLogMaxOffset: i.CommitLogMaxOffset,
+		DispatchBehindBytes: i.DispatchBehindBytes, StoreBytes: i.StoreBytes, DiskUsedRatio: i.DiskUsedRatio,
+		DiskTotalBytes: rt.DiskTotal, DiskFreeBytes: rt.DiskFree,
+		Topics: int32(rt.Topics), Queues: int32(rt.Queues), Groups: int32(rt.Groups),
+		ConsumerConnections: int32(rt.ConsumerConnections), ProducerConnections: int32(rt.ProducerConnections),
+		HeapBytes: rt.HeapBytes, RssBytes: rt.RSSBytes, Goroutines: int32(rt.Goroutines), Extra: rt.Extra,
+	}, nil
+}
+
+func configEntriesToProto(es []broker.ConfigEntry) []*pb.BrokerConfigEntry {
+	out := make([]*pb.BrokerConfigEntry, 0, len(es))
+	for _, e := range es {
+		out = append(out, &pb.BrokerConfigEntry{Key: e.Key, Value: e.Value, DefaultValue: e.Default,
+			Runtime: e.Runtime, Description: e.Description})
+	}
+	return out
+}
+
+func (s *brokerService) GetBrokerConfig(context.Context, *pb.GetBrokerConfigRequest) (*pb.GetBrokerConfigResponse, error) {
+	return &pb.GetBrokerConfigResponse{Status: wire.OK, Entries: configEntriesToProto(s.b.Config())}, nil
+}
+
+func (s *brokerService) UpdateBrokerConfig(_ context.Context, req *pb.UpdateBrokerConfigRequest) (*pb.UpdateBrokerConfigResponse, error) {
+	entries, err := s.b.UpdateConfig(req.GetEntries())
+	if err != nil {
+		return &pb.UpdateBrokerConfigResponse{Status: wire.Status(err)}, nil
+	}
+	return &pb.UpdateBrokerConfigResponse{Status: wire.OK, Entries: configEntriesToProto(entries)}, nil
+}
+
+func (s *brokerService) GetTopicStats(_ context.Context, req *pb.GetTopicStatsRequest) (*pb.GetTopicStatsResponse, error) {
+	stats := s.b.TopicStats(req.GetTopics())
+	resp := &pb.GetTopicStatsResponse{Status: wire.OK, Topics: make([]*pb.TopicStat, 0, len(stats))}
+	for _, t := range stats {
+		resp.Topics = append(resp.Topics, &pb.TopicStat{Topic: t.Topic, ReadQueues: t.ReadQueues, WriteQueues: t.WriteQueues,
+			Perm: t.Perm, MessageType: t.MessageType, MinOffsetSum: t.MinOffsetSum, MaxOffsetSum: t.MaxOffsetSum,
+			LastStoreTimeMs: t.LastStoreTimeMS})
+	}
+	return resp, nil
+}
+
+// connInfo describes the connection of a Connect stream: Bolide's SDK is
+// Go's, and its version is the gRPC user agent it sends.
+func connInfo(ctx context.Context) broker.ConnInfo {
+	ci := broker.ConnInfo{RemoteAddr: wire.CallPeer(ctx), Language: "GO", Protocol: broker.ProtocolBolide}
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if ua := md.Get("user-agent"); len(ua) > 0 {
+			ci.Version = ua[0]
+		}
+	}
+	return ci
+}
+
+func withConn(hb broker.Heartbeat, ci broker.ConnInfo) broker.Heartbeat {
+	hb.Conn = ci
+	return hb
+}
+
+// GetGroupConnections lists the group's producers and consumers connected
+// to this broker (over every protocol).
+func (s *brokerService) GetGroupConnections(_ context.Context, req *pb.GetGroupConnectionsRequest) (*pb.GetGroupConnectionsResponse, error) {
+	gc, err := s.b.GroupConnections(req.Group)
+	if err != nil {
+		return &pb.GetGroupConnectionsResponse{Status: wire.Status(err)}, nil
+	}
+	resp := &pb.GetGroupConnectionsResponse{Status: wire.OK}
+	for _, c := range gc.Producers {
+		resp.Producers = append(resp.Producers, clientConnectionToProto(c))
+	}
+	for _, c := range gc.Consumers {
+		pc := clientConnectionToProto(c)
+		pc.ConsumeType, pc.MessageModel = c.ConsumeType, pb.MessageModel(c.Model)
+		for _, sub := range c.Subscriptions {
+			pc.Subscriptions = append(pc.Subscriptions, &pb.Subscription{Topic: sub.Topic, Expression: sub.Expression, ExpressionType: sub.Type})
+		}
+		resp.Consumers = append(resp.Consumers, pc)
+	}
+	return resp, nil
+}
+
+func clientConnectionToProto(c broker.ClientConnection) *pb.ClientConnection {
+	return &pb.ClientConnection{ClientId: c.ClientID, RemoteAddr: c.RemoteAddr, Language: c.Language, Version: c.Version,
+		Protocol: c.Protocol, ConnectedSinceMs: c.ConnectedSince.UnixMilli(), LastHeartbeatMs: c.LastHeartbeat.UnixMilli()}
 }

@@ -63,6 +63,7 @@ type client struct {
 	lastSeen  time.Time
 	language  string
 	version   string
+	addr      string // the remote address of its latest call
 	namespace string
 	settings  *v2.Settings     // the client's own, as last received (nil before)
 	group     string           // a consumer's group, folded
@@ -90,6 +91,9 @@ func (t *clientTable) touch(m callMeta) *client {
 	c.lastSeen = now
 	if m.language != "" {
 		c.language, c.version = m.language, m.version
+	}
+	if m.peer.IsValid() {
+		c.addr = m.peer.String()
 	}
 	if m.namespace != "" {
 		c.namespace = m.namespace
@@ -190,6 +194,7 @@ func (c *client) apply(b *broker.Broker, hb broker.Heartbeat) error {
 	if err := hb.Validate(); err != nil {
 		return err
 	}
+	hb.Conn = c.connLocked()
 	c.hb = hb
 	if c.sess != nil {
 		c.sess.Heartbeat(hb)
@@ -209,8 +214,15 @@ func (c *client) beat() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sess != nil {
+		c.hb.Conn = c.connLocked()
 		c.sess.Heartbeat(c.hb)
 	}
+}
+
+// connLocked describes the client's connection for the core's listings;
+// the caller holds c.mu.
+func (c *client) connLocked() broker.ConnInfo {
+	return broker.ConnInfo{RemoteAddr: c.addr, Language: c.language, Version: c.version, Protocol: broker.ProtocolGRPCv5}
 }
 
 // addProducerTopic makes topic one of the producer groups of a client

@@ -78,7 +78,10 @@ func (s *Service) applySettings(m callMeta, c *client, in *v2.Settings) (*v2.Set
 		ns = m.resourceNamespace(ps.Subscription.GetGroup())
 		cfg := s.groupConfig(g)
 		cd := broker.ConsumerData{Group: g, Model: broker.Clustering, Pull: in.GetClientType() == v2.ClientType_SIMPLE_CONSUMER,
-			Orderly: cfg.Fifo()}
+			Orderly: cfg.Fifo(), ConsumeType: "PUSH"}
+		if cd.Pull {
+			cd.ConsumeType = "SIMPLE"
+		}
 		for _, e := range ps.Subscription.GetSubscriptions() {
 			t, err := m.topicName(e.GetTopic())
 			if err != nil {

@@ -113,6 +113,9 @@ func (s *sessionState) merged() broker.Heartbeat {
 func (f *Frontend) apply(cs *connState) error {
 	s := &cs.sessionState
 	hb := s.merged()
+	// The version is RocketMQ's MQVersion number, as the client sends it.
+	hb.Conn = broker.ConnInfo{RemoteAddr: cs.conn.RemoteAddr().String(), Language: s.language,
+		Version: strconv.Itoa(int(s.version)), Protocol: broker.ProtocolRemoting}
 	if s.sess != nil && s.clientID == hb.ClientID {
 		s.sess.Heartbeat(hb)
 		s.beat = time.Now()
