@@ -245,6 +245,14 @@ func (b *browser) fill(t *testing.T, sel, value string) {
 	b.run(t, "fill "+sel, chromedp.SetValue(chromedp.CSS(sel), value))
 }
 
+// typeInto sets the value of the field sel and fires its input event, as
+// typing does.
+func (b *browser) typeInto(t *testing.T, sel, value string) {
+	t.Helper()
+	b.run(t, "type into "+sel, evalJS(fmt.Sprintf(
+		`(e => { e.value = %q; e.dispatchEvent(new Event('input', {bubbles: true})); })(document.querySelector(%q))`, value, sel)))
+}
+
 // screenshot writes the viewport as <name>.png into
 // $BOLIDE_CONSOLE_SCREENSHOTS (relative to the repository root) when set.
 func (b *browser) screenshot(t *testing.T, name string) {

@@ -165,9 +165,50 @@ func TestConsole(t *testing.T) {
 		t.Fatalf("billing consumed %d of 24", billed.Load())
 	}
 
+	// A message for delivery in an hour, and a transaction left undecided
+	// (its producer answers every check with Unknown).
+	later, err := p.Send(ctx, &client.Message{Topic: orders, Keys: []string{"later-1"}, Body: []byte("in an hour")},
+		client.WithDelay(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := client.NewTransactionProducer("console-txn-producer", undecided{}, client.WithNameServers(c.NameSrv),
+		client.WithLogger(zap.NewNop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tp.Close() })
+	txn, err := tp.SendInTransaction(ctx, &client.Message{Topic: orders, Keys: []string{"txn-1"}, Body: []byte("paid in a transaction")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Traffic while the pages are open, for the rates and their charts.
+	tickCtx, stopTicks := context.WithCancel(ctx)
+	var ticks sync.WaitGroup
+	ticks.Add(1)
+	go func() {
+		defer ticks.Done()
+		for tickCtx.Err() == nil {
+			if _, err := p.Send(tickCtx, &client.Message{Topic: orders, Tag: "tick", Body: []byte("tick")}); err != nil && tickCtx.Err() == nil {
+				t.Errorf("send a tick: %v", err)
+				return
+			}
+			select {
+			case <-tickCtx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() { stopTicks(); ticks.Wait() })
+
 	b.load(t, c.nsConsole)
 
 	t.Run("pages", func(t *testing.T) {
+		defer b.checkClean(t)
 		b.waitText(t, "#who", "nameserver")
 		b.route(t, "#/cluster", "#brokers-table", "broker-a", c.Brokers[0].Addr, "MASTER")
 		b.waitText(t, "#ns-table", c.NameSrv)
@@ -183,13 +224,11 @@ func TestConsole(t *testing.T) {
 		b.waitText(t, "#topics-table", "%DLQ%"+dlqG)
 		b.click(t, "#all")
 		b.wait(t, "system topics hidden again", `!document.querySelector('#topics-table').innerText.includes('%DLQ%')`)
-		b.fill(t, "#filter", "refunds")
-		b.run(t, "filter", evalJS(`document.querySelector('#filter').dispatchEvent(new Event('input'))`))
+		b.typeInto(t, "#filter", "refunds")
 		if txt := b.text(t, "#topics-table"); strings.Contains(txt, orders) || !strings.Contains(txt, refunds) {
 			t.Errorf("filter refunds shows:\n%s", txt)
 		}
-		b.fill(t, "#filter", "")
-		b.run(t, "filter", evalJS(`document.querySelector('#filter').dispatchEvent(new Event('input'))`))
+		b.typeInto(t, "#filter", "")
 		b.screenshot(t, "topics")
 
 		b.route(t, "#/topics/"+orders, "#queues-table", "broker-a")
@@ -209,12 +248,12 @@ func TestConsole(t *testing.T) {
 		b.route(t, "#/dlq", "#dlq-table", dlqG)
 		b.screenshot(t, "dlq")
 		b.route(t, "#/delay", "#delay-table", "broker-a")
-		b.waitText(t, "#pending", "")
+		b.waitText(t, "#pending-table", txn.TransactionID, orders)
 		b.screenshot(t, "delay")
-		b.checkClean(t)
 	})
 
 	t.Run("message by key", func(t *testing.T) {
+		defer b.checkClean(t)
 		b.route(t, "#/messages", "#search-form")
 		b.run(t, "search by key", evalJS(`document.querySelector('#by').value = 'key'; document.querySelector('#by').dispatchEvent(new Event('change'))`))
 		b.fill(t, "#search-form input[name=topic]", orders)
@@ -237,10 +276,10 @@ func TestConsole(t *testing.T) {
 
 		// By id, the unique id the send returned.
 		b.route(t, "#/messages?id="+sent["order-3"].MsgID+"&topic="+orders, "#messages-table", "order-3")
-		b.checkClean(t)
 	})
 
 	t.Run("create topic", func(t *testing.T) {
+		defer b.checkClean(t)
 		const name = "console-created"
 		b.route(t, "#/topics", "#create-topic")
 		b.fill(t, "#create-topic input[name=topic]", name)
@@ -269,10 +308,10 @@ func TestConsole(t *testing.T) {
 		b.mu.Unlock()
 		b.click(t, "#banner [data-dismiss]")
 		b.wait(t, "banner dismissed", `document.querySelector('#banner').hidden`)
-		b.checkClean(t)
 	})
 
 	t.Run("replay a dead letter", func(t *testing.T) {
+		defer b.checkClean(t)
 		b.route(t, "#/dlq/"+dlqG, "#letters-table", refund.MsgID, refunds)
 		b.click(t, "#replay-form button[value=dry]")
 		b.waitText(t, "#replay-out", "Dry run done")
@@ -300,7 +339,36 @@ func TestConsole(t *testing.T) {
 		}
 		b.waitText(t, "#letters-table", "replayed")
 		b.screenshot(t, "dlq-group")
-		b.checkClean(t)
+	})
+
+	t.Run("cancel a delayed message, commit a transaction", func(t *testing.T) {
+		defer b.checkClean(t)
+		b.route(t, "#/delay", "#delay-table", "broker-a")
+		b.fill(t, "#cancel-form input[name=topic]", orders)
+		b.fill(t, "#cancel-form input[name=msgId]", later.MsgID)
+		b.click(t, "#cancel-form button[type=submit]")
+		b.waitText(t, "#confirm-text", later.MsgID)
+		b.click(t, "#confirm-ok")
+		b.waitText(t, "#cancel-form .msg", "Cancelled")
+		st, err := c.Admin.DelayStatus(ctx, c.Brokers[0].Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Timer.Cancelled != 1 {
+			t.Errorf("after the cancel from the page the timer counts %d cancelled, want 1", st.Timer.Cancelled)
+		}
+
+		b.waitText(t, "#pending-table", txn.TransactionID)
+		b.click(t, `#pending-table button[data-commit="1"]`)
+		b.waitText(t, "#confirm-text", "Commit")
+		b.click(t, "#confirm-ok")
+		b.wait(t, "no pending transaction", `document.querySelector('#pending').innerText.includes('No pending transaction')`)
+		if !proccluster.WaitFor(waitLimit, func() bool {
+			ms, err := c.Admin.QueryMessageByKey(ctx, orders, "txn-1", time.Time{}, time.Time{}, 10)
+			return err == nil && len(ms) == 1 && string(ms[0].Body) == "paid in a transaction"
+		}) {
+			t.Errorf("the transaction committed from the page: its message is not in %s", orders)
+		}
 	})
 
 	t.Run("scale", func(t *testing.T) { scale(t, b, c) })
@@ -376,4 +444,15 @@ func scale(t *testing.T, b *browser, c *consoleCluster) {
 		b.screenshot(t, "topics-500")
 	}
 	b.checkClean(t)
+}
+
+// undecided is a transaction listener that never decides.
+type undecided struct{}
+
+func (undecided) ExecuteLocalTransaction(context.Context, *client.Message, any) client.LocalTransactionState {
+	return client.Unknown
+}
+
+func (undecided) CheckLocalTransaction(context.Context, *client.MessageExt) client.LocalTransactionState {
+	return client.Unknown
 }
