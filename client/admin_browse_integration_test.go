@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/bolide-mq/bolide/auth"
+	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/internal/cluster"
 	"github.com/bolide-mq/bolide/internal/testutil"
 )
 
@@ -291,5 +295,65 @@ func checkTrace(t *testing.T, tr *MessageTrace, topic, group string, sent *SendR
 	}
 	if tr.Hops[0].MsgID != sent.OffsetMsgID || tr.Hops[0].QueueOffset != sent.QueueOffset {
 		t.Fatalf("origin hop %+v, sent %+v", tr.Hops[0], sent)
+	}
+}
+
+// With ACL on, BrowseQueue and MessagesByTime need what ViewMessageAt
+// needs (a pull without a group: SUB on the topic, and on the empty group,
+// which a default group permission gives): a reader with SUB on
+// acl-orders reads it and is refused acl-other with NO_PERMISSION, as
+// ViewMessageAt refuses it.
+func TestACLBrowse(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "plain_acl.yml")
+	if err := auth.WriteFile(file, &auth.File{Accounts: []auth.Account{
+		{AccessKey: "admin-key", SecretKey: "admin-secret", Admin: true},
+		{AccessKey: "reader", SecretKey: "reader-secret", TopicPerms: []string{"acl-orders=SUB"}, DefaultGroupPerm: "SUB"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	e := startEnvWith(t, cluster.Options{Broker: func(o *broker.Options) {
+		o.Auth = auth.Config{Enabled: true, File: file, MaxSkew: auth.DefaultMaxSkew}
+		o.Credentials = auth.Credentials{AccessKey: "admin-key", SecretKey: "admin-secret"}
+	}})
+	admin, err := NewAdmin(e.shared(), WithCredentials("admin-key", "admin-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	reader, err := NewAdmin(e.shared(), WithCredentials("reader", "reader-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	ctx := context.Background()
+	p := e.producer(WithCredentials("admin-key", "admin-secret"))
+	topics := []string{"acl-orders", "acl-other"}
+	var sent []*SendResult
+	for _, topic := range topics {
+		if err := admin.CreateTopic(ctx, TopicSpec{Name: topic, Queues: 1}); err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, e.sendN(p, topic, 1, func(int) *Message { return &Message{Topic: topic, Body: []byte("to " + topic)} })...)
+	}
+	for i, topic := range topics {
+		mq := sent[i].Queue(topic)
+		e.waitFor(10*time.Second, "the message in "+topic, func() error {
+			_, err := admin.ViewMessageAt(ctx, mq, sent[i].QueueOffset)
+			return err
+		})
+		_, viewErr := reader.ViewMessageAt(ctx, mq, sent[i].QueueOffset)
+		msgs, _, browseErr := reader.BrowseQueue(ctx, mq, 0, 10)
+		byTime, timeErr := reader.MessagesByTime(ctx, topic, time.Time{}, time.Time{}, 10)
+		if topic == "acl-orders" {
+			if viewErr != nil || browseErr != nil || timeErr != nil || len(msgs) != 1 || len(byTime) != 1 || string(msgs[0].Body) != "to acl-orders" {
+				t.Fatalf("the reader reads %s: view %v, browse %d %v, by time %d %v", topic, viewErr, len(msgs), browseErr, len(byTime), timeErr)
+			}
+			continue
+		}
+		for name, err := range map[string]error{"view": viewErr, "browse": browseErr, "by time": timeErr} {
+			if !errors.Is(err, ErrNoPermission) {
+				t.Fatalf("the reader reads %s (%s): %v, want NO_PERMISSION", topic, name, err)
+			}
+		}
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/bolide-mq/bolide/broker/server"
 	"github.com/bolide-mq/bolide/cmd/internal/daemon"
 	"github.com/bolide-mq/bolide/commitlog"
+	"github.com/bolide-mq/bolide/internal/console"
 )
 
 // Exit statuses.
@@ -94,6 +95,7 @@ type flags struct {
 	registerTimeout  time.Duration
 	adminListen      string
 	adminAddrFile    string
+	console          bool
 	maxReconsume     int
 	pullMaxMessages  int
 	pullMaxBytes     int
@@ -195,6 +197,7 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs.StringVar(&f.addrFile, "addr-file", "", "write the bound gRPC address to this file once serving")
 	daemon.CheckedStringVar(fs, &f.adminListen, "admin-listen", daemon.AdminAuto, daemon.AdminFlagHelp, daemon.CheckAdminListen)
 	fs.StringVar(&f.adminAddrFile, "admin-addr-file", "", "write the bound admin address to this file once serving")
+	fs.BoolVar(&f.console, "console", true, daemon.ConsoleFlagHelp)
 	f.security.Register(fs, "")
 	return cmd, f
 }
@@ -328,5 +331,6 @@ func serve(opts broker.Options, f *flags, lg *zap.Logger) int {
 		DrainTimeout:  f.drainTimeout,
 		TLS:           opts.TLS,
 		Auth:          opts.Auth,
+		Console:       daemon.Console{Enabled: f.console, Daemon: console.Broker, Name: opts.BrokerName, NameServers: opts.NameServers},
 	}, lg)
 }

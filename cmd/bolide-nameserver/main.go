@@ -35,6 +35,7 @@ import (
 
 	"github.com/bolide-mq/bolide/cmd/internal/daemon"
 	"github.com/bolide-mq/bolide/controller"
+	"github.com/bolide-mq/bolide/internal/console"
 	"github.com/bolide-mq/bolide/nameserver"
 )
 
@@ -69,6 +70,7 @@ type flags struct {
 	addrFile      string
 	adminListen   string
 	adminAddrFile string
+	console       bool
 
 	controller          bool
 	controllerID        string
@@ -142,6 +144,7 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs.StringVar(&f.addrFile, "addr-file", "", "write the bound address to this file once serving")
 	daemon.CheckedStringVar(fs, &f.adminListen, "admin-listen", daemon.AdminAuto, daemon.AdminFlagHelp, daemon.CheckAdminListen)
 	fs.StringVar(&f.adminAddrFile, "admin-addr-file", "", "write the bound admin address to this file once serving")
+	fs.BoolVar(&f.console, "console", true, daemon.ConsoleFlagHelp)
 	cd := controller.DefaultOptions()
 	fs.BoolVar(&f.controller, "controller", false, "embed a failover controller (Raft) serving brokers in controller mode")
 	fs.StringVar(&f.controllerID, "controller-id", cd.ID, "this controller's Raft id")
@@ -214,6 +217,7 @@ func serve(opts nameserver.Options, f *flags, lg *zap.Logger) int {
 		DrainTimeout:  f.drainTimeout,
 		TLS:           opts.TLS,
 		Auth:          opts.Auth,
+		Console:       daemon.Console{Enabled: f.console, Daemon: console.NameServer},
 	}, lg)
 }
 

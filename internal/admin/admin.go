@@ -2,6 +2,7 @@
 // (/metrics), the liveness and readiness probes (/healthz, /readyz) and the
 // Go profiler (/debug/pprof/), over plain HTTP on an address of their own,
 // loopback by default, so none of it is reachable where clients connect.
+// The daemon may serve more there (Options.Rest: the console).
 package admin
 
 import (
@@ -29,6 +30,9 @@ type Options struct {
 	// Ready reports nil when the daemon serves, else why it does not;
 	// /readyz answers 200 or 503 with the reason. Nil means always ready.
 	Ready func() error
+	// Rest, when set, serves every path the routes above do not (the
+	// console: /, /console/...); without it they are 404.
+	Rest http.Handler
 }
 
 // Server is the admin HTTP listener.
@@ -95,6 +99,9 @@ func Handler(opts Options) http.Handler {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if opts.Rest != nil {
+		mux.Handle("/", opts.Rest)
+	}
 	return mux
 }
 

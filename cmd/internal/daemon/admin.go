@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/internal/admin"
+	"github.com/bolide-mq/bolide/internal/console"
+	"github.com/bolide-mq/bolide/internal/console/web"
 	"github.com/bolide-mq/bolide/internal/membership"
 	"github.com/bolide-mq/bolide/internal/tlsconf"
 	"github.com/bolide-mq/bolide/internal/tlsconf/plaintext"
@@ -25,7 +28,22 @@ import (
 const AdminAuto = "auto"
 
 // AdminFlagHelp is the help text of --admin-listen.
-const AdminFlagHelp = `admin HTTP address (metrics, /healthz, /readyz, pprof): "auto" is 127.0.0.1 on the listen port + 2, "" or "off" disables`
+const AdminFlagHelp = `admin HTTP address (console, metrics, /healthz, /readyz, pprof): "auto" is 127.0.0.1 on the listen port + 2, "" or "off" disables`
+
+// ConsoleFlagHelp is the help text of --console.
+const ConsoleFlagHelp = "serve the web console (its pages and JSON API under /console/) on the admin listener; false loads nothing of it"
+
+// Console is what the daemon's console shows (ServeOptions.Console).
+type Console struct {
+	// Enabled is --console.
+	Enabled bool
+	// Daemon is console.NameServer or console.Broker; Name the broker's
+	// name ("" for a NameServer: its address).
+	Daemon, Name string
+	// NameServers are a broker's --namesrv (a NameServer uses its own
+	// address).
+	NameServers []string
+}
 
 // ResolveAdminAddr turns an --admin-listen value into an address: "" when
 // the listener is off; derived reports an address made from listen (auto).
@@ -70,6 +88,7 @@ type Admin struct {
 	log      *zap.Logger
 	done     chan struct{} // closed when Serve returns
 	addrFile string
+	console  *console.Console
 }
 
 // StartAdmin binds and serves the admin listener at addr (from
@@ -80,6 +99,13 @@ type Admin struct {
 // bound is logged and skipped (the port may belong to a neighbour); an
 // explicit one is an error.
 func StartAdmin(addr string, derived bool, addrFile string, c prometheus.Collector, ready func() error, sec AdminSecurity, lg *zap.Logger) (*Admin, error) {
+	return startAdmin(addr, derived, addrFile, c, ready, sec, nil, lg)
+}
+
+// startAdmin is StartAdmin serving the console of co too, when set: its
+// Addr is the daemon's bound client address.
+func startAdmin(addr string, derived bool, addrFile string, c prometheus.Collector, ready func() error, sec AdminSecurity,
+	co *console.Options, lg *zap.Logger) (*Admin, error) {
 	if addrFile != "" {
 		if err := RemoveAddrFile(addrFile); err != nil {
 			return nil, err
@@ -95,13 +121,11 @@ func StartAdmin(addr string, derived bool, addrFile string, c prometheus.Collect
 	if err != nil {
 		return nil, err
 	}
-	var handler http.Handler = admin.Handler(admin.Options{Gatherer: reg, Ready: ready})
+	var guard *auth.Guard
 	if sec.Auth.Enabled {
-		guard, err := auth.New(sec.Auth, lg.Named("auth"))
-		if err != nil {
+		if guard, err = auth.New(sec.Auth, lg.Named("auth")); err != nil {
 			return nil, fmt.Errorf("admin listener: %w", err)
 		}
-		handler = basicAuth(guard, handler)
 	}
 	var src *tlsconf.Source
 	if sec.TLS.Mode != tlsconf.Off {
@@ -109,8 +133,23 @@ func StartAdmin(addr string, derived bool, addrFile string, c prometheus.Collect
 			return nil, fmt.Errorf("admin listener: %w", err)
 		}
 	}
+	var cons *console.Console
+	opts := admin.Options{Gatherer: reg, Ready: ready}
+	if co != nil {
+		if cons, err = newConsole(*co, sec, guard, src, lg); err != nil {
+			return nil, err
+		}
+		opts.Rest = cons
+	}
+	var handler http.Handler = admin.Handler(opts)
+	if sec.Auth.Enabled {
+		handler = basicAuth(guard, handler, cons != nil)
+	}
 	raw, err := net.Listen("tcp", addr)
 	if err != nil {
+		if cons != nil {
+			_ = cons.Close()
+		}
 		if derived {
 			lg.Warn("admin listener off: its derived address is taken; set --admin-listen", zap.Error(err))
 			return nil, nil
@@ -119,6 +158,7 @@ func StartAdmin(addr string, derived bool, addrFile string, c prometheus.Collect
 	}
 	a := &Admin{
 		lis: tlsconf.ListenRefusing(raw, sec.TLS, src, lg, plaintext.HTTP), log: lg, done: make(chan struct{}), addrFile: addrFile,
+		console: cons,
 		srv: &http.Server{
 			Handler:           handler,
 			ReadHeaderTimeout: 10 * time.Second,
@@ -133,6 +173,13 @@ func StartAdmin(addr string, derived bool, addrFile string, c prometheus.Collect
 	}()
 	lg.Info("admin listener started", zap.String("addr", a.Addr()), zap.String("tls_mode", sec.TLS.Mode.String()),
 		zap.Bool("basic_auth", sec.Auth.Enabled))
+	if cons != nil {
+		scheme := "http"
+		if sec.TLS.Mode == tlsconf.Enforcing {
+			scheme = "https"
+		}
+		lg.Info("console at "+scheme+"://"+a.Addr()+"/console/", zap.Bool("login", sec.Auth.Enabled))
+	}
 	if addrFile != "" {
 		if err := WriteAddrFile(addrFile, a.Addr()); err != nil {
 			_ = a.Close(context.Background())
@@ -146,10 +193,14 @@ func StartAdmin(addr string, derived bool, addrFile string, c prometheus.Collect
 // for an admin user's HTTP Basic credentials (access key, secret key):
 // 401 without valid credentials, 403 for a user who is not an admin. The
 // secret is checked by the guard as a signed header made from it here
-// (the same verification, whitelist and audit as every protocol's).
-func basicAuth(g *auth.Guard, next http.Handler) http.Handler {
+// (the same verification, whitelist and audit as every protocol's). With
+// the console on, its paths (/, /console/...) go through too: the console
+// asks for the credentials of any user of the ACL file itself.
+func basicAuth(g *auth.Guard, next http.Handler, withConsole bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+		path := r.URL.Path
+		if path == "/healthz" || path == "/readyz" ||
+			withConsole && (path == "/" || path == "/console" || strings.HasPrefix(path, "/console/")) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -195,10 +246,40 @@ func (a *Admin) Close(ctx context.Context) error {
 		err = fmt.Errorf("admin: %w", serr)
 	}
 	<-a.done
+	if a.console != nil {
+		if cerr := a.console.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("console: %w", cerr)
+		}
+	}
 	if a.addrFile != "" {
 		if rerr := RemoveAddrFile(a.addrFile); rerr != nil && err == nil {
 			err = rerr
 		}
 	}
 	return err
+}
+
+// newConsole builds the console of co: it dials the cluster as the daemon
+// does (tlsconf.ClientConfig with the daemon's certificate, when TLS dial
+// is on) and authenticates with the admin listener's guard.
+func newConsole(co console.Options, sec AdminSecurity, g *auth.Guard, src *tlsconf.Source, lg *zap.Logger) (*console.Console, error) {
+	if sec.TLS.Dial {
+		cfg, err := tlsconf.ClientConfig(sec.TLS, src)
+		if err != nil {
+			return nil, fmt.Errorf("console: %w", err)
+		}
+		co.TLS = cfg
+	}
+	co.Guard = g
+	if co.Assets == nil {
+		co.Assets = web.FS
+	}
+	if co.Version == "" {
+		co.Version = Version
+	}
+	c, err := console.New(co, lg.Named("console"))
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	return c, nil
 }

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bolide-mq/bolide/auth"
+	"github.com/bolide-mq/bolide/internal/console"
 	"github.com/bolide-mq/bolide/internal/tlsconf"
 )
 
@@ -52,6 +53,8 @@ type ServeOptions struct {
 	// listener asks for an admin user's HTTP Basic credentials on every
 	// path but /healthz and /readyz.
 	Auth auth.Config
+	// Console is the console the admin listener serves (--console).
+	Console Console
 }
 
 // Serve runs a daemon's server until SIGTERM or SIGINT (or ctx ends) and
@@ -88,8 +91,8 @@ func Serve(ctx context.Context, newServer func() (Server, error), o ServeOptions
 	}
 	// The admin listener comes up before Start, so /readyz can say what
 	// the server waits for; it goes down last, so a drain can be watched.
-	adm, err := StartAdmin(adminAddr, derived, o.AdminAddrFile, srv.Collector(), srv.Ready,
-		AdminSecurity{TLS: o.TLS, Auth: o.Auth}, lg)
+	adm, err := startAdmin(adminAddr, derived, o.AdminAddrFile, srv.Collector(), srv.Ready,
+		AdminSecurity{TLS: o.TLS, Auth: o.Auth}, consoleOptions(o.Console, srv.Addr()), lg)
 	if err != nil {
 		lg.Error("admin listener", zap.Error(err))
 		_ = srv.Close()
@@ -127,4 +130,18 @@ func Serve(ctx context.Context, newServer func() (Server, error), o ServeOptions
 		_ = adm.Close(context.Background()) // start failed: stop was not called
 	}
 	return code
+}
+
+// consoleOptions are the console's options for a server bound at addr;
+// nil when the console is off.
+func consoleOptions(c Console, addr string) *console.Options {
+	if !c.Enabled {
+		return nil
+	}
+	co := &console.Options{Daemon: c.Daemon, Name: c.Name, Addr: addr, NameServers: c.NameServers}
+	if c.Daemon == console.NameServer {
+		co.Name = addr
+		co.NameServers = []string{addr}
+	}
+	return co
 }
