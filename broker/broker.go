@@ -72,6 +72,16 @@ type Broker struct {
 
 	sqls sqlCache // compiled SQL92 subscriptions (msgfilter.go)
 
+	// The configuration that may change at runtime (runtimeconfig.go):
+	// cfg is the options in effect, cfgSaved what config/runtime.json
+	// holds; brokerPerm and maxMessageSize are read on the send path.
+	cfgMu          sync.Mutex
+	cfg            Options
+	cfgSaved       map[string]string
+	brokerPerm     atomic.Int32
+	maxMessageSize atomic.Int64
+	traffic        traffic // runtime.go
+
 	addr    string
 	started time.Time
 
@@ -109,6 +119,10 @@ func New(opts Options, log *zap.Logger, with ...Option) (*Broker, error) {
 	if err := os.MkdirAll(filepath.Join(opts.StoreDir, "config"), 0o755); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
+	saved, err := loadRuntimeConfig(&opts, log)
+	if err != nil {
+		return nil, err
+	}
 	var deps dependencies
 	for _, o := range with {
 		o(&deps)
@@ -118,14 +132,19 @@ func New(opts Options, log *zap.Logger, with ...Option) (*Broker, error) {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	b := &Broker{
-		opts:    opts,
-		log:     log,
-		guard:   guard,
-		clients: newClientRegistry(),
-		locks:   newQueueLocks(opts.LockExpiry),
-		addr:    opts.ListenAddr,
-		started: time.Now(),
+		opts:     opts,
+		log:      log,
+		guard:    guard,
+		clients:  newClientRegistry(),
+		locks:    newQueueLocks(opts.LockExpiry),
+		addr:     opts.ListenAddr,
+		started:  time.Now(),
+		cfg:      opts,
+		cfgSaved: saved,
 	}
+	b.brokerPerm.Store(opts.effectivePermission())
+	b.maxMessageSize.Store(int64(opts.MaxMessageSize))
+	b.traffic.init(b.started)
 	if deps.addr != "" {
 		b.addr = deps.addr
 	}
@@ -258,13 +277,16 @@ func (b *Broker) Start() error {
 	return err
 }
 
-// housekeeping persists offsets and expires silent clients.
+// housekeeping persists offsets, expires silent clients and samples the
+// traffic counters.
 func (b *Broker) housekeeping() {
 	defer b.wg.Done()
 	persist := time.NewTicker(b.opts.OffsetPersistInterval)
 	defer persist.Stop()
 	expire := time.NewTicker(min(b.opts.ClientExpiry/4, 10*time.Second))
 	defer expire.Stop()
+	sample := time.NewTicker(trafficSampleEvery)
+	defer sample.Stop()
 	for {
 		select {
 		case <-b.ctx.Done():
@@ -273,6 +295,8 @@ func (b *Broker) housekeeping() {
 			if err := b.offsets.Persist(); err != nil {
 				b.log.Error("persist offsets", zap.Error(err))
 			}
+		case now := <-sample.C:
+			b.traffic.sample(now)
 		case now := <-expire.C:
 			for _, c := range b.clients.expire(now, b.opts.ClientExpiry) {
 				b.log.Info("client expired", zap.String("client", c.id))

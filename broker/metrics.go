@@ -146,6 +146,7 @@ func (b *Broker) sendCounted(ctx context.Context, msgs []*message.Ext, maxRecons
 		}
 		m.msgsIn.WithLabelValues(topic).Add(float64(len(msgs)))
 		m.bytesIn.WithLabelValues(topic).Add(float64(body))
+		b.traffic.put(len(msgs), body)
 	}
 	return res, err
 }
@@ -166,6 +167,7 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 		}
 		m.msgsOut.WithLabelValues(req.Topic, req.Group).Add(float64(len(res.Records)))
 		m.bytesOut.WithLabelValues(req.Topic, req.Group).Add(float64(n))
+		b.traffic.got(len(res.Records), n)
 	}
 	return res, err
 }

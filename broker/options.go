@@ -88,6 +88,12 @@ type Options struct {
 	// the ids remembered (1 Mi, about 52 MB); 0 turns deduplication off.
 	DedupWindow     time.Duration
 	DedupMaxEntries int
+	// BrokerPermission is the broker's permission as a whole (RocketMQ's
+	// brokerPermission): 6 read and write (0 means it too), 4 read only —
+	// its topics are registered without their write bit and sends are
+	// refused, for draining a broker. It may change at runtime
+	// (UpdateConfig).
+	BrokerPermission int32
 	// EnablePropertyFilter lets consumers subscribe with SQL92 conditions
 	// over message properties, evaluated on the broker (RocketMQ's
 	// enablePropertyFilter; on).
@@ -173,6 +179,7 @@ func DefaultOptions(dir string) Options {
 		DedupWindow:           2 * time.Minute,
 		DedupMaxEntries:       1 << 20,
 		EnablePropertyFilter:  true,
+		BrokerPermission:      PermRead | PermWrite,
 		Version:               "dev",
 		Delay:                 delay.DefaultBrokerOptions(),
 		Transaction:           txn.DefaultOptions(),
@@ -217,6 +224,9 @@ func (o *Options) Validate() error {
 	if o.OffsetPersistInterval <= 0 || o.ClientExpiry <= 0 || o.LockExpiry <= 0 {
 		errs = append(errs, errors.New("broker: offset persist interval, client expiry and lock expiry must be positive"))
 	}
+	if p := o.BrokerPermission; p != 0 && p != PermRead|PermWrite && p != PermRead {
+		errs = append(errs, fmt.Errorf("broker: broker permission %d must be 6 (read and write) or 4 (read only)", p))
+	}
 	if o.DedupWindow < 0 || o.DedupMaxEntries < 0 {
 		errs = append(errs, errors.New("broker: dedup window and entries must not be negative"))
 	}
@@ -240,7 +250,10 @@ func (o *Options) storeOptions(host netip.AddrPort) store.Options {
 	so.StoreHost = host
 	so.TagCode = o.Delay.TagCode(so.TagCode)
 	if o.MaxMessageSize > 0 {
-		so.MaxMessageSize = o.MaxMessageSize
+		// The store's bound is what a segment holds: the broker checks
+		// MaxMessageSize itself (checkMessage), so that it may change at
+		// runtime.
+		so.MaxMessageSize = max(o.MaxMessageSize, int(o.maxMessageSizeCap()))
 	}
 	return so
 }

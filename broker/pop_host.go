@@ -60,6 +60,7 @@ func (b *Broker) Pop(ctx context.Context, req PopRequest) ([]PoppedMessage, erro
 		}
 		m.msgsOut.WithLabelValues(req.Topic, req.Group).Add(float64(len(out)))
 		m.bytesOut.WithLabelValues(req.Topic, req.Group).Add(float64(n))
+		b.traffic.got(len(out), n)
 	}
 	return out, err
 }

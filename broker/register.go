@@ -127,7 +127,7 @@ func (r *registrar) registration() Registration {
 		Version:          b.opts.Version,
 		HeartbeatTimeout: b.opts.BrokerTimeout,
 		GossipAddr:       b.gossipAddr(),
-		Topics:           b.topics.all(),
+		Topics:           b.maskTopics(b.topics.all()),
 		DataVersion:      b.topics.dataVersion(),
 		FifoGroups:       b.fifoGroups(),
 	}

@@ -62,8 +62,8 @@ func (b *Broker) checkMessage(m *message.Ext, batch bool) (TopicConfig, error) {
 	if len(m.Body) == 0 {
 		return TopicConfig{}, errcode.Errorf(errcode.MessageIllegal, "message to %s has an empty body", m.Topic)
 	}
-	if len(m.Body) > b.opts.MaxMessageSize {
-		return TopicConfig{}, errcode.Errorf(errcode.MessageTooLarge, "message body of %d bytes exceeds the limit of %d", len(m.Body), b.opts.MaxMessageSize)
+	if limit := b.maxMessageSize.Load(); int64(len(m.Body)) > limit {
+		return TopicConfig{}, errcode.Errorf(errcode.MessageTooLarge, "message body of %d bytes exceeds the limit of %d", len(m.Body), limit)
 	}
 	if n := propertiesSize(m.Properties); n > b.opts.MaxPropertiesSize {
 		return TopicConfig{}, errcode.Errorf(errcode.PropertiesTooLarge, "properties take %d bytes, the limit is %d", n, b.opts.MaxPropertiesSize)
@@ -110,6 +110,11 @@ func (b *Broker) send(ctx context.Context, msgs []*message.Ext, maxReconsumeTime
 		return nil, err
 	}
 	first := msgs[0]
+	if !message.IsRetryTopic(first.Topic) { // consumers still send messages back
+		if err := b.checkBrokerWritable(); err != nil {
+			return nil, err
+		}
+	}
 	for _, m := range msgs {
 		if m.Topic != first.Topic || m.QueueID != first.QueueID {
 			return nil, errcode.Errorf(errcode.InvalidParameter, "a batch must go to one topic queue")

@@ -161,6 +161,16 @@ func (t *topicTable) remove(name string) (bool, error) {
 	return true, nil
 }
 
+// bumpVersion gives the table a new data version (the topics unchanged)
+// and persists it: the NameServers then take the topics again at the next
+// registration (the broker's permission changed).
+func (t *topicTable) bumpVersion() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.bumpLocked()
+	return t.persistLocked()
+}
+
 func (t *topicTable) bumpLocked() {
 	t.version.Counter++
 	t.version.Timestamp = time.Now().UnixMilli()

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -60,14 +61,6 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// maxReconsumeTimes returns the broker's limit for group.
-func (o *Options) maxReconsumeTimes(group string) int {
-	if n, ok := o.GroupMaxReconsumeTimes[group]; ok {
-		return n
-	}
-	return o.MaxReconsumeTimes
-}
-
 // Host is what the feature needs from its broker. Errors it returns carry
 // errcode codes.
 type Host interface {
@@ -94,6 +87,14 @@ type Host interface {
 	QueueOffsets(topic string, queueID int32) (minOff, maxOff int64)
 }
 
+// maxReconsumeTimes returns the configured limit for group.
+func (o *Options) maxReconsumeTimes(group string) int {
+	if n, ok := o.GroupMaxReconsumeTimes[group]; ok {
+		return n
+	}
+	return o.MaxReconsumeTimes
+}
+
 // Service is the retry and dead-letter feature of one broker.
 type Service struct {
 	h          Host
@@ -101,6 +102,9 @@ type Service struct {
 	brokerName string
 	log        *zap.Logger
 	marks      replayMarks // dlq.go
+	// maxTimes is Options.MaxReconsumeTimes, changeable while the broker
+	// runs (SetMaxReconsumeTimes).
+	maxTimes atomic.Int64
 }
 
 // New returns the feature of the broker named brokerName.
@@ -108,7 +112,21 @@ func New(h Host, opts Options, brokerName string, log *zap.Logger) *Service {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Service{h: h, opts: opts, brokerName: brokerName, log: log}
+	s := &Service{h: h, opts: opts, brokerName: brokerName, log: log}
+	s.maxTimes.Store(int64(opts.MaxReconsumeTimes))
+	return s
+}
+
+// SetMaxReconsumeTimes changes the broker's retry limit (groups with a
+// limit of their own keep it) for the messages sent back from now on.
+func (s *Service) SetMaxReconsumeTimes(n int) { s.maxTimes.Store(int64(n)) }
+
+// maxReconsumeTimes returns the broker's limit for group.
+func (s *Service) maxReconsumeTimes(group string) int {
+	if n, ok := s.opts.GroupMaxReconsumeTimes[group]; ok {
+		return n
+	}
+	return int(s.maxTimes.Load())
 }
 
 // SendBackRequest is a protocol-independent send-back.
@@ -184,7 +202,7 @@ func (s *Service) retryCopy(m *message.Ext, req SendBackRequest) (*message.Ext, 
 	times := max(m.ReconsumeTimes, req.ReconsumeTimes)
 	limit := int(req.MaxReconsumeTimes)
 	if limit <= 0 {
-		limit = s.opts.maxReconsumeTimes(req.Group)
+		limit = s.maxReconsumeTimes(req.Group)
 	}
 	props := maps.Clone(m.Properties)
 	if props == nil {
@@ -253,7 +271,7 @@ func (s *Service) ClientRetry(m *message.Ext, maxReconsumeTimes int32, orderly b
 	}
 	limit := int(maxReconsumeTimes)
 	if limit < 0 {
-		limit = s.opts.maxReconsumeTimes(group)
+		limit = s.maxReconsumeTimes(group)
 	}
 	if int(m.ReconsumeTimes) <= limit && !orderly {
 		return false, nil

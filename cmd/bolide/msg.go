@@ -14,13 +14,19 @@ import (
 )
 
 func newMsgCmd(a *app) *cobra.Command {
-	return groupCmd("msg", "Find messages: by id, by key, or at a queue offset",
+	return groupCmd("msg", "Find messages: by id, by key, by time, at a queue offset; read a queue; trace retries",
 		`  bolide msg get 7F00000100002A9F0000000000000000
   bolide msg query --topic orders --key order-42 --since 1h
-  bolide msg at --topic orders --broker broker-a --queue 3 --offset 120`,
+  bolide msg at --topic orders --broker broker-a --queue 3 --offset 120
+  bolide msg range --topic orders --broker broker-a --queue 3 --from 100 --count 20
+  bolide msg search --topic orders --begin 1h --end 30m
+  bolide msg trace 0A0000017B2A18B4AAC2641F1E2A0000 --topic orders`,
 		newMsgGetCmd(a),
 		newMsgQueryCmd(a),
 		newMsgAtCmd(a),
+		newMsgRangeCmd(a),
+		newMsgSearchCmd(a),
+		newMsgTraceCmd(a),
 	)
 }
 
@@ -209,26 +215,9 @@ group: --broker names the group, and may be left out when the topic lives on one
 		if queue < 0 || offset < 0 {
 			return usageErrorf("--queue and --offset must not be negative")
 		}
-		r, err := a.route(topic)
+		mq, err := a.queueOf(topic, broker, queue)
 		if err != nil {
 			return err
-		}
-		var qd *client.QueueData
-		var names []string
-		for i := range r.Queues {
-			names = append(names, r.Queues[i].BrokerName)
-			if r.Queues[i].BrokerName == broker || broker == "" && len(r.Queues) == 1 {
-				qd = &r.Queues[i]
-			}
-		}
-		if qd == nil && broker == "" {
-			return usageErrorf("topic %s lives on broker groups %s: give --broker", topic, strings.Join(names, ", "))
-		}
-		if qd == nil {
-			return fmt.Errorf("topic %s is not on broker group %q (it is on %s)", topic, broker, strings.Join(names, ", "))
-		}
-		if queue >= qd.ReadQueues {
-			return fmt.Errorf("topic %s has queues 0..%d on %s, not %d", topic, qd.ReadQueues-1, qd.BrokerName, queue)
 		}
 		adm, err := a.adminClient()
 		if err != nil {
@@ -236,7 +225,6 @@ group: --broker names the group, and may be left out when the topic lives on one
 		}
 		ctx, cancel := a.opCtx()
 		defer cancel()
-		mq := client.MessageQueue{Topic: topic, BrokerName: qd.BrokerName, QueueID: queue}
 		m, err := adm.ViewMessageAt(ctx, mq, offset)
 		if err != nil {
 			return forTopic(topic, err)
@@ -254,4 +242,32 @@ group: --broker names the group, and may be left out when the topic lives on one
 	fs.Int64Var(&offset, "offset", 0, "queue offset (required)")
 	_ = c.RegisterFlagCompletionFunc("topic", a.topicCompletion)
 	return c
+}
+
+// queueOf resolves --topic, --broker and --queue to a queue of the topic's
+// route: --broker may be left out when the topic lives on one broker
+// group.
+func (a *app) queueOf(topic, broker string, queue int32) (client.MessageQueue, error) {
+	r, err := a.route(topic)
+	if err != nil {
+		return client.MessageQueue{}, err
+	}
+	var qd *client.QueueData
+	var names []string
+	for i := range r.Queues {
+		names = append(names, r.Queues[i].BrokerName)
+		if r.Queues[i].BrokerName == broker || broker == "" && len(r.Queues) == 1 {
+			qd = &r.Queues[i]
+		}
+	}
+	if qd == nil && broker == "" {
+		return client.MessageQueue{}, usageErrorf("topic %s lives on broker groups %s: give --broker", topic, strings.Join(names, ", "))
+	}
+	if qd == nil {
+		return client.MessageQueue{}, fmt.Errorf("topic %s is not on broker group %q (it is on %s)", topic, broker, strings.Join(names, ", "))
+	}
+	if queue >= qd.ReadQueues {
+		return client.MessageQueue{}, fmt.Errorf("topic %s has queues 0..%d on %s, not %d", topic, qd.ReadQueues-1, qd.BrokerName, queue)
+	}
+	return client.MessageQueue{Topic: topic, BrokerName: qd.BrokerName, QueueID: queue}, nil
 }

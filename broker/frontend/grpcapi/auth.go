@@ -195,6 +195,15 @@ var methods = map[string]rule{
 	pb.Broker_PutSubscriptionGroup_FullMethodName:    admin("PutSubscriptionGroup"),
 	pb.Broker_DeleteSubscriptionGroup_FullMethodName: admin("DeleteSubscriptionGroup"),
 
+	// Broker: running figures, topic stats and configuration are cluster
+	// status (the configuration holds no secret: paths and addresses
+	// that cluster list and topic route show too); changing the
+	// configuration, write permission included, is administration.
+	pb.Broker_GetBrokerRuntime_FullMethodName:   read,
+	pb.Broker_GetTopicStats_FullMethodName:      read,
+	pb.Broker_GetBrokerConfig_FullMethodName:    read,
+	pb.Broker_UpdateBrokerConfig_FullMethodName: admin("UpdateBrokerConfig"),
+
 	// Delay: a producer cancels its own delayed message.
 	pb.Delay_Cancel_FullMethodName: data(func(r any) []auth.Need {
 		return []auth.Need{auth.TopicNeed(r.(*pb.CancelDelayedRequest).Topic, auth.Pub)}

@@ -312,6 +312,56 @@ func (s *brokerService) ResetOffset(_ context.Context, req *pb.ResetOffsetReques
 	return resp, nil
 }
 
+func (s *brokerService) GetBrokerRuntime(context.Context, *pb.GetBrokerRuntimeRequest) (*pb.GetBrokerRuntimeResponse, error) {
+	rt := s.b.Runtime()
+	i := rt.Info
+	return &pb.GetBrokerRuntimeResponse{
+		Status: wire.OK, Cluster: i.Cluster, BrokerName: i.BrokerName, BrokerId: i.BrokerID, Addr: i.Addr,
+		Version: i.Version, Role: replicationToProto(i.Replication).Role, StartTimeMs: i.StartTime.UnixMilli(),
+		BrokerPermission: rt.Permission,
+		PutMessagesTotal: rt.PutMessages, GetMessagesTotal: rt.GetMessages,
+		PutBytesTotal: rt.PutBytes, GetBytesTotal: rt.GetBytes, PutTps: rt.PutTPS, GetTps: rt.GetTPS,
+		CommitLogMinOffset: i.CommitLogMinOffset, CommitLogMaxOffset: i.CommitLogMaxOffset,
+		DispatchBehindBytes: i.DispatchBehindBytes, StoreBytes: i.StoreBytes, DiskUsedRatio: i.DiskUsedRatio,
+		DiskTotalBytes: rt.DiskTotal, DiskFreeBytes: rt.DiskFree,
+		Topics: int32(rt.Topics), Queues: int32(rt.Queues), Groups: int32(rt.Groups),
+		ConsumerConnections: int32(rt.ConsumerConnections), ProducerConnections: int32(rt.ProducerConnections),
+		HeapBytes: rt.HeapBytes, RssBytes: rt.RSSBytes, Goroutines: int32(rt.Goroutines), Extra: rt.Extra,
+	}, nil
+}
+
+func configEntriesToProto(es []broker.ConfigEntry) []*pb.BrokerConfigEntry {
+	out := make([]*pb.BrokerConfigEntry, 0, len(es))
+	for _, e := range es {
+		out = append(out, &pb.BrokerConfigEntry{Key: e.Key, Value: e.Value, DefaultValue: e.Default,
+			Runtime: e.Runtime, Description: e.Description})
+	}
+	return out
+}
+
+func (s *brokerService) GetBrokerConfig(context.Context, *pb.GetBrokerConfigRequest) (*pb.GetBrokerConfigResponse, error) {
+	return &pb.GetBrokerConfigResponse{Status: wire.OK, Entries: configEntriesToProto(s.b.Config())}, nil
+}
+
+func (s *brokerService) UpdateBrokerConfig(_ context.Context, req *pb.UpdateBrokerConfigRequest) (*pb.UpdateBrokerConfigResponse, error) {
+	entries, err := s.b.UpdateConfig(req.GetEntries())
+	if err != nil {
+		return &pb.UpdateBrokerConfigResponse{Status: wire.Status(err)}, nil
+	}
+	return &pb.UpdateBrokerConfigResponse{Status: wire.OK, Entries: configEntriesToProto(entries)}, nil
+}
+
+func (s *brokerService) GetTopicStats(_ context.Context, req *pb.GetTopicStatsRequest) (*pb.GetTopicStatsResponse, error) {
+	stats := s.b.TopicStats(req.GetTopics())
+	resp := &pb.GetTopicStatsResponse{Status: wire.OK, Topics: make([]*pb.TopicStat, 0, len(stats))}
+	for _, t := range stats {
+		resp.Topics = append(resp.Topics, &pb.TopicStat{Topic: t.Topic, ReadQueues: t.ReadQueues, WriteQueues: t.WriteQueues,
+			Perm: t.Perm, MessageType: t.MessageType, MinOffsetSum: t.MinOffsetSum, MaxOffsetSum: t.MaxOffsetSum,
+			LastStoreTimeMs: t.LastStoreTimeMS})
+	}
+	return resp, nil
+}
+
 // connInfo describes the connection of a Connect stream: Bolide's SDK is
 // Go's, and its version is the gRPC user agent it sends.
 func connInfo(ctx context.Context) broker.ConnInfo {
