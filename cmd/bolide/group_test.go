@@ -98,6 +98,11 @@ func TestGroupConnections(t *testing.T) {
 	if code != 0 || strings.Contains(out, `"consumer"`) || !strings.Contains(out, `"role":"producer"`) {
 		t.Fatalf("--producers (exit %d):\n%s", code, out)
 	}
+	code, out, _ = runCLI(t, "", "--namesrv", ns, "group", "connections", "billing", "--consumers", "-o", "json")
+	t.Logf("$ bolide group connections billing --consumers -o json\n%s", out)
+	if code != 0 || strings.Count(out, `"role":"consumer"`) != 2 || strings.Contains(out, "producer") {
+		t.Fatalf("--consumers -o json (exit %d):\n%s", code, out)
+	}
 	code, out, _ = runCLI(t, "", "--namesrv", ns, "group", "connections", "billing", "--consumers")
 	if code != 0 || strings.Contains(out, "producer") || strings.Count(out, "\nconsumer ") != 2 {
 		t.Fatalf("--consumers (exit %d):\n%s", code, out)

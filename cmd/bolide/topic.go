@@ -342,8 +342,17 @@ configurations, and a KIND column says what each holds.`,
 		system := all || typ == "system"
 		if system {
 			// The brokers do not register their system topics with the
-			// NameServers: their own configurations list them.
-			for name := range cfgs {
+			// NameServers: the brokers list them (their configurations, and
+			// their topic stats, which name the topics their store holds).
+			names := slices.Collect(maps.Keys(cfgs))
+			stats, err := adm.TopicStats(ctx)
+			if err != nil {
+				a.warn("system topics may be missing: %s", oneLine(err.Error()))
+			}
+			for _, st := range stats {
+				names = append(names, st.Topic)
+			}
+			for _, name := range names {
 				if message.IsSystemTopic(name) && !slices.Contains(topics, name) {
 					topics = append(topics, name)
 				}

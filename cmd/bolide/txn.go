@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bolide-mq/bolide/client"
+	"github.com/bolide-mq/bolide/internal/errcode"
 )
 
 func newTxnCmd(a *app) *cobra.Command {
@@ -212,8 +213,10 @@ TRANSACTION_STATE_CONFLICT; an offset that holds no half message with TRANSACTIO
 				return err
 			}
 			if err := adm.ResolveTransaction(ctx, *t, commit); err != nil {
-				if errors.Is(err, client.ErrTransactionConflict) {
-					return fmt.Errorf("cannot %s transaction %s: %w", verb, t.TransactionID, err)
+				var ce *errcode.Error
+				if errors.Is(err, client.ErrTransactionConflict) && errors.As(err, &ce) {
+					// The broker's own words say how it ended.
+					return &shortError{msg: fmt.Sprintf("%s on %s (%s)", ce.Msg, brokerName, ce.Code), err: err}
 				}
 				return err
 			}
@@ -232,3 +235,13 @@ TRANSACTION_STATE_CONFLICT; an offset that holds no half message with TRANSACTIO
 	f.Int64Var(&offset, "offset", 0, "the half message's CommitLog offset (OFFSET of txn pending)")
 	return c
 }
+
+// shortError is an error printed as msg that still matches what err
+// matches (errors.Is): for a broker's answer whose chain repeats itself.
+type shortError struct {
+	msg string
+	err error
+}
+
+func (e *shortError) Error() string { return e.msg }
+func (e *shortError) Unwrap() error { return e.err }
