@@ -31,7 +31,7 @@ var testAssets = fstest.MapFS{
 
 // env is a cluster and a console for it behind an httptest server.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	c    *cluster.Cluster
 	ns   []string
 	con  *Console
@@ -39,7 +39,7 @@ type env struct {
 	user [2]string // HTTP Basic credentials, if set
 }
 
-func startConsole(t *testing.T, c *cluster.Cluster, o Options) *env {
+func startConsole(t testing.TB, c *cluster.Cluster, o Options) *env {
 	t.Helper()
 	if o.Daemon == "" {
 		o.Daemon, o.Name, o.Addr = NameServer, c.NameServerAddrs()[0], c.NameServerAddrs()[0]
@@ -134,7 +134,7 @@ func (e *env) apiError(method, path string, body any, hdr map[string]string, sta
 }
 
 // with is e reporting to t (a subtest).
-func (e *env) with(t *testing.T) *env {
+func (e *env) with(t testing.TB) *env {
 	c := *e
 	c.t = t
 	return &c
