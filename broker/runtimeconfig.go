@@ -284,6 +284,7 @@ func (b *Broker) Config() []ConfigEntry {
 	b.cfgMu.Lock()
 	cur := b.cfg
 	b.cfgMu.Unlock()
+	cur.ListenAddr = b.addr // the bound (or advertised) address, not ":0"
 	def := DefaultOptions(b.opts.StoreDir)
 	out := make([]ConfigEntry, 0, len(configKeys))
 	for _, k := range configKeys {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,10 +15,13 @@ import (
 )
 
 func newBrokerCmd(a *app) *cobra.Command {
-	return groupCmd("broker", "Show a broker's replication state; promote a slave to master",
-		"  bolide broker status 127.0.0.1:10911\n  bolide broker promote --broker 127.0.0.1:10921",
+	return groupCmd("broker", "Show a broker's replication state and running figures; change its configuration and write permission; promote a slave",
+		"  bolide broker status 127.0.0.1:10911\n  bolide broker runtime --broker broker-a\n  bolide broker write-perm broker-a off\n  bolide broker promote --broker 127.0.0.1:10921",
 		newBrokerStatusCmd(a),
 		newBrokerPromoteCmd(a),
+		newBrokerRuntimeCmd(a),
+		newBrokerConfigCmd(a),
+		newBrokerWritePermCmd(a),
 	)
 }
 
@@ -490,3 +495,390 @@ func (e *brokerUnreachable) Error() string {
 }
 
 func (e *brokerUnreachable) Unwrap() error { return e.err }
+
+// brokerMember is one broker of a group, by address.
+type brokerMember struct {
+	name string
+	id   int64
+	addr string
+}
+
+// brokerMembers lists the members (master first, then slaves by id) of
+// the groups named, or of every group when names is empty.
+func brokerMembers(ctx context.Context, adm *client.Admin, names []string) ([]brokerMember, error) {
+	ci, err := adm.ClusterInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		for n := range ci.Brokers {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+	}
+	var out []brokerMember
+	for _, n := range names {
+		bd, ok := ci.Brokers[n]
+		if !ok {
+			return nil, fmt.Errorf("broker %q is not registered (see 'bolide cluster list'): %w", n, client.ErrBrokerNotExist)
+		}
+		ids := make([]int64, 0, len(bd.Addrs))
+		for id := range bd.Addrs {
+			ids = append(ids, id)
+		}
+		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+		for _, id := range ids {
+			out = append(out, brokerMember{name: n, id: id, addr: bd.Addrs[id]})
+		}
+	}
+	return out, nil
+}
+
+// runtimeJSON is broker runtime's output, one object per broker.
+type runtimeJSON struct {
+	Cluster             string            `json:"cluster"`
+	Broker              string            `json:"broker"`
+	BrokerID            int64             `json:"brokerId"`
+	Addr                string            `json:"addr"`
+	Version             string            `json:"version"`
+	Role                string            `json:"role"`
+	StartTime           string            `json:"startTime"`
+	BrokerPermission    int32             `json:"brokerPermission"`
+	Writable            bool              `json:"writable"`
+	PutMessagesTotal    int64             `json:"putMessagesTotal"`
+	GetMessagesTotal    int64             `json:"getMessagesTotal"`
+	PutBytesTotal       int64             `json:"putBytesTotal"`
+	GetBytesTotal       int64             `json:"getBytesTotal"`
+	PutTPS              float64           `json:"putTps"`
+	GetTPS              float64           `json:"getTps"`
+	CommitLogMinOffset  int64             `json:"commitLogMinOffset"`
+	CommitLogMaxOffset  int64             `json:"commitLogMaxOffset"`
+	DispatchBehindBytes int64             `json:"dispatchBehindBytes"`
+	StoreBytes          int64             `json:"storeBytes"`
+	DiskUsedRatio       float64           `json:"diskUsedRatio"`
+	DiskTotalBytes      int64             `json:"diskTotalBytes"`
+	DiskFreeBytes       int64             `json:"diskFreeBytes"`
+	Topics              int64             `json:"topics"`
+	Queues              int64             `json:"queues"`
+	Groups              int64             `json:"groups"`
+	ConsumerConnections int64             `json:"consumerConnections"`
+	ProducerConnections int64             `json:"producerConnections"`
+	HeapBytes           int64             `json:"heapBytes"`
+	RSSBytes            int64             `json:"rssBytes"`
+	Goroutines          int64             `json:"goroutines"`
+	Extra               map[string]string `json:"extra"`
+	startTime           time.Time
+}
+
+func toRuntimeJSON(r *client.BrokerRuntime) runtimeJSON {
+	return runtimeJSON{
+		Cluster: r.Cluster, Broker: r.BrokerName, BrokerID: r.BrokerID, Addr: r.Addr, Version: r.Version, Role: r.Role,
+		StartTime: jsonTime(r.StartTime), startTime: r.StartTime, BrokerPermission: int32(r.Permission), Writable: r.Writable,
+		PutMessagesTotal: r.PutMessagesTotal, GetMessagesTotal: r.GetMessagesTotal, PutBytesTotal: r.PutBytesTotal,
+		GetBytesTotal: r.GetBytesTotal, PutTPS: r.PutTPS, GetTPS: r.GetTPS,
+		CommitLogMinOffset: r.CommitLogMinOffset, CommitLogMaxOffset: r.CommitLogMaxOffset,
+		DispatchBehindBytes: r.DispatchBehindBytes, StoreBytes: r.StoreBytes, DiskUsedRatio: r.DiskUsedRatio,
+		DiskTotalBytes: r.DiskTotalBytes, DiskFreeBytes: r.DiskFreeBytes, Topics: r.Topics, Queues: r.Queues,
+		Groups: r.Groups, ConsumerConnections: r.ConsumerConnections, ProducerConnections: r.ProducerConnections,
+		HeapBytes: r.HeapBytes, RSSBytes: r.RSSBytes, Goroutines: r.Goroutines, Extra: r.Extra,
+	}
+}
+
+// writeRuntime prints one broker's figures as a two-column table.
+func writeRuntime(w io.Writer, j runtimeJSON, now time.Time) {
+	field := func(name string, v any) { fmt.Fprintf(w, "%-22s %s\n", name+":", cell(v)) }
+	field("Broker", fmt.Sprintf("%s/%d at %s (%s, cluster %s)", j.Broker, j.BrokerID, j.Addr, j.Role, j.Cluster))
+	field("Version", j.Version)
+	field("Up since", formatTime(j.startTime)+" ("+age(j.startTime, now)+")")
+	perm := "read and write"
+	if !j.Writable {
+		perm = "read only (write permission taken away)"
+	}
+	field("Permission", fmt.Sprintf("%d, %s", j.BrokerPermission, perm))
+	field("Put", fmt.Sprintf("%d messages, %s; %.1f msg/s", j.PutMessagesTotal, humanBytes(j.PutBytesTotal), j.PutTPS))
+	field("Get", fmt.Sprintf("%d messages, %s; %.1f msg/s", j.GetMessagesTotal, humanBytes(j.GetBytesTotal), j.GetTPS))
+	field("CommitLog", fmt.Sprintf("%d..%d (%s in segments), dispatch %s behind", j.CommitLogMinOffset, j.CommitLogMaxOffset,
+		humanBytes(j.StoreBytes), humanBytes(j.DispatchBehindBytes)))
+	field("Disk", fmt.Sprintf("%.1f%% used, %s free of %s", j.DiskUsedRatio*100, humanBytes(j.DiskFreeBytes), humanBytes(j.DiskTotalBytes)))
+	field("Topics / queues", fmt.Sprintf("%d / %d", j.Topics, j.Queues))
+	field("Groups", j.Groups)
+	field("Connections", fmt.Sprintf("%d consumers, %d producers", j.ConsumerConnections, j.ProducerConnections))
+	field("Memory", fmt.Sprintf("heap %s, RSS %s, %d goroutines", humanBytes(j.HeapBytes), humanBytes(j.RSSBytes), j.Goroutines))
+	keys := make([]string, 0, len(j.Extra))
+	for k := range j.Extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		field(k, j.Extra[k])
+	}
+}
+
+func newBrokerRuntimeCmd(a *app) *cobra.Command {
+	var names []string
+	c := &cobra.Command{
+		Use:   "runtime [--broker NAME]...",
+		Short: "Show brokers' running figures: traffic, store, disk, counts, memory",
+		Long: `Ask every broker (master and slaves) of the groups named by --broker, or of every
+registered group, for its running figures (RocketMQ's brokerStatus): messages and bytes
+stored (put) and delivered to consumers (get) since it started over every protocol, with
+the rates per second over the last minute; its CommitLog, disk, topics, queues, groups and
+connections; its heap, RSS and goroutines; and its permission (read only while its write
+permission is taken away, see 'broker write-perm').`,
+		Example: `  bolide broker runtime
+  bolide broker runtime --broker broker-a -o json`,
+		Args: exactArgs(0, ""),
+		RunE: func(_ *cobra.Command, _ []string) error {
+			adm, err := a.adminClient()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.opCtx()
+			defer cancel()
+			members, err := brokerMembers(ctx, adm, names)
+			if err != nil {
+				return err
+			}
+			now := time.Now()
+			var failed error
+			for i, m := range members {
+				rt, err := adm.BrokerRuntime(ctx, m.addr)
+				if err != nil {
+					a.warn("%s/%d at %s: %v", m.name, m.id, m.addr, err)
+					failed = a.brokerError(m.addr, err)
+					continue
+				}
+				j := toRuntimeJSON(rt)
+				if a.json() {
+					if err := a.emit(j); err != nil {
+						return err
+					}
+					continue
+				}
+				if i > 0 {
+					fmt.Fprintln(a.stdout)
+				}
+				writeRuntime(a.stdout, j, now)
+			}
+			return failed
+		},
+	}
+	c.Flags().StringSliceVar(&names, "broker", nil, "a broker group's name (repeatable; default: every group)")
+	return c
+}
+
+func newBrokerConfigCmd(a *app) *cobra.Command {
+	return groupCmd("config", "Read and change a broker's configuration while it runs",
+		"  bolide broker config get --broker broker-a\n  bolide broker config set --broker broker-a fileReservedTime=48",
+		newBrokerConfigGetCmd(a),
+		newBrokerConfigSetCmd(a),
+	)
+}
+
+// configEntryJSON is one setting of broker config get and set.
+type configEntryJSON struct {
+	Broker      string `json:"broker"`
+	Addr        string `json:"addr"`
+	Key         string `json:"key"`
+	Value       string `json:"value"`
+	Default     string `json:"default"`
+	Runtime     bool   `json:"runtime"`
+	Description string `json:"description"`
+}
+
+// configTarget returns the addresses a config command acts on: --addr, or
+// the group's master (get) or every member (set).
+func configTarget(ctx context.Context, adm *client.Admin, name, addr string, all bool) ([]brokerMember, error) {
+	members, err := brokerMembers(ctx, adm, []string{name})
+	if err != nil {
+		return nil, err
+	}
+	if addr != "" {
+		for _, m := range members {
+			if m.addr == addr {
+				return []brokerMember{m}, nil
+			}
+		}
+		return nil, fmt.Errorf("%s is not a member of broker group %s (see 'bolide cluster list'): %w", addr, name, client.ErrInvalidParameter)
+	}
+	if !all {
+		return members[:1], nil // the master, or the lowest slave without one
+	}
+	return members, nil
+}
+
+func newBrokerConfigGetCmd(a *app) *cobra.Command {
+	var name, addr string
+	c := &cobra.Command{
+		Use:   "get --broker NAME [--addr ADDR]",
+		Short: "List a broker's settings: value, default, whether it may change at runtime",
+		Long: `List the settings of the master of broker group NAME (or of the member at --addr), by
+RocketMQ's key names: the value in effect, the default, whether 'broker config set' may
+change it while the broker runs (RUNTIME yes), and what it means.`,
+		Example: `  bolide broker config get --broker broker-a
+  bolide broker config get --broker broker-a --addr 127.0.0.1:10931 -o json`,
+		Args: exactArgs(0, ""),
+		RunE: func(_ *cobra.Command, _ []string) error {
+			if name == "" {
+				return usageErrorf("--broker is required")
+			}
+			adm, err := a.adminClient()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.opCtx()
+			defer cancel()
+			targets, err := configTarget(ctx, adm, name, addr, false)
+			if err != nil {
+				return err
+			}
+			m := targets[0]
+			entries, err := adm.BrokerConfig(ctx, m.addr)
+			if err != nil {
+				return a.brokerError(m.addr, err)
+			}
+			tb := newTable("KEY", "VALUE", "DEFAULT", "RUNTIME", "DESCRIPTION")
+			for _, e := range entries {
+				if a.json() {
+					if err := a.emit(configEntryJSON{Broker: m.name, Addr: m.addr, Key: e.Key, Value: e.Value,
+						Default: e.Default, Runtime: e.Runtime, Description: e.Description}); err != nil {
+						return err
+					}
+					continue
+				}
+				rt := "-"
+				if e.Runtime {
+					rt = "yes"
+				}
+				tb.row(e.Key, e.Value, e.Default, rt, e.Description)
+			}
+			if a.json() {
+				return nil
+			}
+			return tb.write(a.stdout)
+		},
+	}
+	c.Flags().StringVar(&name, "broker", "", "the broker group's name")
+	c.Flags().StringVar(&addr, "addr", "", "one member's client address (default: the master)")
+	return c
+}
+
+func newBrokerConfigSetCmd(a *app) *cobra.Command {
+	var name, addr string
+	c := &cobra.Command{
+		Use:   "set --broker NAME [--addr ADDR] KEY=VALUE...",
+		Short: "Change runtime settings of a broker group (all or nothing per broker)",
+		Long: `Change settings of every member of broker group NAME (or only the member at --addr)
+while they run. Only the keys 'broker config get' lists with RUNTIME yes may change; each
+value is checked, and a broker applies all of the changes or none. A broker keeps them in
+<store>/config/runtime.json and applies them over its flags when it restarts. Needs the
+admin permission when the cluster runs with ACL.`,
+		Example: `  bolide broker config set --broker broker-a fileReservedTime=48 deleteWhen=03
+  bolide broker config set --broker broker-a --addr 127.0.0.1:10911 maxMessageSize=1048576`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if name == "" {
+				return usageErrorf("--broker is required")
+			}
+			kv := make(map[string]string, len(args))
+			for _, arg := range args {
+				k, v, ok := strings.Cut(arg, "=")
+				if !ok || k == "" {
+					return usageErrorf("%q is not KEY=VALUE", arg)
+				}
+				kv[k] = v
+			}
+			adm, err := a.adminClient()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.opCtx()
+			defer cancel()
+			targets, err := configTarget(ctx, adm, name, addr, true)
+			if err != nil {
+				return err
+			}
+			tb := newTable("BROKER", "ID", "ADDRESS", "KEY", "VALUE")
+			for _, m := range targets {
+				entries, err := adm.UpdateBrokerConfig(ctx, m.addr, kv)
+				if err != nil {
+					return a.brokerError(m.addr, err)
+				}
+				for _, e := range entries {
+					if a.json() {
+						if err := a.emit(configEntryJSON{Broker: m.name, Addr: m.addr, Key: e.Key, Value: e.Value,
+							Default: e.Default, Runtime: e.Runtime, Description: e.Description}); err != nil {
+							return err
+						}
+						continue
+					}
+					tb.row(m.name, m.id, m.addr, e.Key, e.Value)
+				}
+			}
+			if a.json() {
+				return nil
+			}
+			return tb.write(a.stdout)
+		},
+	}
+	c.Flags().StringVar(&name, "broker", "", "the broker group's name")
+	c.Flags().StringVar(&addr, "addr", "", "change only this member (client address)")
+	return c
+}
+
+// writePermJSON is broker write-perm's output.
+type writePermJSON struct {
+	Broker   string   `json:"broker"`
+	Writable bool     `json:"writable"`
+	Changed  []string `json:"changed"`
+}
+
+func newBrokerWritePermCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "write-perm NAME off|on",
+		Short: "Take a broker group's write permission away (drain it) or give it back",
+		Long: `off takes the write permission of every member of broker group NAME away
+(brokerPermission 4, read only; mqadmin wipeWritePerm): the brokers register at once with
+their topics read only, so producers send elsewhere, and a send that still arrives is
+refused (NO_PERMISSION); consumers go on reading what they hold. on gives it back
+(brokerPermission 6; mqadmin addWritePerm). The change persists across restarts. It prints
+the addresses changed (none when the group already had that permission).`,
+		Example: `  bolide broker write-perm broker-a off
+  bolide broker write-perm broker-a on -o json`,
+		Args: exactArgs(2, "NAME and off|on"),
+		RunE: func(_ *cobra.Command, args []string) error {
+			name := args[0]
+			var writable bool
+			switch args[1] {
+			case "on":
+				writable = true
+			case "off":
+			default:
+				return usageErrorf("the second argument must be off or on, not %q", args[1])
+			}
+			adm, err := a.adminClient()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.opCtx()
+			defer cancel()
+			changed, err := adm.SetBrokerWritable(ctx, name, writable)
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return a.emit(writePermJSON{Broker: name, Writable: writable, Changed: append([]string{}, changed...)})
+			}
+			state := "taken away"
+			if writable {
+				state = "given back"
+			}
+			if len(changed) == 0 {
+				fmt.Fprintf(a.stdout, "%s: nothing to change, the write permission was already %s\n", name, state)
+				return nil
+			}
+			fmt.Fprintf(a.stdout, "%s: write permission %s on %s\n", name, state, strings.Join(changed, ", "))
+			return nil
+		},
+	}
+}

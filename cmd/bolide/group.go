@@ -22,6 +22,7 @@ func newGroupCmd(a *app) *cobra.Command {
 		newGroupCreateCmd(a, true),
 		newGroupGetCmd(a),
 		newGroupDeleteCmd(a),
+		newGroupConnectionsCmd(a),
 	)
 }
 
@@ -330,4 +331,125 @@ command refuses while the group has running members, unless --force.`,
 	fs.BoolVar(&force, "force", false, "reset even while consumers of the group are running")
 	_ = c.RegisterFlagCompletionFunc("topic", a.topicCompletion)
 	return c
+}
+
+// connectionJSON is one client connection of group connections.
+type connectionJSON struct {
+	Group          string            `json:"group"`
+	Role           string            `json:"role"` // producer or consumer
+	Broker         string            `json:"broker"`
+	BrokerAddr     string            `json:"brokerAddr"`
+	ClientID       string            `json:"clientId"`
+	RemoteAddr     string            `json:"remoteAddr"`
+	Protocol       string            `json:"protocol"`
+	Language       string            `json:"language"`
+	Version        string            `json:"version"`
+	ConsumeType    string            `json:"consumeType,omitempty"`
+	MessageModel   string            `json:"messageModel,omitempty"`
+	Subscriptions  map[string]string `json:"subscriptions,omitempty"`
+	ConnectedSince string            `json:"connectedSince"`
+	LastHeartbeat  string            `json:"lastHeartbeat"`
+}
+
+func newGroupConnectionsCmd(a *app) *cobra.Command {
+	var producers, consumers bool
+	c := &cobra.Command{
+		Use:   "connections GROUP",
+		Short: "List the clients connected as producers and consumers of a group, on every broker",
+		Long: `List the clients connected to the brokers (masters and slaves) as producers and as consumers
+of GROUP, whatever their protocol (Bolide's SDK, RocketMQ remoting, RocketMQ 5 gRPC): client id,
+its address, protocol, language and version, since when it is connected and its last heartbeat;
+for consumers how they consume (PUSH, PULL, POP, SIMPLE), the model and their subscriptions.
+A client connected to several brokers has a line per broker. --producers or --consumers shows
+only those. mqadmin's producerConnection and consumerConnection.`,
+		Example: `  bolide group connections billing
+  bolide group connections billing --consumers -o json`,
+		Args:              exactArgs(1, "a GROUP"),
+		ValidArgsFunction: a.groupArgCompletion,
+		RunE: func(_ *cobra.Command, args []string) error {
+			group := args[0]
+			if err := message.ValidateGroup(group); err != nil {
+				return usageErrorf("%v", err)
+			}
+			if !producers && !consumers {
+				producers, consumers = true, true
+			}
+			adm, err := a.adminClient()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.opCtx()
+			defer cancel()
+			gc, err := adm.GroupConnections(ctx, group)
+			if err != nil {
+				return err
+			}
+			for _, addr := range slices.Sorted(maps.Keys(gc.Unanswered)) {
+				a.warn("broker %s did not answer, its clients are missing: %s", addr, oneLine(gc.Unanswered[addr].Error()))
+			}
+			var rows []connectionJSON
+			if producers {
+				for _, cc := range gc.Producers {
+					rows = append(rows, connectionRow(group, "producer", cc))
+				}
+			}
+			if consumers {
+				for _, cc := range gc.Consumers {
+					j := connectionRow(group, "consumer", cc)
+					j.ConsumeType, j.MessageModel, j.Subscriptions = cc.ConsumeType, cc.MessageModel.String(), cc.Subscriptions
+					if j.Subscriptions == nil {
+						j.Subscriptions = map[string]string{}
+					}
+					rows = append(rows, j)
+				}
+			}
+			if a.json() {
+				for _, j := range rows {
+					if err := a.emit(j); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			if len(rows) == 0 {
+				a.info("no client is connected as a %s of %s", roles(producers, consumers), group)
+				return nil
+			}
+			t := newTable("ROLE", "CLIENT ID", "BROKER", "ADDRESS", "PROTOCOL", "LANGUAGE", "VERSION", "CONSUME", "SUBSCRIPTIONS",
+				"CONNECTED", "LAST HEARTBEAT")
+			for _, j := range rows {
+				var subs []string
+				for _, topic := range slices.Sorted(maps.Keys(j.Subscriptions)) {
+					subs = append(subs, topic+"("+j.Subscriptions[topic]+")")
+				}
+				consume := j.ConsumeType
+				if j.MessageModel != "" {
+					consume += ", " + j.MessageModel
+				}
+				t.row(j.Role, j.ClientID, j.Broker, cell(j.RemoteAddr), cell(j.Protocol), cell(j.Language), cell(j.Version),
+					cell(consume), joinOrDash(subs, " "), cell(j.ConnectedSince), cell(j.LastHeartbeat))
+			}
+			return t.write(a.stdout)
+		},
+	}
+	c.Flags().BoolVar(&producers, "producers", false, "only the producers")
+	c.Flags().BoolVar(&consumers, "consumers", false, "only the consumers")
+	return c
+}
+
+func connectionRow(group, role string, cc client.ClientConnection) connectionJSON {
+	return connectionJSON{Group: group, Role: role, Broker: cc.BrokerName, BrokerAddr: cc.BrokerAddr, ClientID: cc.ClientID,
+		RemoteAddr: cc.RemoteAddr, Protocol: cc.Protocol, Language: cc.Language, Version: cc.Version,
+		ConnectedSince: jsonTime(cc.ConnectedSince), LastHeartbeat: jsonTime(cc.LastHeartbeat)}
+}
+
+// roles names what group connections was asked for.
+func roles(producers, consumers bool) string {
+	switch {
+	case producers && consumers:
+		return "producer or consumer"
+	case producers:
+		return "producer"
+	}
+	return "consumer"
 }

@@ -62,9 +62,10 @@ command returns once the NameServers route the topic.`,
 	}
 	if update {
 		c.Use = "update TOPIC"
-		c.Short = "Change a topic's queues, permission or order flag (or create it)"
-		c.Long = `Change a topic. Settings not given keep their current value (the message type too); a topic
-that does not exist is created. The command returns once the NameServers route the new configuration.`
+		c.Short = "Change a topic's queues, permission, order flag or message type"
+		c.Long = `Change a topic. Settings not given keep their current value (the message type too). A topic
+that does not exist is an error (TOPIC_NOT_EXIST): create it with 'bolide topic create'. The
+command returns once the NameServers route the new configuration.`
 		c.Example = `  bolide topic update orders --queues 16
   bolide topic update orders --perm r        # stop writes, keep reads
   bolide topic update orders --perm rw
@@ -106,6 +107,9 @@ that does not exist is created. The command returns once the NameServers route t
 				return err
 			}
 			err = adm.UpdateTopic(ctx, spec)
+			if errors.Is(err, client.ErrTopicNotExist) {
+				return &missingTopicError{topic: topic, err: err}
+			}
 		} else {
 			err = adm.CreateTopic(ctx, spec)
 		}
@@ -151,6 +155,20 @@ that does not exist is created. The command returns once the NameServers route t
 	return c
 }
 
+// missingTopicError is topic update's refusal of a topic that does not
+// exist: one line pointing at topic create (RocketMQ's updateTopic would
+// create it; a mistyped name should not become a topic).
+type missingTopicError struct {
+	topic string
+	err   error
+}
+
+func (e *missingTopicError) Error() string {
+	return fmt.Sprintf("topic %q does not exist on any registered broker (create it with 'bolide topic create')", e.topic)
+}
+
+func (e *missingTopicError) Unwrap() error { return e.err }
+
 // keepTopicSettings fills the settings topic update was not given from
 // the topic's current route (and the order flag from its configuration).
 func (a *app) keepTopicSettings(cmd *cobra.Command, spec *client.TopicSpec) error {
@@ -162,7 +180,7 @@ func (a *app) keepTopicSettings(cmd *cobra.Command, spec *client.TopicSpec) erro
 	defer cancel()
 	r, err := adm.Route(ctx, spec.Name)
 	if errors.Is(err, client.ErrTopicNotExist) {
-		return nil // update creates it
+		return &missingTopicError{topic: spec.Name, err: err}
 	}
 	if err != nil {
 		return forTopic(spec.Name, err)
@@ -244,6 +262,39 @@ func topicType(t string) string {
 	return "normal"
 }
 
+// topicKind says what a topic holds, for topic list --all.
+func topicKind(t string) string {
+	switch {
+	case message.IsRetryTopic(t):
+		return "retries of group " + strings.TrimPrefix(t, message.RetryTopicPrefix)
+	case message.IsDLQTopic(t):
+		return "dead letters of group " + strings.TrimPrefix(t, message.DLQTopicPrefix)
+	}
+	switch t {
+	case message.ScheduleTopic:
+		return "delayed messages (delay levels)"
+	case message.TimerTopic:
+		return "messages delivered at a set time"
+	case message.TransHalfTopic:
+		return "transaction half messages"
+	case message.TransOpHalfTopic:
+		return "transaction outcomes"
+	case message.TransCheckMaxTopic:
+		return "discarded transactions (txn list)"
+	case message.PopLogTopic:
+		return "POP consumption state"
+	case message.AutoCreateTopic:
+		return "route template for auto-created topics"
+	}
+	switch {
+	case message.IsSystemTopic(t):
+		return "system"
+	case strings.HasSuffix(t, "_REPLY_TOPIC"):
+		return "replies to requests (a cluster's reply topic)"
+	}
+	return "" // a topic of the users' messages
+}
+
 // messageTypeOf is a topic's message type on its broker groups: "" when
 // none answered, the types joined by "/" when they disagree.
 func messageTypeOf(cfgs []client.TopicConfig) string {
@@ -259,7 +310,11 @@ func newTopicListCmd(a *app) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "list",
 		Short: "List topics; TYPE marks retry (%RETRY%) and dead-letter (%DLQ%) topics, MESSAGE TYPE what a topic accepts",
+		Long: `List the topics the NameServers route. --all adds the topics of the system, which the brokers
+keep to themselves (the NameServers do not route them): they are read from the brokers' topic
+configurations, and a KIND column says what each holds.`,
 		Example: `  bolide topic list
+  bolide topic list --all
   bolide topic list --type dlq -o json`,
 		Args: exactArgs(0, ""),
 	}
@@ -284,15 +339,43 @@ func newTopicListCmd(a *app) *cobra.Command {
 		if err != nil {
 			a.warn("message types may be missing: %s", oneLine(err.Error()))
 		}
-		t := newTable("TOPIC", "TYPE", "MESSAGE TYPE")
+		system := all || typ == "system"
+		if system {
+			// The brokers do not register their system topics with the
+			// NameServers: the brokers list them (their configurations, and
+			// their topic stats, which name the topics their store holds).
+			names := slices.Collect(maps.Keys(cfgs))
+			stats, err := adm.TopicStats(ctx)
+			if err != nil {
+				a.warn("system topics may be missing: %s", oneLine(err.Error()))
+			}
+			for _, st := range stats {
+				names = append(names, st.Topic)
+			}
+			for _, name := range names {
+				if message.IsSystemTopic(name) && !slices.Contains(topics, name) {
+					topics = append(topics, name)
+				}
+			}
+			slices.Sort(topics)
+		}
+		header := []string{"TOPIC", "TYPE", "MESSAGE TYPE"}
+		if all {
+			header = append(header, "KIND")
+		}
+		t := newTable(header...)
 		for _, name := range topics {
 			kind := topicType(name)
-			if typ != "" && kind != typ || typ == "" && !all && kind == "system" {
+			if typ != "" && kind != typ || !system && kind == "system" {
 				continue
 			}
 			mt := messageTypeOf(cfgs[name])
 			if a.json() {
-				if err := a.emit(map[string]string{"topic": name, "type": kind, "messageType": mt}); err != nil {
+				j := map[string]string{"topic": name, "type": kind, "messageType": mt}
+				if all {
+					j["kind"] = topicKind(name)
+				}
+				if err := a.emit(j); err != nil {
 					return err
 				}
 				continue
@@ -300,7 +383,11 @@ func newTopicListCmd(a *app) *cobra.Command {
 			if mt == "" {
 				mt = "-"
 			}
-			t.row(name, kind, mt)
+			if all {
+				t.row(name, kind, mt, topicKind(name))
+			} else {
+				t.row(name, kind, mt)
+			}
 		}
 		if a.json() {
 			return nil

@@ -1,15 +1,22 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"github.com/bolide-mq/bolide/client"
+	"github.com/bolide-mq/bolide/internal/errcode"
 )
 
 func newTxnCmd(a *app) *cobra.Command {
-	return groupCmd("txn", "Inspect transactional messages",
-		"  bolide txn list\n  bolide txn list --group order-producers",
+	return groupCmd("txn", "Inspect transactional messages; commit or roll back one a producer left undecided",
+		"  bolide txn list\n  bolide txn pending --group order-producers\n  bolide txn commit --broker broker-a --offset 40213",
 		newTxnListCmd(a),
+		newTxnPendingCmd(a),
+		newTxnResolveCmd(a, true),
+		newTxnResolveCmd(a, false),
 	)
 }
 
@@ -87,3 +94,154 @@ within the maximum number of check-backs (they sit in TRANS_CHECK_MAX_TIME_TOPIC
 	f.IntVar(&q.Max, "max", 1000, "at most this many entries per broker")
 	return c
 }
+
+// pendingJSON is one pending transaction of txn pending.
+type pendingJSON struct {
+	Broker string `json:"broker"`
+	// Offset is the half message's CommitLog offset: what txn commit and
+	// txn rollback take.
+	Offset          int64  `json:"offset"`
+	HalfQueueOffset int64  `json:"halfQueueOffset"`
+	Topic           string `json:"topic"`
+	QueueID         int32  `json:"queueId"`
+	Group           string `json:"group"`
+	TransactionID   string `json:"transactionId"`
+	CheckTimes      int32  `json:"checkTimes"`
+	BornTimestamp   string `json:"bornTimestamp"`
+	NextCheck       string `json:"nextCheck"`
+}
+
+func newTxnPendingCmd(a *app) *cobra.Command {
+	var q client.TransactionQuery
+	c := &cobra.Command{
+		Use:   "pending",
+		Short: "List half messages whose transaction has no outcome yet",
+		Long: `List the half messages that wait for their producer's outcome (commit or rollback), oldest
+first on each master: the broker checks them back with a producer of their group until one
+decides or the maximum number of checks discards them (see txn list). OFFSET is the half
+message's CommitLog offset: give it with --broker to 'bolide txn commit' or 'bolide txn rollback'
+to decide for the producer.`,
+		Example: "  bolide txn pending\n  bolide txn pending --group order-producers --topic orders -o json",
+		Args:    exactArgs(0, ""),
+		RunE: func(*cobra.Command, []string) error {
+			adm, err := a.adminClient()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.opCtx()
+			defer cancel()
+			list, err := adm.PendingTransactions(ctx, q)
+			if err != nil {
+				return err
+			}
+			t := newTable("BROKER", "OFFSET", "TOPIC", "QUEUE", "GROUP", "TRANSACTION ID", "CHECKS", "BORN", "NEXT CHECK")
+			for _, p := range list {
+				j := pendingJSON{Broker: p.BrokerName, Offset: p.CommitLogOffset, HalfQueueOffset: p.HalfQueueOffset,
+					Topic: p.Queue.Topic, QueueID: p.Queue.QueueID, Group: p.Group, TransactionID: p.TransactionID,
+					CheckTimes: p.CheckTimes, BornTimestamp: jsonTime(p.BornTime), NextCheck: jsonTime(p.NextCheck)}
+				if a.json() {
+					if err := a.emit(j); err != nil {
+						return err
+					}
+					continue
+				}
+				t.row(j.Broker, j.Offset, j.Topic, j.QueueID, j.Group, j.TransactionID, j.CheckTimes, p.BornTime, p.NextCheck)
+			}
+			if a.json() {
+				return nil
+			}
+			return t.write(a.stdout)
+		},
+	}
+	f := c.Flags()
+	f.StringSliceVar(&q.BrokerNames, "broker", nil, "only these broker groups (repeatable)")
+	f.StringVar(&q.Group, "group", "", "only this producer group")
+	f.StringVar(&q.Topic, "topic", "", "only this (real) topic")
+	f.IntVar(&q.Max, "max", 1000, "at most this many entries per broker")
+	return c
+}
+
+// resolvedJSON is what txn commit and txn rollback print.
+type resolvedJSON struct {
+	Broker        string `json:"broker"`
+	Offset        int64  `json:"offset"`
+	Topic         string `json:"topic"`
+	Group         string `json:"group"`
+	TransactionID string `json:"transactionId"`
+	Outcome       string `json:"outcome"` // commit or rollback
+}
+
+func newTxnResolveCmd(a *app, commit bool) *cobra.Command {
+	var (
+		brokerName string
+		offset     int64
+	)
+	verb, outcome, done := "rollback", "rollback", "rolled back"
+	if commit {
+		verb, outcome, done = "commit", "commit", "committed"
+	}
+	c := &cobra.Command{
+		Use: verb + " --broker BROKER --offset OFFSET",
+		Short: map[bool]string{true: "Commit a pending transaction for its producer: its message goes to its topic",
+			false: "Roll back a pending transaction for its producer: its message is dropped"}[commit],
+		Long: `Decide a transaction its producer left undecided, as the producer would (EndTransaction):
+commit writes the message to its topic, rollback drops it. --broker and --offset name the half
+message as 'bolide txn pending' prints it (BROKER and OFFSET, its CommitLog offset; an older
+copy's offset works too). Deciding a transaction again the same way changes nothing and is no
+error; deciding it the other way than it ended (or after the broker discarded it) fails with
+TRANSACTION_STATE_CONFLICT; an offset that holds no half message with TRANSACTION_NOT_FOUND.`,
+		Example: fmt.Sprintf("  bolide txn pending --group order-producers\n  bolide txn %s --broker broker-a --offset 40213", verb),
+		Args:    exactArgs(0, ""),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if brokerName == "" || !cmd.Flags().Changed("offset") {
+				return usageErrorf("--broker and --offset are required (see 'bolide txn pending')")
+			}
+			if offset < 0 {
+				return usageErrorf("--offset must not be negative, not %d", offset)
+			}
+			adm, err := a.adminClient()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.opCtx()
+			defer cancel()
+			t, err := adm.PendingTransactionAt(ctx, brokerName, offset)
+			if errors.Is(err, client.ErrTransactionNotFound) {
+				return fmt.Errorf("%w (see 'bolide txn pending')", err)
+			}
+			if err != nil {
+				return err
+			}
+			if err := adm.ResolveTransaction(ctx, *t, commit); err != nil {
+				var ce *errcode.Error
+				if errors.Is(err, client.ErrTransactionConflict) && errors.As(err, &ce) {
+					// The broker's own words say how it ended.
+					return &shortError{msg: fmt.Sprintf("%s on %s (%s)", ce.Msg, brokerName, ce.Code), err: err}
+				}
+				return err
+			}
+			j := resolvedJSON{Broker: brokerName, Offset: offset, Topic: t.Queue.Topic, Group: t.Group,
+				TransactionID: t.TransactionID, Outcome: outcome}
+			if a.json() {
+				return a.emit(j)
+			}
+			fmt.Fprintf(a.stdout, "%s transaction %s (topic %s, producer group %s, %s offset %d)\n", done, j.TransactionID,
+				j.Topic, j.Group, j.Broker, j.Offset)
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&brokerName, "broker", "", "the broker group holding the half message (BROKER of txn pending)")
+	f.Int64Var(&offset, "offset", 0, "the half message's CommitLog offset (OFFSET of txn pending)")
+	return c
+}
+
+// shortError is an error printed as msg that still matches what err
+// matches (errors.Is): for a broker's answer whose chain repeats itself.
+type shortError struct {
+	msg string
+	err error
+}
+
+func (e *shortError) Error() string { return e.msg }
+func (e *shortError) Unwrap() error { return e.err }

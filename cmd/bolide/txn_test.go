@@ -69,3 +69,122 @@ func TestTxnListShowsDiscarded(t *testing.T) {
 		t.Fatalf("group filter: exit %d, %q", code, out)
 	}
 }
+
+// TestTxnPendingAndResolve: `bolide txn pending` lists transactions a
+// producer left undecided; `txn commit` and `txn rollback` decide them
+// by the BROKER and OFFSET it prints; deciding again the other way fails.
+func TestTxnPendingAndResolve(t *testing.T) {
+	// Checked often, discarded only after 1000 checks: they stay pending.
+	c := cluster.Start(t, cluster.Options{Broker: cluster.TransactionTimings(200*time.Millisecond, 200*time.Millisecond, 1000)})
+	c.CreateTopic("txn-ops", 1)
+	ns := strings.Join(c.NameServerAddrs(), ",")
+	p, err := client.NewTransactionProducer("txn-ops-pg", undecided{}, client.WithNameServers(c.NameServerAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var ids []string
+	for _, body := range []string{"pay 1", "pay 2"} {
+		res, err := p.SendInTransaction(ctx, &client.Message{Topic: "txn-ops", Body: []byte(body)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.TransactionID)
+	}
+	pending := func() []pendingJSON {
+		t.Helper()
+		code, out, stderr := runCLI(t, "", "--namesrv", ns, "txn", "pending", "--group", "txn-ops-pg", "-o", "json")
+		if code != 0 {
+			t.Fatalf("txn pending: exit %d: %s", code, stderr)
+		}
+		t.Logf("$ bolide txn pending --group txn-ops-pg -o json\n%s", out)
+		var list []pendingJSON
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			if l == "" {
+				continue
+			}
+			var j pendingJSON
+			if err := json.Unmarshal([]byte(l), &j); err != nil {
+				t.Fatal(err)
+			}
+			list = append(list, j)
+		}
+		return list
+	}
+	var list []pendingJSON
+	c.WaitFor(20*time.Second, func() error {
+		if list = pending(); len(list) != 2 {
+			return fmt.Errorf("pending: %+v", list)
+		}
+		return nil
+	})
+	for i, j := range list {
+		if j.TransactionID != ids[i] || j.Broker != "broker-a" || j.Topic != "txn-ops" || j.Group != "txn-ops-pg" ||
+			j.BornTimestamp == "" || j.NextCheck == "" {
+			t.Fatalf("pending %d: %+v (ids %v)", i, j, ids)
+		}
+	}
+	code, out, _ := runCLI(t, "", "--namesrv", ns, "txn", "pending")
+	t.Logf("$ bolide txn pending\n%s", out)
+	if code != 0 || !strings.HasPrefix(out, "BROKER") || !strings.Contains(out, ids[0]) || !strings.Contains(out, "NEXT CHECK") {
+		t.Fatalf("table (exit %d):\n%s", code, out)
+	}
+
+	off := func(j pendingJSON) string { return fmt.Sprint(j.Offset) }
+	args := []string{"txn", "commit", "--broker", "broker-a", "--offset", off(list[0])}
+	code, out, stderr := runCLI(t, "", append([]string{"--namesrv", ns}, args...)...)
+	t.Logf("$ bolide %s\n%s%s", strings.Join(args, " "), out, stderr)
+	if want := fmt.Sprintf("committed transaction %s (topic txn-ops, producer group txn-ops-pg, broker-a offset %d)\n", ids[0], list[0].Offset); code != 0 || out != want {
+		t.Fatalf("txn commit: exit %d, %q (stderr %q), want %q", code, out, stderr, want)
+	}
+	args = []string{"txn", "rollback", "--broker", "broker-a", "--offset", off(list[1]), "-o", "json"}
+	code, out, stderr = runCLI(t, "", append([]string{"--namesrv", ns}, args...)...)
+	t.Logf("$ bolide %s\n%s%s", strings.Join(args, " "), out, stderr)
+	var rj resolvedJSON
+	if code != 0 || json.Unmarshal([]byte(out), &rj) != nil || rj.Outcome != "rollback" || rj.TransactionID != ids[1] || rj.Offset != list[1].Offset {
+		t.Fatalf("txn rollback: exit %d, %q (stderr %q)", code, out, stderr)
+	}
+	// The commit reached the topic; the rollback did not.
+	adm, err := client.NewAdmin(client.WithNameServers(c.NameServerAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	st, err := adm.QueueStatus(ctx, "txn-ops")
+	if err != nil || len(st) != 1 || st[0].MaxOffset != 1 {
+		t.Fatalf("txn-ops after a commit and a rollback: %+v, %v", st, err)
+	}
+	m, err := adm.ViewMessageAt(ctx, st[0].Queue, 0)
+	if err != nil || string(m.Body) != "pay 1" {
+		t.Fatalf("the committed message: %+v, %v", m, err)
+	}
+	c.WaitFor(20*time.Second, func() error {
+		if list := pending(); len(list) != 0 {
+			return fmt.Errorf("still pending: %+v", list)
+		}
+		return nil
+	})
+
+	// Again the same way: no error; the other way: a conflict; an offset
+	// that holds no half message: not found; flags missing: usage.
+	code, _, stderr = runCLI(t, "", "--namesrv", ns, "txn", "commit", "--broker", "broker-a", "--offset", off(list[0]))
+	if code != 0 {
+		t.Fatalf("a second commit: exit %d, %s", code, stderr)
+	}
+	args = []string{"txn", "rollback", "--broker", "broker-a", "--offset", off(list[0])}
+	code, out, stderr = runCLI(t, "", append([]string{"--namesrv", ns}, args...)...)
+	t.Logf("$ bolide %s\n%s", strings.Join(args, " "), stderr)
+	checkOneLineError(t, args, code, out, stderr, exitFailed, "TRANSACTION_STATE_CONFLICT")
+	args = []string{"txn", "commit", "--broker", "broker-a", "--offset", fmt.Sprint(m.CommitLogOffset)}
+	code, out, stderr = runCLI(t, "", append([]string{"--namesrv", ns}, args...)...)
+	t.Logf("$ bolide %s\n%s", strings.Join(args, " "), stderr)
+	checkOneLineError(t, args, code, out, stderr, exitFailed, "is not a half message")
+	code, out, stderr = runCLI(t, "", "--namesrv", ns, "txn", "commit", "--offset", "0")
+	checkOneLineError(t, []string{"txn", "commit", "--offset", "0"}, code, out, stderr, exitUsage, "--broker and --offset are required")
+	code, out, stderr = runCLI(t, "", "--namesrv", ns, "txn", "rollback", "--broker", "broker-z", "--offset", "0")
+	checkOneLineError(t, []string{"txn", "rollback", "--broker", "broker-z"}, code, out, stderr, exitFailed, `broker "broker-z" is not registered`)
+}

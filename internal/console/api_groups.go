@@ -215,7 +215,8 @@ func (c *Console) group(ctx context.Context, cl *call) (any, error) {
 	}
 	if connErr != nil {
 		errs = append(errs, connErr)
-	} else if conns != nil {
+	}
+	if conns != nil {
 		out.Connections = conns
 		known = known || len(conns.Producers) > 0 || len(conns.Consumers) > 0
 	}

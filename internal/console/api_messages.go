@@ -85,6 +85,11 @@ func (c *Console) messages(ctx context.Context, cl *call) (any, error) {
 	if max == 0 {
 		max = defaultSearchMax
 	}
+	if topic != "" {
+		if err := message.ValidateTopic(topic); err != nil {
+			return nil, errcode.Errorf(errcode.IllegalTopic, "%v", err)
+		}
+	}
 	var msgs []*client.MessageExt
 	switch {
 	case id != "":
@@ -123,9 +128,6 @@ func (c *Console) messages(ctx context.Context, cl *call) (any, error) {
 		}
 	default:
 		return nil, badRequest("a search by topic needs key= or begin=")
-	}
-	if err := message.ValidateTopic(topic); topic != "" && err != nil {
-		return nil, errcode.Errorf(errcode.IllegalTopic, "%v", err)
 	}
 	out := messagesJSON{Messages: []summaryJSON{}}
 	if len(msgs) > max {

@@ -235,8 +235,8 @@ type resolveRequest struct {
 	Commit          *bool  `json:"commit"`
 }
 
-// resolveTransaction commits or rolls back a pending transaction, found
-// again by its broker and CommitLog offset.
+// resolveTransaction commits or rolls back a pending transaction, named
+// by its broker and the CommitLog offset GET /transactions gave.
 func (c *Console) resolveTransaction(ctx context.Context, cl *call) (any, error) {
 	var req resolveRequest
 	if err := decode(cl.r, &req); err != nil {
@@ -245,19 +245,14 @@ func (c *Console) resolveTransaction(ctx context.Context, cl *call) (any, error)
 	if req.Broker == "" || req.CommitLogOffset == nil || req.Commit == nil {
 		return nil, badRequest("broker, commitLogOffset and commit are required")
 	}
-	pending, err := cl.admin.PendingTransactions(ctx, client.TransactionQuery{BrokerNames: []string{req.Broker}, Max: 100_000})
+	p, err := cl.admin.PendingTransactionAt(ctx, req.Broker, *req.CommitLogOffset)
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range pending {
-		if p.CommitLogOffset == *req.CommitLogOffset {
-			if err := resolvePending(ctx, cl.admin, p, *req.Commit); err != nil {
-				return nil, err
-			}
-			return map[string]bool{"resolved": true}, nil
-		}
+	if err := cl.admin.ResolveTransaction(ctx, *p, *req.Commit); err != nil {
+		return nil, err
 	}
-	return nil, errcode.Errorf(errcode.TransactionNotFound, "no pending transaction at CommitLog offset %d on %s", *req.CommitLogOffset, req.Broker)
+	return map[string]bool{"resolved": true}, nil
 }
 
 type configEntryJSON struct {

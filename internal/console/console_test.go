@@ -31,7 +31,7 @@ var testAssets = fstest.MapFS{
 
 // env is a cluster and a console for it behind an httptest server.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	c    *cluster.Cluster
 	ns   []string
 	con  *Console
@@ -39,7 +39,7 @@ type env struct {
 	user [2]string // HTTP Basic credentials, if set
 }
 
-func startConsole(t *testing.T, c *cluster.Cluster, o Options) *env {
+func startConsole(t testing.TB, c *cluster.Cluster, o Options) *env {
 	t.Helper()
 	if o.Daemon == "" {
 		o.Daemon, o.Name, o.Addr = NameServer, c.NameServerAddrs()[0], c.NameServerAddrs()[0]
@@ -134,7 +134,7 @@ func (e *env) apiError(method, path string, body any, hdr map[string]string, sta
 }
 
 // with is e reporting to t (a subtest).
-func (e *env) with(t *testing.T) *env {
+func (e *env) with(t testing.TB) *env {
 	c := *e
 	c.t = t
 	return &c
@@ -324,6 +324,16 @@ func TestConsoleAPI(t *testing.T) {
 				t.Fatalf("trace %+v", one.Trace)
 			}
 		}
+		var byTime messagesJSON
+		e.api("GET", "/messages?topic="+topic+"&begin=1h", nil, 200, &byTime)
+		if len(byTime.Messages) != 1 || byTime.Messages[0].MsgID != res.MsgID || byTime.Capped {
+			t.Fatalf("by time %+v", byTime)
+		}
+		e.api("GET", "/messages?topic="+topic+"&begin=2h&end=1h", nil, 200, &byTime)
+		if len(byTime.Messages) != 0 {
+			t.Fatalf("an hour ago %+v", byTime)
+		}
+		e.apiError("GET", "/messages?topic="+topic+"&begin=1h&end=2h", nil, nil, 400, "INVALID_PARAMETER")
 		var byID messagesJSON
 		e.api("GET", "/messages?id="+res.MsgID, nil, 200, &byID)
 		if len(byID.Messages) != 1 || byID.Messages[0].OffsetMsgID != res.OffsetMsgID {
@@ -362,6 +372,12 @@ func TestConsoleAPI(t *testing.T) {
 		d := dls.DeadLetters[0]
 		if d.OriginTopic != topic || d.FailureReason != "bad data" || d.Replayed || d.Replay != nil || d.Topic != "%DLQ%"+group {
 			t.Fatalf("dead letter %+v", d)
+		}
+		// The trace of a dead letter: its origin, then the dead letter.
+		var tr struct{ Trace []hopJSON }
+		e.api("GET", "/messages/"+d.MsgID+"?topic="+topic, nil, 200, &tr)
+		if n := len(tr.Trace); n < 2 || tr.Trace[0].Kind != "origin" || tr.Trace[n-1].Kind != "dlq" || tr.Trace[n-1].Group != group {
+			t.Fatalf("trace of a dead letter %+v", tr.Trace)
 		}
 		var groups struct{ Groups []dlqGroupJSON }
 		e.api("GET", "/dlq", nil, 200, &groups)
@@ -492,6 +508,12 @@ func TestConsoleAPI(t *testing.T) {
 			}
 			return nil
 		})
+		var online groupDetailJSON
+		e.api("GET", "/groups/console-online", nil, 200, &online)
+		if cs := online.Connections; cs == nil || len(cs.Consumers) != 1 || cs.Consumers[0].ConsumeType != "PUSH" ||
+			cs.Consumers[0].Subscriptions[topic] != "*" || cs.Consumers[0].Broker != "broker-a" || online.Error != "" {
+			t.Fatalf("connections %+v (%s)", online.Connections, online.Error)
+		}
 		msg := e.apiError("POST", "/groups/console-online/reset", map[string]any{"topic": topic, "to": "latest"}, nil, 400, "INVALID_PARAMETER")
 		if !strings.Contains(msg, "online") {
 			t.Fatalf("refusal %q", msg)
@@ -534,14 +556,52 @@ func TestConsoleAPI(t *testing.T) {
 		if len(d.Brokers) != 1 || d.Brokers[0].Broker != "broker-a" || d.Brokers[0].Timer == nil || d.Brokers[0].Error != "" {
 			t.Fatalf("delay %+v", d)
 		}
+		tp, err := client.NewTransactionProducer("console-txn-pg", undecided{}, client.WithNameServers(e.ns...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tp.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		res, err := tp.SendInTransaction(ctx, &client.Message{Topic: topic, Keys: []string{"txn-1"}, Body: []byte("pay")}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tp.Close(); err != nil {
+			t.Fatal(err)
+		}
 		var tx struct {
 			Stats   []txnStatsJSON
 			Pending []pendingTxnJSON
 		}
 		e.api("GET", "/transactions", nil, 200, &tx)
-		if len(tx.Stats) != 1 || tx.Stats[0].Broker != "broker-a" || tx.Pending == nil {
+		if len(tx.Stats) != 1 || tx.Stats[0].Broker != "broker-a" || tx.Stats[0].Pending != 1 || len(tx.Pending) != 1 {
 			t.Fatalf("transactions %+v", tx)
 		}
+		pt := tx.Pending[0]
+		if pt.TransactionID != res.TransactionID || pt.Group != "console-txn-pg" || pt.Topic != topic {
+			t.Fatalf("pending %+v", pt)
+		}
+		var none messagesJSON
+		e.api("GET", "/messages?topic="+topic+"&key=txn-1", nil, 200, &none)
+		if len(none.Messages) != 0 {
+			t.Fatalf("an undecided transaction's message is visible: %+v", none)
+		}
+		var resolved map[string]bool
+		e.api("POST", "/transactions/resolve", map[string]any{"broker": pt.Broker, "commitLogOffset": pt.CommitLogOffset, "commit": true}, 200, &resolved)
+		if !resolved["resolved"] {
+			t.Fatalf("resolve %v", resolved)
+		}
+		c.WaitFor(10*time.Second, func() error {
+			e.api("GET", "/messages?topic="+topic+"&key=txn-1", nil, 200, &none)
+			if len(none.Messages) != 1 {
+				return fmt.Errorf("committed message: %+v", none)
+			}
+			return nil
+		})
+		e.apiError("POST", "/transactions/resolve", map[string]any{"broker": pt.Broker, "commitLogOffset": pt.CommitLogOffset, "commit": false},
+			nil, 409, "TRANSACTION_STATE_CONFLICT")
+		e.apiError("POST", "/transactions/resolve", map[string]any{"broker": pt.Broker, "commitLogOffset": 1}, nil, 400, "INVALID_PARAMETER")
 		e.apiError("POST", "/delay/cancel", map[string]any{"topic": topic, "msgId": "0A0B0C0D0E0F00000000000000000000"}, nil, 404, "QUERY_NOT_FOUND")
 	})
 
@@ -595,6 +655,17 @@ func TestConsoleAPI(t *testing.T) {
 			t.Fatalf("a mutation without a body: %d", code)
 		}
 	})
+}
+
+// undecided never decides: every local transaction stays unknown.
+type undecided struct{}
+
+func (undecided) ExecuteLocalTransaction(context.Context, *client.Message, any) client.LocalTransactionState {
+	return client.Unknown
+}
+
+func (undecided) CheckLocalTransaction(context.Context, *client.MessageExt) client.LocalTransactionState {
+	return client.Unknown
 }
 
 func mustJSON(t *testing.T, v any) []byte {

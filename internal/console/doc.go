@@ -135,7 +135,8 @@
 //	  "maxOffsetSum":1500,               // the app computes rates from its change between polls
 //	  "lastStoreTime":"2026-12-02T07:01:02.345Z",
 //	  "brokers":[{"broker":"broker-a","readQueues":8,"writeQueues":8,"perm":6,
-//	    "maxOffsetSum":1500,"minOffsetSum":0,"lastStoreTime":"2026-12-02T07:01:02.345Z"}]}]}
+//	    "maxOffsetSum":1500,"minOffsetSum":0,"lastStoreTime":"2026-12-02T07:01:02.345Z"}]}],
+//	 "error":""}                         // brokers that did not answer (their topics are missing)
 //
 // POST /topics (create; client.Admin.CreateTopic)
 //
@@ -177,8 +178,9 @@
 //	  "brokers":["broker-a"],            // broker groups that know it online
 //	  "totalLag":42,                     // null when it could not be computed (see "error")
 //	  "declared":{"fifo":false,"maxDeliveryAttempts":17,"retryPolicy":"CUSTOMIZED",
-//	    "retryBackoff":["10s","30s"],"consumeEnable":true}|null,   // null: not declared
-//	  "error":""}]}
+//	    "retryBackoff":["10s","30s"],"exponential":null,"consumeEnable":true}|null,   // null: not declared
+//	  "error":""}],                      // why totalLag is null
+//	 "error":""}                         // the declarations could not be listed
 //
 // GET /groups/{group}
 //
@@ -188,7 +190,8 @@
 //	   "lag":10,"lastStoreTime":"2026-12-02T07:01:02.345Z"}],
 //	 "online":{"model":"CLUSTERING","orderly":false,"subscriptions":{"orders":"*"},
 //	   "clientIds":["10.0.0.1@123"],"brokers":["broker-a"]}|null,    // null: no member online
-//	 "connections":{"producers":[conn],"consumers":[conn]}|null,    // null: not available (see "error")
+//	 "connections":{"producers":[conn],"consumers":[conn]}|null,    // null: unknown (see "error");
+//	                                     // brokers that did not answer are named in "error"
 //	 "declared":[{"broker":"broker-a","fifo":false,"maxDeliveryAttempts":17,
 //	   "retryPolicy":"CUSTOMIZED","retryBackoff":["10s","30s"],
 //	   "exponential":{"initial":"1s","max":"1m0s","multiplier":2}|null,
@@ -196,9 +199,10 @@
 //	 "error":""}
 //
 //	conn: {"clientId":"10.0.0.1@123","remoteAddr":"10.0.0.1:53412","language":"GO",
-//	  "version":"v0.20.0","protocol":"bolide.v1","connectedSince":"2026-12-02T07:01:02.345Z",
+//	  "version":"v0.20.0","protocol":"bolide",        // bolide, remoting or grpc-v5
+//	  "connectedSince":"2026-12-02T07:01:02.345Z",
 //	  "lastHeartbeat":"2026-12-02T07:05:02.345Z","consumeType":"PUSH","messageModel":"CLUSTERING",
-//	  "subscriptions":{"orders":"*"},"broker":"broker-a"}
+//	  "subscriptions":{"orders":"*"},"broker":"broker-a"}   // producers: consumeType, messageModel ""
 //
 // 404 SUBSCRIPTION_GROUP_NOT_EXIST when no broker knows the group (no
 // member online, no declaration, no offset).

@@ -226,24 +226,22 @@ type connectionJSON struct {
 	Version    int32  `json:"version"`
 }
 
-// connections describes the connected clients with the given ids: those
-// on this front end with their address, language and version, the others
-// (Bolide's SDK) by id.
-func (f *Frontend) connections(ids []string) []connectionJSON {
-	byID := make(map[string]adminClient)
-	for _, c := range f.remotingClients() {
-		byID[c.ID] = c
-	}
-	out := make([]connectionJSON, 0, len(ids))
-	for _, id := range ids {
-		c := connectionJSON{ClientID: id, Language: "OTHER"}
-		if rc, ok := byID[id]; ok {
-			c.ClientAddr, c.Version = rc.Addr, rc.Version
-			if rc.Language != "" {
-				c.Language = rc.Language
-			}
+// connections describes connected clients as RocketMQ's Connections,
+// from the core's listing (broker.GroupConnections), whatever protocol
+// they use: a remoting client's version is its MQVersion number, other
+// clients' 0; a client that announced no language is OTHER.
+func connections(cs []broker.ClientConnection) []connectionJSON {
+	out := make([]connectionJSON, 0, len(cs))
+	for _, c := range cs {
+		j := connectionJSON{ClientID: c.ClientID, ClientAddr: c.RemoteAddr, Language: c.Language}
+		if j.Language == "" {
+			j.Language = "OTHER"
 		}
-		out = append(out, c)
+		if c.Protocol == broker.ProtocolRemoting {
+			v, _ := strconv.Atoi(c.Version)
+			j.Version = int32(v)
+		}
+		out = append(out, j)
 	}
 	return out
 }
@@ -256,32 +254,25 @@ func (f *Frontend) adminConsumerConnections(_ context.Context, _ *connState, req
 	if err != nil {
 		return adminBadRequest(req, err)
 	}
-	var gi *broker.GroupInfo
-	for _, g := range f.b.ConsumerGroups() {
-		if g.Group == group {
-			gi = &g
-			break
-		}
-	}
-	if gi == nil || len(gi.ClientIDs) == 0 {
+	gc, err := f.b.GroupConnections(group)
+	if err != nil || len(gc.Consumers) == 0 {
 		return req.Reply(rmq.ConsumerNotOnline, "the consumer group "+group+" is not online")
 	}
-	consumeType := "CONSUME_PASSIVELY"
-	for _, c := range f.remotingClients() {
-		for _, cd := range c.Consumers {
-			if cd.Group == group && cd.Pull {
-				consumeType = "CONSUME_ACTIVELY"
+	consumeType, model := "CONSUME_PASSIVELY", "CLUSTERING"
+	subs := make(map[string]subscriptionData)
+	now := time.Now().UnixMilli()
+	for _, c := range gc.Consumers {
+		if c.ConsumeType == "PULL" || c.ConsumeType == "SIMPLE" {
+			consumeType = "CONSUME_ACTIVELY"
+		}
+		if c.Model == broker.Broadcasting {
+			model = "BROADCASTING"
+		}
+		for _, s := range c.Subscriptions {
+			if _, ok := subs[s.Topic]; !ok {
+				subs[s.Topic] = newSubscriptionData(s, now)
 			}
 		}
-	}
-	model := "CLUSTERING"
-	if gi.Model == broker.Broadcasting {
-		model = "BROADCASTING"
-	}
-	subs := make(map[string]subscriptionData, len(gi.Subscriptions))
-	now := time.Now().UnixMilli()
-	for _, s := range gi.Subscriptions {
-		subs[s.Topic] = newSubscriptionData(s, now)
 	}
 	return adminJSON(req, struct {
 		ConnectionSet     []connectionJSON            `json:"connectionSet"`
@@ -289,7 +280,7 @@ func (f *Frontend) adminConsumerConnections(_ context.Context, _ *connState, req
 		ConsumeType       string                      `json:"consumeType"`
 		MessageModel      string                      `json:"messageModel"`
 		ConsumeFromWhere  string                      `json:"consumeFromWhere"`
-	}{f.connections(gi.ClientIDs), subs, consumeType, model, "CONSUME_FROM_LAST_OFFSET"})
+	}{connections(gc.Consumers), subs, consumeType, model, "CONSUME_FROM_LAST_OFFSET"})
 }
 
 // adminProducerConnections serves GET_PRODUCER_CONNECTION_LIST (204): the
@@ -299,13 +290,13 @@ func (f *Frontend) adminProducerConnections(_ context.Context, _ *connState, req
 	if err != nil {
 		return adminBadRequest(req, err)
 	}
-	ids := f.b.ProducerClients(group)
-	if len(ids) == 0 {
+	gc, err := f.b.GroupConnections(group)
+	if err != nil || len(gc.Producers) == 0 {
 		return req.Reply(rmq.SystemError, "the producer group "+group+" is not online")
 	}
 	return adminJSON(req, struct {
 		ConnectionSet []connectionJSON `json:"connectionSet"`
-	}{f.connections(ids)})
+	}{connections(gc.Producers)})
 }
 
 // adminConsumeByWho serves QUERY_TOPIC_CONSUME_BY_WHO (300): the groups that
