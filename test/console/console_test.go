@@ -379,6 +379,7 @@ func TestConsole(t *testing.T) {
 // app's performance marks). The figure is logged for docs/BENCHMARKS.md,
 // not asserted.
 func scale(t *testing.T, b *browser, c *consoleCluster) {
+	defer b.checkClean(t)
 	const nTopics, nGroups = 500, 200
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -443,7 +444,6 @@ func scale(t *testing.T, b *browser, c *consoleCluster) {
 		b.waitText(t, "#topics-table", "scale-topic-499")
 		b.screenshot(t, "topics-500")
 	}
-	b.checkClean(t)
 }
 
 // undecided is a transaction listener that never decides.

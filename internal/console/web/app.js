@@ -58,6 +58,9 @@ function dur(s) {
   return (s / 86400).toFixed(1) + 'd';
 }
 
+const PERMS = { 2: 'W', 4: 'R', 6: 'RW', 1: 'inherit' };
+function perm(p) { return p === undefined || p === null ? '–' : esc(PERMS[p] || p); }
+
 function yes(b) { return b ? '<span class="ok">yes</span>' : '<span class="bad">no</span>'; }
 
 /** cell renders any JSON value for a generic table cell. */
@@ -75,7 +78,7 @@ function table(cols, rows, empty = 'Nothing to show.', attrs = '') {
   if (!rows || rows.length === 0) return `<p class="muted">${esc(empty)}</p>`;
   const head = cols.map((c) => `<th${c[2] ? ` class="${c[2]}"` : ''}>${esc(c[0])}</th>`).join('');
   const body = rows.map((r) => '<tr>' + cols.map((c) => `<td${c[2] ? ` class="${c[2]}"` : ''}>${c[1](r)}</td>`).join('') + '</tr>').join('');
-  return `<table ${attrs}><thead><tr>${head}</tr></thead><tbody>${body}</tbody></table>`;
+  return `<div class="scroll"><table ${attrs}><thead><tr>${head}</tr></thead><tbody>${body}</tbody></table></div>`;
 }
 
 /** generic renders objects of unknown shape: one column per key. */
@@ -394,25 +397,22 @@ function pageCluster(main, p) {
       const s = m && m.replication && (m.replication.slaves || []).find((x) => Number(x.brokerId) === Number(b.brokerId));
       return s ? `${bytes(s.lagBytes)} ${s.inSync ? '<span class="ok">in sync</span>' : '<span class="bad">behind</span>'}` : '–';
     };
-    const rate = (vals, tps) => `${rateFmt(vals.length ? vals[vals.length - 1] : tps)}/s ${spark(vals)}`;
+    const rate = (vals, tps) => `${rateFmt(vals.length ? vals[vals.length - 1] : tps)}/s<br>${spark(vals, 90, 20)}`;
     $('#brokers').innerHTML = table([
-      ['cluster', (r) => esc(r.b.cluster)],
-      ['group', (r) => `<b>${esc(r.b.brokerName)}</b>`],
+      ['group', (r) => `<b>${esc(r.b.brokerName)}</b><br><span class="muted">${esc(r.b.cluster)}</span>`],
       ['id', (r) => esc(r.b.brokerId), 'n'],
       ['address', (r) => esc(r.b.addr) + (r.b.adminAddr ? `<br><span class="muted">admin ${esc(r.b.adminAddr)}</span>` : '')],
-      ['role', (r) => esc(r.b.role || (Number(r.b.brokerId) === 0 ? 'master' : 'slave'))],
-      ['epoch', (r) => num(r.b.epoch), 'n'],
-      ['alive', (r) => yes(r.b.alive) + (r.b.error ? `<br><span class="bad">${esc(r.b.error)}</span>` : '')],
-      ['version', (r) => esc(r.b.version)],
+      ['role', (r) => esc(r.b.role || (Number(r.b.brokerId) === 0 ? 'MASTER' : 'SLAVE')) + `<br><span class="muted">epoch ${num(r.b.epoch)}</span>`],
+      ['alive', (r) => yes(r.b.alive) + `<br><span class="muted">${esc(r.b.version)}</span>` + (r.b.error ? `<br><span class="bad">${esc(r.b.error)}</span>` : '')],
       ['disk', (r) => r.rt.diskUsedRatio === undefined ? '–' : `<meter min="0" max="1" low="0.75" high="0.9" optimum="0" value="${esc(r.rt.diskUsedRatio)}"></meter> ${(100 * r.rt.diskUsedRatio).toFixed(0)}%<br><span class="muted">${bytes(r.rt.diskFreeBytes)} free of ${bytes(r.rt.diskTotalBytes)}</span>`],
       ['store', (r) => bytes(r.rt.storeBytes), 'n'],
       ['replication lag', lag],
       ['send', (r) => rate(r.put, r.rt.putTps), 'n'],
       ['pull', (r) => rate(r.pull, r.rt.getTps), 'n'],
-      ['connections', (r) => r.b.runtime ? `${num(r.rt.producerConnections)} prod · ${num(r.rt.consumerConnections)} cons` : '–'],
+      ['connections', (r) => r.b.runtime ? `${num(r.rt.producerConnections)} producers<br>${num(r.rt.consumerConnections)} consumers` : '–'],
       ['write', (r) => Number(r.b.brokerId) !== 0 ? '–' : (r.b.writable
-        ? `<span class="ok">writable</span> <button type="button" class="danger" data-act="writePerm" data-broker="${esc(r.b.brokerName)}" data-w="0">take away</button>`
-        : `<span class="bad">read-only</span> <button type="button" data-act="writePerm" data-broker="${esc(r.b.brokerName)}" data-w="1">give back</button>`)],
+        ? `<span class="ok">writable</span><br><button type="button" class="danger" data-act="writePerm" data-broker="${esc(r.b.brokerName)}" data-w="0">take away</button>`
+        : `<span class="bad">read-only</span><br><button type="button" data-act="writePerm" data-broker="${esc(r.b.brokerName)}" data-w="1">give back</button>`)],
       ['', (r) => `<button type="button" data-act="config" data-broker="${esc(r.b.brokerName)}" data-addr="${esc(r.b.addr)}">config</button>`],
     ], rows, 'No broker is registered.', 'id="brokers-table"');
     $('#ctl-sec').hidden = !c.controller;
@@ -436,7 +436,7 @@ function pageCluster(main, p) {
       ['value', (e) => e.runtime ? `<input name="${esc(e.key)}" value="${esc(e.value)}" data-was="${esc(e.value)}">` : esc(e.value)],
       ['default', (e) => esc(e.default)],
       ['runtime', (e) => yes(e.runtime)],
-      ['description', (e) => esc(e.description)],
+      ['description', (e) => esc(e.description), 'wrap'],
     ], cfg.entries, 'No configuration.', 'id="cfg-table"');
   };
   p.actions.config = async (d) => {
@@ -513,7 +513,7 @@ function pageTopics(main, p, _arg, query) {
       ['topic', (t) => `<a href="#/topics/${esc(enc(t.topic))}">${esc(t.topic)}</a>`],
       ['kind', (t) => esc(t.kind)],
       ['message type', (t) => esc(t.messageType || '')],
-      ['perm', (t) => esc(t.perm)],
+      ['perm', (t) => perm(t.perm)],
       ['queues r/w', (t) => `${num(t.readQueues)}/${num(t.writeQueues)}`, 'n'],
       ['brokers', (t) => esc((t.brokers || []).map((b) => b.broker).join(', '))],
       ['messages', (t) => num(t.messages), 'n'],
@@ -589,7 +589,7 @@ function pageGroups(main, p) {
       ['model', (g) => esc(g.model || '')],
       ['orderly', (g) => g.orderly ? 'yes' : ''],
       ['clients', (g) => num(g.clients), 'n'],
-      ['subscriptions', (g) => esc(Object.entries(g.subscriptions || {}).map(([t, e]) => `${t}: ${e}`).join('; '))],
+      ['subscriptions', (g) => esc(Object.entries(g.subscriptions || {}).map(([t, e]) => `${t}: ${e}`).join('; ')), 'wrap'],
       ['lag', (g) => num(g.totalLag), 'n'],
       ['declared', (g) => g.declared ? esc([g.declared.fifo ? 'fifo' : '', g.declared.maxDeliveryAttempts ? `max ${g.declared.maxDeliveryAttempts} attempts` : '',
         g.declared.consumeEnable === false ? 'disabled' : ''].filter(Boolean).join(', ') || 'yes') : ''],
@@ -614,7 +614,7 @@ function conns(list) {
     ['protocol', (c) => esc(c.protocol)],
     ['broker', (c) => esc(c.broker)],
     ['type', (c) => esc([c.consumeType, c.messageModel].filter(Boolean).join(' '))],
-    ['subscriptions', (c) => esc(Object.entries(c.subscriptions || {}).map(([t, e]) => `${t}: ${e}`).join('; '))],
+    ['subscriptions', (c) => esc(Object.entries(c.subscriptions || {}).map(([t, e]) => `${t}: ${e}`).join('; ')), 'wrap'],
     ['connected', (c) => esc(when(c.connectedSince))],
     ['last heartbeat', (c) => esc(ago(c.lastHeartbeat))],
   ], list, 'None connected.');
@@ -828,6 +828,7 @@ function pageMessage(main, p, id, q) {
     const props = m.properties || {};
     const summary = {};
     for (const k of ['msgId', 'offsetMsgId', 'topic', 'tags', 'keys', 'broker', 'queueId', 'queueOffset', 'storeTime', 'bornTime', 'bornHost', 'storeHost', 'bodySize', 'reconsumeTimes']) summary[k] = m[k];
+    if (Array.isArray(summary.keys)) summary.keys = summary.keys.join(' ');
     const isText = m.bodyText !== undefined && m.bodyText !== null;
     let json = null;
     if (isText) { try { json = JSON.stringify(JSON.parse(m.bodyText), null, 2); } catch (_) { json = null; } }
@@ -896,7 +897,7 @@ function pageDLQGroup(main, p, group) {
         ['origin id', (d) => esc(d.originMsgId)],
         ['last failure', (d) => esc(when(d.lastFailure))],
         ['replayed', (d) => d.replayed ? `<span class="ok">replayed</span>${d.replay ? ' ' + esc(when(d.replay.at)) + ' to ' + esc(d.replay.topic) : ''}` : ''],
-        ['failure', (d) => esc(d.failureReason || '')],
+        ['failure', (d) => esc(d.failureReason || ''), 'wrap'],
         ['', (d) => `<input type="checkbox" data-id="${esc(d.msgId)}"${checked.has(d.msgId) ? ' checked' : ''} aria-label="select">`],
       ]);
     rendered('letters');
@@ -960,7 +961,7 @@ function pageDelay(main, p) {
       ['broker', (b) => esc(b.broker)],
       ['pending', (b) => num(b.pending), 'n'],
       ['next due', (b) => b.nextDue ? `${esc(when(b.nextDue))} <span class="muted">${esc(ago(b.nextDue))}</span>` : '–'],
-      ['levels', (b) => esc((b.levels || []).filter((l) => l.pending > 0).map((l) => `L${l.level} (${l.delay}): ${l.pending}`).join('; ') || 'none pending')],
+      ['levels', (b) => esc((b.levels || []).filter((l) => l.pending > 0).map((l) => `L${l.level} (${l.delay}): ${l.pending}`).join('; ') || 'none pending'), 'wrap'],
       ['timer', (b) => b.timer ? esc(`${b.timer.enabled ? 'on' : 'off'}, ${b.timer.pending} pending, max ${b.timer.maxDelay}, ${b.timer.delivered} delivered, ${b.timer.cancelled} cancelled, ${b.timer.lost} lost`) : '–'],
       ['', (b) => b.error ? `<span class="bad">${esc(b.error)}</span>` : ''],
     ], d.brokers || [], 'No broker.', 'id="delay-table"');
