@@ -255,7 +255,8 @@
 //
 // GET /dlq
 //
-//	{"groups":[{"group":"billing","messages":3,"topic":"%DLQ%billing"}]}   // every %DLQ% topic
+//	{"groups":[{"group":"billing","messages":3,"topic":"%DLQ%billing"}],   // every %DLQ% topic
+//	 "error":""}                         // brokers that did not answer
 //
 // GET /dlq/{group}[?max=N&topic=T]    (client.Admin.DeadLetters; topic
 // keeps the dead letters of one original topic; max defaults to 200)
@@ -294,7 +295,7 @@
 //	  "nextDue":"2026-12-02T07:01:12.345Z",
 //	  "levels":[{"level":3,"delay":"10s","pending":1,"nextDue":"2026-12-02T07:01:12.345Z"}],  // levels with pending > 0
 //	  "timer":{"enabled":true,"maxDelay":"72h0m0s","pending":3,"nextDue":"...",
-//	    "delivered":10,"cancelled":1,"lost":0},
+//	    "delivered":10,"cancelled":1,"lost":0}|null,     // null when the broker did not answer
 //	  "error":""}]}
 //
 // POST /delay/cancel (client.Admin.CancelDelayed: a message sent for
