@@ -671,7 +671,8 @@ function pageGroup(main, p, group) {
     $('#declared').innerHTML = g.declared ? generic(g.declared) : '<p class="muted">Not declared: the brokers use their defaults.</p>';
     const sel = $('#reset-topic');
     const topics = [...new Set(qs.map((q) => q.topic).concat(Object.keys((on && on.subscriptions) || {})))].sort();
-    const cur = sel.value;
+    // Keep the choice; first pick a topic of the group's own, not its retry topic.
+    const cur = sel.value || topics.find((t) => !t.startsWith('%RETRY%')) || topics[0];
     const opts = topics.map((t) => `<option${t === cur ? ' selected' : ''}>${esc(t)}</option>`).join('');
     if (sel.innerHTML !== opts) sel.innerHTML = opts;
     if (!formDone && g.declared && g.declared.length) {
