@@ -13,8 +13,9 @@
 //
 // When a table has been rendered for the first time after the page was
 // loaded, the app records a performance mark named "bolide:<table>-table"
-// (for example "bolide:topics-table"); the browser tests read them to
-// measure the time from navigation to a rendered table.
+// (for example "bolide:topics-table") once the frame that lays it out and
+// paints it is done; the browser tests read them to measure the time from
+// navigation to a rendered table.
 package web
 
 import "embed"
