@@ -138,8 +138,12 @@ func (h popHost) Group(group string) pop.GroupConfig {
 	if !ok {
 		c = subgroup.Default(group)
 	}
-	return pop.GroupConfig{Fifo: c.Fifo(), MaxAttempts: c.MaxDeliveryAttempts(),
+	g := pop.GroupConfig{Fifo: c.Fifo(), MaxAttempts: c.MaxDeliveryAttempts(),
 		Backoff: func(attempt int32) time.Duration { return c.Backoff(int(attempt) - 1) }}
+	if !c.ConsumeEnable {
+		g.Refusal = subgroup.StoppedError(group)
+	}
+	return g
 }
 
 func (h popHost) GetMessages(topic string, queueID int32, offset int64, maxCount, maxBytes int, f pop.Filter) (store.GetResult, error) {

@@ -224,6 +224,11 @@ func (r *clientRegistry) connectionCounts() (consumers, producers int) {
 // Permission returns brokerPermission in effect.
 func (b *Broker) Permission() int32 { return b.brokerPerm.Load() }
 
+// MaxMessageSize returns the largest message body accepted now
+// (maxMessageSize, which UpdateConfig may change while the broker runs):
+// front ends read it per request, never once at start.
+func (b *Broker) MaxMessageSize() int { return int(b.maxMessageSize.Load()) }
+
 // checkBrokerWritable refuses a send while the broker's write permission
 // is taken away.
 func (b *Broker) checkBrokerWritable() error {

@@ -226,6 +226,11 @@ func (b *Broker) pull(ctx context.Context, req PullRequest) (PullResult, error) 
 		if err := message.ValidateGroup(req.Group); err != nil {
 			return PullResult{}, errcode.Errorf(errcode.IllegalGroup, "%v", err)
 		}
+		// A stopped group reads nothing and commits nothing: its offsets
+		// stay where they were until it is enabled again.
+		if err := b.subs.ConsumeRefusal(req.Group); err != nil {
+			return PullResult{}, err
+		}
 	}
 	tc, ok := b.topics.get(req.Topic)
 	if !ok {
@@ -313,6 +318,12 @@ func (b *Broker) pull(ctx context.Context, req PullRequest) (PullResult, error) 
 			return out, nil
 		case <-b.ctx.Done():
 			return out, nil
+		}
+		// The group may have been stopped while the pull was held.
+		if req.Group != "" {
+			if err := b.subs.ConsumeRefusal(req.Group); err != nil {
+				return PullResult{}, err
+			}
 		}
 	}
 }

@@ -1,6 +1,11 @@
 package broker
 
-import "slices"
+import (
+	"slices"
+	"strings"
+
+	"github.com/bolide-mq/bolide/message"
+)
 
 // TopicStat is one topic on this broker: its queues, permission (as
 // configured, not masked by the broker's permission) and declared message
@@ -20,6 +25,12 @@ type TopicStat struct {
 // offsets from memory and, per queue holding messages, the store time of
 // its last one (one CommitLog read), so a table of hundreds of topics
 // costs one call.
+//
+// System topics the topic table does not hold (SCHEDULE_TOPIC_XXXX, the
+// transaction and POP topics: queues of the store only) are reported from
+// the store's queues: queue counts cover their queue ids (delay level L is
+// queue L-1), permission 0 (no client reads or writes them) and no
+// message type.
 func (b *Broker) TopicStats(names []string) []TopicStat {
 	topics := b.topics.all()
 	if len(names) > 0 {
@@ -39,6 +50,40 @@ func (b *Broker) TopicStats(names []string) []TopicStat {
 			}
 		}
 		out = append(out, st)
+	}
+	out = append(out, b.storeOnlySystemTopicStats(names)...)
+	slices.SortFunc(out, func(x, y TopicStat) int { return strings.Compare(x.Topic, y.Topic) })
+	return out
+}
+
+// storeOnlySystemTopicStats reports the system topics that have queues in
+// the store and no entry in the topic table (those named, or all when names
+// is empty).
+func (b *Broker) storeOnlySystemTopicStats(names []string) []TopicStat {
+	byTopic := map[string]*TopicStat{}
+	var out []TopicStat
+	for _, q := range b.store.Queues() {
+		if !message.IsSystemTopic(q.Topic) || len(names) > 0 && !slices.Contains(names, q.Topic) {
+			continue
+		}
+		st, ok := byTopic[q.Topic]
+		if !ok {
+			if _, inTable := b.topics.get(q.Topic); inTable {
+				continue
+			}
+			st = &TopicStat{Topic: q.Topic}
+			byTopic[q.Topic] = st
+		}
+		st.ReadQueues = max(st.ReadQueues, q.QueueID+1)
+		st.WriteQueues = st.ReadQueues
+		st.MinOffsetSum += q.MinOffset
+		st.MaxOffsetSum += q.MaxOffset
+		if q.MaxOffset > q.MinOffset {
+			st.LastStoreTimeMS = max(st.LastStoreTimeMS, b.lastStoreTime(q.Topic, q.QueueID))
+		}
+	}
+	for _, st := range byTopic {
+		out = append(out, *st)
 	}
 	return out
 }

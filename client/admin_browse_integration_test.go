@@ -299,15 +299,15 @@ func checkTrace(t *testing.T, tr *MessageTrace, topic, group string, sent *SendR
 }
 
 // With ACL on, BrowseQueue and MessagesByTime need what ViewMessageAt
-// needs (a pull without a group: SUB on the topic, and on the empty group,
-// which a default group permission gives): a reader with SUB on
-// acl-orders reads it and is refused acl-other with NO_PERMISSION, as
-// ViewMessageAt refuses it.
+// needs — a pull without a group commits nothing, so SUB on the topic and
+// no group permission: a reader with SUB on acl-orders and no group
+// permission at all reads it and is refused acl-other with NO_PERMISSION,
+// as ViewMessageAt refuses it.
 func TestACLBrowse(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "plain_acl.yml")
 	if err := auth.WriteFile(file, &auth.File{Accounts: []auth.Account{
 		{AccessKey: "admin-key", SecretKey: "admin-secret", Admin: true},
-		{AccessKey: "reader", SecretKey: "reader-secret", TopicPerms: []string{"acl-orders=SUB"}, DefaultGroupPerm: "SUB"},
+		{AccessKey: "reader", SecretKey: "reader-secret", TopicPerms: []string{"acl-orders=SUB"}},
 	}}); err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,8 @@ type ExponentialBackoff struct {
 }
 
 // SubscriptionGroupSpec declares a subscription group: how the brokers
-// treat the messages a consumer group receives over POP (SimpleConsumer).
+// treat the messages a consumer group receives over POP (SimpleConsumer),
+// and whether the group may consume at all.
 type SubscriptionGroupSpec struct {
 	Name string
 	// FIFO: a queue hands out its next messages only once the previous
@@ -49,6 +50,11 @@ type SubscriptionGroupSpec struct {
 	RetryBackoff []time.Duration
 	// Exponential, when set, replaces RetryBackoff.
 	Exponential *ExponentialBackoff
+	// ConsumeEnable false stops the group: the brokers refuse its pulls and
+	// POP receives (ErrNoPermission, on every protocol) and keep its offsets;
+	// true starts it again where it stopped. Nil keeps what is declared (a
+	// new declaration: enabled). Sends to its topics are not affected.
+	ConsumeEnable *bool
 	// Cluster limits the declaration to one cluster's masters;
 	// BrokerNames to the listed broker groups. With neither, every master
 	// of every cluster gets it.
@@ -93,6 +99,9 @@ func (s *SubscriptionGroupSpec) apply(cfg *pb.SubscriptionGroupConfig) {
 		attempts = DefaultMaxDeliveryAttempts
 	}
 	cfg.RetryMaxTimes = int32(attempts - 1)
+	if s.ConsumeEnable != nil {
+		cfg.ConsumeEnable = *s.ConsumeEnable
+	}
 	switch {
 	case s.Exponential != nil:
 		e := s.Exponential
@@ -176,8 +185,9 @@ func (a *Admin) CreateSubscriptionGroup(ctx context.Context, spec SubscriptionGr
 }
 
 // UpdateSubscriptionGroup declares a group, or changes its FIFO flag,
-// maximum delivery attempts and retry backoff; its other settings (as
-// RocketMQ's tools may have set them) are kept.
+// maximum delivery attempts, retry backoff and (when spec.ConsumeEnable is
+// set) whether it may consume; its other settings (as RocketMQ's tools may
+// have set them) are kept.
 func (a *Admin) UpdateSubscriptionGroup(ctx context.Context, spec SubscriptionGroupSpec) error {
 	return a.putGroup(ctx, spec, false)
 }

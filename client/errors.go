@@ -149,11 +149,13 @@ func isTransport(err error) bool {
 // broker: the message was certainly or probably not stored, and another
 // broker may accept it. A refusal of the caller's credentials or
 // permissions (UNAUTHENTICATED, NO_PERMISSION) is not: the brokers of a
-// cluster share their users, and retrying would only repeat it (and
-// NO_PERMISSION for a topic a broker stopped taking writes on is rare: the
-// route names the queues that are writable).
+// cluster share their users, and retrying would only repeat it. The one
+// NO_PERMISSION that is retried is a broker's whose write permission was
+// taken away (draining: brokerPermission 4), which the broker confirmed
+// (notWritableError): another broker of the topic takes the message, as
+// RocketMQ's producer retries NO_PERMISSION.
 func retryableSend(err error) bool {
-	if isTransport(err) {
+	if isTransport(err) || errors.Is(err, errBrokerNotWritable) {
 		return true
 	}
 	switch wire.CodeOf(err) {
@@ -168,6 +170,28 @@ func retryableSend(err error) bool {
 	}
 	return false
 }
+
+// errBrokerNotWritable marks a send refused NO_PERMISSION by a broker
+// whose write permission is taken away (notWritableError).
+var errBrokerNotWritable = errors.New("broker not writable")
+
+// notWritableError is a NO_PERMISSION send refusal of a broker that, asked
+// at once, reports its own permission without write (brokerPermission 4,
+// draining for maintenance): not the caller's permissions, which the
+// broker reports writable for. The producer's route predates the change
+// (the NameServers route the broker read-only at once, the producer learns
+// it at its next route fetch). It matches ErrNoPermission (the broker's
+// answer, kept) and errBrokerNotWritable.
+type notWritableError struct {
+	broker string
+	err    error
+}
+
+func (e *notWritableError) Error() string { return e.err.Error() }
+
+func (e *notWritableError) Is(target error) bool { return target == errBrokerNotWritable }
+
+func (e *notWritableError) Unwrap() error { return e.err }
 
 // failoverError reports whether a failed send met its broker group failing
 // over: the master unreachable or no longer the master, too few in-sync

@@ -491,6 +491,9 @@ func (p *Producer) sendToQueue(ctx context.Context, ri *routeInfo, q MessageQueu
 	if err == nil && len(resp.GetResults()) != len(pms) {
 		err = codeErr(pb.Code_SYSTEM_ERROR, "broker %s answered %d results for %d messages", addr, len(resp.GetResults()), len(pms))
 	}
+	if wire.CodeOf(err) == pb.Code_NO_PERMISSION && isCoded(err) && ctx.Err() == nil && p.brokerNotWritable(ctx, addr) {
+		err = &notWritableError{broker: q.BrokerName, err: err}
+	}
 	if p.b.opts.faultTolerance && ctx.Err() == nil {
 		p.faults.update(q.BrokerName, time.Since(start), err != nil && retryableSend(err))
 	}
@@ -517,6 +520,26 @@ func (p *Producer) sendToQueue(ctx context.Context, ri *routeInfo, q MessageQueu
 		}
 	}
 	return out, nil
+}
+
+// brokerNotWritable asks the broker at addr, after it refused a send
+// NO_PERMISSION, whether its own write permission is taken away: the
+// broker's word (its brokerPermission in GetBrokerRuntime, a read any
+// known user may make), not the refusal's text, tells a draining broker
+// from a refusal of the caller's permissions. Any failure to ask counts as
+// no (the refusal stands).
+func (p *Producer) brokerNotWritable(ctx context.Context, addr string) bool {
+	c, err := p.b.broker(addr)
+	if err != nil {
+		return false
+	}
+	actx, cancel := withTimeout(ctx, p.b.opts.sendTimeout)
+	defer cancel()
+	resp, err := c.GetBrokerRuntime(actx, &pb.GetBrokerRuntimeRequest{})
+	if err != nil || fromStatus(resp.GetStatus()) != nil {
+		return false
+	}
+	return Perm(resp.GetBrokerPermission())&PermWrite == 0
 }
 
 // mux returns the send multiplexer of a broker address.

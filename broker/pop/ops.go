@@ -49,6 +49,10 @@ func (s *Service) Pop(ctx context.Context, req Request) ([]Message, error) {
 	if err := s.serving(ctx); err != nil {
 		return nil, err
 	}
+	cfg := s.h.Group(req.Group)
+	if cfg.Refusal != nil {
+		return nil, cfg.Refusal
+	}
 	if req.ClientID != "" {
 		s.seen(req.ClientID)
 	}
@@ -57,7 +61,6 @@ func (s *Service) Pop(ctx context.Context, req Request) ([]Message, error) {
 		n = 32
 	}
 	n = min(n, s.opts.MaxMessages)
-	cfg := s.h.Group(req.Group)
 	gt := s.groupTopic(req.Group, req.Topic)
 	p := &popper{s: s, gt: gt, req: req, cfg: cfg, filter: filter, want: n}
 
@@ -98,6 +101,10 @@ func (s *Service) Pop(ctx context.Context, req Request) ([]Message, error) {
 		}
 		if err := s.serving(ctx); err != nil {
 			return nil, err
+		}
+		// The group may have been stopped (or redeclared) during the wait.
+		if p.cfg = s.h.Group(req.Group); p.cfg.Refusal != nil {
+			return nil, p.cfg.Refusal
 		}
 	}
 }

@@ -73,6 +73,10 @@ type GroupConfig struct {
 	// Backoff is the wait before the next delivery after a failed delivery
 	// attempt (1-based).
 	Backoff func(attempt int32) time.Duration
+	// Refusal, when not nil, is why the group may not receive now (its
+	// consumption is disabled): Pop answers it, before handing out anything
+	// and again after each wait.
+	Refusal error
 }
 
 // Filter is a compiled receive filter.

@@ -2,8 +2,9 @@
 // configurations: what an operator declared about a consumer group
 // (RocketMQ's SubscriptionGroupConfig, as mqadmin updateSubGroup sends it),
 // persisted to config/subscriptionGroup.json in RocketMQ's shape. A group
-// needs no entry to consume: the table records the declaration, it does
-// not gate consumption.
+// needs no entry to consume. The one declaration that gates consumption is
+// ConsumeEnable: a group declared with it false is refused every pull and
+// POP receive (ConsumeRefusal), as RocketMQ refuses it.
 package subgroup
 
 import (
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/bolide-mq/bolide/broker/topic"
+	"github.com/bolide-mq/bolide/internal/errcode"
 	"github.com/bolide-mq/bolide/internal/fsutil"
 )
 
@@ -96,6 +98,29 @@ func (t *Table) Get(group string) (Config, bool) {
 		return Config{}, false
 	}
 	return *c, true
+}
+
+// ConsumeRefusal is the error a consumer of group gets when the group is
+// declared with ConsumeEnable false (nil otherwise, an undeclared group
+// included): NO_PERMISSION, as RocketMQ answers "subscription group no
+// permission". It reads the table without copying the declaration, so the
+// pull path can ask it on every read.
+func (t *Table) ConsumeRefusal(group string) error {
+	t.mu.RLock()
+	c, ok := t.groups[group]
+	stopped := ok && !c.ConsumeEnable
+	t.mu.RUnlock()
+	if !stopped {
+		return nil
+	}
+	return StoppedError(group)
+}
+
+// StoppedError is the NO_PERMISSION refusal of a consumer of a group whose
+// consumption an operator disabled, naming the command that enables it again.
+func StoppedError(group string) error {
+	return errcode.Errorf(errcode.NoPermission,
+		"consumer group %s is stopped: its consumption was disabled (bolide group update %s --consume-enable)", group, group)
 }
 
 // All lists the groups by name, with the table's version.

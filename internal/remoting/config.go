@@ -3,6 +3,7 @@ package remoting
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,6 +17,17 @@ import (
 // rocketmqHome — the keys of CVE-2023-33246 and CVE-2023-37582), the
 // configuration's own location, and every key the daemon does not list.
 // The list is what a daemon passes to NewConfigAllowList; it may be empty.
+// A daemon whose keys must change together (checked, persisted and applied
+// as one, like the broker's runtime configuration) gives the list one
+// apply function with WithApply instead of an Apply per key.
+
+// ErrConfigKeyRefused marks a refusal because a key may not be changed at
+// runtime (RocketMQ answers its black list NO_PERMISSION);
+// ErrConfigValueRefused one because a value does not pass its key's check.
+var (
+	ErrConfigKeyRefused   = errors.New("configuration key may not be changed at runtime")
+	ErrConfigValueRefused = errors.New("configuration value refused")
+)
 
 // ConfigKey is one key that may be changed at runtime.
 type ConfigKey struct {
@@ -34,6 +46,8 @@ type ConfigAllowList struct {
 	daemon string
 	keys   map[string]ConfigKey
 	names  []string // sorted, for messages
+	// apply, when set, applies a whole checked update at once (WithApply).
+	apply func(props map[string]string) error
 }
 
 // NewConfigAllowList returns the allow-list of daemon ("broker",
@@ -45,6 +59,14 @@ func NewConfigAllowList(daemon string, keys ...ConfigKey) *ConfigAllowList {
 		a.names = append(a.names, k.Name)
 	}
 	slices.Sort(a.names)
+	return a
+}
+
+// WithApply makes Update hand every checked update, whole, to apply (the
+// keys' own Apply functions are then not called): the daemon applies all
+// of it or, returning an error, none. It returns a.
+func (a *ConfigAllowList) WithApply(apply func(props map[string]string) error) *ConfigAllowList {
+	a.apply = apply
 	return a
 }
 
@@ -63,7 +85,8 @@ func (a *ConfigAllowList) allowedText() string {
 // updateBrokerConfig / updateNamesrvConfig send it) and returns its
 // key-value pairs when every key is allowed and every value passes its
 // check. Otherwise the error names the refused keys and the allowed ones;
-// the caller applies nothing.
+// the caller applies nothing. A refused key's error wraps
+// ErrConfigKeyRefused, a refused value's ErrConfigValueRefused.
 func (a *ConfigAllowList) Check(body []byte) (map[string]string, error) {
 	props, err := ParseProperties(body)
 	if err != nil {
@@ -83,18 +106,31 @@ func (a *ConfigAllowList) Check(body []byte) (map[string]string, error) {
 	}
 	if len(refused) > 0 {
 		slices.Sort(refused)
-		return nil, fmt.Errorf("configuration update refused, nothing changed: %s may not be changed at runtime; %s",
-			strings.Join(refused, ", "), a.allowedText())
+		return nil, &configError{kind: ErrConfigKeyRefused, msg: fmt.Sprintf(
+			"configuration update refused, nothing changed: %s may not be changed at runtime; %s",
+			strings.Join(refused, ", "), a.allowedText())}
 	}
 	if len(bad) > 0 {
 		slices.Sort(bad)
-		return nil, fmt.Errorf("configuration update refused, nothing changed: %s", strings.Join(bad, "; "))
+		return nil, &configError{kind: ErrConfigValueRefused,
+			msg: "configuration update refused, nothing changed: " + strings.Join(bad, "; ")}
 	}
 	return props, nil
 }
 
+// configError is a refusal of Check: its message says all, kind is what
+// errors.Is matches.
+type configError struct {
+	kind error
+	msg  string
+}
+
+func (e *configError) Error() string { return e.msg }
+func (e *configError) Unwrap() error { return e.kind }
+
 // Update checks an update's body (Check) and, when all of it is allowed,
-// applies every value; it returns the keys changed, sorted.
+// applies every value (with the list's apply function when it has one,
+// whose error it returns as it is); it returns the keys changed, sorted.
 func (a *ConfigAllowList) Update(body []byte) ([]string, error) {
 	props, err := a.Check(body)
 	if err != nil {
@@ -105,6 +141,15 @@ func (a *ConfigAllowList) Update(body []byte) ([]string, error) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	if a.apply != nil {
+		if len(props) == 0 {
+			return keys, nil
+		}
+		if err := a.apply(props); err != nil {
+			return nil, err
+		}
+		return keys, nil
+	}
 	for _, k := range keys {
 		if apply := a.keys[k].Apply; apply != nil {
 			apply(props[k])

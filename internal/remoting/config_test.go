@@ -98,3 +98,49 @@ func TestEncodePropertiesRoundTrip(t *testing.T) {
 		t.Fatalf("round trip %v %v", out, err)
 	}
 }
+
+func TestConfigAllowListWithApply(t *testing.T) {
+	var got []map[string]string
+	fail := false
+	a := NewConfigAllowList("broker",
+		ConfigKey{Name: "maxMessageSize", Check: func(v string) error {
+			if _, err := strconv.Atoi(v); err != nil {
+				return errors.New("not a number")
+			}
+			return nil
+		}},
+		ConfigKey{Name: "deleteWhen"},
+	).WithApply(func(props map[string]string) error {
+		if fail {
+			return errors.New("store refused")
+		}
+		got = append(got, props)
+		return nil
+	})
+	// Refusals are told apart with errors.Is and apply is not called.
+	if _, err := a.Update([]byte("storePathRootDir=/tmp\nmaxMessageSize=4096")); !errors.Is(err, ErrConfigKeyRefused) ||
+		errors.Is(err, ErrConfigValueRefused) || !strings.HasSuffix(err.Error(), "deleteWhen, maxMessageSize") {
+		t.Fatalf("path key: %v", err)
+	}
+	if _, err := a.Update([]byte("maxMessageSize=big")); !errors.Is(err, ErrConfigValueRefused) || errors.Is(err, ErrConfigKeyRefused) {
+		t.Fatalf("bad value: %v", err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("applied after refusals: %v", got)
+	}
+	// One call with the whole update.
+	keys, err := a.Update([]byte("maxMessageSize=4096\ndeleteWhen=04"))
+	if err != nil || !reflect.DeepEqual(keys, []string{"deleteWhen", "maxMessageSize"}) ||
+		!reflect.DeepEqual(got, []map[string]string{{"maxMessageSize": "4096", "deleteWhen": "04"}}) {
+		t.Fatalf("update: keys %v err %v applied %v", keys, err, got)
+	}
+	// The daemon's refusal is returned as it is.
+	fail = true
+	if _, err := a.Update([]byte("deleteWhen=05")); err == nil || err.Error() != "store refused" {
+		t.Fatalf("apply error: %v", err)
+	}
+	// Nothing to change calls nothing.
+	if keys, err := a.Update([]byte("# nothing\n")); err != nil || len(keys) != 0 {
+		t.Fatalf("empty: %v %v", keys, err)
+	}
+}

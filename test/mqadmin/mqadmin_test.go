@@ -83,6 +83,31 @@ func (m *tool) run(t *testing.T, args ...string) string {
 	return out.String()
 }
 
+// runRefused runs an mqadmin command the broker must refuse and returns
+// its output; a command that succeeds fails t.
+func (m *tool) runRefused(t *testing.T, args ...string) string {
+	t.Helper()
+	m.sem <- struct{}{}
+	defer func() { <-m.sem }()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	jargs := []string{"-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+		"-Duser.home=" + m.home, "-Drocketmq.client.logUseSlf4j=false",
+		"-cp", m.cp, "org.apache.rocketmq.tools.command.MQAdminStartup"}
+	jargs = append(jargs, args...)
+	jargs = append(jargs, "-n", m.ns)
+	cmd := exec.CommandContext(ctx, "java", jargs...)
+	cmd.Dir = m.home
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	t.Logf("mqadmin %s (refusal expected, exit %v):\n%s", strings.Join(args, " "), err, out.String())
+	if !strings.Contains(out.String(), "command failed") {
+		t.Errorf("mqadmin %s was not refused", args[0])
+	}
+	return out.String()
+}
+
 // expect checks that out matches each regular expression.
 func expect(t *testing.T, cmd, out string, patterns ...string) {
 	t.Helper()
@@ -246,8 +271,23 @@ func TestMQAdmin(t *testing.T) {
 		t.Run("brokerStatus", func(t *testing.T) {
 			t.Parallel()
 			out := m.run(t, "brokerStatus", "-b", addr[1])
+			// The core's counters and rates (the test stored the messages
+			// less than a minute ago: the put rate is above 0).
 			expect(t, "brokerStatus", out, `msgPutTotalTodayNow\s*:\s*`+strconv.Itoa(messages/brokers)+`\s`,
-				`brokerActive\s*:\s*true`, `brokerName\s*:\s*`+name[1], `commitLogMaxOffset\s*:\s*[1-9]`)
+				`brokerActive\s*:\s*true`, `brokerName\s*:\s*`+name[1], `commitLogMaxOffset\s*:\s*[1-9]`,
+				`putTps\s*:\s*0*[1-9][0-9]*\.\d\d\s|putTps\s*:\s*0\.(0[1-9]|[1-9]\d)\s`, `getTransferredTps\s*:\s*\d+\.\d\d\s`,
+				`commitLogDirCapacity\s*:\s*Total : `, `brokerPermission\s*:\s*6\s`)
+		})
+		t.Run("getBrokerConfig", func(t *testing.T) {
+			t.Parallel()
+			out := m.run(t, "getBrokerConfig", "-b", addr[0])
+			expect(t, "getBrokerConfig", out, `(?m)^brokerName\s+=\s+`+name[0]+`\s*$`,
+				`(?m)^brokerClusterName\s+=\s+`+clusterName+`\s*$`, `(?m)^fileReservedTime\s+=\s+\d+\s*$`,
+				`(?m)^maxMessageSize\s+=\s+\d+\s*$`, `(?m)^brokerPermission\s+=\s+6\s*$`)
+			out = m.run(t, "getBrokerConfig", "-c", clusterName)
+			for i := range brokers {
+				expect(t, "getBrokerConfig -c", out, `Master: `+regexp.QuoteMeta(addr[i]), `(?m)^brokerName\s+=\s+`+name[i]+`\s*$`)
+			}
 		})
 		t.Run("consumerProgress", func(t *testing.T) {
 			t.Parallel()
@@ -376,6 +416,39 @@ func TestMQAdmin(t *testing.T) {
 				if _, ok := c.Broker(i).LookupSubscriptionGroup("MqaSubGroup"); ok {
 					t.Errorf("MqaSubGroup is still on %s", name[i])
 				}
+			}
+		})
+		t.Run("updateBrokerConfig", func(t *testing.T) {
+			t.Parallel()
+			limit := func(i int) string {
+				for _, e := range c.Broker(i).Config() {
+					if e.Key == "maxMessageSize" {
+						return e.Value
+					}
+				}
+				return ""
+			}
+			before := limit(1)
+			out := m.run(t, "updateBrokerConfig", "-b", addr[0], "-k", "maxMessageSize", "-v", "3145728")
+			expect(t, "updateBrokerConfig", out, `update broker config success, `+regexp.QuoteMeta(addr[0]))
+			if limit(0) != "3145728" || limit(1) != before {
+				t.Errorf("after updateBrokerConfig -b %s: maxMessageSize %s on %s, %s on %s (was %s)", addr[0], limit(0), name[0], limit(1), name[1], before)
+			}
+			out = m.run(t, "getBrokerConfig", "-b", addr[0])
+			expect(t, "getBrokerConfig after the update", out, `(?m)^maxMessageSize\s+=\s+3145728\s*$`)
+			// A key that may not change at runtime: refused, naming it and
+			// the keys allowed; nothing changes.
+			out = m.runRefused(t, "updateBrokerConfig", "-b", addr[0], "-k", "storePathRootDir", "-v", "/tmp/elsewhere")
+			expect(t, "updateBrokerConfig storePathRootDir", out, `CODE: 16`, `storePathRootDir may not be changed at runtime`,
+				`maxMessageSize`)
+			if dir := c.Broker(0).Options().StoreDir; !strings.Contains(m.run(t, "getBrokerConfig", "-b", addr[0]), dir) {
+				t.Errorf("storePathRootDir is no longer %s", dir)
+			}
+			// A value the broker does not take: refused too.
+			out = m.runRefused(t, "updateBrokerConfig", "-b", addr[0], "-k", "maxMessageSize", "-v", "12")
+			expect(t, "updateBrokerConfig maxMessageSize=12", out, `CODE: 29`, `maxMessageSize=12`)
+			if limit(0) != "3145728" {
+				t.Errorf("a refused value changed maxMessageSize to %s", limit(0))
 			}
 		})
 		t.Run("resetOffsetByTime", func(t *testing.T) {

@@ -80,6 +80,18 @@ func topicGroupSub(topic, group string) []auth.Need {
 	return []auth.Need{auth.TopicNeed(topic, auth.Sub), auth.GroupNeed(group, auth.Sub)}
 }
 
+// readSub: what a read of a queue needs. With a group it is a consumer's
+// pull (topicGroupSub); without one (a browse: msg at, msg range, the
+// console's message views) it commits nothing for any group and starts no
+// session, so SUB on the topic is the whole need — the core commits an
+// offset only for a named group.
+func readSub(topic, group string) []auth.Need {
+	if group == "" {
+		return []auth.Need{auth.TopicNeed(topic, auth.Sub)}
+	}
+	return topicGroupSub(topic, group)
+}
+
 // groupQueues: the group SUB and each distinct topic of its queues SUB.
 func groupQueues(group string, topics func(yield func(string))) []auth.Need {
 	needs := []auth.Need{auth.GroupNeed(group, auth.Sub)}
@@ -104,7 +116,7 @@ var methods = map[string]rule{
 	pb.Broker_SendStream_FullMethodName: stream,
 	pb.Broker_Pull_FullMethodName: data(func(r any) []auth.Need {
 		req := r.(*pb.PullRequest)
-		return topicGroupSub(req.Topic, req.Group)
+		return readSub(req.Topic, req.Group)
 	}),
 	pb.Broker_Connect_FullMethodName: stream,
 	pb.Broker_GetConsumerList_FullMethodName: data(func(r any) []auth.Need {
@@ -124,7 +136,7 @@ var methods = map[string]rule{
 	}),
 	pb.Broker_QueryOffset_FullMethodName: data(func(r any) []auth.Need {
 		req := r.(*pb.QueryOffsetRequest)
-		return topicGroupSub(req.Topic, req.Group)
+		return readSub(req.Topic, req.Group)
 	}),
 	pb.Broker_GetQueueOffsets_FullMethodName: data(func(r any) []auth.Need {
 		return []auth.Need{auth.TopicNeed(r.(*pb.GetQueueOffsetsRequest).Topic, auth.Any)}

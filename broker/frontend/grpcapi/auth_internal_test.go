@@ -157,6 +157,16 @@ func TestDataNeeds(t *testing.T) {
 			t.Errorf("data method %s has no case in TestDataNeeds", m)
 		}
 	}
+	// A read without a group (a browse) commits nothing: SUB on the topic
+	// alone.
+	for m, req := range map[string]any{
+		pb.Broker_Pull_FullMethodName:        &pb.PullRequest{Topic: "t", CommitOffset: -1},
+		pb.Broker_QueryOffset_FullMethodName: &pb.QueryOffsetRequest{Topic: "t"},
+	} {
+		if got := methods[m].needs(req); len(got) != 1 || got[0] != tp(auth.Sub) {
+			t.Errorf("%s without a group: needs %v, want SUB on the topic", m, got)
+		}
+	}
 	// A retry topic needs its group's SUB, as in RocketMQ.
 	got := methods[pb.Broker_Send_FullMethodName].needs(&pb.SendRequest{Messages: []*pb.Message{{Topic: "%RETRY%g"}}})
 	if len(got) != 1 || got[0] != gp {

@@ -143,6 +143,7 @@ func (s *Service) sendMessages(m callMeta, req *v2.SendMessageRequest) ([]*messa
 	}
 	group := pms[0].GetSystemProperties().GetMessageGroup()
 	out := make([]*message.Ext, len(pms))
+	maxBody := s.b.MaxMessageSize() // live: maxMessageSize may change at runtime
 	for i, pm := range pms {
 		if i > 0 {
 			if pt, err := m.topicName(pm.GetTopic()); err != nil || pt != t {
@@ -159,7 +160,7 @@ func (s *Service) sendMessages(m callMeta, req *v2.SendMessageRequest) ([]*messa
 			return nil, "", errorf(v2.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
 				"current message type not match with topic accept message types: message type %s, topic %s accepts %s", mt, t, tc.MessageType())
 		}
-		if out[i], err = toExt(t, pm, mt, s.limits.maxBody, m.peer); err != nil {
+		if out[i], err = toExt(t, pm, mt, maxBody, m.peer); err != nil {
 			if len(pms) > 1 {
 				return nil, "", wrapEntry(i, err)
 			}

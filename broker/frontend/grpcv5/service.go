@@ -31,10 +31,11 @@ type Service struct {
 }
 
 // limits are the broker's options the service reads on every call (the
-// options are large to copy per call and do not change while it runs).
+// options are large to copy per call and these do not change while it
+// runs). The body limit is not among them: maxMessageSize may change at
+// runtime, so it is read from the core per call (Broker.MaxMessageSize).
 type limits struct {
 	brokerName  string
-	maxBody     int
 	maxProps    int
 	longPollMax int64 // ms
 }
@@ -46,7 +47,7 @@ func New(b *broker.Broker, log *zap.Logger) *Service {
 	}
 	o := b.Options()
 	s := &Service{b: b, log: log, guard: b.Guard(), limits: limits{
-		brokerName: o.BrokerName, maxBody: o.MaxMessageSize, maxProps: o.MaxPropertiesSize,
+		brokerName: o.BrokerName, maxProps: o.MaxPropertiesSize,
 		longPollMax: o.LongPollMax.Milliseconds(),
 	}}
 	s.clients = newClientTable(s, o.ClientExpiry)

@@ -144,7 +144,9 @@ func (s *Service) groupConfig(group string) subgroup.Config {
 //   - Producer: backoff_policy (3 attempts, exponential 10 ms × 2 up to
 //     1 s), publishing.validate_message_type = true (the topic's message
 //     type is enforced), publishing.max_body_size = the broker's
-//     MaxMessageSize.
+//     maxMessageSize at the time (a client learns a runtime change at its
+//     next settings sync; the broker checks each send against the limit
+//     of the moment).
 //   - Consumer: subscription.fifo = the group's FIFO setting,
 //     receive_batch_size 32, long_polling_timeout 20 s, and backoff_policy
 //     from the group: max_attempts = its maximum delivery attempts, the
@@ -159,7 +161,7 @@ func (s *Service) settingsFor(in *v2.Settings, group string) *v2.Settings {
 			ExponentialBackoff: &v2.ExponentialBackoff{Initial: durationpb.New(producerBackoffInitial),
 				Max: durationpb.New(producerBackoffMax), Multiplier: producerBackoffFactor}}}
 		ps.Publishing.ValidateMessageType = true
-		ps.Publishing.MaxBodySize = int32(min(s.limits.maxBody, 1<<31-1))
+		ps.Publishing.MaxBodySize = int32(min(s.b.MaxMessageSize(), 1<<31-1))
 	case *v2.Settings_Subscription:
 		cfg := s.groupConfig(group)
 		ps.Subscription.Fifo = proto.Bool(cfg.Fifo())

@@ -87,11 +87,14 @@ var accessTable = map[int32]access{
 	rmq.GetAllSubscriptionGroupConfig: {classRead, "GET_ALL_SUBSCRIPTIONGROUP_CONFIG", nil},
 	rmq.GetSubscriptionGroupConfig:    {classRead, "GET_SUBSCRIPTIONGROUP_CONFIG", nil},
 	rmq.GetBrokerRuntimeInfo:          {classRead, "GET_BROKER_RUNTIME_INFO", nil},
-	rmq.GetTopicStatsInfo:             {classRead, "GET_TOPIC_STATS_INFO", nil},
-	rmq.GetConsumeStats:               {classRead, "GET_CONSUME_STATS", nil},
-	rmq.GetConsumerConnectionList:     {classRead, "GET_CONSUMER_CONNECTION_LIST", nil},
-	rmq.GetProducerConnectionList:     {classRead, "GET_PRODUCER_CONNECTION_LIST", nil},
-	rmq.QueryTopicConsumeByWho:        {classRead, "QUERY_TOPIC_CONSUME_BY_WHO", nil},
+	// The settings hold paths and addresses the cluster listing shows
+	// anyway, and no secret: cluster status, as bolide.v1 GetBrokerConfig.
+	rmq.GetBrokerConfig:           {classRead, "GET_BROKER_CONFIG", nil},
+	rmq.GetTopicStatsInfo:         {classRead, "GET_TOPIC_STATS_INFO", nil},
+	rmq.GetConsumeStats:           {classRead, "GET_CONSUME_STATS", nil},
+	rmq.GetConsumerConnectionList: {classRead, "GET_CONSUMER_CONNECTION_LIST", nil},
+	rmq.GetProducerConnectionList: {classRead, "GET_PRODUCER_CONNECTION_LIST", nil},
+	rmq.QueryTopicConsumeByWho:    {classRead, "QUERY_TOPIC_CONSUME_BY_WHO", nil},
 	// A message by its CommitLog offset: the offset names no topic, so
 	// the handler checks SUB on the topic of the record it read
 	// (adminViewMessage) before answering.

@@ -43,6 +43,7 @@ func TestAccessClasses(t *testing.T) {
 		rmq.UpdateAndCreateSubscriptionGroup: classAdmin, rmq.DeleteSubscriptionGroup: classAdmin,
 		rmq.UpdateBrokerConfig: classAdmin, rmq.InvokeBrokerToResetOffset: classAdmin,
 		rmq.GetAllTopicConfig: classRead, rmq.GetBrokerRuntimeInfo: classRead, rmq.ViewMessageByID: classRead,
+		rmq.GetBrokerConfig: classRead,
 	} {
 		if got := accessTable[code].class; got != want {
 			t.Errorf("request code %d: class %d, want %d", code, got, want)

@@ -222,7 +222,12 @@ func TestACLRemotingAdmin(t *testing.T) {
 	// refused before the keys are looked at.
 	conf := []byte("storePathRootDir=/tmp/elsewhere\nbrokerPermission=2\n")
 	wantRefused(t, "config by producer", signed(t, c, aclProducer, rmq.UpdateBrokerConfig, nil, conf), "is not an admin")
-	wantRefused(t, "config by admin", signed(t, c, aclAdmin, rmq.UpdateBrokerConfig, nil, conf), "brokerPermission, storePathRootDir may not be changed at runtime")
+	wantRefused(t, "config by admin", signed(t, c, aclAdmin, rmq.UpdateBrokerConfig, nil, conf), "storePathRootDir may not be changed at runtime")
+	if b.Permission() != 6 {
+		t.Fatal("a refused UPDATE_BROKER_CONFIG changed brokerPermission")
+	}
+	wantRefused(t, "config read without credentials", invoke(t, c, rmq.GetBrokerConfig, nil, nil), "no credentials")
+	wantOK(t, signed(t, c, aclNobody, rmq.GetBrokerConfig, nil, nil))
 
 	// VIEW_MESSAGE_BY_ID: only for users who may subscribe to the topic
 	// of the message at that offset.
@@ -237,7 +242,7 @@ func TestACLRemotingAdmin(t *testing.T) {
 
 	// A code nobody serves: refused while ACL is on, even for an admin.
 	wantRefused(t, "unknown code", signed(t, c, aclAdmin, 9999, nil, nil), "request code 9999")
-	wantRefused(t, "unserved code", signed(t, c, aclAdmin, rmq.GetBrokerConfig, nil, nil), "refused while ACL is on")
+	wantRefused(t, "unserved code", signed(t, c, aclAdmin, rmq.WipeWritePermOfBroker, nil, nil), "refused while ACL is on")
 }
 
 // topicConfig is a topic's configuration on b.

@@ -18,8 +18,8 @@ import (
 // that a broker serves. Each answers what RocketMQ's AdminBrokerProcessor
 // answers, in the same JSON shapes (admin_json.go for the fastjson ones);
 // the NameServer's half (routes, cluster info, topic lists) is the
-// NameServer's. Configuration of the broker itself cannot be changed over
-// the wire.
+// NameServer's. The broker's own configuration may be changed over the
+// wire only in its runtime keys (brokerConfig).
 
 // adminHandlers registers what mqadmin sends.
 func (f *Frontend) adminHandlers() map[int32]handler {
@@ -33,6 +33,7 @@ func (f *Frontend) adminHandlers() map[int32]handler {
 		rmq.GetAllSubscriptionGroupConfig:    f.adminAllSubGroups,
 		rmq.GetSubscriptionGroupConfig:       f.adminSubGroup,
 		rmq.UpdateBrokerConfig:               f.adminUpdateConfig,
+		rmq.GetBrokerConfig:                  f.adminGetConfig,
 		rmq.GetBrokerRuntimeInfo:             f.adminRuntimeInfo,
 		rmq.GetTopicStatsInfo:                f.adminTopicStats,
 		rmq.GetConsumeStats:                  f.adminConsumeStats,
@@ -297,21 +298,55 @@ func (f *Frontend) adminSubGroup(_ context.Context, _ *connState, req *rmq.Comma
 
 // brokerConfig is the allow-list of the broker's configuration keys that
 // UPDATE_BROKER_CONFIG may change while it runs (internal/remoting's
-// ConfigAllowList): none today. Paths, the configuration's own location and
-// every key not listed are refused.
-var brokerConfig = rmq.NewConfigAllowList("broker")
+// ConfigAllowList), fed from the core: its runtime keys
+// (broker.RuntimeConfigKeys), each value checked by the core, and the
+// whole update applied by Broker.UpdateConfig — the same keys, checks,
+// persistence (config/runtime.json) and all-or-nothing as bolide.v1
+// UpdateBrokerConfig. Paths, names, ports and every other key are refused.
+func brokerConfig(b *broker.Broker) *rmq.ConfigAllowList {
+	names := broker.RuntimeConfigKeys()
+	keys := make([]rmq.ConfigKey, len(names))
+	for i, name := range names {
+		keys[i] = rmq.ConfigKey{Name: name, Check: func(v string) error { return b.CheckConfigValue(name, v) }}
+	}
+	return rmq.NewConfigAllowList("broker", keys...).WithApply(func(props map[string]string) error {
+		_, err := b.UpdateConfig(props)
+		return err
+	})
+}
 
-// adminUpdateConfig serves UPDATE_BROKER_CONFIG (25): a properties body
-// whose keys must all be in brokerConfig; otherwise NO_PERMISSION (as
-// RocketMQ answers a key of its black list) naming the keys allowed, and
-// nothing changes.
+// adminUpdateConfig serves UPDATE_BROKER_CONFIG (25, mqadmin
+// updateBrokerConfig): a properties body whose keys must all be runtime
+// keys with good values, applied together or not at all. A key that may
+// not change is answered NO_PERMISSION (as RocketMQ answers a key of its
+// black list) naming the keys allowed, a bad value INVALID_PARAMETER, a
+// failure to persist the change SYSTEM_ERROR; nothing changes then.
 func (f *Frontend) adminUpdateConfig(_ context.Context, _ *connState, req *rmq.Command) *rmq.Command {
-	keys, err := brokerConfig.Update(req.Body)
-	if err != nil {
+	keys, err := f.brokerConf.Update(req.Body)
+	switch {
+	case errors.Is(err, rmq.ErrConfigKeyRefused):
 		return req.Reply(rmq.NoPermission, err.Error())
+	case errors.Is(err, rmq.ErrConfigValueRefused):
+		return req.Reply(rmq.InvalidParameter, err.Error())
+	case errcode.Of(err) != errcode.OK:
+		return errorReply(req, err)
+	case err != nil: // the body is not properties text
+		return adminBadRequest(req, err)
 	}
 	if len(keys) > 0 {
 		f.log.Info("broker configuration changed over remoting", zap.Strings("keys", keys))
 	}
 	return req.Reply(rmq.Success, "")
+}
+
+// adminGetConfig serves GET_BROKER_CONFIG (26, mqadmin getBrokerConfig):
+// the broker's settings in effect (Broker.Config: RocketMQ's key names,
+// runtime changes included) as properties text. No secret is among them.
+func (f *Frontend) adminGetConfig(_ context.Context, _ *connState, req *rmq.Command) *rmq.Command {
+	entries := f.b.Config()
+	props := make(map[string]string, len(entries))
+	for _, e := range entries {
+		props[e.Key] = e.Value
+	}
+	return adminOK(req, rmq.EncodeProperties(props))
 }

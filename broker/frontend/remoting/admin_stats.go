@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/internal/errcode"
 	rmq "github.com/bolide-mq/bolide/internal/remoting"
@@ -15,52 +13,67 @@ import (
 )
 
 // adminRuntimeInfo serves GET_BROKER_RUNTIME_INFO (28): the KVTable that
-// mqadmin brokerStatus prints and clusterList reads (version, TPS, the
-// day's message counts, disk ratio, earliest message). Bolide counts
-// messages since the broker started and keeps no daily marks or TPS
-// windows: the "today" counters are the totals since start, the morning
-// marks 0, and the TPS figures 0 (Prometheus rates give them).
+// mqadmin brokerStatus prints and clusterList reads, from the core's
+// running figures (Broker.Runtime, the same as bolide.v1 GetBrokerRuntime):
+// messages stored and delivered since the broker started, their rates over
+// the last minute, the disk, the CommitLog's range. Bolide keeps no daily
+// marks: the "today" counters are the totals since start and the morning
+// marks 0. Figures RocketMQ's tools parse that Bolide has no counterpart
+// of (thread-pool queues, page-cache lock, its timer's backlog) read 0 so
+// that clusterList still prints; figures nothing reads and Bolide does not
+// measure are left out. Bolide's own figures (Runtime.Extra) follow under
+// their names.
 func (f *Frontend) adminRuntimeInfo(_ context.Context, _ *connState, req *rmq.Command) *rmq.Command {
-	info := f.b.Info()
-	in, out, inBytes := f.messageTotals()
+	rt := f.b.Runtime()
+	info := rt.Info
 	version := info.Version
 	if version == "" {
 		version = "bolide"
 	}
-	active := "false"
-	if f.b.IsMaster() {
-		active = "true"
+	putTPS, getTPS := tpsText(rt.PutTPS), tpsText(rt.GetTPS)
+	t := make(map[string]string, 48)
+	for k, v := range rt.Extra {
+		t[k] = v
 	}
-	t := map[string]string{
-		"brokerVersionDesc":   version,
-		"brokerVersion":       strconv.Itoa(int(rmq.ServerVersion)),
-		"brokerActive":        active,
-		"brokerName":          info.BrokerName,
-		"brokerId":            strconv.FormatInt(info.BrokerID, 10),
-		"clusterName":         info.Cluster,
-		"brokerRole":          f.b.Role().String(),
-		"bootTimestamp":       strconv.FormatInt(info.StartTime.UnixMilli(), 10),
-		"runtime":             runtimeText(time.Since(info.StartTime)),
-		"commitLogMinOffset":  strconv.FormatInt(info.CommitLogMinOffset, 10),
-		"commitLogMaxOffset":  strconv.FormatInt(info.CommitLogMaxOffset, 10),
-		"commitLogDiskRatio":  strconv.FormatFloat(info.DiskUsedRatio, 'f', -1, 64),
-		"dispatchBehindBytes": strconv.FormatInt(max(info.DispatchBehindBytes, 0), 10),
-		"flushDiskType":       info.FlushMode,
+	for k, v := range map[string]string{
+		"brokerVersionDesc":    version,
+		"brokerVersion":        strconv.Itoa(int(rmq.ServerVersion)),
+		"brokerActive":         strconv.FormatBool(f.b.IsMaster()),
+		"brokerName":           info.BrokerName,
+		"brokerId":             strconv.FormatInt(info.BrokerID, 10),
+		"clusterName":          info.Cluster,
+		"brokerRole":           f.b.Role().String(),
+		"brokerPermission":     strconv.Itoa(int(rt.Permission)),
+		"bootTimestamp":        strconv.FormatInt(info.StartTime.UnixMilli(), 10),
+		"runtime":              runtimeText(time.Since(info.StartTime)),
+		"commitLogMinOffset":   strconv.FormatInt(info.CommitLogMinOffset, 10),
+		"commitLogMaxOffset":   strconv.FormatInt(info.CommitLogMaxOffset, 10),
+		"commitLogDiskRatio":   strconv.FormatFloat(info.DiskUsedRatio, 'f', -1, 64),
+		"commitLogDirCapacity": "Total : " + humanBytes(rt.DiskTotal) + ", Free : " + humanBytes(rt.DiskFree) + ".",
+		"dispatchBehindBytes":  strconv.FormatInt(max(info.DispatchBehindBytes, 0), 10),
+		"flushDiskType":        info.FlushMode,
 
 		"msgPutTotalYesterdayMorning": "0",
 		"msgPutTotalTodayMorning":     "0",
-		"msgPutTotalTodayNow":         strconv.FormatInt(in, 10),
+		"msgPutTotalTodayNow":         strconv.FormatInt(rt.PutMessages, 10),
 		"msgGetTotalYesterdayMorning": "0",
 		"msgGetTotalTodayMorning":     "0",
-		"msgGetTotalTodayNow":         strconv.FormatInt(out, 10),
-		"putMessageTimesTotal":        strconv.FormatInt(in, 10),
-		"putMessageSizeTotal":         strconv.FormatInt(inBytes, 10),
+		"msgGetTotalTodayNow":         strconv.FormatInt(rt.GetMessages, 10),
+		"putMessageTimesTotal":        strconv.FormatInt(rt.PutMessages, 10),
+		"putMessageSizeTotal":         strconv.FormatInt(rt.PutBytes, 10),
+		"getMessageSizeTotal":         strconv.FormatInt(rt.GetBytes, 10),
 
-		"putTps":            "0.0 0.0 0.0",
-		"getTransferredTps": "0.0 0.0 0.0",
-		"getFoundTps":       "0.0 0.0 0.0",
-		"getMissTps":        "0.0 0.0 0.0",
-		"getTotalTps":       "0.0 0.0 0.0",
+		// One figure each, the rate over the last minute (RocketMQ writes
+		// three windows; its tools read the first).
+		"putTps":            putTPS,
+		"getTransferredTps": getTPS, // RocketMQ 5's tools
+		"getTransferedTps":  getTPS, // RocketMQ 4's spelling
+
+		"topicCount":          strconv.Itoa(rt.Topics),
+		"queueCount":          strconv.Itoa(rt.Queues),
+		"groupCount":          strconv.Itoa(rt.Groups),
+		"consumerConnections": strconv.Itoa(rt.ConsumerConnections),
+		"producerConnections": strconv.Itoa(rt.ProducerConnections),
 
 		"sendThreadPoolQueueSize":              "0",
 		"sendThreadPoolQueueHeadWaitTimeMills": "0",
@@ -73,6 +86,8 @@ func (f *Frontend) adminRuntimeInfo(_ context.Context, _ *connState, req *rmq.Co
 		"timerCongestNum":   "0",
 		"timerEnqueueTps":   "0.0",
 		"timerDequeueTps":   "0.0",
+	} {
+		t[k] = v
 	}
 	if ts := f.firstMessageStoreTime(info.CommitLogMinOffset, info.CommitLogMaxOffset); ts > 0 {
 		t["earliestMessageTimeStamp"] = strconv.FormatInt(ts, 10)
@@ -82,36 +97,28 @@ func (f *Frontend) adminRuntimeInfo(_ context.Context, _ *connState, req *rmq.Co
 	}{t})
 }
 
+// tpsText writes a rate as RocketMQ's runtime info does.
+func tpsText(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+
+// humanBytes writes n as RocketMQ's MixAll.humanReadableByteCount (binary
+// units): "512 B", "1.5 KiB", "37.2 GiB".
+func humanBytes(n int64) string {
+	if n < 1024 {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	v, unit := float64(n), 0
+	for v >= 1024 && unit < 6 {
+		v /= 1024
+		unit++
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + " " + string("KMGTPE"[unit-1]) + "iB"
+}
+
 // runtimeText is RocketMQ's "runtime" figure.
 func runtimeText(d time.Duration) string {
 	s := int64(d / time.Second)
 	return "[ " + strconv.FormatInt(s/86400, 10) + " days, " + strconv.FormatInt(s/3600%24, 10) + " hours, " +
 		strconv.FormatInt(s/60%60, 10) + " minutes, " + strconv.FormatInt(s%60, 10) + " seconds ]"
-}
-
-// messageTotals reads the broker's message counters (stored, pulled, stored
-// body bytes) since it started, from its metrics.
-func (f *Frontend) messageTotals() (in, out, inBytes int64) {
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(f.b.Collector()); err != nil {
-		return 0, 0, 0
-	}
-	mfs, _ := reg.Gather() // a failed figure leaves the others
-	for _, mf := range mfs {
-		var sum float64
-		for _, m := range mf.GetMetric() {
-			sum += m.GetCounter().GetValue()
-		}
-		switch mf.GetName() {
-		case "rocketmq_messages_in_total":
-			in = int64(sum)
-		case "rocketmq_messages_out_total":
-			out = int64(sum)
-		case "rocketmq_throughput_in_total":
-			inBytes = int64(sum)
-		}
-	}
-	return in, out, inBytes
 }
 
 // firstMessageStoreTime is the store time of the CommitLog's first message, 0

@@ -28,6 +28,6 @@
 // With ACL off nothing is checked but the administrative requests, which
 // are served to loopback callers only unless --allow-remote-admin. Every
 // refusal is NO_PERMISSION (16) with the reason as remark, and nothing is
-// done. UPDATE_BROKER_CONFIG changes only the keys of an allow-list (none
-// today; internal/remoting's ConfigAllowList).
+// done. UPDATE_BROKER_CONFIG changes only the keys of an allow-list
+// (internal/remoting's ConfigAllowList), fed from the core's runtime keys.
 package remoting

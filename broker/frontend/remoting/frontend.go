@@ -23,6 +23,8 @@ type Frontend struct {
 	log      *zap.Logger
 	srv      *rmq.Server
 	handlers map[int32]handler
+	// config is the allow-list of UPDATE_BROKER_CONFIG (admin.go).
+	brokerConf *rmq.ConfigAllowList
 }
 
 // connState is what the front end keeps per connection.
@@ -36,7 +38,7 @@ func New(b *broker.Broker, log *zap.Logger) *Frontend {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	f := &Frontend{b: b, log: log, handlers: make(map[int32]handler)}
+	f := &Frontend{b: b, log: log, handlers: make(map[int32]handler), brokerConf: brokerConfig(b)}
 	for _, hs := range f.handlerSets() {
 		for code, h := range hs {
 			if _, dup := f.handlers[code]; dup {

@@ -322,8 +322,9 @@ func (f *Frontend) sendMessages(cs *connState, req *rmq.Command, h sendHeader) (
 	}
 	sysFlag := h.sysFlag & storedSysFlagBits
 	born := addrPort(cs.conn.RemoteAddr())
+	maxBody := f.b.MaxMessageSize() // live: maxMessageSize may change at runtime
 	newMsg := func(flag int32, body []byte, props map[string]string) (*message.Ext, error) {
-		body, err := inflate(body, h.sysFlag, cfg.maxBody)
+		body, err := inflate(body, h.sysFlag, maxBody)
 		if err != nil {
 			return nil, err
 		}

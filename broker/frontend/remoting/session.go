@@ -69,10 +69,11 @@ type sessionState struct {
 }
 
 // sendConfig is what a send needs from the broker's options, read once
-// per connection (the options are large to copy on every send).
+// per connection (the options are large to copy on every send). The body
+// limit is not among them: it may change while the broker runs
+// (Broker.MaxMessageSize is read per send).
 type sendConfig struct {
 	cluster string
-	maxBody int
 	refresh time.Duration // sessionRefresh, or less for a short ClientExpiry
 }
 
@@ -80,7 +81,7 @@ type sendConfig struct {
 func (f *Frontend) config(cs *connState) *sendConfig {
 	cs.cfgOnce.Do(func() {
 		o := f.b.Options()
-		cs.cfg = sendConfig{cluster: o.Cluster, maxBody: o.MaxMessageSize, refresh: min(sessionRefresh, o.ClientExpiry/3)}
+		cs.cfg = sendConfig{cluster: o.Cluster, refresh: min(sessionRefresh, o.ClientExpiry/3)}
 	})
 	return &cs.cfg
 }
