@@ -16,6 +16,7 @@ import (
 
 	"github.com/bolide-mq/bolide/client"
 	"github.com/bolide-mq/bolide/internal/proccluster"
+	"github.com/chromedp/chromedp"
 	"go.uber.org/zap"
 )
 
@@ -250,6 +251,12 @@ func TestConsole(t *testing.T) {
 		b.route(t, "#/delay", "#delay-table", "broker-a")
 		b.waitText(t, "#pending-table", txn.TransactionID, orders)
 		b.screenshot(t, "delay")
+
+		// An address with user:password@ (a bookmark of a console with ACL
+		// on): the app's requests must not carry them in their URLs, which
+		// fetch refuses.
+		b.load(t, strings.Replace(c.nsConsole, "http://", "http://someone:secret@", 1)+"#/cluster")
+		b.waitText(t, "#brokers-table", "broker-a")
 	})
 
 	t.Run("message by key", func(t *testing.T) {
@@ -339,6 +346,23 @@ func TestConsole(t *testing.T) {
 		}
 		b.waitText(t, "#letters-table", "replayed")
 		b.screenshot(t, "dlq-group")
+
+		// The export link: every dead letter of the group as NDJSON.
+		ctx, cancel := context.WithTimeout(b.ctx, waitLimit)
+		defer cancel()
+		type download struct{ Type, Disposition, Body string }
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[download](`(async () => {
+			const r = await fetch(document.querySelector('#export').href);
+			return {Type: r.headers.get('Content-Type'), Disposition: r.headers.get('Content-Disposition'), Body: await r.text()};
+		})()`, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatalf("export: %v", err)
+		}
+		lines := strings.Split(strings.TrimSpace(got.Body), "\n")
+		if !strings.HasPrefix(got.Type, "application/x-ndjson") || !strings.HasPrefix(got.Disposition, "attachment") ||
+			len(lines) != 1 || !strings.Contains(lines[0], refund.MsgID) || !strings.Contains(lines[0], "refund 1 of order-3") {
+			t.Errorf("export: %+v, want one NDJSON line with the dead letter as an attachment", got)
+		}
 	})
 
 	t.Run("cancel a delayed message, commit a transaction", func(t *testing.T) {

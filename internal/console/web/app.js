@@ -163,6 +163,10 @@ class ApiError extends Error {
 }
 
 const HEADERS = { 'X-Bolide-Console': '1', Accept: 'application/json' };
+// The API's base without the user:password@ a bookmarked address may carry:
+// fetch refuses a URL with credentials, and the browser sends the cached
+// Basic credentials to the same origin anyway.
+const API = location.origin + location.pathname.replace(/[^/]*$/, '') + 'api';
 
 async function apiError(r) {
   let code = 'HTTP_' + r.status;
@@ -187,7 +191,7 @@ async function request(method, path, body, accept) {
   }
   let r;
   try {
-    r = await fetch('api' + path, opts);
+    r = await fetch(API + path, opts);
   } catch (e) {
     throw new ApiError(0, 'UNREACHABLE', `the console API did not answer (${method} ${path}): ${e.message}`);
   }
@@ -521,7 +525,7 @@ function pageTopics(main, p, _arg, query) {
       ['message type', (t) => esc(t.messageType || '')],
       ['perm', (t) => perm(t.perm)],
       ['queues r/w', (t) => `${num(t.readQueues)}/${num(t.writeQueues)}`, 'n'],
-      ['brokers', (t) => esc((t.brokers || []).map((b) => b.broker).join(', '))],
+      ['queues per broker', (t) => esc((t.brokers || []).map((b) => `${b.broker} ${b.readQueues}/${b.writeQueues}`).join(', '))],
       ['messages', (t) => num(t.messages), 'n'],
       ['msg/s', (t) => rateFmt(rates.get(t.topic)), 'n'],
       ['last stored', (t) => esc(when(t.lastStoreTime))],
