@@ -257,6 +257,8 @@ func TestConsole(t *testing.T) {
 		// fetch refuses.
 		b.load(t, strings.Replace(c.nsConsole, "http://", "http://someone:secret@", 1)+"#/cluster")
 		b.waitText(t, "#brokers-table", "broker-a")
+		b.load(t, c.nsConsole)
+		b.waitText(t, "#who", "nameserver")
 	})
 
 	t.Run("message by key", func(t *testing.T) {
