@@ -83,29 +83,38 @@ func newGroupCreateCmd(a *app, update bool) *cobra.Command {
 		backoff  string
 		cluster  string
 		brokers  string
+		consume  bool
 	)
 	c := &cobra.Command{
 		Use:   "create GROUP",
-		Short: "Declare a subscription group: FIFO, maximum delivery attempts, retry backoff",
+		Short: "Declare a subscription group: FIFO, maximum delivery attempts, retry backoff, consumption on or off",
 		Long: `Declare a subscription group on every master (or those of --cluster, or of --broker). Its
 settings govern POP consumption (bolide consume --pop and RocketMQ 5 clients): --fifo hands
 out a queue's next messages only once the previous ones are acknowledged; a message delivered
 --max-delivery-attempts times without an acknowledgement goes to %DLQ%GROUP; --retry-backoff
 is the wait before the first, second, ... redelivery of a failed message (the last value
-repeats; default 10s 30s 1m 2m ... 2h). A group already declared is an error.`,
+repeats; default 10s 30s 1m 2m ... 2h). --consume-enable=false declares the group stopped:
+the brokers refuse its pulls and POP receives (every protocol) until it is enabled with
+'bolide group update GROUP --consume-enable'; its offsets stay, sends go on. A group already
+declared is an error.`,
 		Example: `  bolide group create billing
   bolide group create ledger --fifo --max-delivery-attempts 5 --retry-backoff 1s,5s,10s
-  bolide group create audit --broker broker-a -o json`,
+  bolide group create audit --broker broker-a -o json
+  bolide group create reports --consume-enable=false`,
 		Args:              exactArgs(1, "a GROUP"),
 		ValidArgsFunction: cobra.NoFileCompletions,
 	}
 	if update {
 		c.Use = "update GROUP"
-		c.Short = "Change a subscription group's FIFO flag, delivery attempts or retry backoff (or declare it)"
+		c.Short = "Change a subscription group's FIFO flag, delivery attempts, retry backoff or consumption (or declare it)"
 		c.Long = `Change a subscription group with the flags of group create. Settings not given keep their
-current value; a group not declared yet is declared.`
+current value; a group not declared yet is declared. --consume-enable=false stops the group:
+its consumers' pulls and POP receives are refused (NO_PERMISSION) on every protocol, nothing
+else changes; --consume-enable starts it again where it stopped.`
 		c.Example = `  bolide group update ledger --max-delivery-attempts 10
   bolide group update ledger --fifo=false
+  bolide group update billing --consume-enable=false
+  bolide group update billing --consume-enable
   bolide group update ledger --retry-backoff 2s,30s -o json`
 		c.ValidArgsFunction = a.groupArgCompletion
 	}
@@ -125,6 +134,9 @@ current value; a group not declared yet is declared.`
 				return usageErrorf("--retry-backoff: %v", err)
 			}
 			spec.RetryBackoff = b
+		}
+		if cmd.Flags().Changed("consume-enable") {
+			spec.ConsumeEnable = &consume
 		}
 		adm, err := a.adminClient()
 		if err != nil {
@@ -191,6 +203,12 @@ current value; a group not declared yet is declared.`
 		}
 		fmt.Fprintf(a.stdout, "%s group %s on %s (%s%d delivery attempts, backoff %s)\n", verb, group,
 			strings.Join(j.Brokers, ", "), fifoText, j.MaxDeliveryAttempts, backoffText(j))
+		switch {
+		case !j.ConsumeEnable:
+			fmt.Fprintf(a.stdout, "consumption of group %s is disabled: its consumers receive nothing until 'bolide group update %s --consume-enable'\n", group, group)
+		case update && cmd.Flags().Changed("consume-enable"):
+			fmt.Fprintf(a.stdout, "consumption of group %s is enabled: its consumers resume where they stopped\n", group)
+		}
 		return nil
 	}
 	fs := c.Flags()
@@ -199,6 +217,7 @@ current value; a group not declared yet is declared.`
 	fs.StringVar(&backoff, "retry-backoff", "", "waits before the 1st, 2nd, ... redelivery, comma-separated (e.g. 1s,5s,10s)")
 	fs.StringVar(&cluster, "cluster", "", "only the masters of this cluster")
 	fs.StringVar(&brokers, "broker", "", "only these broker groups (comma-separated)")
+	fs.BoolVar(&consume, "consume-enable", true, "false: stop the group (its pulls and receives are refused, offsets kept); true: start it again")
 	return c
 }
 

@@ -338,10 +338,10 @@ func (c *Console) putGroup(ctx context.Context, cl *call) (any, error) {
 	if req.MaxDeliveryAttempts != nil && (*req.MaxDeliveryAttempts < 1 || *req.MaxDeliveryAttempts > 1000) {
 		return nil, badRequest("maxDeliveryAttempts must be in 1..1000, not %d", *req.MaxDeliveryAttempts)
 	}
-	if req.ConsumeEnable != nil && !*req.ConsumeEnable {
-		return nil, errcode.Errorf(errcode.RequestNotSupported, "consumeEnable false: stopping a group is not an SDK call yet")
-	}
-	spec := client.SubscriptionGroupSpec{Name: name, Cluster: req.Cluster, BrokerNames: req.Brokers}
+	// consumeEnable false stops the group (its pulls and receives are
+	// refused, offsets kept), true starts it again; absent keeps it.
+	spec := client.SubscriptionGroupSpec{Name: name, Cluster: req.Cluster, BrokerNames: req.Brokers,
+		ConsumeEnable: req.ConsumeEnable}
 	if req.RetryBackoff != nil {
 		for _, s := range req.RetryBackoff {
 			d, err := time.ParseDuration(s)

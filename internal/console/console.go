@@ -55,6 +55,13 @@ type Options struct {
 	// MaxClients bounds the SDK clients kept, one per user (least
 	// recently used closed first); 0 is DefaultMaxClients.
 	MaxClients int
+	// AllowRemoteAdmin is the daemon's --allow-remote-admin. With ACL off
+	// the console calls the cluster from the daemon's own host, which the
+	// cluster's loopback rule for administrative requests lets through;
+	// so the console applies that rule to its browser: unless this is set,
+	// changes (POST, PUT, DELETE) are accepted only from a loopback
+	// address. Reads stay open. With ACL on the cluster checks the user.
+	AllowRemoteAdmin bool
 }
 
 // Console serves the console's pages and API; it is an http.Handler.
@@ -139,6 +146,10 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if api {
+		if err := c.checkRemoteAdmin(r); err != nil {
+			writeError(w, err)
+			return
+		}
 		c.mux.ServeHTTP(w, r.WithContext(withUser(r.Context(), u)))
 		return
 	}
@@ -186,6 +197,25 @@ func (c *Console) authenticate(r *http.Request) (user, error) {
 		return user{}, err
 	}
 	return user{accessKey: ak, secretKey: sk}, nil
+}
+
+// checkRemoteAdmin applies Bolide's rule for administrative requests with
+// ACL off to the console's changes: from loopback only, unless
+// AllowRemoteAdmin (auth.Guard.Admin). Without it a browser anywhere could
+// change the cluster through a console whose admin listener is bound to a
+// non-loopback address, since the console itself calls from loopback.
+func (c *Console) checkRemoteAdmin(r *http.Request) error {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead || c.opts.Guard.Enabled() {
+		return nil
+	}
+	if c.opts.AllowRemoteAdmin || c.opts.Guard != nil && c.opts.Guard.Config().AllowRemoteAdmin || auth.IsLoopback(r.RemoteAddr) {
+		return nil
+	}
+	c.log.Warn("console change refused: ACL is off and the caller is not on loopback",
+		zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr))
+	return errcode.Errorf(errcode.NoPermission,
+		"console changes are administrative: while ACL is off they are accepted only from loopback, not from %s "+
+			"(turn ACL on and log in with an admin user, or start the daemon with --allow-remote-admin)", auth.PeerIP(r.RemoteAddr))
 }
 
 // errClosed answers requests after Close.

@@ -53,8 +53,9 @@
 //
 //	400 INVALID_PARAMETER, ILLEGAL_TOPIC, ILLEGAL_GROUP, MESSAGE_ILLEGAL, ... (bad input; nothing changed)
 //	401 UNAUTHENTICATED (ACL on, no or bad HTTP Basic credentials; with WWW-Authenticate: Basic)
-//	403 NO_PERMISSION: the user may not do this, or a mutation came without the
-//	    X-Bolide-Console: 1 header or without a JSON Content-Type
+//	403 NO_PERMISSION: the user may not do this, a mutation came without the
+//	    X-Bolide-Console: 1 header or without a JSON Content-Type, or (ACL off) a
+//	    mutation came from a non-loopback address (see Access control)
 //	404 TOPIC_NOT_EXIST, SUBSCRIPTION_GROUP_NOT_EXIST, QUERY_NOT_FOUND (no such message),
 //	    BROKER_NOT_EXIST, TRANSACTION_NOT_FOUND; REQUEST_NOT_SUPPORTED for an unknown API path
 //	405 REQUEST_NOT_SUPPORTED for a method the path does not take (with an Allow header)
@@ -72,6 +73,13 @@
 // user. A mutation (POST, PUT, DELETE) needs the header X-Bolide-Console: 1
 // and Content-Type: application/json (a CSRF guard a cross-site form cannot
 // meet); without them it answers 403 NO_PERMISSION and does nothing.
+//
+// With ACL off the console applies Bolide's rule for administrative requests
+// (auth.Guard.Admin) to its browser, since its own calls come from the
+// daemon's host and would pass it: a mutation is accepted only from a
+// loopback peer (the request's RemoteAddr), unless Options.AllowRemoteAdmin
+// (the daemon's --allow-remote-admin); otherwise 403 NO_PERMISSION naming
+// the address and --allow-remote-admin, and nothing is done. Reads are open.
 //
 // # Endpoints (all under /console/api)
 //
@@ -124,7 +132,9 @@
 //
 // One TopicStats call (one RPC per master) for every topic: no call per
 // topic. Without all=1 only normal topics; with it retry, DLQ and system
-// topics too.
+// topics too, those only the brokers' stores hold included
+// (SCHEDULE_TOPIC_XXXX once a delayed message was sent, the transaction and
+// POP topics): perm 0, messageType "", queue counts covering their queue ids.
 //
 //	{"topics":[{"topic":"orders",
 //	  "kind":"normal",                   // normal, retry (%RETRY%...), dlq (%DLQ%...), system
@@ -225,6 +235,9 @@
 //
 //	request: {"fifo":false,"maxDeliveryAttempts":17,"retryBackoff":["1s","10s"],
 //	          "consumeEnable":true,"cluster":"","brokers":[]}      // all optional
+//	          // consumeEnable false stops the group: the brokers refuse its pulls
+//	          // and receives (NO_PERMISSION), its offsets stay; true starts it again
+//	          // where it stopped; absent keeps what is declared (new: enabled)
 //	200:     {"group":"billing","created":true,"declared":[as in GET /groups/{group}]}
 //
 // GET /messages?topic=T&key=K[&max=N]          by key (client.Admin.QueryMessageByKey)
