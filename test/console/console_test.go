@@ -438,9 +438,13 @@ func scale(t *testing.T, b *browser, c *consoleCluster) {
 				// Created, but not routed within the SDK's 30 s: hundreds
 				// of registrations in a row on a loaded machine (the race
 				// detector) can take longer. How long is not this test's
-				// subject; that it gets routed is.
+				// subject; that it gets routed is, and a topic never
+				// routed fails the test with the route the SDK sees.
 				slowRoutes.Add(1)
-				err = c.WaitRouted(ctx, name)
+				if err = c.WaitRouted(ctx, name); err != nil {
+					r, rerr := c.Admin.Route(context.Background(), name)
+					err = fmt.Errorf("%w (route now: %+v, %v)", err, r, rerr)
+				}
 			}
 			return err
 		}
