@@ -132,6 +132,15 @@ bench-store:
 bench-vs-nats:
 	bash scripts/bench-vs-nats.sh
 
+## bench-vs-rocketmq: Bolide and Apache RocketMQ side by side in one run on this
+## machine, the same RocketMQ Java client (test/bench-rocketmq) against both
+## (scripts/bench-vs-rocketmq.sh: needs Java 17+ and Maven; builds RocketMQ's
+## classpath into .bench/ once, prints a markdown table); QUICK=1 checks it in
+## two or three minutes
+.PHONY: bench-vs-rocketmq
+bench-vs-rocketmq:
+	bash scripts/bench-vs-rocketmq.sh
+
 ## disk-limits: this machine's raw disk figures (dd, fio) for comparison
 disk-limits:
 	bash scripts/disk-limits.sh

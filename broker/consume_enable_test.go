@@ -7,6 +7,12 @@ import (
 	"testing"
 	"time"
 
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/subgroup"
 	"github.com/bolide-mq/bolide/internal/errcode"
@@ -31,7 +37,7 @@ func setConsumeEnable(t *testing.T, b interface {
 
 // TestConsumeDisabledRefusesPullAndPop: a group declared with
 // consumeEnable=false is refused every pull and POP receive with
-// NO_PERMISSION (core, bolide.v1 and remoting), its offsets stay, sends and
+// NO_PERMISSION (core, bolide.v1, grpc-v5 and remoting), its offsets stay, sends and
 // other groups are unaffected, and enabling it resumes where it stopped.
 func TestConsumeDisabledRefusesPullAndPop(t *testing.T) {
 	ctx := context.Background()
@@ -67,6 +73,32 @@ func TestConsumeDisabledRefusesPullAndPop(t *testing.T) {
 	}
 	if rr.GetStatus().GetCode() != pb.Code_NO_PERMISSION {
 		t.Fatalf("bolide.v1 receive of a stopped group: %v", rr.GetStatus())
+	}
+
+	// RocketMQ 5's ReceiveMessage (grpc-v5 POP): FORBIDDEN with the message.
+	v5conn, err := grpc.NewClient(b.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v5conn.Close()
+	v5ctx, v5cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, "x-mq-client-id", "test-host@1@0@stopped"), 10*time.Second)
+	defer v5cancel()
+	stream, err := v2.NewMessagingServiceClient(v5conn).ReceiveMessage(v5ctx, &v2.ReceiveMessageRequest{
+		Group:             &v2.Resource{Name: "billing"},
+		MessageQueue:      &v2.MessageQueue{Topic: &v2.Resource{Name: "orders"}, Id: 0, Broker: &v2.Broker{Name: "broker-a"}},
+		FilterExpression:  &v2.FilterExpression{Type: v2.FilterType_TAG, Expression: "*"},
+		BatchSize:         8,
+		InvisibleDuration: durationpb.New(time.Minute),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := first.GetStatus(); st.GetCode() != v2.Code_FORBIDDEN || !strings.Contains(st.GetMessage(), stoppedText) {
+		t.Fatalf("grpc-v5 receive of a stopped group: %v", first)
 	}
 
 	// RocketMQ's remoting PULL_MESSAGE: NO_PERMISSION with the message.

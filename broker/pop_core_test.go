@@ -466,8 +466,17 @@ func TestPopFilters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got = pop(t, b, broker.PopRequest{Group: "sql", Topic: "tf", QueueID: -1, Invisible: time.Minute,
-		ExpressionType: "SQL92", TagExpression: "n >= 2", PollTimeout: 10 * time.Second})
+	// A receive answers with what is dispatched when it wakes: s3 may come
+	// in a second one.
+	got = nil
+	for len(got) < 2 {
+		more := pop(t, b, broker.PopRequest{Group: "sql", Topic: "tf", QueueID: -1, Invisible: time.Minute,
+			ExpressionType: "SQL92", TagExpression: "n >= 2", PollTimeout: 10 * time.Second})
+		if len(more) == 0 {
+			break
+		}
+		got = append(got, more...)
+	}
 	if len(got) != 2 || body(t, got[0]) != "s2" || body(t, got[1]) != "s3" {
 		t.Fatalf("SQL92 pop: %d", len(got))
 	}

@@ -1,9 +1,12 @@
-# bench-lib.sh — shared by the scripts that compare client paths on one
-# broker (bench-remoting.sh, bench-v5.sh); source it after setting
+# bench-lib.sh — shared by the benchmark scripts. The scripts that compare
+# client paths on one broker (bench-remoting.sh, bench-v5.sh, ...) source it
+# after setting
 #   root      the repository root
 #   work      a working directory (logs, binaries in $work/bin)
 #   DATA_DIR  the broker's store (wiped at start and at exit)
 #   FLUSH     the broker's flush mode
+# The side-by-side comparisons (bench-vs-nats.sh, bench-vs-rocketmq.sh) leave
+# $work unset and use only the CPU and memory helpers at the end.
 # It defines:
 #   bench_build [module-dir cmd]...  build the daemons and the CLI into $bin,
 #                                    and each named command of a test module
@@ -18,8 +21,22 @@
 #                                    CPU µs per message of $MSGS) and
 #                                    rates[NAME]; sets last_rate
 #   median                           the median of the numbers on stdin
-bin=$work/bin
-mkdir -p "$bin"
+# and, for any script:
+#   bench_port                       a free loopback TCP port
+#   proc_ticks PID...                CPU of the processes (utime + stime +
+#                                    cutime + cstime, clock ticks), summed;
+#                                    0 for a process that is gone
+#   child_ticks                      CPU of this shell's waited-for children
+#                                    and their descendants (cutime + cstime
+#                                    of $$): read before and after a client
+#                                    run in the foreground, the difference is
+#                                    the client's CPU
+#   per_million TICKS MSGS           CPU seconds per million messages
+#   rss_kib PID                      the process's VmRSS in KiB
+if [[ -n ${work:-} ]]; then
+	bin=$work/bin
+	mkdir -p "$bin"
+fi
 
 bench_build() {
 	echo "building binaries" >&2
@@ -81,3 +98,17 @@ measure() { # name rep command...
 }
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+# /proc/PID/stat's second field (the command) may hold spaces: the fields are
+# counted after its closing parenthesis, where utime is the 12th.
+proc_ticks() {
+	local p t=0 v
+	for p in "$@"; do
+		v=$(sed 's/^.*) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12 + $13 + $14 + $15}') || v=0
+		t=$((t + ${v:-0}))
+	done
+	echo "$t"
+}
+child_ticks() { sed 's/^.*) //' "/proc/$$/stat" | awk '{print $14 + $15}'; }
+per_million() { awk -v t="$1" -v n="$2" -v hz="$ticks" 'BEGIN { if (n > 0) printf "%.2f\n", t / hz / n * 1e6 }'; }
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }

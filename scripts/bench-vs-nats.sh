@@ -23,6 +23,15 @@
 # with every command's raw output, under .bench/results/<time>/; the table is
 # also copied to $OUT. Each step runs under `timeout`.
 #
+# CPU per message: around every measured step the script reads the CPU time
+# (utime + stime, children included, from /proc/<pid>/stat) of the measured
+# system's server processes (Bolide: NameServer and broker; NATS:
+# nats-server) and of the client (the step's command and everything it ran:
+# cutime + cstime of this shell, scripts/bench-lib.sh), and reports both as
+# CPU seconds per million messages beside the throughput: "server + client".
+# On a shared machine it is steadier than throughput. The figures of each
+# step are in .bench/results/<time>/<step>.cpu (clock ticks).
+#
 # Settings (environment; QUICK=1 shrinks the defaults to check the script
 # in a minute or two — its figures mean nothing):
 #
@@ -91,6 +100,8 @@ res=$BENCH_DIR/results/$stamp
 mkdir -p "$res"
 say() { echo "bench-vs-nats: $*" >&2; }
 die() { say "$*"; exit 1; }
+# shellcheck source=scripts/bench-lib.sh
+. "$root/scripts/bench-lib.sh"
 for c in go timeout awk sed; do
   command -v "$c" >/dev/null || die "$c is missing"
 done
@@ -127,6 +138,7 @@ fi
 
 # ------------------------------------------------------------- processes
 pids=()   # every daemon this run started
+bolide_srv=() nats_srv=()   # the server processes of each system (CPU per message)
 stop_pid() {
   local pid=$1 i
   kill -TERM "$pid" 2>/dev/null || return 0
@@ -139,7 +151,7 @@ stop_pid() {
 stop_all() {
   local pid
   for pid in "${pids[@]}"; do stop_pid "$pid"; done
-  pids=()
+  pids=() bolide_srv=() nats_srv=()
 }
 cleanup() {
   stop_all
@@ -166,12 +178,14 @@ start_bolide() {
   "$bolide_bin/bolide-nameserver" --listen 127.0.0.1:0 --gossip off --addr-file "$dir/ns.addr" \
     >"$res/bolide-$flush-nameserver.log" 2>&1 &
   pids+=($!)
+  bolide_srv=($!)
   wait_file "$dir/ns.addr" $! "bolide-nameserver"
   NS=$(cat "$dir/ns.addr")
   "$bolide_bin/bolide-broker" --namesrv "$NS" --listen 127.0.0.1:0 --ha-listen 127.0.0.1:0 --gossip off \
     --store-dir "$dir/broker-a" --broker-name broker-a --flush "$flush" --addr-file "$dir/broker.addr" \
     >"$res/bolide-$flush-broker.log" 2>&1 &
   pids+=($!)
+  bolide_srv+=($!)
   wait_file "$dir/broker.addr" $! "bolide-broker"
   local deadline=$((SECONDS + 60))
   until "$bolide" cluster list -n "$NS" --timeout 2s -o json 2>/dev/null | grep -q '"broker":"broker-a"'; do
@@ -199,6 +213,7 @@ EOF
   "$nats_server" -c "$dir/nats.conf" --ports_file_dir "$dir/ports" >"$res/nats-$name-server.log" 2>&1 &
   local pid=$!
   pids+=("$pid")
+  nats_srv=("$pid")
   wait_file "$dir/ports/nats-server_$pid.ports" "$pid" "nats-server ($name)"
   NATS_URL=$(grep -o 'nats://[^"]*' "$dir/ports/nats-server_$pid.ports" | head -n 1)
   say "NATS ($name${extra:+, $extra}): $NATS_URL"
@@ -209,17 +224,24 @@ failed=0
 # step NAME CMD... runs one measurement under timeout; its stdout goes to
 # $res/NAME.out. A failure is reported and the run goes on.
 # CMD "b ARGS" is `bolide ARGS` against this run's NameServer, "nb ARGS" is
-# `nats bench js ARGS` against this run's NATS server.
+# `nats bench js ARGS` against this run's NATS server. It sets srv_ticks
+# and cli_ticks: the CPU of the system's servers and of the client during
+# the step (also in $res/NAME.cpu).
 step() {
   local name=$1; shift
-  local cmd=("$@") status=0
+  local cmd=("$@") status=0 srv=() s0 c0
   case $1 in
-    b) cmd=("$bolide" -n "$NS" "${@:2}") ;;
-    nb) cmd=("$nats" --no-context -s "$NATS_URL" bench js "${@:2}" --size="$SIZE" --no-progress) ;;
+    b) cmd=("$bolide" -n "$NS" "${@:2}"); srv=("${bolide_srv[@]}") ;;
+    nb) cmd=("$nats" --no-context -s "$NATS_URL" bench js "${@:2}" --size="$SIZE" --no-progress); srv=("${nats_srv[@]}") ;;
   esac
   say "$name: ${cmd[*]#"$root"/}"
   echo "${cmd[*]}" >"$res/$name.cmd"
+  s0=$(proc_ticks "${srv[@]}")
+  c0=$(child_ticks)
   timeout -k 10 "$STEP_TIMEOUT" "${cmd[@]}" >"$res/$name.out" 2>"$res/$name.err" || status=$?
+  cli_ticks=$(($(child_ticks) - c0))
+  srv_ticks=$(($(proc_ticks "${srv[@]}") - s0))
+  echo "server_ticks=$srv_ticks client_ticks=$cli_ticks ticks_per_second=$ticks" >"$res/$name.cpu"
   if ((status != 0)); then
     if ((status == 124)); then say "  timed out after ${STEP_TIMEOUT}s"; else say "  failed (status $status)"; fi
     tail -n 5 "$res/$name.err" >&2 || true
@@ -230,6 +252,12 @@ step() {
 
 # record KEY VALUE appends one figure of KEY (one line per repetition).
 record() { if [[ -n $2 ]]; then echo "$2" >>"$res/fig-$1"; fi; }
+# record_cpu KEY MSGS records the last step's server and client CPU seconds
+# per million messages (MSGS: the messages the step handled).
+record_cpu() {
+  record "$1-cpusrv" "$(per_million "$srv_ticks" "$2")"
+  record "$1-cpucli" "$(per_million "$cli_ticks" "$2")"
+}
 # jnum FILE FIELD reads a number from Bolide's JSON line.
 jnum() { sed -n "s/.*\"$2\":\([-0-9.eE+]*\).*/\1/p" "$1" | head -n 1; }
 # natsrate FILE reads the aggregate msgs/s of a `nats bench` report.
@@ -247,15 +275,28 @@ pubflags=(--create --purge --storage=file --replicas=1 --maxbytes="$NATS_STREAM_
 bolide_produce() {
   local key=$1 topic=$2 count=$3 r=$4; shift 4
   step "$key-bolide-$r" b bench produce --topic "$topic" --count "$count" --size "$SIZE" -o json "$@" &&
-    record "$key-bolide" "$(jnum "$res/$key-bolide-$r.out" msgsPerSec)"
+    record "$key-bolide" "$(jnum "$res/$key-bolide-$r.out" msgsPerSec)" && record_cpu "$key-bolide" "$count"
 }
 nats_pub() {
   local key=$1 kind=$2 count=$3 r=$4; shift 4
   step "$key-nats-$r" nb pub "$kind" "bench.$key" --stream="bench$key" "${pubflags[@]}" --msgs="$count" "$@" &&
-    record "$key-nats" "$(natsrate "$res/$key-nats-$r.out")"
+    record "$key-nats" "$(natsrate "$res/$key-nats-$r.out")" && record_cpu "$key-nats" "$count"
 }
 
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+# seconds D: the seconds of a Go duration like 30s, 1m or 1m30s (or 500ms).
+seconds() {
+  awk -v d="$1" 'BEGIN { t = 0
+    while (match(d, /^[0-9.]+(ms|s|m|h)/)) {
+      v = substr(d, 1, RLENGTH); d = substr(d, RLENGTH + 1)
+      n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+      t += (u == "ms") ? n / 1000 : (u == "s") ? n : (u == "m") ? n * 60 : n * 3600
+    }
+    print t }'
+}
+# The messages of one end-to-end run, warm-up included (its CPU covers both).
+E2E_MSGS=$(awk -v r="$E2E_RATE" -v d="$(seconds "$E2E_DURATION")" -v w="$(seconds "$E2E_WARMUP")" \
+  'BEGIN { printf "%.0f", r * (d + w) }')
 
 # Phase 1: Bolide async flush, NATS default (no fsync before the ack).
 start_bolide async
@@ -284,9 +325,9 @@ step fill-bolide b bench produce --topic backlog --count "$BACKLOG" --size "$SIZ
 step fill-nats nb pub async bench.backlog --stream=benchbacklog "${pubflags[@]}" --msgs="$BACKLOG" --batch="$NATS_BATCH" || true
 for ((r = 1; r <= REPS; r++)); do
   step "consume-bolide-$r" b bench consume --topic backlog --count "$BACKLOG" --pull-batch "$PULL_BATCH" -o json &&
-    record consume-bolide "$(jnum "$res/consume-bolide-$r.out" msgsPerSec)" || true
+    record consume-bolide "$(jnum "$res/consume-bolide-$r.out" msgsPerSec)" && record_cpu consume-bolide "$BACKLOG" || true
   step "consume-nats-$r" nb ordered --stream=benchbacklog --msgs="$BACKLOG" --batch="$NATS_BATCH" &&
-    record consume-nats "$(natsrate "$res/consume-nats-$r.out")" || true
+    record consume-nats "$(natsrate "$res/consume-nats-$r.out")" && record_cpu consume-nats "$BACKLOG" || true
 done
 for ((r = 1; r <= REPS; r++)); do
   if step "e2e-bolide-$r" b bench e2e --topic e2e --rate "$E2E_RATE" --duration "$E2E_DURATION" --warmup "$E2E_WARMUP" \
@@ -294,6 +335,7 @@ for ((r = 1; r <= REPS; r++)); do
     for f in p50 p99 p999 msgsPerSec missing; do
       record "e2e-$f" "$(jnum "$res/e2e-bolide-$r.out" "$f")"
     done
+    record_cpu e2e "$E2E_MSGS"
   fi
 done
 stop_all
@@ -322,12 +364,23 @@ stat() {
 # grp N prints N with its digits in groups of three ("1 000 000").
 grp() { sed -e :a -e 's/\([0-9]\)\([0-9]\{3\}\)\($\| \)/\1 \2\3/; ta' <<<"$1"; }
 
+# cpucell KEY prints KEY's median server and client CPU seconds per million
+# messages as "server + client" (– if none).
+cpucell() {
+  local s c
+  s=$(stat "$1-cpusrv" | cut -d' ' -f1)
+  c=$(stat "$1-cpucli" | cut -d' ' -f1)
+  if [[ -z $s ]]; then echo "–"; else printf '%.1f + %.1f\n' "$s" "$c"; fi
+}
+
 # row LABEL BOLIDE-KEY NATS-KEY TARGET-RATIO [MIN-ABSOLUTE]
 row() {
-  local label=$1 bs ns
+  local label=$1 bs ns bc nc
   bs=$(stat "$2")
   ns=$(stat "$3")
-  awk -v label="$label" -v bs="$bs" -v ns="$ns" -v target="$4" -v abs="${5:-0}" -v reps="$REPS" '
+  bc=$(cpucell "$2")
+  nc=$(cpucell "$3")
+  awk -v label="$label" -v bs="$bs" -v ns="$ns" -v bc="$bc" -v nc="$nc" -v target="$4" -v abs="${5:-0}" -v reps="$REPS" '
     function group(x,   s, r) {
       s = sprintf("%.0f", x); r = ""
       while (length(s) > 3) { r = " " substr(s, length(s) - 2) r; s = substr(s, 1, length(s) - 3) }
@@ -351,22 +404,23 @@ row() {
       }
       t = target > 0 ? sprintf("≥ %s×", target) : "(reference)"
       if (abs > 0) t = t " and ≥ " group(abs) " msgs/s"
-      printf "| %s | %s | %s | %s | %s | %s |\n", label, cell(bs), cell(ns), ratio, t, met
+      printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", label, cell(bs), cell(ns), ratio, t, met, bc, nc
     }'
 }
 
 e2e_row() {
   local p50 p99 p999 rate missing
   p50=$(stat e2e-p50); p99=$(stat e2e-p99); p999=$(stat e2e-p999); rate=$(stat e2e-msgsPerSec); missing=$(stat e2e-missing)
-  awk -v p50="$p50" -v p99="$p99" -v p999="$p999" -v rate="$rate" -v missing="$missing" -v want="$(grp "$E2E_RATE")" '
+  awk -v p50="$p50" -v p99="$p99" -v p999="$p999" -v rate="$rate" -v missing="$missing" -v want="$(grp "$E2E_RATE")" \
+    -v bc="$(cpucell e2e)" '
     BEGIN {
-      if (p99 == "") { printf "| end-to-end latency at %s msgs/s | failed | n/a | – | p99 ≤ 5 ms | – |\n", want; exit }
+      if (p99 == "") { printf "| end-to-end latency at %s msgs/s | failed | n/a | – | p99 ≤ 5 ms | – | – | – |\n", want; exit }
       split(p50, a, " "); split(p99, b, " "); split(p999, c, " "); split(rate, d, " "); split(missing, e, " ")
       note = sprintf("p50 %.2f / p99 %.2f / p99.9 %.2f ms (sent %.0f msgs/s", a[1], b[1], c[1], d[1])
       if (e[1] > 0) note = note sprintf(", %d missing", e[1])
       note = note ")"
       met = b[1] <= 5 ? "yes" : "**no**"
-      printf "| end-to-end latency at %s msgs/s (async flush) | %s | n/a | – | p99 ≤ 5 ms | %s |\n", want, note, met
+      printf "| end-to-end latency at %s msgs/s (async flush) | %s | n/a | – | p99 ≤ 5 ms | %s | %s | – |\n", want, note, met, bc
     }'
 }
 
@@ -381,8 +435,8 @@ table=$res/table.md
     "Figures are msgs/s, the median of $REPS run(s)$( ((REPS > 1)) && echo ' (min–max)')."
   ((QUICK == 1)) && echo && echo "**QUICK mode: small counts, one run; the figures are not meaningful.**"
   echo
-  echo "| workload | Bolide | NATS JetStream | Bolide / NATS | target | met |"
-  echo "|---|---|---|---|---|---|"
+  echo "| workload | Bolide | NATS JetStream | Bolide / NATS | target | met | Bolide CPU s / M msgs (server + client) | NATS CPU s / M msgs (server + client) |"
+  echo "|---|---|---|---|---|---|---|---|"
   row "1 producer, synchronous send (async flush / NATS default)" p1-bolide p1-nats 1.2
   row "16 producers, synchronous send (async flush / NATS default)" p16-bolide p16-nats 1.5
   row "batched producer: batch $ASYNC_BATCH, $ASYNC_INFLIGHT in flight / NATS async publish, $NATS_BATCH outstanding" \
@@ -396,6 +450,9 @@ table=$res/table.md
     "$(grp "$MSGS_DURABLE") (durable), $(grp "$BACKLOG") (backlog); end-to-end: $(grp "$E2E_RATE") msgs/s for $E2E_DURATION," \
     "the first $E2E_WARMUP untimed; its latency runs from each message's scheduled send time to its receipt." \
     "natscli has no JetStream end-to-end latency mode ('nats latency' times core NATS without storage), hence n/a." \
+    "CPU s / M msgs: CPU seconds (utime + stime, children included, /proc/<pid>/stat) per million messages during" \
+    "each step, medians: the system's server processes (Bolide: NameServer + broker; NATS: nats-server), then the" \
+    "client process (bolide bench / nats bench); the end-to-end run counts its warm-up messages too." \
     "Commands and raw outputs: .bench/results/$stamp/ (made by scripts/bench-vs-nats.sh)."
 } >"$table"
 cp "$table" "$OUT"

@@ -261,7 +261,8 @@ func (a *Admin) Close(ctx context.Context) error {
 
 // newConsole builds the console of co: it dials the cluster as the daemon
 // does (tlsconf.ClientConfig with the daemon's certificate, when TLS dial
-// is on) and authenticates with the admin listener's guard.
+// is on), authenticates with the admin listener's guard and, with ACL off,
+// takes changes from a remote browser only with --allow-remote-admin.
 func newConsole(co console.Options, sec AdminSecurity, g *auth.Guard, src *tlsconf.Source, lg *zap.Logger) (*console.Console, error) {
 	if sec.TLS.Dial {
 		cfg, err := tlsconf.ClientConfig(sec.TLS, src)
@@ -271,6 +272,7 @@ func newConsole(co console.Options, sec AdminSecurity, g *auth.Guard, src *tlsco
 		co.TLS = cfg
 	}
 	co.Guard = g
+	co.AllowRemoteAdmin = sec.Auth.AllowRemoteAdmin
 	if co.Assets == nil {
 		co.Assets = web.FS
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -123,6 +124,37 @@ func TestAdminConsoleACL(t *testing.T) {
 		code, body, err := get(t, c, base+tc.path, tc.ak, tc.sk)
 		if err != nil || code != tc.want || !strings.Contains(body, tc.has) {
 			t.Errorf("%s as %q: %d %.200q, %v; want %d with %q", tc.path, tc.ak, code, body, err, tc.want, tc.has)
+		}
+	}
+}
+
+// With ACL off the console takes changes from a browser on another host
+// only when the daemon runs with --allow-remote-admin, as the cluster does
+// for the CLI.
+func TestConsoleRemoteAdminFlag(t *testing.T) {
+	for _, allow := range []bool{false, true} {
+		sec := AdminSecurity{TLS: tlsconf.Config{Mode: tlsconf.Off}, Auth: auth.Config{AllowRemoteAdmin: allow}}
+		g, err := auth.New(sec.Auth, zaptest.NewLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// No NameServer answers at this address: an accepted change fails
+		// reaching the cluster, a refused one never tries.
+		c, err := newConsole(console.Options{Daemon: console.NameServer, Addr: "127.0.0.1:1",
+			NameServers: []string{"127.0.0.1:1"}, Timeout: 2 * time.Second}, sec, g, nil, zaptest.NewLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := httptest.NewRequest(http.MethodPost, "/console/api/topics", strings.NewReader(`{"topic":"remote-t","queues":1}`))
+		req.RemoteAddr = "203.0.113.9:40000"
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Bolide-Console", "1")
+		rec := httptest.NewRecorder()
+		c.ServeHTTP(rec, req)
+		_ = c.Close()
+		refused := rec.Code == http.StatusForbidden && strings.Contains(rec.Body.String(), "allow-remote-admin")
+		if refused == allow {
+			t.Errorf("allow-remote-admin=%v: remote change answered %d %s", allow, rec.Code, rec.Body.String())
 		}
 	}
 }
