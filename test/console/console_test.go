@@ -441,7 +441,9 @@ func scale(t *testing.T, b *browser, c *consoleCluster) {
 				// subject; that it gets routed is, and a topic never
 				// routed fails the test with the route the SDK sees.
 				slowRoutes.Add(1)
-				if err = c.WaitRouted(ctx, name); err != nil {
+				wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+				defer wcancel()
+				if err = c.WaitRouted(wctx, name); err != nil {
 					r, rerr := c.Admin.Route(context.Background(), name)
 					err = fmt.Errorf("%w (route now: %+v, %v)", err, r, rerr)
 				}
