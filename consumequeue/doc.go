@@ -87,11 +87,16 @@
 // TruncateAfter(phy) drops from the stage, or zeroes in the files (and
 // syncs), every unit from the first one whose Offset >= phy to MaxOffset, and deletes the files that lie wholly past that
 // point, newest first, but never the first file; MaxOffset becomes that
-// point (MinOffset when nothing is left). DeleteBefore(minPhy) deletes a
+// point (MinOffset when nothing is left). DeleteBefore(minPhy), called with
+// the CommitLog's minimum offset after retention and at start, deletes a
 // queue's oldest files, oldest first, while the last unit of the file ends
-// at or below minPhy, never the last file, and raises MinOffset to the first
-// remaining file. A crash in either leaves a contiguous run of files.
-// MinOffset is not persisted: after a restart it is recomputed as above.
+// at or below minPhy, never the last file, and raises MinOffset to the
+// first unit whose Offset >= minPhy (binary search, in the first remaining
+// file), MaxOffset if none: a queue file holds 300 000 units, so most of
+// the units below the CommitLog's minimum sit in a file that also holds
+// units above it. A crash in either leaves a contiguous run of files.
+// MinOffset is not persisted: Open recomputes it from the files as above,
+// and the owner of the CommitLog calls DeleteBefore again.
 //
 // # Concurrency
 //

@@ -37,15 +37,30 @@ type cqModel struct {
 	upf      int64
 	hasFiles bool
 	first    int64 // queue offset of the first file's first unit
+	// base is MinOffset as Open recovers it from the files: the first
+	// file's first unit that is not pre-blank. DeleteBefore may raise min
+	// above it; a reopen brings min back to it.
+	base     int64
 	min, max int64
-	units    map[int64]Unit
+	// end is End() of the unit at max-1, 0 for an empty queue; it stays
+	// when DeleteBefore moves min up to max.
+	end int64
+	// floor is the highest minPhyOffset DeleteBefore was given: the
+	// CommitLog never goes below its minimum again, so later units and
+	// truncation points are at or above it (units below MinOffset stay in
+	// the files and must keep CommitLog order with the new ones).
+	floor int64
+	units map[int64]Unit
 }
 
-func (m *cqModel) lastEnd() int64 {
-	if m.max == m.min {
-		return 0
+func (m *cqModel) lastEnd() int64 { return m.end }
+
+// resetEnd recomputes end after the queue lost units or was reopened.
+func (m *cqModel) resetEnd() {
+	m.end = 0
+	if m.max > m.min {
+		m.end = m.units[m.max-1].End()
 	}
-	return m.units[m.max-1].End()
 }
 
 func (m *cqModel) files() int {
@@ -90,7 +105,7 @@ func FuzzQueueRead(f *testing.F) {
 			op, arg := in.next()%8, in.next()
 			switch op {
 			case 0: // append
-				u := Unit{Offset: m.lastEnd() + arg%4, Size: int32(1 + arg%50), TagHash: arg - 100}
+				u := Unit{Offset: max(m.lastEnd(), m.floor) + arg%4, Size: int32(1 + arg%50), TagHash: arg - 100}
 				if err := q.Put(m.max, u); err != nil {
 					t.Fatalf("step %d: Put(%d): %v", step, m.max, err)
 				}
@@ -99,9 +114,10 @@ func FuzzQueueRead(f *testing.F) {
 				}
 				m.units[m.max] = u
 				m.max++
+				m.end = u.End()
 			case 1: // past the end: a start on an empty queue, a gap otherwise
 				off := m.max + 1 + arg%20
-				u := Unit{Offset: m.lastEnd() + 1, Size: 1}
+				u := Unit{Offset: max(m.lastEnd(), m.floor) + 1, Size: 1}
 				err := q.Put(off, u)
 				if m.hasFiles {
 					if !errors.Is(err, ErrOffsetGap) {
@@ -112,9 +128,10 @@ func FuzzQueueRead(f *testing.F) {
 				if err != nil {
 					t.Fatalf("step %d: start Put(%d): %v", step, off, err)
 				}
-				m.hasFiles, m.first, m.min = true, off-off%m.upf, off
+				m.hasFiles, m.first, m.min, m.base = true, off-off%m.upf, off, off
 				m.units[off] = u
 				m.max = off + 1
+				m.end = u.End()
 			case 2: // re-put
 				off := m.min - 2 + arg%(m.max-m.min+3)
 				if off < 0 || off >= m.max {
@@ -149,13 +166,16 @@ func FuzzQueueRead(f *testing.F) {
 					t.Fatalf("step %d: Get(%d) = %+v, %v, want %+v", step, off, u, err, m.units[off])
 				}
 			case 5: // truncate
-				phy := m.lastEnd() * arg / 200
+				phy := max(m.lastEnd()*arg/200, m.floor)
 				if err := q.TruncateAfter(phy); err != nil {
 					t.Fatalf("step %d: TruncateAfter(%d): %v", step, phy, err)
 				}
-				for m.max > m.min && m.units[m.max-1].Offset >= phy {
-					m.max--
-					delete(m.units, m.max)
+				if m.max > m.min && m.units[m.max-1].Offset >= phy {
+					for m.max > m.min && m.units[m.max-1].Offset >= phy {
+						m.max--
+						delete(m.units, m.max)
+					}
+					m.resetEnd()
 				}
 			case 6: // flush, close and reopen
 				if err := s.Close(); err != nil {
@@ -167,8 +187,11 @@ func FuzzQueueRead(f *testing.F) {
 				if q, err = s.Queue("f", 0); err != nil {
 					t.Fatal(err)
 				}
+				m.min = m.base
+				m.resetEnd()
 			case 7: // delete expired files
 				phy := m.lastEnd() * arg / 200
+				m.floor = max(m.floor, phy)
 				n, err := s.DeleteBefore(phy)
 				if err != nil {
 					t.Fatalf("step %d: DeleteBefore(%d): %v", step, phy, err)
@@ -180,7 +203,11 @@ func FuzzQueueRead(f *testing.F) {
 					}
 					m.first += m.upf
 					m.min = max(m.min, m.first)
+					m.base = max(m.base, m.first)
 					want++
+				}
+				for m.min < m.max && m.units[m.min].Offset < phy {
+					m.min++
 				}
 				if n != want {
 					t.Fatalf("step %d: DeleteBefore(%d) removed %d files, want %d", step, phy, n, want)

@@ -87,6 +87,22 @@ func checkRange(t testing.TB, q *Queue, lo, hi int64) {
 	}
 }
 
+// checkAgedOut asserts that DeleteBefore left the queue empty at offset at,
+// having moved MinOffset past all of its units 0..at-1: nothing is
+// readable, and MaxPhysicalOffset still says where the last unit ended.
+func checkAgedOut(t testing.TB, q *Queue, at int64) {
+	t.Helper()
+	if q.MinOffset() != at || q.MaxOffset() != at {
+		t.Fatalf("range = [%d, %d), want [%d, %d)", q.MinOffset(), q.MaxOffset(), at, at)
+	}
+	if _, err := q.Get(at - 1); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get(%d) = %v, want ErrNotFound", at-1, err)
+	}
+	if got, want := q.MaxPhysicalOffset(), unitFor(at-1).End(); got != want {
+		t.Fatalf("MaxPhysicalOffset = %d, want %d", got, want)
+	}
+}
+
 // queueFiles lists the file names of a queue directory.
 func queueFiles(t testing.TB, root, topic, id string) []string {
 	t.Helper()

@@ -94,10 +94,15 @@ func (q *Queue) TruncateAfter(phyOffset int64) error {
 	return nil
 }
 
-// DeleteBefore removes the queue's oldest files whose last unit ends at or
-// below minPhyOffset (their messages are gone from the CommitLog), never the
-// last file. MinOffset moves up to the first remaining file. It returns how
-// many files were removed.
+// DeleteBefore drops what lies below minPhyOffset, the CommitLog's new
+// minimum: it removes the queue's oldest files whose last unit ends at or
+// below it (their messages are gone from the CommitLog), never the last
+// file, and raises MinOffset to the first unit whose Offset is >= it
+// (RocketMQ's correctMinOffset), MaxOffset if there is none. Units are in
+// CommitLog order, so that unit is found by binary search; it lies in the
+// first remaining file. MinOffset never moves down, and it is not
+// persisted: after a restart the caller calls DeleteBefore again. It
+// returns how many files were removed.
 func (q *Queue) DeleteBefore(minPhyOffset int64) (int, error) {
 	q.flushMu.Lock() // a flush may be writing the files
 	defer q.flushMu.Unlock()
@@ -120,6 +125,7 @@ func (q *Queue) DeleteBefore(minPhyOffset int64) (int, error) {
 		k++
 	}
 	if k == 0 {
+		q.correctMinLocked(minPhyOffset)
 		q.mu.Unlock()
 		return 0, nil
 	}
@@ -135,6 +141,7 @@ func (q *Queue) DeleteBefore(minPhyOffset int64) (int, error) {
 	if q.minOff.Load() < q.segs[0].start {
 		q.minOff.Store(q.segs[0].start)
 	}
+	q.correctMinLocked(minPhyOffset)
 	q.mu.Unlock()
 
 	var errs []error
@@ -161,6 +168,20 @@ func (q *Queue) DeleteBefore(minPhyOffset int64) (int, error) {
 		return n, q.errf("delete before %d: %w", minPhyOffset, err)
 	}
 	return n, nil
+}
+
+// correctMinLocked raises MinOffset to the first unit whose Offset is >=
+// minPhyOffset, or to MaxOffset when every unit lies below it. mu is held
+// exclusively, so MaxOffset cannot move.
+func (q *Queue) correctMinLocked(minPhyOffset int64) {
+	lo, hi := q.minOff.Load(), q.maxOff.Load()
+	if lo >= hi || q.unitAt(lo).Offset >= minPhyOffset {
+		return
+	}
+	m := lo + int64(sort.Search(int(hi-lo), func(i int) bool {
+		return q.unitAt(lo+int64(i)).Offset >= minPhyOffset
+	}))
+	q.minOff.Store(m)
 }
 
 // stageKeep is the stage capacity any queue may keep between flushes; a

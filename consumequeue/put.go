@@ -39,7 +39,9 @@ func (q *Queue) Put(queueOffset int64, u Unit) error {
 	if queueOffset > hi && q.hasSegments() {
 		return q.errf("put %d: max offset is %d: %w", queueOffset, hi, ErrOffsetGap)
 	}
-	if hi > q.minOff.Load() && u.Offset < q.lastEnd {
+	// lastEnd is 0 on an empty queue; it outlives units that DeleteBefore
+	// put below MinOffset, so the order holds across them too.
+	if u.Offset < q.lastEnd {
 		return q.errf("put %d: physical offset %d precedes the end %d of the previous unit: %w",
 			queueOffset, u.Offset, q.lastEnd, ErrCorrupt)
 	}

@@ -250,31 +250,84 @@ func TestDeleteBefore(t *testing.T) {
 	s := openStore(t, root, 10)
 	q := mustQueue(t, s, "t", 0)
 	putRange(t, q, 0, 35)
-	// The first two files end with units 9 and 19.
-	n, err := s.DeleteBefore(unitFor(19).End() - 1)
+	// The CommitLog now starts at unit 12: the first file (units 0-9) goes,
+	// and MinOffset moves past units 10 and 11 of the second one.
+	n, err := s.DeleteBefore(unitFor(12).Offset)
 	if err != nil || n != 1 {
 		t.Fatalf("DeleteBefore = %d, %v, want 1 file", n, err)
 	}
-	checkRange(t, q, 10, 35)
-	if _, err := q.Read(5, 3, nil); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("Read of deleted units = %v, want ErrNotFound", err)
+	checkRange(t, q, 12, 35)
+	for _, off := range []int64{5, 10, 11} {
+		if _, err := q.Read(off, 3, nil); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Read(%d) of deleted units = %v, want ErrNotFound", off, err)
+		}
 	}
-	// Never the last file, even if everything is gone from the CommitLog.
+	// Within one file: no file goes, MinOffset moves all the same.
+	n, err = s.DeleteBefore(unitFor(17).Offset)
+	if err != nil || n != 0 {
+		t.Fatalf("DeleteBefore within a file = %d, %v, want 0 files", n, err)
+	}
+	checkRange(t, q, 17, 35)
+	// MinOffset never moves down.
+	if _, err := s.DeleteBefore(unitFor(3).Offset); err != nil {
+		t.Fatal(err)
+	}
+	checkRange(t, q, 17, 35)
+	// Never the last file, even if everything is gone from the CommitLog:
+	// the queue is then empty at its max offset.
 	n, err = s.DeleteBefore(1 << 50)
 	if err != nil || n != 2 {
 		t.Fatalf("DeleteBefore(all) = %d, %v, want 2 files", n, err)
 	}
-	checkRange(t, q, 30, 35)
+	checkAgedOut(t, q, 35)
 	if got := queueFiles(t, root, "t", "0"); !reflect.DeepEqual(got, []string{"00000000000000000600"}) {
 		t.Fatalf("files = %v", got)
 	}
 	putRange(t, q, 35, 42)
+	checkRange(t, q, 35, 42)
+	if err := q.Put(42, Unit{Offset: unitFor(41).Offset, Size: 1}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Put behind the last unit = %v, want ErrCorrupt", err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// MinOffset is not persisted: the files give the first file's start,
+	// and DeleteBefore with the CommitLog's minimum corrects it again.
 	s = openStore(t, root, 10)
 	q, _ = s.Lookup("t", 0)
 	checkRange(t, q, 30, 42)
+	if n, err := s.DeleteBefore(unitFor(36).Offset); err != nil || n != 0 {
+		t.Fatalf("DeleteBefore after reopen = %d, %v", n, err)
+	}
+	checkRange(t, q, 36, 42)
+}
+
+// TestDeleteBeforeStagedAndLargeFiles: MinOffset is corrected in a file far
+// from full and over units still staged, by binary search.
+func TestDeleteBeforeStagedAndLargeFiles(t *testing.T) {
+	q := mustQueue(t, openStore(t, t.TempDir(), 1000), "t", 0)
+	putRange(t, q, 0, 300)
+	if err := q.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	putRange(t, q, 300, 700) // 300..699 staged
+	for _, tc := range []struct{ phy, want int64 }{
+		{unitFor(0).Offset, 0},
+		{unitFor(0).Offset + 1, 1},
+		{unitFor(299).End(), 300},
+		{unitFor(450).Offset, 450},
+		{unitFor(699).Offset, 699},
+		{unitFor(699).End(), 700},
+	} {
+		if n, err := q.DeleteBefore(tc.phy); err != nil || n != 0 {
+			t.Fatalf("DeleteBefore(%d) = %d, %v", tc.phy, n, err)
+		}
+		if tc.want == 700 {
+			checkAgedOut(t, q, 700)
+		} else {
+			checkRange(t, q, tc.want, 700)
+		}
+	}
 }
 
 func TestOffsetForTime(t *testing.T) {

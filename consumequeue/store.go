@@ -196,9 +196,11 @@ func (s *Store) TruncateAfter(phyOffset int64) error {
 	return errors.Join(errs...)
 }
 
-// DeleteBefore removes, in every queue, the whole files whose last unit ends
-// at or below minPhyOffset (the CommitLog's new minimum), never a queue's
-// last file. It returns how many files were removed.
+// DeleteBefore drops, in every queue, what lies below minPhyOffset (the
+// CommitLog's new minimum): the whole files whose last unit ends at or below
+// it, never a queue's last file, and MinOffset moves up to the first unit at
+// or above it (see Queue.DeleteBefore). It returns how many files were
+// removed.
 func (s *Store) DeleteBefore(minPhyOffset int64) (removedFiles int, err error) {
 	var errs []error
 	for _, q := range s.Queues() {

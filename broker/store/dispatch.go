@@ -420,14 +420,32 @@ func (s *Store) RunRetention(now time.Time) (int, error) {
 	if n == 0 {
 		return n, err
 	}
-	minOff := s.clog.MinOffset()
-	if _, cerr := s.cqs.DeleteBefore(minOff); cerr != nil && err == nil {
-		err = cerr
-	}
-	if s.index != nil {
-		if _, ierr := s.index.DeleteBefore(minOff); ierr != nil && err == nil {
-			err = ierr
-		}
+	if derr := s.dropBelowLog(); derr != nil && err == nil {
+		err = derr
 	}
 	return n, err
+}
+
+// dropBelowLog makes the queues and the index follow the CommitLog's
+// minimum offset: queue and index files that only point below it are
+// deleted, and every queue's min offset moves up to its first unit at or
+// above it (consumequeue.Queue.DeleteBefore), so that nobody is told of
+// messages that are gone. Retention calls it after deleting segments, and
+// Open after recovery: min offsets are not persisted, and a crash may have
+// come between the deletion of segments and this.
+func (s *Store) dropBelowLog() error {
+	minOff := s.clog.MinOffset()
+	if minOff <= 0 {
+		return nil
+	}
+	var errs []error
+	if _, err := s.cqs.DeleteBefore(minOff); err != nil {
+		errs = append(errs, fmt.Errorf("store: drop queue units below %d: %w", minOff, err))
+	}
+	if s.index != nil {
+		if _, err := s.index.DeleteBefore(minOff); err != nil {
+			errs = append(errs, fmt.Errorf("store: drop index files below %d: %w", minOff, err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -166,5 +166,13 @@
 //
 // Every RetentionInterval (10 s) the CommitLog's retention policy runs; when
 // it deletes segments, queue and index files that only point below the new
-// minimum offset are deleted too.
+// minimum offset are deleted too, and every queue's min offset moves up to
+// its first unit whose message is still in the log (RocketMQ's
+// correctMinOffset: a binary search in the queue's first file, which holds
+// 300 000 units and so usually outlives many segments). Min offsets live in
+// memory only; Open corrects them the same way after recovery (and deletes
+// what a crash left behind). Everything that reports a queue's min offset
+// (QueueOffsets, Queues) reports the corrected one, and a read below it is
+// answered OffsetTooSmall with NextOffset at the min offset, also when
+// retention emptied the queue.
 package store

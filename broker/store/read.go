@@ -27,9 +27,11 @@ const (
 	OffsetOverflowOne
 	// OffsetOverflowBadly: the offset is beyond the max offset.
 	OffsetOverflowBadly
-	// OffsetTooSmall: the offset is below the queue's min offset.
+	// OffsetTooSmall: the offset is below the queue's min offset (its
+	// messages were deleted by retention); NextOffset is the min offset.
 	OffsetTooSmall
-	// NoMessageInQueue: the queue does not exist or is empty.
+	// NoMessageInQueue: the queue does not exist, or is empty and the
+	// offset is not below its min offset.
 	NoMessageInQueue
 )
 
@@ -89,11 +91,13 @@ func (s *Store) GetMatching(topic string, queueID int32, offset int64, maxCount,
 	}
 	res := GetResult{MinOffset: q.MinOffset(), MaxOffset: q.MaxOffset(), NextOffset: offset}
 	switch {
+	case offset < res.MinOffset:
+		// Also when retention emptied the queue (min == max > 0): the
+		// consumer is moved to where the next message will be.
+		res.Status, res.NextOffset = OffsetTooSmall, res.MinOffset
+		return res, nil
 	case res.MaxOffset == res.MinOffset:
 		res.Status, res.NextOffset = NoMessageInQueue, res.MinOffset
-		return res, nil
-	case offset < res.MinOffset:
-		res.Status, res.NextOffset = OffsetTooSmall, res.MinOffset
 		return res, nil
 	case offset == res.MaxOffset:
 		res.Status = OffsetOverflowOne
@@ -114,6 +118,15 @@ func (s *Store) GetMatching(topic string, queueID int32, offset int64, maxCount,
 	for len(res.Records) < maxCount && next < res.MaxOffset && scanned < maxScanUnits {
 		var err error
 		units, err = q.Read(next, min(maxCount*2, 1024), units[:0])
+		if errors.Is(err, consumequeue.ErrNotFound) && len(res.Records) == 0 {
+			// Retention moved the min offset past next meanwhile.
+			res.MinOffset = q.MinOffset()
+			res.Status, res.NextOffset = OffsetTooSmall, res.MinOffset
+			return res, nil
+		}
+		if errors.Is(err, consumequeue.ErrNotFound) {
+			break // return what was read; the next pull is moved
+		}
 		if err != nil {
 			return res, fmt.Errorf("store: read %s/%d at %d: %w", topic, queueID, next, err)
 		}
@@ -138,15 +151,20 @@ func (s *Store) GetMatching(topic string, queueID int32, offset int64, maxCount,
 			var rec []byte
 			if match != nil {
 				scratch, err = s.clog.ReadRecord(u.Offset, scratch[:0])
-				if err != nil {
-					return res, fmt.Errorf("store: read record of %s/%d@%d at %d: %w", topic, queueID, qo, u.Offset, err)
-				}
+			} else {
+				rec, err = s.clog.ReadRecord(u.Offset, make([]byte, 0, u.Size))
+			}
+			if err != nil && u.Offset < s.clog.MinOffset() {
+				continue // retention deleted its segment since minPhys was read
+			}
+			if err != nil {
+				return res, fmt.Errorf("store: read record of %s/%d@%d at %d: %w", topic, queueID, qo, u.Offset, err)
+			}
+			if match != nil {
 				if !match(scratch) {
 					continue
 				}
 				rec = append(make([]byte, 0, len(scratch)), scratch...)
-			} else if rec, err = s.clog.ReadRecord(u.Offset, make([]byte, 0, u.Size)); err != nil {
-				return res, fmt.Errorf("store: read record of %s/%d@%d at %d: %w", topic, queueID, qo, u.Offset, err)
 			}
 			res.Records = append(res.Records, rec)
 			res.QueueOffsets = append(res.QueueOffsets, qo)

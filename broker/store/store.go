@@ -284,6 +284,13 @@ func (s *Store) open() error {
 			return fmt.Errorf("store: truncate index: %w", err)
 		}
 	}
+	// The queues recover their min offsets from their files alone: move
+	// them past the units whose messages retention has deleted. Only the
+	// removal of files can fail, after the min offsets moved; a later
+	// retention run tries again.
+	if err := s.dropBelowLog(); err != nil {
+		s.log.Warn("could not remove queue or index files below the log's start", zap.Error(err))
+	}
 	s.dispatched.Store(from)
 	s.planned.Store(from)
 	s.lastStoreTime.Store(cp.StoreTimestamp)

@@ -166,12 +166,7 @@ result is not an error.`,
 			return forTopic(topic, err)
 		}
 		if a.json() {
-			for _, m := range msgs {
-				if err := a.emit(toMessageJSON(m)); err != nil {
-					return err
-				}
-			}
-			return nil
+			return a.emitMessages(msgs)
 		}
 		if len(msgs) == 0 {
 			a.info("no message of %s has the key %s", topic, key)
@@ -270,4 +265,14 @@ func (a *app) queueOf(topic, broker string, queue int32) (client.MessageQueue, e
 		return client.MessageQueue{}, fmt.Errorf("topic %s has queues 0..%d on %s, not %d", topic, qd.ReadQueues-1, qd.BrokerName, queue)
 	}
 	return client.MessageQueue{Topic: topic, BrokerName: qd.BrokerName, QueueID: queue}, nil
+}
+
+// emitMessages prints msgs as JSON lines, one object each (toMessageJSON).
+func (a *app) emitMessages(msgs []*client.MessageExt) error {
+	for _, m := range msgs {
+		if err := a.emit(toMessageJSON(m)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -57,12 +57,7 @@ table output ends with the offset to give --from for the next page (on stderr).`
 			return forTopic(topic, err)
 		}
 		if a.json() {
-			for _, m := range msgs {
-				if err := a.emit(toMessageJSON(m)); err != nil {
-					return err
-				}
-			}
-			return nil
+			return a.emitMessages(msgs)
 		}
 		if len(msgs) == 0 {
 			a.info("queue %s has no message at or after offset %d (its next offset is %d)", mq, from, next)
@@ -156,10 +151,8 @@ messages are printed, the oldest; when the range holds more, a line on stderr sa
 			msgs = msgs[:max]
 		}
 		if a.json() {
-			for _, m := range msgs {
-				if err := a.emit(toMessageJSON(m)); err != nil {
-					return err
-				}
+			if err := a.emitMessages(msgs); err != nil {
+				return err
 			}
 		} else if len(msgs) == 0 {
 			a.info("no message of %s was stored between %s and %s", topic, formatTime(from), formatTime(to))

@@ -87,11 +87,7 @@ within the maximum number of check-backs (they sit in TRANS_CHECK_MAX_TIME_TOPIC
 			return t.write(a.stdout)
 		},
 	}
-	f := c.Flags()
-	f.StringSliceVar(&q.BrokerNames, "broker", nil, "only these broker groups (repeatable)")
-	f.StringVar(&q.Group, "group", "", "only this producer group")
-	f.StringVar(&q.Topic, "topic", "", "only this (real) topic")
-	f.IntVar(&q.Max, "max", 1000, "at most this many entries per broker")
+	txnQueryFlags(c, &q)
 	return c
 }
 
@@ -153,11 +149,7 @@ to decide for the producer.`,
 			return t.write(a.stdout)
 		},
 	}
-	f := c.Flags()
-	f.StringSliceVar(&q.BrokerNames, "broker", nil, "only these broker groups (repeatable)")
-	f.StringVar(&q.Group, "group", "", "only this producer group")
-	f.StringVar(&q.Topic, "topic", "", "only this (real) topic")
-	f.IntVar(&q.Max, "max", 1000, "at most this many entries per broker")
+	txnQueryFlags(c, &q)
 	return c
 }
 
@@ -245,3 +237,12 @@ type shortError struct {
 
 func (e *shortError) Error() string { return e.msg }
 func (e *shortError) Unwrap() error { return e.err }
+
+// txnQueryFlags are the filters of txn list and txn pending.
+func txnQueryFlags(c *cobra.Command, q *client.TransactionQuery) {
+	f := c.Flags()
+	f.StringSliceVar(&q.BrokerNames, "broker", nil, "only these broker groups (repeatable)")
+	f.StringVar(&q.Group, "group", "", "only this producer group")
+	f.StringVar(&q.Topic, "topic", "", "only this (real) topic")
+	f.IntVar(&q.Max, "max", 1000, "at most this many entries per broker")
+}
