@@ -117,6 +117,7 @@ func (r *registrar) loop() {
 
 func (r *registrar) registration() Registration {
 	b := r.b
+	topics, version := b.registeredTopics()
 	return Registration{
 		Cluster:          b.opts.Cluster,
 		BrokerName:       b.opts.BrokerName,
@@ -127,9 +128,23 @@ func (r *registrar) registration() Registration {
 		Version:          b.opts.Version,
 		HeartbeatTimeout: b.opts.BrokerTimeout,
 		GossipAddr:       b.gossipAddr(),
-		Topics:           b.maskTopics(b.topics.all()),
-		DataVersion:      b.topics.dataVersion(),
+		Topics:           topics,
+		DataVersion:      version,
 		FifoGroups:       b.fifoGroups(),
+	}
+}
+
+// registeredTopics returns the topics as the NameServers see them (masked
+// by the broker's permission) with the data version that counts them. A
+// change of the broker's permission is stored before the version is
+// bumped, so a version unchanged across the read means the mask matches it.
+func (b *Broker) registeredTopics() ([]TopicConfig, dataVersion) {
+	for {
+		topics, v := b.topics.snapshot()
+		topics = b.maskTopics(topics)
+		if b.topics.dataVersion() == v {
+			return topics, v
+		}
 	}
 }
 

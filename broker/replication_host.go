@@ -113,7 +113,7 @@ func haLink(opts Options, g *auth.Guard, certs *tlsconf.Source, log *zap.Logger)
 type replicationHost struct{ b *Broker }
 
 func (h replicationHost) Topics() ([]topic.Config, topic.DataVersion) {
-	return h.b.topics.all(), h.b.topics.dataVersion()
+	return h.b.topics.snapshot()
 }
 
 func (h replicationHost) ReplaceTopics(topics []topic.Config, v topic.DataVersion) ([]string, bool, error) {

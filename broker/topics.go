@@ -90,6 +90,15 @@ func (t *topicTable) get(name string) (TopicConfig, bool) {
 }
 
 func (t *topicTable) all() []TopicConfig {
+	out, _ := t.snapshot()
+	return out
+}
+
+// snapshot returns the topics and the data version that counts exactly
+// them, read in one critical section: a version read apart from the
+// topics could count a topic the list lacks, and a NameServer (or a slave)
+// that stored that version would never take the topic.
+func (t *topicTable) snapshot() ([]TopicConfig, dataVersion) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	out := make([]TopicConfig, 0, len(t.topics))
@@ -97,7 +106,7 @@ func (t *topicTable) all() []TopicConfig {
 		out = append(out, *c)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return out, t.version
 }
 
 func (t *topicTable) dataVersion() dataVersion {
