@@ -12,9 +12,10 @@ import (
 
 func newTxnCmd(a *app) *cobra.Command {
 	return groupCmd("txn", "Inspect transactional messages; commit or roll back one a producer left undecided",
-		"  bolide txn list\n  bolide txn pending --group order-producers\n  bolide txn commit --broker broker-a --offset 40213",
+		"  bolide txn list\n  bolide txn pending --group order-producers\n  bolide txn stats\n  bolide txn commit --broker broker-a --offset 40213",
 		newTxnListCmd(a),
 		newTxnPendingCmd(a),
+		newTxnStatsCmd(a),
 		newTxnResolveCmd(a, true),
 		newTxnResolveCmd(a, false),
 	)
@@ -245,4 +246,76 @@ func txnQueryFlags(c *cobra.Command, q *client.TransactionQuery) {
 	f.StringVar(&q.Group, "group", "", "only this producer group")
 	f.StringVar(&q.Topic, "topic", "", "only this (real) topic")
 	f.IntVar(&q.Max, "max", 1000, "at most this many entries per broker")
+}
+
+// txnStatsJSON is one master's line of txn stats.
+type txnStatsJSON struct {
+	Broker                string `json:"broker"`
+	Addr                  string `json:"addr"`
+	Pending               int64  `json:"pending"`
+	OldestPendingAge      string `json:"oldestPendingAge"`
+	HalfMessages          int64  `json:"halfMessages"`
+	Checks                int64  `json:"checks"`
+	ChecksSent            int64  `json:"checksSent"`
+	ChecksWithoutProducer int64  `json:"checksWithoutProducer"`
+	Commits               int64  `json:"commits"`
+	Rollbacks             int64  `json:"rollbacks"`
+	Discards              int64  `json:"discards"`
+	DuplicateEnds         int64  `json:"duplicateEnds"`
+	ConflictingEnds       int64  `json:"conflictingEnds"`
+	UnknownAnswers        int64  `json:"unknownAnswers"`
+	DiscardedTotal        int64  `json:"discardedTotal"`
+}
+
+func newTxnStatsCmd(a *app) *cobra.Command {
+	var brokers []string
+	c := &cobra.Command{
+		Use:   "stats",
+		Short: "Show each master's transaction figures: pending, checks, outcomes",
+		Long: `Show, for every master (or --broker groups), its transactional figures: half messages
+pending and the age of the oldest, check-backs made (sent to a producer, or with no producer of
+the group connected), outcomes since the broker started (commits, rollbacks, discards after the
+maximum number of checks, outcomes that came twice or contradicted an earlier one, answers
+UNKNOWN) and the half messages discarded in total (what txn list shows).`,
+		Example: "  bolide txn stats\n  bolide txn stats --broker broker-a -o json",
+		Args:    exactArgs(0, ""),
+		RunE: func(*cobra.Command, []string) error {
+			adm, err := a.adminClient()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.opCtx()
+			defer cancel()
+			stats, err := adm.TransactionStats(ctx, brokers...)
+			if err != nil {
+				return err
+			}
+			t := newTable("BROKER", "PENDING", "OLDEST", "CHECKS", "NO PRODUCER", "COMMITS", "ROLLBACKS", "DISCARDS", "DUPLICATE", "CONFLICTING", "UNKNOWN")
+			for _, s := range stats {
+				j := txnStatsJSON{Broker: s.BrokerName, Addr: s.Addr, Pending: s.Pending, OldestPendingAge: s.OldestPendingAge.String(),
+					HalfMessages: s.HalfMessages, Checks: s.Checks, ChecksSent: s.ChecksSent,
+					ChecksWithoutProducer: s.ChecksWithoutProducer, Commits: s.Commits, Rollbacks: s.Rollbacks,
+					Discards: s.Discards, DuplicateEnds: s.DuplicateEnds, ConflictingEnds: s.ConflictingEnds,
+					UnknownAnswers: s.UnknownAnswers, DiscardedTotal: s.DiscardedTotal}
+				if a.json() {
+					if err := a.emit(j); err != nil {
+						return err
+					}
+					continue
+				}
+				oldest := "-"
+				if s.Pending > 0 {
+					oldest = shortDuration(s.OldestPendingAge)
+				}
+				t.row(j.Broker, j.Pending, oldest, j.Checks, j.ChecksWithoutProducer, j.Commits, j.Rollbacks, j.Discards,
+					j.DuplicateEnds, j.ConflictingEnds, j.UnknownAnswers)
+			}
+			if a.json() {
+				return nil
+			}
+			return t.write(a.stdout)
+		},
+	}
+	c.Flags().StringSliceVar(&brokers, "broker", nil, "only these broker groups (repeatable)")
+	return c
 }

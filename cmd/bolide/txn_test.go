@@ -134,6 +134,19 @@ func TestTxnPendingAndResolve(t *testing.T) {
 		t.Fatalf("table (exit %d):\n%s", code, out)
 	}
 
+	code, out, _ = runCLI(t, "", "--namesrv", ns, "txn", "stats", "-o", "json")
+	t.Logf("$ bolide txn stats -o json\n%s", out)
+	var sj txnStatsJSON
+	if code != 0 || json.Unmarshal([]byte(out), &sj) != nil || sj.Broker != "broker-a" || sj.Pending != 2 || sj.Commits != 0 {
+		t.Fatalf("txn stats -o json: exit %d, %q", code, out)
+	}
+	code, out, _ = runCLI(t, "", "--namesrv", ns, "txn", "stats")
+	t.Logf("$ bolide txn stats\n%s", out)
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "BROKER") ||
+		!strings.HasPrefix(lines[1], "broker-a") || strings.Fields(lines[1])[1] != "2" {
+		t.Fatalf("txn stats: exit %d:\n%s", code, out)
+	}
+
 	off := func(j pendingJSON) string { return fmt.Sprint(j.Offset) }
 	args := []string{"txn", "commit", "--broker", "broker-a", "--offset", off(list[0])}
 	code, out, stderr := runCLI(t, "", append([]string{"--namesrv", ns}, args...)...)
@@ -168,6 +181,11 @@ func TestTxnPendingAndResolve(t *testing.T) {
 		}
 		return nil
 	})
+	code, out, _ = runCLI(t, "", "--namesrv", ns, "txn", "stats", "-o", "json")
+	t.Logf("$ bolide txn stats -o json\n%s", out)
+	if code != 0 || json.Unmarshal([]byte(out), &sj) != nil || sj.Pending != 0 || sj.Commits != 1 || sj.Rollbacks != 1 {
+		t.Fatalf("txn stats after a commit and a rollback: exit %d, %q", code, out)
+	}
 
 	// Again the same way: no error; the other way: a conflict; an offset
 	// that holds no half message: not found; flags missing: usage.
