@@ -8,6 +8,8 @@ import (
 	"sort"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -85,7 +87,7 @@ type SubscriptionGroup struct {
 // subgroup.Default).
 func defaultGroupConfig(group string) *pb.SubscriptionGroupConfig {
 	return &pb.SubscriptionGroupConfig{
-		Group: group, ConsumeEnable: true, ConsumeFromMinEnable: true, ConsumeBroadcastEnable: true,
+		Group: group, ConsumeEnable: proto.Bool(true), ConsumeFromMinEnable: true, ConsumeBroadcastEnable: true,
 		RetryQueueNums: 1, RetryMaxTimes: DefaultMaxDeliveryAttempts - 1, WhichBrokerWhenConsumeSlowly: 1,
 		NotifyConsumerIdsChangedEnable: true, ConsumeTimeoutMinute: 15,
 	}
@@ -100,7 +102,7 @@ func (s *SubscriptionGroupSpec) apply(cfg *pb.SubscriptionGroupConfig) {
 	}
 	cfg.RetryMaxTimes = int32(attempts - 1)
 	if s.ConsumeEnable != nil {
-		cfg.ConsumeEnable = *s.ConsumeEnable
+		cfg.ConsumeEnable = proto.Bool(*s.ConsumeEnable)
 	}
 	switch {
 	case s.Exponential != nil:
@@ -149,7 +151,7 @@ var defaultRetryBackoff = []time.Duration{
 func groupFromProto(brokerName string, c *pb.SubscriptionGroupConfig) SubscriptionGroup {
 	g := SubscriptionGroup{
 		Name: c.GetGroup(), BrokerName: brokerName, FIFO: c.GetConsumeMessageOrderly(),
-		MaxDeliveryAttempts: int(c.GetRetryMaxTimes()) + 1, RetryPolicy: RetryCustomized, ConsumeEnable: c.GetConsumeEnable(),
+		MaxDeliveryAttempts: int(c.GetRetryMaxTimes()) + 1, RetryPolicy: RetryCustomized, ConsumeEnable: c.ConsumeEnable == nil || *c.ConsumeEnable,
 	}
 	if len(c.GetAttributes()) > 0 {
 		g.Attributes = maps.Clone(c.GetAttributes())

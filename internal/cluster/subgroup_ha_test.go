@@ -30,11 +30,11 @@ func TestSubscriptionGroupsReplicated(t *testing.T) {
 		}
 	}
 	// One group declared before the slave exists, one after.
-	put(&pb.SubscriptionGroupConfig{Group: "fifo-g", ConsumeEnable: true, ConsumeMessageOrderly: true, RetryMaxTimes: 4,
+	put(&pb.SubscriptionGroupConfig{Group: "fifo-g", ConsumeMessageOrderly: true, RetryMaxTimes: 4,
 		RetryPolicy: &pb.RetryPolicy{Type: "CUSTOMIZED", Customized: &pb.CustomizedRetryPolicy{NextMs: []int64{1000, 5000}}}})
 	s := c.StartSlave(0, 1)
 	sc := brokerClient(t, s.Broker().Addr())
-	put(&pb.SubscriptionGroupConfig{Group: "plain-g", ConsumeEnable: true, RetryMaxTimes: 16})
+	put(&pb.SubscriptionGroupConfig{Group: "plain-g", RetryMaxTimes: 16})
 
 	waitGroups := func(want map[string]int32) {
 		t.Helper()
@@ -69,7 +69,7 @@ func TestSubscriptionGroupsReplicated(t *testing.T) {
 		Group: &pb.SubscriptionGroupConfig{Group: "on-slave"}}); err != nil || !errors.Is(wire.FromStatus(r.Status), wire.ErrNotMaster) {
 		t.Fatalf("put on the slave: %v %v", err, r.GetStatus())
 	}
-	put(&pb.SubscriptionGroupConfig{Group: "plain-g", ConsumeEnable: true, RetryMaxTimes: 2})
+	put(&pb.SubscriptionGroupConfig{Group: "plain-g", RetryMaxTimes: 2})
 	if r, err := mc.DeleteSubscriptionGroup(context.Background(), &pb.DeleteSubscriptionGroupRequest{Group: "fifo-g"}); err != nil || r.Status.Code != pb.Code_OK {
 		t.Fatalf("delete fifo-g: %v %v", err, r.GetStatus())
 	}

@@ -192,11 +192,13 @@ func (x *CustomizedRetryPolicy) GetNextMs() []int64 {
 
 // SubscriptionGroupConfig is one declared group, with RocketMQ's fields.
 type SubscriptionGroupConfig struct {
-	state                  protoimpl.MessageState `protogen:"open.v1"`
-	Group                  string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	ConsumeEnable          bool                   `protobuf:"varint,2,opt,name=consume_enable,json=consumeEnable,proto3" json:"consume_enable,omitempty"`
-	ConsumeFromMinEnable   bool                   `protobuf:"varint,3,opt,name=consume_from_min_enable,json=consumeFromMinEnable,proto3" json:"consume_from_min_enable,omitempty"`
-	ConsumeBroadcastEnable bool                   `protobuf:"varint,4,opt,name=consume_broadcast_enable,json=consumeBroadcastEnable,proto3" json:"consume_broadcast_enable,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// consume_enable: false stops the group (its pulls and receives are
+	// refused NO_PERMISSION); unset is true, as in RocketMQ.
+	ConsumeEnable          *bool `protobuf:"varint,2,opt,name=consume_enable,json=consumeEnable,proto3,oneof" json:"consume_enable,omitempty"`
+	ConsumeFromMinEnable   bool  `protobuf:"varint,3,opt,name=consume_from_min_enable,json=consumeFromMinEnable,proto3" json:"consume_from_min_enable,omitempty"`
+	ConsumeBroadcastEnable bool  `protobuf:"varint,4,opt,name=consume_broadcast_enable,json=consumeBroadcastEnable,proto3" json:"consume_broadcast_enable,omitempty"`
 	// consume_message_orderly: a FIFO group.
 	ConsumeMessageOrderly bool  `protobuf:"varint,5,opt,name=consume_message_orderly,json=consumeMessageOrderly,proto3" json:"consume_message_orderly,omitempty"`
 	RetryQueueNums        int32 `protobuf:"varint,6,opt,name=retry_queue_nums,json=retryQueueNums,proto3" json:"retry_queue_nums,omitempty"`
@@ -252,8 +254,8 @@ func (x *SubscriptionGroupConfig) GetGroup() string {
 }
 
 func (x *SubscriptionGroupConfig) GetConsumeEnable() bool {
-	if x != nil {
-		return x.ConsumeEnable
+	if x != nil && x.ConsumeEnable != nil {
+		return *x.ConsumeEnable
 	}
 	return false
 }
@@ -752,10 +754,10 @@ const file_bolide_v1_group_proto_rawDesc = "" +
 	"multiplier\x18\x03 \x01(\x03R\n" +
 	"multiplier\"0\n" +
 	"\x15CustomizedRetryPolicy\x12\x17\n" +
-	"\anext_ms\x18\x01 \x03(\x03R\x06nextMs\"\xac\x06\n" +
+	"\anext_ms\x18\x01 \x03(\x03R\x06nextMs\"\xc4\x06\n" +
 	"\x17SubscriptionGroupConfig\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\x12%\n" +
-	"\x0econsume_enable\x18\x02 \x01(\bR\rconsumeEnable\x125\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12*\n" +
+	"\x0econsume_enable\x18\x02 \x01(\bH\x00R\rconsumeEnable\x88\x01\x01\x125\n" +
 	"\x17consume_from_min_enable\x18\x03 \x01(\bR\x14consumeFromMinEnable\x128\n" +
 	"\x18consume_broadcast_enable\x18\x04 \x01(\bR\x16consumeBroadcastEnable\x126\n" +
 	"\x17consume_message_orderly\x18\x05 \x01(\bR\x15consumeMessageOrderly\x12(\n" +
@@ -773,7 +775,8 @@ const file_bolide_v1_group_proto_rawDesc = "" +
 	"\fretry_policy\x18\x0e \x01(\v2\x16.bolide.v1.RetryPolicyR\vretryPolicy\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"3\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x11\n" +
+	"\x0f_consume_enable\"3\n" +
 	"\x1bGetSubscriptionGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\x83\x01\n" +
 	"\x1cGetSubscriptionGroupResponse\x12)\n" +
@@ -851,6 +854,7 @@ func file_bolide_v1_group_proto_init() {
 		return
 	}
 	file_bolide_v1_common_proto_init()
+	file_bolide_v1_group_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

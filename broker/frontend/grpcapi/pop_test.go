@@ -153,7 +153,7 @@ func TestGroupAndTopicTypeBadInput(t *testing.T) {
 	code(t, "unknown policy", put(&pb.SubscriptionGroupConfig{Group: "g", RetryPolicy: &pb.RetryPolicy{Type: "SOMETIMES"}}, false), nil, pb.Code_INVALID_PARAMETER)
 	code(t, "empty customized policy", put(&pb.SubscriptionGroupConfig{Group: "g", RetryPolicy: &pb.RetryPolicy{
 		Customized: &pb.CustomizedRetryPolicy{}}}, false), nil, pb.Code_INVALID_PARAMETER)
-	g := &pb.SubscriptionGroupConfig{Group: "g", ConsumeEnable: true, ConsumeMessageOrderly: true, RetryMaxTimes: 3,
+	g := &pb.SubscriptionGroupConfig{Group: "g", ConsumeMessageOrderly: true, RetryMaxTimes: 3,
 		RetryPolicy: &pb.RetryPolicy{Type: "EXPONENTIAL", Exponential: &pb.ExponentialRetryPolicy{InitialMs: 1000, MaxMs: 8000, Multiplier: 2}}}
 	code(t, "create", put(g, true), nil, pb.Code_OK)
 	code(t, "create again", put(g, true), nil, pb.Code_INVALID_PARAMETER)

@@ -5,13 +5,15 @@ import (
 	"slices"
 
 	"github.com/bolide-mq/bolide/broker/subgroup"
+	"google.golang.org/protobuf/proto"
+
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
 // GroupToProto converts a subscription group's configuration.
 func GroupToProto(c subgroup.Config) *pb.SubscriptionGroupConfig {
 	return &pb.SubscriptionGroupConfig{
-		Group: c.GroupName, ConsumeEnable: c.ConsumeEnable, ConsumeFromMinEnable: c.ConsumeFromMinEnable,
+		Group: c.GroupName, ConsumeEnable: proto.Bool(c.ConsumeEnable), ConsumeFromMinEnable: c.ConsumeFromMinEnable,
 		ConsumeBroadcastEnable: c.ConsumeBroadcastEnable, ConsumeMessageOrderly: c.ConsumeMessageOrderly,
 		RetryQueueNums: c.RetryQueueNums, RetryMaxTimes: c.RetryMaxTimes, BrokerId: c.BrokerID,
 		WhichBrokerWhenConsumeSlowly: c.WhichBrokerWhenConsumeSlowly, NotifyConsumerIdsChangedEnable: c.NotifyConsumerIDsChangedEnable,
@@ -20,10 +22,17 @@ func GroupToProto(c subgroup.Config) *pb.SubscriptionGroupConfig {
 	}
 }
 
+// ConsumeEnabled reports whether a group's configuration lets it consume:
+// consume_enable unset is true, as in RocketMQ, so a request that leaves
+// it out does not stop the group.
+func ConsumeEnabled(p *pb.SubscriptionGroupConfig) bool {
+	return p.ConsumeEnable == nil || *p.ConsumeEnable
+}
+
 // GroupFromProto converts a subscription group's configuration.
 func GroupFromProto(p *pb.SubscriptionGroupConfig) subgroup.Config {
 	c := subgroup.Config{
-		GroupName: p.GetGroup(), ConsumeEnable: p.GetConsumeEnable(), ConsumeFromMinEnable: p.GetConsumeFromMinEnable(),
+		GroupName: p.GetGroup(), ConsumeEnable: ConsumeEnabled(p), ConsumeFromMinEnable: p.GetConsumeFromMinEnable(),
 		ConsumeBroadcastEnable: p.GetConsumeBroadcastEnable(), ConsumeMessageOrderly: p.GetConsumeMessageOrderly(),
 		RetryQueueNums: p.GetRetryQueueNums(), RetryMaxTimes: p.GetRetryMaxTimes(), BrokerID: p.GetBrokerId(),
 		WhichBrokerWhenConsumeSlowly: p.GetWhichBrokerWhenConsumeSlowly(), NotifyConsumerIDsChangedEnable: p.GetNotifyConsumerIdsChangedEnable(),
