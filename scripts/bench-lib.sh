@@ -112,3 +112,26 @@ proc_ticks() {
 child_ticks() { sed 's/^.*) //' "/proc/$$/stat" | awk '{print $14 + $15}'; }
 per_million() { awk -v t="$1" -v n="$2" -v hz="$ticks" 'BEGIN { if (n > 0) printf "%.2f\n", t / hz / n * 1e6 }'; }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+
+# The side-by-side scripts' report helpers. Each figure of a run is a line
+# appended to $res/fig-KEY.
+
+# fig_stat KEY prints "median min max" of KEY's figures (nothing if none).
+fig_stat() {
+  [[ -s $res/fig-$1 ]] || return 0
+  sort -g "$res/fig-$1" | awk '{v[NR] = $1} END {
+    m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+    printf "%s %s %s\n", m, v[1], v[NR] }'
+}
+
+# grp N prints N with its digits in groups of three ("1 000 000").
+grp() { sed -e :a -e 's/\([0-9]\)\([0-9]\{3\}\)\($\| \)/\1 \2\3/; ta' <<<"$1"; }
+
+# cpucell KEY prints KEY's median server and client CPU seconds per million
+# messages as "server + client" (– if none).
+cpucell() {
+  local s c
+  s=$(fig_stat "$1-cpusrv" | cut -d' ' -f1)
+  c=$(fig_stat "$1-cpucli" | cut -d' ' -f1)
+  if [[ -z $s ]]; then echo "–"; else printf '%.1f + %.1f\n' "$s" "${c:-0}"; fi
+}

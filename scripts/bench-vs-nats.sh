@@ -353,31 +353,13 @@ stop_all
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---------------------------------------------------------------- report
-# stat KEY prints "median min max" of KEY's figures (nothing if none).
-stat() {
-  [[ -s $res/fig-$1 ]] || return 0
-  sort -g "$res/fig-$1" | awk '{v[NR] = $1} END {
-    m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-    printf "%s %s %s\n", m, v[1], v[NR] }'
-}
-
-# grp N prints N with its digits in groups of three ("1 000 000").
-grp() { sed -e :a -e 's/\([0-9]\)\([0-9]\{3\}\)\($\| \)/\1 \2\3/; ta' <<<"$1"; }
-
-# cpucell KEY prints KEY's median server and client CPU seconds per million
-# messages as "server + client" (– if none).
-cpucell() {
-  local s c
-  s=$(stat "$1-cpusrv" | cut -d' ' -f1)
-  c=$(stat "$1-cpucli" | cut -d' ' -f1)
-  if [[ -z $s ]]; then echo "–"; else printf '%.1f + %.1f\n' "$s" "$c"; fi
-}
+# fig_stat, grp and cpucell: scripts/bench-lib.sh.
 
 # row LABEL BOLIDE-KEY NATS-KEY TARGET-RATIO [MIN-ABSOLUTE]
 row() {
   local label=$1 bs ns bc nc
-  bs=$(stat "$2")
-  ns=$(stat "$3")
+  bs=$(fig_stat "$2")
+  ns=$(fig_stat "$3")
   bc=$(cpucell "$2")
   nc=$(cpucell "$3")
   awk -v label="$label" -v bs="$bs" -v ns="$ns" -v bc="$bc" -v nc="$nc" -v target="$4" -v abs="${5:-0}" -v reps="$REPS" '
@@ -410,7 +392,7 @@ row() {
 
 e2e_row() {
   local p50 p99 p999 rate missing
-  p50=$(stat e2e-p50); p99=$(stat e2e-p99); p999=$(stat e2e-p999); rate=$(stat e2e-msgsPerSec); missing=$(stat e2e-missing)
+  p50=$(fig_stat e2e-p50); p99=$(fig_stat e2e-p99); p999=$(fig_stat e2e-p999); rate=$(fig_stat e2e-msgsPerSec); missing=$(fig_stat e2e-missing)
   awk -v p50="$p50" -v p99="$p99" -v p999="$p999" -v rate="$rate" -v missing="$missing" -v want="$(grp "$E2E_RATE")" \
     -v bc="$(cpucell e2e)" '
     BEGIN {

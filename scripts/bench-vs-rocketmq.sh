@@ -451,23 +451,11 @@ stop_all
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---------------------------------------------------------------- report
-stat() {
-  [[ -s $res/fig-$1 ]] || return 0
-  sort -g "$res/fig-$1" | awk '{v[NR] = $1} END {
-    m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-    printf "%s %s %s\n", m, v[1], v[NR] }'
-}
-grp() { sed -e :a -e 's/\([0-9]\)\([0-9]\{3\}\)\($\| \)/\1 \2\3/; ta' <<<"$1"; }
-cpucell() {
-  local s c
-  s=$(stat "$1-cpusrv" | cut -d' ' -f1)
-  c=$(stat "$1-cpucli" | cut -d' ' -f1)
-  if [[ -z $s ]]; then echo "–"; else printf '%.1f + %.1f\n' "$s" "${c:-0}"; fi
-}
+# fig_stat, grp and cpucell: scripts/bench-lib.sh.
 
 # row LABEL KEY: throughput of KEY on both; target ≥ 2×.
 row() {
-  awk -v label="$1" -v bs="$(stat "$2-bolide-msgsPerSec")" -v rs="$(stat "$2-rocketmq-msgsPerSec")" \
+  awk -v label="$1" -v bs="$(fig_stat "$2-bolide-msgsPerSec")" -v rs="$(fig_stat "$2-rocketmq-msgsPerSec")" \
     -v bc="$(cpucell "$2-bolide")" -v rc="$(cpucell "$2-rocketmq")" -v reps="$REPS" '
     function up(v,   c) { c = int(v * 100); if (c < v * 100) c++; return c / 100 }
     function group(x,   s, r) {
@@ -495,9 +483,9 @@ row() {
 # e2e_row: p50 / p99 / p99.9 on both; target: RocketMQ's p99 ≥ 2× Bolide's.
 e2e_row() {
   awk -v want="$(grp "$E2E_RATE")" -v bc="$(cpucell e2e-bolide)" -v rc="$(cpucell e2e-rocketmq)" \
-    -v b50="$(stat e2e-bolide-p50)" -v b99="$(stat e2e-bolide-p99)" -v b999="$(stat e2e-bolide-p999)" \
-    -v r50="$(stat e2e-rocketmq-p50)" -v r99="$(stat e2e-rocketmq-p99)" -v r999="$(stat e2e-rocketmq-p999)" \
-    -v bm="$(stat e2e-bolide-missing)" -v rm="$(stat e2e-rocketmq-missing)" '
+    -v b50="$(fig_stat e2e-bolide-p50)" -v b99="$(fig_stat e2e-bolide-p99)" -v b999="$(fig_stat e2e-bolide-p999)" \
+    -v r50="$(fig_stat e2e-rocketmq-p50)" -v r99="$(fig_stat e2e-rocketmq-p99)" -v r999="$(fig_stat e2e-rocketmq-p999)" \
+    -v bm="$(fig_stat e2e-bolide-missing)" -v rm="$(fig_stat e2e-rocketmq-missing)" '
     function up(v,   c) { c = int(v * 100); if (c < v * 100) c++; return c / 100 }
     function cell(a, b, c, m,   x, y, z, w, s) {
       if (b == "") return "failed"
