@@ -574,10 +574,14 @@ func TestConsoleAPI(t *testing.T) {
 			Stats   []txnStatsJSON
 			Pending []pendingTxnJSON
 		}
-		e.api("GET", "/transactions", nil, 200, &tx)
-		if len(tx.Stats) != 1 || tx.Stats[0].Broker != "broker-a" || tx.Stats[0].Pending != 1 || len(tx.Pending) != 1 {
-			t.Fatalf("transactions %+v", tx)
-		}
+		// The half message is pending once the broker dispatched it.
+		c.WaitFor(10*time.Second, func() error {
+			e.api("GET", "/transactions", nil, 200, &tx)
+			if len(tx.Stats) != 1 || tx.Stats[0].Broker != "broker-a" || tx.Stats[0].Pending != 1 || len(tx.Pending) != 1 {
+				return fmt.Errorf("transactions %+v", tx)
+			}
+			return nil
+		})
 		pt := tx.Pending[0]
 		if pt.TransactionID != res.TransactionID || pt.Group != "console-txn-pg" || pt.Topic != topic {
 			t.Fatalf("pending %+v", pt)
