@@ -188,17 +188,23 @@ func TestAdminResolveTransaction(t *testing.T) {
 	if err := e.admin.ResolveTransaction(ctx, pending, false); !errors.Is(err, ErrTransactionConflict) {
 		t.Fatalf("a rollback after the commit: %v", err)
 	}
-	st, err := e.admin.QueueStatus(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stored int64
-	for _, q := range st {
-		stored += q.MaxOffset
-	}
-	if stored != 1 {
-		t.Fatalf("%d messages in %s after the commit, want 1", stored, topic)
-	}
+	// The consume queue is built asynchronously: the committed message
+	// shows in it a moment after the commit returns.
+	var st []QueueStatus
+	e.waitFor(20*time.Second, "the committed message in its topic", func() error {
+		var err error
+		if st, err = e.admin.QueueStatus(ctx, topic); err != nil {
+			return err
+		}
+		var stored int64
+		for _, q := range st {
+			stored += q.MaxOffset
+		}
+		if stored != 1 {
+			return fmt.Errorf("%d messages in %s after the commit, want 1", stored, topic)
+		}
+		return nil
+	})
 	e.waitFor(20*time.Second, "nothing pending", func() error {
 		list, err := e.admin.PendingTransactions(ctx, TransactionQuery{Group: "resolve-pg"})
 		if err != nil || len(list) != 0 {

@@ -167,10 +167,16 @@ func TestTxnPendingAndResolve(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer adm.Close()
-	st, err := adm.QueueStatus(ctx, "txn-ops")
-	if err != nil || len(st) != 1 || st[0].MaxOffset != 1 {
-		t.Fatalf("txn-ops after a commit and a rollback: %+v, %v", st, err)
-	}
+	// The consume queue is built asynchronously, a moment after the commit.
+	var st []client.QueueStatus
+	c.WaitFor(20*time.Second, func() error {
+		var err error
+		st, err = adm.QueueStatus(ctx, "txn-ops")
+		if err != nil || len(st) != 1 || st[0].MaxOffset != 1 {
+			return fmt.Errorf("txn-ops after a commit and a rollback: %+v, %v", st, err)
+		}
+		return nil
+	})
 	m, err := adm.ViewMessageAt(ctx, st[0].Queue, 0)
 	if err != nil || string(m.Body) != "pay 1" {
 		t.Fatalf("the committed message: %+v, %v", m, err)
