@@ -237,6 +237,10 @@ func TestInteropOffsets(t *testing.T) {
 		if err := rc.Shutdown(); err != nil {
 			t.Fatal(err)
 		}
+		// The RocketMQ client commits on shutdown oneway: the broker
+		// takes the commit a moment later, and the SDK must not look
+		// before (it would start those queues from the first offset).
+		waitAllCommitted(t, c, group, topic, "the RocketMQ consumer's commit on shutdown")
 		cnt := map[string]int{}
 		for id, d := range col.byMsgID() {
 			cnt[id] = len(d)
@@ -252,6 +256,7 @@ func TestInteropOffsets(t *testing.T) {
 		if err := sdkc.Close(); err != nil {
 			t.Fatal(err)
 		}
+		waitAllCommitted(t, c, group, topic, "the SDK consumer's commit on close")
 		cnt = map[string]int{}
 		for id, d := range sc.byMsgID() {
 			cnt[id] = len(d)
@@ -270,4 +275,30 @@ func TestInteropOffsets(t *testing.T) {
 		}
 		exactly("RocketMQ consumer after the SDK", cnt, r3)
 	})
+}
+
+// waitAllCommitted waits until group's committed offset of every queue of
+// topic that holds messages is the queue's max offset.
+func waitAllCommitted(t *testing.T, c *cluster, group, topic, what string) {
+	t.Helper()
+	var behind map[string]string
+	ok := waitFor(15*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, err := c.Admin.ConsumeStats(ctx, group, topic)
+		if err != nil {
+			behind = map[string]string{"error": err.Error()}
+			return false
+		}
+		behind = map[string]string{}
+		for _, q := range st.Queues {
+			if q.BrokerOffset > 0 && q.ConsumerOffset != q.BrokerOffset {
+				behind[q.Queue.String()] = fmt.Sprintf("%d of %d", q.ConsumerOffset, q.BrokerOffset)
+			}
+		}
+		return len(behind) == 0
+	})
+	if !ok {
+		t.Fatalf("%s did not reach the broker: queues behind %v", what, behind)
+	}
 }
