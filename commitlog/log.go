@@ -138,6 +138,10 @@ type Log struct {
 	readableSig  notify.Signal
 	flushedSig   notify.Signal
 	committedSig notify.Signal
+	// quietEnd is the end of the last append whose appender dispatches it
+	// itself (Options.AppendersDispatch): reaching it fires no
+	// ReadableChanged. Truncation lowers it with the log's end.
+	quietEnd atomic.Int64
 
 	// The last record in the log, for replication (see replica.go):
 	// lastStart and lastSize are valid when lastKnown; mu guards them.
@@ -382,6 +386,9 @@ func (l *Log) AppendNoWait(entries []*Entry, dst []Result) ([]Result, error) {
 	}
 	wpos := l.wpos
 	staged := l.staged
+	if l.opts.AppendersDispatch {
+		l.quietEnd.Store(wpos) // its appender dispatches up to here
+	}
 	l.mu.Unlock()
 	if cerr := l.afterAppend(wpos, staged); cerr != nil && err == nil {
 		err = cerr
@@ -435,7 +442,7 @@ func (l *Log) advanceCommitted(to int64) {
 		}
 	}
 	l.committedSig.Notify()
-	if l.opts.FlushMode == FlushAsync {
+	if l.opts.FlushMode == FlushAsync && (!l.opts.AppendersDispatch || to > l.quietEnd.Load()) {
 		l.readableSig.Notify()
 	}
 }

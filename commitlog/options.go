@@ -113,6 +113,12 @@ type Options struct {
 	// OnFlush, if set, is told how long each flush that made bytes durable
 	// took and how many bytes it covered (for metrics; it must not block).
 	OnFlush func(took time.Duration, bytes int64)
+	// AppendersDispatch says that whoever appends with Append, AppendBatch
+	// or AppendNoWait hands the records on itself (the store dispatches
+	// its own puts), so in async flush mode those appends do not fire
+	// ReadableChanged: a reader parked on it is not woken once per
+	// append. AppendRaw (replication) and flushes still fire it.
+	AppendersDispatch bool
 }
 
 // DefaultOptions returns the production defaults for dir.

@@ -276,6 +276,7 @@ func (l *Log) StartAt(off int64) error {
 	l.active = nil
 	l.wpos = off
 	l.written.Store(off)
+	l.quietEnd.Store(0)
 	l.committed.Store(off)
 	l.flushed.Store(off)
 	l.log.Info("commitlog starts at a new offset", zap.Int64("start", off))

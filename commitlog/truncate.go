@@ -196,6 +196,7 @@ func (l *Log) Truncate(off int64) error {
 	l.active = active
 	l.wpos = off
 	l.written.Store(off)
+	l.quietEnd.Store(0)
 	l.committed.Store(off)
 	l.flushed.Store(off)
 	clear(l.qoff)

@@ -68,7 +68,15 @@ func (s *Store) dispatchLoop() {
 // should look again at once; planErr that it must retry later.
 func (s *Store) dispatchStep() (again bool, planErr error, putting bool) {
 	s.pauseMu.Lock()
-	defer s.pauseMu.Unlock()
+	s.stepping.Store(true)
+	again, planErr, putting = s.dispatchStepLocked()
+	s.pauseMu.Unlock()
+	s.stepping.Store(false) // after Unlock: a put that fails to lock meanwhile still tells the dispatcher
+	return again, planErr, putting
+}
+
+// dispatchStepLocked is dispatchStep with pauseMu held.
+func (s *Store) dispatchStepLocked() (again bool, planErr error, putting bool) {
 	readable := s.clog.Readable()
 	// Puts in flight plan their own records (without decoding them);
 	// the dispatcher plans the rest: replicated records, and those of
@@ -96,6 +104,42 @@ func (s *Store) dispatchStep() (again bool, planErr error, putting bool) {
 		planErr = err
 	}
 	return false, planErr, putting
+}
+
+// dispatchInline dispatches the planned records on a putter's goroutine
+// when nothing else is dispatching, so that a lone appender's records reach
+// their queues (and the consumers waiting on them) without a hand-off to
+// the dispatcher goroutine, which stays parked: the log fires no
+// ReadableChanged for puts (commitlog.Options.AppendersDispatch).
+//
+// When pauseMu is taken, its holder looks again after letting go: another
+// putter loops here; the dispatcher, stepping, is told by plannedSig (it
+// subscribed before its step; it reads planned only after setting
+// stepping, so a put it was not told of is one it sees); TruncateTo ends
+// with that notification itself and Close ends dispatch for good.
+// Anything this call cannot finish — records held back by the dispatch
+// limit, an I/O error to retry — goes to the dispatcher.
+func (s *Store) dispatchInline() {
+	for s.dispatched.Load() < s.planned.Load() {
+		if !s.pauseMu.TryLock() {
+			if s.stepping.Load() {
+				s.plannedSig.Notify()
+			}
+			return
+		}
+		if s.closed.Load() {
+			s.pauseMu.Unlock()
+			return
+		}
+		before := s.dispatched.Load()
+		_, planErr, _ := s.dispatchStepLocked()
+		progressed := s.dispatched.Load() > before
+		s.pauseMu.Unlock()
+		if planErr != nil || !progressed {
+			s.plannedSig.Notify()
+			return
+		}
+	}
 }
 
 // finishRecovery ends a recovery that the disk cut short once the

@@ -90,18 +90,24 @@ func (s *Store) PutBatch(ctx context.Context, msgs []*message.Ext, dst []PutResu
 		// Acknowledge only what the dispatcher has room for.
 		err = s.roomFor(msgs, results)
 	}
+	if err == nil && len(results) > 0 {
+		s.dispatchInline()
+	}
 	for _, r := range results {
 		dst = append(dst, PutResult{Result: r, MsgID: message.OffsetMsgID(s.opts.StoreHost, r.PhysicalOffset)})
 	}
 	return dst, err
 }
 
-// putDone ends a PutBatch. When no other is in flight the dispatcher looks
-// at the log again: records this one appended but did not plan (it failed,
-// or its flush is still to come) are the dispatcher's to plan now.
+// putDone ends a PutBatch. When no other is in flight and the log holds
+// records not yet planned or dispatched (this put failed, or its flush is
+// still to come), the dispatcher looks at the log again: they are its to
+// plan now. A put that dispatched its own records wakes no one.
 func (s *Store) putDone() {
 	if s.putting.Add(-1) == 0 {
-		s.plannedSig.Notify()
+		if planned := s.planned.Load(); planned < s.clog.MaxOffset() || s.dispatched.Load() < planned {
+			s.plannedSig.Notify()
+		}
 	}
 }
 

@@ -276,7 +276,8 @@ func (s *Store) planOwn(msgs []*message.Ext, rs []commitlog.Result) error {
 	}
 	s.planMu.Lock()
 	defer s.planMu.Unlock()
-	defer s.plannedSig.Notify()
+	// No plannedSig here: the put dispatches what it planned itself
+	// (dispatchInline), or putDone wakes the dispatcher.
 	line := s.indexLine()
 	for i, r := range rs {
 		if s.planned.Load() != r.PhysicalOffset {

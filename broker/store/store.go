@@ -87,6 +87,9 @@ type Store struct {
 	// pauseWanted makes the dispatcher stop between two records, so that
 	// TruncateTo gets pauseMu without waiting for a long backlog.
 	pauseWanted atomic.Bool
+	// stepping is set while the dispatcher goroutine holds pauseMu for a
+	// step (dispatchInline tells it of new records only then).
+	stepping atomic.Bool
 	// dispatchLimit: only records ending at or below it are dispatched
 	// (SetDispatchLimit); limitSig fires when it rises.
 	dispatchLimit atomic.Int64
@@ -225,7 +228,9 @@ func (s *Store) open() error {
 		logFrom = min(logFrom, intent-intent%o.CommitLog.SegmentSize)
 		s.log.Warn("finishing an interrupted truncation", zap.Int64("to", intent), zap.Int64("logFrom", logFrom))
 	}
-	s.clog, err = commitlog.Open(o.CommitLog, logFrom, s.log.Named("commitlog"))
+	clogOpts := o.CommitLog
+	clogOpts.AppendersDispatch = true // PutBatch dispatches its own records (dispatchInline)
+	s.clog, err = commitlog.Open(clogOpts, logFrom, s.log.Named("commitlog"))
 	if err != nil {
 		return err
 	}
@@ -410,6 +415,10 @@ func (s *Store) Close() error {
 		s.closed.Store(true)
 		s.cancel()
 		s.wg.Wait()
+		// Puts still in flight dispatch nothing from here on (dispatchInline
+		// checks closed under pauseMu).
+		s.pauseMu.Lock()
+		defer s.pauseMu.Unlock()
 		var errs []error
 		if err := s.clog.Flush(); err != nil && !errors.Is(err, commitlog.ErrClosed) {
 			errs = append(errs, err)
