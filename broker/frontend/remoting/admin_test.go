@@ -181,6 +181,8 @@ func TestAdminGroupsOffsetsAndRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	sendN(t, b, "GT", 6, func(int) string { return "k" })
+	// Store timestamps are in ms: before is in none of the sends' ms.
+	time.Sleep(5 * time.Millisecond)
 	before := time.Now().UnixMilli()
 	time.Sleep(5 * time.Millisecond)
 	sendN(t, b, "GT", 2, func(int) string { return "k" }) // offsets 3 on queues 0 and 1
