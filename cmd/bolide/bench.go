@@ -951,7 +951,8 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 }
 
 // groupFields sums up the groups of a run: each group's messages and rate
-// (timed from its first receipt, or from from if not 0, to its last).
+// (timed from its first receipt, or from from if not 0, to its last; the
+// rates are those of the groups that received in more than one poll).
 func groupFields(groups []*benchGroup, target int64, from int64) *GroupFields {
 	g := &GroupFields{MinMessages: math.MaxInt64}
 	rates := make([]float64, 0, len(groups))
@@ -966,11 +967,13 @@ func groupFields(groups []*benchGroup, target int64, from int64) *GroupFields {
 		if from != 0 && f0 != 0 {
 			f0 = from
 		}
-		r := 0.0
+		// A group that got everything in one poll has no rate of its own.
 		if d := time.Duration(x.last.Load() - f0); f0 != 0 && d > 0 {
-			r = float64(n) / d.Seconds()
+			rates = append(rates, float64(n)/d.Seconds())
 		}
-		rates = append(rates, r)
+	}
+	if len(rates) == 0 {
+		return g
 	}
 	sort.Float64s(rates)
 	g.MinMsgsPerSec, g.MaxMsgsPerSec = rates[0], rates[len(rates)-1]
