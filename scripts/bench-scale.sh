@@ -396,7 +396,7 @@ groups_goroutines=$(runtime goroutines)
 cpm_one=$(per_million "$one_ticks" "$one_msgs")
 cpm_many=$(per_million "$many_ticks" "$many_msgs")
 # net TICKS SECS: the ticks less the idle broker's over SECS.
-net() { awk -v t="$1" -v s="$2" -v r="$idle_rate" 'BEGIN { n = t - r * s; printf "%.0f", n > 0 ? n : 0 }'; }
+net() { awk -v t="$1" -v s="$2" -v r="$idle_rate" 'BEGIN { n = t - r * s; printf "%.0f", (n > 0 ? n : 0) }'; }
 cpm_one_net=$(per_million "$(net "$one_ticks" "$one_secs")" "$one_msgs")
 cpm_many_net=$(per_million "$(net "$many_ticks" "$many_secs")" "$many_msgs")
 echo "idle_ticks_per_second=$idle_rate one: ticks=$one_ticks seconds=$one_secs msgs=$one_msgs many: ticks=$many_ticks seconds=$many_secs msgs=$many_msgs" >"$res/groups.cpu"
