@@ -137,7 +137,7 @@ say() { echo "bench-scale: $*" >&2; }
 die() { say "$*"; exit 1; }
 # shellcheck source=scripts/bench-lib.sh
 . "$root/scripts/bench-lib.sh"
-for c in go timeout awk sed dd df stat; do
+for c in go timeout awk sed dd df stat curl; do
   command -v "$c" >/dev/null || die "$c is missing"
 done
 [[ -w /proc/sys/vm/drop_caches ]] || die "cannot write /proc/sys/vm/drop_caches (the cold read needs root)"
@@ -195,12 +195,14 @@ wait_file() {
 # start_broker NAME starts the broker on $DATA_DIR/NAME (kept as it is).
 start_broker() {
   local dir=$DATA_DIR/$1
-  rm -f "$dir/broker.addr"
+  rm -f "$dir/broker.addr" "$dir/admin.addr"
   "$bolide_bin/bolide-broker" --namesrv "$NS" --listen 127.0.0.1:0 --ha-listen 127.0.0.1:0 --gossip off \
-    --admin-listen off --store-dir "$dir/broker-a" --broker-name broker-a --flush async --addr-file "$dir/broker.addr" \
-    >>"$res/$1-broker.log" 2>&1 &
+    --admin-listen 127.0.0.1:0 --admin-addr-file "$dir/admin.addr" --store-dir "$dir/broker-a" --broker-name broker-a \
+    --flush async --addr-file "$dir/broker.addr" >>"$res/$1-broker.log" 2>&1 &
   broker_pid=$!
   wait_file "$dir/broker.addr" "$broker_pid" "bolide-broker"
+  wait_file "$dir/admin.addr" "$broker_pid" "bolide-broker's admin listener"
+  ADMIN=$(cat "$dir/admin.addr")
   local deadline=$((SECONDS + 60))
   until "$bolide" cluster list -n "$NS" --timeout 2s -o json 2>/dev/null | grep -q '"broker":"broker-a"'; do
     ((SECONDS < deadline)) || die "the NameServer does not list broker-a after 60s"
@@ -272,6 +274,12 @@ wait_dispatched() {
     sleep 0.5
   done
 }
+# heap_kib: the broker's live heap in KiB, after a garbage collection
+# (its admin listener's /debug/pprof/heap?gc=1).
+heap_kib() {
+  curl -sf "http://$ADMIN/debug/pprof/heap?gc=1&debug=1" | sed -n 's/^# HeapAlloc = \([0-9]*\).*/\1/p' |
+    awk '{ printf "%d\n", $1 / 1024 }'
+}
 status_kib() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 secs() { awk -v t="$1" -v hz="$ticks" 'BEGIN { printf "%.2f", t / hz }'; }
@@ -312,12 +320,12 @@ say "results in $res; load average $load_start; $(nproc) vCPU; $(($(free_bytes) 
 start_bolide topics1
 b topic create single --queues "$QUEUES" >/dev/null
 sleep 5
-rssS0=$(rss_kib "$broker_pid"); anonS0=$(status_kib "$broker_pid" RssAnon)
+rssS0=$(rss_kib "$broker_pid"); anonS0=$(status_kib "$broker_pid" RssAnon); heapS0=$(heap_kib)
 step topics-single bench produce --topic single --producers "$PRODUCERS" --count "$TOPIC_MSGS" --size "$SIZE" -o json || true
 rate_single=$(jnum "$res/topics-single.out" msgsPerSec)
 wait_dispatched || true
 sleep 5
-rssS2=$(rss_kib "$broker_pid"); anonS2=$(status_kib "$broker_pid" RssAnon)
+rssS2=$(rss_kib "$broker_pid"); anonS2=$(status_kib "$broker_pid" RssAnon); heapS2=$(heap_kib)
 cq_file=$(find "$DATA_DIR/topics1/broker-a/store/consumequeue/single" -type f | head -n 1)
 [[ -n $cq_file ]] || die "no ConsumeQueue file of topic single under $DATA_DIR/topics1"
 cq_size=$(stat -c %s "$cq_file")
@@ -326,12 +334,12 @@ say "a ConsumeQueue file: $cq_size bytes, $cq_alloc allocated on disk"
 finish topics1
 
 start_bolide topics
-rss0=$(rss_kib "$broker_pid"); anon0=$(status_kib "$broker_pid" RssAnon)
+rss0=$(rss_kib "$broker_pid"); anon0=$(status_kib "$broker_pid" RssAnon); heap0=$(heap_kib)
 start_sampler "$res/topics.samples"
 step topics-create bench create-topics --topic scale --topics "$TOPICS" --queues "$QUEUES" --concurrency "$CREATE_CONCURRENCY" -o json || true
 create_ns_ticks=$ns_ticks create_srv_ticks=$srv_ticks
 sleep 5 # the broker settles (registration, GC)
-rss1=$(rss_kib "$broker_pid"); anon1=$(status_kib "$broker_pid" RssAnon)
+rss1=$(rss_kib "$broker_pid"); anon1=$(status_kib "$broker_pid" RssAnon); heap1=$(heap_kib)
 topics_file=$DATA_DIR/topics/broker-a/config/topics.json
 topics_json=$(stat -c %s "$topics_file" 2>/dev/null || echo 0)
 # How many topics' queue files fit in the free space less the reserve,
@@ -348,7 +356,7 @@ step topics-many bench produce --topic scale --topics "$send_topics" --producers
 rate_many=$(jnum "$res/topics-many.out" msgsPerSec)
 wait_dispatched || true
 sleep 5
-rss2=$(rss_kib "$broker_pid"); anon2=$(status_kib "$broker_pid" RssAnon)
+rss2=$(rss_kib "$broker_pid"); anon2=$(status_kib "$broker_pid" RssAnon); heap2=$(heap_kib)
 spares=$(find "$DATA_DIR/topics/broker-a/store/reserve" -type f | wc -l)
 # The same sends again: every queue has its file now.
 step topics-again bench produce --topic scale --topics "$send_topics" --producers "$PRODUCERS" --count "$TOPIC_MSGS" --size "$SIZE" -o json || true
@@ -360,7 +368,8 @@ goroutines2=$(runtime goroutines)
 cq_files=$(find "$DATA_DIR/topics/broker-a/store/consumequeue" -type f | wc -l)
 cq_du=$(du -s -B1 "$DATA_DIR/topics/broker-a/store/consumequeue" | cut -f1)
 {
-  echo "single_topic rss_kib before_sends=$rssS0 after_sends=$rssS2 rssanon_kib before_sends=$anonS0 after_sends=$anonS2"
+  echo "single_topic rss_kib before_sends=$rssS0 after_sends=$rssS2 rssanon_kib before_sends=$anonS0 after_sends=$anonS2 heap_kib before_sends=$heapS0 after_sends=$heapS2"
+  echo "heap_kib before_create=$heap0 after_create=$heap1 after_sends=$heap2"
   echo "rss_kib before_create=$rss0 after_create=$rss1 after_sends=$rss2"
   echo "rssanon_kib before_create=$anon0 after_create=$anon1 after_sends=$anon2 reserve_files=$spares"
   echo "topics_json_bytes=$topics_json send_topics=$send_topics cq_file_bytes=$cq_size cq_alloc_bytes=$cq_alloc"
@@ -548,6 +557,10 @@ table=$res/table.md
     "$(mib "$anon0") → $(mib "$anon1") → $(mib "$anon2") MiB. The same sends to one topic grew it $(mib "$rssS0") → $(mib "$rssS2") MiB" \
     "(RssAnon $(mib "$anonS0") → $(mib "$anonS2")): net of that, $(awk -v a="$rss1" -v b="$rss2" -v c="$rssS0" -v d="$rssS2" -v k="$sent_k" \
       'BEGIN { if (k > 0) printf "%.2f", ((b - a) - (d - c)) / 1024 / k; else print "–" }') MiB per 1 000 queues sent to." \
+    "The live heap (after a GC, /debug/pprof/heap?gc=1): $(mib "$heap0") → $(mib "$heap1") → $(mib "$heap2") MiB," \
+    "**$(per_k "$heap0" "$heap1" "$queues_k") MiB per 1 000 queues created**; with one topic $(mib "$heapS0") → $(mib "$heapS2") MiB over the sends," \
+    "so net of that $(awk -v a="$heap1" -v b="$heap2" -v c="$heapS0" -v d="$heapS2" -v k="$sent_k" \
+      'BEGIN { if (k > 0) printf "%.2f", ((b - a) - (d - c)) / 1024 / k; else print "–" }') MiB per 1 000 queues sent to." \
     "topics.json $(grp "$topics_json") bytes."
   echo "- Creating them: $(f1 "$(jnum "$res/topics-create.out" seconds)") s, $(f1 "$(jnum "$res/topics-create.out" topicsPerSec)") topics/s" \
     "(first tenth $(f1 "$tenth_first")/s, last tenth $(f1 "$tenth_last")/s; $CREATE_CONCURRENCY at a time), broker CPU $(secs "$create_srv_ticks") s," \
@@ -555,7 +568,9 @@ table=$res/table.md
   echo "- ConsumeQueue files: $(grp "$cq_size") bytes each, $(grp "$cq_alloc") allocated on disk; after the sends $(grp "$cq_files")" \
     "files, $(grp "$((cq_du >> 20))") MiB on disk, and $(grp "$spares") spare files in the store's reserve; the broker held $(grp "$fds2") open files," \
     "$(grp "$maps2") mappings, ${goroutines2:-?} goroutines (limits here: $(ulimit -n) open files, $(cat /proc/sys/vm/max_map_count) mappings)."
-  echo "- Many groups: per group $(f1 "$(pg medianMsgsPerSec)") msgs/s median (min $(f1 "$(pg minMsgsPerSec)"), max $(f1 "$(pg maxMsgsPerSec)"))," \
+  echo "- Many groups: all together $(num "$(jnum "$res/groups-many.out" msgsPerSec)") msgs/s from the first receipt to the last" \
+    "($(f1 "$(jnum "$res/groups-many.out" seconds)") s; the step, starting $(grp "$CONSUMER_GROUPS") clients 16 at a time, took $(f1 "$many_secs") s);" \
+    "per group $(f1 "$(pg medianMsgsPerSec)") msgs/s median (min $(f1 "$(pg minMsgsPerSec)"), max $(f1 "$(pg maxMsgsPerSec)"))," \
     "$(pg complete) of $(grp "$CONSUMER_GROUPS") groups read all; broker peak VmRSS $(mib "$(peak "$res/groups.samples" 2)") MiB," \
     "$(peak "$res/groups.samples" 4) threads, $(peak "$res/groups.samples" 5) open files; goroutines after: ${groups_goroutines:-?};" \
     "client CPU $(per_million "$many_cli" "$many_msgs") s per million ($CONSUMER_GROUPS groups) and $(per_million "$one_cli" "$one_msgs") (1 group);" \

@@ -818,22 +818,8 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 	for i, name := range names {
 		groups[i] = &benchGroup{name: name, polls: make([]benchPoll, f.consumers), closers: make([]func() error, f.consumers)}
 	}
-	var acks ackTally
-	// A thousand groups are started a few at a time; the first ones read
-	// while the last ones start.
-	err = forEachLimited(len(names)*f.consumers, 16, func(i int) error {
-		g := groups[i/f.consumers]
-		poll, closeFn, err := a.newPoll(f, g.name, transport, &acks)
-		if err != nil {
-			return err
-		}
-		g.polls[i%f.consumers], g.closers[i%f.consumers] = poll, closeFn
-		return nil
-	})
-	if err != nil {
-		return err
-	}
 	var (
+		acks     ackTally
 		received atomic.Int64
 		bytes    atomic.Int64
 		first    atomic.Int64 // unix nanos of the first receipt
@@ -854,7 +840,8 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 	}, received.Load)
 	hists := make([]*histogram, len(groups)*f.consumers)
 	var wg sync.WaitGroup
-	for gi, g := range groups {
+	// run starts reading with the group's consumers.
+	run := func(gi int, g *benchGroup) {
 		gctx, gcancel := context.WithCancel(ctx)
 		var gwg sync.WaitGroup
 		for ci, poll := range g.polls {
@@ -902,6 +889,28 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 			}
 			done.Add(1)
 		}()
+	}
+	// A thousand groups are started a few at a time; each reads as soon as
+	// its consumers have started, while the next ones start.
+	ready := make([]atomic.Int32, len(groups)) // consumers started, by group
+	err = forEachLimited(len(names)*f.consumers, 16, func(i int) error {
+		gi := i / f.consumers
+		g := groups[gi]
+		poll, closeFn, err := a.newPoll(f, g.name, transport, &acks)
+		if err != nil {
+			return err
+		}
+		g.polls[i%f.consumers], g.closers[i%f.consumers] = poll, closeFn
+		if int(ready[gi].Add(1)) == f.consumers {
+			run(gi, g)
+		}
+		return nil
+	})
+	if err != nil {
+		cancel()
+		wg.Wait()
+		stopProgress()
+		return err
 	}
 	wg.Wait()
 	stopProgress()
