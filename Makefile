@@ -141,6 +141,14 @@ bench-vs-nats:
 bench-vs-rocketmq:
 	bash scripts/bench-vs-rocketmq.sh
 
+## bench-scale: how the broker's cost grows with topics, consumer groups, a
+## cold backlog and delayed traffic (scripts/bench-scale.sh: real processes,
+## prints a markdown table against issue 21's targets); QUICK=1 checks it in
+## about two minutes
+.PHONY: bench-scale
+bench-scale:
+	bash scripts/bench-scale.sh
+
 ## disk-limits: this machine's raw disk figures (dd, fio) for comparison
 disk-limits:
 	bash scripts/disk-limits.sh

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,10 +24,12 @@ func newBenchCmd(a *app) *cobra.Command {
 		`  bolide bench produce --topic bench --count 100000 --producers 4
   bolide bench produce --topic bench --count 100000 --transport grpc
   bolide bench consume --topic bench
-  bolide bench e2e --topic bench --rate 10000 --duration 30s`,
+  bolide bench e2e --topic bench --rate 10000 --duration 30s
+  bolide bench create-topics --topic scale --topics 10000`,
 		newBenchProduceCmd(a, tr),
 		newBenchConsumeCmd(a, tr),
 		newBenchE2ECmd(a, tr),
+		newBenchCreateTopicsCmd(a),
 	)
 	c.PersistentFlags().StringVar(&tr.name, "transport", client.TransportFrame.String(),
 		"data path of sends and pulls: frame (Bolide's framed TCP protocol) or grpc")
@@ -47,14 +50,22 @@ func (t *benchTransport) option() (client.Option, error) {
 
 // benchJSON is the one object bench prints with -o json.
 type benchJSON struct {
-	Bench     string `json:"bench"`
-	Topic     string `json:"topic"`
-	Group     string `json:"group,omitempty"`
+	Bench string `json:"bench"`
+	Topic string `json:"topic"`
+	// Topics: produce --topics N sent to Topic-0 … Topic-(N-1).
+	Topics int    `json:"topics,omitempty"`
+	Group  string `json:"group,omitempty"`
+	// Groups: consume --groups N read with N groups, Group-0 …
+	// Group-(N-1); GroupFields describe them.
+	Groups    int    `json:"groups,omitempty"`
 	Clients   int    `json:"clients"`
 	Transport string `json:"transport"`
 	Size      int    `json:"size,omitempty"`
 	Batch     int    `json:"batch,omitempty"`
 	Async     bool   `json:"async,omitempty"`
+	// Delay and DelayLevel: produce --delay, --delay-level.
+	Delay      string `json:"delay,omitempty"`
+	DelayLevel int    `json:"delayLevel,omitempty"`
 	// Pop: bench consume received over POP (simple consumers).
 	Pop        bool        `json:"pop,omitempty"`
 	Messages   int64       `json:"messages"`
@@ -73,6 +84,21 @@ type benchJSON struct {
 	*E2EFields
 	// SQL is set for a consume through an SQL92 filter.
 	SQL *SQLFields `json:"sql,omitempty"`
+	// PerGroup is set for a consume with --groups above 1.
+	PerGroup *GroupFields `json:"perGroup,omitempty"`
+}
+
+// GroupFields describe the groups of a consume with --groups: the
+// messages each group received and its rate (its messages over the time
+// from its first receipt to its last), the least, the median and the
+// most; Complete counts the groups that received all they were to read.
+type GroupFields struct {
+	MinMessages      int64   `json:"minMessages"`
+	MaxMessages      int64   `json:"maxMessages"`
+	MinMsgsPerSec    float64 `json:"minMsgsPerSec"`
+	MedianMsgsPerSec float64 `json:"medianMsgsPerSec"`
+	MaxMsgsPerSec    float64 `json:"maxMsgsPerSec"`
+	Complete         int     `json:"complete"`
 }
 
 // SQLFields describe a consume through an SQL92 filter: the condition, the
@@ -94,23 +120,26 @@ type E2EFields struct {
 }
 
 type benchProduceFlags struct {
-	topic     string
-	size      int
-	count     int
-	duration  time.Duration
-	producers int
-	batch     int
-	async     bool
-	inflight  int
-	rate      int
-	buckets   int
-	transport *benchTransport
+	topic      string
+	topics     int
+	delay      time.Duration
+	delayLevel int
+	size       int
+	count      int
+	duration   time.Duration
+	producers  int
+	batch      int
+	async      bool
+	inflight   int
+	rate       int
+	buckets    int
+	transport  *benchTransport
 }
 
 func newBenchProduceCmd(a *app, tr *benchTransport) *cobra.Command {
 	f := &benchProduceFlags{transport: tr}
 	c := &cobra.Command{
-		Use:   "produce --topic TOPIC [--size B] [--count N | --duration D] [--producers N] [--batch N] [--async]",
+		Use:   "produce --topic TOPIC [--topics N] [--size B] [--count N | --duration D] [--producers N] [--batch N] [--async]",
 		Short: "Send messages as fast as possible and report throughput and ack latency",
 		Long: `Send --count messages (or for --duration) of --size bytes with --producers producers,
 each its own client, and report messages/s, MiB/s and the latency of acknowledgements
@@ -120,16 +149,30 @@ producer instead of one. --rate caps the messages sent per second, all producers
 (to compare at one load: a broker's CPU per message depends on it). --buckets N gives each
 message a property bucket = its number modulo N (0..N-1), for filters to select a known share
 (bench consume --sql "bucket = 7": 1 % with --buckets 100). Progress goes to stderr while it
-runs (not with -o json).`,
+runs (not with -o json).
+
+--topics N sends to the topics TOPIC-0 … TOPIC-(N-1) (make them with 'bench create-topics')
+instead of TOPIC, spread evenly: with at least as many topics as producers, producer i
+takes the topics i, i+P, i+2P, … (P producers) and sends to them in turn; with fewer, the
+producers take one topic each, in turn, so that every topic has producers.
+
+--delay D sends timer messages, delivered D after the broker stores them; --delay-level L
+sends them with RocketMQ's delay level L (1-based: 1s 5s 10s 30s 1m … by default). The
+acknowledgement comes when the broker has stored them for later; they reach the topic when
+due.`,
 		Example: `  bolide topic create bench --queues 8
   bolide bench produce --topic bench --count 100000
   bolide bench produce --topic bench --duration 30s --producers 4 --size 4096 --async
-  bolide bench produce --topic bench --count 1000000 --batch 32 -o json`,
+  bolide bench produce --topic bench --count 1000000 --batch 32 -o json
+  bolide bench create-topics --topic scale --topics 10000
+  bolide bench produce --topic scale --topics 10000 --producers 1000 --count 200000
+  bolide bench produce --topic bench --delay 10s --rate 100000 --batch 100 --async --duration 60s`,
 		Args: exactArgs(0, ""),
 		RunE: func(*cobra.Command, []string) error { return a.runBenchProduce(f) },
 	}
 	fs := c.Flags()
-	fs.StringVarP(&f.topic, "topic", "t", "", "topic to send to (required; create it first)")
+	fs.StringVarP(&f.topic, "topic", "t", "", "topic to send to (required; create it first), or with --topics the prefix of the topics' names")
+	fs.IntVar(&f.topics, "topics", 0, "send to the topics TOPIC-0 … TOPIC-(N-1), spread evenly over the producers (0: to TOPIC)")
 	fs.IntVar(&f.size, "size", 1024, "message body size in bytes")
 	fs.IntVarP(&f.count, "count", "c", 100000, "messages to send in all (ignored with --duration)")
 	fs.DurationVar(&f.duration, "duration", 0, "send for this long instead of --count messages")
@@ -139,11 +182,14 @@ runs (not with -o json).`,
 	fs.IntVar(&f.inflight, "inflight", 256, "requests in flight per producer with --async")
 	fs.IntVar(&f.rate, "rate", 0, "at most this many messages per second, all producers together (0: as fast as possible)")
 	fs.IntVar(&f.buckets, "buckets", 0, "give message i the property bucket=i%N, for SQL92 filters (0: no property)")
+	fs.DurationVar(&f.delay, "delay", 0, "send timer messages, delivered this long after the broker stores them (0: none)")
+	fs.IntVar(&f.delayLevel, "delay-level", 0, "send delayed messages of this delay level, 1-based (0: none)")
 	_ = c.RegisterFlagCompletionFunc("topic", a.topicCompletion)
 	return c
 }
 
-func (a *app) runBenchProduce(f *benchProduceFlags) error {
+// validate checks the flags (no cluster needed).
+func (f *benchProduceFlags) validate() error {
 	switch {
 	case f.topic == "":
 		return usageErrorf("--topic is required")
@@ -161,29 +207,138 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 		return usageErrorf("--buckets must not be negative")
 	case f.batch*f.size > message.DefaultMaxBodySize:
 		return usageErrorf("--batch %d × --size %d exceeds the %d bytes a request may carry", f.batch, f.size, message.DefaultMaxBodySize)
+	case f.topics < 0:
+		return usageErrorf("--topics must not be negative")
+	case f.delay < 0 || f.delayLevel < 0:
+		return usageErrorf("--delay and --delay-level must not be negative")
+	case f.delay > 0 && f.delayLevel > 0:
+		return usageErrorf("give --delay or --delay-level, not both")
+	}
+	if f.topics > 0 {
+		return checkTopicPrefix(f.topic, f.topics)
+	}
+	return nil
+}
+
+// sendOptions are the options of every send: the delay asked for.
+func (f *benchProduceFlags) sendOptions() []client.SendOption {
+	switch {
+	case f.delay > 0:
+		return []client.SendOption{client.WithDelay(f.delay)}
+	case f.delayLevel > 0:
+		return []client.SendOption{client.WithDelayLevel(f.delayLevel)}
+	}
+	return nil
+}
+
+// producerTopics returns the topics each producer sends to, in turn.
+func (f *benchProduceFlags) producerTopics() [][]string {
+	if f.topics == 0 {
+		out := make([][]string, f.producers)
+		for i := range out {
+			out[i] = []string{f.topic}
+		}
+		return out
+	}
+	return spreadTopics(f.topic, f.topics, f.producers)
+}
+
+// topicCycle is the order in which one producer sends to its topics: in
+// passes over all of them, each pass padded with extra sends (to the
+// topics in turn) to a length coprime with the topics' queue count. The
+// producer picks queues round robin with one counter for all its topics,
+// so with a pass as long as its topics a producer of 8 topics of 8 queues
+// would send each topic's messages to one queue; with a coprime pass each
+// topic's sends go round all of its queues.
+type topicCycle struct {
+	topics []string
+	pass   int // sends in a pass
+	turn   int // sends so far
+	extra  int // extra sends so far
+}
+
+func newTopicCycle(topics []string, queues int) *topicCycle {
+	pass := len(topics)
+	for gcd(pass, max(queues, 1)) != 1 {
+		pass++
+	}
+	return &topicCycle{topics: topics, pass: pass}
+}
+
+// next returns the topic of the next send.
+func (c *topicCycle) next() string {
+	i := c.turn % c.pass
+	c.turn++
+	if i < len(c.topics) {
+		return c.topics[i]
+	}
+	t := c.topics[c.extra%len(c.topics)]
+	c.extra++
+	return t
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// spreadTopics spreads the topics PREFIX-0 … PREFIX-(n-1) over p
+// producers: with n >= p, producer i takes the topics i, i+p, i+2p, …
+// (each topic one producer, the counts within one of each other); with
+// n < p, producer i takes topic i mod n (each topic has producers, their
+// counts within one of each other).
+func spreadTopics(prefix string, n, p int) [][]string {
+	out := make([][]string, p)
+	if n < p {
+		for i := range out {
+			out[i] = []string{benchName(prefix, i%n)}
+		}
+		return out
+	}
+	for t := range n {
+		out[t%p] = append(out[t%p], benchName(prefix, t))
+	}
+	return out
+}
+
+func (a *app) runBenchProduce(f *benchProduceFlags) error {
+	if err := f.validate(); err != nil {
+		return err
 	}
 	transport, err := f.transport.option()
 	if err != nil {
 		return err
 	}
-	if err := a.checkTopic(f.topic); err != nil {
-		return err
+	queues := 1 // writable queues of a topic (with --topics)
+	if f.topics == 0 {
+		if err := a.checkTopic(f.topic); err != nil {
+			return err
+		}
+	} else {
+		// The first and the last: a run of create-topics that did not
+		// finish leaves a gap at the end.
+		for _, name := range []string{benchName(f.topic, f.topics-1), benchName(f.topic, 0)} {
+			r, err := a.route(name)
+			if err != nil {
+				return err
+			}
+			queues = 0
+			for _, q := range r.Queues {
+				queues += int(q.WriteQueues)
+			}
+		}
 	}
+	topicsOf := f.producerTopics()
+	sendOpts := f.sendOptions()
 	body := make([]byte, f.size)
 	for i := range body {
 		body[i] = 'a' + byte(i%26)
 	}
-	producers := make([]*client.Producer, f.producers)
-	for i := range producers {
-		p, err := client.NewProducer("bolide-bench", a.producerOptions(transport)...)
-		if err != nil {
-			return err
-		}
-		if err := p.Start(a.ctx); err != nil {
-			return err
-		}
-		a.onClose(p.Close)
-		producers[i] = p
+	producers, err := a.startProducers(f.producers, transport)
+	if err != nil {
+		return err
 	}
 
 	ctx := a.ctx
@@ -253,8 +408,8 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 	}
 	// newMsg builds the next message: with --buckets, each its number.
 	var seq atomic.Int64
-	newMsg := func() *client.Message {
-		m := &client.Message{Topic: f.topic, Tag: "bench", Body: body}
+	newMsg := func(topic string) *client.Message {
+		m := &client.Message{Topic: topic, Tag: "bench", Body: body}
 		if f.buckets > 0 {
 			m.Properties = map[string]string{"bucket": strconv.FormatInt((seq.Add(1)-1)%int64(f.buckets), 10)}
 		}
@@ -267,17 +422,19 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 		go func() {
 			defer wg.Done()
 			h, mu := hists[i], &histMu[i]
-			sendOne := func(k int) {
+			// Each request goes to the producer's next topic.
+			nextTopic := newTopicCycle(topicsOf[i], queues).next
+			sendOne := func(k int, topic string) {
 				t0 := time.Now()
 				var err error
 				if k == 1 {
-					_, err = p.Send(ctx, newMsg())
+					_, err = p.Send(ctx, newMsg(topic), sendOpts...)
 				} else {
 					msgs := make([]*client.Message, k)
 					for j := range msgs {
-						msgs[j] = newMsg()
+						msgs[j] = newMsg(topic)
 					}
-					_, err = p.SendBatch(ctx, msgs)
+					_, err = p.SendBatch(ctx, msgs, sendOpts...)
 				}
 				lat := time.Since(t0)
 				if err != nil {
@@ -291,7 +448,7 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 			}
 			if !f.async {
 				for k := claim(); k > 0 && pace(k); k = claim() {
-					sendOne(k)
+					sendOne(k, nextTopic())
 				}
 				return
 			}
@@ -302,9 +459,10 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 			for k := claim(); k > 0 && pace(k); k = claim() {
 				sem <- struct{}{}
 				inner.Add(1)
+				topic := nextTopic()
 				go func() {
 					defer func() { <-sem; inner.Done() }()
-					sendOne(k)
+					sendOne(k, topic)
 				}()
 			}
 			inner.Wait()
@@ -321,9 +479,12 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 		h.merge(x)
 	}
 	n := acked.Load()
-	out := benchJSON{Bench: "produce", Topic: f.topic, Clients: f.producers, Transport: f.transport.name, Size: f.size, Batch: f.batch, Async: f.async,
-		Messages: n, Bytes: n * int64(f.size), Errors: errs.Load(), Seconds: elapsed.Seconds(),
-		Latency: h.summary(), LatencyKind: "ack"}
+	out := benchJSON{Bench: "produce", Topic: f.topic, Topics: f.topics, Clients: f.producers, Transport: f.transport.name, Size: f.size,
+		Batch: f.batch, Async: f.async, DelayLevel: f.delayLevel, Messages: n, Bytes: n * int64(f.size), Errors: errs.Load(),
+		Seconds: elapsed.Seconds(), Latency: h.summary(), LatencyKind: "ack"}
+	if f.delay > 0 {
+		out.Delay = f.delay.String()
+	}
 	out.MsgsPerSec, out.MiBPerSec = rates(n, out.Bytes, elapsed)
 	if firstErr != nil {
 		out.FirstError = oneLine(firstErr.Error())
@@ -332,6 +493,64 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 		return forTopic(f.topic, fmt.Errorf("no message was sent: %w", firstErr))
 	}
 	return a.printBench(out)
+}
+
+// startProducers starts n producers, each its own client, a few at a time
+// (a thousand started one after another take a while).
+func (a *app) startProducers(n int, transport client.Option) ([]*client.Producer, error) {
+	producers := make([]*client.Producer, n)
+	err := forEachLimited(n, 16, func(i int) error {
+		p, err := client.NewProducer("bolide-bench", a.producerOptions(transport)...)
+		if err != nil {
+			return err
+		}
+		a.onClose(p.Close)
+		if err := p.Start(a.ctx); err != nil {
+			return err
+		}
+		producers[i] = p
+		return nil
+	})
+	return producers, err
+}
+
+// forEachLimited calls fn(0) … fn(n-1), at most limit at a time, and
+// returns the first error (the calls not yet begun are then skipped).
+func forEachLimited(n, limit int, fn func(i int) error) error {
+	var (
+		next     atomic.Int64
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	for range min(n, limit) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				mu.Lock()
+				failed := firstErr != nil
+				mu.Unlock()
+				if failed {
+					return
+				}
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
 }
 
 func rates(msgs, bytes int64, elapsed time.Duration) (float64, float64) {
@@ -345,6 +564,7 @@ func rates(msgs, bytes int64, elapsed time.Duration) (float64, float64) {
 type benchConsumeFlags struct {
 	topic     string
 	group     string
+	groups    int
 	count     int
 	duration  time.Duration
 	consumers int
@@ -359,13 +579,22 @@ type benchConsumeFlags struct {
 func newBenchConsumeCmd(a *app, tr *benchTransport) *cobra.Command {
 	f := &benchConsumeFlags{transport: tr}
 	c := &cobra.Command{
-		Use:   "consume --topic TOPIC [--count N | --duration D] [--consumers N]",
+		Use:   "consume --topic TOPIC [--count N | --duration D] [--consumers N] [--groups N]",
 		Short: "Read a topic's backlog with a fresh group and report throughput and end-to-end latency",
 		Long: `Read the messages already stored in a topic (the backlog when the command starts, or
 --count messages) with a fresh consumer group starting from the first message, and report
 messages/s, MiB/s of bodies, and end-to-end latency: from each message's born timestamp
 (set by its producer, in milliseconds) to its receipt — for an old backlog this is mostly
 the backlog's age. Offsets are not committed. Progress goes to stderr (not with -o json).
+
+--groups N reads with N fresh groups at once, GROUP-0 … GROUP-(N-1) (GROUP: --group, or
+bolide-bench-<time>), each of --consumers consumers and each reading the whole backlog (or
+--count messages), as N applications subscribed to one topic would: the figures are then
+for all groups together (N times the backlog), with each group's rate (its messages over
+the time from its first receipt to its last) as median, least and most. A group that has
+read its share closes its consumers; one that receives nothing for --idle stops. With
+--groups above 1 each queue of a consumer buffers at most four pulls (4 × --pull-batch
+messages), so that a thousand groups fit in memory.
 
 --sql COND subscribes with an SQL92 condition, evaluated by the broker: messages/s are then
 the matching messages received, and "scanned" the backlog when the command starts over the
@@ -379,6 +608,7 @@ request per broker group; messages it could not acknowledge count as errors.`,
 		Example: `  bolide bench produce --topic bench --count 100000
   bolide bench consume --topic bench
   bolide bench consume --topic bench --consumers 2 --count 50000 -o json
+  bolide bench consume --topic bench --groups 1000
   bolide bench produce --topic bench --count 1000000 --buckets 100
   bolide bench consume --topic bench --sql "bucket = 7" --count 10000
   bolide bench consume --topic bench --consumers 4 --pop`,
@@ -387,10 +617,11 @@ request per broker group; messages it could not acknowledge count as errors.`,
 	}
 	fs := c.Flags()
 	fs.StringVarP(&f.topic, "topic", "t", "", "topic to read (required)")
-	fs.StringVarP(&f.group, "group", "g", "", "consumer group (default: a fresh bolide-bench-<time> group)")
-	fs.IntVarP(&f.count, "count", "c", 0, "messages to read (default: the backlog when the command starts)")
+	fs.StringVarP(&f.group, "group", "g", "", "consumer group, or with --groups the prefix of the groups' names (default: a fresh bolide-bench-<time>)")
+	fs.IntVar(&f.groups, "groups", 1, "fresh groups reading the backlog at once, each all of it")
+	fs.IntVarP(&f.count, "count", "c", 0, "messages each group reads (default: the backlog when the command starts)")
 	fs.DurationVar(&f.duration, "duration", 0, "stop after this long")
-	fs.IntVar(&f.consumers, "consumers", 1, "concurrent consumers of the group (each its own client)")
+	fs.IntVar(&f.consumers, "consumers", 1, "concurrent consumers of each group (each its own client)")
 	fs.DurationVar(&f.idle, "idle", 5*time.Second, "stop when nothing arrives for this long")
 	fs.IntVar(&f.pullBatch, "pull-batch", 32, "messages asked for per pull request (the broker caps it: 1024 unless configured)")
 	fs.StringVar(&f.sql, "sql", "", `read through an SQL92 filter evaluated by the broker, e.g. "bucket = 7"`)
@@ -400,7 +631,8 @@ request per broker group; messages it could not acknowledge count as errors.`,
 	return c
 }
 
-func (a *app) runBenchConsume(f *benchConsumeFlags) error {
+// validate checks the flags (no cluster needed).
+func (f *benchConsumeFlags) validate() error {
 	switch {
 	case f.topic == "":
 		return usageErrorf("--topic is required")
@@ -408,23 +640,145 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 		return usageErrorf("--count and --duration must not be negative, --idle must be positive")
 	case f.consumers < 1 || f.pullBatch < 1:
 		return usageErrorf("--consumers and --pull-batch must be positive")
+	case f.groups < 1:
+		return usageErrorf("--groups must be positive")
 	case f.pop && f.sql != "":
 		return usageErrorf("--sql and --pop do not go together (simple consumers filter by tag)")
 	case f.pop && (f.invisible <= 0 || f.invisible > client.MaxInvisibleDuration):
 		return usageErrorf("--invisible must be in (0, %s], not %s", client.MaxInvisibleDuration, f.invisible)
 	}
+	if f.group == "" {
+		return nil
+	}
+	last := f.group
+	if f.groups > 1 {
+		last = benchName(f.group, f.groups-1)
+	}
+	if err := message.ValidateGroup(last); err != nil {
+		return usageErrorf("--group: %v", err)
+	}
+	return nil
+}
+
+// groupNames names the groups of a run: --group (or a fresh name), or with
+// --groups N that name followed by -0 … -(N-1).
+func (f *benchConsumeFlags) groupNames(now time.Time) []string {
+	base := f.group
+	if base == "" {
+		base = fmt.Sprintf("bolide-bench-%d", now.UnixMilli())
+	}
+	if f.groups == 1 {
+		return []string{base}
+	}
+	out := make([]string, f.groups)
+	for i := range out {
+		out[i] = benchName(base, i)
+	}
+	return out
+}
+
+// benchPoll is one consumer of a bench consume run: it returns the next
+// messages, or context.DeadlineExceeded when none came before ctx ended.
+type benchPoll func(ctx context.Context) ([]*client.MessageExt, error)
+
+// benchGroup is one group of a bench consume run.
+type benchGroup struct {
+	name     string
+	polls    []benchPoll
+	closers  []func() error
+	received atomic.Int64
+	first    atomic.Int64 // unix nanos of the group's first receipt
+	last     atomic.Int64
+}
+
+// close closes the group's consumers (each once: they are also on the
+// app's close list).
+func (g *benchGroup) close() {
+	for _, c := range g.closers {
+		_ = c()
+	}
+}
+
+// ackTally counts the messages POP consumers could not acknowledge.
+type ackTally struct {
+	errors atomic.Int64
+	first  atomic.Value // string
+}
+
+// newPoll starts one consumer of group and returns its poll function and
+// its close function (also registered with the app).
+func (a *app) newPoll(f *benchConsumeFlags, group string, transport client.Option, acks *ackTally) (benchPoll, func() error, error) {
+	if f.pop {
+		c, err := client.NewSimpleConsumer(group, map[string]string{f.topic: "*"}, f.idle, a.clientOption())
+		if err != nil {
+			return nil, nil, err
+		}
+		closeOnce := sync.OnceValue(c.Close)
+		a.onClose(closeOnce)
+		if err := c.Start(a.ctx); err != nil {
+			return nil, nil, forTopic(f.topic, err)
+		}
+		poll := func(ctx context.Context) ([]*client.MessageExt, error) {
+			views, err := c.Receive(ctx, f.pullBatch, f.invisible)
+			if err != nil {
+				return nil, err
+			}
+			if len(views) == 0 {
+				return nil, context.DeadlineExceeded
+			}
+			if err := c.Ack(context.WithoutCancel(ctx), views...); err != nil {
+				n := 1
+				if j, ok := err.(interface{ Unwrap() []error }); ok {
+					n = len(j.Unwrap())
+				}
+				acks.errors.Add(int64(n))
+				acks.first.CompareAndSwap(nil, err.Error())
+			}
+			msgs := make([]*client.MessageExt, len(views))
+			for i, v := range views {
+				msgs[i] = &v.MessageExt
+			}
+			return msgs, nil
+		}
+		return poll, closeOnce, nil
+	}
+	opts := []client.ConsumerOption{transport, client.WithConsumeFrom(client.ConsumeFromFirst), client.WithAutoCommit(false),
+		client.WithPollBatchSize(max(256, f.pullBatch)), client.WithPullBatchSize(f.pullBatch)}
+	if f.groups > 1 {
+		opts = append(opts, client.WithPullThreshold(4*f.pullBatch, 64<<20))
+	}
+	c, err := client.NewPullConsumer(group, a.consumerOptions(opts...)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	closeOnce := sync.OnceValue(c.Close)
+	a.onClose(closeOnce)
+	sel := client.ByTag("*")
+	if f.sql != "" {
+		sel = client.SQL92(f.sql)
+	}
+	if err := c.SubscribeSelector(f.topic, sel); err != nil {
+		if errors.Is(err, client.ErrSubscriptionParse) {
+			return nil, nil, usageErrorf("--sql: %v", err)
+		}
+		return nil, nil, forTopic(f.topic, err)
+	}
+	if err := c.Start(a.ctx); err != nil {
+		return nil, nil, err
+	}
+	return c.Poll, closeOnce, nil
+}
+
+func (a *app) runBenchConsume(f *benchConsumeFlags) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
 	transport, err := f.transport.option()
 	if err != nil {
 		return err
 	}
-	group := f.group
-	if group == "" {
-		group = fmt.Sprintf("bolide-bench-%d", time.Now().UnixMilli())
-	}
-	if err := message.ValidateGroup(group); err != nil {
-		return usageErrorf("--group: %v", err)
-	}
-	target := int64(f.count)
+	names := f.groupNames(time.Now())
+	target := int64(f.count) // per group
 	var backlog int64
 	if target == 0 || f.sql != "" {
 		adm, err := a.adminClient()
@@ -460,113 +814,103 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 		defer c2()
 	}
 	started := time.Now()
-	// Each consumer is a poll function: it returns the next messages, or
-	// context.DeadlineExceeded when none came before its ctx ended.
-	consumers := make([]func(ctx context.Context) ([]*client.MessageExt, error), f.consumers)
-	var ackErrors atomic.Int64
-	var firstAckErr atomic.Value
-	for i := range consumers {
-		if f.pop {
-			c, err := client.NewSimpleConsumer(group, map[string]string{f.topic: "*"}, f.idle, a.clientOption())
-			if err != nil {
-				return err
-			}
-			if err := c.Start(a.ctx); err != nil {
-				_ = c.Close()
-				return forTopic(f.topic, err)
-			}
-			a.onClose(c.Close)
-			consumers[i] = func(ctx context.Context) ([]*client.MessageExt, error) {
-				views, err := c.Receive(ctx, f.pullBatch, f.invisible)
-				if err != nil {
-					return nil, err
-				}
-				if len(views) == 0 {
-					return nil, context.DeadlineExceeded
-				}
-				if err := c.Ack(context.WithoutCancel(ctx), views...); err != nil {
-					n := 1
-					if j, ok := err.(interface{ Unwrap() []error }); ok {
-						n = len(j.Unwrap())
-					}
-					ackErrors.Add(int64(n))
-					firstAckErr.CompareAndSwap(nil, err.Error())
-				}
-				msgs := make([]*client.MessageExt, len(views))
-				for i, v := range views {
-					msgs[i] = &v.MessageExt
-				}
-				return msgs, nil
-			}
-			continue
-		}
-		c, err := client.NewPullConsumer(group, a.consumerOptions(transport, client.WithConsumeFrom(client.ConsumeFromFirst),
-			client.WithAutoCommit(false), client.WithPollBatchSize(max(256, f.pullBatch)), client.WithPullBatchSize(f.pullBatch))...)
-		if err != nil {
-			return err
-		}
-		sel := client.ByTag("*")
-		if f.sql != "" {
-			sel = client.SQL92(f.sql)
-		}
-		if err := c.SubscribeSelector(f.topic, sel); err != nil {
-			_ = c.Close()
-			if errors.Is(err, client.ErrSubscriptionParse) {
-				return usageErrorf("--sql: %v", err)
-			}
-			return forTopic(f.topic, err)
-		}
-		if err := c.Start(a.ctx); err != nil {
-			return err
-		}
-		a.onClose(c.Close)
-		consumers[i] = c.Poll
+	groups := make([]*benchGroup, len(names))
+	for i, name := range names {
+		groups[i] = &benchGroup{name: name, polls: make([]benchPoll, f.consumers), closers: make([]func() error, f.consumers)}
 	}
 	var (
+		acks     ackTally
 		received atomic.Int64
 		bytes    atomic.Int64
 		first    atomic.Int64 // unix nanos of the first receipt
 		lastNs   atomic.Int64
+		done     atomic.Int64 // groups finished
 	)
 	stopProgress := a.progress(func() string {
+		var s string
 		if target == math.MaxInt64 {
-			return fmt.Sprintf("received %d msgs", received.Load())
+			s = fmt.Sprintf("received %d msgs", received.Load())
+		} else {
+			s = fmt.Sprintf("received %d/%d msgs", received.Load(), target*int64(len(groups)))
 		}
-		return fmt.Sprintf("received %d/%d msgs", received.Load(), target)
+		if len(groups) > 1 {
+			s += fmt.Sprintf(", %d/%d groups done", done.Load(), len(groups))
+		}
+		return s
 	}, received.Load)
-	hists := make([]*histogram, len(consumers))
+	hists := make([]*histogram, len(groups)*f.consumers)
 	var wg sync.WaitGroup
-	for i, poll := range consumers {
-		hists[i] = newHistogram()
+	// run starts reading with the group's consumers.
+	run := func(gi int, g *benchGroup) {
+		gctx, gcancel := context.WithCancel(ctx)
+		var gwg sync.WaitGroup
+		for ci, poll := range g.polls {
+			h := newHistogram()
+			hists[gi*f.consumers+ci] = h
+			gwg.Add(1)
+			go func() {
+				defer gwg.Done()
+				for gctx.Err() == nil {
+					pctx, pcancel := context.WithTimeout(gctx, f.idle)
+					msgs, err := poll(pctx)
+					pcancel()
+					if err != nil {
+						if gctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+							gcancel() // idle: the group's backlog is read
+						}
+						return
+					}
+					now := time.Now()
+					first.CompareAndSwap(0, now.UnixNano())
+					lastNs.Store(now.UnixNano())
+					g.first.CompareAndSwap(0, now.UnixNano())
+					g.last.Store(now.UnixNano())
+					var nb int64
+					for _, m := range msgs {
+						h.record(now.Sub(m.BornTimestamp))
+						nb += int64(len(m.Body))
+					}
+					bytes.Add(nb)
+					received.Add(int64(len(msgs)))
+					if g.received.Add(int64(len(msgs))) >= target {
+						gcancel()
+						return
+					}
+				}
+			}()
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			h := hists[i]
-			for ctx.Err() == nil {
-				pctx, pcancel := context.WithTimeout(ctx, f.idle)
-				msgs, err := poll(pctx)
-				pcancel()
-				if err != nil {
-					if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-						cancel() // idle: the backlog is read
-					}
-					return
-				}
-				now := time.Now()
-				first.CompareAndSwap(0, now.UnixNano())
-				lastNs.Store(now.UnixNano())
-				var nb int64
-				for _, m := range msgs {
-					h.record(now.Sub(m.BornTimestamp))
-					nb += int64(len(m.Body))
-				}
-				bytes.Add(nb)
-				if received.Add(int64(len(msgs))) >= target {
-					cancel()
-					return
-				}
+			gwg.Wait()
+			gcancel()
+			if len(groups) > 1 {
+				g.close() // free its connections while the others read
 			}
+			done.Add(1)
 		}()
+	}
+	// A thousand groups are started a few at a time; each reads as soon as
+	// its consumers have started, while the next ones start.
+	ready := make([]atomic.Int32, len(groups)) // consumers started, by group
+	err = forEachLimited(len(names)*f.consumers, 16, func(i int) error {
+		gi := i / f.consumers
+		g := groups[gi]
+		poll, closeFn, err := a.newPoll(f, g.name, transport, &acks)
+		if err != nil {
+			return err
+		}
+		g.polls[i%f.consumers], g.closers[i%f.consumers] = poll, closeFn
+		if int(ready[gi].Add(1)) == f.consumers {
+			run(gi, g)
+		}
+		return nil
+	})
+	if err != nil {
+		cancel()
+		wg.Wait()
+		stopProgress()
+		return err
 	}
 	wg.Wait()
 	stopProgress()
@@ -587,11 +931,20 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 	if f0 := first.Load(); f0 > 0 {
 		elapsed = time.Duration(lastNs.Load() - f0)
 	}
-	out := benchJSON{Bench: "consume", Topic: f.topic, Group: group, Clients: f.consumers, Transport: f.transport.name, Messages: n, Bytes: bytes.Load(),
-		Seconds: elapsed.Seconds(), Latency: h.summary(), LatencyKind: "end-to-end", Errors: ackErrors.Load()}
+	out := benchJSON{Bench: "consume", Topic: f.topic, Group: names[0], Clients: len(groups) * f.consumers, Transport: f.transport.name,
+		Messages: n, Bytes: bytes.Load(), Seconds: elapsed.Seconds(), Latency: h.summary(), LatencyKind: "end-to-end", Errors: acks.errors.Load()}
+	if len(groups) > 1 {
+		out.Group = strings.TrimSuffix(names[0], "-0")
+		out.Groups = len(groups)
+		var from int64
+		if f.sql != "" {
+			from = started.UnixNano()
+		}
+		out.PerGroup = groupFields(groups, target, from)
+	}
 	if f.pop {
 		out.Pop, out.Transport = true, "grpc" // POP calls go over gRPC
-		if e, ok := firstAckErr.Load().(string); ok {
+		if e, ok := acks.first.Load().(string); ok {
 			out.FirstError = oneLine(e)
 		}
 	}
@@ -604,6 +957,40 @@ func (a *app) runBenchConsume(f *benchConsumeFlags) error {
 		return fmt.Errorf("no message received from %s within %v", f.topic, f.idle)
 	}
 	return a.printBench(out)
+}
+
+// groupFields sums up the groups of a run: each group's messages and rate
+// (timed from its first receipt, or from from if not 0, to its last; the
+// rates are those of the groups that received in more than one poll).
+func groupFields(groups []*benchGroup, target int64, from int64) *GroupFields {
+	g := &GroupFields{MinMessages: math.MaxInt64}
+	rates := make([]float64, 0, len(groups))
+	for _, x := range groups {
+		n := x.received.Load()
+		g.MinMessages = min(g.MinMessages, n)
+		g.MaxMessages = max(g.MaxMessages, n)
+		if n >= target {
+			g.Complete++
+		}
+		f0 := x.first.Load()
+		if from != 0 && f0 != 0 {
+			f0 = from
+		}
+		// A group that got everything in one poll has no rate of its own.
+		if d := time.Duration(x.last.Load() - f0); f0 != 0 && d > 0 {
+			rates = append(rates, float64(n)/d.Seconds())
+		}
+	}
+	if len(rates) == 0 {
+		return g
+	}
+	sort.Float64s(rates)
+	g.MinMsgsPerSec, g.MaxMsgsPerSec = rates[0], rates[len(rates)-1]
+	g.MedianMsgsPerSec = rates[len(rates)/2]
+	if len(rates)%2 == 0 {
+		g.MedianMsgsPerSec = (rates[len(rates)/2-1] + rates[len(rates)/2]) / 2
+	}
+	return g
 }
 
 // progress prints a progress line on stderr every second until the
@@ -658,8 +1045,12 @@ func (a *app) printBench(b benchJSON) error {
 		if b.Async {
 			mode = "async"
 		}
+		to := b.Topic
+		if b.Topics > 0 {
+			to = fmt.Sprintf("%d topics (%s … %s)", b.Topics, benchName(b.Topic, 0), benchName(b.Topic, b.Topics-1))
+		}
 		fmt.Fprintf(w, "Produced %d messages of %d bytes to %s in %.2fs: %d producer(s), batch %d, %s\n",
-			b.Messages, b.Size, b.Topic, b.Seconds, b.Clients, b.Batch, mode)
+			b.Messages, b.Size, to, b.Seconds, b.Clients, b.Batch, mode)
 	case "e2e":
 		fmt.Fprintf(w, "Sent %d messages of %d bytes to %s at %.0f msgs/s for %.2fs and consumed them\n",
 			b.Sent, b.Size, b.Topic, b.TargetRate, b.Seconds)
@@ -668,11 +1059,27 @@ func (a *app) printBench(b benchJSON) error {
 		if b.Pop {
 			kind = "simple consumer(s), POP"
 		}
+		if b.Groups > 1 {
+			fmt.Fprintf(w, "Consumed %d messages (%s) from %s in %.2fs: %d groups (%s … %s) of %d %s\n",
+				b.Messages, humanBytes(b.Bytes), b.Topic, b.Seconds, b.Groups, benchName(b.Group, 0), benchName(b.Group, b.Groups-1),
+				b.Clients/b.Groups, kind)
+			break
+		}
 		fmt.Fprintf(w, "Consumed %d messages (%s) from %s in %.2fs: %d %s, group %s\n",
 			b.Messages, humanBytes(b.Bytes), b.Topic, b.Seconds, b.Clients, kind, b.Group)
 	}
 	t := &table{} // no header: label and value rows
 	t.row("Throughput:", fmt.Sprintf("%.0f msgs/s, %.2f MiB/s", b.MsgsPerSec, b.MiBPerSec))
+	switch {
+	case b.Delay != "":
+		t.row("Delay:", "timer messages, delivered "+b.Delay+" after they are stored")
+	case b.DelayLevel > 0:
+		t.row("Delay:", fmt.Sprintf("delay level %d", b.DelayLevel))
+	}
+	if g := b.PerGroup; g != nil {
+		t.row("Per group:", fmt.Sprintf("%.0f msgs/s median (min %.0f, max %.0f); %d to %d messages; %d of %d groups read all",
+			g.MedianMsgsPerSec, g.MinMsgsPerSec, g.MaxMsgsPerSec, g.MinMessages, g.MaxMessages, g.Complete, b.Groups))
+	}
 	if b.SQL != nil {
 		t.row("SQL92 filter:", fmt.Sprintf("%s: backlog of %d scanned at %.0f msgs/s", b.SQL.Condition, b.SQL.Scanned, b.SQL.ScannedPerSec))
 	}
