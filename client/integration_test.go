@@ -1338,3 +1338,40 @@ func TestConsumerStartedBeforeTopicExists(t *testing.T) {
 	res := e.sendN(p, topic, 5, nil)
 	col.waitAll(e, 15*time.Second, res)
 }
+
+// TestRoundRobinPerTopic: a producer that sends to two topics in turn
+// still spreads each topic's messages over all its queues (one position
+// per topic, as RocketMQ keeps; a shared one would use every other queue).
+func TestRoundRobinPerTopic(t *testing.T) {
+	e := startEnv(t, 1, 1)
+	ctx := context.Background()
+	topics := []string{"rr-a", "rr-b"}
+	for _, name := range topics {
+		if err := e.admin.CreateTopic(ctx, TopicSpec{Name: name, Queues: 4}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := e.producer()
+	used := map[string]map[int32]int{}
+	for i := range 16 {
+		topic := topics[i%2]
+		r, err := p.Send(ctx, &Message{Topic: topic, Body: []byte("m")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if used[topic] == nil {
+			used[topic] = map[int32]int{}
+		}
+		used[topic][r.QueueID]++
+	}
+	for _, topic := range topics {
+		if len(used[topic]) != 4 {
+			t.Errorf("%s: sends by queue %v, want 2 on each of 4", topic, used[topic])
+		}
+		for q, n := range used[topic] {
+			if n != 2 {
+				t.Errorf("%s: %d sends to queue %d, want 2", topic, n, q)
+			}
+		}
+	}
+}

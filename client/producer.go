@@ -31,8 +31,12 @@ type Producer struct {
 	faults   *faultTracker
 	ids      *message.UniqueIDGenerator
 	bornHost string
-	rr       atomic.Uint64
-	state    atomic.Int32
+	// rr is each topic's round-robin position (topic → *atomic.Uint64),
+	// as RocketMQ keeps one per topic: with one counter for all topics, a
+	// producer sending to k topics in turn would use only every k-th
+	// queue of each.
+	rr    sync.Map
+	state atomic.Int32
 
 	// Lock order: muxMu and asyncMu are never held together. mux holds
 	// muxMu while it takes the connection pool's lock (p.b.broker).
@@ -363,7 +367,16 @@ func (p *Producer) selectQueue(ri *routeInfo, msg *Message, so *sendOptions, avo
 	if p.b.opts.faultTolerance {
 		avail = p.faults.available
 	}
-	return pickQueue(ri.publish, p.rr.Add(1)-1, avoid, avail), nil
+	return pickQueue(ri.publish, p.nextPosition(msg.Topic), avoid, avail), nil
+}
+
+// nextPosition takes topic's next round-robin position.
+func (p *Producer) nextPosition(topic string) uint64 {
+	c, ok := p.rr.Load(topic)
+	if !ok {
+		c, _ = p.rr.LoadOrStore(topic, new(atomic.Uint64))
+	}
+	return c.(*atomic.Uint64).Add(1) - 1
 }
 
 // send runs the attempts of one send (one attempt for ordered sends). A

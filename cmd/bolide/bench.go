@@ -243,47 +243,6 @@ func (f *benchProduceFlags) producerTopics() [][]string {
 	return spreadTopics(f.topic, f.topics, f.producers)
 }
 
-// topicCycle is the order in which one producer sends to its topics: in
-// passes over all of them, each pass padded with extra sends (to the
-// topics in turn) to a length coprime with the topics' queue count. The
-// producer picks queues round robin with one counter for all its topics,
-// so with a pass as long as its topics a producer of 8 topics of 8 queues
-// would send each topic's messages to one queue; with a coprime pass each
-// topic's sends go round all of its queues.
-type topicCycle struct {
-	topics []string
-	pass   int // sends in a pass
-	turn   int // sends so far
-	extra  int // extra sends so far
-}
-
-func newTopicCycle(topics []string, queues int) *topicCycle {
-	pass := len(topics)
-	for gcd(pass, max(queues, 1)) != 1 {
-		pass++
-	}
-	return &topicCycle{topics: topics, pass: pass}
-}
-
-// next returns the topic of the next send.
-func (c *topicCycle) next() string {
-	i := c.turn % c.pass
-	c.turn++
-	if i < len(c.topics) {
-		return c.topics[i]
-	}
-	t := c.topics[c.extra%len(c.topics)]
-	c.extra++
-	return t
-}
-
-func gcd(a, b int) int {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
-}
-
 // spreadTopics spreads the topics PREFIX-0 … PREFIX-(n-1) over p
 // producers: with n >= p, producer i takes the topics i, i+p, i+2p, …
 // (each topic one producer, the counts within one of each other); with
@@ -311,7 +270,6 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 	if err != nil {
 		return err
 	}
-	queues := 1 // writable queues of a topic (with --topics)
 	if f.topics == 0 {
 		if err := a.checkTopic(f.topic); err != nil {
 			return err
@@ -320,13 +278,8 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 		// The first and the last: a run of create-topics that did not
 		// finish leaves a gap at the end.
 		for _, name := range []string{benchName(f.topic, f.topics-1), benchName(f.topic, 0)} {
-			r, err := a.route(name)
-			if err != nil {
+			if _, err := a.route(name); err != nil {
 				return err
-			}
-			queues = 0
-			for _, q := range r.Queues {
-				queues += int(q.WriteQueues)
 			}
 		}
 	}
@@ -422,8 +375,15 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 		go func() {
 			defer wg.Done()
 			h, mu := hists[i], &histMu[i]
-			// Each request goes to the producer's next topic.
-			nextTopic := newTopicCycle(topicsOf[i], queues).next
+			// Each request goes to the producer's next topic (the SDK
+			// keeps a round-robin position per topic, so each topic's
+			// sends still go round all its queues).
+			turn := 0
+			nextTopic := func() string {
+				t := topicsOf[i][turn%len(topicsOf[i])]
+				turn++
+				return t
+			}
 			sendOne := func(k int, topic string) {
 				t0 := time.Now()
 				var err error

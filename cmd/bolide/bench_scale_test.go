@@ -60,40 +60,6 @@ func TestSpreadTopics(t *testing.T) {
 	}
 }
 
-// TestTopicCycle: a producer that sends to its topics in turn, picking
-// queues with one round-robin counter, reaches every queue of every topic
-// and sends to each topic about as often.
-func TestTopicCycle(t *testing.T) {
-	for _, c := range []struct{ topics, queues int }{{1, 8}, {10, 8}, {8, 8}, {4, 2}, {5, 2}, {6, 6}, {3, 1}, {12, 4}} {
-		var names []string
-		for i := range c.topics {
-			names = append(names, benchName("c", i))
-		}
-		cy := newTopicCycle(names, c.queues)
-		used := map[string]map[int]bool{}
-		count := map[string]int{}
-		sends := 20 * cy.pass * c.queues
-		for rr := range sends { // rr: the producer's queue counter
-			x := cy.next()
-			if used[x] == nil {
-				used[x] = map[int]bool{}
-			}
-			used[x][rr%c.queues] = true
-			count[x]++
-		}
-		lo, hi := sends, 0
-		for _, x := range names {
-			if len(used[x]) != c.queues {
-				t.Errorf("%d topics of %d queues: %s used queues %v", c.topics, c.queues, x, used[x])
-			}
-			lo, hi = min(lo, count[x]), max(hi, count[x])
-		}
-		if hi-lo > 1 {
-			t.Errorf("%d topics of %d queues: %d to %d sends a topic", c.topics, c.queues, lo, hi)
-		}
-	}
-}
-
 func TestTenths(t *testing.T) {
 	if got := tenths(nil); len(got) != 0 {
 		t.Errorf("no completions: %+v", got)
