@@ -41,14 +41,27 @@
 //
 // # Dispatch
 //
-// One goroutine tails the CommitLog up to its readable end (the flushed end
-// in sync mode, so consumers never see what is not durable) and for every
-// record writes the ConsumeQueue unit (plain and committed messages) and one
-// index entry per KEYS value and unique id (all but rolled-back
-// transactional records), then wakes parked pulls. It never passes the
-// planned offset (see Full disk). A transient failure (an I/O error) stops
-// dispatch at that record and retries it later; an inconsistency a retry
-// cannot fix is logged, counted and skipped.
+// Dispatch runs up to the CommitLog's readable end (the flushed end in sync
+// mode, so consumers never see what is not durable) and for every record
+// writes the ConsumeQueue unit (plain and committed messages) and one index
+// entry per KEYS value and unique id (all but rolled-back transactional
+// records), then wakes parked pulls. It never passes the planned offset (see
+// Full disk). A transient failure (an I/O error) stops dispatch at that
+// record and retries it later; an inconsistency a retry cannot fix is
+// logged, counted and skipped.
+//
+// Whoever holds pauseMu dispatches. A Put dispatches its own records (and
+// any planned before them) once they are planned: on its own goroutine, or,
+// when the server that took the request runs work after its answers
+// (internal/afterreply: the frame and remoting servers for requests served
+// on the connection's reader), right after the acknowledgement is written.
+// It only tries the lock: when the lock is held, its holder looks again
+// after letting go (a Put loops; the dispatcher goroutine, told through
+// plannedSig, steps again). The dispatcher goroutine does the rest —
+// replicated records (AppendRaw fires the log's ReadableChanged; local
+// appends do not, commitlog.Options.AppendersDispatch), the records of a
+// failed put, those held back by the dispatch limit, retries — so a lone
+// producer's sends wake no other goroutine.
 //
 // SetDispatchLimit bounds dispatch: only records that end at or below the
 // limit are dispatched (default math.MaxInt64, no limit). A master in

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/bolide-mq/bolide/commitlog"
+	"github.com/bolide-mq/bolide/internal/afterreply"
 	"github.com/bolide-mq/bolide/message"
 )
 
@@ -50,7 +51,8 @@ func (s *Store) PutBatch(ctx context.Context, msgs []*message.Ext, dst []PutResu
 	}
 	// The dispatcher leaves the planning of these records to this call.
 	s.putting.Add(1)
-	defer s.putDone()
+	deferred := false
+	defer func() { s.putDone(deferred) }()
 	entries := make([]*commitlog.Entry, len(msgs))
 	bufs := make([]*[]byte, len(msgs))
 	defer func() {
@@ -91,7 +93,12 @@ func (s *Store) PutBatch(ctx context.Context, msgs []*message.Ext, dst []PutResu
 		err = s.roomFor(msgs, results)
 	}
 	if err == nil && len(results) > 0 {
-		s.dispatchInline()
+		// Dispatch the records here, or once the answer is on its way
+		// when the server serving the put runs work after its answers
+		// (afterreply): the ack does not wait for the dispatch.
+		if deferred = afterreply.Defer(ctx, s.dispatchLater); !deferred {
+			s.dispatchInline()
+		}
 	}
 	for _, r := range results {
 		dst = append(dst, PutResult{Result: r, MsgID: message.OffsetMsgID(s.opts.StoreHost, r.PhysicalOffset)})
@@ -102,10 +109,12 @@ func (s *Store) PutBatch(ctx context.Context, msgs []*message.Ext, dst []PutResu
 // putDone ends a PutBatch. When no other is in flight and the log holds
 // records not yet planned or dispatched (this put failed, or its flush is
 // still to come), the dispatcher looks at the log again: they are its to
-// plan now. A put that dispatched its own records wakes no one.
-func (s *Store) putDone() {
+// plan now. A put that dispatched its own records wakes no one, nor does
+// one that left their dispatch for after its answer (deferred).
+func (s *Store) putDone(deferred bool) {
 	if s.putting.Add(-1) == 0 {
-		if planned := s.planned.Load(); planned < s.clog.MaxOffset() || s.dispatched.Load() < planned {
+		planned := s.planned.Load()
+		if planned < s.clog.MaxOffset() || (!deferred && s.dispatched.Load() < planned) {
 			s.plannedSig.Notify()
 		}
 	}

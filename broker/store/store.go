@@ -90,6 +90,9 @@ type Store struct {
 	// stepping is set while the dispatcher goroutine holds pauseMu for a
 	// step (dispatchInline tells it of new records only then).
 	stepping atomic.Bool
+	// dispatchLater is dispatchInline as one func value, for
+	// afterreply.Defer (a method value made per put would allocate).
+	dispatchLater func()
 	// dispatchLimit: only records ending at or below it are dispatched
 	// (SetDispatchLimit); limitSig fires when it rises.
 	dispatchLimit atomic.Int64
@@ -153,6 +156,7 @@ func Open(opts Options, log *zap.Logger) (*Store, error) {
 	s := &Store{opts: opts, log: log, newFiles: make(map[queueFile]struct{}), planQueues: make(map[touched]*consumequeue.Queue)}
 	s.nextNewFile.Store(math.MaxInt64)
 	s.dispatchLimit.Store(math.MaxInt64)
+	s.dispatchLater = s.dispatchInline
 	lf, err := lockDir(filepath.Join(opts.Dir, lockName))
 	if err != nil {
 		return nil, err

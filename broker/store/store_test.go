@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/bolide-mq/bolide/commitlog"
+	"github.com/bolide-mq/bolide/internal/afterreply"
 	"github.com/bolide-mq/bolide/internal/mmap"
 	"github.com/bolide-mq/bolide/message"
 )
@@ -192,7 +193,7 @@ func TestDispatchAfterPutLeavesRecordsUnplanned(t *testing.T) {
 			if d := s.DispatchedOffset(); d >= r.End() {
 				t.Fatalf("dispatched to %d while a Put was to plan the record at %d", d, r.PhysicalOffset)
 			}
-			s.putDone() // which returns without planning it
+			s.putDone(false) // which returns without planning it
 			if err := waitDispatched(s, r.End(), 5*time.Second); err != nil {
 				t.Fatal(err)
 			}
@@ -200,5 +201,31 @@ func TestDispatchAfterPutLeavesRecordsUnplanned(t *testing.T) {
 				t.Fatalf("queue holds %d messages, want 2", maxOff)
 			}
 		})
+	}
+}
+
+// A put served where work can wait for after the answer (afterreply)
+// leaves its dispatch there: the records reach their queue when the
+// server runs the queued work.
+func TestPutDefersDispatchAfterReply(t *testing.T) {
+	s, err := Open(testOptions(t.TempDir(), commitlog.FlushAsync), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var q afterreply.Queue
+	ctx := afterreply.NewContext(context.Background(), &q)
+	var last PutResult
+	for i := range 3 {
+		if last, err = s.Put(ctx, newMsg("T", 0, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q.Run()
+	if err := waitDispatched(s, last.End(), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, maxOff := s.QueueOffsets("T", 0); maxOff != 3 {
+		t.Fatalf("queue holds %d messages, want 3", maxOff)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/bolide-mq/bolide/internal/afterreply"
 	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -90,7 +91,7 @@ func (s *Server) ServeConn(nc net.Conn) {
 	var ctx context.Context
 	ctx, c.cancel = context.WithCancel(s.ctx)
 	c.base = context.WithValue(ctx, peerKey{}, nc.RemoteAddr().String())
-	c.ctx = c.base
+	c.setCtx(c.base)
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -153,6 +154,11 @@ type serverConn struct {
 	base   context.Context
 	ctx    context.Context
 	cancel context.CancelFunc
+	// later is the work the requests served on the reader left for after
+	// their answers (afterreply); inline is ctx carrying it, the context
+	// of those requests.
+	later  afterreply.Queue
+	inline context.Context
 
 	// Lock order: wmu (writing answers) and mu (the running requests) are
 	// never held together.
@@ -191,6 +197,10 @@ func (c *serverConn) serve() {
 		if !frameBuffered(br) {
 			c.flush() // about to wait for the client: answers go out now
 		}
+		// What the answered requests left for later, now that their
+		// answers are out (or, with more requests buffered, before the
+		// next one).
+		c.later.Run()
 		h, payload, err := readFrame(br, rbuf, c.s.opts.MaxFrame)
 		if err != nil {
 			switch {
@@ -219,6 +229,7 @@ func (c *serverConn) serve() {
 // drains gracefully, the client is gone or broke the protocol: the running
 // requests are cancelled first.
 func (c *serverConn) finish(graceful bool) {
+	c.later.Run()
 	if !graceful {
 		c.cancel()
 	}
@@ -260,7 +271,7 @@ func (c *serverConn) dispatch(h Header, payload []byte) error {
 		return nil
 	}
 	if hd.Blocking == nil || !hd.Blocking(req) {
-		c.reply(h, hd.Serve(c.ctx, req), true)
+		c.reply(h, hd.Serve(c.inline, req), true)
 		return nil
 	}
 	return c.serveAsync(h, hd, req)
@@ -274,7 +285,7 @@ func (c *serverConn) authenticate(h Header, payload []byte) {
 		c.replyError(h, fmt.Sprintf("cannot decode the %s request: %v", h.Method, err))
 		return
 	}
-	c.ctx = c.base
+	c.setCtx(c.base)
 	st := wire.OK
 	if fn := c.s.opts.Authenticate; fn != nil {
 		ctx, err := fn(c.base, c.nc, req)
@@ -286,10 +297,16 @@ func (c *serverConn) authenticate(h Header, payload []byte) {
 				st = &pb.Status{Code: pb.Code_UNAUTHENTICATED, Message: err.Error()}
 			}
 		case ctx != nil:
-			c.ctx = ctx
+			c.setCtx(ctx)
 		}
 	}
 	c.reply(h, &pb.FrameAuthResponse{Status: st}, true)
+}
+
+// setCtx sets the context of the connection's requests.
+func (c *serverConn) setCtx(ctx context.Context) {
+	c.ctx = ctx
+	c.inline = afterreply.NewContext(ctx, &c.later)
 }
 
 type peerKey struct{}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/bolide-mq/bolide/internal/afterreply"
 )
 
 // Handler serves the requests that arrive on a connection.
@@ -79,6 +81,11 @@ type Conn struct {
 
 	ctx    context.Context // ends when the connection does
 	cancel context.CancelFunc
+	// later is the work that requests served on the reader (Inline) left
+	// for after their answers (afterreply); inline is ctx carrying it,
+	// their context. Both are the reader's.
+	later  afterreply.Queue
+	inline context.Context
 	done   chan struct{} // closed when the reader has stopped
 
 	wmu     sync.Mutex // wmu serialises writes to bw
@@ -109,6 +116,7 @@ func newConn(parent context.Context, nc net.Conn, h Handler, opts Options, log *
 	c := &Conn{nc: nc, h: h, opts: opts.withDefaults(), log: log, ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), bw: bufio.NewWriterSize(nc, 32<<10), pending: make(map[int32]chan *Command)}
 	c.cond = sync.NewCond(&c.mu)
+	c.inline = afterreply.NewContext(ctx, &c.later)
 	context.AfterFunc(ctx, func() { // wake a reader waiting in admit
 		c.mu.Lock()
 		c.cond.Broadcast()
@@ -228,6 +236,7 @@ func (c *Conn) Invoke(ctx context.Context, req *Command) (*Command, error) {
 // handlers it started.
 func (c *Conn) serve() {
 	defer func() {
+		c.later.Run()
 		c.cancel()
 		_ = c.nc.Close()
 		c.mu.Lock()
@@ -249,6 +258,7 @@ func (c *Conn) serve() {
 		if c.dirty.Load() && !frameBuffered(br) {
 			c.flush() // the reader is about to wait: send what inline requests answered
 		}
+		c.later.Run() // what they left for after their answers
 		if c.opts.IdleTimeout > 0 {
 			_ = c.nc.SetReadDeadline(time.Now().Add(c.opts.IdleTimeout))
 		}
@@ -328,7 +338,7 @@ func (c *Conn) flush() {
 // serveInline serves req on the reader goroutine; its response is
 // buffered for the reader's next flush.
 func (c *Conn) serveInline(req *Command) {
-	resp := c.h.ServeRemoting(c.ctx, c, req)
+	resp := c.h.ServeRemoting(c.inline, c, req)
 	if resp == nil || req.IsOneway() {
 		return
 	}
