@@ -141,6 +141,15 @@ bench-vs-nats:
 bench-vs-rocketmq:
 	bash scripts/bench-vs-rocketmq.sh
 
+## bench-ab: two builds of Bolide alternated on the bench-vs-nats workloads,
+## a fresh broker per run (scripts/bench-ab.sh): make bench-ab A=<revision>
+## [B=<revision>; default the work tree]; prints medians of throughput and of
+## broker CPU per message, and B / A
+.PHONY: bench-ab
+bench-ab:
+	@test -n "$(A)" || { echo "usage: make bench-ab A=<revision> [B=<revision>]" >&2; exit 2; }
+	bash scripts/bench-ab.sh $(A) $(B)
+
 ## bench-scale: how the broker's cost grows with topics, consumer groups, a
 ## cold backlog and delayed traffic (scripts/bench-scale.sh: real processes,
 ## prints a markdown table against issue 21's targets); QUICK=1 checks it in
