@@ -35,7 +35,10 @@ E2E_DURATION=${E2E_DURATION:-15s}
 FLUSH=${FLUSH:-async}
 (($# >= 1 && $# <= 2)) || { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 
-ticks=$(getconf CLK_TCK)
+say() { echo "bench-ab: $*" >&2; }
+die() { say "$*"; exit 1; }
+# shellcheck source=scripts/bench-lib.sh
+. "$root/scripts/bench-lib.sh"
 base=$root/.bench/ab
 mkdir -p "$base"
 
@@ -76,15 +79,6 @@ stop() {
 	dir=
 }
 trap stop EXIT
-
-wait_file() { # file pid what
-	local deadline=$((SECONDS + 30))
-	until [[ -s $1 ]]; do
-		kill -0 "$2" 2>/dev/null || { echo "bench-ab: $3 exited" >&2; exit 1; }
-		((SECONDS < deadline)) || { echo "bench-ab: $3 did not start" >&2; exit 1; }
-		sleep 0.05
-	done
-}
 
 # run BIN WORKLOAD prints "msgs/s cpu-s-per-M" for one fresh cluster, or,
 # for e2e, "p99-ms cpu-s-per-M".
@@ -138,8 +132,6 @@ run() {
 	awk -v v="$(sed -n "s/.*\"$key\":\([-0-9.eE+]*\).*/\1/p" <<<"$out" | head -n 1)" -v t=$((t1 - t0)) -v hz="$ticks" -v n="$n" \
 		'BEGIN { if (v == "") exit 1; printf "%s %.1f\n", v, t / hz / n * 1e6 }'
 }
-
-median() { sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 
 declare -A figs
 for w in $WORKLOADS; do

@@ -33,6 +33,10 @@
 #                                    the client's CPU
 #   per_million TICKS MSGS           CPU seconds per million messages
 #   rss_kib PID                      the process's VmRSS in KiB
+#   wait_file FILE PID NAME [SECS]   wait until daemon NAME (PID) has written
+#                                    FILE (its address), at most SECS (60);
+#                                    calls the script's die if it exits or
+#                                    takes longer ($res: where its log is)
 if [[ -n ${work:-} ]]; then
 	bin=$work/bin
 	mkdir -p "$bin"
@@ -134,4 +138,14 @@ cpucell() {
   s=$(fig_stat "$1-cpusrv" | cut -d' ' -f1)
   c=$(fig_stat "$1-cpucli" | cut -d' ' -f1)
   if [[ -z $s ]]; then echo "–"; else printf '%.1f + %.1f\n' "$s" "${c:-0}"; fi
+}
+
+wait_file() {
+	local file=$1 pid=$2 name=$3 limit=${4:-60}
+	local deadline=$((SECONDS + limit))
+	while [[ ! -s $file ]]; do
+		kill -0 "$pid" 2>/dev/null || die "$name exited before serving${res:+; see its log in $res}"
+		((SECONDS < deadline)) || die "$name did not start within ${limit}s${res:+; see its log in $res}"
+		sleep 0.05
+	done
 }

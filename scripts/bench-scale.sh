@@ -182,15 +182,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# wait_file FILE PID NAME waits for a daemon to write FILE.
-wait_file() {
-  local file=$1 pid=$2 name=$3 deadline=$((SECONDS + 120))
-  while [[ ! -s $file ]]; do
-    kill -0 "$pid" 2>/dev/null || die "$name exited before serving; see its log in $res"
-    ((SECONDS < deadline)) || die "$name did not start within 120s; see its log in $res"
-    sleep 0.05
-  done
-}
 
 # start_broker NAME starts the broker on $DATA_DIR/NAME (kept as it is).
 start_broker() {
@@ -200,8 +191,8 @@ start_broker() {
     --admin-listen 127.0.0.1:0 --admin-addr-file "$dir/admin.addr" --store-dir "$dir/broker-a" --broker-name broker-a \
     --flush async --addr-file "$dir/broker.addr" >>"$res/$1-broker.log" 2>&1 &
   broker_pid=$!
-  wait_file "$dir/broker.addr" "$broker_pid" "bolide-broker"
-  wait_file "$dir/admin.addr" "$broker_pid" "bolide-broker's admin listener"
+  wait_file "$dir/broker.addr" "$broker_pid" "bolide-broker" 120
+  wait_file "$dir/admin.addr" "$broker_pid" "bolide-broker's admin listener" 120
   ADMIN=$(cat "$dir/admin.addr")
   local deadline=$((SECONDS + 60))
   until "$bolide" cluster list -n "$NS" --timeout 2s -o json 2>/dev/null | grep -q '"broker":"broker-a"'; do
@@ -218,7 +209,7 @@ start_bolide() {
   "$bolide_bin/bolide-nameserver" --listen 127.0.0.1:0 --gossip off --admin-listen off --addr-file "$dir/ns.addr" \
     >"$res/$1-nameserver.log" 2>&1 &
   ns_pid=$!
-  wait_file "$dir/ns.addr" "$ns_pid" "bolide-nameserver"
+  wait_file "$dir/ns.addr" "$ns_pid" "bolide-nameserver" 120
   NS=$(cat "$dir/ns.addr")
   start_broker "$1"
   say "$1: NameServer $NS, broker $(cat "$dir/broker.addr") (pid $broker_pid), store $dir"

@@ -162,15 +162,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# wait_file FILE PID NAME waits for a daemon to write FILE.
-wait_file() {
-  local file=$1 pid=$2 name=$3 deadline=$((SECONDS + 60))
-  while [[ ! -s $file ]]; do
-    kill -0 "$pid" 2>/dev/null || die "$name exited before serving; see its log in $res"
-    ((SECONDS < deadline)) || die "$name did not start within 60s; see its log in $res"
-    sleep 0.05
-  done
-}
 
 # start_bolide FLUSH starts one NameServer and one broker (flush mode FLUSH)
 # on free loopback ports; sets NS.
