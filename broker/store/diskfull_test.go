@@ -482,3 +482,51 @@ func checkCrashAcks(t *testing.T, s *Store, acks []ack) {
 		}
 	}
 }
+
+// TestReserveTrimmedAfterBurst: a put that starts many queues at once makes
+// the planner add a spare queue file for each new file; once the files
+// exist, the keeper gives the surplus back down to the target.
+func TestReserveTrimmedAfterBurst(t *testing.T) {
+	opts := testOptions(t.TempDir(), commitlog.FlushAsync)
+	s, err := Open(opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	target := int64(opts.ReserveQueueFiles)
+	const n = 30
+	var msgs []*message.Ext
+	for i := range n {
+		msgs = append(msgs, newMsg(fmt.Sprintf("burst-%d", i), 0, i))
+	}
+	res, err := s.PutBatch(context.Background(), msgs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Spares made so far (the keeper may be trimming already).
+	s.res.mu.Lock()
+	made := s.res.seq
+	s.res.mu.Unlock()
+	if made < n {
+		t.Fatalf("%d spare files made for %d new queue files", made, n)
+	}
+	if err := waitDispatched(s, res[len(res)-1].End(), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.res.ready(spareQueue) != target {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d spare queue files %s after the burst, want %d", s.res.ready(spareQueue), 10*time.Second, target)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	files, err := filepath.Glob(filepath.Join(opts.Dir, "reserve", spareNames[spareQueue]+"-*"))
+	if err != nil || int64(len(files)) != target {
+		t.Fatalf("reserve directory holds %d queue files (%v), want %d", len(files), err, target)
+	}
+	for i := range n {
+		if _, maxOff := s.QueueOffsets(fmt.Sprintf("burst-%d", i), 0); maxOff != 1 {
+			t.Fatalf("burst-%d holds %d messages", i, maxOff)
+		}
+	}
+}

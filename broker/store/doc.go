@@ -92,7 +92,9 @@
 //     ConsumeQueue file for each record that will start a queue file, and
 //     room for its index entries in the newest IndexFile or the spare ones.
 //     When these do not fit, the planner adds spares; when the disk has no
-//     room for one, it stops. Put acknowledges messages (after their flush
+//     room for one, it stops. Once the files they were added for exist, the
+//     keeper removes the surplus: the reserve goes back to its target (or
+//     to what the files still planned hold). Put acknowledges messages (after their flush
 //     in sync mode) only once they are planned: it plans them itself, from
 //     the messages, after the records before them. The dispatcher plans
 //     what no put does (replicated records, those of a failed put) and

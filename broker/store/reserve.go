@@ -156,6 +156,29 @@ func (r *reserve) full() bool {
 	return true
 }
 
+// trim removes the newest spares of kind beyond keep (never going below
+// the kind's target) and returns how many it removed. The caller makes
+// sure that the planner does not count on them.
+func (r *reserve) trim(kind spareKind, keep int) int {
+	keep = max(keep, r.target[kind])
+	r.mu.Lock()
+	var drop []string
+	if len(r.spares[kind]) > keep {
+		drop = append(drop, r.spares[kind][keep:]...)
+		r.spares[kind] = r.spares[kind][:keep]
+		r.count[kind].Add(-int64(len(drop)))
+	}
+	r.mu.Unlock()
+	for _, path := range drop {
+		// A crash before the removal leaves one spare too many, which the
+		// next trim removes.
+		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+			r.log.Warn("reserve: a surplus spare file could not be removed", zap.String("file", path), zap.Error(err))
+		}
+	}
+	return len(drop)
+}
+
 // take moves a spare file of kind to path and opens it: the ConsumeQueues'
 // and the index's Spare hook.
 func (r *reserve) take(kind spareKind, path string, size int64) (*os.File, error) {

@@ -339,9 +339,31 @@ func (s *Store) keepRoom() {
 		case <-s.res.taken:
 		}
 		if s.full.Load() == nil && s.res.full() {
+			s.trimReserve()
 			continue
 		}
 		s.checkRoom()
+	}
+}
+
+// trimReserve gives back the spare ConsumeQueue files that planning added
+// for a burst of new queue files (planQueueFile holds one spare for each
+// new file planned but not yet dispatched) once those files exist: the
+// reserve keeps its target, or what the files still planned hold, whichever
+// is more. Without it a burst of new queues — a thousand topics created
+// and written at once — would leave a spare behind for each.
+func (s *Store) trimReserve() {
+	if s.res.ready(spareQueue) <= int64(s.res.target[spareQueue]) {
+		return
+	}
+	s.planMu.Lock() // no planning counts on a spare meanwhile
+	defer s.planMu.Unlock()
+	s.newMu.Lock()
+	held := len(s.newFiles)
+	s.newMu.Unlock()
+	if n := s.res.trim(spareQueue, held); n > 0 {
+		s.log.Debug("reserve: surplus spare queue files removed", zap.Int("removed", n),
+			zap.Int64("left", s.res.ready(spareQueue)))
 	}
 }
 
