@@ -208,8 +208,11 @@ func (c *Client) dial(ctx context.Context) (*clientConn, error) {
 		}
 		return nil, &ConnError{Op: "dial", Addr: c.addr, Err: err}
 	}
-	// The handshake ends with dctx: its end unblocks the reads.
-	stop := context.AfterFunc(dctx, func() { _ = nc.SetDeadline(aLongTimeAgo) })
+	// The handshake ends with dctx: its end unblocks the reads (a deadline
+	// on the TCP connection holds for the TLS one over it too). The
+	// function reads raw, not nc, which the handshake replaces.
+	raw := nc
+	stop := context.AfterFunc(dctx, func() { _ = raw.SetDeadline(aLongTimeAgo) })
 	var br *bufio.Reader
 	nc, br, err = c.handshake(nc)
 	if !stop() {

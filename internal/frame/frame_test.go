@@ -479,3 +479,38 @@ func TestDialFailure(t *testing.T) {
 		t.Fatalf("call to a closed port: %v, want a dial *ConnError", err)
 	}
 }
+
+// A server that accepts and never answers the magic: the call ends with
+// its context, the handshake's reads unblocked by the deadline set when
+// the context ends.
+func TestHandshakeEndsWithContext(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	held := make(chan net.Conn, 4)
+	go func() {
+		for {
+			nc, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			held <- nc
+		}
+	}()
+	defer func() {
+		for len(held) > 0 {
+			_ = (<-held).Close()
+		}
+	}()
+	c := newClient(t, lis.Addr().String(), Options{})
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		_, err := call(ctx, c, mEcho, "x")
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a call to a silent server: %v", err)
+		}
+	}
+}
