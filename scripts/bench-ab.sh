@@ -20,7 +20,7 @@
 #   MSGS_1     messages, 1 producer                                     (60000)
 #   MSGS_16    messages, 16 producers                                   (200000)
 #   MSGS_BATCH messages, batched (batch 64, 16 in flight)               (1000000)
-#   E2E_RATE   end-to-end run: messages/s, for E2E_DURATION             (10000, 15s)
+#   E2E_RATE   end-to-end run: messages/s, for E2E_DURATION (a Go duration) (10000, 15s)
 #   FLUSH      the brokers' flush mode                                  (async)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -114,7 +114,7 @@ run() {
 		args+=(--batch 64 --async --inflight 16)
 		;;
 	e2e)
-		n=$(awk -v r="$E2E_RATE" -v d="${E2E_DURATION%s}" 'BEGIN { printf "%.0f", r * (d + 1) }')
+		n=$(awk -v r="$E2E_RATE" -v d="$(seconds "$E2E_DURATION")" 'BEGIN { printf "%.0f", r * (d + 1) }')
 		args=(bench e2e --topic t --rate "$E2E_RATE" --duration "$E2E_DURATION" --warmup 1s --size 1024)
 		;;
 	esac

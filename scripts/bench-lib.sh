@@ -33,6 +33,8 @@
 #                                    the client's CPU
 #   per_million TICKS MSGS           CPU seconds per million messages
 #   rss_kib PID                      the process's VmRSS in KiB
+#   seconds D                        the seconds of a Go duration like
+#                                    30s, 1m30s or 500ms
 #   wait_file FILE PID NAME [SECS]   wait until daemon NAME (PID) has written
 #                                    FILE (its address), at most SECS (60);
 #                                    calls the script's die if it exits or
@@ -148,4 +150,16 @@ wait_file() {
 		((SECONDS < deadline)) || die "$name did not start within ${limit}s${res:+; see its log in $res}"
 		sleep 0.05
 	done
+}
+
+seconds() {
+	awk -v d="$1" 'BEGIN {
+		t = 0
+		while (match(d, /^[0-9.]+(ms|s|m|h)/)) {
+			v = substr(d, 1, RLENGTH); d = substr(d, RLENGTH + 1)
+			n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+			t += (u == "ms") ? n / 1000 : (u == "s") ? n : (u == "m") ? n * 60 : n * 3600
+		}
+		print t
+	}'
 }

@@ -274,16 +274,6 @@ heap_kib() {
 status_kib() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 secs() { awk -v t="$1" -v hz="$ticks" 'BEGIN { printf "%.2f", t / hz }'; }
-# seconds D: the seconds of a Go duration like 30s, 1m or 1m30s (or 500ms).
-seconds() {
-  awk -v d="$1" 'BEGIN { t = 0
-    while (match(d, /^[0-9.]+(ms|s|m|h)/)) {
-      v = substr(d, 1, RLENGTH); d = substr(d, RLENGTH + 1)
-      n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
-      t += (u == "ms") ? n / 1000 : (u == "s") ? n : (u == "m") ? n * 60 : n * 3600
-    }
-    print t }'
-}
 now() { date +%s.%N; }
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 free_bytes() { df -B1 --output=avail "$DATA_DIR" | tail -n 1 | tr -d ' '; }

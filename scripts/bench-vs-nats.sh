@@ -277,16 +277,6 @@ nats_pub() {
 }
 
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
-# seconds D: the seconds of a Go duration like 30s, 1m or 1m30s (or 500ms).
-seconds() {
-  awk -v d="$1" 'BEGIN { t = 0
-    while (match(d, /^[0-9.]+(ms|s|m|h)/)) {
-      v = substr(d, 1, RLENGTH); d = substr(d, RLENGTH + 1)
-      n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
-      t += (u == "ms") ? n / 1000 : (u == "s") ? n : (u == "m") ? n * 60 : n * 3600
-    }
-    print t }'
-}
 # e2e_msgs RATE: the messages of one end-to-end run at RATE, warm-up
 # included (its CPU covers both).
 e2e_msgs() {

@@ -361,16 +361,6 @@ both() {
   done
 }
 
-# seconds D: the seconds of a duration like 30s, 1m30s or 500ms.
-seconds() {
-  awk -v d="$1" 'BEGIN { t = 0
-    while (match(d, /^[0-9.]+(ms|s|m|h)/)) {
-      v = substr(d, 1, RLENGTH); d = substr(d, RLENGTH + 1)
-      n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
-      t += (u == "ms") ? n / 1000 : (u == "s") ? n : (u == "m") ? n * 60 : n * 3600
-    }
-    print t }'
-}
 
 # rss_of PID...: VmRSS in MiB of each, then the sum ("a b sum").
 rss_of() {
