@@ -56,6 +56,8 @@
 # about two minutes — its figures mean nothing):
 #
 #   QUICK              1: small sizes                               (0)
+#   PARTS              which measurements to run, of: topics groups
+#                      backlog delay                                (all four)
 #   TOPICS             topics of the many-topics run                (10000; QUICK 300)
 #   QUEUES             queues of every topic                        (8)
 #   PRODUCERS          producers of both send runs                  (1000; QUICK 50)
@@ -97,6 +99,9 @@ cd "$root"
 
 QUICK=${QUICK:-0}
 q() { if [[ $QUICK == 1 ]]; then echo "$2"; else echo "$1"; fi; }
+PARTS=${PARTS:-topics groups backlog delay}
+# part NAME: whether PARTS names that measurement.
+part() { [[ " $PARTS " == *" $1 "* ]]; }
 TOPICS=${TOPICS:-$(q 10000 300)}
 QUEUES=${QUEUES:-8}
 PRODUCERS=${PRODUCERS:-$(q 1000 50)}
@@ -298,6 +303,7 @@ mkdir -p "$DATA_DIR"
 say "results in $res; load average $load_start; $(nproc) vCPU; $(($(free_bytes) >> 30)) GiB free on $DATA_DIR"
 
 # ---------------------------------------------------- 1. many topics
+if part topics; then
 start_bolide topics1
 b topic create single --queues "$QUEUES" >/dev/null
 sleep 5
@@ -357,8 +363,10 @@ cq_du=$(du -s -B1 "$DATA_DIR/topics/broker-a/store/consumequeue" | cut -f1)
   echo "after_sends fds=$fds2 maps=$maps2 goroutines=$goroutines2 cq_files=$cq_files cq_bytes=$cq_du"
 } >"$res/topics.memory"
 finish topics
+fi
 
 # ---------------------------------------------------- 2. many groups
+if part groups; then
 start_bolide groups
 b topic create groups --queues "$QUEUES" >/dev/null
 step groups-fill bench produce --topic groups --count "$GROUP_BACKLOG" --size "$SIZE" --batch 32 --async --inflight 4 -o json || true
@@ -391,12 +399,15 @@ cpm_one_net=$(per_million "$(net "$one_ticks" "$one_secs")" "$one_msgs")
 cpm_many_net=$(per_million "$(net "$many_ticks" "$many_secs")" "$many_msgs")
 echo "idle_ticks_per_second=$idle_rate one: ticks=$one_ticks seconds=$one_secs msgs=$one_msgs many: ticks=$many_ticks seconds=$many_secs msgs=$many_msgs" >"$res/groups.cpu"
 finish groups
+fi
 
 # ---------------------------------------------------- 3. cold backlog
 backlog_msgs=$((BACKLOG_GIB * 1024 * 1024 * 1024 / BACKLOG_SIZE))
 need=$(((BACKLOG_GIB + DISK_RESERVE_GIB + 2) * 1024 * 1024 * 1024))
 fill_rate='' read_mib='' dd_mib='' log_bytes=0 read_secs='' disk_read=0 resident=''
-if (($(free_bytes) < need)); then
+if ! part backlog; then
+  :
+elif (($(free_bytes) < need)); then
   say "skipping the cold backlog: $BACKLOG_GIB GiB plus the $DISK_RESERVE_GIB GiB reserve do not fit in $(($(free_bytes) >> 30)) GiB"
   failed=$((failed + 1))
 else
@@ -445,6 +456,7 @@ else
 fi
 
 # ---------------------------------------------------- 4. delayed traffic
+if part delay; then
 start_bolide delay
 b topic create normal --queues "$QUEUES" >/dev/null
 b topic create delayed --queues "$QUEUES" >/dev/null
@@ -486,6 +498,8 @@ done
 delay_ticks=$(($(proc_ticks "$broker_pid") - d0))
 echo "delivered=${n:-0} sent=${delayed_sent:-0} all_delivered_after_sender_end_s=${drain:-never} delay_s=$due_after broker_ticks_during=$delay_ticks" >"$res/delay.delivery"
 finish delay
+fi
+
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---------------------------------------------------------------- report
@@ -496,21 +510,23 @@ met() { awk -v r="$1" -v op="$2" -v t="$3" 'BEGIN { if (r == "–" || r == "") {
   ok = (op == ">=") ? r + 0 >= t : r + 0 <= t; print ok ? "yes" : "**no**" }'; }
 num() { if [[ -z $1 ]]; then echo "failed"; else grp "$(printf '%.0f' "$1")"; fi; }
 f1() { if [[ -z $1 ]]; then echo "?"; else printf '%.1f' "$1"; fi; }
-r1=$(ratio "$rate_many" "$rate_single")
-r2=$(ratio "$cpm_many_net" "$cpm_one_net")
-r1b=$(ratio "$rate_again" "$rate_single")
-r3=$(ratio "$read_mib" "$dd_mib")
-r4=$(ratio "$rate_with" "$rate_alone")
-queues_k=$(awk -v t="$TOPICS" -v q="$QUEUES" 'BEGIN { print t * q / 1000 }')
-sent_k=$(awk -v t="$send_topics" -v q="$QUEUES" 'BEGIN { print t * q / 1000 }')
+r1='–' r1b='–' r2='–' r3='–' r4='–'
+part topics && r1=$(ratio "$rate_many" "$rate_single") && r1b=$(ratio "$rate_again" "$rate_single")
+part groups && r2=$(ratio "$cpm_many_net" "$cpm_one_net")
+part backlog && r3=$(ratio "$read_mib" "$dd_mib")
+part delay && r4=$(ratio "$rate_with" "$rate_alone")
 per_k() { awk -v a="$1" -v b="$2" -v k="$3" 'BEGIN { if (k > 0) printf "%.2f", (b - a) / 1024 / k; else print "–" }'; }
-create_secs=$(sed -n 's/.*"seconds":\([0-9.]*\),"topicsPerSec":\([0-9.]*\),"tenths".*/\1/p' "$res/topics-create.out")
-create_rate=$(sed -n 's/.*"seconds":\([0-9.]*\),"topicsPerSec":\([0-9.]*\),"tenths".*/\2/p' "$res/topics-create.out")
-tenth_first=$(sed -n 's/.*"tenths":\[{[^}]*"topicsPerSec":\([0-9.]*\)}.*/\1/p' "$res/topics-create.out" | head -n 1)
-tenth_last=$(sed -n 's/.*"topicsPerSec":\([0-9.]*\)}\],"latencyMs".*/\1/p' "$res/topics-create.out" | head -n 1)
 pg() { sed -n "s/.*\"perGroup\":{[^}]*\"$1\":\([0-9.eE+]*\).*/\1/p" "$res/groups-many.out" | head -n 1; }
-many_note="sends over $(grp "$send_topics") of them"
-((send_topics == TOPICS)) && many_note="sends over all"
+if part topics; then
+  queues_k=$(awk -v t="$TOPICS" -v q="$QUEUES" 'BEGIN { print t * q / 1000 }')
+  sent_k=$(awk -v t="$send_topics" -v q="$QUEUES" 'BEGIN { print t * q / 1000 }')
+  create_secs=$(sed -n 's/.*"seconds":\([0-9.]*\),"topicsPerSec":\([0-9.]*\),"tenths".*/\1/p' "$res/topics-create.out")
+  create_rate=$(sed -n 's/.*"seconds":\([0-9.]*\),"topicsPerSec":\([0-9.]*\),"tenths".*/\2/p' "$res/topics-create.out")
+  tenth_first=$(sed -n 's/.*"tenths":\[{[^}]*"topicsPerSec":\([0-9.]*\)}.*/\1/p' "$res/topics-create.out" | head -n 1)
+  tenth_last=$(sed -n 's/.*"topicsPerSec":\([0-9.]*\)}\],"latencyMs".*/\1/p' "$res/topics-create.out" | head -n 1)
+  many_note="sends over $(grp "$send_topics") of them"
+  ((send_topics == TOPICS)) && many_note="sends over all"
+fi
 
 table=$res/table.md
 {
@@ -523,18 +539,18 @@ table=$res/table.md
   echo
   echo "| measure | figure | baseline | ratio | target | met |"
   echo "|---|---|---|---|---|---|"
-  echo "| $(grp "$TOPICS") topics × $QUEUES queues ($many_note), $(grp "$PRODUCERS") producers, $(grp "$TOPIC_MSGS") sends of $SIZE B: msgs/s |" \
+  part topics && echo "| $(grp "$TOPICS") topics × $QUEUES queues ($many_note), $(grp "$PRODUCERS") producers, $(grp "$TOPIC_MSGS") sends of $SIZE B: msgs/s |" \
     "$(num "$rate_many") | one topic of $QUEUES queues: $(num "$rate_single") | $r1× | ≥ 0.80× | $(met "$r1" ">=" 0.8) |"
-  echo "| … the same sends again (every queue has its ConsumeQueue file) |" \
+  part topics && echo "| … the same sends again (every queue has its ConsumeQueue file) |" \
     "$(num "$rate_again") | the same | $r1b× | (reference) | – |"
-  echo "| $(grp "$CONSUMER_GROUPS") groups each reading a backlog of $(grp "$GROUP_BACKLOG") at once: broker CPU s per million delivered |" \
+  part groups && echo "| $(grp "$CONSUMER_GROUPS") groups each reading a backlog of $(grp "$GROUP_BACKLOG") at once: broker CPU s per million delivered |" \
     "${cpm_many_net:-failed} (raw ${cpm_many:-?}; $(grp "${many_msgs:-0}") delivered) | 1 group, $SINGLE_REPS reads one after another: ${cpm_one_net:-failed} (raw ${cpm_one:-?}; $(grp "$one_msgs") delivered) | $r2× | ≤ 1.00× | $(met "$r2" "<=" 1) |"
-  echo "| $BACKLOG_GIB GiB backlog ($(grp "$backlog_msgs") msgs of $BACKLOG_SIZE B) read cold from the first message: MiB/s of bodies |" \
+  part backlog && echo "| $BACKLOG_GIB GiB backlog ($(grp "$backlog_msgs") msgs of $BACKLOG_SIZE B) read cold from the first message: MiB/s of bodies |" \
     "$(f1 "$read_mib") | dd of the same CommitLog bytes, cold: $(f1 "$dd_mib") | $r3× | ≥ 0.80× | $(met "$r3" ">=" 0.8) |"
-  echo "| $NORMAL_PRODUCERS producers for $NORMAL_DURATION beside $(grp "$DELAY_RATE") delayed msgs/s asked (${delay_flag[*]}): msgs/s |" \
+  part delay && echo "| $NORMAL_PRODUCERS producers for $NORMAL_DURATION beside $(grp "$DELAY_RATE") delayed msgs/s asked (${delay_flag[*]}): msgs/s |" \
     "$(num "$rate_with") | alone: $(num "$rate_alone") | $r4× | ≥ 0.90× | $(met "$r4" ">=" 0.9) |"
   echo
-  echo "- Many topics: broker VmRSS $(mib "$rss0") MiB before creating $(grp "$TOPICS") topics ($queues_k thousand queues)," \
+  part topics && echo "- Many topics: broker VmRSS $(mib "$rss0") MiB before creating $(grp "$TOPICS") topics ($queues_k thousand queues)," \
     "$(mib "$rss1") MiB after (**$(per_k "$rss0" "$rss1" "$queues_k") MiB per 1 000 queues**), $(mib "$rss2") MiB after the sends" \
     "(**$(per_k "$rss0" "$rss2" "$queues_k") MiB per 1 000 queues** created; $(per_k "$rss1" "$rss2" "$sent_k") per 1 000 queues sent to); RssAnon" \
     "$(mib "$anon0") → $(mib "$anon1") → $(mib "$anon2") MiB. The same sends to one topic grew it $(mib "$rssS0") → $(mib "$rssS2") MiB" \
@@ -545,23 +561,23 @@ table=$res/table.md
     "so net of that $(awk -v a="$heap1" -v b="$heap2" -v c="$heapS0" -v d="$heapS2" -v k="$sent_k" \
       'BEGIN { if (k > 0) printf "%.2f", ((b - a) - (d - c)) / 1024 / k; else print "–" }') MiB per 1 000 queues sent to." \
     "topics.json $(grp "$topics_json") bytes."
-  echo "- Creating them: $(f1 "$create_secs") s, $(f1 "$create_rate") topics/s" \
+  part topics && echo "- Creating them: $(f1 "$create_secs") s, $(f1 "$create_rate") topics/s" \
     "(first tenth $(f1 "$tenth_first")/s, last tenth $(f1 "$tenth_last")/s; $CREATE_CONCURRENCY at a time), broker CPU $(secs "$create_srv_ticks") s," \
     "NameServer CPU $(secs "$create_ns_ticks") s."
-  echo "- ConsumeQueue files: $(grp "$cq_size") bytes each, $(grp "$cq_alloc") allocated on disk; after the sends $(grp "$cq_files")" \
+  part topics && echo "- ConsumeQueue files: $(grp "$cq_size") bytes each, $(grp "$cq_alloc") allocated on disk; after the sends $(grp "$cq_files")" \
     "files, $(grp "$((cq_du >> 20))") MiB on disk, and $(grp "$spares") spare files in the store's reserve; the broker held $(grp "$fds2") open files," \
     "$(grp "$maps2") mappings, ${goroutines2:-?} goroutines (limits here: $(ulimit -n) open files, $(cat /proc/sys/vm/max_map_count) mappings)."
-  echo "- Many groups: all together $(num "$(jnum "$res/groups-many.out" msgsPerSec)") msgs/s from the first receipt to the last" \
+  part groups && echo "- Many groups: all together $(num "$(jnum "$res/groups-many.out" msgsPerSec)") msgs/s from the first receipt to the last" \
     "($(f1 "$(jnum "$res/groups-many.out" seconds)") s; the step, starting $(grp "$CONSUMER_GROUPS") clients 16 at a time, took $(f1 "$many_secs") s);" \
     "per group $(f1 "$(pg medianMsgsPerSec)") msgs/s median (min $(f1 "$(pg minMsgsPerSec)"), max $(f1 "$(pg maxMsgsPerSec)"))," \
     "$(pg complete) of $(grp "$CONSUMER_GROUPS") groups read all; broker peak VmRSS $(mib "$(peak "$res/groups.samples" 2)") MiB," \
     "$(peak "$res/groups.samples" 4) threads, $(peak "$res/groups.samples" 5) open files; goroutines after: ${groups_goroutines:-?};" \
     "client CPU $(per_million "$many_cli" "$many_msgs") s per million ($CONSUMER_GROUPS groups) and $(per_million "$one_cli" "$one_msgs") (1 group);" \
     "the idle broker used $(awk -v r="$idle_rate" -v hz="$ticks" 'BEGIN { printf "%.1f", r / hz * 1000 }') ms of CPU a second."
-  echo "- Cold backlog: filled at $(f1 "$fill_rate") MiB/s acknowledged ($FILL_PRODUCERS producers, batches of $FILL_BATCH," \
+  part backlog && echo "- Cold backlog: filled at $(f1 "$fill_rate") MiB/s acknowledged ($FILL_PRODUCERS producers, batches of $FILL_BATCH," \
     "$FILL_INFLIGHT in flight each); $(grp "$log_bytes") CommitLog bytes read by the consumer in $(f1 "$read_secs") s;" \
     "$(grp "$((disk_read >> 20))") MiB read from the disk meanwhile; ${resident:-?} MiB of the segments resident after the drop."
-  echo "- Delayed: reached $(num "$delayed_rate") msgs/s ($(grp "${delayed_sent:-0}") sent); every one was in its topic" \
+  part delay && echo "- Delayed: reached $(num "$delayed_rate") msgs/s ($(grp "${delayed_sent:-0}") sent); every one was in its topic" \
     "${drain:-**not**} s after the sender ended (the last was due at most ${due_after} s after it)."
   echo
   echo "Commands and raw outputs: .bench/results/$stamp-scale/ (made by scripts/bench-scale.sh)."
