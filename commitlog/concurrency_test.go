@@ -520,3 +520,75 @@ func TestFlushConcurrentWithClose(t *testing.T) {
 		})
 	}
 }
+
+// TestCommitWaitersWake: in async pwrite mode an appender whose bytes
+// another goroutine is writing waits for that write instead of queueing on
+// the lock (commitUpTo). Appenders run beside two goroutines that flush in
+// a loop and so take the same lock by another path (commit); a waiter that
+// missed its wake-up would hang here, and every acknowledged record must be in the
+// file once its append returned.
+func TestCommitWaitersWake(t *testing.T) {
+	const writers, perWriter = 12, 400
+	l := openTestLog(t, testOptions(t.TempDir(), FlushAsync, WritePwrite), 0)
+	ctx := context.Background()
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	for _, fn := range []func() error{l.Flush, l.Flush} {
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := fn(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWriter {
+				e := &message.Ext{Message: message.Message{Topic: "T", Body: fmt.Appendf(nil, "w%02d-%04d", w, i)},
+					QueueID: int32(w % 4), BornHost: testHost, StoreHost: testHost}
+				rec, err := message.Encode(nil, e)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				r, err := l.Append(ctx, &Entry{Record: rec, Topic: "T", QueueID: e.QueueID})
+				if err != nil {
+					t.Errorf("writer %d append %d: %v", w, i, err)
+					return
+				}
+				if c := l.committed.Load(); c < r.End() {
+					t.Errorf("append returned with its bytes not written: committed %d < end %d", c, r.End())
+					return
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("appenders stuck: written %d, committed %d", l.written.Load(), l.committed.Load())
+	}
+	close(stop)
+	bg.Wait()
+	n := 0
+	if _, err := l.Scan(0, l.Readable(), func(int64, []byte) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n != writers*perWriter {
+		t.Fatalf("scanned %d records, want %d", n, writers*perWriter)
+	}
+}
