@@ -95,8 +95,11 @@ func unix(t time.Time) uint32 { return uint32(t.Unix()) }
 // Reservation is a key being stored by one send. Others that look the key
 // up meanwhile wait for its outcome.
 type Reservation struct {
-	w    *Window
-	key  Key
+	w   *Window
+	key Key
+	// done is made by the first send that waits for the reservation (under
+	// the window's lock) and closed when the reservation ends: most are
+	// never waited for, and need no channel.
 	done chan struct{}
 }
 
@@ -114,15 +117,19 @@ func (w *Window) Lookup(ctx context.Context, key Key) (offset int64, found, fina
 			return off, true, true, nil, nil
 		}
 		if p := w.pending[key]; p != nil {
+			if p.done == nil {
+				p.done = make(chan struct{})
+			}
+			done := p.done
 			w.mu.Unlock()
 			select {
-			case <-p.done:
+			case <-done:
 				continue
 			case <-ctx.Done():
 				return 0, false, false, nil, ctx.Err()
 			}
 		}
-		r := &Reservation{w: w, key: key, done: make(chan struct{})}
+		r := &Reservation{w: w, key: key}
 		w.pending[key] = r
 		final = now >= w.incompleteUntil
 		w.mu.Unlock()
@@ -144,19 +151,25 @@ func (r *Reservation) Commit(offset int64, window time.Duration) {
 	w.mu.Lock()
 	now := w.now()
 	w.insertLocked(r.key, offset, unix(now.Add(window)), unix(now))
-	delete(w.pending, r.key)
-	w.mu.Unlock()
-	close(r.done)
+	r.endLocked()
+}
+
+// endLocked removes the reservation, releases the window's lock and wakes
+// the sends waiting for it.
+func (r *Reservation) endLocked() {
+	delete(r.w.pending, r.key)
+	done := r.done
+	r.w.mu.Unlock()
+	if done != nil {
+		close(done)
+	}
 }
 
 // Abort releases the reservation without recording anything (the send
 // failed): a waiter looks again and stores the message itself.
 func (r *Reservation) Abort() {
-	w := r.w
-	w.mu.Lock()
-	delete(w.pending, r.key)
-	w.mu.Unlock()
-	close(r.done)
+	r.w.mu.Lock()
+	r.endLocked()
 }
 
 // Remember records a copy the caller found elsewhere (the store's index),
@@ -172,9 +185,10 @@ func (w *Window) Remember(key Key, offset int64, expires time.Time) {
 
 func (w *Window) insertLocked(key Key, offset int64, expires, now uint32) {
 	w.expireLocked(now)
-	if _, ok := w.offsets[key]; ok {
-		w.offsets[key] = offset
-		return
+	known := len(w.offsets)
+	w.offsets[key] = offset
+	if len(w.offsets) == known {
+		return // remembered already: only its offset changes
 	}
 	if w.n == w.capacity {
 		old := w.ring[w.ringHead]
