@@ -1,13 +1,16 @@
 package broker
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
-	"sort"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -34,11 +37,74 @@ type TopicConfig = topic.Config
 type dataVersion = topic.DataVersion
 
 // topicTable holds the topics, persisted to config/topics.json.
+//
+// Every change goes through commit, a group commit: concurrent changes are
+// staged together and one writer persists them in one write of the whole
+// file (temp file, fsync, rename, fsync of the directory); a change returns
+// only once a write that includes it is durable, and the table in memory
+// (what get, snapshot and the registrations read) takes it only then, so
+// nothing a NameServer routes or a client was told is lost in a crash.
+// When a write fails, none of its changes is applied and each is answered
+// with the error.
+//
+// The file is compact JSON with one topic a line, in name order:
+//
+//	{"topicConfigTable":{
+//	"a":{"topicName":"a","readQueueNums":8,...},
+//	"b":{...}
+//	},
+//	"dataVersion":{"timestamp":1764000000000,"counter":42}}
+//
+// Each topic's line is encoded once, when it changes (enc), so a write
+// costs a copy of the lines, not a marshalling of every topic. Files
+// written indented by earlier versions are read all the same.
 type topicTable struct {
-	mu      sync.RWMutex
+	mu      sync.RWMutex // guards topics, names, enc and version
 	path    string
 	topics  map[string]*TopicConfig
+	names   []string          // the topics' names, sorted
+	enc     map[string][]byte // each topic's file line, without the separator
 	version dataVersion
+
+	wmu     sync.Mutex // guards the fields below
+	wcond   *sync.Cond // signalled when a write ends
+	writing bool       // a writer is persisting a batch
+	next    *topicBatch
+	// writes counts the files written; beforeWrite, when set, runs
+	// before each batch is written (tests).
+	writes      atomic.Int64
+	beforeWrite func()
+}
+
+// topicBatch is the changes staged for one write.
+type topicBatch struct {
+	changes []*topicChange
+	done    bool
+}
+
+type changeKind int
+
+const (
+	changePut changeKind = iota
+	changeRemove
+	changeBump
+	changeReplace
+)
+
+// topicChange is one change of the table and, once its batch is written,
+// its outcome.
+type topicChange struct {
+	kind    changeKind
+	cfg     TopicConfig   // put
+	update  bool          // put: replace an existing topic
+	name    string        // remove
+	replace []TopicConfig // replace: the whole table
+	version dataVersion   // replace: its version
+
+	err     error
+	existed bool     // remove: the topic was there
+	removed []string // replace: the topics that went away
+	changed bool     // replace: the table changed
 }
 
 type topicsFile struct {
@@ -47,7 +113,8 @@ type topicsFile struct {
 }
 
 func loadTopics(path string) (*topicTable, error) {
-	t := &topicTable{path: path, topics: make(map[string]*TopicConfig)}
+	t := &topicTable{path: path, topics: make(map[string]*TopicConfig), enc: make(map[string][]byte)}
+	t.wcond = sync.NewCond(&t.wmu)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		t.version = dataVersion{Timestamp: time.Now().UnixMilli()}
@@ -64,19 +131,33 @@ func loadTopics(path string) (*topicTable, error) {
 		if c == nil || c.Name != name {
 			return nil, fmt.Errorf("load topics from %s: entry %q is malformed", path, name)
 		}
+		line, err := encodeTopicLine(c)
+		if err != nil {
+			return nil, fmt.Errorf("load topics from %s: %w", path, err)
+		}
 		t.topics[name] = c
+		t.enc[name] = line
+		t.names = append(t.names, name)
 	}
+	slices.Sort(t.names)
 	t.version = f.DataVersion
 	return t, nil
 }
 
-// persistLocked writes the table; t.mu must be held.
-func (t *topicTable) persistLocked() error {
-	b, err := json.MarshalIndent(topicsFile{Topics: t.topics, DataVersion: t.version}, "", "  ")
+// encodeTopicLine is a topic's line of the file: "name":{...}.
+func encodeTopicLine(c *TopicConfig) ([]byte, error) {
+	name, err := json.Marshal(c.Name)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("encode topic %s: %w", c.Name, err)
 	}
-	return fsutil.WriteFileAtomic(t.path, b, 0o644)
+	body, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode topic %s: %w", c.Name, err)
+	}
+	line := make([]byte, 0, len(name)+1+len(body))
+	line = append(line, name...)
+	line = append(line, ':')
+	return append(line, body...), nil
 }
 
 func (t *topicTable) get(name string) (TopicConfig, bool) {
@@ -94,18 +175,17 @@ func (t *topicTable) all() []TopicConfig {
 	return out
 }
 
-// snapshot returns the topics and the data version that counts exactly
-// them, read in one critical section: a version read apart from the
-// topics could count a topic the list lacks, and a NameServer (or a slave)
-// that stored that version would never take the topic.
+// snapshot returns the topics, sorted by name, and the data version that
+// counts exactly them, read in one critical section: a version read apart
+// from the topics could count a topic the list lacks, and a NameServer (or
+// a slave) that stored that version would never take the topic.
 func (t *topicTable) snapshot() ([]TopicConfig, dataVersion) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	out := make([]TopicConfig, 0, len(t.topics))
-	for _, c := range t.topics {
-		out = append(out, *c)
+	out := make([]TopicConfig, len(t.names))
+	for i, name := range t.names {
+		out[i] = *t.topics[name]
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, t.version
 }
 
@@ -134,50 +214,212 @@ func (t *topicTable) put(c TopicConfig, update bool) error {
 	if err := validateTopicConfig(&c); err != nil {
 		return err
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, ok := t.topics[c.Name]; ok && !update {
-		return errcode.Errorf(errcode.TopicExistAlready, "topic %s already exists", c.Name)
-	}
-	prev := t.topics[c.Name]
-	t.topics[c.Name] = &c
-	t.bumpLocked()
-	if err := t.persistLocked(); err != nil {
-		if prev == nil {
-			delete(t.topics, c.Name)
-		} else {
-			t.topics[c.Name] = prev
-		}
-		return fmt.Errorf("persist topics: %w", err)
-	}
-	return nil
+	ch := &topicChange{kind: changePut, cfg: c, update: update}
+	t.commit(ch)
+	return ch.err
 }
 
 // remove deletes a topic; it reports whether the topic existed.
 func (t *topicTable) remove(name string) (bool, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	prev, ok := t.topics[name]
-	if !ok {
-		return false, nil
-	}
-	delete(t.topics, name)
-	t.bumpLocked()
-	if err := t.persistLocked(); err != nil {
-		t.topics[name] = prev
-		return false, fmt.Errorf("persist topics: %w", err)
-	}
-	return true, nil
+	ch := &topicChange{kind: changeRemove, name: name}
+	t.commit(ch)
+	return ch.existed, ch.err
 }
 
 // bumpVersion gives the table a new data version (the topics unchanged)
 // and persists it: the NameServers then take the topics again at the next
-// registration (the broker's permission changed).
+// registration (the broker's permission changed). The version is bumped in
+// memory even when the write fails.
 func (t *topicTable) bumpVersion() error {
+	ch := &topicChange{kind: changeBump}
+	t.commit(ch)
+	return ch.err
+}
+
+// replaceAll makes the table exactly topics with version v (a slave taking
+// its master's table) and reports the topics that went away.
+func (t *topicTable) replaceAll(topics []TopicConfig, v dataVersion) (removed []string, changed bool, err error) {
+	for i := range topics {
+		if err := validateTopicConfig(&topics[i]); err != nil {
+			return nil, false, err
+		}
+	}
+	ch := &topicChange{kind: changeReplace, replace: topics, version: v}
+	t.commit(ch)
+	return ch.removed, ch.changed, ch.err
+}
+
+// commit stages ch and returns once a write that includes it is durable
+// (or failed): the first caller to find no write under way writes every
+// change staged so far; the others wait for it, and one of them writes
+// what was staged meanwhile.
+func (t *topicTable) commit(ch *topicChange) {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	b := t.next
+	if b == nil {
+		b = &topicBatch{}
+		t.next = b
+	}
+	b.changes = append(b.changes, ch)
+	for !b.done {
+		if t.writing {
+			t.wcond.Wait()
+			continue
+		}
+		// b is still staged (a batch leaves t.next only to be written).
+		t.writing, t.next = true, nil
+		hook := t.beforeWrite
+		t.wmu.Unlock()
+		if hook != nil {
+			hook()
+		}
+		t.write(b.changes)
+		t.wmu.Lock()
+		t.writing, b.done = false, true
+		t.wcond.Broadcast()
+	}
+}
+
+// write applies a batch of changes: it works out the table they make,
+// persists it and only then makes it the table in memory. Only the writer
+// changes the table, so it reads it without the lock.
+func (t *topicTable) write(changes []*topicChange) {
+	// The batch's view: the table with the changes so far on top.
+	// overlay[name] is the topic's new config, nil when removed; with a
+	// replace, base is no longer the table.
+	var (
+		overlay  = make(map[string]*TopicConfig, len(changes))
+		replaced bool
+		version  = t.version
+		dirty    bool
+		bumps    int
+	)
+	lookup := func(name string) (*TopicConfig, bool) {
+		if c, ok := overlay[name]; ok {
+			return c, c != nil
+		}
+		if replaced {
+			return nil, false
+		}
+		c, ok := t.topics[name]
+		return c, ok
+	}
+	for _, ch := range changes {
+		switch ch.kind {
+		case changePut:
+			if _, ok := lookup(ch.cfg.Name); ok && !ch.update {
+				ch.err = errcode.Errorf(errcode.TopicExistAlready, "topic %s already exists", ch.cfg.Name)
+				continue
+			}
+			c := ch.cfg
+			overlay[c.Name] = &c
+			dirty = true
+			bumps++
+		case changeRemove:
+			if _, ok := lookup(ch.name); !ok {
+				continue
+			}
+			ch.existed = true
+			overlay[ch.name] = nil
+			dirty = true
+			bumps++
+		case changeBump:
+			dirty = true
+			bumps++
+		case changeReplace:
+			next := make(map[string]*TopicConfig, len(ch.replace))
+			for i := range ch.replace {
+				c := ch.replace[i]
+				next[c.Name] = &c
+			}
+			cur := t.currentView(overlay, replaced)
+			if version == ch.version && bumps == 0 && reflect.DeepEqual(cur, next) {
+				continue
+			}
+			for name := range cur {
+				if _, ok := next[name]; !ok {
+					ch.removed = append(ch.removed, name)
+				}
+			}
+			slices.Sort(ch.removed)
+			ch.changed = true
+			clear(overlay)
+			maps.Copy(overlay, next)
+			replaced = true
+			version, bumps = ch.version, 0
+			dirty = true
+		}
+	}
+	if !dirty {
+		return
+	}
+	if bumps > 0 {
+		version.Counter++
+		version.Timestamp = time.Now().UnixMilli()
+	}
+	vb, err := json.Marshal(version)
+	if err != nil {
+		panic(fmt.Sprintf("encode data version: %v", err)) // two integers
+	}
+	enc := make(map[string][]byte, len(overlay))
+	for name, c := range overlay {
+		if c == nil {
+			continue
+		}
+		if enc[name], err = encodeTopicLine(c); err != nil {
+			break
+		}
+	}
+	var names []string
+	if err == nil {
+		names = t.mergeNames(overlay, replaced)
+		t.writes.Add(1)
+		err = fsutil.WriteFileAtomic(t.path, t.encodeFile(names, enc, vb), 0o644)
+	}
+	if err != nil {
+		err = fmt.Errorf("persist topics: %w", err)
+		for _, ch := range changes {
+			if ch.err == nil {
+				ch.err, ch.existed, ch.removed, ch.changed = err, false, nil, false
+			}
+		}
+		if hasBump(changes) {
+			t.mu.Lock()
+			t.bumpLocked()
+			t.mu.Unlock()
+		}
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.bumpLocked()
-	return t.persistLocked()
+	if replaced {
+		t.topics = make(map[string]*TopicConfig, len(overlay))
+		t.enc = make(map[string][]byte, len(overlay))
+	}
+	for name, c := range overlay {
+		if c == nil {
+			delete(t.topics, name)
+			delete(t.enc, name)
+			continue
+		}
+		t.topics[name] = c
+		t.enc[name] = enc[name]
+	}
+	t.names = names
+	t.version = version
+}
+
+// hasBump reports whether a batch holds a version bump, which takes effect
+// in memory even when the write fails (an extra version is harmless: the
+// NameServers take the topics once more).
+func hasBump(changes []*topicChange) bool {
+	for _, ch := range changes {
+		if ch.kind == changeBump {
+			return true
+		}
+	}
+	return false
 }
 
 func (t *topicTable) bumpLocked() {
@@ -185,34 +427,85 @@ func (t *topicTable) bumpLocked() {
 	t.version.Timestamp = time.Now().UnixMilli()
 }
 
-// replaceAll makes the table exactly topics with version v (a slave taking
-// its master's table) and reports the topics that went away.
-func (t *topicTable) replaceAll(topics []TopicConfig, v dataVersion) (removed []string, changed bool, err error) {
-	next := make(map[string]*TopicConfig, len(topics))
-	for i := range topics {
-		c := topics[i]
-		if err := validateTopicConfig(&c); err != nil {
-			return nil, false, err
-		}
-		next[c.Name] = &c
+// currentView is the batch's view of the whole table (for a replace).
+func (t *topicTable) currentView(overlay map[string]*TopicConfig, replaced bool) map[string]*TopicConfig {
+	cur := make(map[string]*TopicConfig, len(t.topics)+len(overlay))
+	if !replaced {
+		maps.Copy(cur, t.topics)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.version == v && reflect.DeepEqual(t.topics, next) {
-		return nil, false, nil
-	}
-	for name := range t.topics {
-		if _, ok := next[name]; !ok {
-			removed = append(removed, name)
+	for name, c := range overlay {
+		if c == nil {
+			delete(cur, name)
+		} else {
+			cur[name] = c
 		}
 	}
-	prev, prevV := t.topics, t.version
-	t.topics, t.version = next, v
-	if err := t.persistLocked(); err != nil {
-		t.topics, t.version = prev, prevV
-		return nil, false, err
+	return cur
+}
+
+// mergeNames is the sorted names of the table the batch makes: the
+// table's, less the removed, merged with the new.
+func (t *topicTable) mergeNames(overlay map[string]*TopicConfig, replaced bool) []string {
+	var added []string
+	for name, c := range overlay {
+		if c == nil {
+			continue
+		}
+		if _, ok := t.topics[name]; replaced || !ok {
+			added = append(added, name)
+		}
 	}
-	return removed, true, nil
+	slices.Sort(added)
+	if replaced {
+		return added
+	}
+	out := make([]string, 0, len(t.names)+len(added))
+	i := 0
+	for _, name := range t.names {
+		for i < len(added) && added[i] < name {
+			out = append(out, added[i])
+			i++
+		}
+		if c, ok := overlay[name]; ok && c == nil {
+			continue
+		}
+		out = append(out, name)
+	}
+	return append(out, added[i:]...)
+}
+
+// encodeFile is the file of the topics names (sorted) with the encoded
+// data version v; a topic's line comes from enc when the batch changed it,
+// else from t.enc.
+func (t *topicTable) encodeFile(names []string, enc map[string][]byte, v []byte) []byte {
+	size := 64
+	for _, name := range names {
+		if line, ok := enc[name]; ok {
+			size += len(line) + 2
+		} else {
+			size += len(t.enc[name]) + 2
+		}
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	buf.WriteString(`{"topicConfigTable":{`)
+	for i, name := range names {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteByte('\n')
+		if line, ok := enc[name]; ok {
+			buf.Write(line)
+		} else {
+			buf.Write(t.enc[name])
+		}
+	}
+	if len(names) > 0 {
+		buf.WriteByte('\n')
+	}
+	buf.WriteString("},\n\"dataVersion\":")
+	buf.Write(v)
+	buf.WriteString("}\n")
+	return buf.Bytes()
 }
 
 // CreateTopic creates a topic, or changes it when update is set (a missing
