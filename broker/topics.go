@@ -65,6 +65,10 @@ type topicTable struct {
 	names   []string          // the topics' names, sorted
 	enc     map[string][]byte // each topic's file line, without the separator
 	version dataVersion
+	// hist is what the last writes changed, oldest first (deltaSince),
+	// with histNames names in all.
+	hist      []tableChange
+	histNames int
 
 	wmu     sync.Mutex // guards the fields below
 	wcond   *sync.Cond // signalled when a write ends
@@ -75,6 +79,22 @@ type topicTable struct {
 	writes      atomic.Int64
 	beforeWrite func()
 }
+
+// tableChange is what one write changed: the names of the topics put or
+// removed, or all (a replace, a version bump: every topic may register
+// differently), taking the table from version from to version to.
+type tableChange struct {
+	from, to dataVersion
+	names    []string
+	all      bool
+}
+
+// The history of changes kept for delta registrations: a NameServer whose
+// version is older than the history is sent the whole table.
+const (
+	maxHistChanges = 4096
+	maxHistNames   = 65536
+)
 
 // topicBatch is the changes staged for one write.
 type topicBatch struct {
@@ -386,7 +406,9 @@ func (t *topicTable) write(changes []*topicChange) {
 		}
 		if hasBump(changes) {
 			t.mu.Lock()
+			from := t.version
 			t.bumpLocked()
+			t.recordLocked(tableChange{from: from, to: t.version, all: true})
 			t.mu.Unlock()
 		}
 		return
@@ -407,7 +429,67 @@ func (t *topicTable) write(changes []*topicChange) {
 		t.enc[name] = enc[name]
 	}
 	t.names = names
+	rec := tableChange{from: t.version, to: version, all: replaced || hasBump(changes)}
+	if !rec.all {
+		rec.names = slices.Collect(maps.Keys(overlay))
+	}
+	t.recordLocked(rec)
 	t.version = version
+}
+
+// recordLocked appends a change to the history, dropping the oldest past
+// its bounds; t.mu must be held for writing.
+func (t *topicTable) recordLocked(c tableChange) {
+	t.hist = append(t.hist, c)
+	t.histNames += len(c.names)
+	drop := 0
+	for len(t.hist)-drop > maxHistChanges || t.histNames > maxHistNames && len(t.hist)-drop > 1 {
+		t.histNames -= len(t.hist[drop].names)
+		drop++
+	}
+	if drop > 0 {
+		t.hist = slices.Delete(t.hist, 0, drop)
+	}
+}
+
+// deltaSince returns what changed since version base, read in one critical
+// section with the version v it leads to: the changed topics that exist
+// (sorted), the names of those that went (sorted) and how many topics the
+// table holds. ok is false when the history does not reach back to base or
+// a change in between touched every topic: then only the whole table tells
+// the change.
+func (t *topicTable) deltaSince(base dataVersion) (changed []TopicConfig, removed []string, count int, v dataVersion, ok bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	v, count = t.version, len(t.topics)
+	if base == v {
+		return nil, nil, count, v, true
+	}
+	names := make(map[string]struct{})
+	i := len(t.hist) - 1
+	for ; i >= 0; i-- {
+		c := &t.hist[i]
+		if c.all {
+			return nil, nil, 0, v, false
+		}
+		for _, name := range c.names {
+			names[name] = struct{}{}
+		}
+		if c.from == base {
+			break
+		}
+	}
+	if i < 0 {
+		return nil, nil, 0, v, false
+	}
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		if c, ok := t.topics[name]; ok {
+			changed = append(changed, *c)
+		} else {
+			removed = append(removed, name)
+		}
+	}
+	return changed, removed, count, v, true
 }
 
 // hasBump reports whether a batch holds a version bump, which takes effect
