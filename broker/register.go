@@ -63,14 +63,16 @@ type NameServers interface {
 	Close() error
 }
 
-// registerLinger is how long the registrar waits after a change of the
-// topics before it registers: the changes of a burst go in one
-// registration. It delays a new topic's route by as much at most.
-const registerLinger = 5 * time.Millisecond
+// registerSpacing is the least time between the starts of two
+// registrations that a change of the topics asks for: a change after a
+// quiet spell is registered at once, the changes of a burst go together
+// in one registration every registerSpacing at most (delaying a new
+// topic's route by as much at most).
+const registerSpacing = 10 * time.Millisecond
 
 // registrar registers the broker with every NameServer at start, every
-// RegisterInterval and whenever its topics change (registerLinger after
-// the first of a burst of changes), and unregisters it on a clean stop.
+// RegisterInterval and whenever its topics change (at most one such
+// registration every registerSpacing), and unregisters it on a clean stop.
 //
 // A NameServer that answers DeltaAccepted is sent, once it holds a version
 // of the topic table, only what changed since that version (an empty delta
@@ -131,26 +133,31 @@ func (r *registrar) loop() {
 	defer r.wg.Done()
 	t := time.NewTicker(r.b.opts.RegisterInterval)
 	defer t.Stop()
+	var last time.Time // when the last registration started
 	for {
 		select {
 		case <-r.ctx.Done():
 			return
 		case <-t.C:
 		case <-r.now:
-			// Let the rest of a burst of changes in; they are in the
-			// registration that follows (read after the wait).
-			linger := time.NewTimer(registerLinger)
-			select {
-			case <-r.ctx.Done():
-				linger.Stop()
-				return
-			case <-linger.C:
-			}
-			select {
-			case <-r.now:
-			default:
+			// In a burst, wait out the spacing: the changes made
+			// meanwhile are in the registration that follows (its
+			// topics are read after the wait).
+			if wait := registerSpacing - time.Since(last); wait > 0 {
+				spacing := time.NewTimer(wait)
+				select {
+				case <-r.ctx.Done():
+					spacing.Stop()
+					return
+				case <-spacing.C:
+				}
+				select {
+				case <-r.now:
+				default:
+				}
 			}
 		}
+		last = time.Now()
 		r.registerAll()
 	}
 }
