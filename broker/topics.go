@@ -55,15 +55,15 @@ type dataVersion = topic.DataVersion
 //	},
 //	"dataVersion":{"timestamp":1764000000000,"counter":42}}
 //
-// Each topic's line is encoded once, when it changes (enc), so a write
+// Each topic's line is encoded once, when it changes (lines), so a write
 // costs a copy of the lines, not a marshalling of every topic. Files
 // written indented by earlier versions are read all the same.
 type topicTable struct {
 	mu      sync.RWMutex // guards topics, names, enc and version
 	path    string
 	topics  map[string]*TopicConfig
-	names   []string          // the topics' names, sorted
-	enc     map[string][]byte // each topic's file line, without the separator
+	names   []string // the topics' names, sorted
+	lines   [][]byte // lines[i]: names[i]'s line of the file, without the separator
 	version dataVersion
 	// hist is what the last writes changed, oldest first (deltaSince),
 	// with histNames names in all.
@@ -133,7 +133,7 @@ type topicsFile struct {
 }
 
 func loadTopics(path string) (*topicTable, error) {
-	t := &topicTable{path: path, topics: make(map[string]*TopicConfig), enc: make(map[string][]byte)}
+	t := &topicTable{path: path, topics: make(map[string]*TopicConfig)}
 	t.wcond = sync.NewCond(&t.wmu)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -151,15 +151,16 @@ func loadTopics(path string) (*topicTable, error) {
 		if c == nil || c.Name != name {
 			return nil, fmt.Errorf("load topics from %s: entry %q is malformed", path, name)
 		}
-		line, err := encodeTopicLine(c)
-		if err != nil {
-			return nil, fmt.Errorf("load topics from %s: %w", path, err)
-		}
 		t.topics[name] = c
-		t.enc[name] = line
 		t.names = append(t.names, name)
 	}
 	slices.Sort(t.names)
+	t.lines = make([][]byte, len(t.names))
+	for i, name := range t.names {
+		if t.lines[i], err = encodeTopicLine(t.topics[name]); err != nil {
+			return nil, fmt.Errorf("load topics from %s: %w", path, err)
+		}
+	}
 	t.version = f.DataVersion
 	return t, nil
 }
@@ -391,11 +392,14 @@ func (t *topicTable) write(changes []*topicChange) {
 			break
 		}
 	}
-	var names []string
+	var (
+		names []string
+		lines [][]byte
+	)
 	if err == nil {
-		names = t.mergeNames(overlay, replaced)
+		names, lines = t.merge(overlay, enc, replaced)
 		t.writes.Add(1)
-		err = fsutil.WriteFileAtomic(t.path, t.encodeFile(names, enc, vb), 0o644)
+		err = fsutil.WriteFileAtomic(t.path, encodeTopicsFile(lines, vb), 0o644)
 	}
 	if err != nil {
 		err = fmt.Errorf("persist topics: %w", err)
@@ -417,18 +421,15 @@ func (t *topicTable) write(changes []*topicChange) {
 	defer t.mu.Unlock()
 	if replaced {
 		t.topics = make(map[string]*TopicConfig, len(overlay))
-		t.enc = make(map[string][]byte, len(overlay))
 	}
 	for name, c := range overlay {
 		if c == nil {
 			delete(t.topics, name)
-			delete(t.enc, name)
 			continue
 		}
 		t.topics[name] = c
-		t.enc[name] = enc[name]
 	}
-	t.names = names
+	t.names, t.lines = names, lines
 	rec := tableChange{from: t.version, to: version, all: replaced || hasBump(changes)}
 	if !rec.all {
 		rec.names = slices.Collect(maps.Keys(overlay))
@@ -525,63 +526,64 @@ func (t *topicTable) currentView(overlay map[string]*TopicConfig, replaced bool)
 	return cur
 }
 
-// mergeNames is the sorted names of the table the batch makes: the
-// table's, less the removed, merged with the new.
-func (t *topicTable) mergeNames(overlay map[string]*TopicConfig, replaced bool) []string {
-	var added []string
-	for name, c := range overlay {
-		if c == nil {
-			continue
-		}
-		if _, ok := t.topics[name]; replaced || !ok {
-			added = append(added, name)
-		}
-	}
-	slices.Sort(added)
+// merge returns the names (sorted) and lines of the table the batch
+// makes: the table's, less the removed, with the changed lines from enc,
+// merged with the new. It walks the table's names once against the
+// batch's, sorted.
+func (t *topicTable) merge(overlay map[string]*TopicConfig, enc map[string][]byte, replaced bool) ([]string, [][]byte) {
+	keys := slices.Sorted(maps.Keys(overlay))
+	var (
+		tn    = t.names
+		tl    = t.lines
+		names = make([]string, 0, len(tn)+len(keys))
+		lines = make([][]byte, 0, len(tn)+len(keys))
+	)
 	if replaced {
-		return added
+		tn, tl = nil, nil
 	}
-	out := make([]string, 0, len(t.names)+len(added))
-	i := 0
-	for _, name := range t.names {
-		for i < len(added) && added[i] < name {
-			out = append(out, added[i])
-			i++
+	take := func(name string) { // a name of the batch
+		if overlay[name] != nil {
+			names = append(names, name)
+			lines = append(lines, enc[name])
 		}
-		if c, ok := overlay[name]; ok && c == nil {
+	}
+	j := 0
+	for i, name := range tn {
+		for j < len(keys) && keys[j] < name {
+			take(keys[j])
+			j++
+		}
+		if j < len(keys) && keys[j] == name {
+			take(name)
+			j++
 			continue
 		}
-		out = append(out, name)
+		names = append(names, name)
+		lines = append(lines, tl[i])
 	}
-	return append(out, added[i:]...)
+	for ; j < len(keys); j++ {
+		take(keys[j])
+	}
+	return names, lines
 }
 
-// encodeFile is the file of the topics names (sorted) with the encoded
-// data version v; a topic's line comes from enc when the batch changed it,
-// else from t.enc.
-func (t *topicTable) encodeFile(names []string, enc map[string][]byte, v []byte) []byte {
-	size := 64
-	for _, name := range names {
-		if line, ok := enc[name]; ok {
-			size += len(line) + 2
-		} else {
-			size += len(t.enc[name]) + 2
-		}
+// encodeTopicsFile is the file of the topics' lines (in name order) with
+// the encoded data version v.
+func encodeTopicsFile(lines [][]byte, v []byte) []byte {
+	size := 64 + len(v)
+	for _, line := range lines {
+		size += len(line) + 2
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, size))
 	buf.WriteString(`{"topicConfigTable":{`)
-	for i, name := range names {
+	for i, line := range lines {
 		if i > 0 {
 			buf.WriteByte(',')
 		}
 		buf.WriteByte('\n')
-		if line, ok := enc[name]; ok {
-			buf.Write(line)
-		} else {
-			buf.Write(t.enc[name])
-		}
+		buf.Write(line)
 	}
-	if len(names) > 0 {
+	if len(lines) > 0 {
 		buf.WriteByte('\n')
 	}
 	buf.WriteString("},\n\"dataVersion\":")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -385,3 +386,74 @@ func TestTopicsKillChild(t *testing.T) {
 }
 
 func runtimeGosched() { runtime.Gosched() }
+
+// TestTopicCommitRandomBatches: batches of creations, updates and
+// removals of random names, staged concurrently; after each, the sorted
+// name list, the table and the file (reopened) agree.
+func TestTopicCommitRandomBatches(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "topics.json")
+	tt := openTopics(t, path)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 40 {
+		release := make(chan struct{})
+		tt.wmu.Lock()
+		tt.beforeWrite = func() { <-release }
+		tt.wmu.Unlock()
+		// A first change takes the writer's place and waits there.
+		var wg sync.WaitGroup
+		wg.Add(1)
+		first := fmt.Sprintf("r-%02d", rng.IntN(40))
+		go func() {
+			defer wg.Done()
+			_ = tt.put(testTopic(first), true)
+		}()
+		for {
+			tt.wmu.Lock()
+			w := tt.writing
+			tt.wmu.Unlock()
+			if w {
+				break
+			}
+			runtime.Gosched()
+		}
+		n := 1 + rng.IntN(12)
+		for range n {
+			name := fmt.Sprintf("r-%02d", rng.IntN(40))
+			op, q := rng.IntN(3), int32(1+rng.IntN(8))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				switch op {
+				case 0:
+					_ = tt.put(TopicConfig{Name: name, ReadQueueNums: q, WriteQueueNums: q, Perm: PermReadWrite}, false)
+				case 1:
+					_ = tt.put(TopicConfig{Name: name, ReadQueueNums: q, WriteQueueNums: q, Perm: PermReadWrite}, true)
+				default:
+					_, _ = tt.remove(name)
+				}
+			}()
+		}
+		waitStaged(t, tt, n)
+		tt.wmu.Lock()
+		tt.beforeWrite = nil
+		tt.wmu.Unlock()
+		close(release)
+		wg.Wait()
+
+		topics, v := tt.snapshot()
+		tt.mu.RLock()
+		if len(topics) != len(tt.topics) || len(tt.lines) != len(tt.names) {
+			t.Fatalf("round %d: %d names, %d lines, %d topics", round, len(tt.names), len(tt.lines), len(tt.topics))
+		}
+		tt.mu.RUnlock()
+		for i := range topics {
+			if i > 0 && topics[i-1].Name >= topics[i].Name {
+				t.Fatalf("round %d: names out of order: %s, %s", round, topics[i-1].Name, topics[i].Name)
+			}
+		}
+		disk, dv := openTopics(t, path).snapshot()
+		if dv != v || fmt.Sprint(disk) != fmt.Sprint(topics) {
+			t.Fatalf("round %d: the file (%+v) differs from the table (%+v):\n%v\n%v", round, dv, v, disk, topics)
+		}
+	}
+}
