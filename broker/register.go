@@ -32,6 +32,13 @@ type Registration struct {
 	// order, sorted: the NameServers answer RocketMQ 5 push consumers'
 	// QueryAssignment with them.
 	FifoGroups []string
+	// Delta: Topics are only the topics changed since BaseVersion and
+	// Removed those deleted since; TopicCount is how many the broker has.
+	// Sent only to a NameServer that answered DeltaAccepted.
+	Delta       bool
+	BaseVersion topic.DataVersion
+	Removed     []string
+	TopicCount  int
 }
 
 // RegistrationAnswer is what a NameServer answers: where the group's
@@ -39,6 +46,11 @@ type Registration struct {
 type RegistrationAnswer struct {
 	MasterAddr, MasterHAAddr string
 	GossipAddr               string
+	// DeltaAccepted: the NameServer takes delta registrations.
+	DeltaAccepted bool
+	// TopicsStale: a delta registration was not applied (the NameServer
+	// holds another version); the broker registers its whole table.
+	TopicsStale bool
 }
 
 // NameServers is how the broker reaches its NameServers. The broker calls
@@ -51,9 +63,21 @@ type NameServers interface {
 	Close() error
 }
 
+// registerSpacing is the least time between the starts of two
+// registrations that a change of the topics asks for: a change after a
+// quiet spell is registered at once, the changes of a burst go together
+// in one registration every registerSpacing at most (delaying a new
+// topic's route by as much at most).
+const registerSpacing = 10 * time.Millisecond
+
 // registrar registers the broker with every NameServer at start, every
-// RegisterInterval and whenever its topics change, and unregisters it on a
-// clean stop.
+// RegisterInterval and whenever its topics change (at most one such
+// registration every registerSpacing), and unregisters it on a clean stop.
+//
+// A NameServer that answers DeltaAccepted is sent, once it holds a version
+// of the topic table, only what changed since that version (an empty delta
+// is a heartbeat); one that answers TopicsStale, fails, or holds a version
+// older than the table's history of changes is sent the whole table.
 type registrar struct {
 	b       *Broker
 	ns      NameServers // nil: no registration (a broker without NameServers)
@@ -73,12 +97,17 @@ type registrar struct {
 	// onRegistered is called with each NameServer's answer (membership
 	// joins the gossip pool through it).
 	onRegistered func(ns string, ans RegistrationAnswer)
+	// held is, per NameServer that takes deltas, the topic data version it
+	// holds for this broker (guarded by mu).
+	held map[string]topic.DataVersion
+	// deltas and wholes count the registrations sent of each kind (tests).
+	deltas, wholes atomic.Int64
 }
 
 func newRegistrar(b *Broker, ns NameServers) *registrar {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &registrar{b: b, ns: ns, now: make(chan struct{}, 1), ctx: ctx, cancel: cancel, lastErr: make(map[string]error),
-		refusalLogged: make(map[string]bool)}
+		refusalLogged: make(map[string]bool), held: make(map[string]topic.DataVersion)}
 }
 
 func (r *registrar) start() error {
@@ -104,20 +133,62 @@ func (r *registrar) loop() {
 	defer r.wg.Done()
 	t := time.NewTicker(r.b.opts.RegisterInterval)
 	defer t.Stop()
+	var last time.Time // when the last registration started
 	for {
 		select {
 		case <-r.ctx.Done():
 			return
 		case <-t.C:
 		case <-r.now:
+			// In a burst, wait out the spacing: the changes made
+			// meanwhile are in the registration that follows (its
+			// topics are read after the wait).
+			if wait := registerSpacing - time.Since(last); wait > 0 {
+				spacing := time.NewTimer(wait)
+				select {
+				case <-r.ctx.Done():
+					spacing.Stop()
+					return
+				case <-spacing.C:
+				}
+				select {
+				case <-r.now:
+				default:
+				}
+			}
 		}
+		last = time.Now()
 		r.registerAll()
 	}
 }
 
 func (r *registrar) registration() Registration {
+	reg := r.header()
+	reg.Topics, reg.DataVersion = r.b.registeredTopics()
+	return reg
+}
+
+// deltaRegistration is the registration for a NameServer holding version
+// base: what changed since; ok is false when only the whole table tells it.
+func (r *registrar) deltaRegistration(base topic.DataVersion) (Registration, bool) {
+	reg := r.header()
+	for {
+		changed, removed, count, v, ok := r.b.topics.deltaSince(base)
+		if !ok {
+			return Registration{}, false
+		}
+		changed = r.b.maskTopics(changed)
+		if r.b.topics.dataVersion() == v { // see registeredTopics
+			reg.Delta, reg.BaseVersion, reg.DataVersion = true, base, v
+			reg.Topics, reg.Removed, reg.TopicCount = changed, removed, count
+			return reg, true
+		}
+	}
+}
+
+// header is a registration without its topics.
+func (r *registrar) header() Registration {
 	b := r.b
-	topics, version := b.registeredTopics()
 	return Registration{
 		Cluster:          b.opts.Cluster,
 		BrokerName:       b.opts.BrokerName,
@@ -128,8 +199,6 @@ func (r *registrar) registration() Registration {
 		Version:          b.opts.Version,
 		HeartbeatTimeout: b.opts.BrokerTimeout,
 		GossipAddr:       b.gossipAddr(),
-		Topics:           topics,
-		DataVersion:      version,
 		FifoGroups:       b.fifoGroups(),
 	}
 }
@@ -163,7 +232,14 @@ func (b *Broker) fifoGroups() []string {
 
 // registerAll registers with every NameServer in parallel.
 func (r *registrar) registerAll() {
-	reg := r.registration()
+	var (
+		wholeOnce sync.Once
+		whole     Registration
+	)
+	wholeReg := func() Registration {
+		wholeOnce.Do(func() { whole = r.registration() })
+		return whole
+	}
 	var wg sync.WaitGroup
 	for _, ns := range r.b.opts.NameServers {
 		wg.Add(1)
@@ -171,7 +247,7 @@ func (r *registrar) registerAll() {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(r.ctx, r.b.opts.RegisterTimeout)
 			defer cancel()
-			ans, err := r.ns.Register(ctx, ns, reg)
+			ans, reg, err := r.registerOne(ctx, ns, wholeReg)
 			r.b.repl.OnRegistered(ns, reg.BrokerID, replication.NameServerAnswer{MasterAddr: ans.MasterAddr, MasterHAAddr: ans.MasterHAAddr}, err)
 			refused := err != nil && errcode.Of(err) == errcode.InvalidParameter
 			r.mu.Lock()
@@ -201,6 +277,47 @@ func (r *registrar) registerAll() {
 		}()
 	}
 	wg.Wait()
+}
+
+// registerOne registers with one NameServer: a delta when it takes them
+// and holds a version the history reaches, else (or when it finds the
+// delta stale) the whole table. It returns the registration that was
+// answered.
+func (r *registrar) registerOne(ctx context.Context, ns string, whole func() Registration) (RegistrationAnswer, Registration, error) {
+	r.mu.Lock()
+	base, ok := r.held[ns]
+	r.mu.Unlock()
+	var (
+		reg Registration
+		ans RegistrationAnswer
+		err error
+	)
+	if ok {
+		if reg, ok = r.deltaRegistration(base); ok {
+			r.deltas.Add(1)
+			ans, err = r.ns.Register(ctx, ns, reg)
+			ok = err == nil && !ans.TopicsStale
+		}
+	}
+	if !ok {
+		reg = whole()
+		if cerr := ctx.Err(); cerr != nil {
+			if err == nil {
+				err = cerr
+			}
+		} else {
+			r.wholes.Add(1)
+			ans, err = r.ns.Register(ctx, ns, reg)
+		}
+	}
+	r.mu.Lock()
+	if err == nil && ans.DeltaAccepted && !ans.TopicsStale {
+		r.held[ns] = reg.DataVersion
+	} else {
+		delete(r.held, ns)
+	}
+	r.mu.Unlock()
+	return ans, reg, err
 }
 
 // registeredAny reports nil once the last registration with at least one
@@ -251,7 +368,7 @@ func (r *registrar) stop() {
 		_ = r.ns.Close()
 		return
 	}
-	reg := r.registration()
+	reg := r.header()
 	var wg sync.WaitGroup
 	for _, ns := range r.b.opts.NameServers {
 		wg.Add(1)

@@ -1,13 +1,16 @@
 package broker
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
-	"sort"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -34,11 +37,94 @@ type TopicConfig = topic.Config
 type dataVersion = topic.DataVersion
 
 // topicTable holds the topics, persisted to config/topics.json.
+//
+// Every change goes through commit, a group commit: concurrent changes are
+// staged together and one writer persists them in one write of the whole
+// file (temp file, fsync, rename, fsync of the directory); a change returns
+// only once a write that includes it is durable, and the table in memory
+// (what get, snapshot and the registrations read) takes it only then, so
+// nothing a NameServer routes or a client was told is lost in a crash.
+// When a write fails, none of its changes is applied and each is answered
+// with the error.
+//
+// The file is compact JSON with one topic a line, in name order:
+//
+//	{"topicConfigTable":{
+//	"a":{"topicName":"a","readQueueNums":8,...},
+//	"b":{...}
+//	},
+//	"dataVersion":{"timestamp":1764000000000,"counter":42}}
+//
+// Each topic's line is encoded once, when it changes (lines), so a write
+// costs a copy of the lines, not a marshalling of every topic. Files
+// written indented by earlier versions are read all the same.
 type topicTable struct {
-	mu      sync.RWMutex
+	mu      sync.RWMutex // guards topics, names, enc and version
 	path    string
 	topics  map[string]*TopicConfig
+	names   []string // the topics' names, sorted
+	lines   [][]byte // lines[i]: names[i]'s line of the file, without the separator
 	version dataVersion
+	// hist is what the last writes changed, oldest first (deltaSince),
+	// with histNames names in all.
+	hist      []tableChange
+	histNames int
+
+	wmu     sync.Mutex // guards the fields below
+	wcond   *sync.Cond // signalled when a write ends
+	writing bool       // a writer is persisting a batch
+	next    *topicBatch
+	// writes counts the files written; beforeWrite, when set, runs
+	// before each batch is written (tests).
+	writes      atomic.Int64
+	beforeWrite func()
+}
+
+// tableChange is what one write changed: the names of the topics put or
+// removed, or all (a replace, a version bump: every topic may register
+// differently), taking the table from version from to version to.
+type tableChange struct {
+	from, to dataVersion
+	names    []string
+	all      bool
+}
+
+// The history of changes kept for delta registrations: a NameServer whose
+// version is older than the history is sent the whole table.
+const (
+	maxHistChanges = 4096
+	maxHistNames   = 65536
+)
+
+// topicBatch is the changes staged for one write.
+type topicBatch struct {
+	changes []*topicChange
+	done    bool
+}
+
+type changeKind int
+
+const (
+	changePut changeKind = iota
+	changeRemove
+	changeBump
+	changeReplace
+)
+
+// topicChange is one change of the table and, once its batch is written,
+// its outcome.
+type topicChange struct {
+	kind    changeKind
+	cfg     TopicConfig   // put
+	update  bool          // put: replace an existing topic
+	name    string        // remove
+	replace []TopicConfig // replace: the whole table
+	version dataVersion   // replace: its version
+
+	err     error
+	existed bool     // remove: the topic was there
+	removed []string // replace: the topics that went away
+	changed bool     // replace: the table changed
 }
 
 type topicsFile struct {
@@ -48,6 +134,7 @@ type topicsFile struct {
 
 func loadTopics(path string) (*topicTable, error) {
 	t := &topicTable{path: path, topics: make(map[string]*TopicConfig)}
+	t.wcond = sync.NewCond(&t.wmu)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		t.version = dataVersion{Timestamp: time.Now().UnixMilli()}
@@ -65,18 +152,33 @@ func loadTopics(path string) (*topicTable, error) {
 			return nil, fmt.Errorf("load topics from %s: entry %q is malformed", path, name)
 		}
 		t.topics[name] = c
+		t.names = append(t.names, name)
+	}
+	slices.Sort(t.names)
+	t.lines = make([][]byte, len(t.names))
+	for i, name := range t.names {
+		if t.lines[i], err = encodeTopicLine(t.topics[name]); err != nil {
+			return nil, fmt.Errorf("load topics from %s: %w", path, err)
+		}
 	}
 	t.version = f.DataVersion
 	return t, nil
 }
 
-// persistLocked writes the table; t.mu must be held.
-func (t *topicTable) persistLocked() error {
-	b, err := json.MarshalIndent(topicsFile{Topics: t.topics, DataVersion: t.version}, "", "  ")
+// encodeTopicLine is a topic's line of the file: "name":{...}.
+func encodeTopicLine(c *TopicConfig) ([]byte, error) {
+	name, err := json.Marshal(c.Name)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("encode topic %s: %w", c.Name, err)
 	}
-	return fsutil.WriteFileAtomic(t.path, b, 0o644)
+	body, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode topic %s: %w", c.Name, err)
+	}
+	line := make([]byte, 0, len(name)+1+len(body))
+	line = append(line, name...)
+	line = append(line, ':')
+	return append(line, body...), nil
 }
 
 func (t *topicTable) get(name string) (TopicConfig, bool) {
@@ -94,18 +196,17 @@ func (t *topicTable) all() []TopicConfig {
 	return out
 }
 
-// snapshot returns the topics and the data version that counts exactly
-// them, read in one critical section: a version read apart from the
-// topics could count a topic the list lacks, and a NameServer (or a slave)
-// that stored that version would never take the topic.
+// snapshot returns the topics, sorted by name, and the data version that
+// counts exactly them, read in one critical section: a version read apart
+// from the topics could count a topic the list lacks, and a NameServer (or
+// a slave) that stored that version would never take the topic.
 func (t *topicTable) snapshot() ([]TopicConfig, dataVersion) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	out := make([]TopicConfig, 0, len(t.topics))
-	for _, c := range t.topics {
-		out = append(out, *c)
+	out := make([]TopicConfig, len(t.names))
+	for i, name := range t.names {
+		out[i] = *t.topics[name]
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, t.version
 }
 
@@ -134,50 +235,274 @@ func (t *topicTable) put(c TopicConfig, update bool) error {
 	if err := validateTopicConfig(&c); err != nil {
 		return err
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, ok := t.topics[c.Name]; ok && !update {
-		return errcode.Errorf(errcode.TopicExistAlready, "topic %s already exists", c.Name)
-	}
-	prev := t.topics[c.Name]
-	t.topics[c.Name] = &c
-	t.bumpLocked()
-	if err := t.persistLocked(); err != nil {
-		if prev == nil {
-			delete(t.topics, c.Name)
-		} else {
-			t.topics[c.Name] = prev
-		}
-		return fmt.Errorf("persist topics: %w", err)
-	}
-	return nil
+	ch := &topicChange{kind: changePut, cfg: c, update: update}
+	t.commit(ch)
+	return ch.err
 }
 
 // remove deletes a topic; it reports whether the topic existed.
 func (t *topicTable) remove(name string) (bool, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	prev, ok := t.topics[name]
-	if !ok {
-		return false, nil
-	}
-	delete(t.topics, name)
-	t.bumpLocked()
-	if err := t.persistLocked(); err != nil {
-		t.topics[name] = prev
-		return false, fmt.Errorf("persist topics: %w", err)
-	}
-	return true, nil
+	ch := &topicChange{kind: changeRemove, name: name}
+	t.commit(ch)
+	return ch.existed, ch.err
 }
 
 // bumpVersion gives the table a new data version (the topics unchanged)
 // and persists it: the NameServers then take the topics again at the next
-// registration (the broker's permission changed).
+// registration (the broker's permission changed). The version is bumped in
+// memory even when the write fails.
 func (t *topicTable) bumpVersion() error {
+	ch := &topicChange{kind: changeBump}
+	t.commit(ch)
+	return ch.err
+}
+
+// replaceAll makes the table exactly topics with version v (a slave taking
+// its master's table) and reports the topics that went away.
+func (t *topicTable) replaceAll(topics []TopicConfig, v dataVersion) (removed []string, changed bool, err error) {
+	for i := range topics {
+		if err := validateTopicConfig(&topics[i]); err != nil {
+			return nil, false, err
+		}
+	}
+	ch := &topicChange{kind: changeReplace, replace: topics, version: v}
+	t.commit(ch)
+	return ch.removed, ch.changed, ch.err
+}
+
+// commit stages ch and returns once a write that includes it is durable
+// (or failed): the first caller to find no write under way writes every
+// change staged so far; the others wait for it, and one of them writes
+// what was staged meanwhile.
+func (t *topicTable) commit(ch *topicChange) {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	b := t.next
+	if b == nil {
+		b = &topicBatch{}
+		t.next = b
+	}
+	b.changes = append(b.changes, ch)
+	for !b.done {
+		if t.writing {
+			t.wcond.Wait()
+			continue
+		}
+		// b is still staged (a batch leaves t.next only to be written).
+		t.writing, t.next = true, nil
+		hook := t.beforeWrite
+		t.wmu.Unlock()
+		if hook != nil {
+			hook()
+		}
+		t.write(b.changes)
+		t.wmu.Lock()
+		t.writing, b.done = false, true
+		t.wcond.Broadcast()
+	}
+}
+
+// write applies a batch of changes: it works out the table they make,
+// persists it and only then makes it the table in memory. Only the writer
+// changes the table, so it reads it without the lock.
+func (t *topicTable) write(changes []*topicChange) {
+	// The batch's view: the table with the changes so far on top.
+	// overlay[name] is the topic's new config, nil when removed; with a
+	// replace, base is no longer the table.
+	var (
+		overlay  = make(map[string]*TopicConfig, len(changes))
+		replaced bool
+		version  = t.version
+		dirty    bool
+		bumps    int
+	)
+	lookup := func(name string) (*TopicConfig, bool) {
+		if c, ok := overlay[name]; ok {
+			return c, c != nil
+		}
+		if replaced {
+			return nil, false
+		}
+		c, ok := t.topics[name]
+		return c, ok
+	}
+	for _, ch := range changes {
+		switch ch.kind {
+		case changePut:
+			if _, ok := lookup(ch.cfg.Name); ok && !ch.update {
+				ch.err = errcode.Errorf(errcode.TopicExistAlready, "topic %s already exists", ch.cfg.Name)
+				continue
+			}
+			c := ch.cfg
+			overlay[c.Name] = &c
+			dirty = true
+			bumps++
+		case changeRemove:
+			if _, ok := lookup(ch.name); !ok {
+				continue
+			}
+			ch.existed = true
+			overlay[ch.name] = nil
+			dirty = true
+			bumps++
+		case changeBump:
+			dirty = true
+			bumps++
+		case changeReplace:
+			next := make(map[string]*TopicConfig, len(ch.replace))
+			for i := range ch.replace {
+				c := ch.replace[i]
+				next[c.Name] = &c
+			}
+			cur := t.currentView(overlay, replaced)
+			if version == ch.version && bumps == 0 && reflect.DeepEqual(cur, next) {
+				continue
+			}
+			for name := range cur {
+				if _, ok := next[name]; !ok {
+					ch.removed = append(ch.removed, name)
+				}
+			}
+			slices.Sort(ch.removed)
+			ch.changed = true
+			clear(overlay)
+			maps.Copy(overlay, next)
+			replaced = true
+			version, bumps = ch.version, 0
+			dirty = true
+		}
+	}
+	if !dirty {
+		return
+	}
+	if bumps > 0 {
+		version.Counter++
+		version.Timestamp = time.Now().UnixMilli()
+	}
+	vb, err := json.Marshal(version)
+	if err != nil {
+		panic(fmt.Sprintf("encode data version: %v", err)) // two integers
+	}
+	enc := make(map[string][]byte, len(overlay))
+	for name, c := range overlay {
+		if c == nil {
+			continue
+		}
+		if enc[name], err = encodeTopicLine(c); err != nil {
+			break
+		}
+	}
+	var (
+		names []string
+		lines [][]byte
+	)
+	if err == nil {
+		names, lines = t.merge(overlay, enc, replaced)
+		t.writes.Add(1)
+		err = fsutil.WriteFileAtomic(t.path, encodeTopicsFile(lines, vb), 0o644)
+	}
+	if err != nil {
+		err = fmt.Errorf("persist topics: %w", err)
+		for _, ch := range changes {
+			if ch.err == nil {
+				ch.err, ch.existed, ch.removed, ch.changed = err, false, nil, false
+			}
+		}
+		if hasBump(changes) {
+			t.mu.Lock()
+			from := t.version
+			t.bumpLocked()
+			t.recordLocked(tableChange{from: from, to: t.version, all: true})
+			t.mu.Unlock()
+		}
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.bumpLocked()
-	return t.persistLocked()
+	if replaced {
+		t.topics = make(map[string]*TopicConfig, len(overlay))
+	}
+	for name, c := range overlay {
+		if c == nil {
+			delete(t.topics, name)
+			continue
+		}
+		t.topics[name] = c
+	}
+	t.names, t.lines = names, lines
+	rec := tableChange{from: t.version, to: version, all: replaced || hasBump(changes)}
+	if !rec.all {
+		rec.names = slices.Collect(maps.Keys(overlay))
+	}
+	t.recordLocked(rec)
+	t.version = version
+}
+
+// recordLocked appends a change to the history, dropping the oldest past
+// its bounds; t.mu must be held for writing.
+func (t *topicTable) recordLocked(c tableChange) {
+	t.hist = append(t.hist, c)
+	t.histNames += len(c.names)
+	drop := 0
+	for len(t.hist)-drop > maxHistChanges || t.histNames > maxHistNames && len(t.hist)-drop > 1 {
+		t.histNames -= len(t.hist[drop].names)
+		drop++
+	}
+	if drop > 0 {
+		t.hist = slices.Delete(t.hist, 0, drop)
+	}
+}
+
+// deltaSince returns what changed since version base, read in one critical
+// section with the version v it leads to: the changed topics that exist
+// (sorted), the names of those that went (sorted) and how many topics the
+// table holds. ok is false when the history does not reach back to base or
+// a change in between touched every topic: then only the whole table tells
+// the change.
+func (t *topicTable) deltaSince(base dataVersion) (changed []TopicConfig, removed []string, count int, v dataVersion, ok bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	v, count = t.version, len(t.topics)
+	if base == v {
+		return nil, nil, count, v, true
+	}
+	names := make(map[string]struct{})
+	i := len(t.hist) - 1
+	for ; i >= 0; i-- {
+		c := &t.hist[i]
+		if c.all {
+			return nil, nil, 0, v, false
+		}
+		for _, name := range c.names {
+			names[name] = struct{}{}
+		}
+		if c.from == base {
+			break
+		}
+	}
+	if i < 0 {
+		return nil, nil, 0, v, false
+	}
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		if c, ok := t.topics[name]; ok {
+			changed = append(changed, *c)
+		} else {
+			removed = append(removed, name)
+		}
+	}
+	return changed, removed, count, v, true
+}
+
+// hasBump reports whether a batch holds a version bump, which takes effect
+// in memory even when the write fails (an extra version is harmless: the
+// NameServers take the topics once more).
+func hasBump(changes []*topicChange) bool {
+	for _, ch := range changes {
+		if ch.kind == changeBump {
+			return true
+		}
+	}
+	return false
 }
 
 func (t *topicTable) bumpLocked() {
@@ -185,34 +510,86 @@ func (t *topicTable) bumpLocked() {
 	t.version.Timestamp = time.Now().UnixMilli()
 }
 
-// replaceAll makes the table exactly topics with version v (a slave taking
-// its master's table) and reports the topics that went away.
-func (t *topicTable) replaceAll(topics []TopicConfig, v dataVersion) (removed []string, changed bool, err error) {
-	next := make(map[string]*TopicConfig, len(topics))
-	for i := range topics {
-		c := topics[i]
-		if err := validateTopicConfig(&c); err != nil {
-			return nil, false, err
-		}
-		next[c.Name] = &c
+// currentView is the batch's view of the whole table (for a replace).
+func (t *topicTable) currentView(overlay map[string]*TopicConfig, replaced bool) map[string]*TopicConfig {
+	cur := make(map[string]*TopicConfig, len(t.topics)+len(overlay))
+	if !replaced {
+		maps.Copy(cur, t.topics)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.version == v && reflect.DeepEqual(t.topics, next) {
-		return nil, false, nil
-	}
-	for name := range t.topics {
-		if _, ok := next[name]; !ok {
-			removed = append(removed, name)
+	for name, c := range overlay {
+		if c == nil {
+			delete(cur, name)
+		} else {
+			cur[name] = c
 		}
 	}
-	prev, prevV := t.topics, t.version
-	t.topics, t.version = next, v
-	if err := t.persistLocked(); err != nil {
-		t.topics, t.version = prev, prevV
-		return nil, false, err
+	return cur
+}
+
+// merge returns the names (sorted) and lines of the table the batch
+// makes: the table's, less the removed, with the changed lines from enc,
+// merged with the new. It walks the table's names once against the
+// batch's, sorted.
+func (t *topicTable) merge(overlay map[string]*TopicConfig, enc map[string][]byte, replaced bool) ([]string, [][]byte) {
+	keys := slices.Sorted(maps.Keys(overlay))
+	var (
+		tn    = t.names
+		tl    = t.lines
+		names = make([]string, 0, len(tn)+len(keys))
+		lines = make([][]byte, 0, len(tn)+len(keys))
+	)
+	if replaced {
+		tn, tl = nil, nil
 	}
-	return removed, true, nil
+	take := func(name string) { // a name of the batch
+		if overlay[name] != nil {
+			names = append(names, name)
+			lines = append(lines, enc[name])
+		}
+	}
+	j := 0
+	for i, name := range tn {
+		for j < len(keys) && keys[j] < name {
+			take(keys[j])
+			j++
+		}
+		if j < len(keys) && keys[j] == name {
+			take(name)
+			j++
+			continue
+		}
+		names = append(names, name)
+		lines = append(lines, tl[i])
+	}
+	for ; j < len(keys); j++ {
+		take(keys[j])
+	}
+	return names, lines
+}
+
+// encodeTopicsFile is the file of the topics' lines (in name order) with
+// the encoded data version v.
+func encodeTopicsFile(lines [][]byte, v []byte) []byte {
+	size := 64 + len(v)
+	for _, line := range lines {
+		size += len(line) + 2
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	buf.WriteString(`{"topicConfigTable":{`)
+	for i, line := range lines {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteByte('\n')
+		buf.Write(line)
+	}
+	if len(lines) > 0 {
+		buf.WriteByte('\n')
+	}
+	buf.WriteString("},\n\"dataVersion\":")
+	buf.Write(v)
+	buf.WriteString("}\n")
+	return buf.Bytes()
 }
 
 // CreateTopic creates a topic, or changes it when update is set (a missing

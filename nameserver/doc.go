@@ -12,6 +12,17 @@
 //	cluster     -> broker names
 //	broker addr -> liveness (last registration, timeout, data version, ...)
 //
+// A master's registration carries its whole topic table, applied when its
+// data version changed, or, once the NameServer holds a version of it and
+// answered topic_delta_accepted, a delta: the topics changed since the
+// version held and those removed (RegisterBrokerRequest.topics_delta). A
+// delta is applied only on the version held for that address and id;
+// otherwise nothing changes and the answer says topics_stale, and the
+// broker sends its whole table (so a NameServer that restarted, evicted the
+// broker or deleted one of its topics' routes is brought up to date). An
+// empty delta is a heartbeat. Applying either costs work in the topics
+// registered and the group's own, not in the whole table.
+//
 // A broker leaves the table in three ways: it unregisters on a clean stop;
 // its gossip node leaves or is declared dead (membership, seconds); or it
 // stays silent longer than its heartbeat timeout (the sweep, 120 s by

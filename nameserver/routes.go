@@ -78,6 +78,16 @@ type Registration struct {
 	DataVersion *DataVersion
 	// Timeout is this broker's heartbeat timeout (0: the table's default).
 	Timeout time.Duration
+	// Delta: Topics holds only the topics changed since BaseVersion and
+	// Removed those deleted since; DataVersion (required) is the version
+	// with them applied and TopicCount the topics the broker has. It is
+	// applied only when the version held for the address, under the same
+	// id, is BaseVersion; otherwise nothing changes and the result says
+	// TopicsStale (the broker then registers its whole table).
+	Delta       bool
+	BaseVersion DataVersion
+	Removed     []string
+	TopicCount  int
 
 	// guard refuses a registration for a broker name and id held by another
 	// registered address (see Server: the identity check), except when the
@@ -102,6 +112,10 @@ type RegisterResult struct {
 	// HeldBy is, for a registration refused because another live address
 	// holds its broker name and id, that address.
 	HeldBy string
+	// TopicsStale is true when a delta registration was not applied: its
+	// base is not the version held (or the routes of one of its topics
+	// were deleted here since). Nothing changed.
+	TopicsStale bool
 }
 
 // LiveBroker is what the table knows of one registered broker.
@@ -119,6 +133,11 @@ type LiveBroker struct {
 	DataVersion DataVersion
 	TopicCount  int
 	Epoch       int64
+	// wholeNext makes a delta that changes topics stale: the routes of a
+	// topic of this master were deleted (DeleteTopic), and the next change
+	// of its table brings them back with the whole table, as it did when
+	// every registration carried the whole table.
+	wholeNext bool
 }
 
 // Route is a topic's route: queue data per broker group and those groups.
@@ -161,6 +180,8 @@ type brokerGroup struct {
 	// fifoGroups are the ordered-consumption groups its master declared
 	// last.
 	fifoGroups map[string]struct{}
+	// topics are the topics the group has queue data of (in Routes.topics).
+	topics map[string]struct{}
 }
 
 // NewRoutes returns an empty table whose brokers expire after
@@ -218,6 +239,10 @@ func (r *Routes) Register(reg Registration, now time.Time) (RegisterResult, erro
 	}
 	var res RegisterResult
 	prev := r.live[reg.Addr]
+	if reg.Delta && (prev == nil || prev.BrokerName != reg.BrokerName || prev.Cluster != reg.Cluster || prev.ID != reg.ID ||
+		prev.DataVersion != reg.BaseVersion || prev.wholeNext && (len(reg.Topics) > 0 || len(reg.Removed) > 0)) {
+		return RegisterResult{TopicsStale: true}, nil
+	}
 	if prev != nil && prev.BrokerName != reg.BrokerName {
 		// The address now belongs to another group (the old broker died
 		// without unregistering and a new one took its port).
@@ -239,6 +264,10 @@ func (r *Routes) Register(reg Registration, now time.Time) (RegisterResult, erro
 	g.addrs[reg.ID] = reg.Addr
 
 	changed := prev == nil || prev.ID != reg.ID || reg.DataVersion == nil || prev.DataVersion != *reg.DataVersion
+	topicCount := len(reg.Topics)
+	if reg.Delta {
+		topicCount = reg.TopicCount
+	}
 	lb := &LiveBroker{
 		Cluster:    reg.Cluster,
 		BrokerName: reg.BrokerName,
@@ -250,8 +279,11 @@ func (r *Routes) Register(reg Registration, now time.Time) (RegisterResult, erro
 		GossipAddr: reg.GossipAddr,
 		LastUpdate: now,
 		Timeout:    timeout,
-		TopicCount: len(reg.Topics),
+		TopicCount: topicCount,
 		Epoch:      reg.Epoch,
+	}
+	if prev != nil && !changed {
+		lb.wholeNext = prev.wholeNext
 	}
 	if reg.ID == MasterID {
 		r.epochs[reg.BrokerName] = max(r.epochs[reg.BrokerName], reg.Epoch)
@@ -268,7 +300,11 @@ func (r *Routes) Register(reg Registration, now time.Time) (RegisterResult, erro
 		}
 	}
 	if reg.ID == MasterID && changed {
-		r.applyTopicsLocked(reg.BrokerName, reg.Topics)
+		if reg.Delta {
+			r.applyDeltaLocked(g, reg.Topics, reg.Removed)
+		} else {
+			r.applyTopicsLocked(g, reg.Topics)
+		}
 		res.TopicsApplied = true
 	}
 	if reg.ID != MasterID {
@@ -294,6 +330,10 @@ func validateRegistration(reg *Registration) error {
 		return wire.Errorf(pb.Code_INVALID_PARAMETER, "heartbeat timeout %v is negative", reg.Timeout)
 	case reg.Epoch < 0:
 		return wire.Errorf(pb.Code_INVALID_PARAMETER, "epoch %d is negative", reg.Epoch)
+	case reg.Delta && reg.DataVersion == nil:
+		return wire.Errorf(pb.Code_INVALID_PARAMETER, "a delta registration has no data version")
+	case reg.Delta && reg.TopicCount < 0:
+		return wire.Errorf(pb.Code_INVALID_PARAMETER, "topic count %d is negative", reg.TopicCount)
 	}
 	if err := checkAddr("broker address", reg.Addr); err != nil {
 		return err
@@ -310,6 +350,15 @@ func validateRegistration(reg *Registration) error {
 		if t.ReadQueues < 0 || t.WriteQueues < 0 {
 			return wire.Errorf(pb.Code_INVALID_PARAMETER, "topic %q: negative queue count", t.Name)
 		}
+	}
+	for _, name := range reg.Removed {
+		if err := message.ValidateTopic(name); err != nil {
+			return wire.Errorf(pb.Code_ILLEGAL_TOPIC, "%v", err)
+		}
+		if seen[name] {
+			return wire.Errorf(pb.Code_INVALID_PARAMETER, "topic %q both registered and removed", name)
+		}
+		seen[name] = true
 	}
 	return nil
 }
@@ -328,7 +377,7 @@ func checkAddr(what, addr string) error {
 func (r *Routes) groupLocked(cluster, name string) *brokerGroup {
 	g := r.groups[name]
 	if g == nil {
-		g = &brokerGroup{cluster: cluster, name: name, addrs: make(map[int64]string)}
+		g = &brokerGroup{cluster: cluster, name: name, addrs: make(map[int64]string), topics: make(map[string]struct{})}
 		r.groups[name] = g
 	}
 	set := r.clusters[cluster]
@@ -342,30 +391,53 @@ func (r *Routes) groupLocked(cluster, name string) *brokerGroup {
 
 // applyTopicsLocked makes topics the complete list of the group's queue
 // data: a master's registration carries its whole topic table, so a topic it
-// no longer lists loses the group.
-func (r *Routes) applyTopicsLocked(name string, topics []TopicConfig) {
-	keep := make(map[string]bool, len(topics))
-	for _, t := range topics {
-		keep[t.Name] = true
-		m := r.topics[t.Name]
-		if m == nil {
-			m = make(map[string]QueueData)
-			r.topics[t.Name] = m
-		}
-		m[name] = QueueData{BrokerName: name, ReadQueues: t.ReadQueues, WriteQueues: t.WriteQueues, Perm: t.Perm,
-			SysFlag: t.SysFlag, MessageType: t.MessageType}
+// no longer lists loses the group. The work is in the topics registered and
+// those the group had, not in every topic of the table.
+func (r *Routes) applyTopicsLocked(g *brokerGroup, topics []TopicConfig) {
+	keep := make(map[string]struct{}, len(topics))
+	for i := range topics {
+		keep[topics[i].Name] = struct{}{}
+		r.putQueuesLocked(g, &topics[i])
 	}
-	for topic, m := range r.topics {
-		if _, ok := m[name]; ok && !keep[topic] {
-			r.dropQueuesLocked(topic, m, name)
+	for topic := range g.topics {
+		if _, ok := keep[topic]; !ok {
+			r.dropQueuesLocked(topic, g)
 		}
 	}
 }
 
+// applyDeltaLocked applies a delta registration: the changed topics' queue
+// data, and the removed topics' dropped.
+func (r *Routes) applyDeltaLocked(g *brokerGroup, topics []TopicConfig, removed []string) {
+	for i := range topics {
+		r.putQueuesLocked(g, &topics[i])
+	}
+	for _, topic := range removed {
+		r.dropQueuesLocked(topic, g)
+	}
+}
+
+// putQueuesLocked sets the group's queue data of a topic.
+func (r *Routes) putQueuesLocked(g *brokerGroup, t *TopicConfig) {
+	m := r.topics[t.Name]
+	if m == nil {
+		m = make(map[string]QueueData, 1)
+		r.topics[t.Name] = m
+	}
+	m[g.name] = QueueData{BrokerName: g.name, ReadQueues: t.ReadQueues, WriteQueues: t.WriteQueues, Perm: t.Perm,
+		SysFlag: t.SysFlag, MessageType: t.MessageType}
+	g.topics[t.Name] = struct{}{}
+}
+
 // dropQueuesLocked removes a group's queues of a topic, and the topic when
 // no group serves it any more.
-func (r *Routes) dropQueuesLocked(topic string, m map[string]QueueData, name string) {
-	delete(m, name)
+func (r *Routes) dropQueuesLocked(topic string, g *brokerGroup) {
+	delete(g.topics, topic)
+	m := r.topics[topic]
+	if m == nil {
+		return
+	}
+	delete(m, g.name)
 	if len(m) == 0 {
 		delete(r.topics, topic)
 	}
@@ -430,10 +502,8 @@ func (r *Routes) removeAddrLocked(addr string) (LiveBroker, bool) {
 			delete(r.clusters, g.cluster)
 		}
 	}
-	for topic, m := range r.topics {
-		if _, ok := m[g.name]; ok {
-			r.dropQueuesLocked(topic, m, g.name)
-		}
+	for topic := range g.topics {
+		r.dropQueuesLocked(topic, g)
 	}
 	return *lb, true
 }
@@ -608,16 +678,20 @@ func (r *Routes) DeleteTopic(topic, cluster string) error {
 	if len(m) == 0 {
 		return wire.Errorf(pb.Code_TOPIC_NOT_EXIST, "topic %q not exist", topic)
 	}
-	if cluster == "" {
-		delete(r.topics, topic)
-		return nil
-	}
 	removed := 0
 	for name := range m {
-		if g := r.groups[name]; g != nil && g.cluster == cluster {
-			r.dropQueuesLocked(topic, m, name)
+		if g := r.groups[name]; g != nil && (cluster == "" || g.cluster == cluster) {
+			r.dropQueuesLocked(topic, g)
+			if ml := r.live[g.addrs[MasterID]]; ml != nil {
+				ml.wholeNext = true
+			}
 			removed++
+		} else if g == nil && cluster == "" {
+			delete(m, name)
 		}
+	}
+	if len(m) == 0 {
+		delete(r.topics, topic)
 	}
 	if removed == 0 {
 		return wire.Errorf(pb.Code_TOPIC_NOT_EXIST, "topic %q not served by cluster %q", topic, cluster)

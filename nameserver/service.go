@@ -22,12 +22,18 @@ func (v *service) RegisterBroker(ctx context.Context, req *pb.RegisterBrokerRequ
 	if err := v.s.authorizeRPC(ctx, pb.NameServer_RegisterBroker_FullMethodName); err != nil {
 		return &pb.RegisterBrokerResponse{Status: wire.Status(err)}, nil
 	}
-	resp := &pb.RegisterBrokerResponse{GossipAddr: v.s.GossipAddr()}
+	resp := &pb.RegisterBrokerResponse{GossipAddr: v.s.GossipAddr(), TopicDeltaAccepted: true}
 	now := time.Now()
 	reg := registrationFromProto(req)
 	v.s.guardIdentity(&reg, now)
 	res, err := v.s.routes.Register(reg, now)
 	resp.Status = wire.Status(err)
+	if err == nil && res.TopicsStale {
+		resp.TopicsStale = true
+		v.s.lg.Debug("broker topic delta stale: asking for the whole table", zap.String("broker_name", req.BrokerName),
+			zap.String("broker_addr", req.BrokerAddr))
+		return resp, nil
+	}
 	if err != nil {
 		if res.HeldBy != "" {
 			if v.s.ident.shouldLog(fmt.Sprintf("%s/%d/%s", req.BrokerName, req.BrokerId, req.BrokerAddr), now) {
@@ -45,6 +51,9 @@ func (v *service) RegisterBroker(ctx context.Context, req *pb.RegisterBrokerRequ
 		zap.String("cluster", req.Cluster), zap.String("broker_name", req.BrokerName),
 		zap.Int64("broker_id", req.BrokerId), zap.String("broker_addr", req.BrokerAddr),
 		zap.String("gossip_addr", req.GossipAddr), zap.Int("topics", len(req.Topics)),
+	}
+	if req.TopicsDelta {
+		fields = append(fields, zap.Bool("delta", true), zap.Int("removed", len(req.RemovedTopics)))
 	}
 	switch {
 	case res.New:
@@ -87,6 +96,14 @@ func registrationFromProto(req *pb.RegisterBrokerRequest) Registration {
 		})
 	}
 	reg.FifoGroups = req.FifoGroups
+	if req.TopicsDelta {
+		reg.Delta = true
+		reg.Removed = req.RemovedTopics
+		reg.TopicCount = int(req.TopicCount)
+		if bv := req.BaseDataVersion; bv != nil {
+			reg.BaseVersion = DataVersion{Timestamp: bv.Timestamp, Counter: bv.Counter}
+		}
+	}
 	return reg
 }
 

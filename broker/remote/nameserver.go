@@ -41,6 +41,13 @@ func (n *NameServers) Register(ctx context.Context, addr string, r broker.Regist
 		DataVersion:        &pb.DataVersion{Timestamp: r.DataVersion.Timestamp, Counter: r.DataVersion.Counter},
 		FifoGroups:         r.FifoGroups,
 	}
+	if r.Delta {
+		req.TopicsDelta = true
+		req.BaseDataVersion = &pb.DataVersion{Timestamp: r.BaseVersion.Timestamp, Counter: r.BaseVersion.Counter}
+		req.RemovedTopics = r.Removed
+		req.TopicCount = int32(r.TopicCount)
+	}
+	req.Topics = make([]*pb.TopicConfig, 0, len(r.Topics))
 	for _, t := range r.Topics {
 		req.Topics = append(req.Topics, v1wire.TopicToProto(t))
 	}
@@ -52,7 +59,7 @@ func (n *NameServers) Register(ctx context.Context, addr string, r broker.Regist
 		return broker.RegistrationAnswer{}, err
 	}
 	return broker.RegistrationAnswer{MasterAddr: resp.GetMasterAddr(), MasterHAAddr: resp.GetMasterHaAddr(),
-		GossipAddr: resp.GetGossipAddr()}, nil
+		GossipAddr: resp.GetGossipAddr(), DeltaAccepted: resp.GetTopicDeltaAccepted(), TopicsStale: resp.GetTopicsStale()}, nil
 }
 
 // Unregister removes the broker from one NameServer's routes.

@@ -49,9 +49,22 @@ type RegisterBrokerRequest struct {
 	// (consumeMessageOrderly), sorted: the NameServer, as RocketMQ 5's access
 	// point, answers their QueryAssignment with one assignment per queue.
 	// A master's list replaces the previous one at every registration.
-	FifoGroups    []string `protobuf:"bytes,13,rep,name=fifo_groups,json=fifoGroups,proto3" json:"fifo_groups,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	FifoGroups []string `protobuf:"bytes,13,rep,name=fifo_groups,json=fifoGroups,proto3" json:"fifo_groups,omitempty"`
+	// topics_delta: topics holds only the topics changed since
+	// base_data_version (their whole configuration) and removed_topics those
+	// deleted since; data_version is the table's version with them applied
+	// and topic_count the number of topics it holds. A broker sends one only
+	// to a NameServer that answered topic_delta_accepted. The NameServer
+	// applies it only when the data version it holds for the broker's
+	// address (under the same broker id) is base_data_version; otherwise it
+	// changes nothing and answers topics_stale, and the broker registers its
+	// whole table. A delta with no topics is a heartbeat.
+	TopicsDelta     bool         `protobuf:"varint,14,opt,name=topics_delta,json=topicsDelta,proto3" json:"topics_delta,omitempty"`
+	BaseDataVersion *DataVersion `protobuf:"bytes,15,opt,name=base_data_version,json=baseDataVersion,proto3" json:"base_data_version,omitempty"`
+	RemovedTopics   []string     `protobuf:"bytes,16,rep,name=removed_topics,json=removedTopics,proto3" json:"removed_topics,omitempty"`
+	TopicCount      int32        `protobuf:"varint,17,opt,name=topic_count,json=topicCount,proto3" json:"topic_count,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RegisterBrokerRequest) Reset() {
@@ -175,6 +188,34 @@ func (x *RegisterBrokerRequest) GetFifoGroups() []string {
 	return nil
 }
 
+func (x *RegisterBrokerRequest) GetTopicsDelta() bool {
+	if x != nil {
+		return x.TopicsDelta
+	}
+	return false
+}
+
+func (x *RegisterBrokerRequest) GetBaseDataVersion() *DataVersion {
+	if x != nil {
+		return x.BaseDataVersion
+	}
+	return nil
+}
+
+func (x *RegisterBrokerRequest) GetRemovedTopics() []string {
+	if x != nil {
+		return x.RemovedTopics
+	}
+	return nil
+}
+
+func (x *RegisterBrokerRequest) GetTopicCount() int32 {
+	if x != nil {
+		return x.TopicCount
+	}
+	return 0
+}
+
 type RegisterBrokerResponse struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Status       *Status                `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
@@ -182,7 +223,13 @@ type RegisterBrokerResponse struct {
 	MasterHaAddr string                 `protobuf:"bytes,3,opt,name=master_ha_addr,json=masterHaAddr,proto3" json:"master_ha_addr,omitempty"`
 	// gossip_addr is the NameServer's memberlist address ("" when membership
 	// is off); the broker joins the gossip pool through it.
-	GossipAddr    string `protobuf:"bytes,4,opt,name=gossip_addr,json=gossipAddr,proto3" json:"gossip_addr,omitempty"`
+	GossipAddr string `protobuf:"bytes,4,opt,name=gossip_addr,json=gossipAddr,proto3" json:"gossip_addr,omitempty"`
+	// topic_delta_accepted: this NameServer applies registrations with
+	// topics_delta (older ones leave it false, and are sent whole tables).
+	TopicDeltaAccepted bool `protobuf:"varint,5,opt,name=topic_delta_accepted,json=topicDeltaAccepted,proto3" json:"topic_delta_accepted,omitempty"`
+	// topics_stale: a delta registration was not applied (its base is not
+	// the version held): register the whole table.
+	TopicsStale   bool `protobuf:"varint,6,opt,name=topics_stale,json=topicsStale,proto3" json:"topics_stale,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -243,6 +290,20 @@ func (x *RegisterBrokerResponse) GetGossipAddr() string {
 		return x.GossipAddr
 	}
 	return ""
+}
+
+func (x *RegisterBrokerResponse) GetTopicDeltaAccepted() bool {
+	if x != nil {
+		return x.TopicDeltaAccepted
+	}
+	return false
+}
+
+func (x *RegisterBrokerResponse) GetTopicsStale() bool {
+	if x != nil {
+		return x.TopicsStale
+	}
+	return false
 }
 
 type UnregisterBrokerRequest struct {
@@ -1097,7 +1158,7 @@ var File_bolide_v1_nameserver_proto protoreflect.FileDescriptor
 
 const file_bolide_v1_nameserver_proto_rawDesc = "" +
 	"\n" +
-	"\x1abolide/v1/nameserver.proto\x12\tbolide.v1\x1a\x16bolide/v1/common.proto\"\xd7\x03\n" +
+	"\x1abolide/v1/nameserver.proto\x12\tbolide.v1\x1a\x16bolide/v1/common.proto\"\x86\x05\n" +
 	"\x15RegisterBrokerRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1f\n" +
 	"\vbroker_name\x18\x02 \x01(\tR\n" +
@@ -1117,14 +1178,21 @@ const file_bolide_v1_nameserver_proto_rawDesc = "" +
 	"gossipAddr\x12\x14\n" +
 	"\x05epoch\x18\f \x01(\x03R\x05epoch\x12\x1f\n" +
 	"\vfifo_groups\x18\r \x03(\tR\n" +
-	"fifoGroups\"\xab\x01\n" +
+	"fifoGroups\x12!\n" +
+	"\ftopics_delta\x18\x0e \x01(\bR\vtopicsDelta\x12B\n" +
+	"\x11base_data_version\x18\x0f \x01(\v2\x16.bolide.v1.DataVersionR\x0fbaseDataVersion\x12%\n" +
+	"\x0eremoved_topics\x18\x10 \x03(\tR\rremovedTopics\x12\x1f\n" +
+	"\vtopic_count\x18\x11 \x01(\x05R\n" +
+	"topicCount\"\x80\x02\n" +
 	"\x16RegisterBrokerResponse\x12)\n" +
 	"\x06status\x18\x01 \x01(\v2\x11.bolide.v1.StatusR\x06status\x12\x1f\n" +
 	"\vmaster_addr\x18\x02 \x01(\tR\n" +
 	"masterAddr\x12$\n" +
 	"\x0emaster_ha_addr\x18\x03 \x01(\tR\fmasterHaAddr\x12\x1f\n" +
 	"\vgossip_addr\x18\x04 \x01(\tR\n" +
-	"gossipAddr\"\x92\x01\n" +
+	"gossipAddr\x120\n" +
+	"\x14topic_delta_accepted\x18\x05 \x01(\bR\x12topicDeltaAccepted\x12!\n" +
+	"\ftopics_stale\x18\x06 \x01(\bR\vtopicsStale\"\x92\x01\n" +
 	"\x17UnregisterBrokerRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1f\n" +
 	"\vbroker_name\x18\x02 \x01(\tR\n" +
@@ -1250,38 +1318,39 @@ var file_bolide_v1_nameserver_proto_goTypes = []any{
 var file_bolide_v1_nameserver_proto_depIdxs = []int32{
 	20, // 0: bolide.v1.RegisterBrokerRequest.topics:type_name -> bolide.v1.TopicConfig
 	21, // 1: bolide.v1.RegisterBrokerRequest.data_version:type_name -> bolide.v1.DataVersion
-	22, // 2: bolide.v1.RegisterBrokerResponse.status:type_name -> bolide.v1.Status
-	22, // 3: bolide.v1.UnregisterBrokerResponse.status:type_name -> bolide.v1.Status
-	17, // 4: bolide.v1.BrokerData.broker_addrs:type_name -> bolide.v1.BrokerData.BrokerAddrsEntry
-	5,  // 5: bolide.v1.TopicRoute.queue_datas:type_name -> bolide.v1.QueueData
-	6,  // 6: bolide.v1.TopicRoute.broker_datas:type_name -> bolide.v1.BrokerData
-	22, // 7: bolide.v1.GetRouteResponse.status:type_name -> bolide.v1.Status
-	7,  // 8: bolide.v1.GetRouteResponse.route:type_name -> bolide.v1.TopicRoute
-	22, // 9: bolide.v1.GetClusterInfoResponse.status:type_name -> bolide.v1.Status
-	18, // 10: bolide.v1.GetClusterInfoResponse.brokers:type_name -> bolide.v1.GetClusterInfoResponse.BrokersEntry
-	19, // 11: bolide.v1.GetClusterInfoResponse.clusters:type_name -> bolide.v1.GetClusterInfoResponse.ClustersEntry
-	10, // 12: bolide.v1.GetClusterInfoResponse.live:type_name -> bolide.v1.BrokerLiveInfo
-	22, // 13: bolide.v1.ListTopicsResponse.status:type_name -> bolide.v1.Status
-	22, // 14: bolide.v1.DeleteTopicResponse.status:type_name -> bolide.v1.Status
-	6,  // 15: bolide.v1.GetClusterInfoResponse.BrokersEntry.value:type_name -> bolide.v1.BrokerData
-	11, // 16: bolide.v1.GetClusterInfoResponse.ClustersEntry.value:type_name -> bolide.v1.ClusterBrokers
-	0,  // 17: bolide.v1.NameServer.RegisterBroker:input_type -> bolide.v1.RegisterBrokerRequest
-	2,  // 18: bolide.v1.NameServer.UnregisterBroker:input_type -> bolide.v1.UnregisterBrokerRequest
-	4,  // 19: bolide.v1.NameServer.GetRoute:input_type -> bolide.v1.GetRouteRequest
-	9,  // 20: bolide.v1.NameServer.GetClusterInfo:input_type -> bolide.v1.GetClusterInfoRequest
-	13, // 21: bolide.v1.NameServer.ListTopics:input_type -> bolide.v1.ListTopicsRequest
-	15, // 22: bolide.v1.NameServer.DeleteTopic:input_type -> bolide.v1.DeleteTopicRequest
-	1,  // 23: bolide.v1.NameServer.RegisterBroker:output_type -> bolide.v1.RegisterBrokerResponse
-	3,  // 24: bolide.v1.NameServer.UnregisterBroker:output_type -> bolide.v1.UnregisterBrokerResponse
-	8,  // 25: bolide.v1.NameServer.GetRoute:output_type -> bolide.v1.GetRouteResponse
-	12, // 26: bolide.v1.NameServer.GetClusterInfo:output_type -> bolide.v1.GetClusterInfoResponse
-	14, // 27: bolide.v1.NameServer.ListTopics:output_type -> bolide.v1.ListTopicsResponse
-	16, // 28: bolide.v1.NameServer.DeleteTopic:output_type -> bolide.v1.DeleteTopicResponse
-	23, // [23:29] is the sub-list for method output_type
-	17, // [17:23] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	21, // 2: bolide.v1.RegisterBrokerRequest.base_data_version:type_name -> bolide.v1.DataVersion
+	22, // 3: bolide.v1.RegisterBrokerResponse.status:type_name -> bolide.v1.Status
+	22, // 4: bolide.v1.UnregisterBrokerResponse.status:type_name -> bolide.v1.Status
+	17, // 5: bolide.v1.BrokerData.broker_addrs:type_name -> bolide.v1.BrokerData.BrokerAddrsEntry
+	5,  // 6: bolide.v1.TopicRoute.queue_datas:type_name -> bolide.v1.QueueData
+	6,  // 7: bolide.v1.TopicRoute.broker_datas:type_name -> bolide.v1.BrokerData
+	22, // 8: bolide.v1.GetRouteResponse.status:type_name -> bolide.v1.Status
+	7,  // 9: bolide.v1.GetRouteResponse.route:type_name -> bolide.v1.TopicRoute
+	22, // 10: bolide.v1.GetClusterInfoResponse.status:type_name -> bolide.v1.Status
+	18, // 11: bolide.v1.GetClusterInfoResponse.brokers:type_name -> bolide.v1.GetClusterInfoResponse.BrokersEntry
+	19, // 12: bolide.v1.GetClusterInfoResponse.clusters:type_name -> bolide.v1.GetClusterInfoResponse.ClustersEntry
+	10, // 13: bolide.v1.GetClusterInfoResponse.live:type_name -> bolide.v1.BrokerLiveInfo
+	22, // 14: bolide.v1.ListTopicsResponse.status:type_name -> bolide.v1.Status
+	22, // 15: bolide.v1.DeleteTopicResponse.status:type_name -> bolide.v1.Status
+	6,  // 16: bolide.v1.GetClusterInfoResponse.BrokersEntry.value:type_name -> bolide.v1.BrokerData
+	11, // 17: bolide.v1.GetClusterInfoResponse.ClustersEntry.value:type_name -> bolide.v1.ClusterBrokers
+	0,  // 18: bolide.v1.NameServer.RegisterBroker:input_type -> bolide.v1.RegisterBrokerRequest
+	2,  // 19: bolide.v1.NameServer.UnregisterBroker:input_type -> bolide.v1.UnregisterBrokerRequest
+	4,  // 20: bolide.v1.NameServer.GetRoute:input_type -> bolide.v1.GetRouteRequest
+	9,  // 21: bolide.v1.NameServer.GetClusterInfo:input_type -> bolide.v1.GetClusterInfoRequest
+	13, // 22: bolide.v1.NameServer.ListTopics:input_type -> bolide.v1.ListTopicsRequest
+	15, // 23: bolide.v1.NameServer.DeleteTopic:input_type -> bolide.v1.DeleteTopicRequest
+	1,  // 24: bolide.v1.NameServer.RegisterBroker:output_type -> bolide.v1.RegisterBrokerResponse
+	3,  // 25: bolide.v1.NameServer.UnregisterBroker:output_type -> bolide.v1.UnregisterBrokerResponse
+	8,  // 26: bolide.v1.NameServer.GetRoute:output_type -> bolide.v1.GetRouteResponse
+	12, // 27: bolide.v1.NameServer.GetClusterInfo:output_type -> bolide.v1.GetClusterInfoResponse
+	14, // 28: bolide.v1.NameServer.ListTopics:output_type -> bolide.v1.ListTopicsResponse
+	16, // 29: bolide.v1.NameServer.DeleteTopic:output_type -> bolide.v1.DeleteTopicResponse
+	24, // [24:30] is the sub-list for method output_type
+	18, // [18:24] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_bolide_v1_nameserver_proto_init() }
