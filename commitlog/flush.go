@@ -107,31 +107,12 @@ func (l *Log) asyncFlushLoop() {
 }
 
 // commitUpTo makes sure bytes below end are written to the file, writing
-// everything staged so far if they are not. The caller's bytes are staged
-// already, so whoever writes next writes them too: when another goroutine
-// is writing, commitUpTo waits for that write to end rather than queue on
-// commitMu. Queued, the waiters would take the lock one after another,
-// each hand-off a wake-up that on a busy machine waits for a free core
-// (Go's mutex hands itself over in strict order once a waiter has waited
-// a millisecond), and most of them would find nothing left to write.
+// everything staged so far if they are not.
 func (l *Log) commitUpTo(end int64) error {
-	for l.committed.Load() < end {
-		done := l.commitDone.C()
-		if l.commitMu.TryLock() {
-			err := l.commitLocked()
-			l.commitMu.Unlock()
-			l.commitDone.Notify()
-			return err
-		}
-		if err := l.Err(); err != nil {
-			return err
-		}
-		if l.committed.Load() >= end {
-			return nil
-		}
-		<-done // the writer notifies after it has unlocked
+	if l.committed.Load() >= end {
+		return nil
 	}
-	return nil
+	return l.commit()
 }
 
 // commit writes the staged chunks with pwrite and advances the committed
@@ -141,17 +122,7 @@ func (l *Log) commit() error {
 		return nil
 	}
 	l.commitMu.Lock()
-	err := l.commitLocked()
-	l.commitMu.Unlock()
-	l.commitDone.Notify()
-	return err
-}
-
-// commitLocked is commit with commitMu held.
-func (l *Log) commitLocked() error {
-	if l.mode != WritePwrite {
-		return nil
-	}
+	defer l.commitMu.Unlock()
 	if err := l.Err(); err != nil {
 		// Bytes staged before a failed write are gone: never let the
 		// committed offset move over them.

@@ -127,9 +127,6 @@ type Log struct {
 
 	commitMu  sync.Mutex
 	committed atomic.Int64
-	// commitDone fires after each write of staged bytes has released
-	// commitMu (commitUpTo's waiters).
-	commitDone notify.Signal
 	// flushMu serialises flushes with each other and with closing or
 	// removing segments; segmentsClosed is set under it by Close.
 	flushMu        sync.Mutex

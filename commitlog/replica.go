@@ -237,7 +237,6 @@ func (l *Log) StartAt(off int64) error {
 	}
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
-	defer l.commitDone.Notify() // after the unlock: commitUpTo's waiters
 	l.commitMu.Lock()
 	defer l.commitMu.Unlock()
 	l.mu.Lock()

@@ -111,7 +111,6 @@ func (l *Log) Truncate(off int64) error {
 	if err := l.commit(); err != nil {
 		return fmt.Errorf("commitlog: truncate to %d: %w", off, err)
 	}
-	defer l.commitDone.Notify() // after the unlock: commitUpTo's waiters
 	l.commitMu.Lock()
 	defer l.commitMu.Unlock()
 	l.mu.Lock()

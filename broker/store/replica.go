@@ -26,7 +26,7 @@ func (s *Store) StartAt(off int64) error {
 	// The log is empty, so the dispatcher is idle: nothing is readable. Move
 	// the dispatch point first so it never looks below the new start.
 	s.planMu.Lock()
-	defer s.unlockPlan()
+	defer s.planMu.Unlock()
 	prev := s.dispatched.Load()
 	s.dispatched.Store(off)
 	if err := s.clog.StartAt(off); err != nil {

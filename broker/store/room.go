@@ -49,13 +49,8 @@ type plannedFile struct {
 // for lack of room.
 func (s *Store) planTo(limit int64) error {
 	s.planMu.Lock()
-	defer s.unlockPlan()
+	defer s.planMu.Unlock()
 	defer s.plannedSig.Notify()
-	return s.planToLocked(limit)
-}
-
-// planToLocked is planTo with planMu held.
-func (s *Store) planToLocked(limit int64) error {
 	for {
 		from := s.planned.Load()
 		if from >= limit {
@@ -272,41 +267,16 @@ func (s *Store) roomFor(msgs []*message.Ext, rs []commitlog.Result) error {
 
 // planOwn plans the records before rs, then rs themselves from what Put
 // knows of them, without decoding them, as far as they follow each other
-// and fit; planTo does the rest. When another put is planning, planOwn
-// waits for it to finish and looks again instead of queueing on planMu
-// (see commitlog's commitUpTo for why): a put that arrived while the
-// records before its own were being planned often finds its own planned
-// too, by the planner's scan.
+// and fit; planTo does the rest.
 func (s *Store) planOwn(msgs []*message.Ext, rs []commitlog.Result) error {
-	end := rs[len(rs)-1].End()
-	for s.planned.Load() < end {
-		done := s.planDone.C()
-		if s.planMu.TryLock() {
-			err := s.planOwnLocked(msgs, rs)
-			s.unlockPlan()
-			return err
-		}
-		<-done
-	}
-	return nil
-}
-
-// unlockPlan releases planMu and wakes the puts waiting in planOwn.
-func (s *Store) unlockPlan() {
-	s.planMu.Unlock()
-	s.planDone.Notify()
-}
-
-// planOwnLocked is planOwn with planMu held.
-func (s *Store) planOwnLocked(msgs []*message.Ext, rs []commitlog.Result) error {
 	if s.planned.Load() < rs[0].PhysicalOffset {
-		err := s.planToLocked(rs[0].PhysicalOffset)
-		s.plannedSig.Notify()
-		if err != nil {
+		if err := s.planTo(rs[0].PhysicalOffset); err != nil {
 			return err
 		}
 	}
-	// No plannedSig for rs: the put dispatches what it planned itself
+	s.planMu.Lock()
+	defer s.planMu.Unlock()
+	// No plannedSig here: the put dispatches what it planned itself
 	// (dispatchInline), or putDone wakes the dispatcher.
 	line := s.indexLine()
 	for i, r := range rs {
@@ -387,7 +357,7 @@ func (s *Store) trimReserve() {
 		return
 	}
 	s.planMu.Lock() // no planning counts on a spare meanwhile
-	defer s.unlockPlan()
+	defer s.planMu.Unlock()
 	s.newMu.Lock()
 	held := len(s.newFiles)
 	s.newMu.Unlock()

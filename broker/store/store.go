@@ -53,9 +53,8 @@ type Store struct {
 	// for its queue and index files; the dispatcher never passes it, and
 	// Put acknowledges nothing above it.
 	res            *reserve
-	planMu         sync.Mutex    // serialises planning; released by unlockPlan
-	planDone       notify.Signal // planMu was released (planOwn's waiters)
-	dispatchMu     sync.Mutex    // held by the dispatcher while it dispatches one record
+	planMu         sync.Mutex // serialises planning
+	dispatchMu     sync.Mutex // held by the dispatcher while it dispatches one record
 	planned        atomic.Int64
 	plannedSig     notify.Signal                   // planned moved, or the last PutBatch in flight returned
 	putting        atomic.Int64                    // PutBatch calls in flight

@@ -88,7 +88,7 @@ func (s *Store) TruncateTo(ctx context.Context, off int64) error {
 	defer s.pauseMu.Unlock()
 	defer s.pauseWanted.Store(false)
 	s.planMu.Lock()
-	defer s.unlockPlan()
+	defer s.planMu.Unlock()
 	s.cpMu.Lock()
 	defer s.cpMu.Unlock()
 	if s.closed.Load() {
