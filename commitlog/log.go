@@ -226,6 +226,7 @@ func Open(opts Options, from int64, log *zap.Logger) (*Log, error) {
 	l.checkDisk()
 	l.startLoops()
 	if l.ra.size > 0 {
+		l.ra.chunk = raChunkFor(opts.Dir)
 		l.wg.Add(1)
 		go l.readAheadLoop()
 	}

@@ -1,9 +1,15 @@
 package commitlog
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 )
 
 // Read-ahead for readers that go through the log in order (a consumer
@@ -22,12 +28,44 @@ const (
 	// raQueue is how many read-ahead requests may wait for the worker; a
 	// request that does not fit is dropped (it is a hint).
 	raQueue = 64
-	// raChunk is the most one fadvise(WILLNEED) call asks for. The kernel
-	// reads at most max(read_ahead_kb, the device's largest request) per
-	// call (force_page_cache_ra), 128 KiB on a default set-up, so a longer
-	// range is asked for in pieces.
-	raChunk = 128 << 10
+	// raMinChunk is the most one fadvise(WILLNEED) call asks for when the
+	// device's limits are unknown. The kernel reads at most
+	// max(read_ahead_kb, max_sectors_kb) per call (force_page_cache_ra),
+	// never less than 128 KiB on a default set-up, so a longer range is
+	// asked for in pieces.
+	raMinChunk = 128 << 10
+	// raMaxChunk bounds one call however large the device's limits.
+	raMaxChunk = 8 << 20
 )
+
+// raChunkFor returns how much one fadvise(WILLNEED) call may ask for on
+// the device holding dir: max(read_ahead_kb, max_sectors_kb) of its
+// request queue (/sys/dev/block/MAJ:MIN/queue, or the whole disk's for a
+// partition), between raMinChunk and raMaxChunk; raMinChunk when it
+// cannot tell (tmpfs, overlay file systems and the like).
+func raChunkFor(dir string) int64 {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return raMinChunk
+	}
+	dev := fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
+	var kb int64
+	for _, q := range []string{dev + "/queue", dev + "/../queue"} {
+		for _, f := range []string{"read_ahead_kb", "max_sectors_kb"} {
+			b, err := os.ReadFile(filepath.Join(q, f))
+			if err != nil {
+				continue
+			}
+			if v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
+				kb = max(kb, v)
+			}
+		}
+		if kb > 0 {
+			break
+		}
+	}
+	return min(max(kb<<10, raMinChunk), raMaxChunk)
+}
 
 // raWindow is one reader's read-ahead: the kernel has been asked for the
 // log's bytes up to next.
@@ -42,6 +80,7 @@ type raReq struct{ from, to int64 }
 // raState follows readers' positions; mu guards wins and clock.
 type raState struct {
 	size  int64 // bytes kept ahead; 0: off
+	chunk int64 // bytes per fadvise call (raChunkFor)
 	mu    sync.Mutex
 	wins  [raWindows]raWindow
 	clock uint64
@@ -65,7 +104,8 @@ func (o *Options) readAhead() int64 {
 // [from, to) and will probably go on past to. When those bytes or the
 // ReadAhead bytes after them have not been asked for yet, a background
 // worker asks the kernel to read them into the page cache
-// (posix_fadvise WILLNEED): the reader then finds its pages in memory
+// (posix_fadvise WILLNEED, as much per call as the device's read-ahead
+// allows): the reader then finds its pages in memory
 // instead of waiting on one page fault after another.
 //
 // It costs no system call on the reader's side, and none at all while the
@@ -169,7 +209,7 @@ func (l *Log) readAheadLoop() {
 }
 
 // willNeed asks the kernel to read [from, to) of the log into the page
-// cache, raChunk at a time. Each call holds segMu's read lock (so the file
+// cache, ra.chunk at a time. Each call holds segMu's read lock (so the file
 // stays open) but not the whole pass: a call may wait for room in the
 // disk's request queue, and a segment roll waits for segMu. Bytes of a
 // segment removed meanwhile are skipped; errors are only logged (the hint
@@ -185,7 +225,7 @@ func (l *Log) willNeed(from, to int64) {
 	}
 }
 
-// willNeedChunk asks for up to raChunk bytes from off (not past to or the
+// willNeedChunk asks for up to ra.chunk bytes from off (not past to or the
 // end of off's segment) and returns where the next chunk starts.
 func (l *Log) willNeedChunk(off, to int64) (int64, error) {
 	l.segMu.RLock()
@@ -197,7 +237,7 @@ func (l *Log) willNeedChunk(off, to int64) (int64, error) {
 		}
 		return max(off+1, l.segs[0].start), nil // below the oldest segment
 	}
-	end := min(to, seg.end(), off+raChunk)
+	end := min(to, seg.end(), off+l.ra.chunk)
 	if err := seg.willNeed(off-seg.start, end-off); err != nil {
 		return to, err
 	}

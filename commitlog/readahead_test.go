@@ -185,3 +185,18 @@ func resident(t *testing.T, path string) int {
 	}
 	return n
 }
+
+// TestReadAheadChunk: one fadvise call asks for what the device's limits
+// let the kernel read at once, within bounds; raMinChunk when the device
+// is unknown.
+func TestReadAheadChunk(t *testing.T) {
+	dir := t.TempDir()
+	c := raChunkFor(dir)
+	if c < raMinChunk || c > raMaxChunk {
+		t.Fatalf("chunk %d for %s, want within [%d, %d]", c, dir, raMinChunk, raMaxChunk)
+	}
+	t.Logf("%s: %d KiB per call", dir, c>>10)
+	if c := raChunkFor(dir + "/missing"); c != raMinChunk {
+		t.Fatalf("chunk %d for a missing directory, want %d", c, raMinChunk)
+	}
+}
