@@ -103,10 +103,10 @@ func (o *Options) readAhead() int64 {
 // Prefetch tells the log that a reader is about to read the records in
 // [from, to) and will probably go on past to. When those bytes or the
 // ReadAhead bytes after them have not been asked for yet, a background
-// worker asks the kernel to read them into the page cache
-// (posix_fadvise WILLNEED, as much per call as the device's read-ahead
-// allows): the reader then finds its pages in memory
-// instead of waiting on one page fault after another.
+// worker asks the kernel to read them into the page cache (posix_fadvise
+// WILLNEED, as much per call as the device's read-ahead allows): the
+// reader then finds its pages in memory instead of waiting on one page
+// fault after another.
 //
 // It costs no system call on the reader's side, and none at all while the
 // reader stays inside what was already asked for: the log remembers, for
