@@ -136,9 +136,28 @@
 // an unknown state until a reopen, whose caller repeats the cut (the store
 // keeps an intent file for that).
 //
+// # Read-ahead
+//
+// Reads go through the mapping, so a read of bytes the page cache does not
+// hold waits on a page fault, one after another (and a goroutine in a page
+// fault keeps its P). Prefetch(from, to) is a reader's hint that it is
+// about to read [from, to) and will go on in order — the store gives it
+// once per batch of ConsumeQueue units a pull looks at, ReadRaw once per
+// chunk. For up to 16 reading positions the log remembers how far ahead it
+// has asked the kernel to read; once a reader is ReadAhead/4 past that, a
+// background goroutine asks for the ReadAhead bytes (16 MiB by default)
+// after what the reader reads with posix_fadvise(WILLNEED), which queues
+// the reads and returns. A call asks for at most what the kernel reads per
+// call, max(read_ahead_kb, max_sectors_kb) of the disk (128 KiB to 8 MiB).
+// Nothing past Readable is asked for, so readers at the tail, and readers
+// inside what was asked for, make no system call. Options.ReadAhead < 0
+// turns it off.
+//
 // # Concurrency
 //
 // Append* serialise on the append lock. View, ReadRecord, ReadRaw and Scan
 // may run concurrently with appends and with each other; they hold a read lock
-// on the segment list so retention cannot unmap a file under them.
+// on the segment list so retention cannot unmap a file under them. Prefetch
+// may be called from anywhere, under the segment list's read lock too; its
+// goroutine takes that read lock once per fadvise call.
 package commitlog

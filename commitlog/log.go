@@ -135,6 +135,8 @@ type Log struct {
 	watchTicks     atomic.Int64 // quarters of SyncFlushTimeout (watchTick)
 	residentFrom   atomic.Int64 // ReleaseResident dropped the mapped pages below
 
+	ra raState // read-ahead for sequential readers (Prefetch)
+
 	readableSig  notify.Signal
 	flushedSig   notify.Signal
 	committedSig notify.Signal
@@ -196,6 +198,7 @@ func Open(opts Options, from int64, log *zap.Logger) (*Log, error) {
 		flushReq:  make(chan struct{}, 1),
 		allocReq:  make(chan struct{}, 1),
 		allocWant: -1,
+		ra:        raState{size: opts.readAhead(), reqs: make(chan raReq, raQueue)},
 	}
 	l.writable = l.mode == WriteMmap
 	starts, err := listSegments(opts.Dir)
@@ -222,6 +225,11 @@ func Open(opts Options, from int64, log *zap.Logger) (*Log, error) {
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.checkDisk()
 	l.startLoops()
+	if l.ra.size > 0 {
+		l.ra.chunk = raChunkFor(opts.Dir)
+		l.wg.Add(1)
+		go l.readAheadLoop()
+	}
 	l.log.Info("commitlog opened",
 		zap.String("dir", opts.Dir), zap.String("flush", opts.FlushMode.String()),
 		zap.String("write", l.mode.String()), zap.Int64("segmentSize", opts.SegmentSize),
@@ -751,6 +759,7 @@ func (l *Log) ReadRaw(off int64, dst []byte) (int, error) {
 		return 0, fmt.Errorf("%w: %d below min offset %d", ErrOffset, off, l.minOffsetLocked())
 	}
 	end := min(seg.end(), readable, off+int64(len(dst)))
+	l.Prefetch(off, end) // a slave catching up reads the log in order
 	return copy(dst, seg.m.Data[off-seg.start:end-seg.start]), nil
 }
 

@@ -119,6 +119,10 @@ type Options struct {
 	// ReadableChanged: a reader parked on it is not woken once per
 	// append. AppendRaw (replication) and flushes still fire it.
 	AppendersDispatch bool
+	// ReadAhead is how far ahead of a reader that calls Prefetch the log
+	// asks the kernel to read (DefaultReadAhead, 16 MiB, when 0; negative
+	// turns read-ahead off).
+	ReadAhead int64
 }
 
 // DefaultOptions returns the production defaults for dir.
@@ -136,6 +140,7 @@ func DefaultOptions(dir string) Options {
 		DiskFullRatio:         0.90,
 		DiskCheckInterval:     time.Second,
 		StageLimit:            1 << 20,
+		ReadAhead:             DefaultReadAhead,
 		Now:                   time.Now,
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/bolide-mq/bolide/internal/fsutil"
 	"github.com/bolide-mq/bolide/internal/mmap"
 )
@@ -88,6 +90,16 @@ func openSegment(dir string, start, size int64, create, writable bool) (*segment
 		return nil, err
 	}
 	return &segment{start: start, size: size, path: path, f: f, m: m}, nil
+}
+
+// willNeed asks the kernel to start reading [off, off+n) of the file into
+// the page cache (posix_fadvise WILLNEED): it returns once the reads are
+// queued, without waiting for them.
+func (s *segment) willNeed(off, n int64) error {
+	if err := unix.Fadvise(int(s.f.Fd()), off, n, unix.FADV_WILLNEED); err != nil {
+		return fmt.Errorf("fadvise willneed %s at %d: %w", s.path, off, err)
+	}
+	return nil
 }
 
 // close unmaps and closes the segment.

@@ -133,6 +133,12 @@ func (s *Store) GetMatching(topic string, queueID int32, offset int64, maxCount,
 		if len(units) == 0 {
 			break
 		}
+		// Have the kernel read what these units point at (and on) into
+		// memory, so a cold backlog is read at the disk's pace rather than
+		// a page fault at a time; free while the pages are hot.
+		if last := units[len(units)-1]; last.Offset >= minPhys {
+			s.clog.Prefetch(max(units[0].Offset, minPhys), last.Offset+int64(last.Size))
+		}
 		done := false
 		for i, u := range units {
 			qo := next + int64(i)
