@@ -102,6 +102,10 @@ type options struct {
 	faultTolerance  bool
 	faultIsolation  time.Duration
 	asyncSendsLimit int
+	// asyncBatchMessages and asyncBatchBytes bound one request of
+	// coalesced SendAsync messages (async.go).
+	asyncBatchMessages int
+	asyncBatchBytes    int
 
 	// Consumers.
 	model             MessageModel
@@ -133,39 +137,41 @@ type options struct {
 
 func defaultOptions() options {
 	return options{
-		nameServers:       []string{"127.0.0.1:9876"},
-		log:               zap.NewNop(),
-		rpcTimeout:        3 * time.Second,
-		routeRefresh:      30 * time.Second,
-		sendTimeout:       3 * time.Second,
-		sendRetries:       2,
-		maxBodySize:       message.DefaultMaxBodySize,
-		faultTolerance:    true,
-		faultIsolation:    30 * time.Second,
-		asyncSendsLimit:   10000,
-		model:             Clustering,
-		consumeFrom:       ConsumeFromLast,
-		heartbeatInterval: 30 * time.Second,
-		rebalanceInterval: 20 * time.Second,
-		allocate:          AllocateAverage{},
-		commitInterval:    5 * time.Second,
-		autoCommit:        true,
-		consumeGoroutines: 20,
-		consumeBatchSize:  1,
-		pullBatchSize:     32,
-		pullMaxBytes:      4 << 20,
-		longPollTimeout:   15 * time.Second,
-		queueMaxMessages:  1000,
-		queueMaxBytes:     100 << 20,
-		retryDelay:        time.Second,
-		suspendDelay:      time.Second,
-		maxReconsumeTimes: -1,
-		consumeTimeout:    15 * time.Minute,
-		lockInterval:      20 * time.Second,
-		lockRetryInterval: 500 * time.Millisecond,
-		pullBackoff:       time.Second,
-		pollBatchSize:     32,
-		masterRetry:       3 * time.Second,
+		nameServers:        []string{"127.0.0.1:9876"},
+		log:                zap.NewNop(),
+		rpcTimeout:         3 * time.Second,
+		routeRefresh:       30 * time.Second,
+		sendTimeout:        3 * time.Second,
+		sendRetries:        2,
+		maxBodySize:        message.DefaultMaxBodySize,
+		faultTolerance:     true,
+		faultIsolation:     30 * time.Second,
+		asyncSendsLimit:    10000,
+		asyncBatchMessages: 256,
+		asyncBatchBytes:    1 << 20,
+		model:              Clustering,
+		consumeFrom:        ConsumeFromLast,
+		heartbeatInterval:  30 * time.Second,
+		rebalanceInterval:  20 * time.Second,
+		allocate:           AllocateAverage{},
+		commitInterval:     5 * time.Second,
+		autoCommit:         true,
+		consumeGoroutines:  20,
+		consumeBatchSize:   1,
+		pullBatchSize:      32,
+		pullMaxBytes:       4 << 20,
+		longPollTimeout:    15 * time.Second,
+		queueMaxMessages:   1000,
+		queueMaxBytes:      100 << 20,
+		retryDelay:         time.Second,
+		suspendDelay:       time.Second,
+		maxReconsumeTimes:  -1,
+		consumeTimeout:     15 * time.Minute,
+		lockInterval:       20 * time.Second,
+		lockRetryInterval:  500 * time.Millisecond,
+		pullBackoff:        time.Second,
+		pollBatchSize:      32,
+		masterRetry:        3 * time.Second,
 	}
 }
 
@@ -188,6 +194,8 @@ func (o *options) validate() error {
 		{"max body size", int64(o.maxBodySize)},
 		{"fault isolation", int64(o.faultIsolation)},
 		{"async send limit", int64(o.asyncSendsLimit)},
+		{"async batch messages", int64(o.asyncBatchMessages)},
+		{"async batch bytes", int64(o.asyncBatchBytes)},
 		{"heartbeat interval", int64(o.heartbeatInterval)},
 		{"rebalance interval", int64(o.rebalanceInterval)},
 		{"commit interval", int64(o.commitInterval)},
@@ -459,6 +467,21 @@ func WithFaultIsolation(d time.Duration) ProducerOption {
 // SendAsync blocks until one completes. Default 10 000.
 func WithAsyncSendLimit(n int) ProducerOption {
 	return producerOption(func(o *options) { o.asyncSendsLimit = n })
+}
+
+// WithAsyncBatch bounds the requests in which SendAsync coalesces the
+// messages that wait while a request of the same kind is in flight: at
+// most messages messages and about bytes bytes (bodies and properties; a
+// larger message still goes, alone), and never more body bytes than
+// WithMaxBodySize, as SendBatch. Default 256 messages and 1 MiB, within a
+// broker's default limit of 1 024 messages per request (a broker that
+// refuses a batch as too large has its messages sent again one by one).
+// WithAsyncBatch(1, …) turns coalescing off: each SendAsync is a request
+// of its own.
+func WithAsyncBatch(messages, bytes int) ProducerOption {
+	return producerOption(func(o *options) {
+		o.asyncBatchMessages, o.asyncBatchBytes = messages, bytes
+	})
 }
 
 // WithMessageModel sets Clustering (default) or Broadcasting.
