@@ -366,11 +366,21 @@ func (p *Producer) toWire(m *Message, shardingKey string) (*pb.Message, error) {
 	if err := message.ValidateProperties(props); err != nil {
 		return nil, codeErr(pb.Code_MESSAGE_ILLEGAL, "%v", err)
 	}
-	if n := len(message.EncodeProperties(props)); n > message.MaxPropertiesSize-32 {
+	if n := encodedPropertiesLen(props); n > message.MaxPropertiesSize-32 {
 		return nil, codeErr(pb.Code_PROPERTIES_TOO_LARGE, "properties take %d bytes, at most %d", n, message.MaxPropertiesSize-32)
 	}
 	mm := message.Message{Topic: m.Topic, Body: m.Body, Properties: props}
 	return wire.MessageToProto(&mm, 0, time.Now().UnixMilli(), p.bornHost), nil
+}
+
+// encodedPropertiesLen is len(message.EncodeProperties(props)), without
+// encoding them: each pair is its name, its value and two separators.
+func encodedPropertiesLen(props map[string]string) int {
+	n := 0
+	for k, v := range props {
+		n += len(k) + len(v) + 2
+	}
+	return n
 }
 
 // selectQueue picks the queue of one attempt. avoid is the broker the
