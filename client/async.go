@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"reflect"
-	"sync/atomic"
 
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
@@ -42,13 +41,10 @@ type asyncItem struct {
 }
 
 // asyncLane is the queue of one lane. A lane is in Producer.lanes exactly
-// while one goroutine (drainLane) sends its messages.
+// while it has a drainer: a goroutine sending its next request.
 type asyncLane struct {
 	key asyncLaneKey
 	so  *sendOptions // the routing every message of the lane shares
-	// waiting counts pending (it is read without the lock to decide
-	// whether the drainer should hand callbacks to another goroutine).
-	waiting atomic.Int32
 	// Producer.laneMu protects pending.
 	pending []*asyncItem
 }
@@ -111,26 +107,23 @@ func (p *Producer) enqueueAsync(key asyncLaneKey, so *sendOptions, it *asyncItem
 		p.lanes[key] = l
 	}
 	l.pending = append(l.pending, it)
-	l.waiting.Add(1)
 	p.laneMu.Unlock()
 	if start {
-		// Owned: every item holds asyncWG until its callback has run,
-		// and the drainer returns once it has no item left.
-		go p.drainLane(l)
+		p.goDrain(l)
 	}
 }
 
+// goDrain starts a drainer of l. It is owned: each message it holds keeps
+// its count in asyncWG until its callback has run, which Close waits for.
+func (p *Producer) goDrain(l *asyncLane) {
+	go p.drainLane(l)
+}
+
 // takeBatch takes the lane's next batch: the oldest waiting message and
-// those after it sent with the same context, within the batch limits. With
-// nothing waiting it retires the lane and returns nil.
+// those after it sent with the same context, within the batch limits.
 func (p *Producer) takeBatch(l *asyncLane) []*asyncItem {
 	p.laneMu.Lock()
 	defer p.laneMu.Unlock()
-	if len(l.pending) == 0 {
-		delete(p.lanes, l.key)
-		l.pending = nil
-		return nil
-	}
 	first := l.pending[0]
 	n, bytes, bodies := 1, first.size, len(first.pm.GetBody())
 	for n < len(l.pending) && n < p.b.opts.asyncBatchMessages {
@@ -148,45 +141,46 @@ func (p *Producer) takeBatch(l *asyncLane) []*asyncItem {
 	rest := copy(l.pending, l.pending[n:])
 	clear(l.pending[rest:])
 	l.pending = l.pending[:rest]
-	l.waiting.Add(int32(-n))
 	return batch
 }
 
-// drainLane sends the lane's messages, one request at a time, until none
-// is waiting.
+// drainLane sends the lane's next request. Once it has the outcome it
+// hands the lane to a new drainer when messages wait (or retires the lane
+// when none does), then runs the batch's callbacks itself: a callback,
+// even one that blocks or sends again, never holds up the lane.
 func (p *Producer) drainLane(l *asyncLane) {
-	for {
-		batch := p.takeBatch(l)
-		if batch == nil {
-			return
-		}
-		if p.testBeforeBatch != nil {
-			p.testBeforeBatch(len(batch))
-		}
-		res, errs := p.sendAsyncBatch(l, batch)
-		p.completeAsync(l, batch, res, errs)
+	batch := p.takeBatch(l)
+	if p.testBeforeBatch != nil {
+		p.testBeforeBatch(len(batch))
 	}
-}
-
-// completeAsync runs the callbacks of a batch, each with its own result,
-// and frees their slots. It runs them itself while the lane has nothing
-// waiting; once messages wait, it hands the rest to another goroutine so
-// that the next request is not held up by callbacks.
-func (p *Producer) completeAsync(l *asyncLane, batch []*asyncItem, res []*SendResult, errs []error) {
+	res, errs := p.sendAsyncBatch(l, batch)
+	p.laneMu.Lock()
+	more := len(l.pending) > 0
+	if !more {
+		delete(p.lanes, l.key)
+	}
+	p.laneMu.Unlock()
+	if more {
+		p.goDrain(l)
+	}
+	// The sends are done: their slots go before the callbacks run, so a
+	// callback that sends again finds room (WithAsyncSendLimit bounds the
+	// sends in flight, not the callbacks).
+	for range batch {
+		<-p.asyncSem
+	}
 	for i, it := range batch {
-		if l != nil && l.waiting.Load() > 0 {
-			go p.completeAsync(nil, batch[i:], res[i:], errs[i:])
-			return
-		}
-		p.finishAsync(it.cb, res[i], errs[i])
+		p.safeCallback(it.cb, res[i], errs[i])
+		p.asyncWG.Done()
 	}
 }
 
-// finishAsync calls one SendAsync callback and releases what its send
-// held: a slot of WithAsyncSendLimit and its count in asyncWG.
+// finishAsync frees the slot of one SendAsync whose outcome is known (of
+// WithAsyncSendLimit), calls its callback and releases its count in
+// asyncWG.
 func (p *Producer) finishAsync(cb func(*SendResult, error), res *SendResult, err error) {
-	p.safeCallback(cb, res, err)
 	<-p.asyncSem
+	p.safeCallback(cb, res, err)
 	p.asyncWG.Done()
 }
 

@@ -545,3 +545,51 @@ func TestSendAsyncOnlyBrokerStops(t *testing.T) {
 		t.Fatalf("requests of %v messages: the waiting ones did not share one", got)
 	}
 }
+
+// TestSendAsyncFromCallbacks: callbacks that send again, with a small
+// WithAsyncSendLimit and several messages per request, all complete: a
+// callback holds neither a slot nor its lane.
+func TestSendAsyncFromCallbacks(t *testing.T) {
+	e := startEnv(t, 1, 1)
+	topic := e.topic(2)
+	p := e.producer(WithAsyncSendLimit(4))
+	var merged atomic.Int64
+	p.testBeforeBatch = func(n int) {
+		if n > 1 {
+			merged.Add(1)
+		}
+	}
+	const n = 200
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	wg.Add(2 * n)
+	for i := range n {
+		p.SendAsync(context.Background(), &Message{Topic: topic, Body: []byte(fmt.Sprintf("m-%d", i))}, func(_ *SendResult, err error) {
+			defer wg.Done()
+			if err != nil {
+				failed.Add(1)
+			}
+			// A resend from the callback, as an application might do.
+			p.SendAsync(context.Background(), &Message{Topic: topic, Body: []byte(fmt.Sprintf("again-%d", i))}, func(_ *SendResult, err error) {
+				defer wg.Done()
+				if err != nil {
+					failed.Add(1)
+				}
+			})
+		})
+	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("callbacks stuck")
+	}
+	if failed.Load() != 0 {
+		t.Fatalf("%d sends failed", failed.Load())
+	}
+	t.Logf("%d requests of several messages", merged.Load())
+}

@@ -464,7 +464,9 @@ func WithFaultIsolation(d time.Duration) ProducerOption {
 }
 
 // WithAsyncSendLimit bounds the SendAsync calls in flight; beyond it
-// SendAsync blocks until one completes. Default 10 000.
+// SendAsync blocks until one completes. A send stops counting when its
+// outcome is known, before its callback runs (so a callback may send
+// again). Default 10 000.
 func WithAsyncSendLimit(n int) ProducerOption {
 	return producerOption(func(o *options) { o.asyncSendsLimit = n })
 }
