@@ -126,7 +126,7 @@ func (p *Producer) takeBatch(l *asyncLane) []*asyncItem {
 	defer p.laneMu.Unlock()
 	first := l.pending[0]
 	n, bytes, bodies := 1, first.size, len(first.pm.GetBody())
-	for n < len(l.pending) && n < p.b.opts.asyncBatchMessages {
+	for n < len(l.pending) && n < p.b.opts.asyncBatchMsgs {
 		it := l.pending[n]
 		body := len(it.pm.GetBody())
 		if bytes+it.size > p.b.opts.asyncBatchBytes || bodies+body > p.b.opts.maxBodySize || !sameContext(first.ctx, it.ctx) {

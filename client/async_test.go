@@ -593,3 +593,16 @@ func TestSendAsyncFromCallbacks(t *testing.T) {
 	}
 	t.Logf("%d requests of several messages", merged.Load())
 }
+
+func TestWithAsyncBatchValidated(t *testing.T) {
+	for _, o := range []ProducerOption{WithAsyncBatch(0, 1<<20), WithAsyncBatch(16, 0), WithAsyncBatch(-1, -1)} {
+		if _, err := NewProducer("g", o); !errors.Is(err, ErrInvalidParameter) {
+			t.Errorf("accepted: %v", err)
+		}
+	}
+	p, err := NewProducer("g", WithAsyncBatch(1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Close()
+}

@@ -102,10 +102,10 @@ type options struct {
 	faultTolerance  bool
 	faultIsolation  time.Duration
 	asyncSendsLimit int
-	// asyncBatchMessages and asyncBatchBytes bound one request of
+	// asyncBatchMsgs and asyncBatchBytes bound one request of
 	// coalesced SendAsync messages (async.go).
-	asyncBatchMessages int
-	asyncBatchBytes    int
+	asyncBatchMsgs  int
+	asyncBatchBytes int
 
 	// Consumers.
 	model             MessageModel
@@ -137,41 +137,41 @@ type options struct {
 
 func defaultOptions() options {
 	return options{
-		nameServers:        []string{"127.0.0.1:9876"},
-		log:                zap.NewNop(),
-		rpcTimeout:         3 * time.Second,
-		routeRefresh:       30 * time.Second,
-		sendTimeout:        3 * time.Second,
-		sendRetries:        2,
-		maxBodySize:        message.DefaultMaxBodySize,
-		faultTolerance:     true,
-		faultIsolation:     30 * time.Second,
-		asyncSendsLimit:    10000,
-		asyncBatchMessages: 256,
-		asyncBatchBytes:    1 << 20,
-		model:              Clustering,
-		consumeFrom:        ConsumeFromLast,
-		heartbeatInterval:  30 * time.Second,
-		rebalanceInterval:  20 * time.Second,
-		allocate:           AllocateAverage{},
-		commitInterval:     5 * time.Second,
-		autoCommit:         true,
-		consumeGoroutines:  20,
-		consumeBatchSize:   1,
-		pullBatchSize:      32,
-		pullMaxBytes:       4 << 20,
-		longPollTimeout:    15 * time.Second,
-		queueMaxMessages:   1000,
-		queueMaxBytes:      100 << 20,
-		retryDelay:         time.Second,
-		suspendDelay:       time.Second,
-		maxReconsumeTimes:  -1,
-		consumeTimeout:     15 * time.Minute,
-		lockInterval:       20 * time.Second,
-		lockRetryInterval:  500 * time.Millisecond,
-		pullBackoff:        time.Second,
-		pollBatchSize:      32,
-		masterRetry:        3 * time.Second,
+		nameServers:       []string{"127.0.0.1:9876"},
+		log:               zap.NewNop(),
+		rpcTimeout:        3 * time.Second,
+		routeRefresh:      30 * time.Second,
+		sendTimeout:       3 * time.Second,
+		sendRetries:       2,
+		maxBodySize:       message.DefaultMaxBodySize,
+		faultTolerance:    true,
+		faultIsolation:    30 * time.Second,
+		asyncSendsLimit:   10000,
+		asyncBatchMsgs:    256,
+		asyncBatchBytes:   1 << 20,
+		model:             Clustering,
+		consumeFrom:       ConsumeFromLast,
+		heartbeatInterval: 30 * time.Second,
+		rebalanceInterval: 20 * time.Second,
+		allocate:          AllocateAverage{},
+		commitInterval:    5 * time.Second,
+		autoCommit:        true,
+		consumeGoroutines: 20,
+		consumeBatchSize:  1,
+		pullBatchSize:     32,
+		pullMaxBytes:      4 << 20,
+		longPollTimeout:   15 * time.Second,
+		queueMaxMessages:  1000,
+		queueMaxBytes:     100 << 20,
+		retryDelay:        time.Second,
+		suspendDelay:      time.Second,
+		maxReconsumeTimes: -1,
+		consumeTimeout:    15 * time.Minute,
+		lockInterval:      20 * time.Second,
+		lockRetryInterval: 500 * time.Millisecond,
+		pullBackoff:       time.Second,
+		pollBatchSize:     32,
+		masterRetry:       3 * time.Second,
 	}
 }
 
@@ -194,7 +194,7 @@ func (o *options) validate() error {
 		{"max body size", int64(o.maxBodySize)},
 		{"fault isolation", int64(o.faultIsolation)},
 		{"async send limit", int64(o.asyncSendsLimit)},
-		{"async batch messages", int64(o.asyncBatchMessages)},
+		{"async batch messages", int64(o.asyncBatchMsgs)},
 		{"async batch bytes", int64(o.asyncBatchBytes)},
 		{"heartbeat interval", int64(o.heartbeatInterval)},
 		{"rebalance interval", int64(o.rebalanceInterval)},
@@ -482,7 +482,7 @@ func WithAsyncSendLimit(n int) ProducerOption {
 // of its own.
 func WithAsyncBatch(messages, bytes int) ProducerOption {
 	return producerOption(func(o *options) {
-		o.asyncBatchMessages, o.asyncBatchBytes = messages, bytes
+		o.asyncBatchMsgs, o.asyncBatchBytes = messages, bytes
 	})
 }
 

@@ -282,7 +282,7 @@ func (p *Producer) SendAsync(ctx context.Context, msg *Message, callback func(*S
 		return
 	}
 	key, ok := laneKeyOf(msg, pm, so)
-	if !ok || p.b.opts.asyncBatchMessages == 1 {
+	if !ok || p.b.opts.asyncBatchMsgs == 1 {
 		go func() {
 			res, err := p.send(ctx, msg, []*pb.Message{pm}, so)
 			if err != nil {
