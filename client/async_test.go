@@ -114,17 +114,23 @@ func (r *asyncRecorder) verifyStored(e *env) (ok int) {
 		mq := q
 		mq.Topic = r.topic
 		var got []*MessageExt
-		for from := int64(0); from < end; {
-			msgs, next, err := e.admin.BrowseQueue(ctx, mq, from, 256)
-			if err != nil {
-				r.t.Fatalf("browse %v from %d: %v", mq, from, err)
+		// An acknowledged message reaches its queue's index a moment
+		// later (the broker dispatches after the append): poll.
+		from := int64(0)
+		e.waitFor(10*time.Second, fmt.Sprintf("%v up to offset %d", mq, end), func() error {
+			for from < end {
+				msgs, next, err := e.admin.BrowseQueue(ctx, mq, from, 256)
+				if err != nil {
+					return fmt.Errorf("browse from %d: %w", from, err)
+				}
+				if len(msgs) == 0 {
+					return fmt.Errorf("browse from %d: nothing yet", from)
+				}
+				got = append(got, msgs...)
+				from = next
 			}
-			if len(msgs) == 0 {
-				r.t.Fatalf("browse %v from %d: nothing, want up to %d", mq, from, end)
-			}
-			got = append(got, msgs...)
-			from = next
-		}
+			return nil
+		})
 		for _, m := range got {
 			o := want[place{q, m.QueueOffset}]
 			if o == nil {
