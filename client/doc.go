@@ -38,6 +38,18 @@
 // sends (WithShardingKey, WithQueueSelector, WithQueue) always use the
 // queue they select and are never retried elsewhere.
 //
+// Producer.SendAsync coalesces: the asynchronous sends of one topic that
+// are routed alike (the round robin, one WithQueue queue, one sharding
+// key) have at most one request on the wire. A send that finds none in
+// flight goes at once, alone (no linger); those that arrive meanwhile go
+// together, in the order SendAsync took them, as one batch request when it
+// returns — within WithAsyncBatch's bounds (256 messages, 1 MiB by
+// default) and only with the same context. A batch is sent, retried and
+// failed over as one Send of it; each callback gets its own message's
+// result. A batch the broker refuses for what it holds (a message it will
+// not take, more messages than its limit) is sent again one message at a
+// time. Sends with a QueueSelector each go alone.
+//
 // # Message ids
 //
 // A message has two ids, named as RocketMQ's clients name them. MsgID

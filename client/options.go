@@ -102,6 +102,10 @@ type options struct {
 	faultTolerance  bool
 	faultIsolation  time.Duration
 	asyncSendsLimit int
+	// asyncBatchMsgs and asyncBatchBytes bound one request of
+	// coalesced SendAsync messages (async.go).
+	asyncBatchMsgs  int
+	asyncBatchBytes int
 
 	// Consumers.
 	model             MessageModel
@@ -143,6 +147,8 @@ func defaultOptions() options {
 		faultTolerance:    true,
 		faultIsolation:    30 * time.Second,
 		asyncSendsLimit:   10000,
+		asyncBatchMsgs:    256,
+		asyncBatchBytes:   1 << 20,
 		model:             Clustering,
 		consumeFrom:       ConsumeFromLast,
 		heartbeatInterval: 30 * time.Second,
@@ -188,6 +194,8 @@ func (o *options) validate() error {
 		{"max body size", int64(o.maxBodySize)},
 		{"fault isolation", int64(o.faultIsolation)},
 		{"async send limit", int64(o.asyncSendsLimit)},
+		{"async batch messages", int64(o.asyncBatchMsgs)},
+		{"async batch bytes", int64(o.asyncBatchBytes)},
 		{"heartbeat interval", int64(o.heartbeatInterval)},
 		{"rebalance interval", int64(o.rebalanceInterval)},
 		{"commit interval", int64(o.commitInterval)},
@@ -456,9 +464,26 @@ func WithFaultIsolation(d time.Duration) ProducerOption {
 }
 
 // WithAsyncSendLimit bounds the SendAsync calls in flight; beyond it
-// SendAsync blocks until one completes. Default 10 000.
+// SendAsync blocks until one completes. A send stops counting when its
+// outcome is known, before its callback runs (so a callback may send
+// again). Default 10 000.
 func WithAsyncSendLimit(n int) ProducerOption {
 	return producerOption(func(o *options) { o.asyncSendsLimit = n })
+}
+
+// WithAsyncBatch bounds the requests in which SendAsync coalesces the
+// messages that wait while a request of the same kind is in flight: at
+// most messages messages and about bytes bytes (bodies and properties; a
+// larger message still goes, alone), and never more body bytes than
+// WithMaxBodySize, as SendBatch. Default 256 messages and 1 MiB, within a
+// broker's default limit of 1 024 messages per request (a broker that
+// refuses a batch as too large has its messages sent again one by one).
+// WithAsyncBatch(1, …) turns coalescing off: each SendAsync is a request
+// of its own.
+func WithAsyncBatch(messages, bytes int) ProducerOption {
+	return producerOption(func(o *options) {
+		o.asyncBatchMsgs, o.asyncBatchBytes = messages, bytes
+	})
 }
 
 // WithMessageModel sets Clustering (default) or Broadcasting.

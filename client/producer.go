@@ -50,6 +50,14 @@ type Producer struct {
 	asyncWG  sync.WaitGroup
 	asyncSem chan struct{}
 	closed   bool
+
+	// laneMu protects lanes and each lane's pending messages (async.go).
+	// It is taken alone.
+	laneMu sync.Mutex
+	lanes  map[asyncLaneKey]*asyncLane
+	// testBeforeBatch, set by tests before the first send, is called
+	// with the size of each coalesced request before it is sent.
+	testBeforeBatch func(n int)
 }
 
 // NewProducer returns a producer of group. Nothing is contacted until
@@ -73,6 +81,7 @@ func NewProducer(group string, opts ...ProducerOption) (*Producer, error) {
 		bornHost: netip.AddrPortFrom(ip, 0).String(),
 		muxes:    make(map[string]*sendMux),
 		asyncSem: make(chan struct{}, o.asyncSendsLimit),
+		lanes:    make(map[asyncLaneKey]*asyncLane),
 	}, nil
 }
 
@@ -228,6 +237,14 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message, opts ...SendO
 // where it is called at once with ErrClosed. It returns at once unless
 // WithAsyncSendLimit sends are already in flight. Close waits for the
 // callbacks in flight.
+//
+// Asynchronous sends of one topic that are routed alike (the round robin,
+// one WithQueue queue or one sharding key) are sent one request at a time,
+// in the order SendAsync took them: a send that finds no request of its
+// own kind in flight goes at once, the ones that arrive meanwhile go
+// together as one batch request when it returns (WithAsyncBatch bounds
+// it). Sends with a QueueSelector, to a retry topic, or of transactional
+// half messages each go in a request of their own.
 func (p *Producer) SendAsync(ctx context.Context, msg *Message, callback func(*SendResult, error), opts ...SendOption) {
 	if callback == nil {
 		callback = func(*SendResult, error) {}
@@ -241,22 +258,42 @@ func (p *Producer) SendAsync(ctx context.Context, msg *Message, callback func(*S
 	p.asyncWG.Add(1)
 	p.asyncMu.RUnlock()
 
-	var acquired bool
 	select {
 	case p.asyncSem <- struct{}{}:
-		acquired = true
 	case <-ctx.Done():
+		err := ctx.Err()
+		go func() {
+			defer p.asyncWG.Done()
+			p.safeCallback(callback, nil, err)
+		}()
+		return
 	}
-	go func() {
-		defer p.asyncWG.Done()
-		if !acquired {
-			p.safeCallback(callback, nil, ctx.Err())
-			return
-		}
-		defer func() { <-p.asyncSem }()
-		res, err := p.Send(ctx, msg, opts...)
-		p.safeCallback(callback, res, err)
-	}()
+	if err := p.checkState(); err != nil {
+		go p.finishAsync(callback, nil, err)
+		return
+	}
+	so := buildSendOptions(msg, opts)
+	pm, err := p.toWire(msg, so.shardingKey)
+	if err == nil {
+		err = so.applyDelay(pm)
+	}
+	if err != nil {
+		go p.finishAsync(callback, nil, err)
+		return
+	}
+	key, ok := laneKeyOf(msg, pm, so)
+	if !ok || p.b.opts.asyncBatchMsgs == 1 {
+		go func() {
+			res, err := p.send(ctx, msg, []*pb.Message{pm}, so)
+			if err != nil {
+				p.finishAsync(callback, nil, err)
+				return
+			}
+			p.finishAsync(callback, res[0], nil)
+		}()
+		return
+	}
+	p.enqueueAsync(key, so, &asyncItem{ctx: ctx, msg: msg, pm: pm, cb: callback, size: itemSize(pm)})
 }
 
 func (p *Producer) safeCallback(cb func(*SendResult, error), res *SendResult, err error) {
@@ -329,11 +366,21 @@ func (p *Producer) toWire(m *Message, shardingKey string) (*pb.Message, error) {
 	if err := message.ValidateProperties(props); err != nil {
 		return nil, codeErr(pb.Code_MESSAGE_ILLEGAL, "%v", err)
 	}
-	if n := len(message.EncodeProperties(props)); n > message.MaxPropertiesSize-32 {
+	if n := encodedPropertiesLen(props); n > message.MaxPropertiesSize-32 {
 		return nil, codeErr(pb.Code_PROPERTIES_TOO_LARGE, "properties take %d bytes, at most %d", n, message.MaxPropertiesSize-32)
 	}
 	mm := message.Message{Topic: m.Topic, Body: m.Body, Properties: props}
 	return wire.MessageToProto(&mm, 0, time.Now().UnixMilli(), p.bornHost), nil
+}
+
+// encodedPropertiesLen is len(message.EncodeProperties(props)), without
+// encoding them: each pair is its name, its value and two separators.
+func encodedPropertiesLen(props map[string]string) int {
+	n := 0
+	for k, v := range props {
+		n += len(k) + len(v) + 2
+	}
+	return n
 }
 
 // selectQueue picks the queue of one attempt. avoid is the broker the

@@ -132,6 +132,9 @@ func extFromRecord(rec []byte, brokerName string) (*MessageExt, error) {
 	return extFromDecoded(e, brokerName), nil
 }
 
+// extFromDecoded converts a decoded record; it takes e's properties over
+// (what is not a field of Message stays as its Properties), so e must not
+// be used after.
 func extFromDecoded(e *message.Ext, brokerName string) *MessageExt {
 	props := e.Properties
 	m := &MessageExt{
@@ -162,25 +165,14 @@ func extFromDecoded(e *message.Ext, brokerName string) *MessageExt {
 	if e.BornHost.IsValid() {
 		m.BornHost = e.BornHost.String()
 	}
-	for k, v := range props {
-		if isFieldProperty(k) {
-			continue
-		}
-		if m.Properties == nil {
-			m.Properties = make(map[string]string, len(props))
-		}
-		m.Properties[k] = v
-	}
-	return m
-}
-
-func isFieldProperty(k string) bool {
 	for _, f := range fieldProperties {
-		if k == f {
-			return true
-		}
+		delete(props, f)
 	}
-	return false
+	if len(props) > 0 {
+		m.Properties = props
+	}
+	e.Properties = nil
+	return m
 }
 
 // uniqKey returns the message's UNIQ_KEY, "" when it was stored without

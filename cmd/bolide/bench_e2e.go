@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -27,6 +29,7 @@ type benchE2EFlags struct {
 	warmup    time.Duration
 	inflight  int
 	idle      time.Duration
+	profile   string
 	transport *benchTransport
 }
 
@@ -56,6 +59,7 @@ not read. Offsets are not committed. Progress goes to stderr (not with -o json).
 	fs.DurationVar(&f.warmup, "warmup", time.Second, "messages scheduled this early in the run are not timed")
 	fs.IntVar(&f.inflight, "inflight", 1024, "sends in flight at most")
 	fs.DurationVar(&f.idle, "idle", 5*time.Second, "after the last send, stop when nothing arrives for this long")
+	fs.StringVar(&f.profile, "cpu-profile", "", "write a CPU profile of this process (producer and consumer) during the run to this file")
 	_ = c.RegisterFlagCompletionFunc("topic", a.topicCompletion)
 	return c
 }
@@ -150,6 +154,13 @@ func (a *app) runBenchE2E(f *benchE2EFlags) error {
 	stopProgress := a.progress(func() string {
 		return fmt.Sprintf("sent %d/%d, received %d msgs", r.sent.Load(), total, r.recv.Load())
 	}, r.recv.Load)
+	if f.profile != "" {
+		stop, err := startCPUProfile(f.profile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	r.sending.Store(true)
 	r.start = time.Now()
 	done := make(chan struct{})
@@ -284,6 +295,23 @@ func (a *app) e2eConsume(c *client.PullConsumer, r *e2eRun) {
 			r.hist.record(now.Sub(time.Unix(0, sent)))
 		}
 	}
+}
+
+// startCPUProfile writes a CPU profile to path until the returned
+// function is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 // sleepCtx sleeps for d or until ctx is done.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -105,9 +107,15 @@ func TestBenchAgainstCluster(t *testing.T) {
 	}
 	// Messages scheduled in the warm-up (the first 100 of 200 here) are
 	// received but not timed.
-	w := runBench(t, ns, "bench", "e2e", "--topic", "bench-cli", "--rate", "200", "--duration", "1s", "--warmup", "500ms", "--size", "64")
+	// --cpu-profile writes a profile of the run.
+	profile := filepath.Join(t.TempDir(), "cpu.pprof")
+	w := runBench(t, ns, "bench", "e2e", "--topic", "bench-cli", "--rate", "200", "--duration", "1s", "--warmup", "500ms", "--size", "64",
+		"--cpu-profile", profile)
 	if w.Sent != 200 || w.Messages != 200 || w.Latency.Count != 100 || w.Bytes != 200*64 {
 		t.Errorf("e2e --warmup: %+v", w)
+	}
+	if st, err := os.Stat(profile); err != nil || st.Size() == 0 {
+		t.Errorf("e2e --cpu-profile: %v, %v", st, err)
 	}
 
 	code, out, errb := runCLI(t, "", "bench", "e2e", "--topic", "bench-cli", "--rate", "50", "--duration", "200ms",
