@@ -61,13 +61,14 @@ type Store struct {
 	plannedEntries int64                           // index entries of the records planned since Open; planMu
 	settledEntries atomic.Int64                    // index entries of the records dispatched since Open
 	planQueues     map[touched]*consumequeue.Queue // the planner's; planMu
-	newMu          sync.Mutex                      // guards newFiles and newOrder
-	newFiles       map[queueFile]struct{}
-	newOrder       []plannedFile         // planned records that start a queue file, in log order
-	nextNewFile    atomic.Int64          // newOrder[0].off, MaxInt64 when empty
-	decoded        decodedRing           // records the planner decoded, for the dispatcher
-	full           atomic.Pointer[error] // why puts are refused, nil when they are not
-	roomSig        notify.Signal         // the keeper found room
+	newMu          sync.Mutex                      // guards newFiles, heldBig and newOrder
+	newFiles       map[queueFile]bool              // planned new files; true: larger than a first file
+	heldBig        int64                           // how many of newFiles are true
+	newOrder       []plannedFile                   // planned records that start a queue file, in log order
+	nextNewFile    atomic.Int64                    // newOrder[0].off, MaxInt64 when empty
+	decoded        decodedRing                     // records the planner decoded, for the dispatcher
+	full           atomic.Pointer[error]           // why puts are refused, nil when they are not
+	roomSig        notify.Signal                   // the keeper found room
 	// recovering: Open could not rebuild the queues up to recoverEnd for
 	// lack of room; puts are refused until the dispatcher gets there.
 	recovering atomic.Bool
@@ -153,7 +154,7 @@ func Open(opts Options, log *zap.Logger) (*Store, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	s := &Store{opts: opts, log: log, newFiles: make(map[queueFile]struct{}), planQueues: make(map[touched]*consumequeue.Queue)}
+	s := &Store{opts: opts, log: log, newFiles: make(map[queueFile]bool), planQueues: make(map[touched]*consumequeue.Queue)}
 	s.nextNewFile.Store(math.MaxInt64)
 	s.dispatchLimit.Store(math.MaxInt64)
 	s.dispatchLater = s.dispatchInline
@@ -260,11 +261,14 @@ func (s *Store) open() error {
 	}
 	var sizes [spareKinds]int64
 	sizes[spareQueue] = o.ConsumeQueue.FileSize()
+	if first := o.ConsumeQueue.FirstFileSize(); first < sizes[spareQueue] {
+		sizes[spareQueueSmall] = first
+	}
 	if o.IndexEnabled {
 		sizes[spareIndex] = o.Index.FileSize()
 	}
 	s.res, err = openReserve(filepath.Join(o.Dir, reserveName), sizes,
-		[spareKinds]int{o.ReserveQueueFiles, o.ReserveIndexFiles}, s.log.Named("reserve"))
+		[spareKinds]int{o.ReserveQueueFiles, o.ReserveFirstQueueFiles, o.ReserveIndexFiles}, s.log.Named("reserve"))
 	if err != nil {
 		return err
 	}
