@@ -38,8 +38,8 @@ type segment struct {
 	start int64 // queue offset (unit index) of the file's first unit
 	units int64 // units the file holds
 	path  string
-	fds   *openFiles    // the store's count
-	qfds  *atomic.Int64 // the queue's count
+	fds   *openFiles              // the store's count
+	qfds  *atomic.Int64           // the queue's count
 	f     atomic.Pointer[os.File] // nil while closed
 }
 
