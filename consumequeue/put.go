@@ -1,7 +1,9 @@
 package consumequeue
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -175,8 +177,18 @@ func (q *Queue) makeDir() error {
 	if q.dirReady.Load() {
 		return nil
 	}
-	if err := os.MkdirAll(q.dir, 0o755); err != nil {
-		return fmt.Errorf("create queue dir: %w", err)
+	// Mkdir first: the topic directory is usually there already, and
+	// MkdirAll would stat each level before creating anything.
+	err := os.Mkdir(q.dir, 0o755)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = os.Mkdir(filepath.Dir(q.dir), 0o755); err == nil || errors.Is(err, fs.ErrExist) {
+			err = os.Mkdir(q.dir, 0o755)
+		}
+	}
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		if err = os.MkdirAll(q.dir, 0o755); err != nil { // the root is gone too
+			return fmt.Errorf("create queue dir: %w", err)
+		}
 	}
 	q.unsynced.Or(parentsUnsynced)
 	q.dirReady.Store(true)

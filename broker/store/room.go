@@ -393,7 +393,10 @@ func (s *Store) trimReserve() {
 	keepFull := max(big, s.res.target[spareQueue])
 	n := s.res.trim(spareQueue, keepFull)
 	if s.res.size[spareQueueSmall] > 0 {
-		n += s.res.trim(spareQueueSmall, all-keepFull)
+		// First files come in streams (new topics being written): keep
+		// twice what is held, so that the stream does not add back on its
+		// send path what was just removed.
+		n += s.res.trim(spareQueueSmall, 2*(all-keepFull))
 	}
 	if n > 0 {
 		s.log.Debug("reserve: surplus spare queue files removed", zap.Int("removed", n),
