@@ -331,6 +331,21 @@ func (s *Store) flushAll(qs []*Queue) error {
 	return nil
 }
 
+// Files returns how many ConsumeQueue files the store's queues have.
+func (s *Store) Files() int {
+	n := 0
+	for _, q := range s.Queues() {
+		q.mu.RLock()
+		n += len(q.segs)
+		q.mu.RUnlock()
+	}
+	return n
+}
+
+// MaxOpenFiles returns the bound on the descriptors the store keeps open
+// between flushes (Options.MaxOpenFiles).
+func (s *Store) MaxOpenFiles() int64 { return s.fds.max }
+
 // OpenFiles returns how many file descriptors the store holds.
 func (s *Store) OpenFiles() int64 { return s.fds.n.Load() }
 

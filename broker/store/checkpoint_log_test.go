@@ -53,3 +53,42 @@ func TestMissingCheckpointLog(t *testing.T) {
 		t.Errorf("records = %v, want 1", n)
 	}
 }
+
+// TestOpenLogsResources: Open says what the store needs of the process's
+// limits: its files, the descriptors and mappings they hold, and the
+// limits themselves.
+func TestOpenLogsResources(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(testOptions(dir, commitlog.FlushAsync), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, err := s.Put(context.Background(), newMsg("R", int32(i%2), i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zapcore.InfoLevel)
+	s, err = Open(testOptions(dir, commitlog.FlushAsync), zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var found []observer.LoggedEntry
+	for _, e := range logs.All() {
+		if _, ok := e.ContextMap()["consumeQueueFiles"]; ok {
+			found = append(found, e)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d resource lines logged at open", len(found))
+	}
+	m := found[0].ContextMap()
+	if m["consumeQueueFiles"] != int64(2) || m["commitLogSegments"].(int64) < 1 ||
+		m["rlimitNofile"].(uint64) == 0 || m["vmMaxMapCount"].(int64) == 0 || m["descriptorsNeeded"].(int64) <= m["mappingsNeeded"].(int64) {
+		t.Fatalf("resource line: %v", m)
+	}
+}

@@ -178,12 +178,48 @@ func Open(opts Options, log *zap.Logger) (*Store, error) {
 		s.wg.Add(1)
 		go s.every(s.opts.ReleaseInterval, s.releaseResident)
 	}
+	s.logResources()
 	log.Info("store opened", zap.String("dir", opts.Dir),
 		zap.Bool("cleanShutdown", s.recovery.CleanShutdown),
 		zap.Int64("dispatchFrom", s.recovery.DispatchFrom),
 		zap.Int64("redispatched", s.recovery.Redispatched),
 		zap.Duration("took", s.recovery.Duration))
 	return s, nil
+}
+
+// logResources says at start-up what the store needs of the process's
+// limits: the descriptors and mappings it holds (ConsumeQueue files are
+// read with pread and hold a descriptor only while in use, up to their
+// MaxOpenFiles between flushes; CommitLog segments and IndexFiles are
+// mapped and keep a descriptor each), against RLIMIT_NOFILE and
+// vm.max_map_count. It warns when the bounds come close to the limits:
+// connections need descriptors too.
+func (s *Store) logResources() {
+	segs := len(s.clog.Segments())
+	idx := 0
+	if s.index != nil {
+		idx = s.index.Files()
+	}
+	cqFiles, cqOpen := s.cqs.Files(), s.cqs.MaxOpenFiles()
+	fds := int64(segs+idx) + cqOpen + 16 // lock, checkpoint, directories
+	maps := int64(segs + idx)
+	nofile, ferr := fsutil.OpenFileLimit()
+	maxMaps, merr := fsutil.MaxMapCount()
+	fields := []zap.Field{zap.Int("commitLogSegments", segs), zap.Int("indexFiles", idx),
+		zap.Int("consumeQueueFiles", cqFiles), zap.Int64("consumeQueueOpenFilesMax", cqOpen),
+		zap.Int64("descriptorsNeeded", fds), zap.Int64("mappingsNeeded", maps),
+		zap.Uint64("rlimitNofile", nofile), zap.Int64("vmMaxMapCount", maxMaps)}
+	if err := errors.Join(ferr, merr); err != nil {
+		fields = append(fields, zap.Error(err))
+	}
+	switch {
+	case ferr == nil && uint64(fds)*2 > nofile:
+		s.log.Warn("store: the open-file limit leaves little room for connections; raise ulimit -n", fields...)
+	case merr == nil && maps*2 > maxMaps:
+		s.log.Warn("store: vm.max_map_count is close to what the store maps; raise it (RocketMQ's deployment guide uses 655360)", fields...)
+	default:
+		s.log.Info("store resources", fields...)
+	}
 }
 
 func lockDir(path string) (*os.File, error) {
