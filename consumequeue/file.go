@@ -130,11 +130,13 @@ func (s *segment) fill(from, to int64, pattern []byte) error {
 	return nil
 }
 
-// sync makes what was written to the segment durable.
+// sync makes what was written to the segment durable, also what another
+// descriptor (since closed, or a crashed process's) wrote: it opens the
+// file when it is closed.
 func (s *segment) sync() error {
-	f := s.f.Load()
-	if f == nil {
-		return nil // closed only after a sync, or never written
+	f, err := s.file()
+	if err != nil {
+		return err
 	}
 	if err := fsutil.BackgroundFdatasync(f); err != nil {
 		return fmt.Errorf("%s: %w", s.path, err)
