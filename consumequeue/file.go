@@ -237,7 +237,7 @@ func openSegment(path string, start, units int64, q *Queue) (*segment, error) {
 	}
 	if st.Size() < size {
 		whole := st.Size() - st.Size()%UnitSize
-		q.log.Warn("consumequeue file is short; re-extending with zeros",
+		q.logger().Warn("consumequeue file is short; re-extending with zeros",
 			zap.String("file", path), zap.Int64("size", st.Size()), zap.Int64("want", size),
 			zap.Int64("keptBytes", whole))
 		if err := f.Truncate(whole); err != nil {

@@ -88,7 +88,7 @@ func (q *Queue) TruncateAfter(phyOffset int64) error {
 	q.flushed.Store(min(q.flushed.Load(), cut))
 	q.mu.Unlock()
 
-	q.log.Info("consumequeue truncated", zap.Int64("phyOffset", phyOffset),
+	q.logger().Info("consumequeue truncated", zap.Int64("phyOffset", phyOffset),
 		zap.Int64("fromQueueOffset", cut), zap.Int64("oldMaxOffset", hi), zap.Int("filesRemoved", len(removed)))
 	// Newest first, so a crash leaves a contiguous run of files.
 	for i := len(removed) - 1; i >= 0; i-- {
@@ -181,7 +181,7 @@ func (q *Queue) DeleteBefore(minPhyOffset int64) (int, error) {
 	if n > 0 {
 		errs = append(errs, fsutil.SyncDir(q.dir))
 	}
-	q.log.Info("consumequeue files deleted", zap.Int64("minPhyOffset", minPhyOffset),
+	q.logger().Info("consumequeue files deleted", zap.Int64("minPhyOffset", minPhyOffset),
 		zap.Int("files", n), zap.Int64("minOffset", q.minOff.Load()))
 	if err := errors.Join(errs...); err != nil {
 		return n, q.errf("delete before %d: %w", minPhyOffset, err)

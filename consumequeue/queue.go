@@ -21,10 +21,10 @@ import (
 type Queue struct {
 	topic string
 	id    int32
-	root  string // store root, synced when the topic directory is created
-	dir   string // <root>/<topic>/<id>
-	lay   layout // which file holds which offset
-	log   *zap.Logger
+	root  string       // store root, synced when the topic directory is created
+	dir   string       // <root>/<topic>/<id>
+	lay   layout       // which file holds which offset
+	log   *zap.Logger  // the store's; logger() adds the queue's fields
 	fds   *openFiles   // the store's count of open descriptors
 	open  atomic.Int64 // descriptors this queue's segments hold
 	// spare is Options.Spare: a file when the disk has no room for one.
@@ -88,8 +88,16 @@ func newQueue(root, topic string, id int32, opts Options, fds *openFiles, log *z
 		lay:   newLayout(opts),
 		fds:   fds,
 		spare: opts.Spare,
-		log:   log.With(zap.String("topic", topic), zap.Int32("queueId", id)),
+		log:   log,
 	}
+}
+
+// logger returns the store's logger with the queue's fields. It is made
+// when something is logged, which is rare: a logger kept per queue holds
+// an encoder buffer, about a kilobyte for each of tens of thousands of
+// queues.
+func (q *Queue) logger() *zap.Logger {
+	return q.log.With(zap.String("topic", q.topic), zap.Int32("queueId", q.id))
 }
 
 // Topic returns the queue's topic.

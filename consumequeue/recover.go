@@ -51,7 +51,7 @@ func (q *Queue) loadSegments() error {
 	for _, e := range entries {
 		startByte, ok := parseFileName(e.Name())
 		if !ok || e.IsDir() {
-			q.log.Warn("consumequeue: skipping stray entry", zap.String("path", filepath.Join(q.dir, e.Name())))
+			q.logger().Warn("consumequeue: skipping stray entry", zap.String("path", filepath.Join(q.dir, e.Name())))
 			continue
 		}
 		if startByte%UnitSize != 0 {
@@ -72,7 +72,7 @@ func (q *Queue) loadSegments() error {
 		// Written whole by a version without growing files: the queue's
 		// first file holds UnitsPerFile units, and the later files, all
 		// full-size, lie where the layout puts them.
-		q.log.Info("consumequeue: the queue's first file is full-size; keeping it so",
+		q.logger().Info("consumequeue: the queue's first file is full-size; keeping it so",
 			zap.Int64("bytes", firstSize))
 		q.lay.first = q.lay.upf
 	}
@@ -112,7 +112,7 @@ func (q *Queue) findBounds() error {
 		return q.errf("recover: %w", err)
 	}
 	if nz < last.end() {
-		q.log.Warn("consumequeue: zeroing stale units past the end of data",
+		q.logger().Warn("consumequeue: zeroing stale units past the end of data",
 			zap.String("file", last.path), zap.Int64("fromQueueOffset", end))
 		err := last.zero(end, last.end())
 		if err == nil {
@@ -126,7 +126,7 @@ func (q *Queue) findBounds() error {
 		if u, err := seg.unit(seg.end() - 1); err != nil {
 			return q.errf("recover: %w", err)
 		} else if !u.valid() {
-			q.log.Warn("consumequeue: earlier file does not end with a unit; trusting it anyway",
+			q.logger().Warn("consumequeue: earlier file does not end with a unit; trusting it anyway",
 				zap.String("file", seg.path))
 		}
 	}
@@ -149,7 +149,7 @@ func (q *Queue) findBounds() error {
 	}
 	q.maxPhy.Store(q.lastEnd)
 	q.flushed.Store(first.start) // the page cache may hold unsynced units of a crashed process
-	q.log.Debug("consumequeue recovered", zap.Int("files", len(q.segs)),
+	q.logger().Debug("consumequeue recovered", zap.Int("files", len(q.segs)),
 		zap.Int64("minOffset", minOff), zap.Int64("maxOffset", end))
 	return nil
 }
@@ -190,7 +190,7 @@ func (q *Queue) dropEmptyTail() error {
 		if u.valid() {
 			break
 		}
-		q.log.Warn("consumequeue: removing empty trailing file", zap.String("file", last.path))
+		q.logger().Warn("consumequeue: removing empty trailing file", zap.String("file", last.path))
 		if err := os.Remove(last.path); err != nil {
 			errs = append(errs, fmt.Errorf("remove empty file: %w", err))
 			break
