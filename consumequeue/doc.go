@@ -88,7 +88,11 @@
 // every queue, except that when more than SyncFSAbove queues (64) have
 // something to make durable it writes them all and then makes everything
 // durable with one syncfs(2) of the file system: one journal commit for
-// thousands of files instead of one each. So a process crash loses the
+// thousands of files instead of one each. Store.FlushBelow(keepFrom), for
+// periodic checkpoints, does the same but then leaves staged the units of a
+// queue that has less than a page (4096 bytes) of them, all staged and
+// pointing at or above CommitLog offset keepFrom, and returns the lowest
+// such offset: the caller's record of what is durable stays below it. So a process crash loses the
 // units put since the last flush (the broker re-dispatches them from its
 // checkpoint), and nothing ever stores through a mapping: a store into a
 // page that a flush has just cleaned faults and waits for the page's

@@ -3,6 +3,7 @@ package consumequeue
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -355,5 +356,59 @@ func TestFlushSyncsClosedFiles(t *testing.T) {
 	}
 	if q.dirty() || q.flushed.Load() != 30 {
 		t.Fatalf("after the flush: dirty %v, flushed to %d", q.dirty(), q.flushed.Load())
+	}
+}
+
+// TestFlushBelowDefers: with many queues dirty, FlushBelow leaves the few
+// staged units of a queue staged while they point at or above keepFrom,
+// writes the rest (a queue with a page of units, or units below keepFrom),
+// and says where the first unit left staged points.
+func TestFlushBelowDefers(t *testing.T) {
+	root := t.TempDir()
+	s, err := Open(root, Options{UnitsPerFile: 1000, FirstFileUnits: 8, SyncFSAbove: 2}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	busy := mustQueue(t, s, "t", 0)
+	putRange(t, busy, 0, 300) // more than a page staged
+	light := make([]*Queue, 5)
+	for i := range light {
+		light[i] = mustQueue(t, s, "t", int32(i+1))
+		putRange(t, light[i], 0, 3)
+	}
+	// The new files' directory entries are written out with the first flush.
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range light {
+		putRange(t, q, 3, 5)
+	}
+	putRange(t, busy, 300, 600)
+	kept, err := s.FlushBelow(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept != unitFor(3).Offset {
+		t.Fatalf("FlushBelow(0) kept units from %d, want %d", kept, unitFor(3).Offset)
+	}
+	if busy.dirty() {
+		t.Fatal("the queue with a page of units was left staged")
+	}
+	for _, q := range light {
+		if !q.dirty() || q.flushed.Load() != 3 {
+			t.Fatalf("%s: dirty %v, flushed to %d; want its two new units left staged", q, q.dirty(), q.flushed.Load())
+		}
+		checkRange(t, q, 0, 5)
+	}
+	// Units below keepFrom are written whatever their number.
+	kept, err = s.FlushBelow(unitFor(4).Offset)
+	if err != nil || kept != math.MaxInt64 {
+		t.Fatalf("FlushBelow above the staged units: %d, %v", kept, err)
+	}
+	for _, q := range s.Queues() {
+		if q.dirty() {
+			t.Fatalf("%s still dirty", q)
+		}
 	}
 }

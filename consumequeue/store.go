@@ -3,6 +3,7 @@ package consumequeue
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -245,6 +246,57 @@ func (s *Store) DeleteTopic(topic string) error {
 	return nil
 }
 
+// FlushBelow is Flush for a periodic checkpoint of a store of many
+// queues. When more than Options.SyncFSAbove queues have something to make
+// durable, a queue whose unflushed units are all staged, fill less than a
+// page and point at or above CommitLog offset keepFrom stays staged, so
+// that a queue written now and then is written once for several units
+// instead of once a flush (RocketMQ flushes a ConsumeQueue only when it has
+// two pages to write, and all of them once a minute). It returns the
+// smallest CommitLog offset of a unit left staged (math.MaxInt64 if none):
+// units from there on are not durable.
+func (s *Store) FlushBelow(keepFrom int64) (int64, error) {
+	qs := s.Queues()
+	above := s.opts.syncFSAbove()
+	n := 0
+	for _, q := range qs {
+		if q.dirty() {
+			n++
+		}
+	}
+	if above < 0 || n <= above {
+		return math.MaxInt64, s.flushQueues(qs, n)
+	}
+	kept := int64(math.MaxInt64)
+	flush := qs[:0:0]
+	for _, q := range qs {
+		if off, ok := q.deferrable(keepFrom); ok {
+			kept = min(kept, off)
+			continue
+		}
+		flush = append(flush, q)
+	}
+	return kept, s.flushAll(flush)
+}
+
+// deferrable reports whether a flush may leave the queue's unflushed
+// units staged (see FlushBelow), and the CommitLog offset of the first.
+func (q *Queue) deferrable(keepFrom int64) (int64, bool) {
+	if q.unsynced.Load() != 0 {
+		return 0, false // a new file: write it out with the rest
+	}
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if q.closed.Load() || len(q.stage) == 0 || len(q.stage) >= deferBytes || q.flushed.Load() < q.written {
+		return 0, false
+	}
+	off := decodeUnit(q.stage[:UnitSize]).Offset
+	return off, off >= keepFrom
+}
+
+// deferBytes: a queue with this much staged is written at every flush.
+const deferBytes = 4096
+
 // Flush writes and syncs every queue's unflushed units, and closes the
 // descriptors of the queues that were idle since the last flush (see
 // Options.MaxOpenFiles). When more than Options.SyncFSAbove queues have
@@ -252,16 +304,20 @@ func (s *Store) DeleteTopic(topic string) error {
 // with one syncfs of the file system.
 func (s *Store) Flush() error {
 	qs := s.Queues()
-	if above := s.opts.syncFSAbove(); above >= 0 {
-		n := 0
-		for _, q := range qs {
-			if q.dirty() {
-				n++
-			}
+	n := 0
+	for _, q := range qs {
+		if q.dirty() {
+			n++
 		}
-		if n > above {
-			return s.flushAll(qs)
-		}
+	}
+	return s.flushQueues(qs, n)
+}
+
+// flushQueues flushes qs, of which dirty have something to make durable:
+// with one syncfs when they are many, else queue by queue.
+func (s *Store) flushQueues(qs []*Queue, dirty int) error {
+	if above := s.opts.syncFSAbove(); above >= 0 && dirty > above {
+		return s.flushAll(qs)
 	}
 	var errs []error
 	for _, q := range qs {

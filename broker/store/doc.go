@@ -39,7 +39,13 @@
 // queues and index are flushed first (with many queues written since the
 // last one, the queues' flush ends in one syncfs of the file system rather
 // than an fdatasync per file: consumequeue/doc.go), then the slot is
-// written and fdatasync'ed. LogFrom trails the durable end by at least RecoverWindow
+// written and fdatasync'ed. With many queues written, a periodic
+// checkpoint also leaves staged the units of a queue that has less than a
+// page of them, while they point less than QueueFlushLag (64 MiB) behind
+// the dispatched end, and records DispatchFrom at the first unit so left;
+// every QueueFlushEvery-th (10th) checkpoint, and the one at Close, flush
+// everything. A queue written now and then is so written once for several
+// units, and recovery re-dispatches at most about QueueFlushLag more. LogFrom trails the durable end by at least RecoverWindow
 // (4 MiB) so damage to the last records is found even after a clean stop.
 //
 // # Dispatch

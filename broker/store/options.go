@@ -35,6 +35,17 @@ type Options struct {
 	// CheckpointInterval is how often ConsumeQueues and IndexFiles are
 	// flushed and the checkpoint written (1 s).
 	CheckpointInterval time.Duration
+	// QueueFlushLag and QueueFlushEvery: when many queues are written
+	// (more than consumequeue.Options.SyncFSAbove between two
+	// checkpoints), a periodic checkpoint leaves the units of a queue
+	// that has less than a page of them staged, unless they point more
+	// than QueueFlushLag bytes behind the dispatched end, and every
+	// QueueFlushEvery-th checkpoint flushes everything; the checkpoint's
+	// DispatchFrom stays at the first unit left, so recovery re-dispatches
+	// at most about QueueFlushLag bytes more (64 MiB, 10; a zero lag
+	// flushes every queue at every checkpoint).
+	QueueFlushLag   int64
+	QueueFlushEvery int
 	// ResidentTail and ReleaseInterval: every ReleaseInterval the mapped
 	// CommitLog pages more than ResidentTail bytes behind the dispatched
 	// end are dropped from the process's resident set (the page cache
@@ -82,6 +93,8 @@ func DefaultOptions(dir string) Options {
 		Retention:              commitlog.DefaultRetention(),
 		RetentionInterval:      10 * time.Second,
 		CheckpointInterval:     time.Second,
+		QueueFlushLag:          64 << 20,
+		QueueFlushEvery:        10,
 		RecoverWindow:          4 << 20,
 		ReserveQueueFiles:      4,
 		ReserveIndexFiles:      1,

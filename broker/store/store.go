@@ -102,14 +102,15 @@ type Store struct {
 	// error stops it there, as a crash would.
 	truncateHook func(truncateStep) error
 
-	recovery  Recovery
-	cpMu      sync.Mutex // serialises checkpoint writes
-	ctx       context.Context
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	closeOnce sync.Once
-	closeErr  error
-	closed    atomic.Bool
+	recovery    Recovery
+	cpMu        sync.Mutex // serialises checkpoint writes
+	checkpoints int64      // checkpoints taken; cpMu
+	ctx         context.Context
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	closeOnce   sync.Once
+	closeErr    error
+	closed      atomic.Bool
 }
 
 // ArrivalFunc is called by the dispatcher after records of a queue become
