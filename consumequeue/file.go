@@ -2,49 +2,105 @@ package consumequeue
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/bolide-mq/bolide/internal/fsutil"
-	"github.com/bolide-mq/bolide/internal/mmap"
 	"go.uber.org/zap"
 )
 
 // fileNameDigits is the width of a file name: the start byte offset, zero padded.
 const fileNameDigits = 20
 
-// segment is one mapped ConsumeQueue file. The mapping is only read: bytes
-// reach the file with pwrite through f, which is opened when first needed
-// and closed once the file is complete and synced (or unmapped).
+// openFiles counts the file descriptors a store's segments hold, against
+// Options.MaxOpenFiles.
+type openFiles struct {
+	n   atomic.Int64
+	max int64
+}
+
+func (o *openFiles) over() bool { return o.n.Load() > o.max }
+
+// segment is one ConsumeQueue file. It is read and written with pread and
+// pwrite through f, which is opened when first needed and closed when the
+// file is complete and synced, or idle (see Queue.closeIdleLocked).
+//
+// f may be opened by a reader holding the queue's mu shared or by a flush
+// holding flushMu (a compare-and-swap settles a race between them); it is
+// closed only by one holding both flushMu and mu exclusively, or once the
+// segment has left the queue's list, so a descriptor never goes away under
+// a read or a write.
 type segment struct {
 	start int64 // queue offset (unit index) of the file's first unit
+	units int64 // units the file holds
 	path  string
-	m     *mmap.Mapping
-	f     *os.File // nil until written to
+	fds   *openFiles              // the store's count
+	qfds  *atomic.Int64           // the queue's count
+	f     atomic.Pointer[os.File] // nil while closed
 }
 
-// unit returns the 20 bytes of queue offset off, which must lie in the segment.
-func (s *segment) unit(off int64) []byte {
-	pos := (off - s.start) * UnitSize
-	return s.m.Data[pos : pos+UnitSize : pos+UnitSize]
+func newSeg(path string, start, units int64, q *Queue) *segment {
+	return &segment{start: start, units: units, path: path, fds: q.fds, qfds: &q.open}
 }
 
-// span returns the bytes of units [from, to), which must lie in the segment.
-func (s *segment) span(from, to int64) []byte {
-	return s.m.Data[(from-s.start)*UnitSize : (to-s.start)*UnitSize]
-}
+func (s *segment) end() int64 { return s.start + s.units }
+
+func (s *segment) size() int64 { return s.units * UnitSize }
 
 // file returns the segment's file descriptor, opening it if needed.
 func (s *segment) file() (*os.File, error) {
-	if s.f == nil {
-		f, err := os.OpenFile(s.path, os.O_RDWR, 0)
-		if err != nil {
-			return nil, fmt.Errorf("open %s: %w", s.path, err)
-		}
-		s.f = f
+	if f := s.f.Load(); f != nil {
+		return f, nil
 	}
-	return s.f, nil
+	f, err := os.OpenFile(s.path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", s.path, err)
+	}
+	if !s.f.CompareAndSwap(nil, f) {
+		_ = f.Close() // another opened it meanwhile
+		return s.f.Load(), nil
+	}
+	s.fds.n.Add(1)
+	s.qfds.Add(1)
+	return f, nil
+}
+
+// adopt makes f the segment's open descriptor.
+func (s *segment) adopt(f *os.File) {
+	s.f.Store(f)
+	s.fds.n.Add(1)
+	s.qfds.Add(1)
+}
+
+// isOpen reports whether the segment holds a descriptor.
+func (s *segment) isOpen() bool { return s.f.Load() != nil }
+
+// read fills b (whole units) with the units from queue offset from.
+func (s *segment) read(b []byte, from int64) error {
+	f, err := s.file()
+	if err != nil {
+		return err
+	}
+	if _, err := f.ReadAt(b, (from-s.start)*UnitSize); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = fmt.Errorf("%w: file shorter than %d bytes", ErrCorrupt, s.size())
+		}
+		return fmt.Errorf("read %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// unit reads the unit at queue offset off, which must lie in the segment.
+func (s *segment) unit(off int64) (Unit, error) {
+	var b [UnitSize]byte
+	if err := s.read(b[:], off); err != nil {
+		return Unit{}, err
+	}
+	return decodeUnit(b[:]), nil
 }
 
 // write stores b (whole units) at queue offset from with pwrite.
@@ -74,36 +130,32 @@ func (s *segment) fill(from, to int64, pattern []byte) error {
 	return nil
 }
 
-// sync makes what was written to the segment durable.
+// sync makes what was written to the segment durable, also what another
+// descriptor (since closed, or a crashed process's) wrote: it opens the
+// file when it is closed.
 func (s *segment) sync() error {
-	if s.f == nil {
-		return nil // never written through this segment
+	f, err := s.file()
+	if err != nil {
+		return err
 	}
-	if err := fsutil.BackgroundFdatasync(s.f); err != nil {
+	if err := fsutil.BackgroundFdatasync(f); err != nil {
 		return fmt.Errorf("%s: %w", s.path, err)
 	}
 	return nil
 }
 
-// closeFile closes the file descriptor (the mapping stays).
+// closeFile closes the file descriptor; see segment for who may.
 func (s *segment) closeFile() error {
-	if s.f == nil {
+	f := s.f.Swap(nil)
+	if f == nil {
 		return nil
 	}
-	err := s.f.Close()
-	s.f = nil
-	if err != nil {
+	s.fds.n.Add(-1)
+	s.qfds.Add(-1)
+	if err := f.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", s.path, err)
 	}
 	return nil
-}
-
-func (s *segment) unmap() error {
-	cerr := s.closeFile()
-	if err := s.m.Unmap(); err != nil {
-		return fmt.Errorf("%s: %w", s.path, err)
-	}
-	return cerr
 }
 
 // fileName returns the name of the file whose first byte is at startByte.
@@ -129,17 +181,21 @@ func parseFileName(name string) (int64, bool) {
 	return v, true
 }
 
-// createSegment creates (or resets) the file at path, preallocates size
-// zero bytes and maps it. When the disk has no room for it, spare (if
-// set) supplies the file instead.
-func createSegment(path string, start, size int64, spare func(string, int64) (*os.File, error)) (*segment, error) {
+// createSegment creates (or resets) the file at path and preallocates its
+// units zero units. When the disk has no room for it, spare (if set)
+// supplies the file instead. The segment keeps the file open.
+func createSegment(path string, start, units int64, q *Queue) (*segment, error) {
+	spare := q.spare
+	size := units * UnitSize
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		err = fmt.Errorf("create %s: %w", path, err)
-	} else if seg, merr := mapFile(f, start, size); merr == nil {
+	} else if err = fsutil.Preallocate(f, size); err == nil {
+		seg := newSeg(path, start, units, q)
+		seg.adopt(f)
 		return seg, nil
 	} else {
-		err = merr
+		_ = f.Close()
 		_ = os.Remove(path)
 	}
 	if spare == nil || !fsutil.IsNoSpace(err) {
@@ -147,35 +203,24 @@ func createSegment(path string, start, size int64, spare func(string, int64) (*o
 	}
 	f, serr := spare(path, size)
 	if serr != nil {
-		return nil, fmt.Errorf("%w; no spare file either: %v", err, serr)
+		return nil, fmt.Errorf("%w; no spare file either: %w", err, serr)
 	}
-	seg, err := mapFile(f, start, size)
-	if err != nil {
+	if st, serr := f.Stat(); serr != nil || st.Size() != size {
+		_ = f.Close()
 		_ = os.Remove(path)
-		return nil, err
+		return nil, fmt.Errorf("%w; the spare file for %s is not %d bytes: %v", err, path, size, serr)
 	}
+	seg := newSeg(path, start, units, q)
+	seg.adopt(f)
 	return seg, nil
 }
 
-// mapFile preallocates f to size bytes and maps it read-only; the segment
-// keeps f for writing.
-func mapFile(f *os.File, start, size int64) (*segment, error) {
-	if err := fsutil.Preallocate(f, size); err != nil {
-		f.Close()
-		return nil, err
-	}
-	m, err := mmap.Map(f, int(size), false)
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return &segment{start: start, path: f.Name(), m: m, f: f}, nil
-}
-
-// openSegment maps an existing file for recovery. A file longer than size
-// means UnitsPerFile changed and is refused; a shorter one (cut by a crash)
-// loses any partial unit at its end and is re-extended with zeros.
-func openSegment(path string, start, size int64, log *zap.Logger) (*segment, error) {
+// openSegment opens an existing file for recovery. A file longer than the
+// layout says is refused; a shorter one (cut by a crash) loses any partial
+// unit at its end and is re-extended with zeros. The segment keeps the file
+// open.
+func openSegment(path string, start, units int64, q *Queue) (*segment, error) {
+	size := units * UnitSize
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -187,12 +232,12 @@ func openSegment(path string, start, size int64, log *zap.Logger) (*segment, err
 	}
 	if st.Size() > size {
 		f.Close()
-		return nil, fmt.Errorf("%s is %d bytes, want %d (was UnitsPerFile changed?): %w",
+		return nil, fmt.Errorf("%s is %d bytes, want %d (were UnitsPerFile or FirstFileUnits changed?): %w",
 			path, st.Size(), size, ErrCorrupt)
 	}
 	if st.Size() < size {
 		whole := st.Size() - st.Size()%UnitSize
-		log.Warn("consumequeue file is short; re-extending with zeros",
+		q.logger().Warn("consumequeue file is short; re-extending with zeros",
 			zap.String("file", path), zap.Int64("size", st.Size()), zap.Int64("want", size),
 			zap.Int64("keptBytes", whole))
 		if err := f.Truncate(whole); err != nil {
@@ -208,7 +253,9 @@ func openSegment(path string, start, size int64, log *zap.Logger) (*segment, err
 			return nil, fmt.Errorf("fsync %s: %w", path, err)
 		}
 	}
-	return mapFile(f, start, size)
+	seg := newSeg(path, start, units, q)
+	seg.adopt(f)
+	return seg, nil
 }
 
 var zeroChunk [64 << 10]byte

@@ -28,19 +28,36 @@ func (q *Queue) TruncateAfter(phyOffset int64) error {
 		return q.errf("truncate after %d: %w", phyOffset, ErrClosed)
 	}
 	lo, hi := q.minOff.Load(), q.maxOff.Load()
-	cut := lo + int64(sort.Search(int(hi-lo), func(i int) bool {
-		return q.unitAt(lo+int64(i)).Offset >= phyOffset
-	}))
+	if hi == lo || q.maxPhy.Load() <= phyOffset && q.lastEnd <= phyOffset {
+		// Every unit ends at or below phyOffset: nothing to drop.
+		q.mu.Unlock()
+		return nil
+	}
+	cut, err := q.searchUnits(lo, hi, func(u Unit) bool { return u.Offset >= phyOffset })
+	if err != nil {
+		q.mu.Unlock()
+		return q.errf("truncate after %d: %w", phyOffset, err)
+	}
 	if cut == hi {
 		q.mu.Unlock()
 		return nil
 	}
+	var lastEnd int64
+	if cut > lo {
+		u, err := q.unitAt(cut - 1)
+		if err != nil {
+			q.mu.Unlock()
+			return q.errf("truncate after %d: %w", phyOffset, err)
+		}
+		lastEnd = u.End()
+	}
 	q.maxOff.Store(cut)
+	q.epoch++
 	var errs []error
 	keep := len(q.segs)
 	for i := len(q.segs) - 1; i >= 0; i-- {
 		seg := q.segs[i]
-		if seg.start+q.upf <= cut {
+		if seg.end() <= cut {
 			break
 		}
 		if seg.start >= cut && i > 0 {
@@ -48,7 +65,7 @@ func (q *Queue) TruncateAfter(phyOffset int64) error {
 			continue
 		}
 		// Only units below written are in the file.
-		if from, to := max(cut, seg.start), min(hi, seg.start+q.upf, q.written); to > from {
+		if from, to := max(cut, seg.start), min(hi, seg.end(), q.written); to > from {
 			if err := seg.zero(from, to); err != nil {
 				errs = append(errs, err)
 			} else {
@@ -66,24 +83,21 @@ func (q *Queue) TruncateAfter(phyOffset int64) error {
 		q.stage = q.stage[:0]
 		q.written = cut
 	}
-	q.lastEnd = 0
-	if cut > lo {
-		q.lastEnd = q.unitAt(cut - 1).End()
-	}
+	q.lastEnd = lastEnd
 	q.maxPhy.Store(q.lastEnd)
-	q.flushed = min(q.flushed, cut)
+	q.flushed.Store(min(q.flushed.Load(), cut))
 	q.mu.Unlock()
 
-	q.log.Info("consumequeue truncated", zap.Int64("phyOffset", phyOffset),
+	q.logger().Info("consumequeue truncated", zap.Int64("phyOffset", phyOffset),
 		zap.Int64("fromQueueOffset", cut), zap.Int64("oldMaxOffset", hi), zap.Int("filesRemoved", len(removed)))
 	// Newest first, so a crash leaves a contiguous run of files.
 	for i := len(removed) - 1; i >= 0; i-- {
 		seg := removed[i]
 		if err := os.Remove(seg.path); err != nil {
 			// Keep recovery from resurrecting the units: zero the file.
-			errs = append(errs, fmt.Errorf("remove truncated file: %w", err), seg.zero(seg.start, seg.start+q.upf), seg.sync())
+			errs = append(errs, fmt.Errorf("remove truncated file: %w", err), seg.zero(seg.start, seg.end()), seg.sync())
 		}
-		errs = append(errs, seg.unmap())
+		errs = append(errs, seg.closeFile())
 	}
 	if len(removed) > 0 {
 		errs = append(errs, fsutil.SyncDir(q.dir))
@@ -115,18 +129,21 @@ func (q *Queue) DeleteBefore(minPhyOffset int64) (int, error) {
 	k := 0
 	for k < len(q.segs)-1 {
 		seg := q.segs[k]
-		lastOff := seg.start + q.upf - 1
+		lastOff := seg.end() - 1
 		if lastOff >= hi {
 			break
 		}
-		if u := q.unitAt(lastOff); !u.valid() || u.End() > minPhyOffset {
+		if u, err := q.unitAt(lastOff); err != nil || !u.valid() || u.End() > minPhyOffset {
 			break
 		}
 		k++
 	}
 	if k == 0 {
-		q.correctMinLocked(minPhyOffset)
+		err := q.correctMinLocked(minPhyOffset)
 		q.mu.Unlock()
+		if err != nil {
+			return 0, q.errf("delete before %d: %w", minPhyOffset, err)
+		}
 		return 0, nil
 	}
 	removed := append([]*segment(nil), q.segs[:k]...)
@@ -141,10 +158,12 @@ func (q *Queue) DeleteBefore(minPhyOffset int64) (int, error) {
 	if q.minOff.Load() < q.segs[0].start {
 		q.minOff.Store(q.segs[0].start)
 	}
-	q.correctMinLocked(minPhyOffset)
+	var errs []error
+	if err := q.correctMinLocked(minPhyOffset); err != nil {
+		errs = append(errs, err)
+	}
 	q.mu.Unlock()
 
-	var errs []error
 	n := 0
 	// Oldest first, so a crash or a failure leaves a contiguous run of files.
 	for _, seg := range removed {
@@ -155,14 +174,14 @@ func (q *Queue) DeleteBefore(minPhyOffset int64) (int, error) {
 				n++
 			}
 		}
-		if err := seg.unmap(); err != nil {
+		if err := seg.closeFile(); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if n > 0 {
 		errs = append(errs, fsutil.SyncDir(q.dir))
 	}
-	q.log.Info("consumequeue files deleted", zap.Int64("minPhyOffset", minPhyOffset),
+	q.logger().Info("consumequeue files deleted", zap.Int64("minPhyOffset", minPhyOffset),
 		zap.Int("files", n), zap.Int64("minOffset", q.minOff.Load()))
 	if err := errors.Join(errs...); err != nil {
 		return n, q.errf("delete before %d: %w", minPhyOffset, err)
@@ -173,15 +192,20 @@ func (q *Queue) DeleteBefore(minPhyOffset int64) (int, error) {
 // correctMinLocked raises MinOffset to the first unit whose Offset is >=
 // minPhyOffset, or to MaxOffset when every unit lies below it. mu is held
 // exclusively, so MaxOffset cannot move.
-func (q *Queue) correctMinLocked(minPhyOffset int64) {
+func (q *Queue) correctMinLocked(minPhyOffset int64) error {
 	lo, hi := q.minOff.Load(), q.maxOff.Load()
-	if lo >= hi || q.unitAt(lo).Offset >= minPhyOffset {
-		return
+	if lo >= hi {
+		return nil
 	}
-	m := lo + int64(sort.Search(int(hi-lo), func(i int) bool {
-		return q.unitAt(lo+int64(i)).Offset >= minPhyOffset
-	}))
+	if u, err := q.unitAt(lo); err != nil || u.Offset >= minPhyOffset {
+		return err
+	}
+	m, err := q.searchUnits(lo, hi, func(u Unit) bool { return u.Offset >= minPhyOffset })
+	if err != nil {
+		return err
+	}
 	q.minOff.Store(m)
+	return nil
 }
 
 // stageKeep is the stage capacity any queue may keep between flushes; a
@@ -189,7 +213,8 @@ func (q *Queue) correctMinLocked(minPhyOffset int64) {
 const stageKeep = 4 << 10
 
 // Flush writes the staged units to their files and makes every unit put
-// so far durable.
+// so far durable, with the directory entries of the files created since
+// the last flush.
 func (q *Queue) Flush() error {
 	q.flushMu.Lock()
 	defer q.flushMu.Unlock()
@@ -199,29 +224,59 @@ func (q *Queue) Flush() error {
 	return q.flushLocked()
 }
 
-// flushLocked writes the stage with pwrite, outside mu (readers and the
-// writer go on: they read staged units from the stage until written
-// moves), then fdatasyncs the files holding units [flushed, MaxOffset).
-// flushMu is held, so no file is removed meanwhile; the writer only adds
-// files and stage bytes past the ones written here.
+// dirty reports whether a flush has anything to make durable. It takes no
+// lock: a unit put meanwhile may or may not be seen.
+func (q *Queue) dirty() bool {
+	return q.maxOff.Load() > q.flushed.Load() || q.unsynced.Load() != 0
+}
+
+// flushLocked writes the stage and fdatasyncs the files holding units
+// [flushed, MaxOffset) and the new directory entries. flushMu is held.
 func (q *Queue) flushLocked() error {
+	to, syncFrom, segs, err := q.writeStagedLocked()
+	if err != nil {
+		return q.errf("flush: %w", err)
+	}
+	var errs []error
+	for _, seg := range segs {
+		if to <= syncFrom || seg.end() <= syncFrom || seg.start >= to {
+			continue
+		}
+		errs = append(errs, seg.sync())
+	}
+	errs = append(errs, q.syncDirs())
+	if err := errors.Join(errs...); err != nil {
+		return q.errf("flush: %w", err)
+	}
+	q.flushed.Store(to)
+	return q.closeIdleLocked()
+}
+
+// writeStagedLocked writes the stage with pwrite, outside mu (readers and
+// the writer go on: they read staged units from the stage until written
+// moves), and returns the end of what is written, where the units not yet
+// durable start, and the files. flushMu is held, so no file is removed
+// meanwhile; the writer only adds files and stage bytes past the ones
+// written here.
+func (q *Queue) writeStagedLocked() (to, syncFrom int64, segs []*segment, err error) {
 	q.mu.RLock()
 	if len(q.segs) == 0 {
 		q.mu.RUnlock()
-		return nil
+		return 0, 0, nil, nil
 	}
-	from, to := q.written, q.maxOff.Load()
+	from := q.written
+	to = q.maxOff.Load()
 	staged := q.stage[:(to-from)*UnitSize]
-	segs := append([]*segment(nil), q.segs...)
-	syncFrom := max(q.flushed, segs[0].start) // pre-blank units are flushed too
+	segs = append(segs, q.segs...)
+	syncFrom = max(q.flushed.Load(), segs[0].start) // pre-blank units are flushed too
 	q.mu.RUnlock()
 
-	segOf := func(off int64) *segment { return segs[(off-segs[0].start)/q.upf] }
 	for off := from; off < to; {
-		seg := segOf(off)
-		stop := min(to, seg.start+q.upf)
+		i := sort.Search(len(segs), func(i int) bool { return segs[i].end() > off })
+		seg := segs[i]
+		stop := min(to, seg.end())
 		if err := seg.write(off, staged[(off-from)*UnitSize:(stop-from)*UnitSize]); err != nil {
-			return q.errf("flush: %w", err)
+			return 0, 0, nil, err
 		}
 		off = stop
 	}
@@ -238,24 +293,42 @@ func (q *Queue) flushLocked() error {
 		q.written = to
 		q.mu.Unlock()
 	}
-	var errs []error
-	for i, seg := range segs {
-		if to <= syncFrom || seg.start+q.upf <= syncFrom || seg.start >= to {
-			continue
-		}
-		errs = append(errs, seg.sync())
-		if i < len(segs)-1 && seg.start+q.upf <= to {
-			errs = append(errs, seg.closeFile()) // complete: only read from now on
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return q.errf("flush: %w", err)
-	}
-	q.flushed = to
-	return nil
+	return to, syncFrom, segs, nil
 }
 
-// close flushes (if asked), unmaps every file and marks the queue closed.
+// closeIdleLocked closes, after a flush, the descriptors nobody needs
+// open: those of complete files (only read from now on, and reopened when
+// read), and all of the queue's when it was not used since the previous
+// flush or when the store holds more than Options.MaxOpenFiles. flushMu is
+// held; it takes mu so that no read is using them.
+func (q *Queue) closeIdleLocked() error {
+	used := q.used.Swap(false)
+	all := !used || q.fds.over()
+	q.mu.RLock()
+	n := len(q.segs)
+	busy := false
+	for i, seg := range q.segs {
+		if seg.isOpen() && (all || i < n-1) {
+			busy = true
+			break
+		}
+	}
+	q.mu.RUnlock()
+	if !busy {
+		return nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var errs []error
+	for i, seg := range q.segs {
+		if all || i < len(q.segs)-1 {
+			errs = append(errs, seg.closeFile())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// close flushes (if asked), closes every file and marks the queue closed.
 func (q *Queue) close(flush bool) error {
 	q.wmu.Lock()
 	defer q.wmu.Unlock()
@@ -275,7 +348,7 @@ func (q *Queue) close(flush bool) error {
 	q.segsChanged()
 	q.mu.Unlock()
 	for _, seg := range segs {
-		errs = append(errs, seg.unmap())
+		errs = append(errs, seg.closeFile())
 	}
 	return errors.Join(errs...)
 }

@@ -1,7 +1,9 @@
 package consumequeue
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -66,11 +68,11 @@ func (q *Queue) checkExisting(off int64, u Unit) error {
 	if off < q.minOff.Load() {
 		return nil
 	}
-	b := q.unitBytes(off)
-	if b == nil {
-		return q.errf("put %d: no file holds it: %w", off, ErrCorrupt)
+	got, err := q.unitAt(off)
+	if err != nil {
+		return q.errf("re-put %d: %w", off, err)
 	}
-	if got := decodeUnit(b); got != u {
+	if got != u {
 		return q.errf("re-put %d: stored unit %+v differs from %+v: %w", off, got, u, ErrCorrupt)
 	}
 	return nil
@@ -82,8 +84,9 @@ func (q *Queue) checkExisting(off int64, u Unit) error {
 func (q *Queue) appendUnit(off int64, u Unit) error {
 	var b [UnitSize]byte
 	EncodeUnit(b[:], u)
+	q.used.Store(true)
 	q.mu.Lock()
-	if n := len(q.segs); n > 0 && off < q.segs[n-1].start+q.upf {
+	if n := len(q.segs); n > 0 && off < q.segs[n-1].end() {
 		// The common case: the last file holds off.
 		q.stageLocked(off, b[:])
 		q.mu.Unlock()
@@ -94,14 +97,14 @@ func (q *Queue) appendUnit(off int64, u Unit) error {
 
 	// A new file; nobody else can see it until it joins segs. Only this
 	// writer (wmu) adds files, so the check above still holds.
-	start := off - off%q.upf
+	start := q.lay.fileStart(off)
 	seg, err := q.newSegment(start)
 	if err != nil {
 		return err
 	}
 	if first && off > start {
 		if err := writeBlanks(seg, start, off); err != nil {
-			_ = seg.unmap()
+			_ = seg.closeFile()
 			return err
 		}
 	}
@@ -143,6 +146,14 @@ func writeBlanks(seg *segment, from, to int64) error {
 // no lock.
 func (q *Queue) NeedsFile(off int64) bool { return off >= q.fileEnd.Load() }
 
+// FileFor returns the queue offset of the first unit of the file that
+// holds queue offset off, and the size in bytes that file has: the file a
+// Put at off creates when NeedsFile(off).
+func (q *Queue) FileFor(off int64) (start, size int64) {
+	start = q.lay.fileStart(off)
+	return start, q.lay.fileUnits(start) * UnitSize
+}
+
 // Prepare creates the queue's directory if it does not exist yet, so that
 // creating its first file later needs no room for a directory.
 func (q *Queue) Prepare() error {
@@ -160,36 +171,61 @@ func (q *Queue) Prepare() error {
 	return nil
 }
 
-// makeDir creates the queue directory durably. wmu is held.
+// makeDir creates the queue directory; the next flush makes the new
+// directory entries durable. wmu is held.
 func (q *Queue) makeDir() error {
 	if q.dirReady.Load() {
 		return nil
 	}
-	if err := os.MkdirAll(q.dir, 0o755); err != nil {
-		return fmt.Errorf("create queue dir: %w", err)
-	}
-	// Make the new topic and queue directory entries durable.
-	for _, d := range []string{filepath.Dir(q.dir), q.root} {
-		if err := fsutil.SyncDir(d); err != nil {
-			return err
+	// Mkdir first: the topic directory is usually there already, and
+	// MkdirAll would stat each level before creating anything.
+	err := os.Mkdir(q.dir, 0o755)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = os.Mkdir(filepath.Dir(q.dir), 0o755); err == nil || errors.Is(err, fs.ErrExist) {
+			err = os.Mkdir(q.dir, 0o755)
 		}
 	}
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		if err = os.MkdirAll(q.dir, 0o755); err != nil { // the root is gone too
+			return fmt.Errorf("create queue dir: %w", err)
+		}
+	}
+	q.unsynced.Or(parentsUnsynced)
 	q.dirReady.Store(true)
 	return nil
 }
 
-// newSegment creates the file starting at queue offset start. wmu is held.
+// newSegment creates the file starting at queue offset start; the next
+// flush makes its directory entry durable, before any checkpoint counts on
+// the units in it. wmu is held.
 func (q *Queue) newSegment(start int64) (*segment, error) {
 	if err := q.makeDir(); err != nil {
 		return nil, err
 	}
-	seg, err := createSegment(filepath.Join(q.dir, fileName(start*UnitSize)), start, q.fsize, q.spare)
+	seg, err := createSegment(filepath.Join(q.dir, fileName(start*UnitSize)), start, q.lay.fileUnits(start), q)
 	if err != nil {
 		return nil, err
 	}
-	if err := fsutil.SyncDir(q.dir); err != nil {
-		_ = seg.unmap()
-		return nil, err
-	}
+	q.unsynced.Or(dirUnsynced)
 	return seg, nil
+}
+
+// syncDirs makes the directory entries created since the last flush
+// durable. flushMu is held.
+func (q *Queue) syncDirs() error {
+	bits := q.unsynced.Swap(0)
+	if bits == 0 {
+		return nil
+	}
+	dirs := []string{q.dir}
+	if bits&parentsUnsynced != 0 {
+		dirs = append(dirs, filepath.Dir(q.dir), q.root)
+	}
+	for _, d := range dirs {
+		if err := fsutil.SyncDir(d); err != nil {
+			q.unsynced.Or(bits)
+			return err
+		}
+	}
+	return nil
 }

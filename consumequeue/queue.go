@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -12,7 +13,7 @@ import (
 )
 
 // Queue is the ConsumeQueue of one (topic, queue id): a dense array of units
-// indexed by queue offset, spread over fixed-size mapped files.
+// indexed by queue offset, spread over files that grow to a fixed size.
 //
 // One goroutine writes (Put, TruncateAfter); any number read (Get, Read,
 // MinOffset, MaxOffset, OffsetForTime) concurrently with it and with
@@ -20,11 +21,12 @@ import (
 type Queue struct {
 	topic string
 	id    int32
-	root  string // store root, synced when the topic directory is created
-	dir   string // <root>/<topic>/<id>
-	upf   int64  // units per file
-	fsize int64  // bytes per file
-	log   *zap.Logger
+	root  string       // store root, synced when the topic directory is created
+	dir   string       // <root>/<topic>/<id>
+	lay   layout       // which file holds which offset
+	log   *zap.Logger  // the store's; logger() adds the queue's fields
+	fds   *openFiles   // the store's count of open descriptors
+	open  atomic.Int64 // descriptors this queue's segments hold
 	// spare is Options.Spare: a file when the disk has no room for one.
 	spare func(path string, size int64) (*os.File, error)
 
@@ -35,19 +37,31 @@ type Queue struct {
 	lastEnd  int64       // End() of the unit at MaxOffset-1, 0 if the queue is empty
 	dirReady atomic.Bool // the queue directory exists; set with wmu held
 
-	// flushMu serialises flushes and keeps files from being removed while
-	// a flush writes them; units below flushed are durable.
+	// flushMu serialises flushes and keeps files from being removed (and
+	// descriptors from being closed) while a flush writes them; units
+	// below flushed are durable. flushed is written with flushMu held.
 	flushMu sync.Mutex
-	flushed int64
+	flushed atomic.Int64
+	// epoch counts truncations (flushMu held), so that a flush that let
+	// go of flushMu between writing and syncing knows whether what it
+	// wrote is still the queue's.
+	epoch uint64
+	// unsynced holds dirUnsynced and parentsUnsynced: directory entries
+	// created since the last flush, which the flush makes durable.
+	unsynced atomic.Uint32
+	// used is set by puts and by reads from the files; each flush clears
+	// it and closes the descriptors of a queue that was not used since the
+	// previous one.
+	used atomic.Bool
 
-	// mu guards segs, written and stage and keeps the mappings alive:
-	// readers hold it shared; the writer holds it exclusively to add a unit
-	// or a file; unmapping holds it exclusively.
+	// mu guards segs, written and stage: readers hold it shared; the
+	// writer holds it exclusively to add a unit or a file; removing files
+	// and closing descriptors hold it exclusively.
 	mu   sync.RWMutex
-	segs []*segment // contiguous: segs[i].start == segs[0].start + i*upf
-	// Units below written are in the files (read through the mappings);
-	// units [written, MaxOffset) are in stage, encoded, until a flush
-	// writes them.
+	segs []*segment // contiguous: segs[i+1].start == segs[i].end()
+	// Units below written are in the files (read with pread); units
+	// [written, MaxOffset) are in stage, encoded, until a flush writes
+	// them.
 	written   int64
 	stage     []byte
 	stagePeak int // the stage's largest length since the last flush
@@ -59,17 +73,31 @@ type Queue struct {
 	maxPhy  atomic.Int64 // End() of the last unit, 0 if empty
 }
 
-func newQueue(root, topic string, id int32, opts Options, log *zap.Logger) *Queue {
+// Bits of Queue.unsynced.
+const (
+	dirUnsynced     = 1 << iota // a file was created in (or renamed into) the queue directory
+	parentsUnsynced             // the queue (and maybe topic) directory was created
+)
+
+func newQueue(root, topic string, id int32, opts Options, fds *openFiles, log *zap.Logger) *Queue {
 	return &Queue{
 		topic: topic,
 		id:    id,
 		root:  root,
 		dir:   filepath.Join(root, topic, fmt.Sprint(id)),
-		upf:   int64(opts.UnitsPerFile),
-		fsize: opts.FileSize(),
+		lay:   newLayout(opts),
+		fds:   fds,
 		spare: opts.Spare,
-		log:   log.With(zap.String("topic", topic), zap.Int32("queueId", id)),
+		log:   log,
 	}
+}
+
+// logger returns the store's logger with the queue's fields. It is made
+// when something is logged, which is rare: a logger kept per queue holds
+// an encoder buffer, about a kilobyte for each of tens of thousands of
+// queues.
+func (q *Queue) logger() *zap.Logger {
+	return q.log.With(zap.String("topic", q.topic), zap.Int32("queueId", q.id))
 }
 
 // Topic returns the queue's topic.
@@ -100,7 +128,7 @@ func (q *Queue) errf(format string, args ...any) error {
 // queue is not shared yet).
 func (q *Queue) segsChanged() {
 	if n := len(q.segs); n > 0 {
-		q.fileEnd.Store(q.segs[n-1].start + q.upf)
+		q.fileEnd.Store(q.segs[n-1].end())
 	} else {
 		q.fileEnd.Store(0)
 	}
@@ -108,34 +136,45 @@ func (q *Queue) segsChanged() {
 
 // segFor returns the segment holding queue offset off, or nil. mu must be held.
 func (q *Queue) segFor(off int64) *segment {
-	if len(q.segs) == 0 || off < q.segs[0].start {
+	n := len(q.segs)
+	if n == 0 || off < q.segs[0].start || off >= q.segs[n-1].end() {
 		return nil
 	}
-	i := (off - q.segs[0].start) / q.upf
-	if i >= int64(len(q.segs)) {
-		return nil
-	}
+	i := sort.Search(n, func(i int) bool { return q.segs[i].end() > off })
 	return q.segs[i]
 }
 
-// unitBytes returns the 20 bytes of the unit at off, from the stage or from
-// its file's mapping, or nil if no file holds it. mu must be held and off
-// must be below the staged end.
-func (q *Queue) unitBytes(off int64) []byte {
+// unitAt returns the unit at off, from the stage or from its file. mu must
+// be held and off must be below the staged end.
+func (q *Queue) unitAt(off int64) (Unit, error) {
 	if off >= q.written {
 		i := (off - q.written) * UnitSize
-		return q.stage[i : i+UnitSize : i+UnitSize]
+		return decodeUnit(q.stage[i : i+UnitSize]), nil
 	}
-	if seg := q.segFor(off); seg != nil {
-		return seg.unit(off)
+	seg := q.segFor(off)
+	if seg == nil {
+		return Unit{}, fmt.Errorf("unit %d: no file holds it: %w", off, ErrCorrupt)
 	}
-	return nil
+	return seg.unit(off)
 }
 
-// unitAt decodes the unit at off. mu must be held and off must lie in a
-// file or in the stage.
-func (q *Queue) unitAt(off int64) Unit {
-	return decodeUnit(q.unitBytes(off))
+// searchUnits returns the first offset in [lo, hi) whose unit satisfies
+// pred (hi if none), by binary search: pred must be false and then true
+// along the offsets. mu must be held.
+func (q *Queue) searchUnits(lo, hi int64, pred func(Unit) bool) (int64, error) {
+	var ferr error
+	i := sort.Search(int(hi-lo), func(i int) bool {
+		if ferr != nil {
+			return true
+		}
+		u, err := q.unitAt(lo + int64(i))
+		if err != nil {
+			ferr = err
+			return true
+		}
+		return pred(u)
+	})
+	return lo + int64(i), ferr
 }
 
 // Get returns the unit at queueOffset, or an error wrapping ErrNotFound if
@@ -150,11 +189,13 @@ func (q *Queue) Get(queueOffset int64) (Unit, error) {
 	if queueOffset < lo || queueOffset >= hi {
 		return Unit{}, q.errf("get %d (queue holds [%d, %d)): %w", queueOffset, lo, hi, ErrNotFound)
 	}
-	b := q.unitBytes(queueOffset)
-	if b == nil {
-		return Unit{}, q.errf("get %d: no file holds it: %w", queueOffset, ErrCorrupt)
+	if queueOffset < q.written {
+		q.used.Store(true)
 	}
-	u := decodeUnit(b)
+	u, err := q.unitAt(queueOffset)
+	if err != nil {
+		return Unit{}, q.errf("get %d: %w", queueOffset, err)
+	}
 	if !u.valid() {
 		return Unit{}, q.errf("get %d: hole (%+v) below max offset %d: %w", queueOffset, u, hi, ErrCorrupt)
 	}
@@ -184,6 +225,7 @@ func (q *Queue) Read(from int64, max int, dst []Unit) ([]Unit, error) {
 	if int64(max) < hi-from {
 		end = from + int64(max)
 	}
+	var buf []byte
 	for off := from; off < end; {
 		var b []byte
 		stop := end
@@ -194,8 +236,15 @@ func (q *Queue) Read(from int64, max int, dst []Unit) ([]Unit, error) {
 			if seg == nil {
 				return dst, q.errf("read %d: no file holds it: %w", off, ErrCorrupt)
 			}
-			stop = min(end, seg.start+q.upf, q.written)
-			b = seg.span(off, stop)
+			stop = min(end, seg.end(), q.written)
+			if n := int((stop - off) * UnitSize); cap(buf) < n {
+				buf = make([]byte, n)
+			}
+			b = buf[:(stop-off)*UnitSize]
+			q.used.Store(true)
+			if err := seg.read(b, off); err != nil {
+				return dst, q.errf("read %d: %w", off, err)
+			}
 		}
 		for i := 0; i < len(b); i += UnitSize {
 			u := decodeUnit(b[i:])

@@ -3,6 +3,7 @@ package consumequeue
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -22,6 +23,7 @@ type Store struct {
 	root string
 	opts Options
 	log  *zap.Logger
+	fds  *openFiles
 
 	mu     sync.RWMutex
 	queues map[string]map[int32]*Queue
@@ -39,7 +41,8 @@ func Open(root string, opts Options, log *zap.Logger) (*Store, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	s := &Store{root: root, opts: opts, log: log, queues: make(map[string]map[int32]*Queue)}
+	s := &Store{root: root, opts: opts, log: log, queues: make(map[string]map[int32]*Queue),
+		fds: &openFiles{max: opts.maxOpenFiles()}}
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, fmt.Errorf("consumequeue open %s: %w", root, err)
 	}
@@ -73,7 +76,7 @@ func (s *Store) loadTopic(te os.DirEntry) error {
 			s.log.Warn("consumequeue: skipping stray entry", zap.String("path", filepath.Join(tdir, ie.Name())))
 			continue
 		}
-		q := newQueue(s.root, topic, int32(id), s.opts, s.log)
+		q := newQueue(s.root, topic, int32(id), s.opts, s.fds, s.log)
 		if err := q.recover(); err != nil {
 			return err
 		}
@@ -127,7 +130,7 @@ func (s *Store) Queue(topic string, queueID int32) (*Queue, error) {
 	if q := s.queues[topic][queueID]; q != nil {
 		return q, nil
 	}
-	q = newQueue(s.root, topic, queueID, s.opts, s.log)
+	q = newQueue(s.root, topic, queueID, s.opts, s.fds, s.log)
 	if s.queues[topic] == nil {
 		s.queues[topic] = make(map[int32]*Queue)
 	}
@@ -243,16 +246,164 @@ func (s *Store) DeleteTopic(topic string) error {
 	return nil
 }
 
-// Flush writes and syncs every queue's unflushed units.
+// FlushBelow is Flush for a periodic checkpoint of a store of many
+// queues. When more than Options.SyncFSAbove queues have something to make
+// durable, a queue whose unflushed units are all staged, fill less than a
+// page and point at or above CommitLog offset keepFrom stays staged, so
+// that a queue written now and then is written once for several units
+// instead of once a flush (RocketMQ flushes a ConsumeQueue only when it has
+// two pages to write, and all of them once a minute). It returns the
+// smallest CommitLog offset of a unit left staged (math.MaxInt64 if none):
+// units from there on are not durable.
+func (s *Store) FlushBelow(keepFrom int64) (int64, error) {
+	qs := s.Queues()
+	above := s.opts.syncFSAbove()
+	n := 0
+	for _, q := range qs {
+		if q.dirty() {
+			n++
+		}
+	}
+	if above < 0 || n <= above {
+		return math.MaxInt64, s.flushQueues(qs, n)
+	}
+	kept := int64(math.MaxInt64)
+	flush := qs[:0:0]
+	for _, q := range qs {
+		if off, ok := q.deferrable(keepFrom); ok {
+			kept = min(kept, off)
+			continue
+		}
+		flush = append(flush, q)
+	}
+	return kept, s.flushAll(flush)
+}
+
+// deferrable reports whether a flush may leave the queue's unflushed
+// units staged (see FlushBelow), and the CommitLog offset of the first.
+func (q *Queue) deferrable(keepFrom int64) (int64, bool) {
+	if q.unsynced.Load() != 0 {
+		return 0, false // a new file: write it out with the rest
+	}
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if q.closed.Load() || len(q.stage) == 0 || len(q.stage) >= deferBytes || q.flushed.Load() < q.written {
+		return 0, false
+	}
+	off := decodeUnit(q.stage[:UnitSize]).Offset
+	return off, off >= keepFrom
+}
+
+// deferBytes: a queue with this much staged is written at every flush.
+const deferBytes = 4096
+
+// Flush writes and syncs every queue's unflushed units, and closes the
+// descriptors of the queues that were idle since the last flush (see
+// Options.MaxOpenFiles). When more than Options.SyncFSAbove queues have
+// something to make durable, it writes them all and makes them durable
+// with one syncfs of the file system.
 func (s *Store) Flush() error {
+	qs := s.Queues()
+	n := 0
+	for _, q := range qs {
+		if q.dirty() {
+			n++
+		}
+	}
+	return s.flushQueues(qs, n)
+}
+
+// flushQueues flushes qs, of which dirty have something to make durable:
+// with one syncfs when they are many, else queue by queue.
+func (s *Store) flushQueues(qs []*Queue, dirty int) error {
+	if above := s.opts.syncFSAbove(); above >= 0 && dirty > above {
+		return s.flushAll(qs)
+	}
 	var errs []error
-	for _, q := range s.Queues() {
+	for _, q := range qs {
+		if !q.dirty() && q.open.Load() == 0 && !q.used.Load() {
+			continue
+		}
 		if err := q.Flush(); err != nil && !errors.Is(err, ErrClosed) {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
+
+// flushAll writes every queue's stage, makes it all durable with one
+// syncfs, then marks the queues flushed.
+func (s *Store) flushAll(qs []*Queue) error {
+	type written struct {
+		q     *Queue
+		to    int64
+		epoch uint64
+		dirs  uint32
+	}
+	var ws []written
+	var errs []error
+	for _, q := range qs {
+		if !q.dirty() {
+			if q.open.Load() > 0 || q.used.Load() {
+				q.flushMu.Lock()
+				if !q.closed.Load() {
+					errs = append(errs, q.closeIdleLocked())
+				}
+				q.flushMu.Unlock()
+			}
+			continue
+		}
+		q.flushMu.Lock()
+		if q.closed.Load() {
+			q.flushMu.Unlock()
+			continue
+		}
+		to, _, _, err := q.writeStagedLocked()
+		if err != nil {
+			errs = append(errs, q.errf("flush: %w", err))
+		} else {
+			ws = append(ws, written{q, to, q.epoch, q.unsynced.Swap(0)})
+			// Nothing needs the descriptors until the next write or read.
+			errs = append(errs, q.closeIdleLocked())
+		}
+		q.flushMu.Unlock()
+	}
+	if err := fsutil.SyncFS(s.root); err != nil {
+		for _, w := range ws {
+			w.q.unsynced.Or(w.dirs)
+		}
+		return fmt.Errorf("consumequeue flush: %w", errors.Join(append(errs, err)...))
+	}
+	for _, w := range ws {
+		w.q.flushMu.Lock()
+		if w.q.epoch == w.epoch { // not truncated meanwhile
+			w.q.flushed.Store(max(w.q.flushed.Load(), w.to))
+		}
+		w.q.flushMu.Unlock()
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("consumequeue flush: %w", err)
+	}
+	return nil
+}
+
+// Files returns how many ConsumeQueue files the store's queues have.
+func (s *Store) Files() int {
+	n := 0
+	for _, q := range s.Queues() {
+		q.mu.RLock()
+		n += len(q.segs)
+		q.mu.RUnlock()
+	}
+	return n
+}
+
+// MaxOpenFiles returns the bound on the descriptors the store keeps open
+// between flushes (Options.MaxOpenFiles).
+func (s *Store) MaxOpenFiles() int64 { return s.fds.max }
+
+// OpenFiles returns how many file descriptors the store holds.
+func (s *Store) OpenFiles() int64 { return s.fds.n.Load() }
 
 // Close flushes and unmaps every queue. It is idempotent; later calls on the
 // store or its queues fail with ErrClosed.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -51,5 +52,117 @@ func TestMissingCheckpointLog(t *testing.T) {
 	}
 	if n := warn[0].ContextMap()["records"]; n != int64(1) {
 		t.Errorf("records = %v, want 1", n)
+	}
+}
+
+// TestOpenLogsResources: Open says what the store needs of the process's
+// limits: its files, the descriptors and mappings they hold, and the
+// limits themselves.
+func TestOpenLogsResources(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(testOptions(dir, commitlog.FlushAsync), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, err := s.Put(context.Background(), newMsg("R", int32(i%2), i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zapcore.InfoLevel)
+	s, err = Open(testOptions(dir, commitlog.FlushAsync), zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var found []observer.LoggedEntry
+	for _, e := range logs.All() {
+		if _, ok := e.ContextMap()["consumeQueueFiles"]; ok {
+			found = append(found, e)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d resource lines logged at open", len(found))
+	}
+	m := found[0].ContextMap()
+	if m["consumeQueueFiles"] != int64(2) || m["commitLogSegments"].(int64) < 1 ||
+		m["rlimitNofile"].(uint64) == 0 || m["vmMaxMapCount"].(int64) == 0 || m["descriptorsNeeded"].(int64) <= m["mappingsNeeded"].(int64) {
+		t.Fatalf("resource line: %v", m)
+	}
+}
+
+// TestCheckpointLeavesLightQueuesStaged: with many queues written lightly,
+// a periodic checkpoint leaves their units staged and records DispatchFrom
+// at the first of them; Close flushes everything. (The crash tests, whose
+// options count four queues as many, kill the writer after such
+// checkpoints.)
+func TestCheckpointLeavesLightQueuesStaged(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(dir, commitlog.FlushAsync)
+	opts.ConsumeQueue.SyncFSAbove = 2
+	opts.QueueFlushEvery = 1 << 30
+	opts.CheckpointInterval = time.Hour // the test takes them
+	s, err := Open(opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first, last PutResult
+	for round := range 2 {
+		for i := range 8 {
+			r, err := s.Put(context.Background(), newMsg("L", int32(i), i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				first = r
+			}
+			last = r
+		}
+		if err := waitDispatched(s, last.End(), 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if round == 0 {
+			if err := s.Flush(); err != nil { // the new files' entries
+				t.Fatal(err)
+			}
+		}
+	}
+	read := func() checkpoint {
+		t.Helper()
+		cf, cp, ok, err := openCheckpoint(filepath.Join(dir, checkpointName))
+		if err != nil || !ok {
+			t.Fatalf("checkpoint: %v %v", ok, err)
+		}
+		cf.close()
+		return cp
+	}
+	s.cpMu.Lock()
+	s.checkpoints = 1
+	err = s.checkpointLocked(false)
+	s.cpMu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp := read(); cp.DispatchFrom > first.PhysicalOffset {
+		t.Fatalf("periodic checkpoint: DispatchFrom %d past the first staged unit at %d", cp.DispatchFrom, first.PhysicalOffset)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if cp := read(); cp.DispatchFrom != last.End() {
+		t.Fatalf("checkpoint at Close: DispatchFrom %d, want %d", cp.DispatchFrom, last.End())
+	}
+	s, err = Open(opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 8 {
+		if _, maxOff := s.QueueOffsets("L", int32(i)); maxOff != 2 {
+			t.Fatalf("queue %d holds %d after reopen", i, maxOff)
+		}
 	}
 }

@@ -42,6 +42,12 @@ const (
 func crashOptions(dir string, flush commitlog.FlushMode) Options {
 	o := testOptions(dir, flush)
 	o.CheckpointInterval = 50 * time.Millisecond
+	// Queue files grow 8, 8, 16, 32, 36 units, then 100: the crashes
+	// land in files of every size.
+	o.ConsumeQueue.FirstFileUnits = 8
+	// Four queues count as many: checkpoints flush them with one syncfs
+	// and leave the units of lightly written ones staged.
+	o.ConsumeQueue.SyncFSAbove = 2
 	return o
 }
 

@@ -536,3 +536,106 @@ func TestReserveTrimmedAfterBurst(t *testing.T) {
 		}
 	}
 }
+
+// TestDiskFullNewQueues: with growing queue files, new queues (each needs
+// a small first file) keep coming while the disk fills: the first one that
+// finds no room takes a first-file spare from the reserve, and puts are
+// refused from then on. Every acknowledged message is pullable on the full
+// disk, puts are accepted again once there is room, and all of it survives
+// a restart.
+func TestDiskFullNewQueues(t *testing.T) {
+	root := testutil.MountTmpfs(t, "16m")
+	opts := testOptions(filepath.Join(root, "store"), commitlog.FlushSync)
+	opts.CommitLog.SegmentSize = 2 << 20
+	opts.CommitLog.DiskFullRatio = 1.0
+	opts.CommitLog.DiskCheckInterval = time.Hour
+	opts.ConsumeQueue.UnitsPerFile = 1000
+	opts.ConsumeQueue.FirstFileUnits = 16
+	opts.ReserveQueueFiles = 2
+	opts.ReserveFirstQueueFiles = 3
+	opts.Index.MaxEntries = 20_000
+	s, err := Open(opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	type sent struct {
+		topic string
+		r     PutResult
+		body  []byte
+	}
+	var acked []sent
+	n := 0
+	put := func() error {
+		topic := fmt.Sprintf("new-%d", n)
+		m := newMsg(topic, 0, n)
+		m.Body = fmt.Appendf(nil, "msg-%06d", n)
+		r, err := s.Put(context.Background(), m)
+		if err == nil {
+			acked = append(acked, sent{topic, r, bytes.Clone(m.Body)})
+			n++
+		}
+		return err
+	}
+	for range 20 {
+		if err := put(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ballast := fillDisk(t, root)
+	before := len(acked)
+	var perr error
+	for perr == nil && len(acked) < before+100 {
+		perr = put()
+	}
+	if !errors.Is(perr, commitlog.ErrDiskFull) {
+		t.Fatalf("Put of new queues on the full disk: %v after %d", perr, len(acked)-before)
+	}
+	if len(acked) == before {
+		t.Fatal("no new queue took a spare first file on the full disk")
+	}
+	t.Logf("%d new queues acknowledged on the full disk, then: %v", len(acked)-before, perr)
+	check := func(when string) {
+		t.Helper()
+		if err := waitDispatched(s, acked[len(acked)-1].r.End(), 30*time.Second); err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		if d := s.DispatchErrors(); d > 0 {
+			t.Fatalf("%s: %d dispatch errors", when, d)
+		}
+		for _, a := range acked {
+			res, err := s.GetMessages(a.topic, 0, a.r.QueueOffset, 1, 1<<20, nil)
+			if err != nil || res.Status != Found || len(res.Records) != 1 {
+				t.Fatalf("%s: pull %s: %v %v", when, a.topic, res.Status, err)
+			}
+			m, err := message.Decode(res.Records[0])
+			if err != nil || !bytes.Equal(m.Body, a.body) {
+				t.Fatalf("%s: pull %s returned another message: %v", when, a.topic, err)
+			}
+		}
+	}
+	check("on the full disk")
+	if err := os.Remove(ballast); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for put() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("Put still fails 10 s after the disk was freed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for range 50 {
+		if err := put(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("after the disk was freed")
+	if err := closeWithin(t, s, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(opts, nil); err != nil {
+		t.Fatal(err)
+	}
+	check("after a restart")
+}

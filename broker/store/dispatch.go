@@ -389,10 +389,28 @@ func (s *Store) writeCheckpoint() error {
 }
 
 // writeCheckpointLocked is writeCheckpoint with cpMu held.
-func (s *Store) writeCheckpointLocked() error {
+func (s *Store) writeCheckpointLocked() error { return s.checkpointLocked(true) }
+
+// checkpointLocked flushes and records a checkpoint; cpMu is held. A
+// periodic one (full false) lets the ConsumeQueues keep the few units of
+// queues written now and then staged while they point less than
+// QueueFlushLag bytes behind the dispatched end
+// (consumequeue.Store.FlushBelow), and records DispatchFrom at the first of
+// them; every QueueFlushEvery-th periodic checkpoint flushes everything.
+func (s *Store) checkpointLocked(full bool) error {
 	dispatched := s.dispatched.Load()
-	if err := s.cqs.Flush(); err != nil {
-		return fmt.Errorf("store: flush consume queues: %w", err)
+	from := dispatched
+	s.checkpoints++
+	if every := s.opts.QueueFlushEvery; full || s.opts.QueueFlushLag <= 0 || every <= 1 || s.checkpoints%int64(every) == 0 {
+		if err := s.cqs.Flush(); err != nil {
+			return fmt.Errorf("store: flush consume queues: %w", err)
+		}
+	} else {
+		kept, err := s.cqs.FlushBelow(dispatched - s.opts.QueueFlushLag)
+		if err != nil {
+			return fmt.Errorf("store: flush consume queues: %w", err)
+		}
+		from = min(from, kept)
 	}
 	if s.index != nil {
 		if err := s.index.Flush(); err != nil {
@@ -401,8 +419,8 @@ func (s *Store) writeCheckpointLocked() error {
 	}
 	flushed := s.clog.FlushedOffset()
 	cp := checkpoint{
-		LogFrom:        s.verifyPoint(min(flushed, dispatched)),
-		DispatchFrom:   dispatched,
+		LogFrom:        s.verifyPoint(min(flushed, from)),
+		DispatchFrom:   from,
 		FlushedOffset:  flushed,
 		StoreTimestamp: s.lastStoreTime.Load(),
 		WrittenAt:      s.opts.Now().UnixMilli(),
@@ -430,7 +448,10 @@ func (s *Store) every(d time.Duration, fn func()) {
 
 // checkpointOnce flushes the queues and indexes and writes the checkpoint.
 func (s *Store) checkpointOnce() {
-	if err := s.writeCheckpoint(); err != nil {
+	s.cpMu.Lock()
+	err := s.checkpointLocked(false)
+	s.cpMu.Unlock()
+	if err != nil {
 		s.log.Error("checkpoint failed", zap.Error(err))
 	}
 }

@@ -8,7 +8,8 @@
 //	<dir>/commitlog/<20-digit offset>     CommitLog segments (package commitlog)
 //	<dir>/consumequeue/<topic>/<queue>/…  ConsumeQueues (package consumequeue)
 //	<dir>/index/<yyyyMMddHHmmssSSS>       IndexFiles (package indexfile)
-//	<dir>/reserve/consumequeue-<n>        spare ConsumeQueue files, see Full disk
+//	<dir>/reserve/consumequeue-<n>        spare full-size ConsumeQueue files, see Full disk
+//	<dir>/reserve/cqfirst-<n>             spare first ConsumeQueue files
 //	<dir>/reserve/index-<n>               spare IndexFiles
 //	<dir>/checkpoint                      what is durable, see below
 //	<dir>/ha-truncate.json                a truncation in progress, see Truncation
@@ -35,8 +36,16 @@
 //	 56  4  CRC-32 (IEEE) of bytes 8..56
 //
 // A checkpoint is taken every CheckpointInterval (1 s) and at Close: the
-// queues and index are flushed first, then the slot is written and
-// fdatasync'ed. LogFrom trails the durable end by at least RecoverWindow
+// queues and index are flushed first (with many queues written since the
+// last one, the queues' flush ends in one syncfs of the file system rather
+// than an fdatasync per file: consumequeue/doc.go), then the slot is
+// written and fdatasync'ed. With many queues written, a periodic
+// checkpoint also leaves staged the units of a queue that has less than a
+// page of them, while they point less than QueueFlushLag (64 MiB) behind
+// the dispatched end, and records DispatchFrom at the first unit so left;
+// every QueueFlushEvery-th (10th) checkpoint, and the one at Close, flush
+// everything. A queue written now and then is so written once for several
+// units, and recovery re-dispatches at most about QueueFlushLag more. LogFrom trails the durable end by at least RecoverWindow
 // (4 MiB) so damage to the last records is found even after a clean stop.
 //
 // # Dispatch
@@ -82,19 +91,27 @@
 // dispatcher reaches it. The store makes sure that room exists before it
 // acknowledges the message:
 //
-//   - Reserve: <dir>/reserve holds ReserveQueueFiles (4) spare ConsumeQueue
-//     files and ReserveIndexFiles (1) spare IndexFiles, preallocated and
-//     synced at Open (by default 24 MB and 420 MB). Queue and index files
-//     are created as usual; only when that fails for lack of space is a
-//     spare renamed in the new file's place.
+//   - Reserve: <dir>/reserve holds ReserveQueueFiles (4) spare full-size
+//     ConsumeQueue files, ReserveFirstQueueFiles (64) spare first
+//     ConsumeQueue files (a queue's files grow from a small first one:
+//     consumequeue/doc.go, "Files") and ReserveIndexFiles (1) spare
+//     IndexFiles, preallocated and synced at Open (by default 24 MB, 2.6 MB
+//     and 420 MB). Queue and index files are created as usual; only when
+//     that fails for lack of space is a spare renamed in the new file's
+//     place: a first file takes a first-file spare while there is one, any
+//     other queue file (and a first file after that) a full-size one, cut
+//     to the file's size.
 //   - Planning: records are planned in log order, and for every record not
 //     yet dispatched the plan holds what its dispatch will need: one spare
-//     ConsumeQueue file for each record that will start a queue file, and
-//     room for its index entries in the newest IndexFile or the spare ones.
-//     When these do not fit, the planner adds spares; when the disk has no
-//     room for one, it stops. Once the files they were added for exist, the
-//     keeper removes the surplus: the reserve goes back to its target (or
-//     to what the files still planned hold). Put acknowledges messages (after their flush
+//     ConsumeQueue file for each record that will start a queue file (a
+//     full-size spare for a file larger than a first file, either kind for
+//     a first file), and room for its index entries in the newest IndexFile
+//     or the spare ones. When these do not fit, the planner adds spares (32
+//     first-file spares at a time, sharing one directory sync); when the
+//     disk has no room for one, it stops. Once the files they were added
+//     for exist, the keeper removes the surplus: the reserve goes back to
+//     its target (or to what the files still planned hold; twice that for
+//     first files, which come in streams). Put acknowledges messages (after their flush
 //     in sync mode) only once they are planned: it plans them itself, from
 //     the messages, after the records before them. The dispatcher plans
 //     what no put does (replicated records, those of a failed put) and
@@ -120,6 +137,15 @@
 //     the dispatcher finishes once there is room; puts wait until it has.
 //   - A slave plans before it dispatches too, but replication into its log
 //     is not refused: on a full disk its consumers lag until there is room.
+//
+// # Resources
+//
+// Open logs what the store needs of the process's limits: its CommitLog
+// segments and IndexFiles are mapped and hold a descriptor each; its
+// ConsumeQueue files are not mapped and hold a descriptor only while in
+// use, at most consumequeue.Options.MaxOpenFiles (1024) between flushes.
+// It warns when those come within half of RLIMIT_NOFILE or
+// vm.max_map_count.
 //
 // # Recovery
 //
@@ -183,8 +209,9 @@
 // it deletes segments, queue and index files that only point below the new
 // minimum offset are deleted too, and every queue's min offset moves up to
 // its first unit whose message is still in the log (RocketMQ's
-// correctMinOffset: a binary search in the queue's first file, which holds
-// 300 000 units and so usually outlives many segments). Min offsets live in
+// correctMinOffset: a binary search in the queue's first file, which, once
+// the files are full-size, holds 300 000 units and so usually outlives many
+// segments). Min offsets live in
 // memory only; Open corrects them the same way after recovery (and deletes
 // what a crash left behind). Everything that reports a queue's min offset
 // (QueueOffsets, Queues) reports the corrected one, and a read below it is

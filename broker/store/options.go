@@ -35,6 +35,17 @@ type Options struct {
 	// CheckpointInterval is how often ConsumeQueues and IndexFiles are
 	// flushed and the checkpoint written (1 s).
 	CheckpointInterval time.Duration
+	// QueueFlushLag and QueueFlushEvery: when many queues are written
+	// (more than consumequeue.Options.SyncFSAbove between two
+	// checkpoints), a periodic checkpoint leaves the units of a queue
+	// that has less than a page of them staged, unless they point more
+	// than QueueFlushLag bytes behind the dispatched end, and every
+	// QueueFlushEvery-th checkpoint flushes everything; the checkpoint's
+	// DispatchFrom stays at the first unit left, so recovery re-dispatches
+	// at most about QueueFlushLag bytes more (64 MiB, 10; a zero lag
+	// flushes every queue at every checkpoint).
+	QueueFlushLag   int64
+	QueueFlushEvery int
 	// ResidentTail and ReleaseInterval: every ReleaseInterval the mapped
 	// CommitLog pages more than ResidentTail bytes behind the dispatched
 	// end are dropped from the process's resident set (the page cache
@@ -54,6 +65,11 @@ type Options struct {
 	// package documentation).
 	ReserveQueueFiles int
 	ReserveIndexFiles int
+	// ReserveFirstQueueFiles is how many spare first ConsumeQueue files
+	// (consumequeue.Options.FirstFileSize, 40 960 bytes by default) the
+	// reserve keeps besides (64): a new queue's first file takes one of
+	// those, or a full-size one (see "Full disk").
+	ReserveFirstQueueFiles int
 	// StoreHost is written into every record as its store host and used in
 	// offset message ids.
 	StoreHost netip.AddrPort
@@ -69,22 +85,25 @@ type Options struct {
 // DefaultOptions returns production defaults for a store under dir.
 func DefaultOptions(dir string) Options {
 	return Options{
-		Dir:                dir,
-		CommitLog:          commitlog.DefaultOptions(filepath.Join(dir, "commitlog")),
-		ConsumeQueue:       consumequeue.DefaultOptions(),
-		Index:              indexfile.DefaultOptions(),
-		IndexEnabled:       true,
-		Retention:          commitlog.DefaultRetention(),
-		RetentionInterval:  10 * time.Second,
-		CheckpointInterval: time.Second,
-		RecoverWindow:      4 << 20,
-		ReserveQueueFiles:  4,
-		ReserveIndexFiles:  1,
-		ResidentTail:       64 << 20,
-		ReleaseInterval:    10 * time.Second,
-		StoreHost:          netip.MustParseAddrPort("127.0.0.1:10911"),
-		MaxMessageSize:     message.DefaultMaxBodySize,
-		Now:                time.Now,
+		Dir:                    dir,
+		CommitLog:              commitlog.DefaultOptions(filepath.Join(dir, "commitlog")),
+		ConsumeQueue:           consumequeue.DefaultOptions(),
+		Index:                  indexfile.DefaultOptions(),
+		IndexEnabled:           true,
+		Retention:              commitlog.DefaultRetention(),
+		RetentionInterval:      10 * time.Second,
+		CheckpointInterval:     time.Second,
+		QueueFlushLag:          64 << 20,
+		QueueFlushEvery:        10,
+		RecoverWindow:          4 << 20,
+		ReserveQueueFiles:      4,
+		ReserveIndexFiles:      1,
+		ReserveFirstQueueFiles: 64,
+		ResidentTail:           64 << 20,
+		ReleaseInterval:        10 * time.Second,
+		StoreHost:              netip.MustParseAddrPort("127.0.0.1:10911"),
+		MaxMessageSize:         message.DefaultMaxBodySize,
+		Now:                    time.Now,
 	}
 }
 
@@ -114,8 +133,9 @@ func (o *Options) Validate() error {
 	if o.RetentionInterval <= 0 || o.CheckpointInterval <= 0 {
 		errs = append(errs, fmt.Errorf("store: RetentionInterval (%v) and CheckpointInterval (%v) must be positive", o.RetentionInterval, o.CheckpointInterval))
 	}
-	if o.ReserveQueueFiles < 0 || o.ReserveIndexFiles < 0 {
-		errs = append(errs, fmt.Errorf("store: ReserveQueueFiles (%d) and ReserveIndexFiles (%d) must not be negative", o.ReserveQueueFiles, o.ReserveIndexFiles))
+	if o.ReserveQueueFiles < 0 || o.ReserveIndexFiles < 0 || o.ReserveFirstQueueFiles < 0 {
+		errs = append(errs, fmt.Errorf("store: ReserveQueueFiles (%d), ReserveFirstQueueFiles (%d) and ReserveIndexFiles (%d) must not be negative",
+			o.ReserveQueueFiles, o.ReserveFirstQueueFiles, o.ReserveIndexFiles))
 	}
 	if o.RecoverWindow < 0 {
 		errs = append(errs, fmt.Errorf("store: RecoverWindow %d must not be negative", o.RecoverWindow))

@@ -15,21 +15,24 @@ import (
 )
 
 // The reserve is a directory of preallocated, all-zero spare files, one
-// kind per file size: ConsumeQueue files and IndexFiles. The ConsumeQueues
-// and the index create their files as usual and take a spare (a rename)
-// only when the disk has no room for a new file, so the spares sit unused
-// until the disk is full. See doc.go, "Full disk".
+// kind per file size: full-size ConsumeQueue files, first (small)
+// ConsumeQueue files and IndexFiles. The ConsumeQueues and the index create
+// their files as usual and take a spare (a rename) only when the disk has
+// no room for a new file, so the spares sit unused until the disk is full.
+// A ConsumeQueue file between the two sizes takes a full-size spare, cut
+// to its size after the rename. See doc.go, "Full disk".
 
-// spareKind names the two kinds of spare files.
+// spareKind names the kinds of spare files.
 type spareKind int
 
 const (
-	spareQueue spareKind = iota
+	spareQueue      spareKind = iota // a full-size ConsumeQueue file
+	spareQueueSmall                  // a queue's first ConsumeQueue file
 	spareIndex
 	spareKinds
 )
 
-var spareNames = [spareKinds]string{"consumequeue", "index"}
+var spareNames = [spareKinds]string{"consumequeue", "cqfirst", "index"}
 
 func (k spareKind) String() string { return spareNames[k] }
 
@@ -97,39 +100,62 @@ func parseSpareName(name string) (spareKind, int, bool) {
 // ready returns how many spare files of kind are ready.
 func (r *reserve) ready(kind spareKind) int64 { return r.count[kind].Load() }
 
-// add preallocates one more spare file of kind. It is made durable
-// before it counts, so a crash cannot leave a short spare.
-func (r *reserve) add(kind spareKind) error {
+// add preallocates n more spare files of kind. They are made durable
+// before they count, so a crash cannot leave a short spare; all n share one
+// sync of the directory (and, on a journalling file system, mostly one
+// commit), so a burst of new queues adds its spares in batches.
+func (r *reserve) add(kind spareKind, n int) error {
+	if n <= 0 {
+		return nil
+	}
 	r.mu.Lock()
 	seq := r.seq
-	r.seq++
+	r.seq += n
 	r.mu.Unlock()
-	tmp := filepath.Join(r.dir, ".tmp-"+spareName(kind, seq))
-	path := filepath.Join(r.dir, spareName(kind, seq))
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
+	var made []string
+	cleanup := func(err error) error {
+		for i := range n {
+			_ = os.Remove(filepath.Join(r.dir, ".tmp-"+spareName(kind, seq+i)))
+		}
+		for _, p := range made {
+			_ = os.Remove(p)
+		}
 		return fmt.Errorf("store: reserve %s file: %w", kind, err)
 	}
-	err = fsutil.Preallocate(f, r.size[kind])
-	if err == nil {
-		err = fsutil.Fdatasync(f)
+	files := make([]*os.File, 0, n)
+	defer func() {
+		for _, f := range files {
+			_ = f.Close()
+		}
+	}()
+	for i := range n {
+		f, err := os.OpenFile(filepath.Join(r.dir, ".tmp-"+spareName(kind, seq+i)), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return cleanup(err)
+		}
+		files = append(files, f)
+		if err := fsutil.Preallocate(f, r.size[kind]); err != nil {
+			return cleanup(err)
+		}
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	for _, f := range files {
+		if err := fsutil.Fdatasync(f); err != nil {
+			return cleanup(err)
+		}
 	}
-	if err == nil {
-		err = os.Rename(tmp, path)
+	for i := range n {
+		path := filepath.Join(r.dir, spareName(kind, seq+i))
+		if err := os.Rename(filepath.Join(r.dir, ".tmp-"+spareName(kind, seq+i)), path); err != nil {
+			return cleanup(err)
+		}
+		made = append(made, path)
 	}
-	if err == nil {
-		err = fsutil.SyncDir(r.dir)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("store: reserve %s file: %w", kind, err)
+	if err := fsutil.SyncDir(r.dir); err != nil {
+		return cleanup(err)
 	}
 	r.mu.Lock()
-	r.spares[kind] = append(r.spares[kind], path)
-	r.count[kind].Add(1)
+	r.spares[kind] = append(r.spares[kind], made...)
+	r.count[kind].Add(int64(n))
 	r.mu.Unlock()
 	return nil
 }
@@ -137,8 +163,8 @@ func (r *reserve) add(kind spareKind) error {
 // fill adds spares until every kind has its target.
 func (r *reserve) fill() error {
 	for k := spareKind(0); k < spareKinds; k++ {
-		for r.size[k] > 0 && r.count[k].Load() < int64(r.target[k]) {
-			if err := r.add(k); err != nil {
+		if r.size[k] > 0 {
+			if err := r.add(k, r.target[k]-int(r.count[k].Load())); err != nil {
 				return err
 			}
 		}
@@ -180,9 +206,9 @@ func (r *reserve) trim(kind spareKind, keep int) int {
 }
 
 // take moves a spare file of kind to path and opens it: the ConsumeQueues'
-// and the index's Spare hook.
+// and the index's Spare hook. A spare larger than size is cut to size.
 func (r *reserve) take(kind spareKind, path string, size int64) (*os.File, error) {
-	if size != r.size[kind] {
+	if size > r.size[kind] {
 		return nil, fmt.Errorf("store: reserve holds %d-byte %s files, %d asked", r.size[kind], kind, size)
 	}
 	r.mu.Lock()
@@ -206,7 +232,45 @@ func (r *reserve) take(kind spareKind, path string, size int64) (*os.File, error
 	if err != nil {
 		return nil, fmt.Errorf("store: reserve: %w", err)
 	}
+	if size < r.size[kind] {
+		if err := f.Truncate(size); err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("store: reserve: %w", err)
+		}
+	}
 	r.log.Warn("disk full: took a file from the reserve", zap.Stringer("kind", kind), zap.String("file", path),
 		zap.Int64("sparesLeft", r.count[kind].Load()))
 	return f, nil
+}
+
+// queueSpares says whether planned new ConsumeQueue files, big (larger
+// than a first file) and small, each have a spare: a big file needs a
+// full-size spare, a small one either kind. It returns the kind to add when
+// they do not, and false when they do.
+func (r *reserve) queueSpares(big, small int64) (spareKind, bool) {
+	full, first := r.ready(spareQueue), int64(0)
+	if r.size[spareQueueSmall] > 0 {
+		first = r.ready(spareQueueSmall)
+	}
+	switch {
+	case big > full:
+		return spareQueue, true
+	case big+small > full+first:
+		if r.size[spareQueueSmall] > 0 {
+			return spareQueueSmall, true
+		}
+		return spareQueue, true
+	}
+	return 0, false
+}
+
+// takeQueue takes a spare for a ConsumeQueue file of size bytes: a first
+// file's spare when it fits and one is left, else a full-size one.
+func (r *reserve) takeQueue(path string, size int64) (*os.File, spareKind, error) {
+	kind := spareQueue
+	if size <= r.size[spareQueueSmall] && r.ready(spareQueueSmall) > 0 {
+		kind = spareQueueSmall
+	}
+	f, err := r.take(kind, path, size)
+	return f, kind, err
 }

@@ -82,7 +82,7 @@ func (s *Store) planTo(limit int64) error {
 		}
 		// Add the spare outside the scan, which holds the log's segment
 		// list, then go on from the record that was short of it.
-		aerr := s.res.add(short.kind)
+		aerr := s.res.add(short.kind, spareBatch(short.kind))
 		if aerr == nil {
 			continue
 		}
@@ -165,17 +165,23 @@ func (s *Store) planQueueFile(off int64, d *message.Dispatch) error {
 	if !q.NeedsFile(d.QueueOffset) {
 		return nil
 	}
-	upf := int64(s.opts.ConsumeQueue.UnitsPerFile)
-	f := queueFile{d.Topic, d.QueueID, d.QueueOffset - d.QueueOffset%upf}
+	start, size := q.FileFor(d.QueueOffset)
+	f := queueFile{d.Topic, d.QueueID, start}
+	big := size > s.opts.ConsumeQueue.FirstFileSize()
 	s.newMu.Lock()
 	_, dup := s.newFiles[f]
-	held := int64(len(s.newFiles))
+	heldBig, heldSmall := s.heldBig, int64(len(s.newFiles))-s.heldBig
 	s.newMu.Unlock()
 	if dup {
 		return nil
 	}
-	if held+1 > s.res.ready(spareQueue) {
-		return &needSpare{off: off, kind: spareQueue}
+	if big {
+		heldBig++
+	} else {
+		heldSmall++
+	}
+	if kind, short := s.res.queueSpares(heldBig, heldSmall); short {
+		return &needSpare{off: off, kind: kind}
 	}
 	// A new queue also needs its directory.
 	if err := q.Prepare(); err != nil {
@@ -185,13 +191,26 @@ func (s *Store) planQueueFile(off int64, d *message.Dispatch) error {
 		return fmt.Errorf("store: record at %d: %w", off, err)
 	}
 	s.newMu.Lock()
-	s.newFiles[f] = struct{}{}
+	s.newFiles[f] = big
+	if big {
+		s.heldBig++
+	}
 	s.newOrder = append(s.newOrder, plannedFile{off, f})
 	if len(s.newOrder) == 1 {
 		s.nextNewFile.Store(off)
 	}
 	s.newMu.Unlock()
 	return nil
+}
+
+// spareBatch is how many spares of kind the planner adds at a time when
+// it runs short: first files come in bursts (a thousand new topics written
+// at once), and a batch shares one directory sync.
+func spareBatch(kind spareKind) int {
+	if kind == spareQueueSmall {
+		return 32
+	}
+	return 1
 }
 
 // settle releases what the planner held for the record at off once the
@@ -201,6 +220,9 @@ func (s *Store) settle(off int64, d *message.Dispatch) {
 		s.newMu.Lock()
 		k := 0
 		for k < len(s.newOrder) && s.newOrder[k].off <= off {
+			if s.newFiles[s.newOrder[k].file] {
+				s.heldBig--
+			}
 			delete(s.newFiles, s.newOrder[k].file)
 			k++
 		}
@@ -298,7 +320,13 @@ func (s *Store) planOwn(msgs []*message.Ext, rs []commitlog.Result) error {
 // could not be allocated, so the disk is full. Puts are refused from now
 // on, until the keeper has replaced the spare.
 func (s *Store) takeSpare(kind spareKind, path string, size int64) (*os.File, error) {
-	f, err := s.res.take(kind, path, size)
+	var f *os.File
+	var err error
+	if kind == spareIndex {
+		f, err = s.res.take(kind, path, size)
+	} else {
+		f, kind, err = s.res.takeQueue(path, size)
+	}
 	s.setFull(fmt.Errorf("%w: a new %s file had to be taken from the reserve", commitlog.ErrDiskFull, kind))
 	return f, err
 }
@@ -353,17 +381,26 @@ func (s *Store) keepRoom() {
 // is more. Without it a burst of new queues — a thousand topics created
 // and written at once — would leave a spare behind for each.
 func (s *Store) trimReserve() {
-	if s.res.ready(spareQueue) <= int64(s.res.target[spareQueue]) {
+	if s.res.ready(spareQueue) <= int64(s.res.target[spareQueue]) &&
+		s.res.ready(spareQueueSmall) <= int64(s.res.target[spareQueueSmall]) {
 		return
 	}
 	s.planMu.Lock() // no planning counts on a spare meanwhile
 	defer s.planMu.Unlock()
 	s.newMu.Lock()
-	held := len(s.newFiles)
+	big, all := int(s.heldBig), len(s.newFiles)
 	s.newMu.Unlock()
-	if n := s.res.trim(spareQueue, held); n > 0 {
+	keepFull := max(big, s.res.target[spareQueue])
+	n := s.res.trim(spareQueue, keepFull)
+	if s.res.size[spareQueueSmall] > 0 {
+		// First files come in streams (new topics being written): keep
+		// twice what is held, so that the stream does not add back on its
+		// send path what was just removed.
+		n += s.res.trim(spareQueueSmall, 2*(all-keepFull))
+	}
+	if n > 0 {
 		s.log.Debug("reserve: surplus spare queue files removed", zap.Int("removed", n),
-			zap.Int64("left", s.res.ready(spareQueue)))
+			zap.Int64("leftFull", s.res.ready(spareQueue)), zap.Int64("leftFirst", s.res.ready(spareQueueSmall)))
 	}
 }
 

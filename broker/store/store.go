@@ -61,13 +61,14 @@ type Store struct {
 	plannedEntries int64                           // index entries of the records planned since Open; planMu
 	settledEntries atomic.Int64                    // index entries of the records dispatched since Open
 	planQueues     map[touched]*consumequeue.Queue // the planner's; planMu
-	newMu          sync.Mutex                      // guards newFiles and newOrder
-	newFiles       map[queueFile]struct{}
-	newOrder       []plannedFile         // planned records that start a queue file, in log order
-	nextNewFile    atomic.Int64          // newOrder[0].off, MaxInt64 when empty
-	decoded        decodedRing           // records the planner decoded, for the dispatcher
-	full           atomic.Pointer[error] // why puts are refused, nil when they are not
-	roomSig        notify.Signal         // the keeper found room
+	newMu          sync.Mutex                      // guards newFiles, heldBig and newOrder
+	newFiles       map[queueFile]bool              // planned new files; true: larger than a first file
+	heldBig        int64                           // how many of newFiles are true
+	newOrder       []plannedFile                   // planned records that start a queue file, in log order
+	nextNewFile    atomic.Int64                    // newOrder[0].off, MaxInt64 when empty
+	decoded        decodedRing                     // records the planner decoded, for the dispatcher
+	full           atomic.Pointer[error]           // why puts are refused, nil when they are not
+	roomSig        notify.Signal                   // the keeper found room
 	// recovering: Open could not rebuild the queues up to recoverEnd for
 	// lack of room; puts are refused until the dispatcher gets there.
 	recovering atomic.Bool
@@ -101,14 +102,15 @@ type Store struct {
 	// error stops it there, as a crash would.
 	truncateHook func(truncateStep) error
 
-	recovery  Recovery
-	cpMu      sync.Mutex // serialises checkpoint writes
-	ctx       context.Context
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	closeOnce sync.Once
-	closeErr  error
-	closed    atomic.Bool
+	recovery    Recovery
+	cpMu        sync.Mutex // serialises checkpoint writes
+	checkpoints int64      // checkpoints taken; cpMu
+	ctx         context.Context
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	closeOnce   sync.Once
+	closeErr    error
+	closed      atomic.Bool
 }
 
 // ArrivalFunc is called by the dispatcher after records of a queue become
@@ -153,7 +155,7 @@ func Open(opts Options, log *zap.Logger) (*Store, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	s := &Store{opts: opts, log: log, newFiles: make(map[queueFile]struct{}), planQueues: make(map[touched]*consumequeue.Queue)}
+	s := &Store{opts: opts, log: log, newFiles: make(map[queueFile]bool), planQueues: make(map[touched]*consumequeue.Queue)}
 	s.nextNewFile.Store(math.MaxInt64)
 	s.dispatchLimit.Store(math.MaxInt64)
 	s.dispatchLater = s.dispatchInline
@@ -177,12 +179,48 @@ func Open(opts Options, log *zap.Logger) (*Store, error) {
 		s.wg.Add(1)
 		go s.every(s.opts.ReleaseInterval, s.releaseResident)
 	}
+	s.logResources()
 	log.Info("store opened", zap.String("dir", opts.Dir),
 		zap.Bool("cleanShutdown", s.recovery.CleanShutdown),
 		zap.Int64("dispatchFrom", s.recovery.DispatchFrom),
 		zap.Int64("redispatched", s.recovery.Redispatched),
 		zap.Duration("took", s.recovery.Duration))
 	return s, nil
+}
+
+// logResources says at start-up what the store needs of the process's
+// limits: the descriptors and mappings it holds (ConsumeQueue files are
+// read with pread and hold a descriptor only while in use, up to their
+// MaxOpenFiles between flushes; CommitLog segments and IndexFiles are
+// mapped and keep a descriptor each), against RLIMIT_NOFILE and
+// vm.max_map_count. It warns when the bounds come close to the limits:
+// connections need descriptors too.
+func (s *Store) logResources() {
+	segs := len(s.clog.Segments())
+	idx := 0
+	if s.index != nil {
+		idx = s.index.Files()
+	}
+	cqFiles, cqOpen := s.cqs.Files(), s.cqs.MaxOpenFiles()
+	fds := int64(segs+idx) + cqOpen + 16 // lock, checkpoint, directories
+	maps := int64(segs + idx)
+	nofile, ferr := fsutil.OpenFileLimit()
+	maxMaps, merr := fsutil.MaxMapCount()
+	fields := []zap.Field{zap.Int("commitLogSegments", segs), zap.Int("indexFiles", idx),
+		zap.Int("consumeQueueFiles", cqFiles), zap.Int64("consumeQueueOpenFilesMax", cqOpen),
+		zap.Int64("descriptorsNeeded", fds), zap.Int64("mappingsNeeded", maps),
+		zap.Uint64("rlimitNofile", nofile), zap.Int64("vmMaxMapCount", maxMaps)}
+	if err := errors.Join(ferr, merr); err != nil {
+		fields = append(fields, zap.Error(err))
+	}
+	switch {
+	case ferr == nil && uint64(fds)*2 > nofile:
+		s.log.Warn("store: the open-file limit leaves little room for connections; raise ulimit -n", fields...)
+	case merr == nil && maps*2 > maxMaps:
+		s.log.Warn("store: vm.max_map_count is close to what the store maps; raise it (RocketMQ's deployment guide uses 655360)", fields...)
+	default:
+		s.log.Info("store resources", fields...)
+	}
 }
 
 func lockDir(path string) (*os.File, error) {
@@ -260,11 +298,14 @@ func (s *Store) open() error {
 	}
 	var sizes [spareKinds]int64
 	sizes[spareQueue] = o.ConsumeQueue.FileSize()
+	if first := o.ConsumeQueue.FirstFileSize(); first < sizes[spareQueue] {
+		sizes[spareQueueSmall] = first
+	}
 	if o.IndexEnabled {
 		sizes[spareIndex] = o.Index.FileSize()
 	}
 	s.res, err = openReserve(filepath.Join(o.Dir, reserveName), sizes,
-		[spareKinds]int{o.ReserveQueueFiles, o.ReserveIndexFiles}, s.log.Named("reserve"))
+		[spareKinds]int{o.ReserveQueueFiles, o.ReserveFirstQueueFiles, o.ReserveIndexFiles}, s.log.Named("reserve"))
 	if err != nil {
 		return err
 	}

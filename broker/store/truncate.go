@@ -203,6 +203,7 @@ func (s *Store) resetPlanLocked(d int64) {
 	clear(s.planQueues)
 	s.newMu.Lock()
 	clear(s.newFiles)
+	s.heldBig = 0
 	s.newOrder = s.newOrder[:0]
 	s.nextNewFile.Store(math.MaxInt64)
 	s.newMu.Unlock()
