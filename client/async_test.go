@@ -294,6 +294,16 @@ func holdFirst(p *Producer) (sizes func() []int, release func()) {
 		}
 }
 
+// waitFirstRequest waits until the request holdFirst holds is on its way.
+func waitFirstRequest(e *env, sizes func() []int) {
+	e.waitFor(5*time.Second, "first request", func() error {
+		if len(sizes()) == 0 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+}
+
 // TestSendAsyncBatchLimits: what waits behind a request goes in batches
 // within WithAsyncBatch's count and bytes; a message larger than the byte
 // bound goes alone.
@@ -305,12 +315,7 @@ func TestSendAsyncBatchLimits(t *testing.T) {
 	defer release()
 	r := newAsyncRecorder(t).withTopic(topic)
 	r.send(context.Background(), p, topic, "first")
-	e.waitFor(5*time.Second, "first request", func() error {
-		if len(sizes()) == 0 {
-			return errors.New("not yet")
-		}
-		return nil
-	})
+	waitFirstRequest(e, sizes)
 	// 25 small messages: 10 a request; the last 5 share one with two of
 	// the five 3 KiB ones (about 7 KiB), two more go together (a third
 	// would pass 8 KiB), then the last and the 20 KiB one each alone.
@@ -355,12 +360,7 @@ func TestSendAsyncContexts(t *testing.T) {
 	defer cancelA()
 	ctxB, cancelB := context.WithCancel(context.Background())
 	r.send(ctxA, p, topic, "a0")
-	e.waitFor(5*time.Second, "first request", func() error {
-		if len(sizes()) == 0 {
-			return errors.New("not yet")
-		}
-		return nil
-	})
+	waitFirstRequest(e, sizes)
 	r.send(ctxA, p, topic, "a1")
 	r.send(ctxA, p, topic, "a2")
 	r.send(ctxB, p, topic, "b0")
@@ -404,12 +404,7 @@ func TestSendAsyncBatchRefused(t *testing.T) {
 	defer release()
 	r := newAsyncRecorder(t).withTopic(topic)
 	r.send(context.Background(), p, topic, "first")
-	e.waitFor(5*time.Second, "first request", func() error {
-		if len(sizes()) == 0 {
-			return errors.New("not yet")
-		}
-		return nil
-	})
+	waitFirstRequest(e, sizes)
 	for i := range 20 {
 		body := fmt.Sprintf("m-%02d", i)
 		if i == 13 {
@@ -523,12 +518,7 @@ func TestSendAsyncOnlyBrokerStops(t *testing.T) {
 	sizes, release := holdFirst(p)
 	r := newAsyncRecorder(t).withTopic(topic)
 	r.send(context.Background(), p, topic, "first")
-	e.waitFor(5*time.Second, "first request", func() error {
-		if len(sizes()) == 0 {
-			return errors.New("not yet")
-		}
-		return nil
-	})
+	waitFirstRequest(e, sizes)
 	for i := range 300 {
 		r.send(context.Background(), p, topic, fmt.Sprintf("m-%03d", i))
 	}

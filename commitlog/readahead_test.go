@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bolide-mq/bolide/internal/mmap"
+	"github.com/bolide-mq/bolide/internal/testutil"
 )
 
 // TestPrefetchFollowsReaders: Prefetch asks for ReadAhead bytes ahead of a
@@ -106,7 +107,7 @@ func TestPrefetchReadsIntoPageCache(t *testing.T) {
 	l.ra.advised = nil
 	files := l.Segments()
 	for _, s := range files {
-		evict(t, s.Path)
+		testutil.DropPageCache(t, s.Path)
 	}
 	for _, s := range files[1:3] {
 		if n := resident(t, s.Path); n > seg/4 {
@@ -135,22 +136,6 @@ func TestPrefetchReadsIntoPageCache(t *testing.T) {
 	}
 	if n := resident(t, files[4].Path); n > seg/2 {
 		t.Fatalf("segment 4, past the read-ahead: %d bytes resident", n)
-	}
-}
-
-// evict drops a file's clean pages from the page cache.
-func evict(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Fdatasync(int(f.Fd())); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-		t.Skipf("fadvise: %v", err)
 	}
 }
 

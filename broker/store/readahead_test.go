@@ -12,6 +12,7 @@ import (
 
 	"github.com/bolide-mq/bolide/commitlog"
 	"github.com/bolide-mq/bolide/internal/mmap"
+	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/message"
 )
 
@@ -50,7 +51,7 @@ func TestGetMessagesReadsAhead(t *testing.T) {
 	}
 	defer s.Close()
 	seg := s.CommitLog().Segments()[0].Path
-	dropCache(t, seg)
+	testutil.DropPageCache(t, seg)
 	if r := residentBytes(t, seg, 0, 12<<20); r > 1<<20 {
 		t.Skipf("%d bytes of %s still resident after POSIX_FADV_DONTNEED", r, seg)
 	}
@@ -85,22 +86,6 @@ func TestGetMessagesReadsAhead(t *testing.T) {
 			}
 			off++
 		}
-	}
-}
-
-// dropCache drops a file's clean pages from the page cache.
-func dropCache(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Fdatasync(int(f.Fd())); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-		t.Skipf("fadvise: %v", err)
 	}
 }
 

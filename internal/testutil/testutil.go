@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // WaitFor polls cond until it returns nil, and fails the test with cond's
@@ -95,4 +97,22 @@ func MountTmpfs(t testing.TB, size string) string {
 		}
 	})
 	return dir
+}
+
+// DropPageCache writes a file's dirty pages out and drops its pages from
+// the page cache, so that the next read of it goes to the disk. It skips
+// the test where the kernel refuses the hint.
+func DropPageCache(t testing.TB, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Fdatasync(int(f.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Skipf("fadvise: %v", err)
+	}
 }
