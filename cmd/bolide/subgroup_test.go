@@ -105,8 +105,9 @@ func TestGroupDeclarationsTopicTypesAndPopConsume(t *testing.T) {
 	if len(bodies) != 3 {
 		t.Fatalf("consume --pop printed %v", bodies)
 	}
-	// All acknowledged: nothing comes again.
-	code, out, stderr := runCLI(t, "", "--namesrv", ns, "consume", "--topic", "payments", "--group", "ledger", "--pop", "--timeout", "1s")
+	// All acknowledged: nothing comes again. --timeout also bounds each
+	// receive request, so it leaves room for a slow one on a busy machine.
+	code, out, stderr := runCLI(t, "", "--namesrv", ns, "consume", "--topic", "payments", "--group", "ledger", "--pop", "--timeout", "3s")
 	if code != 0 || out != "" || !strings.Contains(stderr, "consumed and acknowledged 0 messages") {
 		t.Fatalf("second consume --pop: exit %d, %q, %q", code, out, stderr)
 	}
