@@ -232,7 +232,21 @@ func (n *nameServers) call(ctx context.Context, fn func(ctx context.Context, c p
 // independent, so one that does not know the topic yet does not end the
 // search: the topic does not exist only when none knows it (and known,
 // the broker groups of its last route, are registered: see noRoute).
+// "Who routes the topic" and "who is registered" are two questions; a
+// broker that registers between them would make a topic it serves look
+// deleted, so that answer is checked by asking for the route once more.
 func (n *nameServers) getRoute(ctx context.Context, topic string, known []string) (*TopicRoute, error) {
+	route, err := n.askRoute(ctx, topic, known)
+	if errors.Is(err, ErrTopicNotExist) && ctx.Err() == nil {
+		if again, err2 := n.askRoute(ctx, topic, known); err2 == nil {
+			return again, nil
+		}
+	}
+	return route, err
+}
+
+// askRoute is one round of getRoute's questions.
+func (n *nameServers) askRoute(ctx context.Context, topic string, known []string) (*TopicRoute, error) {
 	var route *TopicRoute
 	notExist := false
 	err := n.each(ctx, func(ctx context.Context, c pb.NameServerClient) error {
