@@ -1,14 +1,9 @@
 package commitlog
 
 import (
-	"os"
 	"testing"
 	"time"
-	"unsafe"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/bolide-mq/bolide/internal/mmap"
 	"github.com/bolide-mq/bolide/internal/testutil"
 )
 
@@ -110,7 +105,7 @@ func TestPrefetchReadsIntoPageCache(t *testing.T) {
 		testutil.DropPageCache(t, s.Path)
 	}
 	for _, s := range files[1:3] {
-		if n := resident(t, s.Path); n > seg/4 {
+		if n := testutil.ResidentBytes(t, s.Path, 0, -1); n > seg/4 {
 			t.Skipf("%s: %d bytes still resident after POSIX_FADV_DONTNEED (a file system without a page cache of its own?)", s.Path, n)
 		}
 	}
@@ -125,7 +120,7 @@ func TestPrefetchReadsIntoPageCache(t *testing.T) {
 	// The kernel reads asynchronously: wait for it.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		a, b := resident(t, files[1].Path), resident(t, files[2].Path)
+		a, b := testutil.ResidentBytes(t, files[1].Path, 0, -1), testutil.ResidentBytes(t, files[2].Path, 0, -1)
 		if a >= seg*9/10 && b >= seg*9/10 {
 			break
 		}
@@ -134,41 +129,9 @@ func TestPrefetchReadsIntoPageCache(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := resident(t, files[4].Path); n > seg/2 {
+	if n := testutil.ResidentBytes(t, files[4].Path, 0, -1); n > seg/2 {
 		t.Fatalf("segment 4, past the read-ahead: %d bytes resident", n)
 	}
-}
-
-// resident returns how many bytes of a file are in the page cache.
-func resident(t *testing.T, path string) int {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := mmap.Map(f, int(st.Size()), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Unmap()
-	page := os.Getpagesize()
-	vec := make([]byte, (len(m.Data)+page-1)/page)
-	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(m.Data))),
-		uintptr(len(m.Data)), uintptr(unsafe.Pointer(unsafe.SliceData(vec)))); e != 0 {
-		t.Skipf("mincore: %v", e)
-	}
-	n := 0
-	for _, v := range vec {
-		if v&1 != 0 {
-			n += page
-		}
-	}
-	return n
 }
 
 // TestReadAheadChunk: one fadvise call asks for what the device's limits

@@ -3,15 +3,10 @@ package store
 import (
 	"bytes"
 	"context"
-	"os"
 	"testing"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/bolide-mq/bolide/commitlog"
-	"github.com/bolide-mq/bolide/internal/mmap"
 	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/message"
 )
@@ -52,7 +47,7 @@ func TestGetMessagesReadsAhead(t *testing.T) {
 	defer s.Close()
 	seg := s.CommitLog().Segments()[0].Path
 	testutil.DropPageCache(t, seg)
-	if r := residentBytes(t, seg, 0, 12<<20); r > 1<<20 {
+	if r := testutil.ResidentBytes(t, seg, 0, 12<<20); r > 1<<20 {
 		t.Skipf("%d bytes of %s still resident after POSIX_FADV_DONTNEED", r, seg)
 	}
 	res, err := s.GetMessages("RA", 0, 0, 2, 1<<20, nil)
@@ -65,7 +60,7 @@ func TestGetMessagesReadsAhead(t *testing.T) {
 	// 8 MiB on the reference machine), so look at 8-12 MiB.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		r := residentBytes(t, seg, 8<<20, 4<<20)
+		r := testutil.ResidentBytes(t, seg, 8<<20, 4<<20)
 		if r >= 4<<20*9/10 {
 			break
 		}
@@ -87,34 +82,4 @@ func TestGetMessagesReadsAhead(t *testing.T) {
 			off++
 		}
 	}
-}
-
-// residentBytes returns how many bytes of [off, off+n) of a file are in
-// the page cache (mincore over a mapping of its own).
-func residentBytes(t *testing.T, path string, off, n int) int {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	m, err := mmap.Map(f, off+n, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Unmap()
-	page := os.Getpagesize()
-	b := m.Data[off:]
-	vec := make([]byte, (len(b)+page-1)/page)
-	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(b))),
-		uintptr(len(b)), uintptr(unsafe.Pointer(unsafe.SliceData(vec)))); e != 0 {
-		t.Skipf("mincore: %v", e)
-	}
-	r := 0
-	for _, v := range vec {
-		if v&1 != 0 {
-			r += page
-		}
-	}
-	return r
 }

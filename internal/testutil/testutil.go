@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -115,4 +116,45 @@ func DropPageCache(t testing.TB, path string) {
 	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
 		t.Skipf("fadvise: %v", err)
 	}
+}
+
+// ResidentBytes returns how many bytes of [off, off+n) of a file are in
+// the page cache (mincore over a read-only mapping of its own); n < 0
+// means to the end of the file. It skips the test where mincore is
+// refused.
+func ResidentBytes(t testing.TB, path string, off, n int) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if n < 0 {
+		st, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n = int(st.Size()) - off
+	}
+	if n <= 0 {
+		return 0
+	}
+	b, err := unix.Mmap(int(f.Fd()), 0, off+n, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(b)
+	page := os.Getpagesize()
+	vec := make([]byte, (n+page-1)/page)
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[off])), uintptr(n),
+		uintptr(unsafe.Pointer(unsafe.SliceData(vec)))); e != 0 {
+		t.Skipf("mincore: %v", e)
+	}
+	r := 0
+	for _, v := range vec {
+		if v&1 != 0 {
+			r += page
+		}
+	}
+	return r
 }
