@@ -85,10 +85,11 @@ func (b *Broker) DedupStats() dedup.Stats {
 
 // dedupEntry is one message of a send being deduplicated.
 type dedupEntry struct {
-	key  dedup.Key
-	res  *dedup.Reservation // nil: nothing to record
-	prev *message.Ext       // an earlier copy: not stored again
-	same int                // ≥ 0: the same id as that earlier message of the batch
+	key   dedup.Key
+	res   *dedup.Reservation // nil: nothing to record
+	prev  *message.Ext       // an earlier copy: not stored again
+	same  int                // ≥ 0: the same id as that earlier message of the batch
+	fresh bool               // to be stored
 }
 
 // sendDeduplicated stores the messages of a send that the window has not
@@ -105,48 +106,76 @@ func (b *Broker) sendDeduplicated(ctx context.Context, msgs []*message.Ext, wind
 			}
 		}
 	}
+	// The ids of the batch, each once, are looked up together.
 	seen := make(map[dedup.Key]int, len(msgs))
-	fresh := make([]*message.Ext, 0, len(msgs))
+	keys := make([]dedup.Key, 0, len(msgs))
+	at := make([]int, 0, len(msgs)) // the message of keys[n]
 	for i, m := range msgs {
-		entries[i].same = -1
+		e := &entries[i]
+		e.same = -1
 		id := m.Properties[message.PropertyUniqueKey]
 		if id == "" {
-			fresh = append(fresh, m)
+			e.fresh = true
 			continue
 		}
 		key := dedup.KeyOf(m.Topic, id)
-		entries[i].key = key
-		if j, ok := seen[key]; ok && msgs[j].Properties[message.PropertyUniqueKey] == id {
-			entries[i].same = j // a batch repeating an id stores it once
-			b.dedup.Hit()
+		e.key = key
+		if j, ok := seen[key]; ok {
+			if msgs[j].Properties[message.PropertyUniqueKey] == id {
+				e.same = j // a batch repeating an id stores it once
+				b.dedup.Hit()
+			} else {
+				e.fresh = true // another id of the batch shares the hash: stored, unrecorded
+			}
 			continue
 		}
 		seen[key] = i
-		off, found, final, res, err := b.dedup.Lookup(ctx, key)
-		if err != nil {
-			abort()
-			return nil, storeError(err)
+		keys = append(keys, key)
+		at = append(at, i)
+	}
+	found := b.dedup.LookupAll(keys, nil)
+	for n, f := range found {
+		entries[at[n]].res = f.Res // so that abort ends them all
+	}
+	for n, f := range found {
+		i := at[n]
+		e, m := &entries[i], msgs[i]
+		if f.Busy {
+			// Another send holds the id: wait for its outcome.
+			off, ok, final, res, err := b.dedup.Lookup(ctx, keys[n])
+			if err != nil {
+				abort()
+				return nil, storeError(err)
+			}
+			f = dedup.Found{Offset: off, Found: ok, Final: final, Res: res}
+			e.res = res
 		}
-		if found {
-			if prev := b.storedCopy(off, m.Topic, id); prev != nil {
-				entries[i].prev = prev
+		id := m.Properties[message.PropertyUniqueKey]
+		if f.Found {
+			if prev := b.storedCopy(f.Offset, m.Topic, id); prev != nil {
+				e.prev = prev
 				continue
 			}
 			// Another message shares the hash: store this one, unrecorded.
-			fresh = append(fresh, m)
+			e.fresh = true
 			continue
 		}
-		entries[i].res = res
-		if !final {
+		if !f.Final {
 			if prev := b.indexedCopy(ctx, m.Topic, id, window); prev != nil {
-				res.Abort()
-				entries[i].res = nil
-				entries[i].prev = prev
-				b.dedup.Remember(key, prev.PhysicalOffset, time.UnixMilli(prev.StoreTimestamp).Add(window))
+				e.res.Abort()
+				e.res = nil
+				e.prev = prev
+				b.dedup.Remember(keys[n], prev.PhysicalOffset, time.UnixMilli(prev.StoreTimestamp).Add(window))
 				continue
 			}
 		}
-		fresh = append(fresh, m)
+		e.fresh = true
+	}
+	fresh := make([]*message.Ext, 0, len(msgs))
+	for i, m := range msgs {
+		if entries[i].fresh {
+			fresh = append(fresh, m)
+		}
 	}
 	var stored []store.PutResult
 	if len(fresh) > 0 {
@@ -157,6 +186,8 @@ func (b *Broker) sendDeduplicated(ctx context.Context, msgs []*message.Ext, wind
 		}
 	}
 	out := make([]store.PutResult, len(msgs))
+	var commits []*dedup.Reservation
+	var offsets []int64
 	k := 0
 	for i := range msgs {
 		e := &entries[i]
@@ -172,9 +203,13 @@ func (b *Broker) sendDeduplicated(ctx context.Context, msgs []*message.Ext, wind
 			out[i] = stored[k]
 			k++
 			if e.res != nil {
-				e.res.Commit(out[i].PhysicalOffset, window)
+				commits = append(commits, e.res)
+				offsets = append(offsets, out[i].PhysicalOffset)
 			}
 		}
+	}
+	if len(commits) > 0 {
+		b.dedup.CommitAll(commits, offsets, window)
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/bolide-mq/bolide/broker"
@@ -132,5 +133,67 @@ func TestDedupSurvivesRestart(t *testing.T) {
 	}
 	if st := b.DedupStats(); st.Hits != 20 {
 		t.Fatalf("window stats %+v: want 20 hits found through the index", st)
+	}
+}
+
+// TestDedupConcurrentOverlappingBatches: batches sent at once that share
+// ids (in different orders, mixed with id-less messages) store each id
+// once, and every send of an id is answered with that one copy.
+func TestDedupConcurrentOverlappingBatches(t *testing.T) {
+	_, c := testBroker(t)
+	createTopic(t, c, "orders", 1)
+	const senders, ids = 8, 40
+	results := make([][]*pb.SendResult, senders)
+	errs := make(chan error, senders)
+	for s := range senders {
+		go func() {
+			var batch []*pb.Message
+			for n := range ids {
+				id := (n*7 + s*3) % ids // each sender its own order
+				batch = append(batch, idMsg("orders", 0, fmt.Sprintf("ID-%d", id), fmt.Sprintf("m%d", id)))
+				if n%10 == 0 {
+					batch = append(batch, msg("orders", 0, "plain", "", ""))
+				}
+			}
+			resp, err := c.Send(context.Background(), &pb.SendRequest{Messages: batch})
+			if err == nil {
+				err = wire.FromStatus(resp.Status)
+			}
+			if err == nil {
+				results[s] = resp.Results
+			}
+			errs <- err
+		}()
+	}
+	for range senders {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	byID := map[string]*pb.SendResult{}
+	plain := map[int64]bool{}
+	for _, rs := range results {
+		for _, r := range rs {
+			if !strings.HasPrefix(r.UniqueId, "ID-") {
+				if plain[r.CommitLogOffset] {
+					t.Fatalf("two id-less messages answered with one copy at %d", r.CommitLogOffset)
+				}
+				plain[r.CommitLogOffset] = true
+				continue
+			}
+			if first, ok := byID[r.UniqueId]; ok {
+				sameResult(t, r.UniqueId, r, first)
+			} else {
+				byID[r.UniqueId] = r
+			}
+		}
+	}
+	if len(byID) != ids {
+		t.Fatalf("%d distinct ids answered, want %d", len(byID), ids)
+	}
+	want := int64(ids + len(plain))
+	waitQueue(t, c, "orders", 0, want)
+	if n := queueSize(t, c, "orders", 0); n != want {
+		t.Fatalf("%d messages stored, want %d (each id once and %d id-less)", n, want, len(plain))
 	}
 }

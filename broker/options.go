@@ -85,7 +85,7 @@ type Options struct {
 	// remembered so that a retry of it is answered with the first copy's
 	// result instead of being stored again (2 min; 0 turns it off; a topic's
 	// dedup.window.minutes attribute overrides it). DedupMaxEntries bounds
-	// the ids remembered (1 Mi, about 52 MB); 0 turns deduplication off.
+	// the ids remembered (1 Mi, about 48 MB); 0 turns deduplication off.
 	DedupWindow     time.Duration
 	DedupMaxEntries int
 	// BrokerPermission is the broker's permission as a whole (RocketMQ's

@@ -7,13 +7,17 @@
 // (its duplicate window, two minutes by default); Kafka's idempotent
 // producer does it with producer ids and sequence numbers.
 //
-// The window is memory only, and bounded: a map from a 64-bit hash of
-// (topic, unique id) to the stored copy's CommitLog offset, and a ring of
-// the same keys in the order they were stored with the time each leaves
-// the window. About 52 bytes an entry: a million ids take about 52 MB.
-// When the ring is full the oldest entry is dropped early (counted): above
-// a million sends per window length the window is as long as the newest
-// million sends, and bolide_dedup_evicted_total says so.
+// The window is memory only, and bounded: a hash table from a 64-bit hash
+// of (topic, unique id) to the stored copy's CommitLog offset (table.go:
+// open addressing over one flat array, so that a lookup costs one cache
+// miss, not the several of a Go map this size), and a ring of the same
+// keys in the order they were stored with the time each leaves the window.
+// About 48 bytes an entry: a million ids take about 48 MB. When the ring
+// is full the oldest entry is dropped early (counted): above a million
+// sends per window length the window is as long as the newest million
+// sends, and bolide_dedup_evicted_total says so. The messages of one send
+// are looked up and recorded together (LookupAll, CommitAll): one hold of
+// the lock and one reading of the clock per send, not two per message.
 //
 // A hit is a candidate: the broker reads the record at the offset and
 // checks its topic and unique id, so a hash collision never drops a

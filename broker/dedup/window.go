@@ -34,9 +34,9 @@ type slot struct {
 
 // entryBytes estimates one entry's memory, as measured with a million ids
 // (TestWindowMemoryAtOneMillionIDs): its ring slot (16 bytes with padding)
-// and its share of the map (an 8-byte key and value, at the map's load
-// factor and power-of-two growth).
-const entryBytes = 16 + 36
+// and its share of the table (a 16-byte slot, at a load between 3/8 and
+// 3/4 of the table's power-of-two size: 32 bytes at a million).
+const entryBytes = 16 + 32
 
 // Stats describe the window.
 type Stats struct {
@@ -59,8 +59,8 @@ type Stats struct {
 type Window struct {
 	mu       sync.Mutex
 	capacity int
-	offsets  map[Key]int64 // key → physical offset of the stored copy
-	ring     []slot        // insertion order; head at ringHead, count n
+	offsets  table  // key → physical offset of the stored copy
+	ring     []slot // insertion order; head at ringHead, count n
 	ringHead int
 	n        int
 	pending  map[Key]*Reservation
@@ -74,7 +74,7 @@ type Window struct {
 // New returns a window holding at most capacity entries, whose misses are
 // final from the start (Reset says otherwise).
 func New(capacity int) *Window {
-	return &Window{capacity: max(capacity, 1), offsets: make(map[Key]int64), pending: make(map[Key]*Reservation), now: time.Now}
+	return &Window{capacity: max(capacity, 1), pending: make(map[Key]*Reservation), now: time.Now}
 }
 
 // Reset forgets every entry, and makes misses not final until
@@ -84,7 +84,7 @@ func New(capacity int) *Window {
 func (w *Window) Reset(uncertainUntil time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	clear(w.offsets)
+	w.offsets.reset()
 	w.ring = nil
 	w.ringHead, w.n = 0, 0
 	w.incompleteUntil = unix(uncertainUntil)
@@ -112,7 +112,7 @@ func (w *Window) Lookup(ctx context.Context, key Key) (offset int64, found, fina
 		w.mu.Lock()
 		now := unix(w.now())
 		w.expireLocked(now)
-		if off, ok := w.offsets[key]; ok {
+		if off, ok := w.offsets.get(key); ok {
 			w.mu.Unlock()
 			return off, true, true, nil, nil
 		}
@@ -134,6 +134,63 @@ func (w *Window) Lookup(ctx context.Context, key Key) (offset int64, found, fina
 		final = now >= w.incompleteUntil
 		w.mu.Unlock()
 		return 0, false, final, r, nil
+	}
+}
+
+// Found is what LookupAll says of one key: the answer Lookup would give,
+// or Busy when another send holds the key (ask Lookup, which waits).
+type Found struct {
+	Offset int64
+	Found  bool
+	Final  bool
+	Res    *Reservation
+	Busy   bool
+}
+
+// LookupAll looks keys up under one hold of the window's lock and one
+// reading of the clock, for the messages of one send: out[i] is key i's
+// answer, as Lookup's but that a key another send holds is reported Busy
+// instead of waited for. keys must be distinct. It returns out.
+func (w *Window) LookupAll(keys []Key, out []Found) []Found {
+	out = out[:0]
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := unix(w.now())
+	w.expireLocked(now)
+	final := now >= w.incompleteUntil
+	for _, key := range keys {
+		if off, ok := w.offsets.get(key); ok {
+			out = append(out, Found{Offset: off, Found: true, Final: true})
+			continue
+		}
+		if w.pending[key] != nil {
+			out = append(out, Found{Busy: true})
+			continue
+		}
+		r := &Reservation{w: w, key: key}
+		w.pending[key] = r
+		out = append(out, Found{Final: final, Res: r})
+	}
+	return out
+}
+
+// CommitAll is Commit of every reservation rs[i] at offsets[i], under one
+// hold of the window's lock.
+func (w *Window) CommitAll(rs []*Reservation, offsets []int64, window time.Duration) {
+	var done []chan struct{}
+	w.mu.Lock()
+	now := w.now()
+	expires, at := unix(now.Add(window)), unix(now)
+	for i, r := range rs {
+		w.insertLocked(r.key, offsets[i], expires, at)
+		delete(w.pending, r.key)
+		if r.done != nil {
+			done = append(done, r.done)
+		}
+	}
+	w.mu.Unlock()
+	for _, d := range done {
+		close(d)
 	}
 }
 
@@ -185,9 +242,7 @@ func (w *Window) Remember(key Key, offset int64, expires time.Time) {
 
 func (w *Window) insertLocked(key Key, offset int64, expires, now uint32) {
 	w.expireLocked(now)
-	known := len(w.offsets)
-	w.offsets[key] = offset
-	if len(w.offsets) == known {
+	if w.offsets.put(key, offset) {
 		return // remembered already: only its offset changes
 	}
 	if w.n == w.capacity {
@@ -202,7 +257,6 @@ func (w *Window) insertLocked(key Key, offset int64, expires, now uint32) {
 	}
 	w.ring[(w.ringHead+w.n)%len(w.ring)] = slot{key: key, expires: expires}
 	w.n++
-	w.offsets[key] = offset
 }
 
 // growLocked doubles the ring (up to the capacity), unrolling it.
@@ -217,7 +271,7 @@ func (w *Window) growLocked() {
 
 func (w *Window) popLocked() {
 	s := w.ring[w.ringHead]
-	delete(w.offsets, s.key)
+	w.offsets.del(s.key)
 	w.ringHead = (w.ringHead + 1) % len(w.ring)
 	w.n--
 }

@@ -205,3 +205,42 @@ func itoa(i int) string {
 		}
 	}
 }
+
+// TestWindowLookupAllAndCommitAll: LookupAll answers each key as Lookup
+// would, reports a key another send holds as Busy without waiting, and
+// CommitAll records every reservation and releases the sends waiting for
+// them.
+func TestWindowLookupAllAndCommitAll(t *testing.T) {
+	w, _ := newTestWindow(100, time.Minute)
+	_, _, _, known := lookup(t, w, 1)
+	known.Commit(10, time.Minute)
+	_, _, _, held := lookup(t, w, 2) // another send holds key 2
+	got := w.LookupAll([]Key{1, 2, 3, 4}, nil)
+	if len(got) != 4 || !got[0].Found || got[0].Offset != 10 || !got[1].Busy ||
+		got[2].Res == nil || got[3].Res == nil || got[2].Found || got[2].Final { // not final: the test window has just been reset
+		t.Fatalf("LookupAll = %+v", got)
+	}
+	// A send waiting for key 3 is released by CommitAll with its offset.
+	waited := make(chan int64, 1)
+	go func() {
+		off, found, _, _, err := w.Lookup(context.Background(), 3)
+		if err != nil || !found {
+			off = -1
+		}
+		waited <- off
+	}()
+	time.Sleep(20 * time.Millisecond) // let it wait (it passes either way)
+	w.CommitAll([]*Reservation{got[2].Res, got[3].Res}, []int64{30, 40}, time.Minute)
+	if off := <-waited; off != 30 {
+		t.Fatalf("the waiter for key 3 got %d, want 30", off)
+	}
+	held.Abort()
+	for k, want := range map[Key]int64{1: 10, 3: 30, 4: 40} {
+		if off, found, _, _ := lookup(t, w, k); !found || off != want {
+			t.Fatalf("key %d: %d, %v; want %d", k, off, found, want)
+		}
+	}
+	if st := w.Stats(); st.Entries != 3 {
+		t.Fatalf("%d entries, want 3", st.Entries)
+	}
+}

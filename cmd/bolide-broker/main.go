@@ -167,7 +167,7 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs.IntVar(&f.maxMessageSize, "max-message-size", d.MaxMessageSize, "largest message body in bytes")
 	fs.DurationVar(&f.dedupWindow, "dedup-window", d.DedupWindow, "a send repeating a unique id stored this recently is answered with the first copy, not stored again (0: off; topic attribute dedup.window.minutes overrides)")
 	fs.BoolVar(&f.propertyFilter, "enable-property-filter", d.EnablePropertyFilter, "let consumers subscribe with SQL92 conditions over message properties, evaluated on the broker")
-	fs.IntVar(&f.dedupMaxIDs, "dedup-max-ids", d.DedupMaxEntries, "unique ids the deduplication window holds at most (about 52 bytes each; 0 turns deduplication off)")
+	fs.IntVar(&f.dedupMaxIDs, "dedup-max-ids", d.DedupMaxEntries, "unique ids the deduplication window holds at most (about 48 bytes each; 0 turns deduplication off)")
 	fs.IntVar(&f.retentionHours, "retention-hours", int(d.Store.Retention.MaxAge/time.Hour), "delete CommitLog segments older than this")
 	fs.StringVar(&f.delayLevels, "delay-levels", d.Delay.Levels, "delays of the delay levels 1, 2, ... (RocketMQ's messageDelayLevel)")
 	fs.DurationVar(&f.maxDelay, "max-delay", d.Delay.MaxDelay, "latest delivery time a timer message may ask for, from now")

@@ -1,0 +1,43 @@
+package dedup
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// BenchmarkWindowNewIDs is the window's cost per send of a message with a
+// new unique id (a miss, a reservation, a commit) in a full window of a
+// million entries, where each commit also drops the oldest entry: the
+// steady state of a busy broker.
+func BenchmarkWindowNewIDs(b *testing.B) {
+	const capacity = 1 << 20
+	w := New(capacity)
+	keys := make([]Key, 2*capacity)
+	for i := range keys {
+		keys[i] = KeyOf("bench", "id-"+itoa(i))
+	}
+	for _, k := range keys[:capacity] {
+		_, _, _, res, _ := w.Lookup(context.Background(), k)
+		res.Commit(1, time.Hour)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		k := keys[capacity+i%capacity]
+		_, found, _, res, err := w.Lookup(context.Background(), k)
+		if err != nil || found {
+			b.Fatalf("found=%v err=%v", found, err)
+		}
+		res.Commit(int64(i), time.Hour)
+		if i%capacity == capacity-1 {
+			b.StopTimer()
+			w.Reset(time.Time{})
+			for _, k := range keys[:capacity] {
+				_, _, _, res, _ := w.Lookup(context.Background(), k)
+				res.Commit(1, time.Hour)
+			}
+			b.StartTimer()
+		}
+	}
+}
