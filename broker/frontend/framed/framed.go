@@ -60,7 +60,14 @@ func New(b *broker.Broker, maxFrame int, log *zap.Logger) *Frontend {
 	sendsWait := b.SendsWait()
 	srv.Handle(frame.MethodSend, frame.Handler{
 		NewRequest: func() proto.Message { return new(pb.SendRequest) },
-		Blocking:   func(proto.Message) bool { return sendsWait },
+		Decode: func(payload []byte) (proto.Message, error) {
+			req, err := v1wire.DecodeSendRequest(payload)
+			if err != nil {
+				return nil, err
+			}
+			return req, nil
+		},
+		Blocking: func(proto.Message) bool { return sendsWait },
 		Serve: func(ctx context.Context, req proto.Message) proto.Message {
 			r := req.(*pb.SendRequest)
 			if g.Enabled() {
