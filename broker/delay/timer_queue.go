@@ -3,6 +3,9 @@ package delay
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"fmt"
+	"net/netip"
 	"strconv"
 
 	"go.uber.org/zap"
@@ -17,13 +20,8 @@ type timerQueue struct {
 	host BrokerHost
 	log  *zap.Logger
 	// deliver stores due messages (Service.deliver).
-	deliver func(ctx context.Context, msgs []*message.Ext) error
+	deliver func(ctx context.Context, recs []store.Prepared) error
 }
-
-var (
-	timerOriginKey = []byte(message.PropertyTimerOrigin + "\x01")
-	timerCancelKey = []byte(PropertyTimerCancel + "\x01")
-)
 
 func (q timerQueue) ReadTimerQueue(from int64, max int) ([]Unit, int64, error) {
 	res, err := q.host.GetMessages(message.TimerTopic, 0, from, max, 8<<20, nil)
@@ -39,41 +37,85 @@ func (q timerQueue) ReadTimerQueue(from int64, max int) ([]Unit, int64, error) {
 	}
 	units := make([]Unit, 0, len(res.Records))
 	for i, rec := range res.Records {
-		d, err := message.DecodeDispatch(rec)
+		u, marker, err := scanTimerRecord(rec)
 		if err != nil {
 			return units, res.QueueOffsets[i], err
 		}
-		u := Unit{QueueOffset: res.QueueOffsets[i], Location: d.PhysicalOffset, Size: d.Size, DeliverMS: d.TimerOutMS}
-		// Cancel markers and rolled-over timers carry properties the
-		// dispatch decoding skips: decode those records once, fully.
-		hasCancel := bytes.Contains(rec, timerCancelKey)
-		if hasCancel || bytes.Contains(rec, timerOriginKey) {
+		u.QueueOffset = res.QueueOffsets[i]
+		if marker {
+			// A cancel marker: decode it once, fully.
 			m, err := message.Decode(rec)
 			if err != nil {
-				if hasCancel {
-					return units, res.QueueOffsets[i], err
-				}
-			} else {
-				if hasCancel {
-					t, ok, err := ParseCancelMarker(m.Properties)
-					if err != nil {
-						q.log.Error("cancel marker ignored", zap.Int64("location", d.PhysicalOffset), zap.Error(err))
-						continue
-					}
-					if ok {
-						u.Cancel = &t
-						units = append(units, u)
-						continue
-					}
-				}
-				if o, err := strconv.ParseInt(m.Properties[message.PropertyTimerOrigin], 10, 64); err == nil && o >= 0 {
-					u.Origin, u.HasOrigin = o, true
-				}
+				return units, res.QueueOffsets[i], err
 			}
+			t, _, err := ParseCancelMarker(m.Properties)
+			if err != nil {
+				q.log.Error("cancel marker ignored", zap.Int64("location", u.Location), zap.Error(err))
+				continue
+			}
+			u.Cancel = &t
 		}
 		units = append(units, u)
 	}
 	return units, res.QueueOffsets[len(res.QueueOffsets)-1] + 1, nil
+}
+
+// scanTimerRecord reads what the index needs of a timer queue record — its
+// location, size, due time (TIMER_OUT_MS) and origin (TIMER_ORIGIN, on the
+// copies the roller stores) — and whether it is a cancel marker, from the
+// record's bytes, without decoding it.
+func scanTimerRecord(rec []byte) (u Unit, marker bool, err error) {
+	props, err := message.RecordProperties(rec)
+	if err != nil {
+		return Unit{}, false, err
+	}
+	u.Location = int64(binary.BigEndian.Uint64(rec[message.PosPhysicalOffset:]))
+	u.Size = int32(len(rec))
+	for len(props) > 0 {
+		pair := props
+		if end := bytes.IndexByte(props, message.PropertySeparator); end >= 0 {
+			pair, props = props[:end], props[end+1:]
+		} else {
+			props = nil
+		}
+		if len(pair) == 0 {
+			continue
+		}
+		sep := bytes.IndexByte(pair, message.NameValueSeparator)
+		if sep < 0 {
+			return Unit{}, false, fmt.Errorf("%w: property pair without separator", message.ErrCorrupt)
+		}
+		val := pair[sep+1:]
+		switch string(pair[:sep]) {
+		case message.PropertyTimerOutMS:
+			u.DeliverMS = parseDueMS(val)
+		case message.PropertyTimerOrigin:
+			o, err := strconv.ParseInt(string(val), 10, 64)
+			u.Origin, u.HasOrigin = o, err == nil && o >= 0
+			if !u.HasOrigin {
+				u.Origin = 0
+			}
+		case PropertyTimerCancel:
+			marker = true
+		}
+	}
+	return u, marker, nil
+}
+
+// parseDueMS parses a non-negative decimal due time of at most 18 digits
+// (anything else is 0), as the dispatch reads TIMER_OUT_MS for the tag code.
+func parseDueMS(b []byte) int64 {
+	if len(b) == 0 || len(b) > 18 {
+		return 0
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n
 }
 
 func (q timerQueue) TimerQueueMaxOffset() int64 {
@@ -85,10 +127,12 @@ func (q timerQueue) TimerArrival() <-chan struct{} {
 	return q.host.Arrival(message.TimerTopic, 0)
 }
 
-func (q timerQueue) ReadMessages(locations []int64, fn func(i int, m *message.Ext, err error)) {
-	q.host.ReadMessages(locations, fn)
+func (q timerQueue) ReadRecords(locations []int64, fn func(i int, rec []byte, err error)) {
+	q.host.ReadRecords(locations, fn)
 }
 
-func (q timerQueue) Deliver(ctx context.Context, msgs []*message.Ext) error {
-	return q.deliver(ctx, msgs)
+func (q timerQueue) StoreHost() netip.AddrPort { return q.host.StoreHost() }
+
+func (q timerQueue) Deliver(ctx context.Context, recs []store.Prepared) error {
+	return q.deliver(ctx, recs)
 }
