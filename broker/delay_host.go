@@ -98,6 +98,12 @@ func (h delayHost) GetMessages(topic string, queueID int32, from int64, max, max
 	return res, storeError(err)
 }
 
+func (h delayHost) GetMatching(topic string, queueID int32, from int64, max, maxBytes int, filter func(int64) bool,
+	match func([]byte) bool) (store.GetResult, error) {
+	res, err := h.b.store.GetMatching(topic, queueID, from, max, maxBytes, filter, match)
+	return res, storeError(err)
+}
+
 func (h delayHost) ReadMessages(locations []int64, fn func(i int, m *message.Ext, err error)) {
 	h.b.store.ReadMessages(locations, fn)
 }

@@ -23,6 +23,11 @@ type BrokerHost interface {
 	// GetMessages reads a queue as the store does (filter sees tag codes:
 	// here, due times).
 	GetMessages(topic string, queueID int32, from int64, max, maxBytes int, filter func(tagCode int64) bool) (store.GetResult, error)
+	// GetMatching is GetMessages with a second filter that sees each
+	// record's bytes (valid only during the call) and says whether to
+	// return it (store.Store.GetMatching).
+	GetMatching(topic string, queueID int32, from int64, max, maxBytes int, filter func(tagCode int64) bool,
+		match func(rec []byte) bool) (store.GetResult, error)
 	// ReadMessages reads the stored messages at CommitLog offsets and
 	// calls fn for each, with its index in locations, in any order.
 	ReadMessages(locations []int64, fn func(i int, m *message.Ext, err error))

@@ -47,6 +47,11 @@ func (h *storeHost) GetMessages(topic string, qid int32, from int64, max, maxByt
 	return h.st.GetMessages(topic, qid, from, max, maxBytes, filter)
 }
 
+func (h *storeHost) GetMatching(topic string, qid int32, from int64, max, maxBytes int, filter func(int64) bool,
+	match func([]byte) bool) (store.GetResult, error) {
+	return h.st.GetMatching(topic, qid, from, max, maxBytes, filter, match)
+}
+
 func (h *storeHost) ReadMessages(locs []int64, fn func(i int, m *message.Ext, err error)) {
 	h.st.ReadMessages(locs, fn)
 }

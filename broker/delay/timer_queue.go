@@ -24,44 +24,56 @@ type timerQueue struct {
 }
 
 func (q timerQueue) ReadTimerQueue(from int64, max int) ([]Unit, int64, error) {
-	res, err := q.host.GetMessages(message.TimerTopic, 0, from, max, 8<<20, nil)
+	// The records are scanned where the store reads them (GetMatching's
+	// match), not copied out: match refuses every record but the max-th,
+	// whose acceptance ends the read (maxCount 1), and the one that fails
+	// to scan, so that the read ends at it.
+	units := make([]Unit, 0, min(max, 1024))
+	var scanErr error
+	match := func(rec []byte) bool {
+		u, marker, err := scanTimerRecord(rec)
+		if err != nil {
+			scanErr = err
+			return true
+		}
+		if marker {
+			// A cancel marker: decode it once, fully.
+			m, err := message.Decode(rec)
+			if err != nil {
+				scanErr = err
+				return true
+			}
+			t, _, err := ParseCancelMarker(m.Properties)
+			if err != nil {
+				q.log.Error("cancel marker ignored", zap.Int64("location", u.Location), zap.Error(err))
+				return false
+			}
+			u.Cancel = &t
+		}
+		units = append(units, u)
+		return len(units) >= max
+	}
+	res, err := q.host.GetMatching(message.TimerTopic, 0, from, 1, 8<<20, nil, match)
 	if err != nil {
 		return nil, from, err
 	}
 	switch res.Status {
 	case store.Found:
-	case store.NoMatchedMessage, store.OffsetTooSmall, store.OffsetOverflowBadly:
+		if scanErr != nil {
+			return units, res.QueueOffsets[0], scanErr
+		}
+		return units, res.QueueOffsets[0] + 1, nil
+	case store.NoMatchedMessage:
+		return units, res.NextOffset, nil
+	case store.OffsetTooSmall, store.OffsetOverflowBadly:
 		return nil, res.NextOffset, nil
 	default:
 		return nil, from, nil
 	}
-	units := make([]Unit, 0, len(res.Records))
-	for i, rec := range res.Records {
-		u, marker, err := scanTimerRecord(rec)
-		if err != nil {
-			return units, res.QueueOffsets[i], err
-		}
-		u.QueueOffset = res.QueueOffsets[i]
-		if marker {
-			// A cancel marker: decode it once, fully.
-			m, err := message.Decode(rec)
-			if err != nil {
-				return units, res.QueueOffsets[i], err
-			}
-			t, _, err := ParseCancelMarker(m.Properties)
-			if err != nil {
-				q.log.Error("cancel marker ignored", zap.Int64("location", u.Location), zap.Error(err))
-				continue
-			}
-			u.Cancel = &t
-		}
-		units = append(units, u)
-	}
-	return units, res.QueueOffsets[len(res.QueueOffsets)-1] + 1, nil
 }
 
 // scanTimerRecord reads what the index needs of a timer queue record — its
-// location, size, due time (TIMER_OUT_MS) and origin (TIMER_ORIGIN, on the
+// location, queue offset, size, due time (TIMER_OUT_MS) and origin (TIMER_ORIGIN, on the
 // copies the roller stores) — and whether it is a cancel marker, from the
 // record's bytes, without decoding it.
 func scanTimerRecord(rec []byte) (u Unit, marker bool, err error) {
@@ -70,6 +82,7 @@ func scanTimerRecord(rec []byte) (u Unit, marker bool, err error) {
 		return Unit{}, false, err
 	}
 	u.Location = int64(binary.BigEndian.Uint64(rec[message.PosPhysicalOffset:]))
+	u.QueueOffset = int64(binary.BigEndian.Uint64(rec[message.PosQueueOffset:]))
 	u.Size = int32(len(rec))
 	for len(props) > 0 {
 		pair := props
