@@ -29,7 +29,9 @@ func (s *Store) StoreHost() netip.AddrPort { return s.opts.StoreHost }
 // decoding them): they are stored contiguously under one append, stamped
 // and sealed by the CommitLog, and acknowledged and dispatched as PutBatch
 // does. The records' Topic and QueueID must be those they encode; Record
-// is changed in place (stamped).
+// is changed in place (stamped). Only the topic, the queue id and the
+// record's header are checked: the body size limit and the properties were
+// checked when the messages the records come from were first stored.
 func (s *Store) PutPrepared(ctx context.Context, recs []Prepared, dst []PutResult) ([]PutResult, error) {
 	if s.closed.Load() {
 		return dst, ErrClosed
