@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"net/netip"
 	"sync/atomic"
 
 	"github.com/bolide-mq/bolide/broker/delay"
@@ -97,8 +98,25 @@ func (h delayHost) GetMessages(topic string, queueID int32, from int64, max, max
 	return res, storeError(err)
 }
 
+func (h delayHost) GetMatching(topic string, queueID int32, from int64, max, maxBytes int, filter func(int64) bool,
+	match func([]byte) bool) (store.GetResult, error) {
+	res, err := h.b.store.GetMatching(topic, queueID, from, max, maxBytes, filter, match)
+	return res, storeError(err)
+}
+
 func (h delayHost) ReadMessages(locations []int64, fn func(i int, m *message.Ext, err error)) {
 	h.b.store.ReadMessages(locations, fn)
+}
+
+func (h delayHost) ReadRecords(locations []int64, fn func(i int, rec []byte, err error)) {
+	h.b.store.ReadRecords(locations, fn)
+}
+
+func (h delayHost) StoreHost() netip.AddrPort { return h.b.store.StoreHost() }
+
+func (h delayHost) PutPrepared(ctx context.Context, recs []store.Prepared) ([]store.PutResult, error) {
+	res, err := h.b.store.PutPrepared(ctx, recs, nil)
+	return res, storeError(err)
 }
 
 func (h delayHost) QueryByKey(topic, key string, begin, end int64, max int) ([]*message.Ext, error) {

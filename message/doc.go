@@ -38,6 +38,12 @@
 // writes them. Recovery verifies it, so a torn or flipped byte anywhere in a
 // record — not only in its body — is detected.
 //
+// A record parked in a system topic (Reroute) is sent back to its real topic
+// by RestoreRecord, which copies it and patches what changes (topic, queue,
+// the properties dropped or set, the store host; offsets and store time
+// left for the CommitLog to stamp) instead of decoding and encoding it: the
+// result is the record Encode writes for Restore's message, byte for byte.
+//
 // # End of a CommitLog file
 //
 // When a record does not fit in what is left of a CommitLog segment, the

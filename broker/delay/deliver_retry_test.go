@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/message"
 )
 
@@ -16,8 +17,13 @@ func TestDeliverWaitsForReplicationWithoutStoringAgain(t *testing.T) {
 	ts.host.replFails.Store(3)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	m := &message.Ext{Message: message.Message{Topic: "real", Body: []byte("x"), Properties: map[string]string{}}}
-	if err := ts.svc.deliver(ctx, []*message.Ext{m}); err != nil {
+	m := &message.Ext{Message: message.Message{Topic: "real", Body: []byte("x"), Properties: map[string]string{}},
+		StoreHost: ts.host.StoreHost()}
+	rec, err := message.EncodeUnsealed(nil, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.svc.deliver(ctx, []store.Prepared{{Record: rec, Topic: "real"}}); err != nil {
 		t.Fatal(err)
 	}
 	if p, w := ts.host.puts.Load(), ts.host.waits.Load(); p != 1 || w != 4 {

@@ -30,7 +30,8 @@
 // instant of the store truncated to the millisecond, so the message is due
 // up to 1 ms after its tag code: it is due at tag code + 1 ms. One
 // goroutine per level (level_runner.go) walks the queue from a persisted
-// offset and stores due messages in their real topic, in order. The
+// offset and stores due messages in their real topic, in order (copied
+// and patched as timer messages are, below). The
 // offsets are config/delayOffset.json:
 //
 //	{"offsetTable":{"1":1042,"2":0,...}}
@@ -65,14 +66,17 @@
 //     level-1 buckets a day before. Level-0 buckets starting within
 //     LoadAhead (30 s) are loaded into memory: the in-memory wheel is these
 //     10-second slots, each sorted by due time (Varghese & Lauck's scheme 5,
-//     a hashed wheel with sorted slots), plus a heap per slot for messages
-//     indexed after it was loaded. Memory is bounded by the messages due in
+//     a hashed wheel with sorted slots), plus, per slot, for messages
+//     indexed after it was loaded, a sorted run (those indexed in due-time
+//     order, as messages sent with one delay are) and a heap (the others). Memory is bounded by the messages due in
 //     the next ~40 s, not by how many are pending.
 //  3. Fire. One goroutine takes due entries in (due time, CommitLog offset)
-//     order, at most BatchSize at a time, reads the messages back from the
-//     CommitLog and hands the batch to the deliverer, which stores it in
-//     the real topics (one append) and then appends the entries' positions
-//     to the bucket's fired log. A crash between the two repeats at most
+//     order, at most BatchSize at a time, reads their records back from the
+//     CommitLog and copies each, patched, into a record of its real topic
+//     (message.RestoreRecord: no decoding, no encoding; the batch in one
+//     buffer), and hands the batch to the deliverer, which stores it in the
+//     real topics (one append, store.Store.PutPrepared) and then appends the
+//     entries' positions to the bucket's fired log. A crash between the two repeats at most
 //     that batch. A level-0 bucket whose time is over, whose entries are
 //     all fired or cancelled and which the checkpoint covers is deleted.
 //

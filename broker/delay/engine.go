@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,8 +17,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/internal/fsutil"
-	"github.com/bolide-mq/bolide/message"
 )
 
 // Unit is one timer message as the timer topic's ConsumeQueue and record
@@ -48,12 +49,17 @@ type Host interface {
 	// TimerArrival returns a channel closed when the timer queue grows
 	// (taken before a read, so no arrival is missed).
 	TimerArrival() <-chan struct{}
-	// ReadMessages reads the stored messages at CommitLog offsets and
-	// calls fn for each, with its index in locations, in any order.
-	ReadMessages(locations []int64, fn func(i int, m *message.Ext, err error))
-	// Deliver stores due messages in their real topics and returns once
-	// they are stored as an acknowledged send is.
-	Deliver(ctx context.Context, msgs []*message.Ext) error
+	// ReadRecords reads the stored records at CommitLog offsets and calls
+	// fn for each, with its index in locations, in any order; rec is valid
+	// only during fn.
+	ReadRecords(locations []int64, fn func(i int, rec []byte, err error))
+	// StoreHost is the host the store writes into its records: delivered
+	// records are prepared with it.
+	StoreHost() netip.AddrPort
+	// Deliver stores due messages, restored into records of their real
+	// topics (RestoreRecord), and returns once they are stored as an
+	// acknowledged send is.
+	Deliver(ctx context.Context, recs []store.Prepared) error
 }
 
 // Options configure an Engine.

@@ -2,7 +2,9 @@ package delay
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -10,13 +12,15 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/message"
 )
 
-// batch is one delivery: due entries and their real messages.
+// batch is one delivery: due entries and their real messages, as records
+// ready to store.
 type batch struct {
 	refs []fireRef
-	msgs []*message.Ext
+	recs []store.Prepared
 	fl   *flight
 }
 
@@ -136,31 +140,42 @@ func (e *Engine) takeDueLocked(now int64, max int) ([]fireRef, int64) {
 	return refs, 0
 }
 
-// prepare reads the messages of a batch. A message that cannot be read (its
-// CommitLog segment is gone) is counted lost and marked done.
+// prepare reads the records of a batch and restores them into records of
+// their real topics (restoreRecord), copied into one buffer. A message that
+// cannot be read (its CommitLog segment is gone) is counted lost and marked
+// done.
 func (e *Engine) prepare(refs []fireRef) *batch {
-	b := &batch{refs: refs[:0:0], msgs: make([]*message.Ext, 0, len(refs))}
+	b := &batch{refs: make([]fireRef, 0, len(refs))}
 	locs := make([]int64, len(refs))
 	for i, r := range refs {
 		locs[i] = r.loc
 	}
-	read := make([]*message.Ext, len(refs))
+	recs := make([]store.Prepared, len(refs))
 	errs := make([]error, len(refs))
-	e.host.ReadMessages(locs, func(i int, m *message.Ext, err error) { read[i], errs[i] = m, err })
+	host := e.host.StoreHost()
+	var buf []byte
+	e.host.ReadRecords(locs, func(i int, rec []byte, err error) {
+		if err == nil {
+			if buf == nil {
+				buf = make([]byte, 0, len(refs)*(len(rec)+64))
+			}
+			buf, recs[i], err = restoreRecord(buf, rec, host, refs[i].deliverMS)
+		}
+		errs[i] = err
+	})
 	var lost []fireRef
 	for i, r := range refs {
-		m, err := read[i], errs[i]
-		if err == nil {
-			m, err = RealMessage(m, r.deliverMS)
-		}
-		if err != nil {
+		if err := errs[i]; err != nil || recs[i].Record == nil {
+			if err == nil {
+				err = errors.New("not read")
+			}
 			e.log.Error("timer message lost: cannot read it back", zap.Int64("location", r.loc),
 				zap.Int64("deliverMs", r.deliverMS), zap.Error(err))
 			lost = append(lost, r)
 			continue
 		}
 		b.refs = append(b.refs, r)
-		b.msgs = append(b.msgs, m)
+		b.recs = append(b.recs, recs[i])
 	}
 	if len(lost) > 0 {
 		e.lost.Add(int64(len(lost)))
@@ -190,7 +205,7 @@ func (e *Engine) deliverLoop() {
 			// Not the engine's context: a batch begun is finished, so a
 			// clean stop repeats nothing.
 			ctx, cancel := context.WithTimeout(context.Background(), e.opts.DeliverTimeout)
-			err := e.host.Deliver(ctx, b.msgs)
+			err := e.host.Deliver(ctx, b.recs)
 			cancel()
 			if err == nil {
 				backoff = 50 * time.Millisecond
@@ -200,7 +215,7 @@ func (e *Engine) deliverLoop() {
 			if !e.Active() {
 				break
 			}
-			e.log.Error("timer delivery failed; retrying", zap.Int("messages", len(b.msgs)), zap.Error(err))
+			e.log.Error("timer delivery failed; retrying", zap.Int("messages", len(b.recs)), zap.Error(err))
 			if !e.sleep(backoff) {
 				return // stays in flight: not in the fired log, so delivered after a restart
 			}
@@ -274,14 +289,36 @@ func (e *Engine) finish(refs []fireRef) {
 	}
 }
 
+// dropOnDelivery are the properties a delivered message loses besides
+// REAL_TOPIC and REAL_QID.
+var dropOnDelivery = []string{message.PropertyDelayLevel, message.PropertyTimerDeliverMS,
+	message.PropertyTimerDelayMS, message.PropertyTimerDelaySec, message.PropertyTimerOrigin}
+
+// restoreRecord appends to buf the record of RealMessage's message for a
+// stored timer or delay-level record (deliverMS 0: no TIMER_OUT_MS set),
+// unsealed, with the store's host (message.RestoreRecord: copied and
+// patched, not decoded and encoded again), and returns it ready to store.
+func restoreRecord(buf, rec []byte, storeHost netip.AddrPort, deliverMS int64) ([]byte, store.Prepared, error) {
+	var set, val string
+	if deliverMS > 0 {
+		set, val = message.PropertyTimerOutMS, strconv.FormatInt(deliverMS, 10)
+	}
+	start := len(buf)
+	buf, r, err := message.RestoreRecord(buf, rec, storeHost, dropOnDelivery, set, val)
+	if err != nil {
+		return buf, store.Prepared{}, fmt.Errorf("delay: %w", err)
+	}
+	return buf, store.Prepared{Record: buf[start:len(buf):len(buf)], Topic: r.Topic, QueueID: r.QueueID,
+		SysFlag: r.SysFlag, Keys: r.Keys, UniqueKey: r.UniqueKey}, nil
+}
+
 // RealMessage turns a stored timer or delay-level message back into the
 // message its producer sent: its real topic and queue, without the
 // properties that asked for the delay or that the broker added, except
 // TIMER_OUT_MS (for timer messages, set to deliverMS), which tells the
 // consumer when it was due.
 func RealMessage(m *message.Ext, deliverMS int64) (*message.Ext, error) {
-	r, err := message.Restore(m, message.PropertyDelayLevel, message.PropertyTimerDeliverMS,
-		message.PropertyTimerDelayMS, message.PropertyTimerDelaySec, message.PropertyTimerOrigin)
+	r, err := message.Restore(m, dropOnDelivery...)
 	if err != nil {
 		return nil, fmt.Errorf("delay: %w", err)
 	}

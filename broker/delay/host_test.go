@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"strconv"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/internal/notify"
 	"github.com/bolide-mq/bolide/message"
 )
@@ -81,10 +83,23 @@ func (h *fakeHost) TimerQueueMaxOffset() int64 {
 
 func (h *fakeHost) TimerArrival() <-chan struct{} { return h.arrival.C() }
 
-func (h *fakeHost) ReadMessages(locs []int64, fn func(i int, m *message.Ext, err error)) {
+var fakeStoreHost = netip.MustParseAddrPort("127.0.0.1:10911")
+
+func (h *fakeHost) StoreHost() netip.AddrPort { return fakeStoreHost }
+
+// ReadRecords encodes the stored messages as the CommitLog holds them.
+func (h *fakeHost) ReadRecords(locs []int64, fn func(i int, rec []byte, err error)) {
+	var buf []byte
 	for i, loc := range locs {
 		m, err := h.readMessage(loc)
-		fn(i, m, err)
+		if err == nil {
+			buf, err = message.Encode(buf[:0], m)
+		}
+		if err != nil {
+			fn(i, nil, err)
+			continue
+		}
+		fn(i, buf, nil)
 	}
 }
 
@@ -103,7 +118,15 @@ func (h *fakeHost) readMessage(loc int64) (*message.Ext, error) {
 	}, nil
 }
 
-func (h *fakeHost) Deliver(_ context.Context, msgs []*message.Ext) error {
+func (h *fakeHost) Deliver(_ context.Context, recs []store.Prepared) error {
+	msgs := make([]*message.Ext, len(recs))
+	for i, p := range recs {
+		m, err := message.Decode(p.Record)
+		if err != nil || m.Topic != p.Topic || m.QueueID != p.QueueID || m.StoreHost != fakeStoreHost {
+			panic(fmt.Sprintf("bad prepared record %+v: %v", p, err))
+		}
+		msgs[i] = m
+	}
 	now := h.clock.Now().UnixMilli()
 	h.mu.Lock()
 	defer h.mu.Unlock()

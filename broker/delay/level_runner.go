@@ -121,28 +121,34 @@ func (d *Service) wait(ctx context.Context, t Timer, arrived <-chan struct{}, fa
 }
 
 // deliverLevel stores the due messages of a read in their real topics, in
-// one append. A record that does not decode is skipped (logged).
+// one append, copied and patched (restoreRecord). A record that cannot be
+// restored is skipped (logged).
 func (d *Service) deliverLevel(res store.GetResult) error {
-	msgs := make([]*message.Ext, 0, len(res.Records))
+	recs := make([]store.Prepared, 0, len(res.Records))
+	size := 0
+	for _, rec := range res.Records {
+		size += len(rec)
+	}
+	buf := make([]byte, 0, size+64*len(res.Records))
+	host := d.host.StoreHost()
 	for i, rec := range res.Records {
-		m, err := message.Decode(rec)
-		if err == nil {
-			m, err = RealMessage(m, 0)
-		}
+		var p store.Prepared
+		var err error
+		buf, p, err = restoreRecord(buf, rec, host, 0)
 		if err != nil {
 			d.log.Error("delayed message dropped: cannot restore it", zap.Int64("queueOffset", res.QueueOffsets[i]), zap.Error(err))
 			continue
 		}
-		msgs = append(msgs, m)
+		recs = append(recs, p)
 	}
-	if len(msgs) == 0 {
+	if len(recs) == 0 {
 		return nil
 	}
 	// Not the lead's context: a delivery begun completes, so a clean stop
 	// repeats nothing.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return d.deliver(ctx, msgs)
+	return d.deliver(ctx, recs)
 }
 
 // LevelStatus is one delay level's progress.

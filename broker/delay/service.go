@@ -3,6 +3,7 @@ package delay
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"path/filepath"
 	"sync"
 	"time"
@@ -22,9 +23,19 @@ type BrokerHost interface {
 	// GetMessages reads a queue as the store does (filter sees tag codes:
 	// here, due times).
 	GetMessages(topic string, queueID int32, from int64, max, maxBytes int, filter func(tagCode int64) bool) (store.GetResult, error)
+	// GetMatching is GetMessages with a second filter that sees each
+	// record's bytes (valid only during the call) and says whether to
+	// return it (store.Store.GetMatching).
+	GetMatching(topic string, queueID int32, from int64, max, maxBytes int, filter func(tagCode int64) bool,
+		match func(rec []byte) bool) (store.GetResult, error)
 	// ReadMessages reads the stored messages at CommitLog offsets and
 	// calls fn for each, with its index in locations, in any order.
 	ReadMessages(locations []int64, fn func(i int, m *message.Ext, err error))
+	// ReadRecords is ReadMessages without decoding: rec is valid only
+	// during fn.
+	ReadRecords(locations []int64, fn func(i int, rec []byte, err error))
+	// StoreHost is the host the store writes into its records.
+	StoreHost() netip.AddrPort
 	// QueryByKey finds the messages of topic with key (a KEYS value or a
 	// unique id) stored in [begin, end] ms.
 	QueryByKey(topic, key string, begin, end int64, max int) ([]*message.Ext, error)
@@ -47,6 +58,9 @@ type BrokerHost interface {
 	// WaitReplicated then returns once they are replicated as a send's
 	// acknowledgement requires.
 	Put(ctx context.Context, msgs []*message.Ext) ([]store.PutResult, error)
+	// PutPrepared is Put for records prepared by the caller
+	// (store.Store.PutPrepared).
+	PutPrepared(ctx context.Context, recs []store.Prepared) ([]store.PutResult, error)
 	WaitReplicated(ctx context.Context, res []store.PutResult) error
 	// WriteQueueNums is a topic's number of write queues (ok false: no
 	// such topic).
@@ -348,24 +362,25 @@ func (d *Service) persistLoop() {
 
 // fixRealQueue keeps a delivered message inside its topic's write queues
 // (the topic may have shrunk since it was sent).
-func (d *Service) fixRealQueue(m *message.Ext) {
-	if n, ok := d.host.WriteQueueNums(m.Topic); ok && n > 0 && m.QueueID >= n {
-		m.QueueID %= n
+func (d *Service) fixRealQueue(p *store.Prepared) {
+	if n, ok := d.host.WriteQueueNums(p.Topic); ok && n > 0 && p.QueueID >= n {
+		p.QueueID %= n
+		message.SetRecordQueueID(p.Record, p.QueueID)
 	}
 }
 
-// deliver stores due messages in their real topics, as a send is stored
-// (flush and replication).
-func (d *Service) deliver(ctx context.Context, msgs []*message.Ext) error {
+// deliver stores due messages, restored into records of their real topics,
+// as a send is stored (flush and replication).
+func (d *Service) deliver(ctx context.Context, recs []store.Prepared) error {
 	if !d.host.IsMaster() {
 		// Fenced or demoted: the new master delivers; this one retries
 		// until it stops.
 		return errcode.Errorf(errcode.NotMaster, "broker %s is not the master; delayed delivery paused", d.cfg.BrokerName)
 	}
-	for _, m := range msgs {
-		d.fixRealQueue(m)
+	for i := range recs {
+		d.fixRealQueue(&recs[i])
 	}
-	res, err := d.host.Put(ctx, msgs)
+	res, err := d.host.PutPrepared(ctx, recs)
 	if err != nil {
 		return err
 	}
@@ -380,7 +395,7 @@ func (d *Service) deliver(ctx context.Context, msgs []*message.Ext) error {
 		if err == nil || ctx.Err() != nil || !d.host.IsMaster() {
 			return err
 		}
-		d.log.Warn("delivered delayed messages not replicated yet; waiting again", zap.Int("messages", len(msgs)), zap.Error(err))
+		d.log.Warn("delivered delayed messages not replicated yet; waiting again", zap.Int("messages", len(recs)), zap.Error(err))
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():

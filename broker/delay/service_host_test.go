@@ -3,6 +3,8 @@ package delay
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -27,6 +29,8 @@ type storeHost struct {
 	// puts counts Put calls; replFails makes that many WaitReplicated
 	// calls fail, waits counts them.
 	puts, replFails, waits atomic.Int32
+	// queueNums, when set, is every topic's number of write queues.
+	queueNums atomic.Int32
 }
 
 type storeQueue struct {
@@ -43,8 +47,31 @@ func (h *storeHost) GetMessages(topic string, qid int32, from int64, max, maxByt
 	return h.st.GetMessages(topic, qid, from, max, maxBytes, filter)
 }
 
+func (h *storeHost) GetMatching(topic string, qid int32, from int64, max, maxBytes int, filter func(int64) bool,
+	match func([]byte) bool) (store.GetResult, error) {
+	return h.st.GetMatching(topic, qid, from, max, maxBytes, filter, match)
+}
+
 func (h *storeHost) ReadMessages(locs []int64, fn func(i int, m *message.Ext, err error)) {
 	h.st.ReadMessages(locs, fn)
+}
+
+func (h *storeHost) ReadRecords(locs []int64, fn func(i int, rec []byte, err error)) {
+	h.st.ReadRecords(locs, fn)
+}
+
+func (h *storeHost) StoreHost() netip.AddrPort { return h.st.StoreHost() }
+
+func (h *storeHost) PutPrepared(ctx context.Context, recs []store.Prepared) ([]store.PutResult, error) {
+	h.puts.Add(1)
+	if n := h.queueNums.Load(); n > 0 {
+		for _, p := range recs {
+			if p.QueueID >= n {
+				return nil, fmt.Errorf("queue %d of %s: the topic has %d", p.QueueID, p.Topic, n)
+			}
+		}
+	}
+	return h.st.PutPrepared(ctx, recs, nil)
 }
 
 func (h *storeHost) QueryByKey(topic, key string, begin, end int64, max int) ([]*message.Ext, error) {
@@ -81,12 +108,16 @@ func (h *storeHost) WaitReplicated(context.Context, []store.PutResult) error {
 	return nil
 }
 
-func (h *storeHost) WriteQueueNums(string) (int32, bool) { return 0, false }
-func (h *storeHost) IsMaster() bool                      { return true }
-func (h *storeHost) SyncRole() bool                      { return true }
-func (h *storeHost) BrokerID() int64                     { return 0 }
-func (h *storeHost) Epoch() int64                        { return 0 }
-func (h *storeHost) Role() string                        { return "MASTER" }
+func (h *storeHost) WriteQueueNums(string) (int32, bool) {
+	n := h.queueNums.Load()
+	return n, n > 0
+}
+
+func (h *storeHost) IsMaster() bool  { return true }
+func (h *storeHost) SyncRole() bool  { return true }
+func (h *storeHost) BrokerID() int64 { return 0 }
+func (h *storeHost) Epoch() int64    { return 0 }
+func (h *storeHost) Role() string    { return "MASTER" }
 
 // testService is a delay service over a store in dir, leading (as on a
 // master) until the test ends.

@@ -3,6 +3,9 @@ package delay
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"fmt"
+	"net/netip"
 	"strconv"
 
 	"go.uber.org/zap"
@@ -17,63 +20,115 @@ type timerQueue struct {
 	host BrokerHost
 	log  *zap.Logger
 	// deliver stores due messages (Service.deliver).
-	deliver func(ctx context.Context, msgs []*message.Ext) error
+	deliver func(ctx context.Context, recs []store.Prepared) error
 }
 
-var (
-	timerOriginKey = []byte(message.PropertyTimerOrigin + "\x01")
-	timerCancelKey = []byte(PropertyTimerCancel + "\x01")
-)
-
 func (q timerQueue) ReadTimerQueue(from int64, max int) ([]Unit, int64, error) {
-	res, err := q.host.GetMessages(message.TimerTopic, 0, from, max, 8<<20, nil)
+	// The records are scanned where the store reads them (GetMatching's
+	// match), not copied out: match refuses every record but the max-th,
+	// whose acceptance ends the read (maxCount 1), and the one that fails
+	// to scan, so that the read ends at it.
+	units := make([]Unit, 0, min(max, 1024))
+	var scanErr error
+	match := func(rec []byte) bool {
+		u, marker, err := scanTimerRecord(rec)
+		if err != nil {
+			scanErr = err
+			return true
+		}
+		if marker {
+			// A cancel marker: decode it once, fully.
+			m, err := message.Decode(rec)
+			if err != nil {
+				scanErr = err
+				return true
+			}
+			t, _, err := ParseCancelMarker(m.Properties)
+			if err != nil {
+				q.log.Error("cancel marker ignored", zap.Int64("location", u.Location), zap.Error(err))
+				return false
+			}
+			u.Cancel = &t
+		}
+		units = append(units, u)
+		return len(units) >= max
+	}
+	res, err := q.host.GetMatching(message.TimerTopic, 0, from, 1, 8<<20, nil, match)
 	if err != nil {
 		return nil, from, err
 	}
 	switch res.Status {
 	case store.Found:
-	case store.NoMatchedMessage, store.OffsetTooSmall, store.OffsetOverflowBadly:
+		if scanErr != nil {
+			return units, res.QueueOffsets[0], scanErr
+		}
+		return units, res.QueueOffsets[0] + 1, nil
+	case store.NoMatchedMessage:
+		return units, res.NextOffset, nil
+	case store.OffsetTooSmall, store.OffsetOverflowBadly:
 		return nil, res.NextOffset, nil
 	default:
 		return nil, from, nil
 	}
-	units := make([]Unit, 0, len(res.Records))
-	for i, rec := range res.Records {
-		d, err := message.DecodeDispatch(rec)
-		if err != nil {
-			return units, res.QueueOffsets[i], err
-		}
-		u := Unit{QueueOffset: res.QueueOffsets[i], Location: d.PhysicalOffset, Size: d.Size, DeliverMS: d.TimerOutMS}
-		// Cancel markers and rolled-over timers carry properties the
-		// dispatch decoding skips: decode those records once, fully.
-		hasCancel := bytes.Contains(rec, timerCancelKey)
-		if hasCancel || bytes.Contains(rec, timerOriginKey) {
-			m, err := message.Decode(rec)
-			if err != nil {
-				if hasCancel {
-					return units, res.QueueOffsets[i], err
-				}
-			} else {
-				if hasCancel {
-					t, ok, err := ParseCancelMarker(m.Properties)
-					if err != nil {
-						q.log.Error("cancel marker ignored", zap.Int64("location", d.PhysicalOffset), zap.Error(err))
-						continue
-					}
-					if ok {
-						u.Cancel = &t
-						units = append(units, u)
-						continue
-					}
-				}
-				if o, err := strconv.ParseInt(m.Properties[message.PropertyTimerOrigin], 10, 64); err == nil && o >= 0 {
-					u.Origin, u.HasOrigin = o, true
-				}
-			}
-		}
-		units = append(units, u)
+}
+
+// scanTimerRecord reads what the index needs of a timer queue record — its
+// location, queue offset, size, due time (TIMER_OUT_MS) and origin (TIMER_ORIGIN, on the
+// copies the roller stores) — and whether it is a cancel marker, from the
+// record's bytes, without decoding it.
+func scanTimerRecord(rec []byte) (u Unit, marker bool, err error) {
+	props, err := message.RecordProperties(rec)
+	if err != nil {
+		return Unit{}, false, err
 	}
-	return units, res.QueueOffsets[len(res.QueueOffsets)-1] + 1, nil
+	u.Location = int64(binary.BigEndian.Uint64(rec[message.PosPhysicalOffset:]))
+	u.QueueOffset = int64(binary.BigEndian.Uint64(rec[message.PosQueueOffset:]))
+	u.Size = int32(len(rec))
+	for len(props) > 0 {
+		pair := props
+		if end := bytes.IndexByte(props, message.PropertySeparator); end >= 0 {
+			pair, props = props[:end], props[end+1:]
+		} else {
+			props = nil
+		}
+		if len(pair) == 0 {
+			continue
+		}
+		sep := bytes.IndexByte(pair, message.NameValueSeparator)
+		if sep < 0 {
+			return Unit{}, false, fmt.Errorf("%w: property pair without separator", message.ErrCorrupt)
+		}
+		val := pair[sep+1:]
+		switch string(pair[:sep]) {
+		case message.PropertyTimerOutMS:
+			u.DeliverMS = parseDueMS(val)
+		case message.PropertyTimerOrigin:
+			o, err := strconv.ParseInt(string(val), 10, 64)
+			u.Origin, u.HasOrigin = o, err == nil && o >= 0
+			if !u.HasOrigin {
+				u.Origin = 0
+			}
+		case PropertyTimerCancel:
+			marker = true
+		}
+	}
+	return u, marker, nil
+}
+
+// parseDueMS parses a non-negative decimal due time of at most 18 digits
+// (anything else is 0), as the dispatch reads TIMER_OUT_MS for the tag code.
+func parseDueMS(b []byte) int64 {
+	if len(b) == 0 || len(b) > 18 {
+		return 0
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n
 }
 
 func (q timerQueue) TimerQueueMaxOffset() int64 {
@@ -85,10 +140,12 @@ func (q timerQueue) TimerArrival() <-chan struct{} {
 	return q.host.Arrival(message.TimerTopic, 0)
 }
 
-func (q timerQueue) ReadMessages(locations []int64, fn func(i int, m *message.Ext, err error)) {
-	q.host.ReadMessages(locations, fn)
+func (q timerQueue) ReadRecords(locations []int64, fn func(i int, rec []byte, err error)) {
+	q.host.ReadRecords(locations, fn)
 }
 
-func (q timerQueue) Deliver(ctx context.Context, msgs []*message.Ext) error {
-	return q.deliver(ctx, msgs)
+func (q timerQueue) StoreHost() netip.AddrPort { return q.host.StoreHost() }
+
+func (q timerQueue) Deliver(ctx context.Context, recs []store.Prepared) error {
+	return q.deliver(ctx, recs)
 }

@@ -64,7 +64,9 @@ func (ws *wents) add(w went) int32 {
 // lbucket is a level-0 bucket loaded into the wheel: the in-memory level of
 // the timing wheel. Its entries fire in (due time, CommitLog offset) order:
 // those present when it was loaded from a sorted slice, those appended
-// later from a heap. Guarded by Engine.mu.
+// later from a sorted run while they come in order (messages sent with one
+// delay arrive in due-time order: appended, not sifted through a heap) and
+// from a heap otherwise. Guarded by Engine.mu.
 type lbucket struct {
 	key      bucketKey
 	bf       *bfile
@@ -72,6 +74,8 @@ type lbucket struct {
 	byOrigin map[int64]int32
 	order    []int32
 	cur      int
+	run      []int32 // late entries appended in firing order
+	runCur   int
 	late     lateHeap
 	open     int // entries neither done nor cancelled (inflight included)
 	inflight int
@@ -205,40 +209,65 @@ func (lb *lbucket) addLate(e Entry, idx int64, done bool) bool {
 	lb.byOrigin[e.Origin] = i
 	if st == stPending {
 		lb.open++
-		lb.late.push(i)
+		if n := len(lb.run); n == lb.runCur || !lb.ents.at(i).before(lb.ents.at(lb.run[n-1])) {
+			lb.run = append(lb.run, i)
+		} else {
+			lb.late.push(i)
+		}
 	}
 	return true
 }
 
-// peek returns the next pending entry in firing order.
-func (lb *lbucket) peek() (i int32, fromLate, ok bool) {
+// Where peek found the next entry.
+type source uint8
+
+const (
+	fromOrder source = iota // the entries sorted at load time
+	fromRun                 // the late entries that came in order
+	fromLate                // the late heap
+)
+
+// peek returns the next pending entry in firing order and where it is.
+func (lb *lbucket) peek() (i int32, from source, ok bool) {
 	for lb.cur < len(lb.order) && lb.ents.at(lb.order[lb.cur]).state != stPending {
 		lb.cur++
+	}
+	for lb.runCur < len(lb.run) && lb.ents.at(lb.run[lb.runCur]).state != stPending {
+		lb.runCur++
 	}
 	for lb.late.len() > 0 && lb.ents.at(lb.late.idx[0]).state != stPending {
 		lb.late.pop()
 	}
-	hasOrder, hasLate := lb.cur < len(lb.order), lb.late.len() > 0
-	switch {
-	case hasOrder && hasLate:
-		a, b := lb.order[lb.cur], lb.late.idx[0]
-		if lb.ents.at(b).before(lb.ents.at(a)) {
-			return b, true, true
-		}
-		return a, false, true
-	case hasOrder:
-		return lb.order[lb.cur], false, true
-	case hasLate:
-		return lb.late.idx[0], true, true
+	var best *went
+	if lb.cur < len(lb.order) {
+		i, from, ok = lb.order[lb.cur], fromOrder, true
+		best = lb.ents.at(i)
 	}
-	return 0, false, false
+	if lb.runCur < len(lb.run) {
+		if j := lb.run[lb.runCur]; best == nil || lb.ents.at(j).before(best) {
+			i, from, ok = j, fromRun, true
+			best = lb.ents.at(j)
+		}
+	}
+	if lb.late.len() > 0 {
+		if j := lb.late.idx[0]; best == nil || lb.ents.at(j).before(best) {
+			i, from, ok = j, fromLate, true
+		}
+	}
+	return i, from, ok
 }
 
 // pop removes the entry peek returned.
-func (lb *lbucket) pop(fromLate bool) {
-	if fromLate {
+func (lb *lbucket) pop(from source) {
+	switch from {
+	case fromLate:
 		lb.late.pop()
-	} else {
+	case fromRun:
+		lb.runCur++
+		if lb.runCur == len(lb.run) {
+			lb.run, lb.runCur = lb.run[:0], 0
+		}
+	default:
 		lb.cur++
 	}
 	if lb.cur == len(lb.order) && lb.cur > 0 {

@@ -87,16 +87,28 @@ func (s *Store) PutBatch(ctx context.Context, msgs []*message.Ext, dst []PutResu
 			NoQueueOffset: !message.Dispatchable(m.SysFlag),
 		}
 	}
+	return s.appendBatch(ctx, entries, func(i int, d *message.Dispatch) {
+		m := msgs[i]
+		d.Topic, d.QueueID, d.SysFlag = m.Topic, m.QueueID, m.SysFlag
+		d.Keys, d.UniqueKey = m.Properties[message.PropertyKeys], m.Properties[message.PropertyUniqueKey]
+	}, dst, &deferred)
+}
+
+// appendBatch appends encoded records, makes room for their dispatch (own
+// tells what planOwn needs of the i-th) and dispatches them, as PutBatch
+// and PutPrepared do.
+func (s *Store) appendBatch(ctx context.Context, entries []*commitlog.Entry, own func(i int, d *message.Dispatch),
+	dst []PutResult, deferred *bool) ([]PutResult, error) {
 	results, err := s.clog.AppendBatch(ctx, entries, make([]commitlog.Result, 0, len(entries)))
 	if err == nil && len(results) > 0 {
 		// Acknowledge only what the dispatcher has room for.
-		err = s.roomFor(msgs, results)
+		err = s.roomFor(own, results)
 	}
 	if err == nil && len(results) > 0 {
 		// Dispatch the records here, or once the answer is on its way
 		// when the server serving the put runs work after its answers
 		// (afterreply): the ack does not wait for the dispatch.
-		if deferred = afterreply.Defer(ctx, s.dispatchLater); !deferred {
+		if *deferred = afterreply.Defer(ctx, s.dispatchLater); !*deferred {
 			s.dispatchInline()
 		}
 	}

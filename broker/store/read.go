@@ -213,33 +213,13 @@ func (s *Store) ReadMessage(phyOffset int64) (m *message.Ext, err error) {
 // (commitlog.Log.PreadRecords): due timer messages stored together, as in
 // a burst, cost one system call per megabyte.
 func (s *Store) ReadMessages(offs []int64, fn func(i int, m *message.Ext, err error)) {
-	from := s.clog.ResidentFrom()
-	var cold []int64
-	var coldIdx []int
-	for i, off := range offs {
-		if off < from {
-			cold = append(cold, off)
-			coldIdx = append(coldIdx, i)
-			continue
-		}
-		rec, err := s.clog.ReadRecord(off, nil)
+	s.ReadRecords(offs, func(i int, rec []byte, err error) {
 		if err != nil {
 			fn(i, nil, err)
-			continue
-		}
-		m, err := message.Decode(rec)
-		fn(i, m, err)
-	}
-	if len(cold) == 0 {
-		return
-	}
-	s.clog.PreadRecords(cold, func(k int, rec []byte, err error) {
-		if err != nil {
-			fn(coldIdx[k], nil, err)
 			return
 		}
-		m, err := message.Decode(rec)
-		fn(coldIdx[k], m, err)
+		m, err := message.Decode(rec) // copies what it keeps
+		fn(i, m, err)
 	})
 }
 

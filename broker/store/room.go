@@ -268,12 +268,12 @@ func noRoom(off int64, kind spareKind, err error) error {
 // roomFor makes sure that the records of a PutBatch, rs (appended from
 // msgs), and every record before them are planned before Put acknowledges
 // them.
-func (s *Store) roomFor(msgs []*message.Ext, rs []commitlog.Result) error {
+func (s *Store) roomFor(own func(i int, d *message.Dispatch), rs []commitlog.Result) error {
 	end := rs[len(rs)-1].End()
 	if s.planned.Load() >= end {
 		return nil
 	}
-	err := s.planOwn(msgs, rs)
+	err := s.planOwn(own, rs)
 	if err == nil && s.planned.Load() < end {
 		err = s.planTo(max(end, s.clog.Readable()))
 	}
@@ -289,8 +289,9 @@ func (s *Store) roomFor(msgs []*message.Ext, rs []commitlog.Result) error {
 
 // planOwn plans the records before rs, then rs themselves from what Put
 // knows of them, without decoding them, as far as they follow each other
-// and fit; planTo does the rest.
-func (s *Store) planOwn(msgs []*message.Ext, rs []commitlog.Result) error {
+// and fit; planTo does the rest. own fills in the topic, queue, sysflag,
+// keys and unique key of the i-th record.
+func (s *Store) planOwn(own func(i int, d *message.Dispatch), rs []commitlog.Result) error {
 	if s.planned.Load() < rs[0].PhysicalOffset {
 		if err := s.planTo(rs[0].PhysicalOffset); err != nil {
 			return err
@@ -305,9 +306,9 @@ func (s *Store) planOwn(msgs []*message.Ext, rs []commitlog.Result) error {
 		if s.planned.Load() != r.PhysicalOffset {
 			return nil // planned already, or a blank ends a segment before r
 		}
-		m := msgs[i]
-		d := message.Dispatch{Topic: m.Topic, QueueID: m.QueueID, QueueOffset: r.QueueOffset, SysFlag: m.SysFlag,
-			Keys: m.Properties[message.PropertyKeys], UniqueKey: m.Properties[message.PropertyUniqueKey]}
+		var d message.Dispatch
+		own(i, &d)
+		d.QueueOffset = r.QueueOffset
 		if s.planRecord(r.PhysicalOffset, &d, &line) != nil {
 			return nil // short of a spare: planTo adds it
 		}

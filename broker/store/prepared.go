@@ -1,0 +1,95 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	"github.com/bolide-mq/bolide/commitlog"
+	"github.com/bolide-mq/bolide/message"
+)
+
+// Prepared is a record encoded by the caller for PutPrepared: unsealed
+// (message.EncodeUnsealed or message.RestoreRecord), with the store's
+// StoreHost, and what its append and dispatch need.
+type Prepared struct {
+	Record    []byte
+	Topic     string
+	QueueID   int32
+	SysFlag   int32
+	Keys      string // the KEYS property
+	UniqueKey string // the UNIQ_KEY property
+}
+
+// StoreHost is the host written into every record this store stores.
+func (s *Store) StoreHost() netip.AddrPort { return s.opts.StoreHost }
+
+// PutPrepared is PutBatch for records the caller encoded itself (the
+// delayed delivery copies stored records into their real topics without
+// decoding them): they are stored contiguously under one append, stamped
+// and sealed by the CommitLog, and acknowledged and dispatched as PutBatch
+// does. The records' Topic and QueueID must be those they encode; Record
+// is changed in place (stamped). Only the topic, the queue id and the
+// record's header are checked: the body size limit and the properties were
+// checked when the messages the records come from were first stored.
+func (s *Store) PutPrepared(ctx context.Context, recs []Prepared, dst []PutResult) ([]PutResult, error) {
+	if s.closed.Load() {
+		return dst, ErrClosed
+	}
+	if err := s.refusal(); err != nil {
+		return dst, err
+	}
+	s.putting.Add(1)
+	deferred := false
+	defer func() { s.putDone(deferred) }()
+	entries := make([]commitlog.Entry, len(recs))
+	ptrs := make([]*commitlog.Entry, len(recs))
+	for i := range recs {
+		p := &recs[i]
+		if err := message.ValidateTopic(p.Topic); err != nil {
+			return dst, fmt.Errorf("%w: %w", ErrMessageIllegal, err)
+		}
+		if p.QueueID < 0 {
+			return dst, fmt.Errorf("%w: queue id %d", ErrMessageIllegal, p.QueueID)
+		}
+		if h, err := message.PeekHeader(p.Record); err != nil || !h.IsRecord() || int(h.TotalSize) != len(p.Record) {
+			return dst, fmt.Errorf("%w: prepared record of %s is not one record", ErrMessageIllegal, p.Topic)
+		}
+		entries[i] = commitlog.Entry{Record: p.Record, Topic: p.Topic, QueueID: p.QueueID,
+			NoQueueOffset: !message.Dispatchable(p.SysFlag)}
+		ptrs[i] = &entries[i]
+	}
+	return s.appendBatch(ctx, ptrs, func(i int, d *message.Dispatch) {
+		p := &recs[i]
+		d.Topic, d.QueueID, d.SysFlag, d.Keys, d.UniqueKey = p.Topic, p.QueueID, p.SysFlag, p.Keys, p.UniqueKey
+	}, dst, &deferred)
+}
+
+// ReadRecords reads the records at CommitLog offsets offs and calls fn for
+// each, with its index in offs; rec is valid only during fn. Records behind
+// the resident tail are read with pread, those close together in one call
+// (commitlog.Log.PreadRecords).
+func (s *Store) ReadRecords(offs []int64, fn func(i int, rec []byte, err error)) {
+	from := s.clog.ResidentFrom()
+	var cold []int64
+	var coldIdx []int
+	var buf []byte
+	for i, off := range offs {
+		if off < from {
+			cold = append(cold, off)
+			coldIdx = append(coldIdx, i)
+			continue
+		}
+		rec, err := s.clog.ReadRecord(off, buf[:0])
+		if err != nil {
+			fn(i, nil, err)
+			continue
+		}
+		buf = rec
+		fn(i, rec, nil)
+	}
+	if len(cold) == 0 {
+		return
+	}
+	s.clog.PreadRecords(cold, func(k int, rec []byte, err error) { fn(coldIdx[k], rec, err) })
+}
