@@ -11,7 +11,9 @@
 # Central, test/bench-rocketmq/server/pom.xml) and rmqbench with its
 # classpath (test/bench-rocketmq/pom.xml); it rebuilds when those files
 # change. Maven is tried offline first (~/.m2), then online. Bolide's
-# binaries are built into .bench/bolide/.
+# binaries are built into .bench/bolide/ the way `make release` builds the
+# shipped ones (static, -trimpath, stripped: bench_go_build in
+# scripts/bench-lib.sh).
 #
 # It starts RocketMQ's NameServer and broker with `java -cp` (the heaps
 # below; the broker's store under $DATA_DIR, brokerRole ASYNC_MASTER with no
@@ -33,7 +35,10 @@
 #   end-to-end latency at a rate     e2e --rate R (async sends; a DefaultMQPushConsumer receives;
 #                                    latency from each message's scheduled send time to its receipt)
 #   idle memory                      VmRSS of NameServer + broker, IDLE_SETTLE s after start, before
-#                                    any traffic
+#                                    any traffic (judged against the target), and its two parts from
+#                                    /proc/<pid>/status: RssAnon (private memory: heaps, stacks) and
+#                                    RssFile (mapped files: the executable's pages, the JVM's
+#                                    libraries and class data), reported, not judged
 #
 # Each produce run first sends WARMUP messages untimed (JIT, connections,
 # routes); before the first workload each system takes a warm-up run of
@@ -183,7 +188,7 @@ if [[ -n ${BOLIDE_BIN:-} ]]; then
 else
   say "building Bolide into $bolide_bin"
   mkdir -p "$bolide_bin"
-  timeout -k 10 "$BUILD_TIMEOUT" go build -o "$bolide_bin/" ./cmd/bolide ./cmd/bolide-nameserver ./cmd/bolide-broker ||
+  bench_go_build "$bolide_bin" ./cmd/bolide ./cmd/bolide-nameserver ./cmd/bolide-broker ||
     die "building Bolide failed"
 fi
 
@@ -362,10 +367,16 @@ both() {
 }
 
 
-# rss_of PID...: VmRSS in MiB of each, then the sum ("a b sum").
+# rss_of FIELD PID...: FIELD of /proc/PID/status (VmRSS, RssAnon, RssFile)
+# in MiB of each, then the sum ("a b sum").
 rss_of() {
-  local p out="" sum=0 k
-  for p in "$@"; do k=$(rss_kib "$p"); out+="$(awk -v k="$k" 'BEGIN { printf "%.1f", k / 1024 }') "; sum=$((sum + k)); done
+  local field=$1 p out="" sum=0 k
+  shift
+  for p in "$@"; do
+    k=$(status_kib "$p" "$field")
+    out+="$(awk -v k="$k" 'BEGIN { printf "%.1f", k / 1024 }') "
+    sum=$((sum + k))
+  done
   echo "$out$(awk -v k="$sum" 'BEGIN { printf "%.1f", k / 1024 }')"
 }
 
@@ -374,13 +385,27 @@ load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 # Phase 1: async flush on both.
 start_rocketmq ASYNC_FLUSH
 start_bolide async
-say "idle for ${IDLE_SETTLE}s, then VmRSS"
+say "idle for ${IDLE_SETTLE}s, then VmRSS, RssAnon and RssFile"
 sleep "$IDLE_SETTLE"
-read -r rmq_ns_rss rmq_br_rss rmq_rss <<<"$(rss_of "${rmq_srv[@]}")"
-read -r bol_ns_rss bol_br_rss bol_rss <<<"$(rss_of "${bolide_srv[@]}")"
-echo "bolide nameserver $bol_ns_rss broker $bol_br_rss total $bol_rss MiB" >"$res/idle-rss.txt"
-echo "rocketmq nameserver $rmq_ns_rss broker $rmq_br_rss total $rmq_rss MiB" >>"$res/idle-rss.txt"
-say "idle VmRSS: Bolide $bol_rss MiB, RocketMQ $rmq_rss MiB"
+# idle[SYSTEM-FIELD] = "nameserver broker sum" in MiB.
+declare -A idle
+: >"$res/idle-rss.txt"
+for f in VmRSS RssAnon RssFile; do
+  idle[rocketmq-$f]=$(rss_of "$f" "${rmq_srv[@]}")
+  idle[bolide-$f]=$(rss_of "$f" "${bolide_srv[@]}")
+  for sys in bolide rocketmq; do
+    read -r i_ns i_br i_sum <<<"${idle[$sys-$f]}"
+    echo "$sys $f nameserver $i_ns broker $i_br total $i_sum MiB" >>"$res/idle-rss.txt"
+  done
+done
+for sys in bolide rocketmq; do
+  for p in $(if [[ $sys == bolide ]]; then echo "${bolide_srv[@]}"; else echo "${rmq_srv[@]}"; fi); do
+    { echo "== $sys $p: $(tr '\0' ' ' <"/proc/$p/cmdline" | cut -c1-200)"; grep -E '^(VmRSS|RssAnon|RssFile|RssShmem|VmSwap|Threads):' "/proc/$p/status"; } >>"$res/idle-status.txt" 2>/dev/null || true
+  done
+done
+read -r rmq_ns_rss rmq_br_rss rmq_rss <<<"${idle[rocketmq-VmRSS]}"
+read -r bol_ns_rss bol_br_rss bol_rss <<<"${idle[bolide-VmRSS]}"
+say "idle VmRSS: Bolide $bol_rss MiB, RocketMQ $rmq_rss MiB (RssAnon: Bolide ${idle[bolide-RssAnon]##* }, RocketMQ ${idle[rocketmq-RssAnon]##* } MiB)"
 
 for sys in bolide rocketmq; do
   step "topics-$sys" "$sys" topic --topic warm,p1,p16,async1,batch,backlog,e2e --queues "$QUEUES" ||
@@ -498,6 +523,17 @@ mem_row() {
     }'
 }
 
+# mem_part_row FIELD LABEL: one part of the idle VmRSS on both, not judged.
+mem_part_row() {
+  awk -v label="$2" -v b="${idle[bolide-$1]}" -v r="${idle[rocketmq-$1]}" '
+    BEGIN {
+      split(b, B, " "); split(r, R, " "); ratio = "–"
+      if (B[3] > 0) ratio = sprintf("%.1f× less", R[3] / B[3])
+      printf "| %s | %.1f + %.1f = %.1f MiB | %.1f + %.1f = %.1f MiB | %s | – | – | – | – |\n",
+        label, B[1], B[2], B[3], R[1], R[2], R[3], ratio
+    }'
+}
+
 table=$res/table.md
 {
   echo "### Bolide vs Apache RocketMQ, side by side ($(date -u '+%Y-%m-%d %H:%M UTC'))"
@@ -520,6 +556,8 @@ table=$res/table.md
   row "consume a backlog of $(grp "$BACKLOG") (fresh group, pulls of $PULL_BATCH)" consume
   e2e_row
   mem_row
+  mem_part_row RssAnon "of which RssAnon (private: heaps, stacks)"
+  mem_part_row RssFile "of which RssFile (mapped files: executable, JVM libraries and class data)"
   echo
   echo "Messages per run: $(grp "$MSGS_1") (1 producer), $(grp "$MSGS_16") (16 producers), $(grp "$MSGS_ASYNC1") (asynchronous)," \
     "$(grp "$MSGS_ASYNC") (batched), $(grp "$MSGS_DURABLE") (durable), $(grp "$BACKLOG") (backlog), each produce run after" \
@@ -527,7 +565,8 @@ table=$res/table.md
     "from each message's scheduled send time to its receipt by a push consumer. CPU s / M msgs: CPU seconds per million" \
     "messages, medians; server = NameServer + broker (utime + stime, /proc/<pid>/stat) over the step, warm-up messages" \
     "counted; client = rmqbench's process CPU time over its timed window. Idle memory: VmRSS ${IDLE_SETTLE}s after start," \
-    "before any traffic. Commands and raw outputs: .bench/results/$stamp/ (made by scripts/bench-vs-rocketmq.sh)."
+    "before any traffic, and its parts RssAnon and RssFile (/proc/<pid>/status); Bolide's binaries built as \`make release\`" \
+    "builds them (static, -trimpath, stripped)${BOLIDE_BIN:+ unless BOLIDE_BIN gave others}. Commands and raw outputs: .bench/results/$stamp/ (made by scripts/bench-vs-rocketmq.sh)."
 } >"$table"
 cp "$table" "$OUT"
 echo
