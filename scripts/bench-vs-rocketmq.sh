@@ -32,8 +32,11 @@
 #   batched producer                 produce --mode batch --batch ASYNC_BATCH --inflight ASYNC_INFLIGHT
 #   16 producers, durable ack        produce --mode sync --producers 16 (sync flush)
 #   consume a backlog                consume (DefaultLitePullConsumer, fresh group, first offset)
-#   end-to-end latency at a rate     e2e --rate R (async sends; a DefaultMQPushConsumer receives;
-#                                    latency from each message's scheduled send time to its receipt)
+#   end-to-end latency at a rate     e2e --rate R: E2E_SENDERS threads each send their share of a
+#                                    fixed schedule (asynchronously, at most E2E_INFLIGHT each in
+#                                    flight, or synchronously: E2E_SEND); a DefaultMQPushConsumer
+#                                    receives; latency from each message's scheduled send time to
+#                                    its receipt; how late the sends left is reported beside it
 #   idle memory                      VmRSS of NameServer + broker, IDLE_SETTLE s after start, before
 #                                    any traffic (judged against the target), and its two parts from
 #                                    /proc/<pid>/status: RssAnon (private memory: heaps, stacks) and
@@ -73,6 +76,11 @@
 #   E2E_DURATION     end-to-end run: how long                   (30s; QUICK 5s)
 #   E2E_WARMUP       end-to-end run: untimed start (the client
 #                    JVM's JIT; bench-vs-nats uses 1s)          (5s; QUICK 1s)
+#   E2E_SENDERS      end-to-end run: sending threads            (4)
+#   E2E_SEND         end-to-end run: async or sync sends        (async)
+#   E2E_INFLIGHT     end-to-end run: a thread's async sends in flight (64)
+#   E2E_CONSUMERS    end-to-end run: the push consumer's threads (4)
+#   E2E_CONSUME_BATCH end-to-end run: messages per listener call (32)
 #   ASYNC_WINDOW     asynchronous producer: sends in flight     (256)
 #   ASYNC_BATCH      batched producer: messages per request     (64)
 #   ASYNC_INFLIGHT   batched producer: requests in flight       (16)
@@ -119,6 +127,11 @@ WARM_MSGS=${WARM_MSGS:-$(q 50000 5000)}
 E2E_RATE=${E2E_RATE:-10000}
 E2E_DURATION=${E2E_DURATION:-$(q 30s 5s)}
 E2E_WARMUP=${E2E_WARMUP:-$(q 5s 1s)}
+E2E_SENDERS=${E2E_SENDERS:-4}
+E2E_SEND=${E2E_SEND:-async}
+E2E_INFLIGHT=${E2E_INFLIGHT:-64}
+E2E_CONSUMERS=${E2E_CONSUMERS:-4}
+E2E_CONSUME_BATCH=${E2E_CONSUME_BATCH:-32}
 ASYNC_WINDOW=${ASYNC_WINDOW:-256}
 ASYNC_BATCH=${ASYNC_BATCH:-64}
 ASYNC_INFLIGHT=${ASYNC_INFLIGHT:-16}
@@ -346,7 +359,7 @@ jnum() { sed -n "s/.*\"$2\":\([-0-9.eE+]*\).*/\1/p" "$1" | head -n 1; }
 # million over its timed window (rmqbench's cpuSeconds).
 take() {
   local key=$1 out=$res/$2.out handled=$3 f
-  for f in msgsPerSec p50 p99 p999 missing; do record "$key-$f" "$(jnum "$out" "$f")"; done
+  for f in msgsPerSec p50 p99 p999 missing sendLagP99; do record "$key-$f" "$(jnum "$out" "$f")"; done
   record "$key-cpusrv" "$(per_million "$srv_ticks" "$handled")"
   record "$key-cpucli" "$(awk -v c="$(jnum "$out" cpuSeconds)" -v n="$(jnum "$out" messages)" \
     'BEGIN { if (n > 0) printf "%.2f\n", c / n * 1e6 }')"
@@ -439,7 +452,9 @@ E2E_MSGS=$(awk -v r="$E2E_RATE" -v d="$(seconds "$E2E_DURATION")" -v w="$(second
   'BEGIN { printf "%.0f", r * (d + w) }')
 handled=$E2E_MSGS wl=6
 for ((r = 1; r <= REPS; r++)); do
-  both e2e "$r" e2e --topic e2e --rate "$E2E_RATE" --duration "$E2E_DURATION" --warmup "$E2E_WARMUP" --size "$SIZE"
+  both e2e "$r" e2e --topic e2e --rate "$E2E_RATE" --duration "$E2E_DURATION" --warmup "$E2E_WARMUP" --size "$SIZE" \
+    --senders "$E2E_SENDERS" --send "$E2E_SEND" --inflight "$E2E_INFLIGHT" --consume-threads "$E2E_CONSUMERS" \
+    --consume-batch "$E2E_CONSUME_BATCH"
 done
 stop_all
 if [[ $KEEP != 1 ]]; then rm -rf "$DATA_DIR"; fi
@@ -492,12 +507,14 @@ e2e_row() {
   awk -v want="$(grp "$E2E_RATE")" -v bc="$(cpucell e2e-bolide)" -v rc="$(cpucell e2e-rocketmq)" \
     -v b50="$(fig_stat e2e-bolide-p50)" -v b99="$(fig_stat e2e-bolide-p99)" -v b999="$(fig_stat e2e-bolide-p999)" \
     -v r50="$(fig_stat e2e-rocketmq-p50)" -v r99="$(fig_stat e2e-rocketmq-p99)" -v r999="$(fig_stat e2e-rocketmq-p999)" \
-    -v bm="$(fig_stat e2e-bolide-missing)" -v rm="$(fig_stat e2e-rocketmq-missing)" '
+    -v bm="$(fig_stat e2e-bolide-missing)" -v rm="$(fig_stat e2e-rocketmq-missing)" \
+    -v bl="$(fig_stat e2e-bolide-sendLagP99)" -v rl="$(fig_stat e2e-rocketmq-sendLagP99)" '
     function up(v,   c) { c = int(v * 100); if (c < v * 100) c++; return c / 100 }
-    function cell(a, b, c, m,   x, y, z, w, s) {
+    function cell(a, b, c, m, l,   x, y, z, w, v, s) {
       if (b == "") return "failed"
-      split(a, x, " "); split(b, y, " "); split(c, z, " "); split(m, w, " ")
+      split(a, x, " "); split(b, y, " "); split(c, z, " "); split(m, w, " "); split(l, v, " ")
       s = sprintf("p50 %.2f / p99 %.2f / p99.9 %.2f ms", x[1], y[1], z[1])
+      if (l != "") s = s sprintf("; sends p99 %.2f ms late", v[1])
       if (w[1] > 0) s = s sprintf(" (%d not received)", w[1])
       return s
     }
@@ -509,7 +526,7 @@ e2e_row() {
         met = x >= 2 ? "yes" : sprintf("**no** (%.2f× short)", up(2 / x))
       }
       printf "| end-to-end latency at %s msgs/s (async flush) | %s | %s | %s | p99 ≥ 2× lower | %s | %s | %s |\n",
-        want, cell(b50, b99, b999, bm), cell(r50, r99, r999, rm), ratio, met, bc, rc
+        want, cell(b50, b99, b999, bm, bl), cell(r50, r99, r999, rm, rl), ratio, met, bc, rc
     }'
 }
 
@@ -561,8 +578,10 @@ table=$res/table.md
   echo
   echo "Messages per run: $(grp "$MSGS_1") (1 producer), $(grp "$MSGS_16") (16 producers), $(grp "$MSGS_ASYNC1") (asynchronous)," \
     "$(grp "$MSGS_ASYNC") (batched), $(grp "$MSGS_DURABLE") (durable), $(grp "$BACKLOG") (backlog), each produce run after" \
-    "$(grp "$WARMUP") untimed; end-to-end: $(grp "$E2E_RATE") msgs/s for $E2E_DURATION, the first $E2E_WARMUP untimed, latency" \
-    "from each message's scheduled send time to its receipt by a push consumer. CPU s / M msgs: CPU seconds per million" \
+    "$(grp "$WARMUP") untimed; end-to-end: $(grp "$E2E_RATE") msgs/s for $E2E_DURATION, the first $E2E_WARMUP untimed, sent by $E2E_SENDERS" \
+    "threads on a fixed schedule ($E2E_SEND sends$([[ $E2E_SEND == async ]] && echo ", at most $E2E_INFLIGHT in flight per thread")), received by a push consumer" \
+    "($E2E_CONSUMERS threads, up to $E2E_CONSUME_BATCH messages per listener call); latency from each message's scheduled send time to its" \
+    "receipt, \"sends p99 … late\": the 99th percentile of how long after its scheduled time a send call started. CPU s / M msgs: CPU seconds per million" \
     "messages, medians; server = NameServer + broker (utime + stime, /proc/<pid>/stat) over the step, warm-up messages" \
     "counted; client = rmqbench's process CPU time over its timed window. Idle memory: VmRSS ${IDLE_SETTLE}s after start," \
     "before any traffic, and its parts RssAnon and RssFile (/proc/<pid>/status); Bolide's binaries built as \`make release\`" \
