@@ -9,7 +9,9 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.UUID;
+import java.util.concurrent.AbstractExecutorService;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -134,13 +136,64 @@ public final class RmqBench {
     }
 
     private static DefaultMQProducer producer(Map<String, String> f, String instance) throws Exception {
+        return producer(f, instance, null);
+    }
+
+    /** A started producer; asyncExecutor, when not null, runs its asynchronous sends (see DirectExecutor). */
+    private static DefaultMQProducer producer(Map<String, String> f, String instance, ExecutorService asyncExecutor)
+            throws Exception {
         DefaultMQProducer p = new DefaultMQProducer("rmqbench-" + instance);
         p.setNamesrvAddr(req(f, "namesrv"));
         p.setInstanceName("rmqbench-" + instance + "-" + UUID.randomUUID());
         p.setSendMsgTimeout(10_000);
         p.setMaxMessageSize(4 << 20);
+        if (asyncExecutor != null) {
+            p.setAsyncSenderExecutor(asyncExecutor);
+        }
         p.start();
         return p;
+    }
+
+    /**
+     * Runs each task in the calling thread. As the producer's async sender executor it makes send(msg,
+     * callback) encode and write the request in the caller's thread and return (the response comes back
+     * to the callback on the client's own threads), instead of queueing the send for the client's
+     * default executor (one thread per CPU, a queue of 50 000): a queue that hides how late the sends
+     * really leave and that a paced sender can silently fall behind in.
+     */
+    private static final class DirectExecutor extends AbstractExecutorService {
+        private volatile boolean shutdown;
+
+        @Override
+        public void execute(Runnable r) {
+            r.run();
+        }
+
+        @Override
+        public void shutdown() {
+            shutdown = true;
+        }
+
+        @Override
+        public List<Runnable> shutdownNow() {
+            shutdown = true;
+            return List.of();
+        }
+
+        @Override
+        public boolean isShutdown() {
+            return shutdown;
+        }
+
+        @Override
+        public boolean isTerminated() {
+            return shutdown;
+        }
+
+        @Override
+        public boolean awaitTermination(long timeout, TimeUnit unit) {
+            return true;
+        }
     }
 
     // ------------------------------------------------------------------ topic
@@ -395,7 +448,8 @@ public final class RmqBench {
      * e2e: messages on a fixed schedule (message i is due at start + i / rate), sent by --senders
      * threads, each sending its share (i = k, k + senders, ...) when due: synchronously (--send sync,
      * one send in flight per thread) or asynchronously (--send async, at most --inflight sends of a
-     * thread in flight; a thread at that bound waits). A push consumer receives them; a message's
+     * thread in flight; a thread at that bound waits; each send is encoded and written in the sending
+     * thread: DirectExecutor). A push consumer receives them; a message's
      * latency runs from its scheduled send time to its receipt, so a sender that falls behind its
      * schedule shows in the latency (no coordinated omission). How late the sends went out
      * (sendLagP50/P99/Max: the send call's start minus the scheduled time) is reported beside, so that
@@ -445,7 +499,7 @@ public final class RmqBench {
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
         });
         c.start();
-        DefaultMQProducer p = producer(f, "e2e");
+        DefaultMQProducer p = producer(f, "e2e", sendMode.equals("async") ? new DirectExecutor() : null);
         try {
             // The consumer is ready once a probe comes back (its queues are assigned and pulled).
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
