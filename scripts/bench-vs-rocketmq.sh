@@ -78,7 +78,7 @@
 #                    JVM's JIT; bench-vs-nats uses 1s)          (5s; QUICK 1s)
 #   E2E_SENDERS      end-to-end run: sending threads            (4)
 #   E2E_SEND         end-to-end run: async or sync sends        (async)
-#   E2E_INFLIGHT     end-to-end run: a thread's async sends in flight (64)
+#   E2E_INFLIGHT     end-to-end run: a thread's async sends in flight (128)
 #   E2E_CONSUMERS    end-to-end run: the push consumer's threads (4)
 #   E2E_CONSUME_BATCH end-to-end run: messages per listener call (32)
 #   ASYNC_WINDOW     asynchronous producer: sends in flight     (256)
@@ -129,7 +129,7 @@ E2E_DURATION=${E2E_DURATION:-$(q 30s 5s)}
 E2E_WARMUP=${E2E_WARMUP:-$(q 5s 1s)}
 E2E_SENDERS=${E2E_SENDERS:-4}
 E2E_SEND=${E2E_SEND:-async}
-E2E_INFLIGHT=${E2E_INFLIGHT:-64}
+E2E_INFLIGHT=${E2E_INFLIGHT:-128}
 E2E_CONSUMERS=${E2E_CONSUMERS:-4}
 E2E_CONSUME_BATCH=${E2E_CONSUME_BATCH:-32}
 ASYNC_WINDOW=${ASYNC_WINDOW:-256}

@@ -463,7 +463,7 @@ public final class RmqBench {
         int size = Math.max(16, num(f, "size", 1024));
         int senders = Math.max(1, num(f, "senders", 4));
         String sendMode = f.getOrDefault("send", "async");
-        int inflight = Math.max(1, num(f, "inflight", 64));
+        int inflight = Math.max(1, num(f, "inflight", 128));
         int consumeThreads = Math.max(1, num(f, "consume-threads", 4));
         int consumeBatch = Math.max(1, num(f, "consume-batch", 32));
         if (!sendMode.equals("sync") && !sendMode.equals("async")) {
@@ -511,6 +511,7 @@ public final class RmqBench {
                 Thread.sleep(200);
             }
             AtomicLong errors = new AtomicLong();
+            AtomicLong windowWaits = new AtomicLong();
             AtomicReference<String> firstErr = new AtomicReference<>();
             // Every sender starts on the same schedule, a little ahead so that all are parked at the start.
             long start = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(100);
@@ -534,7 +535,10 @@ public final class RmqBench {
                                 lag[i] = System.nanoTime() - due;
                                 p.send(m);
                             } else {
-                                window.acquire();
+                                if (!window.tryAcquire()) {
+                                    windowWaits.incrementAndGet(); // at the bound: wait for an answer
+                                    window.acquire();
+                                }
                                 lag[i] = System.nanoTime() - due;
                                 p.send(m, new SendCallback() {
                                     @Override
@@ -607,9 +611,9 @@ public final class RmqBench {
             }
             String extra = String.format(Locale.ROOT,
                     ",\"senders\":%d,\"send\":\"%s\",\"inflight\":%d,\"sendLagP50\":%.3f,\"sendLagP99\":%.3f,"
-                            + "\"sendLagMax\":%.3f",
+                            + "\"sendLagMax\":%.3f,\"windowWaits\":%d",
                     senders, sendMode, sendMode.equals("sync") ? 1 : inflight, pct(lags, 0.50), pct(lags, 0.99),
-                    pct(lags, 1.0));
+                    pct(lags, 1.0), windowWaits.get());
             report("e2e", "rate=" + rate, total - untimed, missing, sendEnd - timedStart, a, "end-to-end", cpu, err,
                     extra);
             return a.length > 0 ? 0 : 1;
