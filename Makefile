@@ -125,6 +125,10 @@ bench-store:
 	$(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) ./commitlog/ ./consumequeue/ ./indexfile/ ./message/ ./broker/store/
 	BOLIDE_RECOVERY_BENCH=1 $(GO) test -run='^TestRecoveryTimeLargeLog$$' -v -timeout 30m ./broker/store/
 
+# The bench-* scripts below build Bolide's binaries the way `release` does
+# (static, -trimpath, stripped: bench_go_build in scripts/bench-lib.sh, whose
+# flags follow release's), so that they measure the binaries users deploy.
+
 ## bench-vs-nats: Bolide and NATS JetStream side by side in one run on this
 ## machine (scripts/bench-vs-nats.sh: builds nats-server and natscli into
 ## .bench/ once, prints a markdown table); QUICK=1 checks it in a minute or two

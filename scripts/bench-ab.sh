@@ -10,9 +10,12 @@
 # is the steadier one on a shared machine.
 #
 # Usage: scripts/bench-ab.sh A [B]
-#   A, B  a git revision (built into .bench/ab/<commit>/) or a directory
-#         holding bolide, bolide-nameserver and bolide-broker; B defaults to
-#         the work tree as it is.
+#   A, B  a git revision (built into .bench/ab/release-<commit>/) or a
+#         directory holding bolide, bolide-nameserver and bolide-broker; B
+#         defaults to the work tree as it is. Revisions and the work tree are
+#         built as `make release` builds them (bench_go_build: static,
+#         -trimpath, stripped), so that the binaries compared are the shipped
+#         ones.
 #
 # Settings (environment):
 #   ROUNDS     pairs of runs of each workload (each pair: both builds)  (2)
@@ -50,17 +53,17 @@ build() {
 	fi
 	if [[ $1 == . ]]; then
 		local out=$base/worktree
-		go build -o "$out/" ./cmd/bolide ./cmd/bolide-nameserver ./cmd/bolide-broker
+		bench_go_build "$out" ./cmd/bolide ./cmd/bolide-nameserver ./cmd/bolide-broker >&2
 		echo "$out"
 		return
 	fi
 	local commit out src
 	commit=$(git rev-parse --verify "$1^{commit}")
-	out=$base/$commit
+	out=$base/release-$commit
 	if [[ ! -x $out/bolide-broker ]]; then
 		src=$(mktemp -d "$base/src.XXXXXX")
 		git worktree add -q --detach "$src" "$commit"
-		(cd "$src" && go build -o "$out/" ./cmd/bolide ./cmd/bolide-nameserver ./cmd/bolide-broker)
+		(cd "$src" && bench_go_build "$out" ./cmd/bolide ./cmd/bolide-nameserver ./cmd/bolide-broker) >&2
 		git worktree remove --force "$src"
 	fi
 	echo "$out"

@@ -8,7 +8,8 @@
 # The side-by-side comparisons (bench-vs-nats.sh, bench-vs-rocketmq.sh) leave
 # $work unset and use only the CPU and memory helpers at the end.
 # It defines:
-#   bench_build [module-dir cmd]...  build the daemons and the CLI into $bin,
+#   bench_build [module-dir cmd]...  build the daemons and the CLI into $bin
+#                                    (as `make release` does: bench_go_build),
 #                                    and each named command of a test module
 #   bench_start [broker flags]...    start a NameServer and one broker on free
 #                                    loopback ports ($ns, $broker_pid), stopped
@@ -22,6 +23,17 @@
 #                                    rates[NAME]; sets last_rate
 #   median                           the median of the numbers on stdin
 # and, for any script:
+#   bench_go_build OUT PKG...        go build PKG... into directory OUT the way
+#                                    `make release` builds the shipped
+#                                    binaries: static (CGO_ENABLED=0),
+#                                    -trimpath, stripped (-ldflags "-s -w"),
+#                                    the version of the tree in the current
+#                                    directory embedded; under
+#                                    `timeout $BUILD_TIMEOUT` when that is
+#                                    set. So what a benchmark
+#                                    measures (memory above all: the
+#                                    executable's pages are most of an idle
+#                                    daemon's VmRSS) is what users run
 #   bench_port                       a free loopback TCP port
 #   proc_ticks PID...                CPU of the processes (utime + stime +
 #                                    cutime + cstime, clock ticks), summed;
@@ -33,6 +45,9 @@
 #                                    the client's CPU
 #   per_million TICKS MSGS           CPU seconds per million messages
 #   rss_kib PID                      the process's VmRSS in KiB
+#   status_kib PID FIELD             a field of /proc/PID/status in KiB
+#                                    (VmRSS, RssAnon, RssFile, ...); 0 for a
+#                                    process that is gone
 #   seconds D                        the seconds of a Go duration like
 #                                    30s, 1m30s or 500ms
 #   wait_file FILE PID NAME [SECS]   wait until daemon NAME (PID) has written
@@ -44,9 +59,21 @@ if [[ -n ${work:-} ]]; then
 	mkdir -p "$bin"
 fi
 
+# The flags of the Makefile's release target (keep the two in step).
+bench_go_build() {
+	local out=$1 version
+	shift
+	version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
+	local limit=()
+	if [[ -n ${BUILD_TIMEOUT:-} ]]; then limit=(timeout -k 10 "$BUILD_TIMEOUT"); fi
+	CGO_ENABLED=0 "${limit[@]}" go build -trimpath \
+		-ldflags "-s -w -X github.com/bolide-mq/bolide/cmd/internal/daemon.Version=$version" \
+		-o "$out/" "$@"
+}
+
 bench_build() {
 	echo "building binaries" >&2
-	(cd "$root" && go build -o "$bin/" ./cmd/...)
+	(cd "$root" && bench_go_build "$bin" ./cmd/...)
 	while (($# >= 2)); do
 		(cd "$root/$1" && go build -o "$bin/" "$2")
 		shift 2
@@ -118,6 +145,11 @@ proc_ticks() {
 child_ticks() { sed 's/^.*) //' "/proc/$$/stat" | awk '{print $14 + $15}'; }
 per_million() { awk -v t="$1" -v n="$2" -v hz="$ticks" 'BEGIN { if (n > 0) printf "%.2f\n", t / hz / n * 1e6 }'; }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+status_kib() {
+	local v
+	v=$(awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status" 2>/dev/null) || v=
+	echo "${v:-0}"
+}
 
 # The side-by-side scripts' report helpers. Each figure of a run is a line
 # appended to $res/fig-KEY.

@@ -158,7 +158,7 @@ if [[ -n ${BOLIDE_BIN:-} ]]; then
 else
   say "building Bolide into $bolide_bin"
   mkdir -p "$bolide_bin"
-  go build -o "$bolide_bin/" ./cmd/bolide ./cmd/bolide-nameserver ./cmd/bolide-broker || die "building Bolide failed"
+  bench_go_build "$bolide_bin" ./cmd/bolide ./cmd/bolide-nameserver ./cmd/bolide-broker || die "building Bolide failed"
 fi
 
 # ------------------------------------------------------------- processes
@@ -276,7 +276,6 @@ heap_kib() {
   curl -sf "http://$ADMIN/debug/pprof/heap?gc=1&debug=1" | sed -n 's/^# HeapAlloc = \([0-9]*\).*/\1/p' |
     awk '{ printf "%d\n", $1 / 1024 }'
 }
-status_kib() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 secs() { awk -v t="$1" -v hz="$ticks" 'BEGIN { printf "%.2f", t / hz }'; }
 now() { date +%s.%N; }

@@ -3,7 +3,8 @@
 # this machine: 1 KiB messages, one replica, file storage, client and server
 # on loopback. It builds nats-server and natscli from the Go module proxy
 # (once; cached under .bench/tools/), builds Bolide's binaries into
-# .bench/bolide/, and compares like with like:
+# .bench/bolide/ as `make release` does (static, -trimpath, stripped:
+# bench_go_build in scripts/bench-lib.sh), and compares like with like:
 #
 #   Bolide async flush  vs  NATS default config (acks before fsync)
 #   Bolide sync flush   vs  NATS sync_interval: always (fsync before each ack)
@@ -134,7 +135,7 @@ if [[ -n ${BOLIDE_BIN:-} ]]; then
 else
   say "building Bolide into $bolide_bin"
   mkdir -p "$bolide_bin"
-  timeout -k 10 "$BUILD_TIMEOUT" go build -o "$bolide_bin/" ./cmd/bolide ./cmd/bolide-nameserver ./cmd/bolide-broker ||
+  bench_go_build "$bolide_bin" ./cmd/bolide ./cmd/bolide-nameserver ./cmd/bolide-broker ||
     die "building Bolide failed"
 fi
 

@@ -11,7 +11,9 @@
 # Central, test/bench-rocketmq/server/pom.xml) and rmqbench with its
 # classpath (test/bench-rocketmq/pom.xml); it rebuilds when those files
 # change. Maven is tried offline first (~/.m2), then online. Bolide's
-# binaries are built into .bench/bolide/.
+# binaries are built into .bench/bolide/ the way `make release` builds the
+# shipped ones (static, -trimpath, stripped: bench_go_build in
+# scripts/bench-lib.sh).
 #
 # It starts RocketMQ's NameServer and broker with `java -cp` (the heaps
 # below; the broker's store under $DATA_DIR, brokerRole ASYNC_MASTER with no
@@ -30,10 +32,16 @@
 #   batched producer                 produce --mode batch --batch ASYNC_BATCH --inflight ASYNC_INFLIGHT
 #   16 producers, durable ack        produce --mode sync --producers 16 (sync flush)
 #   consume a backlog                consume (DefaultLitePullConsumer, fresh group, first offset)
-#   end-to-end latency at a rate     e2e --rate R (async sends; a DefaultMQPushConsumer receives;
-#                                    latency from each message's scheduled send time to its receipt)
+#   end-to-end latency at a rate     e2e --rate R: E2E_SENDERS threads each send their share of a
+#                                    fixed schedule (asynchronously, at most E2E_INFLIGHT each in
+#                                    flight, or synchronously: E2E_SEND); a DefaultMQPushConsumer
+#                                    receives; latency from each message's scheduled send time to
+#                                    its receipt; how late the sends left is reported beside it
 #   idle memory                      VmRSS of NameServer + broker, IDLE_SETTLE s after start, before
-#                                    any traffic
+#                                    any traffic (judged against the target), and its two parts from
+#                                    /proc/<pid>/status: RssAnon (private memory: heaps, stacks) and
+#                                    RssFile (mapped files: the executable's pages, the JVM's
+#                                    libraries and class data), reported, not judged
 #
 # Each produce run first sends WARMUP messages untimed (JIT, connections,
 # routes); before the first workload each system takes a warm-up run of
@@ -68,6 +76,11 @@
 #   E2E_DURATION     end-to-end run: how long                   (30s; QUICK 5s)
 #   E2E_WARMUP       end-to-end run: untimed start (the client
 #                    JVM's JIT; bench-vs-nats uses 1s)          (5s; QUICK 1s)
+#   E2E_SENDERS      end-to-end run: sending threads            (4)
+#   E2E_SEND         end-to-end run: async or sync sends        (async)
+#   E2E_INFLIGHT     end-to-end run: a thread's async sends in flight (128)
+#   E2E_CONSUMERS    end-to-end run: the push consumer's threads (4)
+#   E2E_CONSUME_BATCH end-to-end run: messages per listener call (32)
 #   ASYNC_WINDOW     asynchronous producer: sends in flight     (256)
 #   ASYNC_BATCH      batched producer: messages per request     (64)
 #   ASYNC_INFLIGHT   batched producer: requests in flight       (16)
@@ -114,6 +127,11 @@ WARM_MSGS=${WARM_MSGS:-$(q 50000 5000)}
 E2E_RATE=${E2E_RATE:-10000}
 E2E_DURATION=${E2E_DURATION:-$(q 30s 5s)}
 E2E_WARMUP=${E2E_WARMUP:-$(q 5s 1s)}
+E2E_SENDERS=${E2E_SENDERS:-4}
+E2E_SEND=${E2E_SEND:-async}
+E2E_INFLIGHT=${E2E_INFLIGHT:-128}
+E2E_CONSUMERS=${E2E_CONSUMERS:-4}
+E2E_CONSUME_BATCH=${E2E_CONSUME_BATCH:-32}
 ASYNC_WINDOW=${ASYNC_WINDOW:-256}
 ASYNC_BATCH=${ASYNC_BATCH:-64}
 ASYNC_INFLIGHT=${ASYNC_INFLIGHT:-16}
@@ -183,7 +201,7 @@ if [[ -n ${BOLIDE_BIN:-} ]]; then
 else
   say "building Bolide into $bolide_bin"
   mkdir -p "$bolide_bin"
-  timeout -k 10 "$BUILD_TIMEOUT" go build -o "$bolide_bin/" ./cmd/bolide ./cmd/bolide-nameserver ./cmd/bolide-broker ||
+  bench_go_build "$bolide_bin" ./cmd/bolide ./cmd/bolide-nameserver ./cmd/bolide-broker ||
     die "building Bolide failed"
 fi
 
@@ -341,7 +359,7 @@ jnum() { sed -n "s/.*\"$2\":\([-0-9.eE+]*\).*/\1/p" "$1" | head -n 1; }
 # million over its timed window (rmqbench's cpuSeconds).
 take() {
   local key=$1 out=$res/$2.out handled=$3 f
-  for f in msgsPerSec p50 p99 p999 missing; do record "$key-$f" "$(jnum "$out" "$f")"; done
+  for f in msgsPerSec p50 p99 p999 missing sendLagP99; do record "$key-$f" "$(jnum "$out" "$f")"; done
   record "$key-cpusrv" "$(per_million "$srv_ticks" "$handled")"
   record "$key-cpucli" "$(awk -v c="$(jnum "$out" cpuSeconds)" -v n="$(jnum "$out" messages)" \
     'BEGIN { if (n > 0) printf "%.2f\n", c / n * 1e6 }')"
@@ -362,10 +380,16 @@ both() {
 }
 
 
-# rss_of PID...: VmRSS in MiB of each, then the sum ("a b sum").
+# rss_of FIELD PID...: FIELD of /proc/PID/status (VmRSS, RssAnon, RssFile)
+# in MiB of each, then the sum ("a b sum").
 rss_of() {
-  local p out="" sum=0 k
-  for p in "$@"; do k=$(rss_kib "$p"); out+="$(awk -v k="$k" 'BEGIN { printf "%.1f", k / 1024 }') "; sum=$((sum + k)); done
+  local field=$1 p out="" sum=0 k
+  shift
+  for p in "$@"; do
+    k=$(status_kib "$p" "$field")
+    out+="$(awk -v k="$k" 'BEGIN { printf "%.1f", k / 1024 }') "
+    sum=$((sum + k))
+  done
   echo "$out$(awk -v k="$sum" 'BEGIN { printf "%.1f", k / 1024 }')"
 }
 
@@ -374,13 +398,27 @@ load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 # Phase 1: async flush on both.
 start_rocketmq ASYNC_FLUSH
 start_bolide async
-say "idle for ${IDLE_SETTLE}s, then VmRSS"
+say "idle for ${IDLE_SETTLE}s, then VmRSS, RssAnon and RssFile"
 sleep "$IDLE_SETTLE"
-read -r rmq_ns_rss rmq_br_rss rmq_rss <<<"$(rss_of "${rmq_srv[@]}")"
-read -r bol_ns_rss bol_br_rss bol_rss <<<"$(rss_of "${bolide_srv[@]}")"
-echo "bolide nameserver $bol_ns_rss broker $bol_br_rss total $bol_rss MiB" >"$res/idle-rss.txt"
-echo "rocketmq nameserver $rmq_ns_rss broker $rmq_br_rss total $rmq_rss MiB" >>"$res/idle-rss.txt"
-say "idle VmRSS: Bolide $bol_rss MiB, RocketMQ $rmq_rss MiB"
+# idle[SYSTEM-FIELD] = "nameserver broker sum" in MiB.
+declare -A idle
+: >"$res/idle-rss.txt"
+for f in VmRSS RssAnon RssFile; do
+  idle[rocketmq-$f]=$(rss_of "$f" "${rmq_srv[@]}")
+  idle[bolide-$f]=$(rss_of "$f" "${bolide_srv[@]}")
+  for sys in bolide rocketmq; do
+    read -r i_ns i_br i_sum <<<"${idle[$sys-$f]}"
+    echo "$sys $f nameserver $i_ns broker $i_br total $i_sum MiB" >>"$res/idle-rss.txt"
+  done
+done
+for sys in bolide rocketmq; do
+  for p in $(if [[ $sys == bolide ]]; then echo "${bolide_srv[@]}"; else echo "${rmq_srv[@]}"; fi); do
+    { echo "== $sys $p: $(tr '\0' ' ' <"/proc/$p/cmdline" | cut -c1-200)"; grep -E '^(VmRSS|RssAnon|RssFile|RssShmem|VmSwap|Threads):' "/proc/$p/status"; } >>"$res/idle-status.txt" 2>/dev/null || true
+  done
+done
+read -r rmq_ns_rss rmq_br_rss rmq_rss <<<"${idle[rocketmq-VmRSS]}"
+read -r bol_ns_rss bol_br_rss bol_rss <<<"${idle[bolide-VmRSS]}"
+say "idle VmRSS: Bolide $bol_rss MiB, RocketMQ $rmq_rss MiB (RssAnon: Bolide ${idle[bolide-RssAnon]##* }, RocketMQ ${idle[rocketmq-RssAnon]##* } MiB)"
 
 for sys in bolide rocketmq; do
   step "topics-$sys" "$sys" topic --topic warm,p1,p16,async1,batch,backlog,e2e --queues "$QUEUES" ||
@@ -414,7 +452,9 @@ E2E_MSGS=$(awk -v r="$E2E_RATE" -v d="$(seconds "$E2E_DURATION")" -v w="$(second
   'BEGIN { printf "%.0f", r * (d + w) }')
 handled=$E2E_MSGS wl=6
 for ((r = 1; r <= REPS; r++)); do
-  both e2e "$r" e2e --topic e2e --rate "$E2E_RATE" --duration "$E2E_DURATION" --warmup "$E2E_WARMUP" --size "$SIZE"
+  both e2e "$r" e2e --topic e2e --rate "$E2E_RATE" --duration "$E2E_DURATION" --warmup "$E2E_WARMUP" --size "$SIZE" \
+    --senders "$E2E_SENDERS" --send "$E2E_SEND" --inflight "$E2E_INFLIGHT" --consume-threads "$E2E_CONSUMERS" \
+    --consume-batch "$E2E_CONSUME_BATCH"
 done
 stop_all
 if [[ $KEEP != 1 ]]; then rm -rf "$DATA_DIR"; fi
@@ -467,12 +507,14 @@ e2e_row() {
   awk -v want="$(grp "$E2E_RATE")" -v bc="$(cpucell e2e-bolide)" -v rc="$(cpucell e2e-rocketmq)" \
     -v b50="$(fig_stat e2e-bolide-p50)" -v b99="$(fig_stat e2e-bolide-p99)" -v b999="$(fig_stat e2e-bolide-p999)" \
     -v r50="$(fig_stat e2e-rocketmq-p50)" -v r99="$(fig_stat e2e-rocketmq-p99)" -v r999="$(fig_stat e2e-rocketmq-p999)" \
-    -v bm="$(fig_stat e2e-bolide-missing)" -v rm="$(fig_stat e2e-rocketmq-missing)" '
+    -v bm="$(fig_stat e2e-bolide-missing)" -v rm="$(fig_stat e2e-rocketmq-missing)" \
+    -v bl="$(fig_stat e2e-bolide-sendLagP99)" -v rl="$(fig_stat e2e-rocketmq-sendLagP99)" '
     function up(v,   c) { c = int(v * 100); if (c < v * 100) c++; return c / 100 }
-    function cell(a, b, c, m,   x, y, z, w, s) {
+    function cell(a, b, c, m, l,   x, y, z, w, v, s) {
       if (b == "") return "failed"
-      split(a, x, " "); split(b, y, " "); split(c, z, " "); split(m, w, " ")
+      split(a, x, " "); split(b, y, " "); split(c, z, " "); split(m, w, " "); split(l, v, " ")
       s = sprintf("p50 %.2f / p99 %.2f / p99.9 %.2f ms", x[1], y[1], z[1])
+      if (l != "") s = s sprintf("; sends p99 %.2f ms late", v[1])
       if (w[1] > 0) s = s sprintf(" (%d not received)", w[1])
       return s
     }
@@ -484,7 +526,7 @@ e2e_row() {
         met = x >= 2 ? "yes" : sprintf("**no** (%.2f× short)", up(2 / x))
       }
       printf "| end-to-end latency at %s msgs/s (async flush) | %s | %s | %s | p99 ≥ 2× lower | %s | %s | %s |\n",
-        want, cell(b50, b99, b999, bm), cell(r50, r99, r999, rm), ratio, met, bc, rc
+        want, cell(b50, b99, b999, bm, bl), cell(r50, r99, r999, rm, rl), ratio, met, bc, rc
     }'
 }
 
@@ -495,6 +537,17 @@ mem_row() {
       if (b > 0) { x = r / b; ratio = sprintf("%.1f× less", x); met = x >= 20 ? "yes" : sprintf("**no** (%.2f× short)", 20 / x) }
       printf "| idle memory, VmRSS of NameServer + broker | %.1f + %.1f = %.1f MiB | %.1f + %.1f = %.1f MiB | %s | ≥ 20× less | %s | – | – |\n",
         bn, bb, b, rn, rb, r, ratio, met
+    }'
+}
+
+# mem_part_row FIELD LABEL: one part of the idle VmRSS on both, not judged.
+mem_part_row() {
+  awk -v label="$2" -v b="${idle[bolide-$1]}" -v r="${idle[rocketmq-$1]}" '
+    BEGIN {
+      split(b, B, " "); split(r, R, " "); ratio = "–"
+      if (B[3] > 0) ratio = sprintf("%.1f× less", R[3] / B[3])
+      printf "| %s | %.1f + %.1f = %.1f MiB | %.1f + %.1f = %.1f MiB | %s | – | – | – | – |\n",
+        label, B[1], B[2], B[3], R[1], R[2], R[3], ratio
     }'
 }
 
@@ -520,14 +573,19 @@ table=$res/table.md
   row "consume a backlog of $(grp "$BACKLOG") (fresh group, pulls of $PULL_BATCH)" consume
   e2e_row
   mem_row
+  mem_part_row RssAnon "of which RssAnon (private: heaps, stacks)"
+  mem_part_row RssFile "of which RssFile (mapped files: executable, JVM libraries and class data)"
   echo
   echo "Messages per run: $(grp "$MSGS_1") (1 producer), $(grp "$MSGS_16") (16 producers), $(grp "$MSGS_ASYNC1") (asynchronous)," \
     "$(grp "$MSGS_ASYNC") (batched), $(grp "$MSGS_DURABLE") (durable), $(grp "$BACKLOG") (backlog), each produce run after" \
-    "$(grp "$WARMUP") untimed; end-to-end: $(grp "$E2E_RATE") msgs/s for $E2E_DURATION, the first $E2E_WARMUP untimed, latency" \
-    "from each message's scheduled send time to its receipt by a push consumer. CPU s / M msgs: CPU seconds per million" \
+    "$(grp "$WARMUP") untimed; end-to-end: $(grp "$E2E_RATE") msgs/s for $E2E_DURATION, the first $E2E_WARMUP untimed, sent by $E2E_SENDERS" \
+    "threads on a fixed schedule ($E2E_SEND sends$([[ $E2E_SEND == async ]] && echo ", at most $E2E_INFLIGHT in flight per thread")), received by a push consumer" \
+    "($E2E_CONSUMERS threads, up to $E2E_CONSUME_BATCH messages per listener call); latency from each message's scheduled send time to its" \
+    "receipt, \"sends p99 … late\": the 99th percentile of how long after its scheduled time a send call started. CPU s / M msgs: CPU seconds per million" \
     "messages, medians; server = NameServer + broker (utime + stime, /proc/<pid>/stat) over the step, warm-up messages" \
     "counted; client = rmqbench's process CPU time over its timed window. Idle memory: VmRSS ${IDLE_SETTLE}s after start," \
-    "before any traffic. Commands and raw outputs: .bench/results/$stamp/ (made by scripts/bench-vs-rocketmq.sh)."
+    "before any traffic, and its parts RssAnon and RssFile (/proc/<pid>/status); Bolide's binaries built as \`make release\`" \
+    "builds them (static, -trimpath, stripped)${BOLIDE_BIN:+ unless BOLIDE_BIN gave others}. Commands and raw outputs: .bench/results/$stamp/ (made by scripts/bench-vs-rocketmq.sh)."
 } >"$table"
 cp "$table" "$OUT"
 echo

@@ -9,7 +9,9 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.UUID;
+import java.util.concurrent.AbstractExecutorService;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -46,8 +48,10 @@ import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
  *          [--batch B] [--inflight I] [--size S] [--warmup W]  send N messages as fast as they go
  * consume  --namesrv A --topic T --count N [--pull-batch B]    read N messages of a backlog, fresh group
  * e2e      --namesrv A --topic T [--rate R] [--duration D] [--warmup W] [--size S]
- *          send at a fixed rate while a push consumer receives; latency from each message's scheduled
- *          send time to its receipt
+ *          [--senders T] [--send sync|async] [--inflight I] [--consume-threads C] [--consume-batch B]
+ *          send on a fixed schedule from T threads (each its share; async: at most I of a thread's
+ *          sends in flight) while a push consumer receives; latency from each message's scheduled
+ *          send time to its receipt, and how late the sends left (sendLag)
  * </pre>
  *
  * <p>Figures: msgsPerSec (messages over the timed window), p50/p99/p999 in milliseconds (per send,
@@ -132,13 +136,64 @@ public final class RmqBench {
     }
 
     private static DefaultMQProducer producer(Map<String, String> f, String instance) throws Exception {
+        return producer(f, instance, null);
+    }
+
+    /** A started producer; asyncExecutor, when not null, runs its asynchronous sends (see DirectExecutor). */
+    private static DefaultMQProducer producer(Map<String, String> f, String instance, ExecutorService asyncExecutor)
+            throws Exception {
         DefaultMQProducer p = new DefaultMQProducer("rmqbench-" + instance);
         p.setNamesrvAddr(req(f, "namesrv"));
         p.setInstanceName("rmqbench-" + instance + "-" + UUID.randomUUID());
         p.setSendMsgTimeout(10_000);
         p.setMaxMessageSize(4 << 20);
+        if (asyncExecutor != null) {
+            p.setAsyncSenderExecutor(asyncExecutor);
+        }
         p.start();
         return p;
+    }
+
+    /**
+     * Runs each task in the calling thread. As the producer's async sender executor it makes send(msg,
+     * callback) encode and write the request in the caller's thread and return (the response comes back
+     * to the callback on the client's own threads), instead of queueing the send for the client's
+     * default executor (one thread per CPU, a queue of 50 000): a queue that hides how late the sends
+     * really leave and that a paced sender can silently fall behind in.
+     */
+    private static final class DirectExecutor extends AbstractExecutorService {
+        private volatile boolean shutdown;
+
+        @Override
+        public void execute(Runnable r) {
+            r.run();
+        }
+
+        @Override
+        public void shutdown() {
+            shutdown = true;
+        }
+
+        @Override
+        public List<Runnable> shutdownNow() {
+            shutdown = true;
+            return List.of();
+        }
+
+        @Override
+        public boolean isShutdown() {
+            return shutdown;
+        }
+
+        @Override
+        public boolean isTerminated() {
+            return shutdown;
+        }
+
+        @Override
+        public boolean awaitTermination(long timeout, TimeUnit unit) {
+            return true;
+        }
     }
 
     // ------------------------------------------------------------------ topic
@@ -389,15 +444,35 @@ public final class RmqBench {
 
     // -------------------------------------------------------------------- e2e
 
+    /**
+     * e2e: messages on a fixed schedule (message i is due at start + i / rate), sent by --senders
+     * threads, each sending its share (i = k, k + senders, ...) when due: synchronously (--send sync,
+     * one send in flight per thread) or asynchronously (--send async, at most --inflight sends of a
+     * thread in flight; a thread at that bound waits; each send is encoded and written in the sending
+     * thread: DirectExecutor). A push consumer receives them; a message's
+     * latency runs from its scheduled send time to its receipt, so a sender that falls behind its
+     * schedule shows in the latency (no coordinated omission). How late the sends went out
+     * (sendLagP50/P99/Max: the send call's start minus the scheduled time) is reported beside, so that
+     * a lagging client is told apart from a slow broker.
+     */
     private static int e2e(Map<String, String> f) throws Exception {
         String topic = req(f, "topic");
         int rate = num(f, "rate", 10_000);
         double duration = secs(f, "duration", 30);
         double warmup = secs(f, "warmup", 1);
         int size = Math.max(16, num(f, "size", 1024));
+        int senders = Math.max(1, num(f, "senders", 4));
+        String sendMode = f.getOrDefault("send", "async");
+        int inflight = Math.max(1, num(f, "inflight", 128));
+        int consumeThreads = Math.max(1, num(f, "consume-threads", 4));
+        int consumeBatch = Math.max(1, num(f, "consume-batch", 32));
+        if (!sendMode.equals("sync") && !sendMode.equals("async")) {
+            throw new IllegalArgumentException("--send sync|async");
+        }
         int total = (int) Math.round(rate * (duration + warmup));
         int untimed = (int) Math.round(rate * warmup);
         AtomicLongArray lat = new AtomicLongArray(total);
+        long[] lag = new long[total]; // each index written by its one sender thread, read after join
         AtomicLong received = new AtomicLong();
         AtomicLong probes = new AtomicLong();
 
@@ -405,6 +480,9 @@ public final class RmqBench {
         c.setNamesrvAddr(req(f, "namesrv"));
         c.setInstanceName("rmqbench-e2e-" + UUID.randomUUID());
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET);
+        c.setConsumeThreadMin(consumeThreads);
+        c.setConsumeThreadMax(consumeThreads);
+        c.setConsumeMessageBatchMaxSize(consumeBatch);
         c.subscribe(topic, "*");
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             long now = System.nanoTime();
@@ -421,7 +499,7 @@ public final class RmqBench {
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
         });
         c.start();
-        DefaultMQProducer p = producer(f, "e2e");
+        DefaultMQProducer p = producer(f, "e2e", sendMode.equals("async") ? new DirectExecutor() : null);
         try {
             // The consumer is ready once a probe comes back (its queues are assigned and pulled).
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
@@ -433,35 +511,79 @@ public final class RmqBench {
                 Thread.sleep(200);
             }
             AtomicLong errors = new AtomicLong();
+            AtomicLong windowWaits = new AtomicLong();
             AtomicReference<String> firstErr = new AtomicReference<>();
-            SendCallback cb = new SendCallback() {
-                @Override
-                public void onSuccess(SendResult r) {
-                }
+            // Every sender starts on the same schedule, a little ahead so that all are parked at the start.
+            long start = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(100);
+            double interval = 1e9 / rate;
+            List<Thread> ts = new ArrayList<>();
+            List<Semaphore> windows = new ArrayList<>();
+            for (int k = 0; k < senders; k++) {
+                int first = k;
+                Semaphore window = new Semaphore(inflight);
+                windows.add(window);
+                Thread th = new Thread(() -> {
+                    for (int i = first; i < total; i += senders) {
+                        long due = start + (long) (i * interval);
+                        long wait = due - System.nanoTime();
+                        if (wait > 0) {
+                            LockSupport.parkNanos(wait);
+                        }
+                        Message m = message(topic, body(size, due, i));
+                        try {
+                            if (sendMode.equals("sync")) {
+                                lag[i] = System.nanoTime() - due;
+                                p.send(m);
+                            } else {
+                                if (!window.tryAcquire()) {
+                                    windowWaits.incrementAndGet(); // at the bound: wait for an answer
+                                    window.acquire();
+                                }
+                                lag[i] = System.nanoTime() - due;
+                                p.send(m, new SendCallback() {
+                                    @Override
+                                    public void onSuccess(SendResult r) {
+                                        window.release();
+                                    }
 
-                @Override
-                public void onException(Throwable e) {
-                    errors.incrementAndGet();
-                    firstErr.compareAndSet(null, e.toString());
-                }
-            };
-            long start = System.nanoTime();
-            long cpu0 = 0;
-            long timedStart = start;
-            for (int i = 0; i < total; i++) {
-                long due = start + (long) (i * 1e9 / rate);
-                long wait = due - System.nanoTime();
-                if (wait > 0) {
-                    LockSupport.parkNanos(wait);
-                }
-                if (i == untimed) {
-                    cpu0 = cpuNanos();
-                    timedStart = System.nanoTime();
-                }
-                try {
-                    p.send(message(topic, body(size, due, i)), cb);
-                } catch (Exception e) {
-                    cb.onException(e);
+                                    @Override
+                                    public void onException(Throwable e) {
+                                        window.release();
+                                        errors.incrementAndGet();
+                                        firstErr.compareAndSet(null, e.toString());
+                                    }
+                                });
+                            }
+                        } catch (InterruptedException e) {
+                            Thread.currentThread().interrupt();
+                            return;
+                        } catch (Exception e) {
+                            if (sendMode.equals("async")) {
+                                window.release();
+                            }
+                            errors.incrementAndGet();
+                            firstErr.compareAndSet(null, e.toString());
+                        }
+                    }
+                }, "e2e-sender-" + k);
+                th.start();
+                ts.add(th);
+            }
+            // The timed window starts when message `untimed` is due.
+            long timedStart = start + (long) (untimed * interval);
+            long pause = timedStart - System.nanoTime();
+            if (pause > 0) {
+                LockSupport.parkNanos(pause);
+            }
+            long cpu0 = cpuNanos();
+            timedStart = Math.max(timedStart, System.nanoTime());
+            for (Thread th : ts) {
+                th.join();
+            }
+            // The last asynchronous sends: wait until every window is whole again.
+            for (Semaphore w : windows) {
+                if (w.tryAcquire(inflight, 30, TimeUnit.SECONDS)) {
+                    w.release(inflight);
                 }
             }
             long sendEnd = System.nanoTime();
@@ -481,11 +603,19 @@ public final class RmqBench {
                 }
             }
             long[] a = timed.stream().mapToLong(Long::longValue).toArray();
+            long[] lags = Arrays.copyOfRange(lag, untimed, total);
+            Arrays.sort(lags);
             String err = firstErr.get();
             if (missing > 0 && err == null) {
                 err = missing + " timed messages not received within 15 s of the last send";
             }
-            report("e2e", "rate=" + rate, total - untimed, missing, sendEnd - timedStart, a, "end-to-end", cpu, err);
+            String extra = String.format(Locale.ROOT,
+                    ",\"senders\":%d,\"send\":\"%s\",\"inflight\":%d,\"sendLagP50\":%.3f,\"sendLagP99\":%.3f,"
+                            + "\"sendLagMax\":%.3f,\"windowWaits\":%d",
+                    senders, sendMode, sendMode.equals("sync") ? 1 : inflight, pct(lags, 0.50), pct(lags, 0.99),
+                    pct(lags, 1.0), windowWaits.get());
+            report("e2e", "rate=" + rate, total - untimed, missing, sendEnd - timedStart, a, "end-to-end", cpu, err,
+                    extra);
             return a.length > 0 ? 0 : 1;
         } finally {
             p.shutdown();
@@ -512,6 +642,12 @@ public final class RmqBench {
 
     private static void report(String workload, String mode, long msgs, long errors, long elapsedNanos,
             long[] lat, String latencyKind, long cpuNanos, String firstError) {
+        report(workload, mode, msgs, errors, elapsedNanos, lat, latencyKind, cpuNanos, firstError, "");
+    }
+
+    /** As above, with extra JSON fields (",\"name\":value...") appended. */
+    private static void report(String workload, String mode, long msgs, long errors, long elapsedNanos,
+            long[] lat, String latencyKind, long cpuNanos, String firstError, String extra) {
         Arrays.sort(lat);
         double secs = elapsedNanos / 1e9;
         StringBuilder sb = new StringBuilder();
@@ -522,6 +658,7 @@ public final class RmqBench {
                 workload, mode, msgs, errors, secs, secs > 0 ? msgs / secs : 0, latencyKind,
                 pct(lat, 0.50), pct(lat, 0.99), pct(lat, 0.999), pct(lat, 1.0),
                 workload.equals("e2e") ? errors : 0, cpuNanos / 1e9));
+        sb.append(extra);
         if (firstError != null) {
             sb.append(",\"firstError\":\"").append(firstError.replace("\\", "\\\\").replace("\"", "'")
                     .replace('\n', ' ')).append('"');
