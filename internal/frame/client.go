@@ -143,6 +143,8 @@ func (c *Client) do(ctx context.Context, kind Kind, m Method, req proto.Message)
 			// The server closed the connection while nobody read it:
 			// nothing was written, so the request goes on a new one.
 			cc.fail(&ConnError{Op: "read", Addr: c.addr, Err: io.EOF})
+			<-ch
+			putReplyChan(ch)
 			continue
 		}
 		SetID(b, id)
@@ -165,9 +167,19 @@ func (c *Client) do(ctx context.Context, kind Kind, m Method, req proto.Message)
 			}
 			return nil, err
 		}
+		// Nothing sends on ch any more: it was answered, or not used.
+		putReplyChan(ch)
 		return r.payload, r.err
 	}
 }
+
+// replyChans keeps the answer channels of finished calls: one that was
+// answered, or whose answer its caller read itself, is empty and no longer
+// in any waiters map. A call that gave up does not return its channel (an
+// answer may still come on it).
+var replyChans = sync.Pool{New: func() any { return make(chan reply, 1) }}
+
+func putReplyChan(ch chan reply) { replyChans.Put(ch) }
 
 // conn returns the connection, dialing one when there is none.
 func (c *Client) conn(ctx context.Context) (*clientConn, error) {
@@ -406,12 +418,12 @@ const idleProbeAfter = time.Millisecond
 // reports whether the caller leads: it found the read side free and now
 // holds it.
 func (cc *clientConn) register(next *atomic.Uint32) (uint32, chan reply, bool, error) {
-	ch := make(chan reply, 1)
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if cc.err != nil {
 		return 0, nil, false, cc.err
 	}
+	ch := replyChans.Get().(chan reply)
 	for {
 		id := next.Add(1)
 		if _, busy := cc.waiters[id]; !busy && id != 0 {
