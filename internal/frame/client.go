@@ -265,7 +265,7 @@ func (c *Client) dial(ctx context.Context) (*clientConn, error) {
 	}
 	return &clientConn{c: c, nc: nc, raw: raw, br: br,
 		bw: bufio.NewWriterSize(nc, c.opts.BufferSize), waiters: make(map[uint32]chan reply),
-		takeover: make(chan struct{}, 1), done: make(chan struct{})}, nil
+		takeover: make(chan struct{}, 1), interrupted: make(chan struct{}, 1), done: make(chan struct{})}, nil
 }
 
 // handshake runs TLS when configured, exchanges the magic and sends the
@@ -401,8 +401,9 @@ type clientConn struct {
 	rbuf  []byte
 	rn    int
 
-	takeover chan struct{} // the read side handed to the reader goroutine
-	done     chan struct{} // closed when the connection breaks
+	takeover    chan struct{} // the read side handed to the reader goroutine
+	interrupted chan struct{} // a leader's read was interrupted (interrupt)
+	done        chan struct{} // closed when the connection breaks
 }
 
 type reply struct {
@@ -473,19 +474,14 @@ func (cc *clientConn) follow(ctx context.Context, id uint32, ch chan reply) (rep
 // at a frame boundary or in the middle of one: the caller unregisters and
 // releases.
 func (cc *clientConn) lead(ctx context.Context, id uint32, ch chan reply) (reply, error) {
-	var interrupted chan struct{}
 	stop := func() bool { return true }
 	if ctx.Done() != nil {
-		interrupted = make(chan struct{})
-		stop = context.AfterFunc(ctx, func() {
-			_ = cc.nc.SetReadDeadline(aLongTimeAgo)
-			close(interrupted)
-		})
+		stop = context.AfterFunc(ctx, cc.interrupt)
 	}
 	r, mine, err := cc.readUntil(id)
 	if !stop() {
 		// The deadline was set, or is being set: undo it once it is.
-		<-interrupted
+		<-cc.interrupted
 		_ = cc.nc.SetReadDeadline(time.Time{})
 		if err != nil && ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
 			return reply{}, ctx.Err()
@@ -501,6 +497,15 @@ func (cc *clientConn) lead(ctx context.Context, id uint32, ch chan reply) (reply
 	}
 	cc.release()
 	return r, nil
+}
+
+// interrupt wakes the leader from its read: the read fails with a
+// timeout. The leader waits for interrupted before it reads again or
+// leaves the read side; as there is one leader at a time, one channel of
+// the connection serves them all.
+func (cc *clientConn) interrupt() {
+	_ = cc.nc.SetReadDeadline(aLongTimeAgo)
+	cc.interrupted <- struct{}{}
 }
 
 // readUntil reads frames, handing each to its caller, until the answer to

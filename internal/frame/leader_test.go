@@ -285,6 +285,11 @@ func TestCallsWithCancellations(t *testing.T) {
 				addr, copts = tlsRelay(t, ts.addr)
 			}
 			c := newClient(t, addr, copts)
+			// Connect first: a dial that outlives a caller's deadline of
+			// microseconds may fail as a dial, not as the deadline.
+			if _, err := call(context.Background(), c, mEcho, "first"); err != nil {
+				t.Fatal(err)
+			}
 			var wg sync.WaitGroup
 			var cancelled, answered atomic.Int64
 			errs := make(chan error, 16)
