@@ -133,6 +133,11 @@ func (c *Client) do(ctx context.Context, kind Kind, m Method, req proto.Message)
 			return nil, err
 		}
 		if kind == KindOneway {
+			if cc.idleClosed() {
+				// As below: nothing was written, a new connection takes it.
+				cc.fail(&ConnError{Op: "read", Addr: c.addr, Err: io.EOF})
+				continue
+			}
 			return nil, cc.write(b)
 		}
 		id, ch, lead, err := cc.register(&c.nextID)
@@ -455,6 +460,15 @@ func (cc *clientConn) alive() bool {
 		return true
 	}
 	return !peerClosed(cc.raw)
+}
+
+// idleClosed reports, for a oneway request, that nobody reads the
+// connection, nobody did for a while, and the server has closed it.
+func (cc *clientConn) idleClosed() bool {
+	cc.mu.Lock()
+	idle := !cc.reading && !cc.idleSince.IsZero() && time.Since(cc.idleSince) > idleProbeAfter
+	cc.mu.Unlock()
+	return idle && peerClosed(cc.raw)
 }
 
 // follow waits for the answer to request id, which the read side's holder

@@ -73,7 +73,7 @@ func startRawServer(t *testing.T) *rawServer {
 					if err != nil {
 						return
 					}
-					if h.Kind != KindRequest {
+					if h.Kind != KindRequest && h.Kind != KindOneway {
 						continue
 					}
 					var v wrapperspb.StringValue
@@ -390,4 +390,36 @@ func tlsRelay(t *testing.T, addr string) (string, Options) {
 		wg.Wait()
 	})
 	return lis.Addr().String(), Options{TLS: &tls.Config{RootCAs: ca.pool}}
+}
+
+// A oneway request on a connection the server closed while it was idle
+// goes on a new connection: it is not lost in the closed one.
+func TestOnewayAfterIdleClose(t *testing.T) {
+	rs := startRawServer(t)
+	c := newClient(t, rs.addr, Options{})
+	got := make(chan string, 1)
+	go func() {
+		r, err := call(context.Background(), c, mEcho, "one")
+		if err != nil {
+			r = err.Error()
+		}
+		got <- r
+	}()
+	rc := rs.accept(t)
+	h, v := rc.next(t)
+	if _, err := rc.nc.Write(answerFrame(t, h, v)); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-got; r != "one" {
+		t.Fatalf("first call: %q", r)
+	}
+	_ = rc.nc.Close()
+	time.Sleep(10 * idleProbeAfter)
+	if err := c.Oneway(context.Background(), mCount, wrapperspb.String("oneway")); err != nil {
+		t.Fatal(err)
+	}
+	rc2 := rs.accept(t)
+	if h, v := rc2.next(t); h.Method != mCount || v != "oneway" {
+		t.Fatalf("the new connection got %s %q", h.Method, v)
+	}
 }
