@@ -113,10 +113,11 @@ func (p *Producer) enqueueAsync(key asyncLaneKey, so *sendOptions, it *asyncItem
 	}
 }
 
-// goDrain starts a drainer of l. It is owned: each message it holds keeps
-// its count in asyncWG until its callback has run, which Close waits for.
+// goDrain starts a drainer of l on one of the producer's workers. It is
+// owned: each message it holds keeps its count in asyncWG until its
+// callback has run, which Close waits for before it ends the workers.
 func (p *Producer) goDrain(l *asyncLane) {
-	go p.drainLane(l)
+	p.workers.Go(func() { p.drainLane(l) })
 }
 
 // takeBatch takes the lane's next batch: the oldest waiting message and

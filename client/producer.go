@@ -55,6 +55,9 @@ type Producer struct {
 	// It is taken alone.
 	laneMu sync.Mutex
 	lanes  map[asyncLaneKey]*asyncLane
+	// workers run the asynchronous sends' drainers, sends and callbacks
+	// (async.go); Close ends them once asyncWG is done.
+	workers *workerPool
 	// testBeforeBatch, set by tests before the first send, is called
 	// with the size of each coalesced request before it is sent.
 	testBeforeBatch func(n int)
@@ -82,6 +85,7 @@ func NewProducer(group string, opts ...ProducerOption) (*Producer, error) {
 		muxes:    make(map[string]*sendMux),
 		asyncSem: make(chan struct{}, o.asyncSendsLimit),
 		lanes:    make(map[asyncLaneKey]*asyncLane),
+		workers:  newWorkerPool(workerLinger, workerMaxIdle),
 	}, nil
 }
 
@@ -112,6 +116,7 @@ func (p *Producer) Close() error {
 	p.closed = true
 	p.asyncMu.Unlock()
 	p.asyncWG.Wait()
+	p.workers.close()
 	p.state.Store(stateClosed)
 	err := p.b.close()
 	p.b.log.Info("producer closed")
@@ -269,7 +274,7 @@ func (p *Producer) SendAsync(ctx context.Context, msg *Message, callback func(*S
 		return
 	}
 	if err := p.checkState(); err != nil {
-		go p.finishAsync(callback, nil, err)
+		p.workers.Go(func() { p.finishAsync(callback, nil, err) })
 		return
 	}
 	so := buildSendOptions(msg, opts)
@@ -278,19 +283,19 @@ func (p *Producer) SendAsync(ctx context.Context, msg *Message, callback func(*S
 		err = so.applyDelay(pm)
 	}
 	if err != nil {
-		go p.finishAsync(callback, nil, err)
+		p.workers.Go(func() { p.finishAsync(callback, nil, err) })
 		return
 	}
 	key, ok := laneKeyOf(msg, pm, so)
 	if !ok || p.b.opts.asyncBatchMsgs == 1 {
-		go func() {
+		p.workers.Go(func() {
 			res, err := p.send(ctx, msg, []*pb.Message{pm}, so)
 			if err != nil {
 				p.finishAsync(callback, nil, err)
 				return
 			}
 			p.finishAsync(callback, res[0], nil)
-		}()
+		})
 		return
 	}
 	p.enqueueAsync(key, so, &asyncItem{ctx: ctx, msg: msg, pm: pm, cb: callback, size: itemSize(pm)})

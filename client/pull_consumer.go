@@ -23,6 +23,7 @@ type PullConsumer struct {
 	// mu before it waits for the fetch loops, and they take mu themselves.
 	mu      sync.Mutex
 	queues  map[MessageQueue]*liteQueue
+	order   []*liteQueue // queues in sortQueues order; nil when they changed
 	rr      int
 	avail   broadcast
 	closeMu sync.Mutex
@@ -189,18 +190,27 @@ func (p *PullConsumer) takeLocked(n int) []*MessageExt {
 	if len(p.queues) == 0 {
 		return nil
 	}
-	mqs := make([]MessageQueue, 0, len(p.queues))
-	for mq := range p.queues {
-		mqs = append(mqs, mq)
+	if p.order == nil {
+		mqs := make([]MessageQueue, 0, len(p.queues))
+		for mq := range p.queues {
+			mqs = append(mqs, mq)
+		}
+		sortQueues(mqs)
+		p.order = make([]*liteQueue, len(mqs))
+		for i, mq := range mqs {
+			p.order[i] = p.queues[mq]
+		}
 	}
-	sortQueues(mqs)
 	p.rr++
 	var out []*MessageExt
-	for i := 0; i < len(mqs) && len(out) < n; i++ {
-		q := p.queues[mqs[(p.rr+i)%len(mqs)]]
+	for i := 0; i < len(p.order) && len(out) < n; i++ {
+		q := p.order[(p.rr+i)%len(p.order)]
 		k := min(n-len(out), len(q.buf))
 		if k == 0 {
 			continue
+		}
+		if out == nil {
+			out = make([]*MessageExt, 0, min(n, p.buffered()))
 		}
 		for _, m := range q.buf[:k] {
 			q.bufBytes -= m.size()
@@ -211,6 +221,15 @@ func (p *PullConsumer) takeLocked(n int) []*MessageExt {
 		q.space.notify()
 	}
 	return out
+}
+
+// buffered counts the messages buffered in every queue. p.mu is held.
+func (p *PullConsumer) buffered() int {
+	n := 0
+	for _, q := range p.order {
+		n += len(q.buf)
+	}
+	return n
 }
 
 // Commit commits, for every assigned queue, the offsets of all messages
@@ -299,6 +318,7 @@ func (p *PullConsumer) addQueues(mqs []MessageQueue) {
 		qctx, cancel := context.WithCancel(p.c.ctx)
 		q := &liteQueue{mq: mq, ctx: qctx, cancel: cancel, done: make(chan struct{}), space: newSignal()}
 		p.queues[mq] = q
+		p.order = nil
 		if !p.c.goRun(func() { p.fetchLoop(q) }) {
 			close(q.done)
 		}
@@ -328,6 +348,7 @@ func (p *PullConsumer) removeQueues(ctx context.Context, mqs []MessageQueue) {
 			commit = append(commit, q.mq)
 		}
 		delete(p.queues, q.mq)
+		p.order = nil
 	}
 	p.mu.Unlock()
 	ctx, cancel := withTimeout(context.WithoutCancel(ctx), p.c.opts.rpcTimeout)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,8 +69,9 @@ func (e *RemoteError) Error() string { return "frame: server: " + e.Msg }
 
 // Client calls one server address over one connection shared by every
 // caller. It dials on first use and again after the connection broke;
-// requests are written by their callers and answers delivered by one
-// reader goroutine per connection. Close stops it.
+// requests are written by their callers, and a caller that finds no other
+// request in flight reads its answer itself, while answers that others
+// wait for are delivered by whoever reads (clientConn). Close stops it.
 type Client struct {
 	addr   string
 	opts   Options
@@ -125,32 +127,64 @@ func (c *Client) do(ctx context.Context, kind Kind, m Method, req proto.Message)
 	if err != nil {
 		return nil, fmt.Errorf("frame: %s request to %s: %w", m, c.addr, err)
 	}
-	cc, err := c.conn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if kind == KindOneway {
-		return nil, cc.write(b)
-	}
-	id, ch, err := cc.register(&c.nextID)
-	if err != nil {
-		return nil, err
-	}
-	SetID(b, id)
-	if err := cc.write(b); err != nil {
-		return nil, err
-	}
-	select {
-	case r := <-ch:
-		return r.payload, r.err
-	case <-ctx.Done():
-		if cc.unregister(id) {
-			// Best effort: a request running on its own goroutine stops.
-			_ = cc.write(AppendHeader(b[:0], Header{Kind: KindCancel, Method: m, ID: id}))
+	for {
+		cc, err := c.conn(ctx)
+		if err != nil {
+			return nil, err
 		}
-		return nil, ctx.Err()
+		if kind == KindOneway {
+			if cc.idleClosed() {
+				// As below: nothing was written, a new connection takes it.
+				cc.fail(&ConnError{Op: "read", Addr: c.addr, Err: io.EOF})
+				continue
+			}
+			return nil, cc.write(b)
+		}
+		id, ch, lead, err := cc.register(&c.nextID)
+		if err != nil {
+			return nil, err
+		}
+		if lead && !cc.alive() {
+			// The server closed the connection while nobody read it:
+			// nothing was written, so the request goes on a new one.
+			cc.fail(&ConnError{Op: "read", Addr: c.addr, Err: io.EOF})
+			<-ch
+			putReplyChan(ch)
+			continue
+		}
+		SetID(b, id)
+		if err := cc.write(b); err != nil {
+			return nil, err
+		}
+		var r reply
+		if lead {
+			r, err = cc.lead(ctx, id, ch)
+		} else {
+			r, err = cc.follow(ctx, id, ch)
+		}
+		if err != nil { // ctx ended
+			if cc.unregister(id) {
+				// Best effort: a request running on its own goroutine stops.
+				_ = cc.write(AppendHeader(b[:0], Header{Kind: KindCancel, Method: m, ID: id}))
+			}
+			if lead {
+				cc.release()
+			}
+			return nil, err
+		}
+		// Nothing sends on ch any more: it was answered, or not used.
+		putReplyChan(ch)
+		return r.payload, r.err
 	}
 }
+
+// replyChans keeps the answer channels of finished calls: one that was
+// answered, or whose answer its caller read itself, is empty and no longer
+// in any waiters map. A call that gave up does not return its channel (an
+// answer may still come on it).
+var replyChans = sync.Pool{New: func() any { return make(chan reply, 1) }}
+
+func putReplyChan(ch chan reply) { replyChans.Put(ch) }
 
 // conn returns the connection, dialing one when there is none.
 func (c *Client) conn(ctx context.Context) (*clientConn, error) {
@@ -234,8 +268,9 @@ func (c *Client) dial(ctx context.Context) (*clientConn, error) {
 		_ = nc.Close()
 		return nil, &ConnError{Op: "handshake", Addr: c.addr, Err: err}
 	}
-	return &clientConn{c: c, nc: nc, br: br,
-		bw: bufio.NewWriterSize(nc, c.opts.BufferSize), waiters: make(map[uint32]chan reply)}, nil
+	return &clientConn{c: c, nc: nc, raw: raw, br: br,
+		bw: bufio.NewWriterSize(nc, c.opts.BufferSize), waiters: make(map[uint32]chan reply),
+		takeover: make(chan struct{}, 1), interrupted: make(chan struct{}, 1), done: make(chan struct{})}, nil
 }
 
 // handshake runs TLS when configured, exchanges the magic and sends the
@@ -326,10 +361,23 @@ func (c *Client) Close() error {
 }
 
 // clientConn is one connection to the server.
+//
+// Its read side is held by one goroutine at a time: a caller that finds
+// no other request in flight reads its own answer from the connection (the
+// leader), so that a lone caller is woken once, by the network poller,
+// rather than by a reader goroutine that was woken by it. Answers of other
+// requests that it reads on the way go to their callers (the followers,
+// which wait on their channel). A leader that has its answer hands the read
+// side to the connection's reader goroutine when requests remain in
+// flight, and leaves it free otherwise; the reader goroutine reads until
+// none remains. So while any request is in flight someone reads, and while
+// none is nobody does: a connection the server closed meanwhile is found
+// out before the next request is written on it (alive).
 type clientConn struct {
-	c  *Client
-	nc net.Conn
-	br *bufio.Reader // the reader goroutine's
+	c   *Client
+	nc  net.Conn
+	raw net.Conn      // the TCP connection under nc (the same without TLS)
+	br  *bufio.Reader // the read side's
 
 	// Lock order: wmu (writing) and mu (the waiters) are never held
 	// together; a caller registers its waiter under mu, then writes under
@@ -342,10 +390,25 @@ type clientConn struct {
 	werr   error
 	queued atomic.Int32
 
-	// mu protects waiters and err.
+	// mu protects waiters, err, reading and idleSince.
 	mu      sync.Mutex
 	waiters map[uint32]chan reply
 	err     error // set once the connection is broken
+	// reading: a leader or the reader goroutine holds the read side. It is
+	// true whenever waiters is not empty.
+	reading   bool
+	idleSince time.Time // when the read side was last left free
+
+	// The read side's partial frame: a leader whose context ends stops
+	// reading in the middle of a frame, and the next reader goes on.
+	rhave bool
+	rh    Header
+	rbuf  []byte
+	rn    int
+
+	takeover    chan struct{} // the read side handed to the reader goroutine
+	interrupted chan struct{} // a leader's read was interrupted (interrupt)
+	done        chan struct{} // closed when the connection breaks
 }
 
 type reply struct {
@@ -353,19 +416,27 @@ type reply struct {
 	err     error
 }
 
-// register reserves a request id not in flight and its answer channel.
-func (cc *clientConn) register(next *atomic.Uint32) (uint32, chan reply, error) {
-	ch := make(chan reply, 1)
+// idleProbeAfter: a leader that finds the connection unread for longer
+// checks that the server has not closed it before writing (alive).
+const idleProbeAfter = time.Millisecond
+
+// register reserves a request id not in flight and its answer channel. It
+// reports whether the caller leads: it found the read side free and now
+// holds it.
+func (cc *clientConn) register(next *atomic.Uint32) (uint32, chan reply, bool, error) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if cc.err != nil {
-		return 0, nil, cc.err
+		return 0, nil, false, cc.err
 	}
+	ch := replyChans.Get().(chan reply)
 	for {
 		id := next.Add(1)
 		if _, busy := cc.waiters[id]; !busy && id != 0 {
 			cc.waiters[id] = ch
-			return id, ch, nil
+			lead := !cc.reading
+			cc.reading = true
+			return id, ch, lead, nil
 		}
 	}
 }
@@ -377,6 +448,170 @@ func (cc *clientConn) unregister(id uint32) bool {
 	_, ok := cc.waiters[id]
 	delete(cc.waiters, id)
 	return ok
+}
+
+// alive reports, for a leader, that the connection was in use a moment
+// ago or has not been closed by the server since.
+func (cc *clientConn) alive() bool {
+	cc.mu.Lock()
+	idle := !cc.idleSince.IsZero() && time.Since(cc.idleSince) > idleProbeAfter
+	cc.mu.Unlock()
+	if !idle || cc.br.Buffered() > 0 {
+		return true
+	}
+	return !peerClosed(cc.raw)
+}
+
+// idleClosed reports, for a oneway request, that nobody reads the
+// connection, nobody did for a while, and the server has closed it.
+func (cc *clientConn) idleClosed() bool {
+	cc.mu.Lock()
+	idle := !cc.reading && !cc.idleSince.IsZero() && time.Since(cc.idleSince) > idleProbeAfter
+	cc.mu.Unlock()
+	return idle && peerClosed(cc.raw)
+}
+
+// follow waits for the answer to request id, which the read side's holder
+// hands over, or for ctx.
+func (cc *clientConn) follow(ctx context.Context, id uint32, ch chan reply) (reply, error) {
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-ctx.Done():
+		return reply{}, ctx.Err()
+	}
+}
+
+// lead reads the connection until the answer to request id comes, handing
+// the other answers to their callers, then leaves the read side (release).
+// When ctx ends first it returns ctx's error, still holding the read side
+// at a frame boundary or in the middle of one: the caller unregisters and
+// releases.
+func (cc *clientConn) lead(ctx context.Context, id uint32, ch chan reply) (reply, error) {
+	stop := func() bool { return true }
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, cc.interrupt)
+	}
+	r, mine, err := cc.readUntil(id)
+	if !stop() {
+		// The deadline was set, or is being set: undo it once it is.
+		<-cc.interrupted
+		_ = cc.nc.SetReadDeadline(time.Time{})
+		if err != nil && ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+			return reply{}, ctx.Err()
+		}
+	}
+	if err != nil {
+		cc.fail(&ConnError{Op: "read", Addr: cc.c.addr, Err: err})
+	}
+	if !mine {
+		// The connection broke (fail answered every waiter) or another
+		// reader delivered the answer.
+		return <-ch, nil
+	}
+	cc.release()
+	return r, nil
+}
+
+// interrupt wakes the leader from its read: the read fails with a
+// timeout. The leader waits for interrupted before it reads again or
+// leaves the read side; as there is one leader at a time, one channel of
+// the connection serves them all.
+func (cc *clientConn) interrupt() {
+	_ = cc.nc.SetReadDeadline(aLongTimeAgo)
+	cc.interrupted <- struct{}{}
+}
+
+// readUntil reads frames, handing each to its caller, until the answer to
+// request id comes (mine) or reading fails.
+func (cc *clientConn) readUntil(id uint32) (r reply, mine bool, err error) {
+	for {
+		h, payload, err := cc.readOne()
+		if err != nil {
+			return reply{}, false, err
+		}
+		if h.ID != id {
+			cc.deliver(h, payload)
+			continue
+		}
+		cc.mu.Lock()
+		_, mine = cc.waiters[id]
+		delete(cc.waiters, id)
+		cc.mu.Unlock()
+		if !mine { // the caller gave up (it is this goroutine: cannot happen)
+			continue
+		}
+		return answer(h, payload), true, nil
+	}
+}
+
+// release leaves the read side: to the reader goroutine while requests
+// are in flight, free otherwise.
+func (cc *clientConn) release() {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.err != nil {
+		return
+	}
+	if len(cc.waiters) > 0 {
+		cc.takeover <- struct{}{} // a buffer of one: only a reader hands over
+		return
+	}
+	cc.reading = false
+	cc.idleSince = time.Now()
+}
+
+// readOne reads the next frame, going on with a partial one.
+func (cc *clientConn) readOne() (Header, []byte, error) {
+	if !cc.rhave {
+		hb, err := cc.br.Peek(HeaderSize)
+		if err != nil {
+			if len(hb) > 0 && errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return Header{}, nil, err
+		}
+		h, err := ParseHeader(hb, cc.c.opts.MaxFrame)
+		if err != nil {
+			return Header{}, nil, err
+		}
+		if h.Kind != KindResponse && h.Kind != KindError {
+			return Header{}, nil, fmt.Errorf("%w: a server sends no %s frame", ErrMalformed, h.Kind)
+		}
+		_, _ = cc.br.Discard(HeaderSize) // peeked: cannot fail
+		cc.rhave, cc.rh, cc.rbuf, cc.rn = true, h, make([]byte, h.Size), 0
+	}
+	for cc.rn < len(cc.rbuf) {
+		n, err := cc.br.Read(cc.rbuf[cc.rn:])
+		cc.rn += n
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return Header{}, nil, fmt.Errorf("read %s payload: %w", cc.rh.Kind, err)
+		}
+	}
+	h, payload := cc.rh, cc.rbuf
+	cc.rhave, cc.rbuf = false, nil
+	return h, payload, nil
+}
+
+func answer(h Header, payload []byte) reply {
+	if h.Kind == KindError {
+		return reply{err: &RemoteError{Method: h.Method, Msg: string(payload)}}
+	}
+	return reply{payload: payload}
+}
+
+// deliver hands a frame to the caller waiting for it, if any.
+func (cc *clientConn) deliver(h Header, payload []byte) {
+	cc.mu.Lock()
+	ch := cc.waiters[h.ID]
+	delete(cc.waiters, h.ID)
+	cc.mu.Unlock()
+	if ch != nil { // else the caller gave up
+		ch <- answer(h, payload)
+	}
 }
 
 // write writes one frame; the last caller in line flushes. A failure
@@ -404,28 +639,34 @@ func (cc *clientConn) write(frame []byte) error {
 	return cc.err // the first failure says most
 }
 
-// readLoop delivers the answers until the connection breaks.
+// readLoop is the connection's reader goroutine: each time a leader hands
+// it the read side it delivers the answers until no request is in flight,
+// and it ends when the connection breaks.
 func (cc *clientConn) readLoop() {
 	defer cc.c.wg.Done()
 	for {
-		h, payload, err := readFrame(cc.br, nil, cc.c.opts.MaxFrame)
-		if err == nil && h.Kind != KindResponse && h.Kind != KindError {
-			err = fmt.Errorf("%w: a server sends no %s frame", ErrMalformed, h.Kind)
-		}
-		if err != nil {
-			cc.fail(&ConnError{Op: "read", Addr: cc.c.addr, Err: err})
+		select {
+		case <-cc.takeover:
+		case <-cc.done:
 			return
 		}
-		cc.mu.Lock()
-		ch := cc.waiters[h.ID]
-		delete(cc.waiters, h.ID)
-		cc.mu.Unlock()
-		switch {
-		case ch == nil: // the caller gave up
-		case h.Kind == KindError:
-			ch <- reply{err: &RemoteError{Method: h.Method, Msg: string(payload)}}
-		default:
-			ch <- reply{payload: payload}
+		for {
+			h, payload, err := cc.readOne()
+			if err != nil {
+				cc.fail(&ConnError{Op: "read", Addr: cc.c.addr, Err: err})
+				return
+			}
+			cc.deliver(h, payload)
+			cc.mu.Lock()
+			idle := len(cc.waiters) == 0
+			if idle {
+				cc.reading = false
+				cc.idleSince = time.Now()
+			}
+			cc.mu.Unlock()
+			if idle {
+				break
+			}
 		}
 	}
 }
@@ -449,6 +690,7 @@ func (cc *clientConn) fail(err error) {
 		c.cur = nil
 	}
 	c.mu.Unlock()
+	close(cc.done)
 	for _, ch := range waiters {
 		ch <- reply{err: err}
 	}

@@ -1,0 +1,134 @@
+package client
+
+import (
+	"slices"
+	"sync"
+	"time"
+)
+
+// workerLinger is how long an idle worker of a workerPool waits for its
+// next function before it ends, and workerMaxIdle how many may wait at
+// once.
+const (
+	workerLinger  = 250 * time.Millisecond
+	workerMaxIdle = 16
+)
+
+// workerPool runs functions on goroutines of its own, as the go statement
+// does, but keeps a goroutine that finished for a while and gives it the
+// next function. SendAsync starts one function per request (a lane's
+// drainer, a send of its own, a callback): a new goroutine for each would
+// start with a small stack and grow it in every request (protobuf
+// marshalling, the route lookup), where a reused one has the stack it grew
+// before. A worker waits at most linger for a function, at most maxIdle
+// wait at once, and close ends the waiting ones and waits for every
+// worker: the pool's goroutines are owned.
+type workerPool struct {
+	linger  time.Duration
+	maxIdle int
+
+	// mu protects idle and closed.
+	mu     sync.Mutex
+	idle   []*worker // the waiting workers, the most recent last
+	closed bool
+	stop   chan struct{} // closed by close
+	wg     sync.WaitGroup
+}
+
+// worker is one goroutine of a pool. next holds at most one function: the
+// one given to it when it was taken off the idle list.
+type worker struct {
+	next chan func()
+}
+
+func newWorkerPool(linger time.Duration, maxIdle int) *workerPool {
+	return &workerPool{linger: linger, maxIdle: maxIdle, stop: make(chan struct{})}
+}
+
+// Go runs f on a worker: an idle one when there is one, else a new one.
+// It is not called once close has begun.
+func (wp *workerPool) Go(f func()) {
+	wp.mu.Lock()
+	if n := len(wp.idle); n > 0 {
+		w := wp.idle[n-1]
+		wp.idle[n-1] = nil
+		wp.idle = wp.idle[:n-1]
+		wp.mu.Unlock()
+		w.next <- f // a buffer of one, empty while the worker is idle
+		return
+	}
+	wp.wg.Add(1)
+	wp.mu.Unlock()
+	go wp.run(f)
+}
+
+// run runs f, then the functions the worker is given, until it waited
+// linger for none, the pool has enough idle workers or it is closed.
+func (wp *workerPool) run(f func()) {
+	defer wp.wg.Done()
+	w := &worker{next: make(chan func(), 1)}
+	var t *time.Timer
+	for {
+		f()
+		f = nil
+		wp.mu.Lock()
+		if wp.closed || len(wp.idle) >= wp.maxIdle {
+			wp.mu.Unlock()
+			return
+		}
+		wp.idle = append(wp.idle, w)
+		wp.mu.Unlock()
+		if t == nil {
+			t = time.NewTimer(wp.linger)
+		} else {
+			t.Reset(wp.linger)
+		}
+		select {
+		case f = <-w.next:
+			t.Stop()
+			continue
+		case <-t.C:
+		case <-wp.stop:
+			t.Stop()
+		}
+		// Leave the idle list, unless a Go took the worker meanwhile: its
+		// function is on the way and must run.
+		if !wp.leave(w) {
+			f = <-w.next
+			continue
+		}
+		return
+	}
+}
+
+// leave takes w off the idle list; false when it is no longer on it.
+func (wp *workerPool) leave(w *worker) bool {
+	wp.mu.Lock()
+	defer wp.mu.Unlock()
+	for i, x := range wp.idle {
+		if x == w {
+			wp.idle = slices.Delete(wp.idle, i, i+1)
+			return true
+		}
+	}
+	return false
+}
+
+// close ends the idle workers and waits for every worker to end, the
+// functions they run included.
+func (wp *workerPool) close() {
+	wp.mu.Lock()
+	if !wp.closed {
+		wp.closed = true
+		close(wp.stop)
+	}
+	wp.mu.Unlock()
+	wp.wg.Wait()
+}
+
+// idleWorkers returns the count of idle workers (tests).
+func (wp *workerPool) idleWorkers() int {
+	wp.mu.Lock()
+	defer wp.mu.Unlock()
+	return len(wp.idle)
+}

@@ -1,0 +1,115 @@
+package client
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestWorkerPoolReuses: functions given one after the other run on one
+// goroutine, which waits between them; every function runs exactly once.
+func TestWorkerPoolReuses(t *testing.T) {
+	wp := newWorkerPool(time.Minute, 4)
+	defer wp.close()
+	var ran atomic.Int64
+	for i := range 100 {
+		done := make(chan struct{})
+		wp.Go(func() {
+			ran.Add(1)
+			close(done)
+		})
+		<-done
+		// The worker goes back to the idle list after its function.
+		waitUntil(t, func() bool { return wp.idleWorkers() == 1 }, "worker %d idle", i)
+	}
+	if n := ran.Load(); n != 100 {
+		t.Fatalf("%d functions ran, want 100", n)
+	}
+}
+
+// TestWorkerPoolConcurrent: many functions at once each run once, on at
+// most as many goroutines as ran at once, and no more than maxIdle stay.
+func TestWorkerPoolConcurrent(t *testing.T) {
+	wp := newWorkerPool(time.Minute, 3)
+	const n = 2000
+	var ran atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for range n {
+		wp.Go(func() {
+			ran.Add(1)
+			if ran.Load()%7 == 0 {
+				time.Sleep(time.Microsecond)
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	waitUntil(t, func() bool { return wp.idleWorkers() <= 3 }, "idle workers %d, want ≤ 3", wp.idleWorkers())
+	wp.close()
+	if got := ran.Load(); got != n {
+		t.Fatalf("%d functions ran, want %d", got, n)
+	}
+	if got := wp.idleWorkers(); got != 0 {
+		t.Fatalf("%d idle workers after close", got)
+	}
+}
+
+// TestWorkerPoolLinger: an idle worker ends after linger; a later
+// function gets a new one.
+func TestWorkerPoolLinger(t *testing.T) {
+	wp := newWorkerPool(20*time.Millisecond, 4)
+	defer wp.close()
+	done := make(chan struct{})
+	wp.Go(func() { close(done) })
+	<-done
+	waitUntil(t, func() bool { return wp.idleWorkers() == 0 }, "the idle worker did not end")
+	done = make(chan struct{})
+	wp.Go(func() { close(done) })
+	<-done
+}
+
+// TestWorkerPoolCloseWaits: close waits for a running function and ends
+// the idle workers (goleak in TestMain checks that none is left).
+func TestWorkerPoolCloseWaits(t *testing.T) {
+	wp := newWorkerPool(time.Hour, 4)
+	idle := make(chan struct{})
+	wp.Go(func() { close(idle) })
+	<-idle
+	release := make(chan struct{})
+	var finished atomic.Bool
+	started := make(chan struct{})
+	wp.Go(func() {
+		close(started)
+		<-release
+		finished.Store(true)
+	})
+	<-started
+	closed := make(chan struct{})
+	go func() {
+		wp.close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		t.Fatal("close returned while a function ran")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	<-closed
+	if !finished.Load() {
+		t.Fatal("close returned before the running function ended")
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf(format, args...)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
