@@ -33,13 +33,9 @@ func (s *Store) StoreHost() netip.AddrPort { return s.opts.StoreHost }
 // record's header are checked: the body size limit and the properties were
 // checked when the messages the records come from were first stored.
 func (s *Store) PutPrepared(ctx context.Context, recs []Prepared, dst []PutResult) ([]PutResult, error) {
-	if s.closed.Load() {
-		return dst, ErrClosed
-	}
-	if err := s.refusal(); err != nil {
+	if err := s.beginPut(); err != nil {
 		return dst, err
 	}
-	s.putting.Add(1)
 	deferred := false
 	defer func() { s.putDone(deferred) }()
 	entries := make([]commitlog.Entry, len(recs))

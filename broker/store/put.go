@@ -43,14 +43,9 @@ func (s *Store) Put(ctx context.Context, m *message.Ext) (PutResult, error) {
 // PutBatch stores messages contiguously under one append and (in sync mode)
 // one flush wait. Results are appended to dst.
 func (s *Store) PutBatch(ctx context.Context, msgs []*message.Ext, dst []PutResult) ([]PutResult, error) {
-	if s.closed.Load() {
-		return dst, ErrClosed
-	}
-	if err := s.refusal(); err != nil {
+	if err := s.beginPut(); err != nil {
 		return dst, err
 	}
-	// The dispatcher leaves the planning of these records to this call.
-	s.putting.Add(1)
 	deferred := false
 	defer func() { s.putDone(deferred) }()
 	entries := make([]*commitlog.Entry, len(msgs))
@@ -123,6 +118,20 @@ func (s *Store) appendBatch(ctx context.Context, entries []*commitlog.Entry, own
 // still to come), the dispatcher looks at the log again: they are its to
 // plan now. A put that dispatched its own records wakes no one, nor does
 // one that left their dispatch for after its answer (deferred).
+// beginPut admits a put: it refuses one on a closed or refusing store, and
+// counts it in putting (the dispatcher leaves the planning of its records
+// to the put, which ends with putDone).
+func (s *Store) beginPut() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if err := s.refusal(); err != nil {
+		return err
+	}
+	s.putting.Add(1)
+	return nil
+}
+
 func (s *Store) putDone(deferred bool) {
 	if s.putting.Add(-1) == 0 {
 		planned := s.planned.Load()
