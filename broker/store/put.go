@@ -113,11 +113,6 @@ func (s *Store) appendBatch(ctx context.Context, entries []*commitlog.Entry, own
 	return dst, err
 }
 
-// putDone ends a PutBatch. When no other is in flight and the log holds
-// records not yet planned or dispatched (this put failed, or its flush is
-// still to come), the dispatcher looks at the log again: they are its to
-// plan now. A put that dispatched its own records wakes no one, nor does
-// one that left their dispatch for after its answer (deferred).
 // beginPut admits a put: it refuses one on a closed or refusing store, and
 // counts it in putting (the dispatcher leaves the planning of its records
 // to the put, which ends with putDone).
@@ -132,6 +127,11 @@ func (s *Store) beginPut() error {
 	return nil
 }
 
+// putDone ends a PutBatch. When no other is in flight and the log holds
+// records not yet planned or dispatched (this put failed, or its flush is
+// still to come), the dispatcher looks at the log again: they are its to
+// plan now. A put that dispatched its own records wakes no one, nor does
+// one that left their dispatch for after its answer (deferred).
 func (s *Store) putDone(deferred bool) {
 	if s.putting.Add(-1) == 0 {
 		planned := s.planned.Load()
