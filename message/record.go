@@ -480,24 +480,8 @@ func DecodeDispatch(rec []byte) (Dispatch, error) {
 		SysFlag:        v.sysFlag,
 		StoreTimestamp: v.storeTimestamp,
 	}
-	props := v.props
-	for len(props) > 0 {
-		end := indexByte(props, PropertySeparator)
-		pair := props
-		if end >= 0 {
-			pair, props = props[:end], props[end+1:]
-		} else {
-			props = nil
-		}
-		if len(pair) == 0 {
-			continue
-		}
-		sep := indexByte(pair, NameValueSeparator)
-		if sep < 0 {
-			return Dispatch{}, fmt.Errorf("%w: property pair without separator", ErrCorrupt)
-		}
-		val := pair[sep+1:]
-		switch string(pair[:sep]) {
+	err = EachProperty(v.props, func(name, val []byte) error {
+		switch string(name) {
 		case PropertyTags:
 			d.TagsHash = TagsHash(string(val))
 		case PropertyKeys:
@@ -507,11 +491,19 @@ func DecodeDispatch(rec []byte) (Dispatch, error) {
 		case PropertyDelayLevel:
 			d.DelayLevel = atoi32(val)
 		case PropertyTimerOutMS:
-			d.TimerOutMS = atoi64(val)
+			d.TimerOutMS = ParseTimerOutMS(val)
 		}
+		return nil
+	})
+	if err != nil {
+		return Dispatch{}, err
 	}
 	return d, nil
 }
+
+// ParseTimerOutMS reads a TIMER_OUT_MS value as the dispatch does for the
+// tag code: a non-negative decimal of at most 18 digits; anything else is 0.
+func ParseTimerOutMS(b []byte) int64 { return atoi64(b) }
 
 // atoi64 parses a non-negative decimal int64; anything else is 0.
 func atoi64(b []byte) int64 {

@@ -57,7 +57,7 @@ func RestoreRecord(dst, rec []byte, storeHost netip.AddrPort, drop []string, set
 	var haveTopic, haveQID bool
 	propLen := 0
 	set := setName == ""
-	if err := eachPair(pairs, func(name, val []byte) error {
+	if err := EachProperty(pairs, func(name, val []byte) error {
 		switch string(name) {
 		case PropertyRealTopic:
 			topic, haveTopic = val, true
@@ -147,7 +147,7 @@ func RestoreRecord(dst, rec []byte, storeHost netip.AddrPort, drop []string, set
 	dst = append(dst, topic...)
 	dst = be.AppendUint16(dst, uint16(propLen))
 	set = setName == ""
-	_ = eachPair(pairs, func(name, val []byte) error {
+	_ = EachProperty(pairs, func(name, val []byte) error {
 		if !keepPair(name, drop) || string(name) == PropertyRealTopic || string(name) == PropertyRealQueueID {
 			return nil
 		}
@@ -186,10 +186,11 @@ func SetRecordQueueID(rec []byte, queueID int32) {
 	binary.BigEndian.PutUint32(rec[PosQueueID:], uint32(queueID))
 }
 
-// eachPair calls fn for each name\x01value pair of a PROPERTIES field as
-// DecodeProperties reads them: empty pairs are skipped, a pair without a
-// name/value separator is an error.
-func eachPair(props []byte, fn func(name, val []byte) error) error {
+// EachProperty calls fn for each name\x01value pair of a PROPERTIES field
+// (RecordProperties) as DecodeProperties reads them: empty pairs are
+// skipped, a pair without a name/value separator is an error, and an error
+// of fn ends the walk.
+func EachProperty(props []byte, fn func(name, val []byte) error) error {
 	for len(props) > 0 {
 		end := indexByte(props, PropertySeparator)
 		pair := props

@@ -1,10 +1,8 @@
 package delay
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
-	"fmt"
 	"net/netip"
 	"strconv"
 
@@ -84,24 +82,10 @@ func scanTimerRecord(rec []byte) (u Unit, marker bool, err error) {
 	u.Location = int64(binary.BigEndian.Uint64(rec[message.PosPhysicalOffset:]))
 	u.QueueOffset = int64(binary.BigEndian.Uint64(rec[message.PosQueueOffset:]))
 	u.Size = int32(len(rec))
-	for len(props) > 0 {
-		pair := props
-		if end := bytes.IndexByte(props, message.PropertySeparator); end >= 0 {
-			pair, props = props[:end], props[end+1:]
-		} else {
-			props = nil
-		}
-		if len(pair) == 0 {
-			continue
-		}
-		sep := bytes.IndexByte(pair, message.NameValueSeparator)
-		if sep < 0 {
-			return Unit{}, false, fmt.Errorf("%w: property pair without separator", message.ErrCorrupt)
-		}
-		val := pair[sep+1:]
-		switch string(pair[:sep]) {
+	err = message.EachProperty(props, func(name, val []byte) error {
+		switch string(name) {
 		case message.PropertyTimerOutMS:
-			u.DeliverMS = parseDueMS(val)
+			u.DeliverMS = message.ParseTimerOutMS(val)
 		case message.PropertyTimerOrigin:
 			o, err := strconv.ParseInt(string(val), 10, 64)
 			u.Origin, u.HasOrigin = o, err == nil && o >= 0
@@ -111,24 +95,12 @@ func scanTimerRecord(rec []byte) (u Unit, marker bool, err error) {
 		case PropertyTimerCancel:
 			marker = true
 		}
+		return nil
+	})
+	if err != nil {
+		return Unit{}, false, err
 	}
 	return u, marker, nil
-}
-
-// parseDueMS parses a non-negative decimal due time of at most 18 digits
-// (anything else is 0), as the dispatch reads TIMER_OUT_MS for the tag code.
-func parseDueMS(b []byte) int64 {
-	if len(b) == 0 || len(b) > 18 {
-		return 0
-	}
-	var n int64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n
 }
 
 func (q timerQueue) TimerQueueMaxOffset() int64 {
