@@ -129,6 +129,7 @@ type benchProduceFlags struct {
 	duration   time.Duration
 	producers  int
 	batch      int
+	profile    string
 	async      bool
 	inflight   int
 	rate       int
@@ -184,6 +185,7 @@ due.`,
 	fs.IntVar(&f.buckets, "buckets", 0, "give message i the property bucket=i%N, for SQL92 filters (0: no property)")
 	fs.DurationVar(&f.delay, "delay", 0, "send timer messages, delivered this long after the broker stores them (0: none)")
 	fs.IntVar(&f.delayLevel, "delay-level", 0, "send delayed messages of this delay level, 1-based (0: none)")
+	fs.StringVar(&f.profile, "cpu-profile", "", "write a CPU profile of this process during the sends to this file")
 	_ = c.RegisterFlagCompletionFunc("topic", a.topicCompletion)
 	return c
 }
@@ -338,6 +340,13 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 		return fmt.Sprintf("sent %d/%d msgs", acked.Load(), f.count)
 	}, acked.Load)
 
+	if f.profile != "" {
+		stop, err := startCPUProfile(f.profile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	start := time.Now()
 	// pace holds a claim of k messages until its turn under --rate: the
 	// i-th message is due i/rate seconds after the start.

@@ -62,9 +62,14 @@ func TestBenchAgainstCluster(t *testing.T) {
 		p.LatencyKind != "ack" || p.Latency.Count != 200 {
 		t.Errorf("produce: %+v", p)
 	}
-	b := runBench(t, ns, "bench", "produce", "--topic", "bench-cli", "--count", "256", "--batch", "8", "--async", "--inflight", "4")
+	produceProfile := filepath.Join(t.TempDir(), "produce.pprof")
+	b := runBench(t, ns, "bench", "produce", "--topic", "bench-cli", "--count", "256", "--batch", "8", "--async", "--inflight", "4",
+		"--cpu-profile", produceProfile)
 	if b.Messages != 256 || b.Errors != 0 || !b.Async || b.Batch != 8 || b.Latency.Count != 256/8 {
 		t.Errorf("produce --batch --async: %+v", b)
+	}
+	if st, err := os.Stat(produceProfile); err != nil || st.Size() == 0 {
+		t.Errorf("produce --cpu-profile: %v, %v", st, err)
 	}
 	// --rate paces all producers together: the 100th message is due 0.495 s
 	// after the start, so the run cannot end sooner.
