@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/bolide-mq/bolide/internal/frame"
+	"github.com/bolide-mq/bolide/internal/sendwire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -234,15 +235,30 @@ type brokerClient struct {
 // over gRPC.
 func (c *brokerClient) sendFrame(ctx context.Context, req *pb.SendRequest, oneway bool) (*pb.SendResponse, bool, error) {
 	if oneway {
-		ok, err := c.frames.call(ctx, c.addr, frame.MethodSend, req, nil)
+		ok, err := c.frames.call(ctx, c.addr, frame.MethodSend, sendRequest{req}, nil)
 		return nil, ok, err
 	}
 	resp := new(pb.SendResponse)
-	ok, err := c.frames.call(ctx, c.addr, frame.MethodSend, req, resp)
+	ok, err := c.frames.call(ctx, c.addr, frame.MethodSend, sendRequest{req}, sendResponse{resp})
 	if err != nil {
 		return nil, ok, err
 	}
 	return resp, ok, nil
+}
+
+// sendRequest and sendResponse carry a send over the frame protocol with
+// internal/sendwire's codec, which spares protobuf's reflection on every
+// message of a batch (frame.Appender, frame.Unmarshaler).
+type sendRequest struct{ *pb.SendRequest }
+
+func (r sendRequest) AppendProto(dst []byte) []byte {
+	return sendwire.AppendSendRequest(dst, r.SendRequest)
+}
+
+type sendResponse struct{ *pb.SendResponse }
+
+func (r sendResponse) UnmarshalProto(b []byte) error {
+	return sendwire.DecodeSendResponse(b, r.SendResponse)
 }
 
 // base is what every client has: options, an id, connections, NameServers,

@@ -5,9 +5,10 @@
 # builds take turns in the order A B B A (then B A A B, ...), with `sync`
 # and a pause between runs, so that neither build always runs on a cooler
 # machine or after the other's dirty pages. For each build and workload it
-# prints the median throughput and the broker's CPU seconds per million
-# messages (utime + stime from /proc), and B's ratio to A: the CPU figure
-# is the steadier one on a shared machine.
+# prints the median throughput, the broker's and the client's CPU seconds
+# per million messages (utime + stime from /proc; the client's from this
+# shell's reaped children), and B's ratios to A: the CPU figures are the
+# steadier ones on a shared machine.
 #
 # Usage: scripts/bench-ab.sh A [B]
 #   A, B  a git revision (built into .bench/ab/release-<commit>/) or a
@@ -83,10 +84,10 @@ stop() {
 }
 trap stop EXIT
 
-# run BIN WORKLOAD prints "msgs/s cpu-s-per-M" for one fresh cluster, or,
-# for e2e, "p99-ms cpu-s-per-M".
+# run BIN WORKLOAD prints "msgs/s broker-cpu-s-per-M client-cpu-s-per-M"
+# for one fresh cluster, or, for e2e, "p99-ms ...".
 run() {
-	local bin=$1 w=$2 ns broker n out t0 t1
+	local bin=$1 w=$2 ns broker n out t0 t1 c0 c1 me=$BASHPID
 	trap stop EXIT # a command substitution's shell: its own trap
 	dir=$(mktemp -d "$base/run.XXXXXX")
 	"$bin/bolide-nameserver" --listen 127.0.0.1:0 --gossip off --admin-listen off --addr-file "$dir/ns.addr" \
@@ -123,17 +124,19 @@ run() {
 	esac
 	[[ $w == e2e ]] || "$bin/bolide" -n "$ns" "${args[@]}" --count 2000 >/dev/null 2>&1 # warm-up
 	t0=$(awk '{print $14 + $15}' "/proc/$broker/stat")
+	c0=$(awk '{print $16 + $17}' "/proc/$me/stat")
 	if [[ $w == e2e ]]; then
 		out=$("$bin/bolide" -n "$ns" "${args[@]}" -o json 2>/dev/null | tail -n 1)
 	else
 		out=$("$bin/bolide" -n "$ns" "${args[@]}" --count "$n" -o json 2>/dev/null | tail -n 1)
 	fi
 	t1=$(awk '{print $14 + $15}' "/proc/$broker/stat")
+	c1=$(awk '{print $16 + $17}' "/proc/$me/stat")
 	stop
 	local key=msgsPerSec
 	[[ $w == e2e ]] && key=p99
-	awk -v v="$(sed -n "s/.*\"$key\":\([-0-9.eE+]*\).*/\1/p" <<<"$out" | head -n 1)" -v t=$((t1 - t0)) -v hz="$ticks" -v n="$n" \
-		'BEGIN { if (v == "") exit 1; printf "%s %.1f\n", v, t / hz / n * 1e6 }'
+	awk -v v="$(sed -n "s/.*\"$key\":\([-0-9.eE+]*\).*/\1/p" <<<"$out" | head -n 1)" -v t=$((t1 - t0)) -v c=$((c1 - c0)) -v hz="$ticks" -v n="$n" \
+		'BEGIN { if (v == "") exit 1; printf "%s %.1f %.1f\n", v, t / hz / n * 1e6, c / hz / n * 1e6 }'
 }
 
 declare -A figs
@@ -148,8 +151,10 @@ for w in $WORKLOADS; do
 			[[ $v == B ]] && bin=$B
 			f=$(run "$bin" "$w") || { echo "bench-ab: $w on $v failed" >&2; continue; }
 			echo "bench-ab: $w $v: $f" >&2
-			figs[$w-$v-rate]+="${f% *}"$'\n'
-			figs[$w-$v-cpu]+="${f#* }"$'\n'
+			read -r rate cpu ccpu <<<"$f"
+			figs[$w-$v-rate]+="$rate"$'\n'
+			figs[$w-$v-cpu]+="$cpu"$'\n'
+			figs[$w-$v-ccpu]+="$ccpu"$'\n'
 		done
 	done
 done
@@ -158,21 +163,23 @@ echo "### A/B: $1 against ${2:-the work tree} ($(date -u '+%Y-%m-%d %H:%M UTC'))
 echo
 echo "$(nproc) vCPU, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end; $FLUSH flush; medians of $((ROUNDS * 2)) runs each, alternated."
 echo
-echo "| workload | A | B | B / A | A broker CPU s / M msgs | B broker CPU s / M msgs | B / A |"
-echo "|---|---|---|---|---|---|---|"
+echo "| workload | A | B | B / A | A broker CPU s / M msgs | B broker CPU s / M msgs | B / A | A client CPU s / M | B client CPU s / M | B / A |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for w in $WORKLOADS; do
 	ra=$(median <<<"${figs[$w-A-rate]:-}")
 	rb=$(median <<<"${figs[$w-B-rate]:-}")
 	ca=$(median <<<"${figs[$w-A-cpu]:-}")
 	cb=$(median <<<"${figs[$w-B-cpu]:-}")
+	ka=$(median <<<"${figs[$w-A-ccpu]:-}")
+	kb=$(median <<<"${figs[$w-B-ccpu]:-}")
 	case $w in
 	p1) label="1 producer, synchronous (msgs/s)" ;;
 	p16) label="16 producers, synchronous (msgs/s)" ;;
 	batch) label="batched: batch 64, 16 in flight (msgs/s)" ;;
 	e2e) label="end to end at $E2E_RATE msgs/s (p99 ms)" ;;
 	esac
-	awk -v l="$label" -v ra="$ra" -v rb="$rb" -v ca="$ca" -v cb="$cb" -v ms="$([[ $w == e2e ]] && echo 1)" 'BEGIN {
+	awk -v l="$label" -v ra="$ra" -v rb="$rb" -v ca="$ca" -v cb="$cb" -v ka="$ka" -v kb="$kb" -v ms="$([[ $w == e2e ]] && echo 1)" 'BEGIN {
 		f = ms ? "%.2f" : "%.0f"
-		printf "| %s | " f " | " f " | %s | %s | %s | %s |\n", l, ra, rb, (ra > 0 ? sprintf("%.2f×", rb / ra) : "–"),
-			ca, cb, (ca > 0 ? sprintf("%.2f×", cb / ca) : "–") }'
+		printf "| %s | " f " | " f " | %s | %s | %s | %s | %s | %s | %s |\n", l, ra, rb, (ra > 0 ? sprintf("%.2f×", rb / ra) : "–"),
+			ca, cb, (ca > 0 ? sprintf("%.2f×", cb / ca) : "–"), ka, kb, (ka > 0 ? sprintf("%.2f×", kb / ka) : "–") }'
 done

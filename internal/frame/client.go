@@ -95,7 +95,7 @@ func NewClient(addr string, opts Options) *Client {
 func (c *Client) Addr() string { return c.addr }
 
 // Call sends req as a request of method m and decodes the answer into
-// resp. When ctx ends first it returns ctx's error (the server is told to
+// resp (with resp's own decoder if it is an Unmarshaler). When ctx ends first it returns ctx's error (the server is told to
 // give up the request). Errors: ErrTooLarge (nothing was written),
 // *ConnError, *AuthError (nothing was written), *RemoteError,
 // ErrNotSupported, ErrClosed.
@@ -104,7 +104,12 @@ func (c *Client) Call(ctx context.Context, m Method, req, resp proto.Message) er
 	if err != nil {
 		return err
 	}
-	if err := proto.Unmarshal(payload, resp); err != nil {
+	if u, ok := resp.(Unmarshaler); ok {
+		err = u.UnmarshalProto(payload)
+	} else {
+		err = proto.Unmarshal(payload, resp)
+	}
+	if err != nil {
 		return fmt.Errorf("frame: decode the %s response from %s: %w", m, c.addr, err)
 	}
 	return nil

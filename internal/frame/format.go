@@ -115,15 +115,36 @@ func AppendFrame(dst []byte, h Header, payload []byte) []byte {
 	return append(AppendHeader(dst, h), payload...)
 }
 
+// Appender is a message that writes its own protobuf encoding: a
+// hand-written encoder of a hot message (internal/sendwire), used in place
+// of protobuf's reflection. AppendProto appends the encoding to dst.
+type Appender interface {
+	proto.Message
+	AppendProto(dst []byte) []byte
+}
+
+// Unmarshaler is a message that decodes its own protobuf encoding, as
+// proto.Unmarshal would; Client.Call uses it for a response.
+type Unmarshaler interface {
+	proto.Message
+	UnmarshalProto(b []byte) error
+}
+
 // AppendMessage appends a frame whose payload is m marshalled with
-// protobuf (h.Size is ignored). When the frame would be longer than max it
-// returns dst unchanged and an error matching ErrTooLarge.
+// protobuf, or by m itself if it is an Appender (h.Size is ignored). When
+// the frame would be longer than max it returns dst unchanged and an error
+// matching ErrTooLarge.
 func AppendMessage(dst []byte, h Header, m proto.Message, max int) ([]byte, error) {
 	start := len(dst)
 	h.Size = 0
-	out, err := proto.MarshalOptions{}.MarshalAppend(AppendHeader(dst, h), m)
-	if err != nil {
-		return dst[:start], fmt.Errorf("frame: marshal %s: %w", h.Method, err)
+	var out []byte
+	if a, ok := m.(Appender); ok {
+		out = a.AppendProto(AppendHeader(dst, h))
+	} else {
+		var err error
+		if out, err = (proto.MarshalOptions{}).MarshalAppend(AppendHeader(dst, h), m); err != nil {
+			return dst[:start], fmt.Errorf("frame: marshal %s: %w", h.Method, err)
+		}
 	}
 	length := len(out) - start - lengthSize
 	if length > max {

@@ -22,6 +22,7 @@ import (
 	"github.com/bolide-mq/bolide/broker/frontend"
 	"github.com/bolide-mq/bolide/broker/frontend/v1wire"
 	"github.com/bolide-mq/bolide/internal/frame"
+	"github.com/bolide-mq/bolide/internal/sendwire"
 	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -75,7 +76,7 @@ func New(b *broker.Broker, maxFrame int, log *zap.Logger) *Frontend {
 					return &pb.SendResponse{RequestId: r.RequestId, Status: wire.Status(err)}
 				}
 			}
-			return v1wire.Send(ctx, b, Name, r)
+			return sendResponse{v1wire.Send(ctx, b, Name, r)}
 		},
 	})
 	srv.Handle(frame.MethodPull, frame.Handler{
@@ -135,4 +136,13 @@ func (f *Frontend) Serve(lis net.Listener) error {
 // ends, then the rest are cancelled and the connections closed.
 func (f *Frontend) Shutdown(ctx context.Context) error {
 	return f.srv.Shutdown(ctx)
+}
+
+// sendResponse writes a send's answer with internal/sendwire's encoder,
+// which spares protobuf's reflection on every result of a batch
+// (frame.Appender).
+type sendResponse struct{ *pb.SendResponse }
+
+func (r sendResponse) AppendProto(dst []byte) []byte {
+	return sendwire.AppendSendResponse(dst, r.SendResponse)
 }

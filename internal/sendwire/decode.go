@@ -1,0 +1,230 @@
+package sendwire
+
+import (
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	pb "github.com/bolide-mq/bolide/proto/bolidev1"
+)
+
+// errInvalidUTF8 is a string field that is not UTF-8, which proto3 forbids.
+var errInvalidUTF8 = errors.New("string field contains invalid UTF-8")
+
+// DecodeSendResponse decodes b into resp (reset first), as proto.Unmarshal
+// does. The results are allocated together, and their strings share one
+// copy of b.
+func DecodeSendResponse(b []byte, resp *pb.SendResponse) error {
+	resp.Reset()
+	n, err := countField(b, 3)
+	if err != nil {
+		return err
+	}
+	var slab []pb.SendResult
+	if n > 0 {
+		slab = make([]pb.SendResult, n)
+		resp.Results = make([]*pb.SendResult, 0, n)
+	}
+	d := decoder{all: string(b), at: b}
+	for len(d.at) > 0 {
+		num, typ, err := d.tag()
+		if err != nil {
+			return err
+		}
+		switch {
+		case num == 1 && typ == protowire.VarintType:
+			if resp.RequestId, err = d.varint(); err != nil {
+				return err
+			}
+		case num == 2 && typ == protowire.BytesType:
+			sub, err := d.sub()
+			if err != nil {
+				return err
+			}
+			if resp.Status == nil {
+				resp.Status = new(pb.Status)
+			}
+			if err := sub.status(resp.Status); err != nil {
+				return fmt.Errorf("status: %w", err)
+			}
+		case num == 3 && typ == protowire.BytesType:
+			sub, err := d.sub()
+			if err != nil {
+				return err
+			}
+			r := &slab[len(resp.Results)]
+			if err := sub.result(r); err != nil {
+				return fmt.Errorf("result %d: %w", len(resp.Results), err)
+			}
+			resp.Results = append(resp.Results, r)
+		case num == 4 && typ == protowire.BytesType:
+			if resp.BrokerName, err = d.string(); err != nil {
+				return fmt.Errorf("broker_name: %w", err)
+			}
+		default:
+			if err := d.skip(num, typ); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// countField counts the entries of field num in the message b, and checks
+// the message's framing.
+func countField(b []byte, want protowire.Number) (int, error) {
+	n := 0
+	for len(b) > 0 {
+		num, typ, l := consumeTag(b)
+		if l < 0 {
+			return 0, protowire.ParseError(l)
+		}
+		b = b[l:]
+		if num == want && typ == protowire.BytesType {
+			n++
+		}
+		l = protowire.ConsumeFieldValue(num, typ, b)
+		if l < 0 {
+			return 0, protowire.ParseError(l)
+		}
+		b = b[l:]
+	}
+	return n, nil
+}
+
+// consumeTag is protowire.ConsumeTag refusing, as proto.Unmarshal does,
+// field numbers above the largest valid one.
+func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
+	num, typ, l := protowire.ConsumeTag(b)
+	if l >= 0 && num > protowire.MaxValidNumber {
+		return 0, 0, -2 // protowire's code of an invalid field number
+	}
+	return num, typ, l
+}
+
+// decoder reads a message at the front of at, a suffix of all's bytes:
+// strings are cut from all, so that they share one copy.
+type decoder struct {
+	all string
+	at  []byte
+}
+
+// pos is where at starts in all.
+func (d *decoder) pos() int { return len(d.all) - len(d.at) }
+
+func (d *decoder) tag() (protowire.Number, protowire.Type, error) {
+	num, typ, l := consumeTag(d.at)
+	if l < 0 {
+		return 0, 0, protowire.ParseError(l)
+	}
+	d.at = d.at[l:]
+	return num, typ, nil
+}
+
+func (d *decoder) varint() (uint64, error) {
+	v, l := protowire.ConsumeVarint(d.at)
+	if l < 0 {
+		return 0, protowire.ParseError(l)
+	}
+	d.at = d.at[l:]
+	return v, nil
+}
+
+// sub returns a decoder of the length-delimited field at the front, and
+// moves past it.
+func (d *decoder) sub() (decoder, error) {
+	v, l := protowire.ConsumeBytes(d.at)
+	if l < 0 {
+		return decoder{}, protowire.ParseError(l)
+	}
+	start := d.pos() + l - len(v)
+	d.at = d.at[l:]
+	return decoder{all: d.all[:start+len(v)], at: v}, nil
+}
+
+func (d *decoder) string() (string, error) {
+	v, l := protowire.ConsumeBytes(d.at)
+	if l < 0 {
+		return "", protowire.ParseError(l)
+	}
+	if !utf8.Valid(v) {
+		return "", errInvalidUTF8
+	}
+	start := d.pos() + l - len(v)
+	d.at = d.at[l:]
+	return d.all[start : start+len(v)], nil
+}
+
+func (d *decoder) skip(num protowire.Number, typ protowire.Type) error {
+	l := protowire.ConsumeFieldValue(num, typ, d.at)
+	if l < 0 {
+		return protowire.ParseError(l)
+	}
+	d.at = d.at[l:]
+	return nil
+}
+
+func (d *decoder) status(st *pb.Status) error {
+	for len(d.at) > 0 {
+		num, typ, err := d.tag()
+		if err != nil {
+			return err
+		}
+		switch {
+		case num == 1 && typ == protowire.VarintType:
+			v, err := d.varint()
+			if err != nil {
+				return err
+			}
+			st.Code = pb.Code(int32(v))
+		case num == 2 && typ == protowire.BytesType:
+			if st.Message, err = d.string(); err != nil {
+				return fmt.Errorf("message: %w", err)
+			}
+		default:
+			if err := d.skip(num, typ); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (d *decoder) result(r *pb.SendResult) error {
+	for len(d.at) > 0 {
+		num, typ, err := d.tag()
+		if err != nil {
+			return err
+		}
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			if r.MsgId, err = d.string(); err != nil {
+				return fmt.Errorf("msg_id: %w", err)
+			}
+		case num == 2 && typ == protowire.BytesType:
+			if r.UniqueId, err = d.string(); err != nil {
+				return fmt.Errorf("unique_id: %w", err)
+			}
+		case typ == protowire.VarintType && num >= 3 && num <= 5:
+			v, err := d.varint()
+			if err != nil {
+				return err
+			}
+			switch num {
+			case 3:
+				r.QueueId = int32(v)
+			case 4:
+				r.QueueOffset = int64(v)
+			case 5:
+				r.CommitLogOffset = int64(v)
+			}
+		default:
+			if err := d.skip(num, typ); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

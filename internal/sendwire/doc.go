@@ -1,0 +1,30 @@
+// Package sendwire encodes and decodes the two messages of bolide.v1's
+// send path that carry one entry per message sent — SendRequest on the way
+// in, SendResponse on the way out — by hand, with protowire, instead of
+// through protobuf's reflection.
+//
+// The bytes are plain protobuf, the encoding proto/bolide/v1/broker.proto
+// defines, so either end may use the generated code instead:
+//
+//	SendRequest  { 1: request_id varint, 2: producer_group bytes,
+//	               3: messages (repeated Message) }
+//	Message      { 1: topic, 2: queue_id, 3: flag, 4: body,
+//	               5: properties (map entry {1: key, 2: value}),
+//	               6: born_timestamp, 7: born_host, 8: sys_flag,
+//	               9: reconsume_times }
+//	SendResponse { 1: request_id varint, 2: status {1: code, 2: message},
+//	               3: results (repeated SendResult), 4: broker_name }
+//	SendResult   { 1: msg_id, 2: unique_id, 3: queue_id, 4: queue_offset,
+//	               5: commit_log_offset }
+//
+// As protobuf's own encoder does, fields at their zero value are left out
+// and map entries come in no set order; the decoder skips unknown fields
+// and refuses what proto.Unmarshal refuses (a string that is not UTF-8, a
+// truncated field, an invalid field number). The tests hold both to the
+// generated code: whatever these functions write, proto.Unmarshal reads
+// back equal, and DecodeSendResponse agrees with proto.Unmarshal on every
+// input.
+//
+// The request's decoder, used by the broker, is
+// broker/frontend/v1wire.DecodeSendRequest.
+package sendwire
