@@ -41,3 +41,46 @@ func BenchmarkWindowNewIDs(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkWindowNewIDsBatch64 is BenchmarkWindowNewIDs for the messages
+// of batched sends, 64 a send, as the broker looks them up (LookupAll)
+// and records them (CommitAll); ns/op is per message.
+func BenchmarkWindowNewIDsBatch64(b *testing.B) {
+	const capacity, batch = 1 << 20, 64
+	w := New(capacity)
+	keys := make([]Key, 2*capacity)
+	for i := range keys {
+		keys[i] = KeyOf("bench", "id-"+itoa(i))
+	}
+	fill := func() {
+		for _, k := range keys[:capacity] {
+			_, _, _, res, _ := w.Lookup(context.Background(), k)
+			res.Commit(1, time.Hour)
+		}
+	}
+	fill()
+	var found []Found
+	rs := make([]*Reservation, batch)
+	offsets := make([]int64, batch)
+	b.ReportAllocs()
+	b.ResetTimer()
+	next := 0
+	for done := 0; done < b.N; done += batch {
+		if next+batch > capacity {
+			b.StopTimer()
+			w.Reset(time.Time{})
+			fill()
+			next = 0
+			b.StartTimer()
+		}
+		found = w.LookupAll(keys[capacity+next:capacity+next+batch], found)
+		for i, f := range found {
+			if f.Found || f.Busy {
+				b.Fatalf("key %d: %+v", next+i, f)
+			}
+			rs[i], offsets[i] = f.Res, int64(next+i)
+		}
+		w.CommitAll(rs, offsets, time.Hour)
+		next += batch
+	}
+}

@@ -65,6 +65,22 @@ func (t *table) get(k Key) (int64, bool) {
 	}
 }
 
+// touch reads the slot each key probes first and returns a sum of what it
+// read, which the caller keeps (so that the reads stay). In a table larger
+// than the caches each lookup misses them; a batch's lookups, made one
+// after the other, wait for their misses one after the other, while these
+// reads, independent of each other, are in flight together — and leave
+// the slots in the cache for the lookups that follow.
+func (t *table) touch(keys []Key) (sum uint64) {
+	if len(t.slots) == 0 {
+		return 0
+	}
+	for _, k := range keys {
+		sum += uint64(t.slots[t.home(remap(k))].key)
+	}
+	return sum
+}
+
 // put sets the offset of k and reports whether k was there already.
 func (t *table) put(k Key, off int64) (existed bool) {
 	if (t.n+1)*4 > len(t.slots)*3 {

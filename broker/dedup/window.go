@@ -69,6 +69,10 @@ type Window struct {
 	incompleteUntil uint32
 	hits, evicted   int64
 	now             func() time.Time
+	// touched keeps what table.touch read.
+	touched uint64
+	// oldest is scratch space for CommitAll's keys about to leave.
+	oldest []Key
 }
 
 // New returns a window holding at most capacity entries, whose misses are
@@ -158,6 +162,7 @@ func (w *Window) LookupAll(keys []Key, out []Found) []Found {
 	now := unix(w.now())
 	w.expireLocked(now)
 	final := now >= w.incompleteUntil
+	w.touched += w.offsets.touch(keys)
 	for _, key := range keys {
 		if off, ok := w.offsets.get(key); ok {
 			out = append(out, Found{Offset: off, Found: true, Final: true})
@@ -181,6 +186,15 @@ func (w *Window) CommitAll(rs []*Reservation, offsets []int64, window time.Durat
 	w.mu.Lock()
 	now := w.now()
 	expires, at := unix(now.Add(window)), unix(now)
+	// The entries these commits push out of a full window are deleted
+	// from the table: touch their slots together first.
+	if drop := w.n + len(rs) - w.capacity; drop > 0 {
+		w.oldest = w.oldest[:0]
+		for i := range min(drop, w.n) {
+			w.oldest = append(w.oldest, w.ring[(w.ringHead+i)%len(w.ring)].key)
+		}
+		w.touched += w.offsets.touch(w.oldest)
+	}
 	for i, r := range rs {
 		w.insertLocked(r.key, offsets[i], expires, at)
 		delete(w.pending, r.key)
