@@ -214,6 +214,8 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message, opts ...SendO
 	so := buildSendOptions(msgs[0], opts)
 	total := 0
 	pms := make([]*pb.Message, 0, len(msgs))
+	slab := make([]pb.Message, len(msgs))
+	born := time.Now().UnixMilli()
 	for i, m := range msgs {
 		if m == nil {
 			return nil, codeErr(pb.Code_MESSAGE_ILLEGAL, "batch message %d is nil", i)
@@ -221,7 +223,8 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message, opts ...SendO
 		if m.Topic != msgs[0].Topic {
 			return nil, codeErr(pb.Code_MESSAGE_ILLEGAL, "batch mixes topics %q and %q", msgs[0].Topic, m.Topic)
 		}
-		pm, err := p.toWire(m, so.shardingKey)
+		pm := &slab[i]
+		err := p.fillWire(pm, m, so.shardingKey, born)
 		if err == nil {
 			err = so.applyDelay(pm)
 		}
@@ -350,32 +353,42 @@ func (p *Producer) SendOneway(ctx context.Context, msg *Message, opts ...SendOpt
 
 // toWire validates a message and converts it, with a new unique id.
 func (p *Producer) toWire(m *Message, shardingKey string) (*pb.Message, error) {
+	pm := new(pb.Message)
+	if err := p.fillWire(pm, m, shardingKey, time.Now().UnixMilli()); err != nil {
+		return nil, err
+	}
+	return pm, nil
+}
+
+// fillWire is toWire into pm, of a message born at bornMs (Unix
+// milliseconds).
+func (p *Producer) fillWire(pm *pb.Message, m *Message, shardingKey string, bornMs int64) error {
 	if m == nil {
-		return nil, codeErr(pb.Code_MESSAGE_ILLEGAL, "nil message")
+		return codeErr(pb.Code_MESSAGE_ILLEGAL, "nil message")
 	}
 	if err := message.ValidateTopic(m.Topic); err != nil {
-		return nil, codeErr(pb.Code_ILLEGAL_TOPIC, "%v", err)
+		return codeErr(pb.Code_ILLEGAL_TOPIC, "%v", err)
 	}
 	if len(m.Body) == 0 {
-		return nil, codeErr(pb.Code_MESSAGE_ILLEGAL, "message body is empty")
+		return codeErr(pb.Code_MESSAGE_ILLEGAL, "message body is empty")
 	}
 	if len(m.Body) > p.b.opts.maxBodySize {
-		return nil, codeErr(pb.Code_MESSAGE_TOO_LARGE, "message body is %d bytes, at most %d", len(m.Body), p.b.opts.maxBodySize)
+		return codeErr(pb.Code_MESSAGE_TOO_LARGE, "message body is %d bytes, at most %d", len(m.Body), p.b.opts.maxBodySize)
 	}
 	for _, k := range m.Keys {
 		if k == "" || strings.Contains(k, message.KeySeparator) {
-			return nil, codeErr(pb.Code_MESSAGE_ILLEGAL, "message key %q is empty or contains a space", k)
+			return codeErr(pb.Code_MESSAGE_ILLEGAL, "message key %q is empty or contains a space", k)
 		}
 	}
 	props := wireProperties(m, shardingKey, p.ids.Next())
 	if err := message.ValidateProperties(props); err != nil {
-		return nil, codeErr(pb.Code_MESSAGE_ILLEGAL, "%v", err)
+		return codeErr(pb.Code_MESSAGE_ILLEGAL, "%v", err)
 	}
 	if n := encodedPropertiesLen(props); n > message.MaxPropertiesSize-32 {
-		return nil, codeErr(pb.Code_PROPERTIES_TOO_LARGE, "properties take %d bytes, at most %d", n, message.MaxPropertiesSize-32)
+		return codeErr(pb.Code_PROPERTIES_TOO_LARGE, "properties take %d bytes, at most %d", n, message.MaxPropertiesSize-32)
 	}
-	mm := message.Message{Topic: m.Topic, Body: m.Body, Properties: props}
-	return wire.MessageToProto(&mm, 0, time.Now().UnixMilli(), p.bornHost), nil
+	wire.MessageToProto(pm, &message.Message{Topic: m.Topic, Body: m.Body, Properties: props}, bornMs, p.bornHost)
+	return nil
 }
 
 // encodedPropertiesLen is len(message.EncodeProperties(props)), without
@@ -573,16 +586,18 @@ func (p *Producer) sendToQueue(ctx context.Context, ri *routeInfo, q MessageQueu
 		brokerName = q.BrokerName
 	}
 	out := make([]*SendResult, len(pms))
+	slab := make([]SendResult, len(pms))
 	for i, r := range resp.GetResults() {
 		// On the wire msg_id is the offset message id, unique_id UNIQ_KEY.
 		uid := r.GetUniqueId()
 		if uid == "" {
 			uid = pms[i].GetProperties()[message.PropertyUniqueKey]
 		}
-		out[i] = &SendResult{
+		slab[i] = SendResult{
 			MsgID: uid, OffsetMsgID: r.GetMsgId(), BrokerName: brokerName,
 			QueueID: r.GetQueueId(), QueueOffset: r.GetQueueOffset(), CommitLogOffset: r.GetCommitLogOffset(),
 		}
+		out[i] = &slab[i]
 	}
 	return out, nil
 }

@@ -81,36 +81,41 @@ func FromStatus(st *pb.Status) error {
 // error without one.
 func CodeOf(err error) pb.Code { return pb.Code(errcode.Of(err)) }
 
-// MessageToProto converts a message to send.
-func MessageToProto(m *message.Message, queueID int32, bornTimestamp int64, bornHost string) *pb.Message {
-	return &pb.Message{
-		Topic:         m.Topic,
-		QueueId:       queueID,
-		Flag:          m.Flag,
-		Body:          m.Body,
-		Properties:    m.Properties,
-		BornTimestamp: bornTimestamp,
-		BornHost:      bornHost,
-	}
+// MessageToProto fills dst, a message to send (its queue id is left as it
+// is), from m.
+func MessageToProto(dst *pb.Message, m *message.Message, bornTimestamp int64, bornHost string) {
+	dst.Topic, dst.Flag, dst.Body, dst.Properties = m.Topic, m.Flag, m.Body, m.Properties
+	dst.BornTimestamp, dst.BornHost = bornTimestamp, bornHost
 }
 
-// MessageFromProto converts a received message into what the store takes.
-// A born host that does not parse is left unset.
-func MessageFromProto(pm *pb.Message) *message.Ext {
-	e := &message.Ext{
-		Message: message.Message{
-			Topic:      pm.Topic,
-			Flag:       pm.Flag,
-			Body:       pm.Body,
-			Properties: pm.Properties,
-		},
-		QueueID:        pm.QueueId,
-		SysFlag:        pm.SysFlag,
-		BornTimestamp:  pm.BornTimestamp,
-		ReconsumeTimes: pm.ReconsumeTimes,
+// MessagesFromProto converts the messages of one request into what the
+// store takes, allocated together; a born host that repeats the one before
+// is parsed once, and one that does not parse is left unset. pms holds no
+// nil message.
+func MessagesFromProto(pms []*pb.Message) []*message.Ext {
+	slab := make([]message.Ext, len(pms))
+	out := make([]*message.Ext, len(pms))
+	var host string
+	var ap netip.AddrPort
+	for i, pm := range pms {
+		if i == 0 || pm.BornHost != host {
+			host = pm.BornHost
+			ap, _ = netip.ParseAddrPort(host) // zero when it does not parse
+		}
+		slab[i] = message.Ext{
+			Message: message.Message{
+				Topic:      pm.Topic,
+				Flag:       pm.Flag,
+				Body:       pm.Body,
+				Properties: pm.Properties,
+			},
+			QueueID:        pm.QueueId,
+			SysFlag:        pm.SysFlag,
+			BornTimestamp:  pm.BornTimestamp,
+			BornHost:       ap,
+			ReconsumeTimes: pm.ReconsumeTimes,
+		}
+		out[i] = &slab[i]
 	}
-	if ap, err := netip.ParseAddrPort(pm.BornHost); err == nil {
-		e.BornHost = ap
-	}
-	return e
+	return out
 }

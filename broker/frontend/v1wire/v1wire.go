@@ -14,28 +14,29 @@ import (
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/broker/topic"
 	"github.com/bolide-mq/bolide/internal/wire"
-	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
 // Send serves a send request on core b for the named front end.
 func Send(ctx context.Context, b *broker.Broker, frontend string, req *pb.SendRequest) *pb.SendResponse {
-	msgs := make([]*message.Ext, len(req.Messages))
 	for i, pm := range req.Messages {
 		if pm == nil {
 			return &pb.SendResponse{RequestId: req.RequestId, Status: wire.Status(wire.Errorf(pb.Code_INVALID_PARAMETER, "message %d is empty", i))}
 		}
-		msgs[i] = wire.MessageFromProto(pm)
 	}
+	msgs := wire.MessagesFromProto(req.Messages)
 	res, err := b.Send(broker.WithFrontend(ctx, frontend), msgs)
 	resp := &pb.SendResponse{RequestId: req.RequestId, Status: wire.Status(err), BrokerName: b.Options().BrokerName}
 	if err != nil {
 		return resp
 	}
+	slab := make([]pb.SendResult, len(res))
 	resp.Results = make([]*pb.SendResult, len(res))
 	for i, r := range res {
-		resp.Results[i] = &pb.SendResult{MsgId: r.MsgID, UniqueId: msgs[i].UniqueID(), QueueId: msgs[i].QueueID,
-			QueueOffset: r.QueueOffset, CommitLogOffset: r.PhysicalOffset}
+		out := &slab[i]
+		out.MsgId, out.UniqueId, out.QueueId = r.MsgID, msgs[i].UniqueID(), msgs[i].QueueID
+		out.QueueOffset, out.CommitLogOffset = r.QueueOffset, r.PhysicalOffset
+		resp.Results[i] = out
 	}
 	return resp
 }
