@@ -147,6 +147,9 @@ func (o *BrokerOptions) Schedule(m *message.Ext, brokerName string) error {
 		message.Reroute(m, message.ScheduleTopic, int32(n-1))
 		return nil
 	}
+	if props[message.PropertyTimerDeliverMS] == "" && props[message.PropertyTimerDelayMS] == "" && props[message.PropertyTimerDelaySec] == "" {
+		return nil // no delivery time (timerDue's default), and no clock read for it
+	}
 	t := o.clock().Now()
 	due, ok, err := timerDue(props, t, o.MaxDelay)
 	if err != nil || !ok {
