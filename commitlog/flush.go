@@ -19,6 +19,10 @@ func float64frombits(b uint64) float64 { return math.Float64frombits(b) }
 // startLoops starts the goroutines the log owns; Close stops them.
 func (l *Log) startLoops() {
 	l.wg.Add(3)
+	if l.opts.CacheWindow > 0 {
+		l.wg.Add(1)
+		go l.tickLoop(dropEvery, l.dropBehind)
+	}
 	go l.allocLoop()
 	go l.tickLoop(l.opts.DiskCheckInterval, l.checkDisk) // disk-full flag
 	go l.tickLoop(max(l.opts.SyncFlushTimeout/watchQuarters, time.Millisecond), l.watchTick)

@@ -134,6 +134,7 @@ type Log struct {
 	flushed        atomic.Int64
 	watchTicks     atomic.Int64 // quarters of SyncFlushTimeout (watchTick)
 	residentFrom   atomic.Int64 // ReleaseResident dropped the mapped pages below
+	cacheFrom      atomic.Int64 // dropBehind dropped the page cache below
 
 	ra raState // read-ahead for sequential readers (Prefetch)
 

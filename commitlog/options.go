@@ -119,17 +119,27 @@ type Options struct {
 	// ReadableChanged: a reader parked on it is not woken once per
 	// append. AppendRaw (replication) and flushes still fire it.
 	AppendersDispatch bool
+	// CacheWindow bounds the page cache the log keeps: four times a second
+	// the bytes more than CacheWindow behind the flushed end are dropped
+	// from it (dropBehind), so the log reuses a bounded amount of memory.
+	// 0 leaves the page cache to the kernel. DefaultCacheWindow (2 GiB)
+	// in DefaultOptions.
+	CacheWindow int64
 	// ReadAhead is how far ahead of a reader that calls Prefetch the log
 	// asks the kernel to read (DefaultReadAhead, 16 MiB, when 0; negative
 	// turns read-ahead off).
 	ReadAhead int64
 }
 
+// DefaultCacheWindow is DefaultOptions' CacheWindow: two default segments.
+const DefaultCacheWindow = 2 << 30
+
 // DefaultOptions returns the production defaults for dir.
 func DefaultOptions(dir string) Options {
 	return Options{
 		Dir:                   dir,
 		SegmentSize:           1 << 30,
+		CacheWindow:           DefaultCacheWindow,
 		FlushMode:             FlushAsync,
 		WriteMode:             WriteAuto,
 		FlushInterval:         500 * time.Millisecond,
@@ -166,6 +176,9 @@ func (o *Options) Validate() error {
 	}
 	if o.FlushInterval <= 0 {
 		errs = append(errs, fmt.Errorf("commitlog: FlushInterval %v must be positive", o.FlushInterval))
+	}
+	if o.CacheWindow < 0 {
+		errs = append(errs, fmt.Errorf("commitlog: CacheWindow %d must not be negative", o.CacheWindow))
 	}
 	if o.FlushThoroughInterval <= 0 {
 		errs = append(errs, fmt.Errorf("commitlog: FlushThoroughInterval %v must be positive", o.FlushThoroughInterval))

@@ -41,12 +41,7 @@ func (l *Log) ReleaseResident(before int64) (int64, error) {
 			released += min(lo+releaseChunk, n) - lo
 		}
 	}
-	for { // callers may overlap; residentFrom only grows
-		cur := l.residentFrom.Load()
-		if before <= cur || l.residentFrom.CompareAndSwap(cur, before) {
-			break
-		}
-	}
+	raise(&l.residentFrom, before) // callers may overlap; residentFrom only grows
 	return released, nil
 }
 

@@ -202,16 +202,25 @@ func (l *Log) Truncate(off int64) error {
 	clear(l.qoff)
 	l.lastKnown = false
 	l.lastStoreTs.Store(0)
-	for {
-		cur := l.residentFrom.Load()
-		if cur <= off || l.residentFrom.CompareAndSwap(cur, off) {
-			break
-		}
-	}
+	lower(&l.residentFrom, off)
+	lower(&l.cacheFrom, off)
 	if active != nil {
 		signal(l.allocReq)
 	}
 	l.log.Warn("commitlog truncated", zap.Int64("to", off), zap.Int64("oldEnd", end),
 		zap.Int("segmentsRemoved", removed))
 	return nil
+}
+
+// lower sets v to to unless it is lower already.
+func lower(v interface {
+	Load() int64
+	CompareAndSwap(old, new int64) bool
+}, to int64) {
+	for {
+		cur := v.Load()
+		if cur <= to || v.CompareAndSwap(cur, to) {
+			return
+		}
+	}
 }

@@ -55,6 +55,7 @@ type flags struct {
 	cluster          string
 	flush            string
 	segmentSize      int64
+	commitLogCache   int64
 	registerInterval time.Duration
 	brokerTimeout    time.Duration
 	gossip           string
@@ -153,6 +154,8 @@ func newCommand(code *int) (*cobra.Command, *flags) {
 	fs.StringVar(&f.cluster, "cluster", d.Cluster, "cluster name")
 	daemon.CheckedStringVar(fs, &f.flush, "flush", d.Store.CommitLog.FlushMode.String(), "sync (acknowledge once durable) or async (flush every 500 ms)", checkFlush)
 	fs.Int64Var(&f.segmentSize, "segment-size", d.Store.CommitLog.SegmentSize, "CommitLog segment size in bytes")
+	fs.Int64Var(&f.commitLogCache, "commitlog-cache", d.Store.CommitLog.CacheWindow,
+		"bytes of CommitLog kept in the page cache behind its flushed end; older pages are dropped from it (0: leave the page cache to the kernel)")
 	fs.DurationVar(&f.registerInterval, "register-interval", d.RegisterInterval, "how often to register with the NameServers")
 	fs.DurationVar(&f.registerTimeout, "register-timeout", d.RegisterTimeout, "bound of one registration or unregistration call")
 	fs.DurationVar(&f.brokerTimeout, "broker-timeout", 0, "heartbeat timeout the NameServers apply to this broker (0: theirs)")
@@ -289,6 +292,7 @@ func loadOptions(cmd *cobra.Command, f *flags) (broker.Options, *daemon.Config, 
 	}
 	opts.Store.CommitLog.FlushMode = mode
 	opts.Store.CommitLog.SegmentSize = f.segmentSize
+	opts.Store.CommitLog.CacheWindow = f.commitLogCache
 	opts.Store.Retention.MaxAge = time.Duration(f.retentionHours) * time.Hour
 	sec, err := f.security.Apply()
 	if err != nil {
@@ -306,7 +310,7 @@ func loadOptions(cmd *cobra.Command, f *flags) (broker.Options, *daemon.Config, 
 		return broker.Options{}, nil, err
 	}
 	if err := opts.Store.CommitLog.Validate(); err != nil {
-		return broker.Options{}, nil, fmt.Errorf("segment-size: %w", err)
+		return broker.Options{}, nil, fmt.Errorf("segment-size, commitlog-cache: %w", err)
 	}
 	// The store's rule: the largest body plus 64 KiB of headroom fits a
 	// segment. Checked here to name the two settings.
