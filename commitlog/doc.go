@@ -153,6 +153,17 @@
 // inside what was asked for, make no system call. Options.ReadAhead < 0
 // turns it off.
 //
+// # A bounded page cache
+//
+// With Options.CacheWindow (2 GiB by default) a goroutine of the log drops,
+// four times a second, the bytes more than the window behind the flushed
+// end from the process's mappings (madvise DONTNEED) and then from the page
+// cache (posix_fadvise DONTNEED; they are clean, being flushed), and raises
+// ResidentFrom to that point, below which readers use pread. The appends
+// that follow take the memory it gave back instead of fresh pages, so the
+// log's share of the page cache stays near the window however much is
+// written; reads further back go to the file (and read-ahead).
+//
 // # Concurrency
 //
 // Append* serialise on the append lock. View, ReadRecord, ReadRaw and Scan
