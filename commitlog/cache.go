@@ -67,29 +67,16 @@ func (l *Log) dropBehind() {
 }
 
 // dropRange drops [lo, hi) of segment s from the mapping and the page
-// cache under the flush lock, if s is still part of the log; done is false
-// when it is not.
+// cache, if s is still part of the log; done is false when it is not.
 func (l *Log) dropRange(s *segment, lo, hi int64) (done bool, err error) {
-	l.flushMu.Lock()
-	defer l.flushMu.Unlock()
-	if l.segmentsClosed {
-		return false, ErrClosed
-	}
-	l.segMu.RLock()
-	live := slices.Contains(l.segs, s)
-	l.segMu.RUnlock()
-	if !live {
-		return false, nil
-	}
-	if s.m != nil {
-		if err := s.m.Release(int(lo), int(hi-lo)); err != nil {
-			return false, err
+	return l.onLiveSegment(s, func() error {
+		if s.m != nil {
+			if err := s.m.Release(int(lo), int(hi-lo)); err != nil {
+				return err
+			}
 		}
-	}
-	if err := unix.Fadvise(int(s.f.Fd()), lo, hi-lo, unix.FADV_DONTNEED); err != nil {
-		return false, err
-	}
-	return true, nil
+		return unix.Fadvise(int(s.f.Fd()), lo, hi-lo, unix.FADV_DONTNEED)
+	})
 }
 
 // raise sets v to to unless it is higher already.

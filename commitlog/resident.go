@@ -45,9 +45,21 @@ func (l *Log) ReleaseResident(before int64) (int64, error) {
 	return released, nil
 }
 
-// releaseRange drops [lo, hi) of segment s's mapping under the flush lock,
-// if s is still part of the log; done is false when it is not.
+// releaseRange drops [lo, hi) of segment s's mapping, if s is still part
+// of the log; done is false when it is not.
 func (l *Log) releaseRange(s *segment, lo, hi int64) (done bool, err error) {
+	return l.onLiveSegment(s, func() error {
+		if s.m == nil {
+			return nil
+		}
+		return s.m.Release(int(lo), int(hi-lo))
+	})
+}
+
+// onLiveSegment runs fn under the flush lock (no segment is unmapped or
+// removed meanwhile) if s is still part of the log; done is false when it
+// is not.
+func (l *Log) onLiveSegment(s *segment, fn func() error) (done bool, err error) {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
 	if l.segmentsClosed {
@@ -56,10 +68,10 @@ func (l *Log) releaseRange(s *segment, lo, hi int64) (done bool, err error) {
 	l.segMu.RLock()
 	live := slices.Contains(l.segs, s)
 	l.segMu.RUnlock()
-	if !live || s.m == nil {
+	if !live {
 		return false, nil
 	}
-	return true, s.m.Release(int(lo), int(hi-lo))
+	return true, fn()
 }
 
 // ResidentFrom returns the offset below which ReleaseResident has dropped

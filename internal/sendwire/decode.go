@@ -18,7 +18,7 @@ var errInvalidUTF8 = errors.New("string field contains invalid UTF-8")
 // copy of b.
 func DecodeSendResponse(b []byte, resp *pb.SendResponse) error {
 	resp.Reset()
-	n, err := countField(b, 3)
+	n, err := CountField(b, 3)
 	if err != nil {
 		return err
 	}
@@ -72,12 +72,13 @@ func DecodeSendResponse(b []byte, resp *pb.SendResponse) error {
 	return nil
 }
 
-// countField counts the entries of field num in the message b, and checks
-// the message's framing.
-func countField(b []byte, want protowire.Number) (int, error) {
+// CountField counts the entries of length-delimited field want in the
+// message b, and checks the message's framing (which a second pass may
+// then rely on).
+func CountField(b []byte, want protowire.Number) (int, error) {
 	n := 0
 	for len(b) > 0 {
-		num, typ, l := consumeTag(b)
+		num, typ, l := ConsumeTag(b)
 		if l < 0 {
 			return 0, protowire.ParseError(l)
 		}
@@ -94,9 +95,9 @@ func countField(b []byte, want protowire.Number) (int, error) {
 	return n, nil
 }
 
-// consumeTag is protowire.ConsumeTag refusing, as proto.Unmarshal does,
+// ConsumeTag is protowire.ConsumeTag refusing, as proto.Unmarshal does,
 // field numbers above the largest valid one.
-func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
+func ConsumeTag(b []byte) (protowire.Number, protowire.Type, int) {
 	num, typ, l := protowire.ConsumeTag(b)
 	if l >= 0 && num > protowire.MaxValidNumber {
 		return 0, 0, -2 // protowire's code of an invalid field number
@@ -115,7 +116,7 @@ type decoder struct {
 func (d *decoder) pos() int { return len(d.all) - len(d.at) }
 
 func (d *decoder) tag() (protowire.Number, protowire.Type, error) {
-	num, typ, l := consumeTag(d.at)
+	num, typ, l := ConsumeTag(d.at)
 	if l < 0 {
 		return 0, 0, protowire.ParseError(l)
 	}

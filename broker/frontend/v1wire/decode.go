@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/bolide-mq/bolide/internal/sendwire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -26,7 +27,7 @@ var errInvalidUTF8 = errors.New("string field contains invalid UTF-8")
 // skipped (not kept).
 func DecodeSendRequest(b []byte) (*pb.SendRequest, error) {
 	req := new(pb.SendRequest)
-	n, err := countMessages(b)
+	n, err := sendwire.CountField(b, 3)
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +38,7 @@ func DecodeSendRequest(b []byte) (*pb.SendRequest, error) {
 	}
 	d := decoder{bodies: make([]byte, 0, len(b))} // the bodies take less than the whole request
 	for len(b) > 0 {
-		num, typ, l := consumeTag(b)
+		num, typ, l := sendwire.ConsumeTag(b)
 		if l < 0 {
 			return nil, protowire.ParseError(l)
 		}
@@ -80,38 +81,6 @@ func DecodeSendRequest(b []byte) (*pb.SendRequest, error) {
 	return req, nil
 }
 
-// consumeTag is protowire.ConsumeTag refusing, as proto.Unmarshal does,
-// field numbers above the largest valid one.
-func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
-	num, typ, l := protowire.ConsumeTag(b)
-	if l >= 0 && num > protowire.MaxValidNumber {
-		return 0, 0, -2 // protowire's code of an invalid field number
-	}
-	return num, typ, l
-}
-
-// countMessages counts the messages field's entries (and checks the
-// request's framing, which the second pass relies on).
-func countMessages(b []byte) (int, error) {
-	n := 0
-	for len(b) > 0 {
-		num, typ, l := consumeTag(b)
-		if l < 0 {
-			return 0, protowire.ParseError(l)
-		}
-		b = b[l:]
-		if num == 3 && typ == protowire.BytesType {
-			n++
-		}
-		l = protowire.ConsumeFieldValue(num, typ, b)
-		if l < 0 {
-			return 0, protowire.ParseError(l)
-		}
-		b = b[l:]
-	}
-	return n, nil
-}
-
 // decoder holds what the messages of one request share.
 type decoder struct {
 	topic  string // the last topic decoded, shared by the next that repeats it
@@ -121,7 +90,7 @@ type decoder struct {
 // message decodes one Message into m.
 func (d *decoder) message(b []byte, m *pb.Message) error {
 	for len(b) > 0 {
-		num, typ, l := consumeTag(b)
+		num, typ, l := sendwire.ConsumeTag(b)
 		if l < 0 {
 			return protowire.ParseError(l)
 		}
@@ -196,7 +165,7 @@ func (d *decoder) message(b []byte, m *pb.Message) error {
 func decodeProperty(b []byte, props map[string]string) error {
 	var key, value []byte
 	for len(b) > 0 {
-		num, typ, l := consumeTag(b)
+		num, typ, l := sendwire.ConsumeTag(b)
 		if l < 0 {
 			return protowire.ParseError(l)
 		}
