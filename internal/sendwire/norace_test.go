@@ -1,0 +1,5 @@
+//go:build !race
+
+package sendwire
+
+const raceEnabled = false
