@@ -387,7 +387,8 @@ func (p *Producer) fillWire(pm *pb.Message, m *Message, shardingKey string, born
 	if n := encodedPropertiesLen(props); n > message.MaxPropertiesSize-32 {
 		return codeErr(pb.Code_PROPERTIES_TOO_LARGE, "properties take %d bytes, at most %d", n, message.MaxPropertiesSize-32)
 	}
-	wire.MessageToProto(pm, &message.Message{Topic: m.Topic, Body: m.Body, Properties: props}, bornMs, p.bornHost)
+	pm.Topic, pm.Body, pm.Properties = m.Topic, m.Body, props
+	pm.BornTimestamp, pm.BornHost = bornMs, p.bornHost
 	return nil
 }
 

@@ -3,6 +3,7 @@ package commitlog
 import (
 	"errors"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -33,11 +34,11 @@ const dropRedo = 64 << 20
 // It runs every dropEvery on a goroutine of the log, and works in
 // chunks of releaseChunk under the flush lock, as ReleaseResident does.
 func (l *Log) dropBehind() {
-	before := l.flushed.Load() - l.opts.CacheWindow
-	from := max(l.cacheFrom.Load()-dropRedo, 0)
-	if before <= l.cacheFrom.Load() {
+	before, dropped := l.flushed.Load()-l.opts.CacheWindow, l.cacheFrom.Load()
+	if before <= dropped {
 		return
 	}
+	from := max(dropped-dropRedo, 0)
 	l.segMu.RLock()
 	segs := slices.Clone(l.segs)
 	l.segMu.RUnlock()
@@ -80,13 +81,20 @@ func (l *Log) dropRange(s *segment, lo, hi int64) (done bool, err error) {
 }
 
 // raise sets v to to unless it is higher already.
-func raise(v interface {
-	Load() int64
-	CompareAndSwap(old, new int64) bool
-}, to int64) {
+func raise(v *atomic.Int64, to int64) {
 	for {
 		cur := v.Load()
 		if to <= cur || v.CompareAndSwap(cur, to) {
+			return
+		}
+	}
+}
+
+// lower sets v to to unless it is lower already.
+func lower(v *atomic.Int64, to int64) {
+	for {
+		cur := v.Load()
+		if cur <= to || v.CompareAndSwap(cur, to) {
 			return
 		}
 	}

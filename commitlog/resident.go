@@ -46,14 +46,17 @@ func (l *Log) ReleaseResident(before int64) (int64, error) {
 }
 
 // releaseRange drops [lo, hi) of segment s's mapping, if s is still part
-// of the log; done is false when it is not.
+// of the log and mapped; done is false when it is not.
 func (l *Log) releaseRange(s *segment, lo, hi int64) (done bool, err error) {
-	return l.onLiveSegment(s, func() error {
+	mapped := false
+	done, err = l.onLiveSegment(s, func() error {
 		if s.m == nil {
 			return nil
 		}
+		mapped = true
 		return s.m.Release(int(lo), int(hi-lo))
 	})
+	return done && mapped, err
 }
 
 // onLiveSegment runs fn under the flush lock (no segment is unmapped or

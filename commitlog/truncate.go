@@ -211,16 +211,3 @@ func (l *Log) Truncate(off int64) error {
 		zap.Int("segmentsRemoved", removed))
 	return nil
 }
-
-// lower sets v to to unless it is lower already.
-func lower(v interface {
-	Load() int64
-	CompareAndSwap(old, new int64) bool
-}, to int64) {
-	for {
-		cur := v.Load()
-		if cur <= to || v.CompareAndSwap(cur, to) {
-			return
-		}
-	}
-}

@@ -10,8 +10,9 @@ import (
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
-// errInvalidUTF8 is a string field that is not UTF-8, which proto3 forbids.
-var errInvalidUTF8 = errors.New("string field contains invalid UTF-8")
+// ErrInvalidUTF8 is a string field that is not UTF-8, which proto3 forbids
+// (proto.Unmarshal refuses it too).
+var ErrInvalidUTF8 = errors.New("string field contains invalid UTF-8")
 
 // DecodeSendResponse decodes b into resp (reset first), as proto.Unmarshal
 // does. The results are allocated together, and their strings share one
@@ -151,7 +152,7 @@ func (d *decoder) string() (string, error) {
 		return "", protowire.ParseError(l)
 	}
 	if !utf8.Valid(v) {
-		return "", errInvalidUTF8
+		return "", ErrInvalidUTF8
 	}
 	start := d.pos() + l - len(v)
 	d.at = d.at[l:]

@@ -81,13 +81,6 @@ func FromStatus(st *pb.Status) error {
 // error without one.
 func CodeOf(err error) pb.Code { return pb.Code(errcode.Of(err)) }
 
-// MessageToProto fills dst, a message to send (its queue id is left as it
-// is), from m.
-func MessageToProto(dst *pb.Message, m *message.Message, bornTimestamp int64, bornHost string) {
-	dst.Topic, dst.Flag, dst.Body, dst.Properties = m.Topic, m.Flag, m.Body, m.Properties
-	dst.BornTimestamp, dst.BornHost = bornTimestamp, bornHost
-}
-
 // MessagesFromProto converts the messages of one request into what the
 // store takes, allocated together; a born host that repeats the one before
 // is parsed once, and one that does not parse is left unset. pms holds no

@@ -1,7 +1,6 @@
 package v1wire
 
 import (
-	"errors"
 	"fmt"
 	"unicode/utf8"
 
@@ -11,10 +10,6 @@ import (
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
-
-// errInvalidUTF8 is a string field that is not UTF-8, which proto3 forbids
-// (proto.Unmarshal refuses it too).
-var errInvalidUTF8 = errors.New("string field contains invalid UTF-8")
 
 // DecodeSendRequest decodes a bolide.v1 SendRequest as proto.Unmarshal
 // does — the same messages for every input proto.Unmarshal accepts, an
@@ -56,7 +51,7 @@ func DecodeSendRequest(b []byte) (*pb.SendRequest, error) {
 				return nil, protowire.ParseError(l)
 			}
 			if !utf8.Valid(v) {
-				return nil, fmt.Errorf("producer_group: %w", errInvalidUTF8)
+				return nil, fmt.Errorf("producer_group: %w", sendwire.ErrInvalidUTF8)
 			}
 			req.ProducerGroup, b = string(v), b[l:]
 		case num == 3 && typ == protowire.BytesType:
@@ -123,7 +118,7 @@ func (d *decoder) message(b []byte, m *pb.Message) error {
 			switch num {
 			case 1:
 				if !utf8.Valid(v) {
-					return fmt.Errorf("topic: %w", errInvalidUTF8)
+					return fmt.Errorf("topic: %w", sendwire.ErrInvalidUTF8)
 				}
 				if string(v) != d.topic {
 					d.topic = string(v)
@@ -145,7 +140,7 @@ func (d *decoder) message(b []byte, m *pb.Message) error {
 				}
 			case 7:
 				if !utf8.Valid(v) {
-					return fmt.Errorf("born_host: %w", errInvalidUTF8)
+					return fmt.Errorf("born_host: %w", sendwire.ErrInvalidUTF8)
 				}
 				m.BornHost = string(v)
 			}
@@ -177,7 +172,7 @@ func decodeProperty(b []byte, props map[string]string) error {
 			}
 			b = b[l:]
 			if !utf8.Valid(v) {
-				return fmt.Errorf("property: %w", errInvalidUTF8)
+				return fmt.Errorf("property: %w", sendwire.ErrInvalidUTF8)
 			}
 			if num == 1 {
 				key = v
