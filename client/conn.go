@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/bolide-mq/bolide/internal/frame"
-	"github.com/bolide-mq/bolide/internal/sendwire"
+	"github.com/bolide-mq/bolide/internal/hotwire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -247,18 +247,27 @@ func (c *brokerClient) sendFrame(ctx context.Context, req *pb.SendRequest, onewa
 }
 
 // sendRequest and sendResponse carry a send over the frame protocol with
-// internal/sendwire's codec, which spares protobuf's reflection on every
+// internal/hotwire's codec, which spares protobuf's reflection on every
 // message of a batch (frame.Appender, frame.Unmarshaler).
 type sendRequest struct{ *pb.SendRequest }
 
 func (r sendRequest) AppendProto(dst []byte) []byte {
-	return sendwire.AppendSendRequest(dst, r.SendRequest)
+	return hotwire.AppendSendRequest(dst, r.SendRequest)
 }
 
 type sendResponse struct{ *pb.SendResponse }
 
 func (r sendResponse) UnmarshalProto(b []byte) error {
-	return sendwire.DecodeSendResponse(b, r.SendResponse)
+	return hotwire.DecodeSendResponse(b, r.SendResponse)
+}
+
+// pullResponse decodes a pull's answer with internal/hotwire's codec: its
+// records are slices of the frame, which the frame client reads into a
+// buffer of its own for each answer, so they are not copied again.
+type pullResponse struct{ *pb.PullResponse }
+
+func (r pullResponse) UnmarshalProto(b []byte) error {
+	return hotwire.DecodePullResponse(b, r.PullResponse)
 }
 
 // base is what every client has: options, an id, connections, NameServers,
@@ -358,7 +367,7 @@ func (b *base) broker(addr string) (*brokerClient, error) {
 // the client uses it and the broker speaks it, else with cli (gRPC).
 func (b *base) pullFrom(ctx context.Context, addr string, cli pb.BrokerClient, req *pb.PullRequest) (*pb.PullResponse, error) {
 	resp := new(pb.PullResponse)
-	if ok, err := b.frames.call(ctx, addr, frame.MethodPull, req, resp); ok {
+	if ok, err := b.frames.call(ctx, addr, frame.MethodPull, req, pullResponse{resp}); ok {
 		return resp, err
 	}
 	return cli.Pull(ctx, req)

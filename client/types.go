@@ -34,7 +34,10 @@ type Message struct {
 }
 
 // MessageExt is a consumed or looked-up message: the Message plus what the
-// producer and broker recorded about it.
+// producer and broker recorded about it. Its Body shares one buffer with the
+// other messages that arrived in the same answer (each its own part of it,
+// capped, so an append copies): keeping one message keeps that buffer; copy
+// the body to keep a small part of a large answer for long.
 type MessageExt struct {
 	Message
 	// MsgID is the message id, what RocketMQ's clients call MsgId: the
@@ -123,9 +126,10 @@ var fieldProperties = []string{
 }
 
 // extFromRecord decodes a stored record pulled from, or looked up on, the
-// broker group brokerName.
+// broker group brokerName. The body is not copied: rec always comes from an
+// answer the client has just decoded and owns, and nothing else uses it.
 func extFromRecord(rec []byte, brokerName string) (*MessageExt, error) {
-	e, err := message.Decode(rec)
+	e, err := message.DecodeShared(rec)
 	if err != nil {
 		return nil, fmt.Errorf("decode record from %s: %w", brokerName, err)
 	}

@@ -407,7 +407,15 @@ func decodeHost(b []byte) netip.AddrPort {
 // Decode parses one record (structure only; use Verify for checksums). The
 // body is copied, so the result does not alias rec. The checksum trailer is
 // not returned among the properties.
-func Decode(rec []byte) (*Ext, error) {
+func Decode(rec []byte) (*Ext, error) { return decode(rec, true) }
+
+// DecodeShared is Decode without the copy of the body: the result's Body
+// is a slice of rec (capped, so an append to it copies), for a caller that
+// owns rec and will not change or reuse it, such as a client decoding the
+// records of a response it has just read.
+func DecodeShared(rec []byte) (*Ext, error) { return decode(rec, false) }
+
+func decode(rec []byte, copyBody bool) (*Ext, error) {
 	v, err := parse(rec)
 	if err != nil {
 		return nil, err
@@ -422,11 +430,18 @@ func Decode(rec []byte) (*Ext, error) {
 		return nil, err
 	}
 	delete(props, PropertyCRC32)
+	var body []byte // nil when empty, either way
+	switch {
+	case copyBody:
+		body = append(body, v.body...)
+	case len(v.body) > 0:
+		body = v.body[:len(v.body):len(v.body)]
+	}
 	e := &Ext{
 		Message: Message{
 			Topic:      string(v.topic),
 			Flag:       v.flag,
-			Body:       append([]byte(nil), v.body...),
+			Body:       body,
 			Properties: props,
 		},
 		QueueID:                   v.queueID,

@@ -379,6 +379,25 @@ func TestRecordRoundTrip(t *testing.T) {
 			}
 			clear(scratch)
 			checkDecoded(t, e, fromScratch, n)
+			// DecodeShared decodes the same, its body a capped slice of
+			// the record.
+			scratch = append(scratch[:0], rec...)
+			shared, err := DecodeShared(scratch)
+			if err != nil {
+				t.Fatalf("DecodeShared: %v", err)
+			}
+			checkDecoded(t, e, shared, n)
+			switch {
+			case len(e.Body) == 0 && shared.Body != nil:
+				t.Errorf("DecodeShared: empty body %#v, want nil as Decode gives", shared.Body)
+			case len(e.Body) > 0 && cap(shared.Body) != len(shared.Body):
+				t.Errorf("DecodeShared: body capacity %d beyond its length %d", cap(shared.Body), len(shared.Body))
+			case len(e.Body) > 0:
+				clear(scratch)
+				if !bytes.Equal(shared.Body, make([]byte, len(e.Body))) {
+					t.Errorf("DecodeShared copied the body: clearing the record left it %q", shared.Body)
+				}
+			}
 			// Encoding is deterministic, whatever the map order.
 			for range 5 {
 				again, err := Encode(nil, got)

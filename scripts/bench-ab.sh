@@ -20,10 +20,12 @@
 #
 # Settings (environment):
 #   ROUNDS     pairs of runs of each workload (each pair: both builds)  (2)
-#   WORKLOADS  which of: p1 p16 batch e2e                     (p1 p16 batch e2e)
+#   WORKLOADS  which of: p1 p16 batch backlog e2e             (p1 p16 batch e2e)
 #   MSGS_1     messages, 1 producer                                     (60000)
 #   MSGS_16    messages, 16 producers                                   (200000)
 #   MSGS_BATCH messages, batched (batch 64, 16 in flight)               (1000000)
+#   MSGS_BACKLOG messages of the backlog read from the start, 500 a pull (1000000;
+#              sent first, batched, and not counted)
 #   E2E_RATE   end-to-end run: messages/s, for E2E_DURATION (a Go duration) (10000, 15s)
 #   FLUSH      the brokers' flush mode                                  (async)
 set -euo pipefail
@@ -34,6 +36,7 @@ WORKLOADS=${WORKLOADS:-p1 p16 batch e2e}
 MSGS_1=${MSGS_1:-60000}
 MSGS_16=${MSGS_16:-200000}
 MSGS_BATCH=${MSGS_BATCH:-1000000}
+MSGS_BACKLOG=${MSGS_BACKLOG:-1000000}
 E2E_RATE=${E2E_RATE:-10000}
 E2E_DURATION=${E2E_DURATION:-15s}
 FLUSH=${FLUSH:-async}
@@ -117,12 +120,17 @@ run() {
 		n=$MSGS_BATCH
 		args+=(--batch 64 --async --inflight 16)
 		;;
+	backlog)
+		n=$MSGS_BACKLOG
+		"$bin/bolide" -n "$ns" "${args[@]}" --batch 64 --async --inflight 16 --count "$n" >/dev/null 2>&1
+		args=(bench consume --topic t --pull-batch 500)
+		;;
 	e2e)
 		n=$(awk -v r="$E2E_RATE" -v d="$(seconds "$E2E_DURATION")" 'BEGIN { printf "%.0f", r * (d + 1) }')
 		args=(bench e2e --topic t --rate "$E2E_RATE" --duration "$E2E_DURATION" --warmup 1s --size 1024)
 		;;
 	esac
-	[[ $w == e2e ]] || "$bin/bolide" -n "$ns" "${args[@]}" --count 2000 >/dev/null 2>&1 # warm-up
+	[[ $w == e2e || $w == backlog ]] || "$bin/bolide" -n "$ns" "${args[@]}" --count 2000 >/dev/null 2>&1 # warm-up
 	t0=$(awk '{print $14 + $15}' "/proc/$broker/stat")
 	c0=$(awk '{print $16 + $17}' "/proc/$me/stat")
 	if [[ $w == e2e ]]; then
@@ -176,6 +184,7 @@ for w in $WORKLOADS; do
 	p1) label="1 producer, synchronous (msgs/s)" ;;
 	p16) label="16 producers, synchronous (msgs/s)" ;;
 	batch) label="batched: batch 64, 16 in flight (msgs/s)" ;;
+	backlog) label="consume a backlog of $MSGS_BACKLOG, 500 a pull (msgs/s)" ;;
 	e2e) label="end to end at $E2E_RATE msgs/s (p99 ms)" ;;
 	esac
 	awk -v l="$label" -v ra="$ra" -v rb="$rb" -v ca="$ca" -v cb="$cb" -v ka="$ka" -v kb="$kb" -v ms="$([[ $w == e2e ]] && echo 1)" 'BEGIN {

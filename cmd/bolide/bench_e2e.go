@@ -227,9 +227,7 @@ func (a *app) e2eProduce(p *client.Producer, r *e2eRun, total int64) time.Time {
 	var last time.Time
 	for i := int64(0); i < total && a.ctx.Err() == nil; i++ {
 		sched := r.start.Add(time.Duration(float64(i) * perMsg))
-		if d := time.Until(sched); d > 0 {
-			sleepCtx(a.ctx, d)
-		}
+		sleepUntil(a.ctx, sched)
 		m := &client.Message{Topic: r.f.topic, Tag: r.tag, Body: body,
 			Properties: map[string]string{benchSentProperty: strconv.FormatInt(sched.UnixNano(), 10)}}
 		wg.Add(1)

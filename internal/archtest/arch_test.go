@@ -27,7 +27,7 @@ var protocols = []string{
 	module + "proto/bolidev1",
 	module + "internal/wire",
 	module + "internal/frame",
-	module + "internal/sendwire",
+	module + "internal/hotwire",
 	module + "internal/remoting",
 	"google.golang.org/grpc",
 	"github.com/apache/rocketmq-clients/golang/v5/protocol/v2", // RocketMQ 5's apache.rocketmq.v2

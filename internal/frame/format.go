@@ -116,7 +116,7 @@ func AppendFrame(dst []byte, h Header, payload []byte) []byte {
 }
 
 // Appender is a message that writes its own protobuf encoding: a
-// hand-written encoder of a hot message (internal/sendwire), used in place
+// hand-written encoder of a hot message (internal/hotwire), used in place
 // of protobuf's reflection. AppendProto appends the encoding to dst.
 type Appender interface {
 	proto.Message

@@ -22,7 +22,7 @@ import (
 	"github.com/bolide-mq/bolide/broker/frontend"
 	"github.com/bolide-mq/bolide/broker/frontend/v1wire"
 	"github.com/bolide-mq/bolide/internal/frame"
-	"github.com/bolide-mq/bolide/internal/sendwire"
+	"github.com/bolide-mq/bolide/internal/hotwire"
 	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -138,11 +138,11 @@ func (f *Frontend) Shutdown(ctx context.Context) error {
 	return f.srv.Shutdown(ctx)
 }
 
-// sendResponse writes a send's answer with internal/sendwire's encoder,
+// sendResponse writes a send's answer with internal/hotwire's encoder,
 // which spares protobuf's reflection on every result of a batch
 // (frame.Appender).
 type sendResponse struct{ *pb.SendResponse }
 
 func (r sendResponse) AppendProto(dst []byte) []byte {
-	return sendwire.AppendSendResponse(dst, r.SendResponse)
+	return hotwire.AppendSendResponse(dst, r.SendResponse)
 }

@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/bolide-mq/bolide/internal/sendwire"
+	"github.com/bolide-mq/bolide/internal/hotwire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -22,7 +22,7 @@ import (
 // skipped (not kept).
 func DecodeSendRequest(b []byte) (*pb.SendRequest, error) {
 	req := new(pb.SendRequest)
-	n, err := sendwire.CountField(b, 3)
+	n, err := hotwire.CountField(b, 3)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +33,7 @@ func DecodeSendRequest(b []byte) (*pb.SendRequest, error) {
 	}
 	d := decoder{bodies: make([]byte, 0, len(b))} // the bodies take less than the whole request
 	for len(b) > 0 {
-		num, typ, l := sendwire.ConsumeTag(b)
+		num, typ, l := hotwire.ConsumeTag(b)
 		if l < 0 {
 			return nil, protowire.ParseError(l)
 		}
@@ -51,7 +51,7 @@ func DecodeSendRequest(b []byte) (*pb.SendRequest, error) {
 				return nil, protowire.ParseError(l)
 			}
 			if !utf8.Valid(v) {
-				return nil, fmt.Errorf("producer_group: %w", sendwire.ErrInvalidUTF8)
+				return nil, fmt.Errorf("producer_group: %w", hotwire.ErrInvalidUTF8)
 			}
 			req.ProducerGroup, b = string(v), b[l:]
 		case num == 3 && typ == protowire.BytesType:
@@ -85,7 +85,7 @@ type decoder struct {
 // message decodes one Message into m.
 func (d *decoder) message(b []byte, m *pb.Message) error {
 	for len(b) > 0 {
-		num, typ, l := sendwire.ConsumeTag(b)
+		num, typ, l := hotwire.ConsumeTag(b)
 		if l < 0 {
 			return protowire.ParseError(l)
 		}
@@ -118,7 +118,7 @@ func (d *decoder) message(b []byte, m *pb.Message) error {
 			switch num {
 			case 1:
 				if !utf8.Valid(v) {
-					return fmt.Errorf("topic: %w", sendwire.ErrInvalidUTF8)
+					return fmt.Errorf("topic: %w", hotwire.ErrInvalidUTF8)
 				}
 				if string(v) != d.topic {
 					d.topic = string(v)
@@ -140,7 +140,7 @@ func (d *decoder) message(b []byte, m *pb.Message) error {
 				}
 			case 7:
 				if !utf8.Valid(v) {
-					return fmt.Errorf("born_host: %w", sendwire.ErrInvalidUTF8)
+					return fmt.Errorf("born_host: %w", hotwire.ErrInvalidUTF8)
 				}
 				m.BornHost = string(v)
 			}
@@ -160,7 +160,7 @@ func (d *decoder) message(b []byte, m *pb.Message) error {
 func decodeProperty(b []byte, props map[string]string) error {
 	var key, value []byte
 	for len(b) > 0 {
-		num, typ, l := sendwire.ConsumeTag(b)
+		num, typ, l := hotwire.ConsumeTag(b)
 		if l < 0 {
 			return protowire.ParseError(l)
 		}
@@ -172,7 +172,7 @@ func decodeProperty(b []byte, props map[string]string) error {
 			}
 			b = b[l:]
 			if !utf8.Valid(v) {
-				return fmt.Errorf("property: %w", sendwire.ErrInvalidUTF8)
+				return fmt.Errorf("property: %w", hotwire.ErrInvalidUTF8)
 			}
 			if num == 1 {
 				key = v

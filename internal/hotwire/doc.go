@@ -1,4 +1,4 @@
-// Package sendwire encodes and decodes the two messages of bolide.v1's
+// Package hotwire encodes and decodes the two messages of bolide.v1's
 // send path that carry one entry per message sent — SendRequest on the way
 // in, SendResponse on the way out — by hand, with protowire, instead of
 // through protobuf's reflection.
@@ -27,4 +27,4 @@
 //
 // The request's decoder, used by the broker, is
 // broker/frontend/v1wire.DecodeSendRequest.
-package sendwire
+package hotwire

@@ -1,4 +1,4 @@
-package sendwire
+package hotwire
 
 import (
 	"testing"
@@ -139,26 +139,7 @@ func TestDecodeSendResponseMatchesProto(t *testing.T) {
 			sameAsProto(t, b[:i])
 		}
 	}
-	sub := func(num protowire.Number, fields ...[]byte) []byte {
-		var m []byte
-		for _, f := range fields {
-			m = append(m, f...)
-		}
-		return protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), m)
-	}
-	str := func(num protowire.Number, s string) []byte {
-		return protowire.AppendString(protowire.AppendTag(nil, num, protowire.BytesType), s)
-	}
-	varint := func(num protowire.Number, v uint64) []byte {
-		return protowire.AppendVarint(protowire.AppendTag(nil, num, protowire.VarintType), v)
-	}
-	cat := func(parts ...[]byte) []byte {
-		var b []byte
-		for _, p := range parts {
-			b = append(b, p...)
-		}
-		return b
-	}
+	sub, str, varint := fieldSub, fieldStr, fieldVarint
 	cases := map[string][]byte{
 		"repeated scalar: last wins":     cat(varint(1, 1), varint(1, 2), str(4, "a"), str(4, "b")),
 		"status twice: merged":           cat(sub(2, varint(1, 3)), sub(2, str(2, "why"))),
@@ -192,4 +173,29 @@ func FuzzDecodeSendResponse(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { sameAsProto(t, b) })
+}
+
+// fieldSub encodes a length-delimited field num holding fields, one after
+// the other.
+func fieldSub(num protowire.Number, fields ...[]byte) []byte {
+	return protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), cat(fields...))
+}
+
+// fieldStr encodes string field num.
+func fieldStr(num protowire.Number, s string) []byte {
+	return protowire.AppendString(protowire.AppendTag(nil, num, protowire.BytesType), s)
+}
+
+// fieldVarint encodes varint field num.
+func fieldVarint(num protowire.Number, v uint64) []byte {
+	return protowire.AppendVarint(protowire.AppendTag(nil, num, protowire.VarintType), v)
+}
+
+// cat joins encoded fields.
+func cat(parts ...[]byte) []byte {
+	var b []byte
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return b
 }

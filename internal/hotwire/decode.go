@@ -1,4 +1,4 @@
-package sendwire
+package hotwire
 
 import (
 	"errors"

@@ -1,6 +1,6 @@
 //go:build race
 
-package sendwire
+package hotwire
 
 // raceEnabled: the race detector's instrumentation allocates, so the
 // allocation count is checked without it.

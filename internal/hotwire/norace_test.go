@@ -1,5 +1,5 @@
 //go:build !race
 
-package sendwire
+package hotwire
 
 const raceEnabled = false
