@@ -70,8 +70,9 @@ func (a *Admin) readQueue(ctx context.Context, addr string, mq MessageQueue, fro
 		}
 		switch resp.GetPullStatus() {
 		case pb.PullStatus_FOUND:
+			d := recordDecoder{brokerName: mq.BrokerName}
 			for _, rec := range resp.GetRecords() {
-				m, err := extFromRecord(rec, mq.BrokerName)
+				m, err := d.decode(rec)
 				if err != nil {
 					return nil, offset, fmt.Errorf("read %s from offset %d: %w", mq, offset, err)
 				}

@@ -563,8 +563,9 @@ func (c *consumerCore) pullOnce(ctx context.Context, mq MessageQueue, sub *subsc
 		return res, t.id, nil
 	}
 	res.msgs = make([]*MessageExt, 0, len(resp.GetRecords()))
+	d := recordDecoder{brokerName: mq.BrokerName}
 	for _, rec := range resp.GetRecords() {
-		m, err := extFromRecord(rec, mq.BrokerName)
+		m, err := d.decode(rec)
 		if err != nil {
 			return nil, t.id, fmt.Errorf("pull %s at %d from %s: %w", mq, offset, addr, err)
 		}

@@ -349,8 +349,9 @@ func (c *SimpleConsumer) receiveOnce(ctx context.Context, t popTarget, req *pb.R
 		return nil, false, fmt.Errorf("receive %s from %s (%s): %w", t.topic, t.brokerName, addr, err)
 	}
 	out := make([]*MessageView, 0, len(resp.GetMessages()))
+	d := recordDecoder{brokerName: t.brokerName}
 	for _, m := range resp.GetMessages() {
-		ext, err := extFromRecord(m.GetRecord(), t.brokerName)
+		ext, err := d.decode(m.GetRecord())
 		if err != nil {
 			return out, false, err
 		}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -129,17 +130,53 @@ var fieldProperties = []string{
 // broker group brokerName. The body is not copied: rec always comes from an
 // answer the client has just decoded and owns, and nothing else uses it.
 func extFromRecord(rec []byte, brokerName string) (*MessageExt, error) {
+	d := recordDecoder{brokerName: brokerName}
+	return d.decode(rec)
+}
+
+// recordDecoder decodes the records of one answer (as extFromRecord does
+// each). The records of an answer mostly share their store host and born
+// host: it makes each of those strings once, not once a record.
+type recordDecoder struct {
+	brokerName          string
+	storeHost, bornHost hostString
+}
+
+// hostString is the last host formatted, and its string.
+type hostString struct {
+	ap netip.AddrPort
+	s  string
+}
+
+// of returns ap as "ip:port", "" when it is not valid.
+func (h *hostString) of(ap netip.AddrPort) string {
+	if !ap.IsValid() {
+		return ""
+	}
+	if ap != h.ap || h.s == "" {
+		h.ap, h.s = ap, ap.String()
+	}
+	return h.s
+}
+
+func (d *recordDecoder) decode(rec []byte) (*MessageExt, error) {
 	e, err := message.DecodeShared(rec)
 	if err != nil {
-		return nil, fmt.Errorf("decode record from %s: %w", brokerName, err)
+		return nil, fmt.Errorf("decode record from %s: %w", d.brokerName, err)
 	}
-	return extFromDecoded(e, brokerName), nil
+	return d.ext(e), nil
 }
 
 // extFromDecoded converts a decoded record; it takes e's properties over
 // (what is not a field of Message stays as its Properties), so e must not
 // be used after.
 func extFromDecoded(e *message.Ext, brokerName string) *MessageExt {
+	d := recordDecoder{brokerName: brokerName}
+	return d.ext(e)
+}
+
+// ext is extFromDecoded with d's strings.
+func (d *recordDecoder) ext(e *message.Ext) *MessageExt {
 	props := e.Properties
 	m := &MessageExt{
 		Message: Message{
@@ -150,7 +187,7 @@ func extFromDecoded(e *message.Ext, brokerName string) *MessageExt {
 			ShardingKey: props[message.PropertyShardingKey],
 		},
 		MsgID:           props[message.PropertyUniqueKey],
-		BrokerName:      brokerName,
+		BrokerName:      d.brokerName,
 		QueueID:         e.QueueID,
 		QueueOffset:     e.QueueOffset,
 		CommitLogOffset: e.PhysicalOffset,
@@ -158,16 +195,14 @@ func extFromDecoded(e *message.Ext, brokerName string) *MessageExt {
 		StoreTimestamp:  time.UnixMilli(e.StoreTimestamp),
 		ReconsumeTimes:  e.ReconsumeTimes,
 		StoreSize:       e.StoreSize,
+		StoreHost:       d.storeHost.of(e.StoreHost),
+		BornHost:        d.bornHost.of(e.BornHost),
 	}
 	if e.StoreHost.IsValid() {
-		m.StoreHost = e.StoreHost.String()
 		m.OffsetMsgID = e.MsgID()
 	}
 	if m.MsgID == "" {
 		m.MsgID = m.OffsetMsgID
-	}
-	if e.BornHost.IsValid() {
-		m.BornHost = e.BornHost.String()
 	}
 	for _, f := range fieldProperties {
 		delete(props, f)

@@ -143,63 +143,24 @@ func EncodeProperties(props map[string]string) []byte {
 
 // DecodeProperties parses a PROPERTIES field. It accepts a missing trailing
 // separator and skips empty pairs; a pair without a name/value separator is
-// an error.
+// an error. The names and values are parts of one copy of b (two
+// allocations in all, the map and that copy).
 func DecodeProperties(b []byte) (map[string]string, error) {
 	props := make(map[string]string, bytes.Count(b, []byte{PropertySeparator})+1)
-	for len(b) > 0 {
-		end := indexByte(b, PropertySeparator)
-		pair := b
-		if end >= 0 {
-			pair, b = b[:end], b[end+1:]
-		} else {
-			b = nil
-		}
+	all := string(b)
+	for len(all) > 0 {
+		pair, rest, _ := strings.Cut(all, string(rune(PropertySeparator)))
+		all = rest
 		if len(pair) == 0 {
 			continue
 		}
-		sep := indexByte(pair, NameValueSeparator)
-		if sep < 0 {
+		name, value, ok := strings.Cut(pair, string(rune(NameValueSeparator)))
+		if !ok {
 			return nil, fmt.Errorf("%w: property pair without separator", ErrCorrupt)
 		}
-		props[propertyName(pair[:sep])] = string(pair[sep+1:])
+		props[name] = value
 	}
 	return props, nil
-}
-
-// propertyName returns the name as a string, sharing the constant for the
-// names nearly every message carries instead of allocating.
-func propertyName(b []byte) string {
-	switch string(b) {
-	case PropertyKeys:
-		return PropertyKeys
-	case PropertyTags:
-		return PropertyTags
-	case PropertyWaitStoreMsgOK:
-		return PropertyWaitStoreMsgOK
-	case PropertyDelayLevel:
-		return PropertyDelayLevel
-	case PropertyUniqueKey:
-		return PropertyUniqueKey
-	case PropertyCRC32:
-		return PropertyCRC32
-	case PropertyRealTopic:
-		return PropertyRealTopic
-	case PropertyRealQueueID:
-		return PropertyRealQueueID
-	case PropertyRetryTopic:
-		return PropertyRetryTopic
-	case PropertyTransactionPrepared:
-		return PropertyTransactionPrepared
-	case PropertyProducerGroup:
-		return PropertyProducerGroup
-	case PropertyReconsumeTime:
-		return PropertyReconsumeTime
-	case PropertyMaxReconsumeTimes:
-		return PropertyMaxReconsumeTimes
-	case PropertyOriginMessageID:
-		return PropertyOriginMessageID
-	}
-	return string(b)
 }
 
 func indexByte(b []byte, c byte) int { return bytes.IndexByte(b, c) }

@@ -173,3 +173,28 @@ func TestDecodePropertiesKnownNames(t *testing.T) {
 		}
 	}
 }
+
+// mapSink makes the maps of TestDecodePropertiesAllocations escape, as the
+// one DecodeProperties returns does.
+var mapSink map[string]string
+
+// TestDecodePropertiesAllocations: the map and one copy of the field, however
+// many pairs (the names and values are parts of that copy).
+func TestDecodePropertiesAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	b := EncodeProperties(map[string]string{PropertyTags: "a", PropertyKeys: "k1 k2", PropertyUniqueKey: "ID", "custom": "v"})
+	mapOnly := testing.AllocsPerRun(100, func() {
+		mapSink = make(map[string]string, 5)
+		mapSink["k"] = "v"
+	})
+	if n := testing.AllocsPerRun(100, func() {
+		var err error
+		if mapSink, err = DecodeProperties(b); err != nil {
+			t.Fatal(err)
+		}
+	}); n != mapOnly+1 {
+		t.Errorf("DecodeProperties made %v allocations, want %v (the map's) + 1", n, mapOnly)
+	}
+}
