@@ -47,6 +47,8 @@
 #   E2E_RATE_HIGH    a second end-to-end run at this rate       (50000; 0: none)
 #   E2E_DURATION     end-to-end run: how long                   (30s; QUICK 5s)
 #   E2E_WARMUP       end-to-end run: untimed start              (1s)
+#   FLOOR_DURATION   the loopback round-trip floor measured before each
+#                    end-to-end run: how long                   (5s; QUICK 2s)
 #   ASYNC_BATCH      Bolide messages per request                (64)
 #   ASYNC_INFLIGHT   Bolide requests in flight                  (16)
 #   PULL_BATCH       Bolide messages per pull when consuming    (500, like NATS_BATCH; the broker caps it at --pull-max-messages, 1024)
@@ -82,6 +84,7 @@ E2E_RATE=${E2E_RATE:-10000}
 E2E_RATE_HIGH=${E2E_RATE_HIGH:-50000}
 E2E_DURATION=${E2E_DURATION:-$(q 30s 5s)}
 E2E_WARMUP=${E2E_WARMUP:-1s}
+FLOOR_DURATION=${FLOOR_DURATION:-$(q 5s 2s)}
 ASYNC_BATCH=${ASYNC_BATCH:-64}
 ASYNC_INFLIGHT=${ASYNC_INFLIGHT:-16}
 PULL_BATCH=${PULL_BATCH:-500}
@@ -138,6 +141,13 @@ else
   bench_go_build "$bolide_bin" ./cmd/bolide ./cmd/bolide-nameserver ./cmd/bolide-broker ||
     die "building Bolide failed"
 fi
+
+# The machine's own latency floor, measured before each end-to-end run
+# (test/loopback-rtt: TCP round trips on loopback, paced and timed as
+# `bolide bench e2e` paces and times its messages).
+loopback_rtt=$BENCH_DIR/loopback-rtt/loopback-rtt
+mkdir -p "$(dirname "$loopback_rtt")"
+bench_go_build "$(dirname "$loopback_rtt")" ./test/loopback-rtt || die "building test/loopback-rtt failed"
 
 # ------------------------------------------------------------- processes
 pids=()   # every daemon this run started
@@ -320,6 +330,11 @@ for ((r = 1; r <= REPS; r++)); do
 done
 for rate in "${e2e_rates[@]}"; do
   for ((r = 1; r <= REPS; r++)); do
+    if step "e2e$rate-floor-$r" "$loopback_rtt" --rate "$rate" --duration "$FLOOR_DURATION" --size "$SIZE"; then
+      for f in p50 p99 p999; do
+        record "e2e$rate-floor-$f" "$(jnum "$res/e2e$rate-floor-$r.out" "$f")"
+      done
+    fi
     if step "e2e$rate-bolide-$r" b bench e2e --topic "e2e$rate" --rate "$rate" --duration "$E2E_DURATION" \
       --warmup "$E2E_WARMUP" --size "$SIZE" -o json; then
       for f in p50 p99 p999 msgsPerSec missing; do
@@ -388,7 +403,8 @@ e2e_row() {
   p50=$(fig_stat "$k-p50"); p99=$(fig_stat "$k-p99"); p999=$(fig_stat "$k-p999"); rate=$(fig_stat "$k-msgsPerSec")
   missing=$(fig_stat "$k-missing")
   awk -v p50="$p50" -v p99="$p99" -v p999="$p999" -v rate="$rate" -v missing="$missing" -v want="$(grp "$1")" \
-    -v max99="$2" -v max999="${3:-}" -v bc="$(cpucell "$k")" '
+    -v max99="$2" -v max999="${3:-}" -v bc="$(cpucell "$k")" \
+    -v f99="$(fig_stat "$k-floor-p99")" -v f999="$(fig_stat "$k-floor-p999")" '
     BEGIN {
       target = "p99 ≤ " max99 " ms"
       if (max999 != "") target = target ", p99.9 ≤ " max999 " ms"
@@ -397,6 +413,7 @@ e2e_row() {
       note = sprintf("p50 %.2f / p99 %.2f / p99.9 %.2f ms (sent %.0f msgs/s", a[1], b[1], c[1], d[1])
       if (e[1] > 0) note = note sprintf(", %d missing", e[1])
       note = note ")"
+      if (f99 != "") { split(f99, g, " "); split(f999, h, " "); note = note sprintf("; loopback floor p99 %.2f / p99.9 %.2f ms", g[1], h[1]) }
       ok = b[1] <= max99 && (max999 == "" || c[1] <= max999)
       if (!ok) {
         short = ""
@@ -434,6 +451,8 @@ table=$res/table.md
   echo "Messages per run: $(grp "$MSGS_1") (1 producer), $(grp "$MSGS_16") (16 producers), $(grp "$MSGS_ASYNC") (batched)," \
     "$(grp "$MSGS_DURABLE") (durable), $(grp "$BACKLOG") (backlog); end-to-end: $(grp "$E2E_RATE")$( ((E2E_RATE_HIGH > 0)) && echo " and $(grp "$E2E_RATE_HIGH")") msgs/s for $E2E_DURATION each," \
     "the first $E2E_WARMUP untimed; its latency runs from each message's scheduled send time to its receipt." \
+    "The loopback floor is this machine's own TCP round trip on loopback at the same rate, paced and timed alike, measured" \
+    "for $FLOOR_DURATION before each end-to-end run (test/loopback-rtt; medians): a message through the broker makes at least two such trips." \
     "natscli has no JetStream end-to-end latency mode ('nats latency' times core NATS without storage), hence n/a." \
     "CPU s / M msgs: CPU seconds (utime + stime, children included, /proc/<pid>/stat) per million messages during" \
     "each step, medians: the system's server processes (Bolide: NameServer + broker; NATS: nats-server), then the" \

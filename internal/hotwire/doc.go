@@ -1,7 +1,7 @@
-// Package hotwire encodes and decodes the two messages of bolide.v1's
-// send path that carry one entry per message sent — SendRequest on the way
-// in, SendResponse on the way out — by hand, with protowire, instead of
-// through protobuf's reflection.
+// Package hotwire encodes and decodes, by hand with protowire instead of
+// through protobuf's reflection, the bolide.v1 messages that carry one entry
+// per message: SendRequest on the way in, SendResponse on the way out,
+// and the PullResponse a consumer reads.
 //
 // The bytes are plain protobuf, the encoding proto/bolide/v1/broker.proto
 // defines, so either end may use the generated code instead:
@@ -16,14 +16,21 @@
 //	               3: results (repeated SendResult), 4: broker_name }
 //	SendResult   { 1: msg_id, 2: unique_id, 3: queue_id, 4: queue_offset,
 //	               5: commit_log_offset }
+//	PullResponse { 1: status {1: code, 2: message}, 2: pull_status varint,
+//	               3: records (repeated bytes, stored records),
+//	               4: next_offset, 5: min_offset, 6: max_offset }
+//
+// DecodePullResponse does not copy the records: they are slices of its
+// input, which the caller owns (the frame client reads each answer into a
+// buffer of its own).
 //
 // As protobuf's own encoder does, fields at their zero value are left out
 // and map entries come in no set order; the decoder skips unknown fields
 // and refuses what proto.Unmarshal refuses (a string that is not UTF-8, a
 // truncated field, an invalid field number). The tests hold both to the
 // generated code: whatever these functions write, proto.Unmarshal reads
-// back equal, and DecodeSendResponse agrees with proto.Unmarshal on every
-// input.
+// back equal, and DecodeSendResponse and DecodePullResponse agree with
+// proto.Unmarshal on every input.
 //
 // The request's decoder, used by the broker, is
 // broker/frontend/v1wire.DecodeSendRequest.
