@@ -87,13 +87,23 @@ func CountField(b []byte, want protowire.Number) (int, error) {
 		if num == want && typ == protowire.BytesType {
 			n++
 		}
-		l = protowire.ConsumeFieldValue(num, typ, b)
-		if l < 0 {
-			return 0, protowire.ParseError(l)
+		var err error
+		if b, err = SkipField(b, num, typ); err != nil {
+			return 0, err
 		}
-		b = b[l:]
 	}
 	return n, nil
+}
+
+// SkipField returns b past the value of a field of number num and type typ
+// at its front (the tag already consumed): what a decoder does with a
+// field it does not know.
+func SkipField(b []byte, num protowire.Number, typ protowire.Type) ([]byte, error) {
+	l := protowire.ConsumeFieldValue(num, typ, b)
+	if l < 0 {
+		return nil, protowire.ParseError(l)
+	}
+	return b[l:], nil
 }
 
 // ConsumeTag is protowire.ConsumeTag refusing, as proto.Unmarshal does,
@@ -159,13 +169,9 @@ func (d *decoder) string() (string, error) {
 	return d.all[start : start+len(v)], nil
 }
 
-func (d *decoder) skip(num protowire.Number, typ protowire.Type) error {
-	l := protowire.ConsumeFieldValue(num, typ, d.at)
-	if l < 0 {
-		return protowire.ParseError(l)
-	}
-	d.at = d.at[l:]
-	return nil
+func (d *decoder) skip(num protowire.Number, typ protowire.Type) (err error) {
+	d.at, err = SkipField(d.at, num, typ)
+	return err
 }
 
 func (d *decoder) status(st *pb.Status) error {

@@ -111,13 +111,21 @@ func TestAppendSendResponseMatchesProto(t *testing.T) {
 // and fails unless both refuse it or both give equal responses.
 func sameAsProto(t *testing.T, b []byte) {
 	t.Helper()
-	want := new(pb.SendResponse)
+	agreesWithProto(t, b, DecodeSendResponse)
+}
+
+// agreesWithProto decodes b with decode and with proto.Unmarshal and fails
+// unless both refuse it or both give equal messages.
+func agreesWithProto[M proto.Message](t *testing.T, b []byte, decode func([]byte, M) error) {
+	t.Helper()
+	var zero M
+	want := zero.ProtoReflect().New().Interface()
 	werr := (proto.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, want)
-	got := new(pb.SendResponse)
-	err := DecodeSendResponse(b, got)
+	got := zero.ProtoReflect().New().Interface().(M)
+	err := decode(b, got)
 	switch {
 	case (err == nil) != (werr == nil):
-		t.Fatalf("input %x: DecodeSendResponse error %v, proto.Unmarshal error %v", b, err, werr)
+		t.Fatalf("input %x: hand-written decoder error %v, proto.Unmarshal error %v", b, err, werr)
 	case err != nil:
 		return
 	}

@@ -64,11 +64,10 @@ func DecodePullResponse(b []byte, resp *pb.PullResponse) error {
 				return fmt.Errorf("status: %w", err)
 			}
 		default:
-			l := protowire.ConsumeFieldValue(num, typ, b)
-			if l < 0 {
-				return protowire.ParseError(l)
+			var err error
+			if b, err = SkipField(b, num, typ); err != nil {
+				return err
 			}
-			b = b[l:]
 		}
 	}
 	return nil

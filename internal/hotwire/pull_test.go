@@ -27,19 +27,7 @@ func samplePullResponses() []*pb.PullResponse {
 // responses.
 func samePullAsProto(t *testing.T, b []byte) {
 	t.Helper()
-	want := new(pb.PullResponse)
-	werr := (proto.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, want)
-	got := new(pb.PullResponse)
-	err := DecodePullResponse(b, got)
-	switch {
-	case (err == nil) != (werr == nil):
-		t.Fatalf("input %x: DecodePullResponse error %v, proto.Unmarshal error %v", b, err, werr)
-	case err != nil:
-		return
-	}
-	if !proto.Equal(got, want) {
-		t.Fatalf("input %x:\n got %v\nwant %v", b, got, want)
-	}
+	agreesWithProto(t, b, DecodePullResponse)
 }
 
 // TestDecodePullResponseMatchesProto decodes encoded responses, each of

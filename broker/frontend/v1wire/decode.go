@@ -66,11 +66,10 @@ func DecodeSendRequest(b []byte) (*pb.SendRequest, error) {
 			req.Messages = append(req.Messages, m)
 			b = b[l:]
 		default:
-			l := protowire.ConsumeFieldValue(num, typ, b)
-			if l < 0 {
-				return nil, protowire.ParseError(l)
+			var err error
+			if b, err = hotwire.SkipField(b, num, typ); err != nil {
+				return nil, err
 			}
-			b = b[l:]
 		}
 	}
 	return req, nil
@@ -145,11 +144,10 @@ func (d *decoder) message(b []byte, m *pb.Message) error {
 				m.BornHost = string(v)
 			}
 		default:
-			l := protowire.ConsumeFieldValue(num, typ, b)
-			if l < 0 {
-				return protowire.ParseError(l)
+			var err error
+			if b, err = hotwire.SkipField(b, num, typ); err != nil {
+				return err
 			}
-			b = b[l:]
 		}
 	}
 	return nil
@@ -181,11 +179,10 @@ func decodeProperty(b []byte, props map[string]string) error {
 			}
 			continue
 		}
-		l = protowire.ConsumeFieldValue(num, typ, b)
-		if l < 0 {
-			return protowire.ParseError(l)
+		var err error
+		if b, err = hotwire.SkipField(b, num, typ); err != nil {
+			return err
 		}
-		b = b[l:]
 	}
 	props[propertyName(key)] = propertyValue(value)
 	return nil
