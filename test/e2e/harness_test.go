@@ -160,7 +160,7 @@ func startClusterWith(t *testing.T, base, name string, nameServers int, sec *sec
 		if err == nil {
 			return c
 		}
-		if attempt < 2 && strings.Contains(out, "address already in use") {
+		if attempt < 5 && strings.Contains(out, "address already in use") {
 			t.Logf("cluster-up (%v): a port was taken meanwhile, trying other ports:\n%s", sec, out)
 			continue
 		}
