@@ -144,29 +144,38 @@ func (d *decoder) varint() (uint64, error) {
 	return v, nil
 }
 
+// bytes returns the length-delimited field at the front, a slice of at
+// (not copied), and moves past it.
+func (d *decoder) bytes() ([]byte, error) {
+	v, l := protowire.ConsumeBytes(d.at)
+	if l < 0 {
+		return nil, protowire.ParseError(l)
+	}
+	d.at = d.at[l:]
+	return v, nil
+}
+
 // sub returns a decoder of the length-delimited field at the front, and
 // moves past it.
 func (d *decoder) sub() (decoder, error) {
-	v, l := protowire.ConsumeBytes(d.at)
-	if l < 0 {
-		return decoder{}, protowire.ParseError(l)
+	v, err := d.bytes()
+	if err != nil {
+		return decoder{}, err
 	}
-	start := d.pos() + l - len(v)
-	d.at = d.at[l:]
-	return decoder{all: d.all[:start+len(v)], at: v}, nil
+	end := d.pos()
+	return decoder{all: d.all[:end], at: v}, nil
 }
 
 func (d *decoder) string() (string, error) {
-	v, l := protowire.ConsumeBytes(d.at)
-	if l < 0 {
-		return "", protowire.ParseError(l)
+	v, err := d.bytes()
+	if err != nil {
+		return "", err
 	}
 	if !utf8.Valid(v) {
 		return "", ErrInvalidUTF8
 	}
-	start := d.pos() + l - len(v)
-	d.at = d.at[l:]
-	return d.all[start : start+len(v)], nil
+	end := d.pos()
+	return d.all[end-len(v) : end], nil
 }
 
 func (d *decoder) skip(num protowire.Number, typ protowire.Type) (err error) {

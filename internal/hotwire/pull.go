@@ -22,19 +22,38 @@ func DecodePullResponse(b []byte, resp *pb.PullResponse) error {
 	if n > 0 {
 		resp.Records = make([][]byte, 0, n)
 	}
-	for len(b) > 0 {
-		num, typ, l := ConsumeTag(b)
-		if l < 0 {
-			return protowire.ParseError(l)
+	// No strings are cut from the whole answer (all stays empty): the
+	// records are slices of it, and the status gets a copy of its own.
+	d := decoder{at: b}
+	for len(d.at) > 0 {
+		num, typ, err := d.tag()
+		if err != nil {
+			return err
 		}
-		b = b[l:]
 		switch {
-		case typ == protowire.VarintType && num >= 2 && num <= 6 && num != 3:
-			v, l := protowire.ConsumeVarint(b)
-			if l < 0 {
-				return protowire.ParseError(l)
+		case num == 3 && typ == protowire.BytesType:
+			v, err := d.bytes()
+			if err != nil {
+				return err
 			}
-			b = b[l:]
+			resp.Records = append(resp.Records, v[:len(v):len(v)]) // capped: an append copies
+		case num == 1 && typ == protowire.BytesType:
+			v, err := d.bytes()
+			if err != nil {
+				return err
+			}
+			if resp.Status == nil {
+				resp.Status = new(pb.Status)
+			}
+			st := decoder{all: string(v), at: v}
+			if err := st.status(resp.Status); err != nil {
+				return fmt.Errorf("status: %w", err)
+			}
+		case typ == protowire.VarintType && (num == 2 || num == 4 || num == 5 || num == 6):
+			v, err := d.varint()
+			if err != nil {
+				return err
+			}
 			switch num {
 			case 2:
 				resp.PullStatus = pb.PullStatus(int32(v))
@@ -45,27 +64,8 @@ func DecodePullResponse(b []byte, resp *pb.PullResponse) error {
 			case 6:
 				resp.MaxOffset = int64(v)
 			}
-		case typ == protowire.BytesType && (num == 1 || num == 3):
-			v, l := protowire.ConsumeBytes(b)
-			if l < 0 {
-				return protowire.ParseError(l)
-			}
-			b = b[l:]
-			if num == 3 {
-				resp.Records = append(resp.Records, v[:len(v):len(v)]) // capped: an append copies
-				continue
-			}
-			if resp.Status == nil {
-				resp.Status = new(pb.Status)
-			}
-			// A status is rare and small: its message gets a copy of its own.
-			d := decoder{all: string(v), at: v}
-			if err := d.status(resp.Status); err != nil {
-				return fmt.Errorf("status: %w", err)
-			}
 		default:
-			var err error
-			if b, err = SkipField(b, num, typ); err != nil {
+			if err := d.skip(num, typ); err != nil {
 				return err
 			}
 		}
