@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bolide-mq/bolide/client"
+	"github.com/bolide-mq/bolide/internal/pace"
 	"github.com/bolide-mq/bolide/message"
 )
 
@@ -227,7 +228,7 @@ func (a *app) e2eProduce(p *client.Producer, r *e2eRun, total int64) time.Time {
 	var last time.Time
 	for i := int64(0); i < total && a.ctx.Err() == nil; i++ {
 		sched := r.start.Add(time.Duration(float64(i) * perMsg))
-		sleepUntil(a.ctx, sched)
+		pace.SleepUntil(a.ctx, sched)
 		m := &client.Message{Topic: r.f.topic, Tag: r.tag, Body: body,
 			Properties: map[string]string{benchSentProperty: strconv.FormatInt(sched.UnixNano(), 10)}}
 		wg.Add(1)
@@ -310,14 +311,4 @@ func startCPUProfile(path string) (func(), error) {
 		pprof.StopCPUProfile()
 		_ = f.Close()
 	}, nil
-}
-
-// sleepCtx sleeps for d or until ctx is done.
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

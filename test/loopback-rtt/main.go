@@ -21,8 +21,9 @@ import (
 	"net"
 	"os"
 	"slices"
-	"syscall"
 	"time"
+
+	"github.com/bolide-mq/bolide/internal/pace"
 )
 
 func main() {
@@ -67,7 +68,7 @@ func measure(ctx context.Context, rate int, d time.Duration, size int) ([]time.D
 	start := time.Now()
 	for i := 0; i < n && ctx.Err() == nil; i++ {
 		sched := start.Add(time.Duration(i) * per)
-		sleepUntil(sched)
+		pace.SleepUntil(ctx, sched)
 		if _, err := c.Write(buf); err != nil {
 			return nil, fmt.Errorf("write: %w", err)
 		}
@@ -98,20 +99,6 @@ func echo(ln net.Listener, size int) error {
 		}
 		if _, err := c.Write(buf); err != nil {
 			return err
-		}
-	}
-}
-
-// sleepUntil sleeps until t as `bolide bench e2e` paces its sends: Go's
-// timer for all but the last 2 ms, nanosleep(2) for the rest (Go's timer
-// alone wakes up to a millisecond late on an idle process).
-func sleepUntil(t time.Time) {
-	if d := time.Until(t) - 2*time.Millisecond; d > 0 {
-		time.Sleep(d)
-	}
-	if d := time.Until(t); d > 0 {
-		ts := syscall.NsecToTimespec(int64(d))
-		for syscall.Nanosleep(&ts, &ts) == syscall.EINTR {
 		}
 	}
 }

@@ -1,4 +1,7 @@
-package main
+// Package pace sleeps until a scheduled time with sub-millisecond
+// precision, for the benches that send on a fixed schedule and time each
+// message from the moment it was scheduled.
+package pace
 
 import (
 	"context"
@@ -11,16 +14,20 @@ import (
 // 100 µs sleep typically lasts about 1.1 ms.
 const coarseSlack = 2 * time.Millisecond
 
-// sleepUntil sleeps until t or until ctx is done. Go's timer covers all but
+// SleepUntil sleeps until t or until ctx is done. Go's timer covers all but
 // the last coarseSlack of the wait; the rest is slept with nanosleep(2),
 // which holds its thread for that stretch but wakes within tens of
-// microseconds. The end-to-end bench paces its sends with it: with Go's
-// timer alone, a producer at 10 000 msgs/s would wake a millisecond late
-// and send ten messages at once, and that lateness of the harness would be
-// counted as latency of the system under test.
-func sleepUntil(ctx context.Context, t time.Time) {
+// microseconds. With Go's timer alone, a sender at 10 000 msgs/s would wake
+// a millisecond late and send ten messages at once, and that lateness of
+// the harness would be counted as latency of the system under test.
+func SleepUntil(ctx context.Context, t time.Time) {
 	if d := time.Until(t) - coarseSlack; d > 0 {
-		sleepCtx(ctx, d)
+		timer := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+		case <-timer.C:
+		}
+		timer.Stop()
 	}
 	if ctx.Err() != nil {
 		return
