@@ -153,7 +153,7 @@ func (h *hostString) of(ap netip.AddrPort) string {
 	if !ap.IsValid() {
 		return ""
 	}
-	if ap != h.ap || h.s == "" {
+	if ap != h.ap { // the zero h.ap is not valid: the first call formats
 		h.ap, h.s = ap, ap.String()
 	}
 	return h.s

@@ -96,9 +96,10 @@ func (c *Client) Addr() string { return c.addr }
 
 // Call sends req as a request of method m and decodes the answer into
 // resp (with resp's own decoder if it is an Unmarshaler). When ctx ends
-// first it returns ctx's error (the server is told to give up the request). Errors: ErrTooLarge (nothing was written),
-// *ConnError, *AuthError (nothing was written), *RemoteError,
-// ErrNotSupported, ErrClosed.
+// first it returns ctx's error (the server is told to give up the
+// request). Errors: ErrTooLarge (nothing was written), *ConnError,
+// *AuthError (nothing was written), *RemoteError, ErrNotSupported,
+// ErrClosed.
 func (c *Client) Call(ctx context.Context, m Method, req, resp proto.Message) error {
 	payload, err := c.do(ctx, KindRequest, m, req)
 	if err != nil {
