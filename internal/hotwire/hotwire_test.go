@@ -138,11 +138,7 @@ func agreesWithProto[M proto.Message](t *testing.T, b []byte, decode func([]byte
 // their truncations, and hand-made inputs that proto.Unmarshal treats in
 // its particular ways.
 func TestDecodeSendResponseMatchesProto(t *testing.T) {
-	for _, r := range sampleResponses() {
-		b, err := proto.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, b := range encoded(t, sampleResponses()) {
 		for i := 0; i <= len(b); i++ {
 			sameAsProto(t, b[:i])
 		}
@@ -176,8 +172,7 @@ func TestDecodeSendResponseMatchesProto(t *testing.T) {
 // FuzzDecodeSendResponse holds DecodeSendResponse to proto.Unmarshal on
 // any input.
 func FuzzDecodeSendResponse(f *testing.F) {
-	for _, r := range sampleResponses() {
-		b, _ := proto.Marshal(r)
+	for _, b := range encoded(f, sampleResponses()) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { sameAsProto(t, b) })
@@ -206,4 +201,18 @@ func cat(parts ...[]byte) []byte {
 		b = append(b, p...)
 	}
 	return b
+}
+
+// encoded marshals each of msgs with protobuf.
+func encoded[M proto.Message](tb testing.TB, msgs []M) [][]byte {
+	tb.Helper()
+	out := make([][]byte, len(msgs))
+	for i, m := range msgs {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out[i] = b
+	}
+	return out
 }

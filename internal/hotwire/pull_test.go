@@ -34,11 +34,7 @@ func samePullAsProto(t *testing.T, b []byte) {
 // their truncations, and hand-made inputs that proto.Unmarshal treats in
 // its particular ways.
 func TestDecodePullResponseMatchesProto(t *testing.T) {
-	for _, r := range samplePullResponses() {
-		b, err := proto.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, b := range encoded(t, samplePullResponses()) {
 		for i := 0; i <= len(b); i++ {
 			samePullAsProto(t, b[:i])
 		}
@@ -100,8 +96,7 @@ func TestDecodePullResponseSharesRecords(t *testing.T) {
 // FuzzDecodePullResponse holds DecodePullResponse to proto.Unmarshal on
 // any input.
 func FuzzDecodePullResponse(f *testing.F) {
-	for _, r := range samplePullResponses() {
-		b, _ := proto.Marshal(r)
+	for _, b := range encoded(f, samplePullResponses()) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { samePullAsProto(t, b) })
