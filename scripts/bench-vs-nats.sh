@@ -340,6 +340,7 @@ for rate in "${e2e_rates[@]}"; do
       for f in p50 p99 p999 msgsPerSec missing; do
         record "e2e$rate-$f" "$(jnum "$res/e2e$rate-bolide-$r.out" "$f")"
       done
+      record "e2e$rate-ack-p99" "$(sed -n 's/.*"ackLatencyMs":{[^}]*"p99":\([-0-9.eE+]*\).*/\1/p' "$res/e2e$rate-bolide-$r.out")"
       record_cpu "e2e$rate" "$(e2e_msgs "$rate")"
     fi
   done
@@ -404,7 +405,7 @@ e2e_row() {
   missing=$(fig_stat "$k-missing")
   awk -v p50="$p50" -v p99="$p99" -v p999="$p999" -v rate="$rate" -v missing="$missing" -v want="$(grp "$1")" \
     -v max99="$2" -v max999="${3:-}" -v bc="$(cpucell "$k")" \
-    -v f99="$(fig_stat "$k-floor-p99")" -v f999="$(fig_stat "$k-floor-p999")" '
+    -v f99="$(fig_stat "$k-floor-p99")" -v f999="$(fig_stat "$k-floor-p999")" -v ack99="$(fig_stat "$k-ack-p99")" \
     BEGIN {
       target = "p99 ≤ " max99 " ms"
       if (max999 != "") target = target ", p99.9 ≤ " max999 " ms"
@@ -412,6 +413,7 @@ e2e_row() {
       split(p50, a, " "); split(p99, b, " "); split(p999, c, " "); split(rate, d, " "); split(missing, e, " ")
       note = sprintf("p50 %.2f / p99 %.2f / p99.9 %.2f ms (sent %.0f msgs/s", a[1], b[1], c[1], d[1])
       if (e[1] > 0) note = note sprintf(", %d missing", e[1])
+      if (ack99 != "") { split(ack99, k, " "); note = note sprintf("; acknowledged p99 %.2f ms", k[1]) }
       note = note ")"
       if (f99 != "") { split(f99, g, " "); split(f999, h, " "); note = note sprintf("; loopback floor p99 %.2f / p99.9 %.2f ms", g[1], h[1]) }
       ok = b[1] <= max99 && (max999 == "" || c[1] <= max999)

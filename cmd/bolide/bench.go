@@ -112,11 +112,15 @@ type SQLFields struct {
 
 // E2EFields describe an e2e run (exported: encoding/json sets an embedded
 // pointer only to an exported type): the rate asked for, the messages
-// acknowledged, and those of them never received.
+// acknowledged, those of them never received, and the acknowledgement
+// latency of the timed messages (from the time each was scheduled to be
+// sent to its send's callback), which splits the end-to-end figure into
+// the way in and the rest.
 type E2EFields struct {
-	TargetRate float64 `json:"targetRate"`
-	Sent       int64   `json:"sent"`
-	Missing    int64   `json:"missing"`
+	TargetRate float64     `json:"targetRate"`
+	Sent       int64       `json:"sent"`
+	Missing    int64       `json:"missing"`
+	AckLatency latencyJSON `json:"ackLatencyMs"`
 }
 
 type benchProduceFlags struct {

@@ -79,6 +79,7 @@ type e2eRun struct {
 
 	mu       sync.Mutex
 	firstErr error
+	ackHist  *histogram // under mu
 	hist     *histogram // consumer goroutine only
 }
 
@@ -122,7 +123,7 @@ func (a *app) runBenchE2E(f *benchE2EFlags) error {
 		return fmt.Errorf("topic %s has no readable queue", f.topic)
 	}
 	now := time.Now()
-	r := &e2eRun{f: f, tag: fmt.Sprintf("e2e-%d", now.UnixNano()), hist: newHistogram()}
+	r := &e2eRun{f: f, tag: fmt.Sprintf("e2e-%d", now.UnixNano()), ackHist: newHistogram(), hist: newHistogram()}
 
 	// The consumer reads from the run's start time and is given every queue
 	// before the first send, so no message waits for a rebalance.
@@ -181,7 +182,7 @@ func (a *app) runBenchE2E(f *benchE2EFlags) error {
 	secs := sendEnd.Sub(r.start).Seconds()
 	out := benchJSON{Bench: "e2e", Topic: f.topic, Clients: 1, Transport: f.transport.name, Size: f.size, Messages: n, Bytes: n * int64(f.size),
 		Errors: r.errs.Load(), Seconds: secs, Latency: r.hist.summary(), LatencyKind: "end-to-end",
-		E2EFields: &E2EFields{TargetRate: float64(f.rate), Sent: sent, Missing: max(sent-n, 0)}}
+		E2EFields: &E2EFields{TargetRate: float64(f.rate), Sent: sent, Missing: max(sent-n, 0), AckLatency: r.ackHist.summary()}}
 	if secs > 0 {
 		out.MsgsPerSec = float64(sent) / secs
 		out.MiBPerSec = out.MsgsPerSec * float64(f.size) / (1 << 20)
@@ -224,6 +225,7 @@ func (a *app) e2eProduce(p *client.Producer, r *e2eRun, total int64) time.Time {
 		body[i] = 'a' + byte(i%26)
 	}
 	perMsg := float64(time.Second) / float64(r.f.rate)
+	timedFrom := r.start.Add(r.f.warmup)
 	var wg sync.WaitGroup
 	var last time.Time
 	for i := int64(0); i < total && a.ctx.Err() == nil; i++ {
@@ -241,6 +243,12 @@ func (a *app) e2eProduce(p *client.Producer, r *e2eRun, total int64) time.Time {
 				return
 			}
 			r.sent.Add(1)
+			if !sched.Before(timedFrom) {
+				d := time.Since(sched)
+				r.mu.Lock()
+				r.ackHist.record(d)
+				r.mu.Unlock()
+			}
 		})
 		last = time.Now()
 	}
