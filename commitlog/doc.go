@@ -55,7 +55,12 @@
 // FlushSync is group commit: an append returns only when a flush covering
 // its last byte has completed. One flusher goroutine flushes everything
 // appended so far each time any appender waits, so concurrent appenders
-// share one fdatasync. FlushAsync acknowledges at once; every FlushInterval
+// share one fdatasync. Before a flush it gathers appends one of two ways
+// (groupcommit.go): eagerly, until the log stops growing (appenders in
+// this process, back within microseconds), or by regrouping, until as many
+// appends have come back as the last flush woke (appenders behind a
+// network, back after a round trip longer than a flush); it measures the
+// appends each way makes durable per second and keeps the better. FlushAsync acknowledges at once; every FlushInterval
 // (500 ms) the flusher flushes if at least FlushLeastPages (4) pages are
 // dirty, and fully every FlushThoroughInterval (10 s).
 //

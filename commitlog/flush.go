@@ -45,23 +45,28 @@ func (l *Log) startLoops() {
 }
 
 // groupCommitLoop is the sync-mode flusher: whenever appends are waiting it
-// makes everything appended so far durable in one flush and wakes them all.
+// gathers them as the policy in use says (groupcommit.go), makes everything
+// appended so far durable in one flush and wakes them all.
 func (l *Log) groupCommitLoop() {
 	defer l.wg.Done()
+	var g gatherState
 	for {
 		select {
 		case <-l.ctx.Done():
 			return
 		case <-l.flushReq:
 		}
-		l.gather()
+		l.gatherFor(&g)
+		mark := l.syncAppends.Load()
 		if err := l.flush(); err != nil {
 			l.flushedSig.Notify()
 		}
+		l.noteFlush(&g, mark)
 	}
 }
 
-// gather lets appenders that are about to append join the coming flush.
+// gather lets appenders that are about to append join the coming flush
+// (the eager policy of groupcommit.go).
 // Right after a flush wakes its waiters they append again one by one; a
 // flush started by the first of them would carry one record and make the
 // rest wait a whole extra flush. So the flusher yields until the log stops

@@ -157,11 +157,17 @@ type Log struct {
 	diskFull atomic.Bool
 	diskUsed atomic.Uint64 // float64 bits
 
-	flushReq  chan struct{}
-	allocReq  chan struct{}
-	allocMu   sync.Mutex
-	allocWant int64
-	next      *segment
+	flushReq chan struct{}
+	// syncAppends counts the appends of sync mode, gathering is set while
+	// the flusher waits for them to come back and arrived wakes it
+	// (groupcommit.go).
+	syncAppends atomic.Int64
+	gathering   atomic.Bool
+	arrived     chan struct{}
+	allocReq    chan struct{}
+	allocMu     sync.Mutex
+	allocWant   int64
+	next        *segment
 
 	recovery    RecoveryInfo
 	recoveryErr error
@@ -197,6 +203,7 @@ func Open(opts Options, from int64, log *zap.Logger) (*Log, error) {
 		log:       log,
 		qoff:      make(map[queueKey]int64),
 		flushReq:  make(chan struct{}, 1),
+		arrived:   make(chan struct{}, 1),
 		allocReq:  make(chan struct{}, 1),
 		allocWant: -1,
 		ra:        raState{size: opts.readAhead(), reqs: make(chan raReq, raQueue)},
@@ -425,6 +432,7 @@ func (l *Log) afterAppend(wpos int64, staged int) error {
 			// the flusher is busy.
 			err = l.commitUpTo(wpos)
 		}
+		l.noteArrival()
 		l.requestFlush()
 		return err
 	}

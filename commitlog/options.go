@@ -94,8 +94,9 @@ type Options struct {
 	FlushLeastPages int
 	// FlushThoroughInterval forces a full async flush at least this often (10 s).
 	FlushThoroughInterval time.Duration
-	// GroupCommitWait bounds how long the sync-mode flusher waits for
-	// concurrent appenders to join a flush (200 µs; 0 flushes at once).
+	// GroupCommitWait bounds how long the sync-mode flusher's eager
+	// gather waits for concurrent appenders to join a flush (200 µs; 0
+	// flushes at once and turns regrouping off as well, groupcommit.go).
 	GroupCommitWait time.Duration
 	// SyncFlushTimeout bounds how long a sync-mode append waits for its flush
 	// before it fails with ErrFlushTimeout (5 s).
