@@ -143,7 +143,7 @@ run() {
 	stop
 	local key=msgsPerSec
 	[[ $w == e2e ]] && key=p99
-	awk -v v="$(sed -n "s/.*\"$key\":\([-0-9.eE+]*\).*/\1/p" <<<"$out" | head -n 1)" -v t=$((t1 - t0)) -v c=$((c1 - c0)) -v hz="$ticks" -v n="$n" \
+	awk -v v="$(jnum - "$key" <<<"$out")" -v t=$((t1 - t0)) -v c=$((c1 - c0)) -v hz="$ticks" -v n="$n" \
 		'BEGIN { if (v == "") exit 1; printf "%s %.1f %.1f\n", v, t / hz / n * 1e6, c / hz / n * 1e6 }'
 }
 

@@ -50,6 +50,13 @@
 #                                    process that is gone
 #   seconds D                        the seconds of a Go duration like
 #                                    30s, 1m30s or 500ms
+#   jnum FILE KEY                    the first number under "KEY" in the
+#                                    JSON of FILE (- : stdin); a key that
+#                                    also appears further on (p99 of an e2e
+#                                    run's latencyMs, then ackLatencyMs)
+#                                    yields its first occurrence
+#   jobjnum FILE OBJECT KEY          the number under KEY inside the first
+#                                    object named OBJECT
 #   wait_file FILE PID NAME [SECS]   wait until daemon NAME (PID) has written
 #                                    FILE (its address), at most SECS (60);
 #                                    calls the script's die if it exits or
@@ -129,6 +136,9 @@ measure() { # name rep command...
 	echo "$name run $rep: $(python3 -c "print(f'{($after-$before)/$ticks:.2f}')") broker CPU s for $MSGS msgs, $r msgs/s" >&2
 	last_rate=$r
 }
+
+jnum() { grep -o "\"$2\":[-0-9.eE+]*" "$1" | head -n 1 | cut -d: -f2; }
+jobjnum() { grep -o "\"$2\":{[^}]*}" "$1" | head -n 1 | grep -o "\"$3\":[-0-9.eE+]*" | cut -d: -f2; }
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 

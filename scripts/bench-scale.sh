@@ -256,8 +256,6 @@ step() {
   fi
 }
 
-# jnum FILE FIELD reads a number from a JSON line (the first FIELD).
-jnum() { sed -n "s/.*\"$2\":\([-0-9.eE+]*\).*/\1/p" "$1" | head -n 1; }
 # runtime FIELD reads one figure of `bolide broker runtime`.
 runtime() { b broker runtime -o json 2>/dev/null | sed -n "s/.*\"$1\":\([-0-9.eE+]*\).*/\1/p" | head -n 1; }
 # wait_dispatched waits until the broker has dispatched its whole log.

@@ -262,8 +262,6 @@ record_cpu() {
   record "$1-cpusrv" "$(per_million "$srv_ticks" "$2")"
   record "$1-cpucli" "$(per_million "$cli_ticks" "$2")"
 }
-# jnum FILE FIELD reads a number from Bolide's JSON line.
-jnum() { sed -n "s/.*\"$2\":\([-0-9.eE+]*\).*/\1/p" "$1" | head -n 1; }
 # natsrate FILE reads the aggregate msgs/s of a `nats bench` report.
 natsrate() {
   local line
@@ -340,7 +338,7 @@ for rate in "${e2e_rates[@]}"; do
       for f in p50 p99 p999 msgsPerSec missing; do
         record "e2e$rate-$f" "$(jnum "$res/e2e$rate-bolide-$r.out" "$f")"
       done
-      record "e2e$rate-ack-p99" "$(sed -n 's/.*"ackLatencyMs":{[^}]*"p99":\([-0-9.eE+]*\).*/\1/p' "$res/e2e$rate-bolide-$r.out")"
+      record "e2e$rate-ack-p99" "$(jobjnum "$res/e2e$rate-bolide-$r.out" ackLatencyMs p99)"
       record_cpu "e2e$rate" "$(e2e_msgs "$rate")"
     fi
   done
@@ -405,7 +403,7 @@ e2e_row() {
   missing=$(fig_stat "$k-missing")
   awk -v p50="$p50" -v p99="$p99" -v p999="$p999" -v rate="$rate" -v missing="$missing" -v want="$(grp "$1")" \
     -v max99="$2" -v max999="${3:-}" -v bc="$(cpucell "$k")" \
-    -v f99="$(fig_stat "$k-floor-p99")" -v f999="$(fig_stat "$k-floor-p999")" -v ack99="$(fig_stat "$k-ack-p99")" \
+    -v f99="$(fig_stat "$k-floor-p99")" -v f999="$(fig_stat "$k-floor-p999")" -v ack99="$(fig_stat "$k-ack-p99")" '
     BEGIN {
       target = "p99 ≤ " max99 " ms"
       if (max999 != "") target = target ", p99.9 ≤ " max999 " ms"

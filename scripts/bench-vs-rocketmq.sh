@@ -353,7 +353,6 @@ step() {
 }
 
 record() { if [[ -n $2 ]]; then echo "$2" >>"$res/fig-$1"; fi; }
-jnum() { sed -n "s/.*\"$2\":\([-0-9.eE+]*\).*/\1/p" "$1" | head -n 1; }
 # take KEY NAME HANDLED records a step's figures: msgs/s, latencies, the
 # server CPU per million of the HANDLED messages and the client's CPU per
 # million over its timed window (rmqbench's cpuSeconds).
