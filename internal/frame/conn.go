@@ -109,9 +109,15 @@ func frameBuffered(r *bufio.Reader) bool {
 }
 
 // pooledBufMax bounds the encode buffers kept for reuse: a batch of 64
-// messages of 1 KiB (some 70 KB) is reused, a rare large frame does not pin
-// its memory.
-const pooledBufMax = 256 << 10
+// messages of 1 KiB (some 70 KB) and a pull's answer of 500 of them (some
+// 550 KB, which would otherwise be allocated and zeroed for every pull)
+// are reused; a rare larger frame does not pin its memory.
+const pooledBufMax = 2 << 20
+
+// keptReadBufMax bounds the request buffer a server connection keeps
+// between frames: one per connection, so a thousand connections that each
+// sent one large batch keep at most 256 MiB.
+const keptReadBufMax = 256 << 10
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 

@@ -228,7 +228,7 @@ func (c *serverConn) serve() {
 			}
 			return
 		}
-		if cap(payload) <= pooledBufMax {
+		if cap(payload) <= keptReadBufMax {
 			rbuf = payload[:0]
 		}
 		if err := c.dispatch(h, payload); err != nil {
