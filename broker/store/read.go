@@ -115,6 +115,7 @@ func (s *Store) GetMatching(topic string, queueID int32, offset int64, maxCount,
 	scanned := 0
 	minPhys := s.clog.MinOffset()
 	var scratch []byte // match's view of records it may refuse
+	var take []bool    // the units of a batch that pass the filters
 	for len(res.Records) < maxCount && next < res.MaxOffset && scanned < maxScanUnits {
 		var err error
 		units, err = q.Read(next, min(maxCount*2, 1024), units[:0])
@@ -139,6 +140,29 @@ func (s *Store) GetMatching(topic string, queueID int32, offset int64, maxCount,
 		if last := units[len(units)-1]; last.Offset >= minPhys {
 			s.clog.Prefetch(max(units[0].Offset, minPhys), last.Offset+int64(last.Size))
 		}
+		// The records of these units are copied into one slab: one
+		// allocation per batch of units, not one per record. Each record
+		// is capped, so appending to one never writes over the next.
+		// Runs of them that lie one after another in the log are read with
+		// one pread each (readRuns).
+		want, wanted := 0, 0
+		take = take[:0]
+		for _, u := range units {
+			if want >= maxBytes-bytes || wanted == maxCount-len(res.Records) {
+				break
+			}
+			t := u.Offset >= minPhys && (filter == nil || filter(u.TagHash))
+			take = append(take, t)
+			if t {
+				want += int(u.Size)
+				wanted++
+			}
+		}
+		slab := make([]byte, 0, want)
+		var pre [][]byte
+		if match == nil {
+			slab, pre = s.readRuns(units[:len(take)], take, slab, pre[:0])
+		}
 		done := false
 		for i, u := range units {
 			qo := next + int64(i)
@@ -157,8 +181,13 @@ func (s *Store) GetMatching(topic string, queueID int32, offset int64, maxCount,
 			var rec []byte
 			if match != nil {
 				scratch, err = s.clog.ReadRecord(u.Offset, scratch[:0])
+			} else if i < len(pre) && pre[i] != nil {
+				rec = pre[i]
 			} else {
-				rec, err = s.clog.ReadRecord(u.Offset, make([]byte, 0, u.Size))
+				at := len(slab)
+				if slab, err = s.clog.ReadRecord(u.Offset, slab); err == nil {
+					rec = slab[at:len(slab):len(slab)]
+				}
 			}
 			if err != nil && u.Offset < s.clog.MinOffset() {
 				continue // retention deleted its segment since minPhys was read
@@ -193,6 +222,50 @@ func (s *Store) GetMatching(topic string, queueID int32, offset int64, maxCount,
 		res.Status = NoMatchedMessage
 	}
 	return res, nil
+}
+
+// runMin is the least a run of records must hold for readRuns to read it
+// with one pread: below it, the mapping (whose pages a short run may share
+// with records read just before) costs less than a system call.
+const runMin = 8 << 10
+
+// readRuns reads into slab the records of the units marked in take that
+// lie one after another in the log (each starts where the one before it
+// ends), one pread per run of at least runMin bytes
+// (commitlog.Log.ReadSpan). pre[i] is unit i's record, capped, when it was
+// read so and its header agrees with its unit; nil otherwise, for the
+// caller to read on its own.
+func (s *Store) readRuns(units []consumequeue.Unit, take []bool, slab []byte, pre [][]byte) ([]byte, [][]byte) {
+	pre = append(pre, make([][]byte, len(units))...)
+	for i := 0; i < len(units); {
+		if !take[i] {
+			i++
+			continue
+		}
+		j, end := i+1, units[i].Offset+int64(units[i].Size)
+		for j < len(units) && take[j] && units[j].Offset == end {
+			end += int64(units[j].Size)
+			j++
+		}
+		start := units[i].Offset
+		if n := int(end - start); j-i > 1 && n >= runMin && cap(slab)-len(slab) >= n {
+			at := len(slab)
+			span := slab[at : at+n]
+			if err := s.clog.ReadSpan(start, span); err == nil {
+				slab = slab[:at+n]
+				for k := i; k < j; k++ {
+					lo := int(units[k].Offset - start)
+					hi := lo + int(units[k].Size)
+					h, _ := message.PeekHeader(span[lo:])
+					if h.IsRecord() && int(h.TotalSize) == int(units[k].Size) {
+						pre[k] = span[lo:hi:hi]
+					}
+				}
+			}
+		}
+		i = j
+	}
+	return slab, pre
 }
 
 // ReadRecord returns a copy of the record at a CommitLog offset.
