@@ -169,6 +169,15 @@
 // log's share of the page cache stays near the window however much is
 // written; reads further back go to the file (and read-ahead).
 //
+// ReadSpan (a run of records, one after another) reads a span below
+// CacheFrom, the point the window dropped the page cache up to, with
+// O_DIRECT (direct.go): whole 4 KiB blocks into an aligned buffer, from
+// which the span is copied; the page cache is left alone, where a read
+// through it costs the kernel a page allocation and a read request per
+// 4 KiB in the reader's context. The segment's O_DIRECT descriptor is
+// opened on first use and closed with the segment; a file system that
+// refuses O_DIRECT (tmpfs) is read through the page cache.
+//
 // # Concurrency
 //
 // Append* serialise on the append lock. View, ReadRecord, ReadRaw and Scan

@@ -645,7 +645,9 @@ func (l *Log) PreadRecord(off int64, dst []byte) ([]byte, error) {
 // ReadSpan fills dst with the bytes of the log at off, read from the file
 // with one pread: for a run of records one after another (a queue's share
 // of a batch), one system call and one copy instead of a page fault per
-// page of the mapping. The range must be readable and inside one segment.
+// page of the mapping. A span below CacheFrom, dropped from the page
+// cache, is read with O_DIRECT (direct.go). The range must be readable and
+// inside one segment.
 func (l *Log) ReadSpan(off int64, dst []byte) error {
 	n := int64(len(dst))
 	if off < 0 || n == 0 || off+n > l.Readable() {
@@ -657,11 +659,23 @@ func (l *Log) ReadSpan(off int64, dst []byte) error {
 	if seg == nil || off+n > seg.end() {
 		return fmt.Errorf("%w: [%d, %d) not inside one segment (min offset %d)", ErrOffset, off, off+n, l.minOffsetLocked())
 	}
+	if off+n <= l.cacheFrom.Load() {
+		if err := seg.readDirect(off, dst); err == nil {
+			return nil
+		}
+		// Refused (the file system) or failed: the page cache's way
+		// reports what is wrong, if anything still is.
+	}
 	if _, err := seg.f.ReadAt(dst, off-seg.start); err != nil {
 		return fmt.Errorf("read %s at %d: %w", seg.path, off-seg.start, err)
 	}
 	return nil
 }
+
+// CacheFrom is the offset below which the log dropped its bytes from the
+// page cache (Options.CacheWindow); ReadSpan reads spans below it with
+// O_DIRECT, so a reader of them need not ask for read-ahead.
+func (l *Log) CacheFrom() int64 { return l.cacheFrom.Load() }
 
 // Spans of PreadRecords: records at most preadGap apart are read together,
 // up to preadSpan bytes per read; a record is assumed to be at most

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -21,6 +22,12 @@ type segment struct {
 	path  string
 	f     *os.File
 	m     *mmap.Mapping
+
+	// The file opened with O_DIRECT for cold reads (direct.go), opened on
+	// first use; dfailed once the file system refused it.
+	dmu     sync.Mutex
+	dfile   *os.File
+	dfailed bool
 }
 
 func (s *segment) end() int64 { return s.start + s.size }
@@ -104,7 +111,7 @@ func (s *segment) willNeed(off, n int64) error {
 
 // close unmaps and closes the segment.
 func (s *segment) close() error {
-	return errors.Join(s.m.Unmap(), s.f.Close())
+	return errors.Join(s.m.Unmap(), s.f.Close(), s.closeDirect())
 }
 
 // remove closes the segment and deletes its file.

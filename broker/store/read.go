@@ -136,9 +136,19 @@ func (s *Store) GetMatching(topic string, queueID int32, offset int64, maxCount,
 		}
 		// Have the kernel read what these units point at (and on) into
 		// memory, so a cold backlog is read at the disk's pace rather than
-		// a page fault at a time; free while the pages are hot.
-		if last := units[len(units)-1]; last.Offset >= minPhys {
-			s.clog.Prefetch(max(units[0].Offset, minPhys), last.Offset+int64(last.Size))
+		// a page fault at a time; free while the pages are hot. Below the
+		// log's page cache window the runs read below bypass the cache
+		// (commitlog.Log.ReadSpan), so read-ahead is asked for only if
+		// records are left to read one at a time.
+		last := units[len(units)-1]
+		prefetch := func() {
+			if last.Offset >= minPhys {
+				s.clog.Prefetch(max(units[0].Offset, minPhys), last.Offset+int64(last.Size))
+			}
+		}
+		cold := match == nil && last.Offset+int64(last.Size) <= s.clog.CacheFrom()
+		if !cold {
+			prefetch()
 		}
 		// The records of these units are copied into one slab: one
 		// allocation per batch of units, not one per record. Each record
@@ -162,6 +172,9 @@ func (s *Store) GetMatching(topic string, queueID int32, offset int64, maxCount,
 		var pre [][]byte
 		if match == nil {
 			slab, pre = s.readRuns(units[:len(take)], take, slab, pre[:0])
+		}
+		if cold && len(slab) < want {
+			prefetch()
 		}
 		done := false
 		for i, u := range units {
@@ -234,7 +247,8 @@ const runMin = 8 << 10
 // ends), one pread per run of at least runMin bytes
 // (commitlog.Log.ReadSpan). pre[i] is unit i's record, capped, when it was
 // read so and its header agrees with its unit; nil otherwise, for the
-// caller to read on its own.
+// caller to read on its own. The slab's length is the bytes the runs
+// filled.
 func (s *Store) readRuns(units []consumequeue.Unit, take []bool, slab []byte, pre [][]byte) ([]byte, [][]byte) {
 	pre = append(pre, make([][]byte, len(units))...)
 	for i := 0; i < len(units); {
