@@ -49,22 +49,10 @@ func TestCacheWindow(t *testing.T) {
 	for _, m := range modes() {
 		t.Run(m.name, func(t *testing.T) {
 			o := testOptions(t.TempDir(), m.flush, m.write)
-			o.SegmentSize = 2 << 20
-			o.CacheWindow = 1 << 20
-			l := openTestLog(t, o, 0)
-			recs := fillLog(t, l, 6000) // about 3.5 MiB: two segments
-			if err := l.Flush(); err != nil {
-				t.Fatal(err)
-			}
 			// The records are read back only after the page cache is
 			// checked: the loop may drop the first segment while the log is
 			// still being filled, and reading it would cache it again.
-			want := l.FlushedOffset() - o.CacheWindow
-			for deadline := time.Now().Add(10 * time.Second); l.ResidentFrom() < want; time.Sleep(10 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("dropped below %d after 10 s, want %d", l.ResidentFrom(), want)
-				}
-			}
+			l, recs, want := fillBehindWindow(t, o)
 			l.segMu.RLock()
 			segs := slices.Clone(l.segs)
 			l.segMu.RUnlock()
@@ -81,4 +69,26 @@ func TestCacheWindow(t *testing.T) {
 			checkRecords(t, l, fillLog(t, l, 100))
 		})
 	}
+}
+
+// fillBehindWindow opens a log of 2 MiB segments with a 1 MiB CacheWindow,
+// fills it with about 3.5 MiB of records, flushes it and waits until the
+// log has dropped from the page cache all it should (want, the flushed end
+// less the window).
+func fillBehindWindow(t *testing.T, o Options) (l *Log, recs []appended, want int64) {
+	t.Helper()
+	o.SegmentSize = 2 << 20
+	o.CacheWindow = 1 << 20
+	l = openTestLog(t, o, 0)
+	recs = fillLog(t, l, 6000)
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	want = l.FlushedOffset() - o.CacheWindow
+	for deadline := time.Now().Add(10 * time.Second); l.ResidentFrom() < want || l.CacheFrom() < want; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("dropped below %d (page cache %d) after 10 s, want %d", l.ResidentFrom(), l.CacheFrom(), want)
+		}
+	}
+	return l, recs, want
 }

@@ -3,7 +3,6 @@ package commitlog
 import (
 	"bytes"
 	"testing"
-	"time"
 )
 
 // TestReadSpanBelowCacheWindow: spans the log dropped from the page cache
@@ -13,19 +12,7 @@ import (
 // read through the page cache as before.
 func TestReadSpanBelowCacheWindow(t *testing.T) {
 	o := testOptions(t.TempDir(), FlushAsync, WritePwrite)
-	o.SegmentSize = 2 << 20
-	o.CacheWindow = 1 << 20
-	l := openTestLog(t, o, 0)
-	recs := fillLog(t, l, 6000) // about 3.5 MiB: two segments
-	if err := l.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	want := l.FlushedOffset() - o.CacheWindow
-	for deadline := time.Now().Add(10 * time.Second); l.CacheFrom() < want; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("dropped below %d after 10 s, want %d", l.CacheFrom(), want)
-		}
-	}
+	l, recs, _ := fillBehindWindow(t, o)
 	viewed := func(off int64, n int) []byte {
 		t.Helper()
 		var out []byte
@@ -47,7 +34,7 @@ func TestReadSpanBelowCacheWindow(t *testing.T) {
 	// Whole runs of records, starting at record boundaries (unaligned).
 	for i := 1; i+40 < len(recs) && recs[i+40].res.End() < l.CacheFrom(); i += 97 {
 		a, b := recs[i].res, recs[i+40].res
-		if b.PhysicalOffset < a.PhysicalOffset || a.PhysicalOffset/o.SegmentSize != b.End()/o.SegmentSize {
+		if b.PhysicalOffset < a.PhysicalOffset || a.PhysicalOffset/l.opts.SegmentSize != b.End()/l.opts.SegmentSize {
 			continue // not in one segment
 		}
 		check("run", a.PhysicalOffset, int(b.End()-a.PhysicalOffset))
