@@ -71,7 +71,8 @@ const maxScanUnits = 16 * 1024
 
 // GetMessages reads up to maxCount messages (and about maxBytes) from a
 // queue starting at offset. filter, if not nil, sees each unit's tag code and
-// says whether to return it.
+// says whether to return it; it is asked at most once per unit, in queue
+// order, so it may keep state (stop at the first unit it refuses, say).
 func (s *Store) GetMessages(topic string, queueID int32, offset int64, maxCount, maxBytes int, filter func(tagCode int64) bool) (GetResult, error) {
 	return s.GetMatching(topic, queueID, offset, maxCount, maxBytes, filter, nil)
 }
@@ -154,24 +155,33 @@ func (s *Store) GetMatching(topic string, queueID int32, offset int64, maxCount,
 		// allocation per batch of units, not one per record. Each record
 		// is capped, so appending to one never writes over the next.
 		// Runs of them that lie one after another in the log are read with
-		// one pread each (readRuns).
-		want, wanted := 0, 0
+		// one pread each (readRuns). To plan them, filter is asked about
+		// the units here, each once and in order as the loop below would
+		// ask (a filter may keep state: the delay levels' stops at the
+		// first message not yet due), and the loop uses the answers.
+		want := 0
 		take = take[:0]
-		for _, u := range units {
-			if want >= maxBytes-bytes || wanted == maxCount-len(res.Records) {
-				break
-			}
-			t := u.Offset >= minPhys && (filter == nil || filter(u.TagHash))
-			take = append(take, t)
-			if t {
-				want += int(u.Size)
-				wanted++
-			}
-		}
-		slab := make([]byte, 0, want)
+		var slab []byte
 		var pre [][]byte
-		if match == nil {
-			slab, pre = s.readRuns(units[:len(take)], take, slab, pre[:0])
+		if match == nil { // match's records are copied one by one, once it takes them
+			planned, n := 0, len(res.Records)
+			for _, u := range units {
+				t := u.Offset >= minPhys && (filter == nil || filter(u.TagHash))
+				take = append(take, t)
+				if !t {
+					planned++
+					continue
+				}
+				if n > 0 && bytes+want+int(u.Size) > maxBytes {
+					break // the loop below stops at this unit too
+				}
+				planned++
+				want += int(u.Size)
+				if n++; n == maxCount {
+					break
+				}
+			}
+			slab, pre = s.readRuns(units[:planned], take[:planned], make([]byte, 0, want))
 		}
 		if cold && len(slab) < want {
 			prefetch()
@@ -180,10 +190,13 @@ func (s *Store) GetMatching(topic string, queueID int32, offset int64, maxCount,
 		for i, u := range units {
 			qo := next + int64(i)
 			scanned++
-			if u.Offset < minPhys {
+			if i < len(take) {
+				if !take[i] {
+					continue // deleted by retention, or filtered out
+				}
+			} else if u.Offset < minPhys {
 				continue // its segment was deleted by retention
-			}
-			if filter != nil && !filter(u.TagHash) {
+			} else if filter != nil && !filter(u.TagHash) {
 				continue
 			}
 			if len(res.Records) > 0 && bytes+int(u.Size) > maxBytes {
@@ -249,8 +262,8 @@ const runMin = 8 << 10
 // read so and its header agrees with its unit; nil otherwise, for the
 // caller to read on its own. The slab's length is the bytes the runs
 // filled.
-func (s *Store) readRuns(units []consumequeue.Unit, take []bool, slab []byte, pre [][]byte) ([]byte, [][]byte) {
-	pre = append(pre, make([][]byte, len(units))...)
+func (s *Store) readRuns(units []consumequeue.Unit, take []bool, slab []byte) ([]byte, [][]byte) {
+	pre := make([][]byte, len(units))
 	for i := 0; i < len(units); {
 		if !take[i] {
 			i++

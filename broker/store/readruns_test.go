@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"strconv"
 	"testing"
 
 	"github.com/bolide-mq/bolide/commitlog"
@@ -92,4 +93,58 @@ func TestGetMessagesReadsRuns(t *testing.T) {
 	check("all", nil, func(int) bool { return true })
 	even := message.TagsHash("even")
 	check("even tags", func(tc int64) bool { return tc == even }, func(qo int) bool { return (qo%40/10)%2 == 0 })
+}
+
+// TestGetMessagesAsksFilterOncePerUnit: the filter is asked about each
+// unit at most once and in queue order, as the delay levels' filter needs
+// (it stops for good at the first message not yet due): a filter that
+// refuses everything from the 30th unit on gets exactly the first 29
+// records, and saw no unit twice.
+func TestGetMessagesAsksFilterOncePerUnit(t *testing.T) {
+	s, err := Open(testOptions(t.TempDir(), commitlog.FlushAsync), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	batch := make([]*message.Ext, 60)
+	for i := range batch {
+		batch[i] = newMsg("T", 0, i)
+		batch[i].Body = bytes.Repeat([]byte{'x'}, 400) // one run of about 30 KiB
+		batch[i].SetProperty(message.PropertyTags, "t"+strconv.Itoa(i))
+	}
+	res, err := s.PutBatch(ctx, batch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitDispatched(ctx, res[len(res)-1].End()); err != nil {
+		t.Fatal(err)
+	}
+	order := map[int64]int{}
+	for i := range batch {
+		order[message.TagsHash("t"+strconv.Itoa(i))] = i
+	}
+	var seen []int
+	stopped := false
+	filter := func(tc int64) bool {
+		i := order[tc]
+		seen = append(seen, i)
+		if stopped || i >= 29 {
+			stopped = true
+			return false
+		}
+		return true
+	}
+	got, err := s.GetMessages("T", 0, 0, 64, 1<<20, filter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Records) != 29 {
+		t.Fatalf("%d records, want the 29 before the stop", len(got.Records))
+	}
+	for k, i := range seen {
+		if i != k {
+			t.Fatalf("the filter saw units %v: not each once, in order", seen)
+		}
+	}
 }
