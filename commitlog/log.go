@@ -576,17 +576,26 @@ func (l *Log) segmentFor(off int64) *segment {
 // is valid only during fn and must not be modified. The range must be
 // readable and inside one segment.
 func (l *Log) View(off int64, n int, fn func(b []byte) error) error {
-	if off < 0 || n <= 0 || off+int64(n) > l.Readable() {
-		return fmt.Errorf("%w: [%d, %d) readable up to %d", ErrOffset, off, off+int64(n), l.Readable())
+	return l.inSegment(off, int64(n), func(seg *segment, rel int64) error {
+		return fn(seg.m.Data[rel : rel+int64(n)])
+	})
+}
+
+// inSegment calls fn with the segment holding the n bytes at off and
+// their offset in it, under the segment list's read lock (so retention
+// cannot close the segment meanwhile). The range must be readable and
+// inside one segment.
+func (l *Log) inSegment(off, n int64, fn func(seg *segment, rel int64) error) error {
+	if off < 0 || n <= 0 || off+n > l.Readable() {
+		return fmt.Errorf("%w: [%d, %d) readable up to %d", ErrOffset, off, off+n, l.Readable())
 	}
 	l.segMu.RLock()
 	defer l.segMu.RUnlock()
 	seg := l.segmentFor(off)
-	if seg == nil || off+int64(n) > seg.end() {
-		return fmt.Errorf("%w: [%d, %d) not inside one segment (min offset %d)", ErrOffset, off, off+int64(n), l.minOffsetLocked())
+	if seg == nil || off+n > seg.end() {
+		return fmt.Errorf("%w: [%d, %d) not inside one segment (min offset %d)", ErrOffset, off, off+n, l.minOffsetLocked())
 	}
-	rel := off - seg.start
-	return fn(seg.m.Data[rel : rel+int64(n)])
+	return fn(seg, off-seg.start)
 }
 
 func (l *Log) minOffsetLocked() int64 {
@@ -649,27 +658,19 @@ func (l *Log) PreadRecord(off int64, dst []byte) ([]byte, error) {
 // cache, is read with O_DIRECT (direct.go). The range must be readable and
 // inside one segment.
 func (l *Log) ReadSpan(off int64, dst []byte) error {
-	n := int64(len(dst))
-	if off < 0 || n == 0 || off+n > l.Readable() {
-		return fmt.Errorf("%w: [%d, %d) readable up to %d", ErrOffset, off, off+n, l.Readable())
-	}
-	l.segMu.RLock()
-	defer l.segMu.RUnlock()
-	seg := l.segmentFor(off)
-	if seg == nil || off+n > seg.end() {
-		return fmt.Errorf("%w: [%d, %d) not inside one segment (min offset %d)", ErrOffset, off, off+n, l.minOffsetLocked())
-	}
-	if off+n <= l.cacheFrom.Load() {
-		if err := seg.readDirect(off, dst); err == nil {
-			return nil
+	return l.inSegment(off, int64(len(dst)), func(seg *segment, rel int64) error {
+		if off+int64(len(dst)) <= l.cacheFrom.Load() {
+			if err := seg.readDirect(off, dst); err == nil {
+				return nil
+			}
+			// Refused (the file system) or failed: the page cache's way
+			// reports what is wrong, if anything still is.
 		}
-		// Refused (the file system) or failed: the page cache's way
-		// reports what is wrong, if anything still is.
-	}
-	if _, err := seg.f.ReadAt(dst, off-seg.start); err != nil {
-		return fmt.Errorf("read %s at %d: %w", seg.path, off-seg.start, err)
-	}
-	return nil
+		if _, err := seg.f.ReadAt(dst, rel); err != nil {
+			return fmt.Errorf("read %s at %d: %w", seg.path, rel, err)
+		}
+		return nil
+	})
 }
 
 // CacheFrom is the offset below which the log dropped its bytes from the

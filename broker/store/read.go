@@ -260,10 +260,11 @@ const runMin = 8 << 10
 // ends), one pread per run of at least runMin bytes
 // (commitlog.Log.ReadSpan). pre[i] is unit i's record, capped, when it was
 // read so and its header agrees with its unit; nil otherwise, for the
-// caller to read on its own. The slab's length is the bytes the runs
-// filled.
+// caller to read on its own (pre is nil when no run was read: the pulls
+// at the tail, a record or two, allocate nothing here). The slab's length
+// is the bytes the runs filled.
 func (s *Store) readRuns(units []consumequeue.Unit, take []bool, slab []byte) ([]byte, [][]byte) {
-	pre := make([][]byte, len(units))
+	var pre [][]byte
 	for i := 0; i < len(units); {
 		if !take[i] {
 			i++
@@ -280,6 +281,9 @@ func (s *Store) readRuns(units []consumequeue.Unit, take []bool, slab []byte) ([
 			span := slab[at : at+n]
 			if err := s.clog.ReadSpan(start, span); err == nil {
 				slab = slab[:at+n]
+				if pre == nil {
+					pre = make([][]byte, len(units))
+				}
 				for k := i; k < j; k++ {
 					lo := int(units[k].Offset - start)
 					hi := lo + int(units[k].Size)
