@@ -30,6 +30,8 @@ const (
 	mEchoAsync Method = 101 // answers its string, on its own goroutine
 	mPark      Method = 102 // own goroutine: waits for the test's release, or for its context
 	mCount     Method = 103 // counts its calls (oneway)
+	mKeep      Method = 104 // own goroutine, its request a slice of the payload (KeepsPayload): parks, then answers it
+	mKeepNot   Method = 105 // the same without KeepsPayload: the answer shows what the buffer holds by then
 )
 
 // testServer is a Server behind a listener that sorts connections by the
@@ -74,6 +76,17 @@ func startServer(t *testing.T, opts Options, log *zap.Logger) *testServer {
 			}
 			return wrapperspb.String("released " + v)
 		}})
+	// The request of mKeep and mKeepNot is the payload itself, not a copy.
+	inPlace := func(payload []byte) (proto.Message, error) { return wrapperspb.Bytes(payload), nil }
+	parkBytes := func(_ context.Context, req proto.Message) proto.Message {
+		ts.parked <- "bytes"
+		<-ts.release
+		return wrapperspb.String(string(req.(*wrapperspb.BytesValue).Value))
+	}
+	ts.Handle(mKeep, Handler{Decode: inPlace, KeepsPayload: true, Serve: parkBytes,
+		Blocking: func(proto.Message) bool { return true }})
+	ts.Handle(mKeepNot, Handler{Decode: inPlace, Serve: parkBytes,
+		Blocking: func(proto.Message) bool { return true }})
 	ts.Handle(mCount, Handler{NewRequest: str, Serve: func(context.Context, proto.Message) proto.Message {
 		ts.count.Add(1)
 		return wrapperspb.String("")
@@ -200,6 +213,52 @@ func TestBlockingRequestDoesNotStallConnection(t *testing.T) {
 	ts.releaseAll()
 	if err := <-parked; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A request that refers to its payload (Handler.KeepsPayload) keeps it
+// intact while it is served on its own goroutine and the connection reads
+// more frames; without KeepsPayload the next frame lands in the same
+// buffer, which is what the flag is for.
+func TestKeepsPayload(t *testing.T) {
+	for _, tc := range []struct {
+		m    Method
+		keep bool
+	}{{mKeep, true}, {mKeepNot, false}} {
+		t.Run(fmt.Sprint(tc.keep), func(t *testing.T) {
+			ts := startServer(t, Options{}, nil)
+			c := newClient(t, ts.addr, Options{})
+			ctx := context.Background()
+			sent := "kept-" + strings.Repeat("k", 100)
+			want, err := proto.Marshal(wrapperspb.String(sent)) // the payload as the server reads it
+			if err != nil {
+				t.Fatal(err)
+			}
+			parked := make(chan string, 1)
+			go func() {
+				got, err := call(ctx, c, tc.m, sent)
+				if err != nil {
+					got = "error: " + err.Error()
+				}
+				parked <- got
+			}()
+			<-ts.parked
+			// Frames of the same size, read while the first is parked.
+			other := "next-" + strings.Repeat("n", 100)
+			for range 3 {
+				if got, err := call(ctx, c, mEcho, other); err != nil || got != other {
+					t.Fatalf("echo behind the parked request: %q, %v", got, err)
+				}
+			}
+			ts.releaseAll()
+			got := <-parked
+			if tc.keep && got != string(want) {
+				t.Fatalf("the kept payload changed while its request was served: %q, want %q", got, want)
+			}
+			if !tc.keep && got == string(want) {
+				t.Fatalf("without KeepsPayload the buffer was not reused: the test proves nothing")
+			}
+		})
 	}
 }
 

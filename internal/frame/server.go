@@ -25,9 +25,16 @@ type Handler struct {
 	// NewRequest returns an empty request to decode a payload into.
 	NewRequest func() proto.Message
 	// Decode, when set, decodes a payload in place of NewRequest and
-	// proto.Unmarshal: a faster decoder of the same message. It must not
-	// keep payload, which the connection reuses.
+	// proto.Unmarshal: a faster decoder of the same message. Unless
+	// KeepsPayload, the request must not refer to payload, which the
+	// connection reuses for the next frame.
 	Decode func(payload []byte) (proto.Message, error)
+	// KeepsPayload says that Decode's requests may refer to their payload
+	// (a message body as a slice of it, not a copy) until Serve returns:
+	// the connection then reads the next frame into another buffer while
+	// such a request is served on its own goroutine. Serve must not keep
+	// any part of the request after it returns.
+	KeepsPayload bool
 	// Blocking reports whether serving req may wait (for a disk flush, a
 	// replica, new messages). Such a request runs on its own goroutine, so
 	// that the requests behind it on the connection are not held up; the
@@ -228,14 +235,18 @@ func (c *serverConn) serve() {
 			}
 			return
 		}
-		if cap(payload) <= keptReadBufMax {
-			rbuf = payload[:0]
-		}
-		if err := c.dispatch(h, payload); err != nil {
+		kept, err := c.dispatch(h, payload)
+		if err != nil {
 			if !errors.Is(err, context.Canceled) {
 				log.Warn("frame connection closed: malformed frame", zap.Error(err))
 			}
 			return
+		}
+		switch {
+		case kept:
+			rbuf = nil // a request still being served refers to it
+		case cap(payload) <= keptReadBufMax:
+			rbuf = payload[:0]
 		}
 	}
 }
@@ -257,8 +268,10 @@ func (c *serverConn) finish(graceful bool) {
 	c.s.mu.Unlock()
 }
 
-// dispatch serves one frame; an error closes the connection.
-func (c *serverConn) dispatch(h Header, payload []byte) error {
+// dispatch serves one frame; an error closes the connection. kept says
+// that a request served on its own goroutine still refers to payload
+// (Handler.KeepsPayload).
+func (c *serverConn) dispatch(h Header, payload []byte) (kept bool, err error) {
 	switch h.Kind {
 	case KindCancel:
 		c.mu.Lock()
@@ -266,30 +279,30 @@ func (c *serverConn) dispatch(h Header, payload []byte) error {
 			r.cancel()
 		}
 		c.mu.Unlock()
-		return nil
+		return false, nil
 	case KindRequest, KindOneway:
 	default:
-		return fmt.Errorf("%w: a client sends no %s frame", ErrMalformed, h.Kind)
+		return false, fmt.Errorf("%w: a client sends no %s frame", ErrMalformed, h.Kind)
 	}
 	if h.Method == MethodAuth {
 		c.authenticate(h, payload)
-		return nil
+		return false, nil
 	}
 	hd, ok := c.s.handlers[h.Method]
 	if !ok {
 		c.replyError(h, fmt.Sprintf("unknown method %d", h.Method))
-		return nil
+		return false, nil
 	}
 	req, err := hd.decode(payload)
 	if err != nil {
 		c.replyError(h, fmt.Sprintf("cannot decode the %s request: %v", h.Method, err))
-		return nil
+		return false, nil
 	}
 	if hd.Blocking == nil || !hd.Blocking(req) {
 		c.reply(h, hd.Serve(c.inline, req), true)
-		return nil
+		return false, nil
 	}
-	return c.serveAsync(h, hd, req)
+	return hd.KeepsPayload, c.serveAsync(h, hd, req)
 }
 
 // authenticate serves an Auth request: its outcome replaces the

@@ -61,14 +61,18 @@ func New(b *broker.Broker, maxFrame int, log *zap.Logger) *Frontend {
 	sendsWait := b.SendsWait()
 	srv.Handle(frame.MethodSend, frame.Handler{
 		NewRequest: func() proto.Message { return new(pb.SendRequest) },
+		// The bodies stay in the frame's buffer until the send is served:
+		// the broker copies them into the records it stores and keeps
+		// nothing of the request.
 		Decode: func(payload []byte) (proto.Message, error) {
-			req, err := v1wire.DecodeSendRequest(payload)
+			req, err := v1wire.DecodeSendRequestInPlace(payload)
 			if err != nil {
 				return nil, err
 			}
 			return req, nil
 		},
-		Blocking: func(proto.Message) bool { return sendsWait },
+		KeepsPayload: true,
+		Blocking:     func(proto.Message) bool { return sendsWait },
 		Serve: func(ctx context.Context, req proto.Message) proto.Message {
 			r := req.(*pb.SendRequest)
 			if g.Enabled() {

@@ -19,8 +19,22 @@ import (
 // per message of a batched send after the write itself: the messages of a
 // request are allocated together, the topic string once when every message
 // repeats it, and the common property names not at all. Unknown fields are
-// skipped (not kept).
+// skipped (not kept). The bodies are copied out of b, which the caller may
+// reuse at once.
 func DecodeSendRequest(b []byte) (*pb.SendRequest, error) {
+	return decodeSendRequest(b, false)
+}
+
+// DecodeSendRequestInPlace is DecodeSendRequest with the bodies left in b:
+// each message's Body is a slice of b (capped, so an append copies), and
+// the request is valid only as long as b is not reused. A broker serving
+// the request before it reads the next frame into the buffer spares a copy
+// of every body and an allocation the size of the request.
+func DecodeSendRequestInPlace(b []byte) (*pb.SendRequest, error) {
+	return decodeSendRequest(b, true)
+}
+
+func decodeSendRequest(b []byte, inPlace bool) (*pb.SendRequest, error) {
 	req := new(pb.SendRequest)
 	n, err := hotwire.CountField(b, 3)
 	if err != nil {
@@ -31,7 +45,10 @@ func DecodeSendRequest(b []byte) (*pb.SendRequest, error) {
 		slab = make([]pb.Message, n)
 		req.Messages = make([]*pb.Message, 0, n)
 	}
-	d := decoder{bodies: make([]byte, 0, len(b))} // the bodies take less than the whole request
+	d := decoder{inPlace: inPlace}
+	if !inPlace {
+		d.bodies = make([]byte, 0, len(b)) // the bodies take less than the whole request
+	}
 	for len(b) > 0 {
 		num, typ, l := hotwire.ConsumeTag(b)
 		if l < 0 {
@@ -79,6 +96,8 @@ func DecodeSendRequest(b []byte) (*pb.SendRequest, error) {
 type decoder struct {
 	topic  string // the last topic decoded, shared by the next that repeats it
 	bodies []byte // the bodies, one after the other (one allocation a request)
+	// inPlace: a body is a slice of the request, not a copy in bodies.
+	inPlace bool
 }
 
 // message decodes one Message into m.
@@ -125,7 +144,11 @@ func (d *decoder) message(b []byte, m *pb.Message) error {
 				m.Topic = d.topic
 			case 4:
 				m.Body = nil // when empty, as proto.Unmarshal leaves it
-				if len(v) > 0 {
+				switch {
+				case len(v) == 0:
+				case d.inPlace:
+					m.Body = v[:len(v):len(v)] // capped: an append copies
+				default:
 					at := len(d.bodies)
 					d.bodies = append(d.bodies, v...)
 					m.Body = d.bodies[at:len(d.bodies):len(d.bodies)] // capped: an append copies

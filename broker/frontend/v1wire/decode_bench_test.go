@@ -25,7 +25,7 @@ func batchPayload(b *testing.B) []byte {
 	return p
 }
 
-// BenchmarkDecodeSend compares DecodeSendRequest with proto.Unmarshal on
+// BenchmarkDecodeSend compares DecodeSendRequest, in place or not, with proto.Unmarshal on
 // a batch of 64 messages.
 func BenchmarkDecodeSend(b *testing.B) {
 	p := batchPayload(b)
@@ -33,6 +33,14 @@ func BenchmarkDecodeSend(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
 			if _, err := DecodeSendRequest(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("DecodeSendRequestInPlace", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			if _, err := DecodeSendRequestInPlace(p); err != nil {
 				b.Fatal(err)
 			}
 		}

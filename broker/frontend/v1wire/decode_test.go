@@ -2,6 +2,7 @@ package v1wire
 
 import (
 	"testing"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -10,7 +11,9 @@ import (
 )
 
 // sameAsProto decodes b with DecodeSendRequest and with proto.Unmarshal and
-// fails unless both refuse it or both give equal requests.
+// fails unless both refuse it or both give equal requests; and the same
+// with DecodeSendRequestInPlace, whose bodies must be slices of b where
+// DecodeSendRequest's are copies.
 func sameAsProto(t *testing.T, b []byte) {
 	t.Helper()
 	want := new(pb.SendRequest)
@@ -34,7 +37,37 @@ func sameAsProto(t *testing.T, b []byte) {
 		if len(m.Body) == 0 && m.Body != nil {
 			t.Fatalf("input %x: message %d has an empty non-nil body", b, i)
 		}
+		if len(m.Body) > 0 && within(m.Body, b) {
+			t.Fatalf("input %x: message %d's body is not a copy", b, i)
+		}
 	}
+	in, err := DecodeSendRequestInPlace(b)
+	if err != nil {
+		t.Fatalf("input %x: DecodeSendRequestInPlace: %v (DecodeSendRequest took it)", b, err)
+	}
+	if !proto.Equal(in, want) {
+		t.Fatalf("input %x: in place:\n got %v\nwant %v", b, in, want)
+	}
+	for i, m := range in.Messages {
+		switch {
+		case len(m.Body) == 0 && m.Body != nil:
+			t.Fatalf("input %x: in place, message %d has an empty non-nil body", b, i)
+		case len(m.Body) > 0 && !within(m.Body, b):
+			t.Fatalf("input %x: in place, message %d's body is not a slice of the input", b, i)
+		case len(m.Body) != cap(m.Body):
+			t.Fatalf("input %x: in place, message %d's body is not capped (an append would write into the input)", b, i)
+		}
+	}
+}
+
+// within reports whether s lies inside b's memory.
+func within(s, b []byte) bool {
+	if len(s) == 0 || len(b) == 0 {
+		return false
+	}
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	at := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
+	return at >= start && at+uintptr(len(s)) <= start+uintptr(len(b))
 }
 
 func sampleRequests() []*pb.SendRequest {
