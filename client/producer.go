@@ -381,25 +381,16 @@ func (p *Producer) fillWire(pm *pb.Message, m *Message, shardingKey string, born
 		}
 	}
 	props := wireProperties(m, shardingKey, p.ids.Next())
-	if err := message.ValidateProperties(props); err != nil {
+	n, err := message.ValidPropertiesLen(props)
+	if err != nil {
 		return codeErr(pb.Code_MESSAGE_ILLEGAL, "%v", err)
 	}
-	if n := encodedPropertiesLen(props); n > message.MaxPropertiesSize-32 {
+	if n > message.MaxPropertiesSize-32 {
 		return codeErr(pb.Code_PROPERTIES_TOO_LARGE, "properties take %d bytes, at most %d", n, message.MaxPropertiesSize-32)
 	}
 	pm.Topic, pm.Body, pm.Properties = m.Topic, m.Body, props
 	pm.BornTimestamp, pm.BornHost = bornMs, p.bornHost
 	return nil
-}
-
-// encodedPropertiesLen is len(message.EncodeProperties(props)), without
-// encoding them: each pair is its name, its value and two separators.
-func encodedPropertiesLen(props map[string]string) int {
-	n := 0
-	for k, v := range props {
-		n += len(k) + len(v) + 2
-	}
-	return n
 }
 
 // selectQueue picks the queue of one attempt. avoid is the broker the

@@ -70,18 +70,34 @@ var ErrBadProperty = errors.New("illegal property")
 // ValidateProperties checks that no name or value contains a separator, that
 // names are not empty and do not use the reserved checksum key.
 func ValidateProperties(props map[string]string) error {
+	_, err := ValidPropertiesLen(props)
+	return err
+}
+
+// ValidPropertiesLen is ValidateProperties, and on success the length of
+// the properties' encoding without the checksum trailer (each pair its
+// name, its value and two separators), in the same pass over the map.
+func ValidPropertiesLen(props map[string]string) (int, error) {
+	n := 0
 	for k, v := range props {
 		if k == "" {
-			return fmt.Errorf("%w: empty name", ErrBadProperty)
+			return 0, fmt.Errorf("%w: empty name", ErrBadProperty)
 		}
 		if k == PropertyCRC32 {
-			return fmt.Errorf("%w: %q is reserved", ErrBadProperty, k)
+			return 0, fmt.Errorf("%w: %q is reserved", ErrBadProperty, k)
 		}
-		if strings.ContainsAny(k, "\x01\x02") || strings.ContainsAny(v, "\x01\x02") {
-			return fmt.Errorf("%w: %q contains a separator byte", ErrBadProperty, k)
+		if hasSeparator(k) || hasSeparator(v) {
+			return 0, fmt.Errorf("%w: %q contains a separator byte", ErrBadProperty, k)
 		}
+		n += len(k) + len(v) + 2
 	}
-	return nil
+	return n, nil
+}
+
+// hasSeparator reports whether s contains either separator byte
+// (strings.ContainsAny builds its byte set on every call).
+func hasSeparator(s string) bool {
+	return strings.IndexByte(s, NameValueSeparator) >= 0 || strings.IndexByte(s, PropertySeparator) >= 0
 }
 
 // propertiesLen returns the encoded length of props without the checksum
