@@ -134,6 +134,7 @@ type benchProduceFlags struct {
 	producers  int
 	batch      int
 	profile    string
+	allocs     string
 	async      bool
 	inflight   int
 	rate       int
@@ -190,6 +191,7 @@ due.`,
 	fs.DurationVar(&f.delay, "delay", 0, "send timer messages, delivered this long after the broker stores them (0: none)")
 	fs.IntVar(&f.delayLevel, "delay-level", 0, "send delayed messages of this delay level, 1-based (0: none)")
 	fs.StringVar(&f.profile, "cpu-profile", "", "write a CPU profile of this process during the sends to this file")
+	fs.StringVar(&f.allocs, "alloc-profile", "", "write a profile of this process's allocations to this file after the sends")
 	_ = c.RegisterFlagCompletionFunc("topic", a.topicCompletion)
 	return c
 }
@@ -344,13 +346,11 @@ func (a *app) runBenchProduce(f *benchProduceFlags) error {
 		return fmt.Sprintf("sent %d/%d msgs", acked.Load(), f.count)
 	}, acked.Load)
 
-	if f.profile != "" {
-		stop, err := startCPUProfile(f.profile)
-		if err != nil {
-			return err
-		}
-		defer stop()
+	stopProfiles, err := startProfiles(f.profile, f.allocs)
+	if err != nil {
+		return err
 	}
+	defer stopProfiles()
 	start := time.Now()
 	// pace holds a claim of k messages until its turn under --rate: the
 	// i-th message is due i/rate seconds after the start.

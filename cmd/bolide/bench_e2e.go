@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"sync"
@@ -31,6 +32,7 @@ type benchE2EFlags struct {
 	inflight  int
 	idle      time.Duration
 	profile   string
+	allocs    string
 	transport *benchTransport
 }
 
@@ -61,6 +63,7 @@ not read. Offsets are not committed. Progress goes to stderr (not with -o json).
 	fs.IntVar(&f.inflight, "inflight", 1024, "sends in flight at most")
 	fs.DurationVar(&f.idle, "idle", 5*time.Second, "after the last send, stop when nothing arrives for this long")
 	fs.StringVar(&f.profile, "cpu-profile", "", "write a CPU profile of this process (producer and consumer) during the run to this file")
+	fs.StringVar(&f.allocs, "alloc-profile", "", "write a profile of this process's allocations (producer and consumer) to this file after the run")
 	_ = c.RegisterFlagCompletionFunc("topic", a.topicCompletion)
 	return c
 }
@@ -156,13 +159,11 @@ func (a *app) runBenchE2E(f *benchE2EFlags) error {
 	stopProgress := a.progress(func() string {
 		return fmt.Sprintf("sent %d/%d, received %d msgs", r.sent.Load(), total, r.recv.Load())
 	}, r.recv.Load)
-	if f.profile != "" {
-		stop, err := startCPUProfile(f.profile)
-		if err != nil {
-			return err
-		}
-		defer stop()
+	stopProfiles, err := startProfiles(f.profile, f.allocs)
+	if err != nil {
+		return err
 	}
+	defer stopProfiles()
 	r.sending.Store(true)
 	r.start = time.Now()
 	done := make(chan struct{})
@@ -304,19 +305,41 @@ func (a *app) e2eConsume(c *client.PullConsumer, r *e2eRun) {
 	}
 }
 
-// startCPUProfile writes a CPU profile to path until the returned
-// function is called.
-func startCPUProfile(path string) (func(), error) {
-	f, err := os.Create(path)
+// startProfiles starts a CPU profile written to cpuPath and, with
+// allocPath, counts allocations from now on; the returned function stops
+// the CPU profile and writes the allocations (empty paths: none).
+func startProfiles(cpuPath, allocPath string) (func(), error) {
+	stopCPU := func() {}
+	if cpuPath != "" {
+		f, err := os.Create(cpuPath)
+		if err != nil {
+			return nil, fmt.Errorf("cpu profile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("cpu profile: %w", err)
+		}
+		stopCPU = func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}
+	}
+	if allocPath == "" {
+		return stopCPU, nil
+	}
+	f, err := os.Create(allocPath)
 	if err != nil {
-		return nil, fmt.Errorf("cpu profile: %w", err)
+		stopCPU()
+		return nil, fmt.Errorf("alloc profile: %w", err)
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("cpu profile: %w", err)
-	}
+	// The allocations profile counts from the process's start: what the
+	// setup allocated is small beside a run's messages.
 	return func() {
-		pprof.StopCPUProfile()
+		stopCPU()
+		runtime.GC() // the profile shows allocations up to the last collection
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			fmt.Fprintf(os.Stderr, "alloc profile: %v\n", err)
+		}
 		_ = f.Close()
 	}, nil
 }
