@@ -479,6 +479,25 @@ type Dispatch struct {
 	TimerOutMS int64
 }
 
+// SetProperties sets the fields of d that come from properties — TagsHash,
+// Keys, UniqueKey, DelayLevel, TimerOutMS — from props, as DecodeDispatch
+// reads them from a record encoded with props (TestSetPropertiesMatchesDecode
+// holds the two together); the others are left as they are.
+func (d *Dispatch) SetProperties(props map[string]string) {
+	d.TagsHash, d.DelayLevel, d.TimerOutMS = 0, 0, 0
+	if v, ok := props[PropertyTags]; ok {
+		d.TagsHash = TagsHash(v)
+	}
+	d.Keys = props[PropertyKeys]
+	d.UniqueKey = props[PropertyUniqueKey]
+	if v, ok := props[PropertyDelayLevel]; ok {
+		d.DelayLevel = atoi32([]byte(v))
+	}
+	if v, ok := props[PropertyTimerOutMS]; ok {
+		d.TimerOutMS = atoi64([]byte(v))
+	}
+}
+
 // DecodeDispatch extracts the dispatch fields from one record without
 // building the property map.
 func DecodeDispatch(rec []byte) (Dispatch, error) {

@@ -194,6 +194,8 @@ func (s *Store) dispatchAvailable(limit int64) (int64, error) {
 			if d, err = message.DecodeDispatch(rec); err != nil {
 				return fmt.Errorf("record at %d: %w", off, err)
 			}
+		} else if testHandedDispatch != nil {
+			testHandedDispatch(d, rec)
 		}
 		s.dispatchMu.Lock()
 		err := s.dispatchRecord(&d)
@@ -310,6 +312,10 @@ func (s *Store) dispatchRecord(d *message.Dispatch) error {
 	}
 	return nil
 }
+
+// testHandedDispatch, set by tests, sees each record whose Dispatch the
+// dispatcher was handed instead of decoding it.
+var testHandedDispatch func(handed message.Dispatch, rec []byte)
 
 // permanentDispatchError reports errors a retry cannot fix.
 func permanentDispatchError(err error) bool {

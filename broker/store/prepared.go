@@ -55,9 +55,10 @@ func (s *Store) PutPrepared(ctx context.Context, recs []Prepared, dst []PutResul
 			NoQueueOffset: !message.Dispatchable(p.SysFlag)}
 		ptrs[i] = &entries[i]
 	}
-	return s.appendBatch(ctx, ptrs, func(i int, d *message.Dispatch) {
+	return s.appendBatch(ctx, ptrs, func(i int, d *message.Dispatch) bool {
 		p := &recs[i]
 		d.Topic, d.QueueID, d.SysFlag, d.Keys, d.UniqueKey = p.Topic, p.QueueID, p.SysFlag, p.Keys, p.UniqueKey
+		return false // the dispatcher decodes the record for the rest
 	}, dst, &deferred)
 }
 

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -82,17 +83,22 @@ func (s *Store) PutBatch(ctx context.Context, msgs []*message.Ext, dst []PutResu
 			NoQueueOffset: !message.Dispatchable(m.SysFlag),
 		}
 	}
-	return s.appendBatch(ctx, entries, func(i int, d *message.Dispatch) {
+	return s.appendBatch(ctx, entries, func(i int, d *message.Dispatch) bool {
 		m := msgs[i]
-		d.Topic, d.QueueID, d.SysFlag = m.Topic, m.QueueID, m.SysFlag
-		d.Keys, d.UniqueKey = m.Properties[message.PropertyKeys], m.Properties[message.PropertyUniqueKey]
+		// The system flag as encoded (with the hosts' IPv6 bits), the
+		// rest from the message the record was encoded from: all that
+		// decoding the record would give the dispatcher.
+		d.Topic, d.QueueID = m.Topic, m.QueueID
+		d.SysFlag = int32(binary.BigEndian.Uint32(entries[i].Record[message.PosSysFlag:]))
+		d.SetProperties(m.Properties)
+		return true
 	}, dst, &deferred)
 }
 
 // appendBatch appends encoded records, makes room for their dispatch (own
-// tells what planOwn needs of the i-th) and dispatches them, as PutBatch
-// and PutPrepared do.
-func (s *Store) appendBatch(ctx context.Context, entries []*commitlog.Entry, own func(i int, d *message.Dispatch),
+// tells what planOwn needs of the i-th, see ownFunc) and dispatches them,
+// as PutBatch and PutPrepared do.
+func (s *Store) appendBatch(ctx context.Context, entries []*commitlog.Entry, own ownFunc,
 	dst []PutResult, deferred *bool) ([]PutResult, error) {
 	results, err := s.clog.AppendBatch(ctx, entries, make([]commitlog.Result, 0, len(entries)))
 	if err == nil && len(results) > 0 {

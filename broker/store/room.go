@@ -268,7 +268,7 @@ func noRoom(off int64, kind spareKind, err error) error {
 // roomFor makes sure that the records of a PutBatch, rs (appended from
 // msgs), and every record before them are planned before Put acknowledges
 // them.
-func (s *Store) roomFor(own func(i int, d *message.Dispatch), rs []commitlog.Result) error {
+func (s *Store) roomFor(own ownFunc, rs []commitlog.Result) error {
 	end := rs[len(rs)-1].End()
 	if s.planned.Load() >= end {
 		return nil
@@ -287,11 +287,18 @@ func (s *Store) roomFor(own func(i int, d *message.Dispatch), rs []commitlog.Res
 	return fmt.Errorf("store: the message is in the CommitLog but not acknowledged: %w", err)
 }
 
+// ownFunc fills in what a put knows of its i-th record: at least the
+// topic, queue, system flag, keys and unique key, which planning needs. It
+// reports whether it also set every other field that DecodeDispatch takes
+// from the record's properties (Dispatch.SetProperties), the system flag
+// as encoded; then, with the offsets, size and store time of the append,
+// the dispatcher is handed the record's Dispatch and does not decode it.
+type ownFunc func(i int, d *message.Dispatch) (complete bool)
+
 // planOwn plans the records before rs, then rs themselves from what Put
-// knows of them, without decoding them, as far as they follow each other
-// and fit; planTo does the rest. own fills in the topic, queue, sysflag,
-// keys and unique key of the i-th record.
-func (s *Store) planOwn(own func(i int, d *message.Dispatch), rs []commitlog.Result) error {
+// knows of them (own), without decoding them, as far as they follow each
+// other and fit; planTo does the rest.
+func (s *Store) planOwn(own ownFunc, rs []commitlog.Result) error {
 	if s.planned.Load() < rs[0].PhysicalOffset {
 		if err := s.planTo(rs[0].PhysicalOffset); err != nil {
 			return err
@@ -307,10 +314,14 @@ func (s *Store) planOwn(own func(i int, d *message.Dispatch), rs []commitlog.Res
 			return nil // planned already, or a blank ends a segment before r
 		}
 		var d message.Dispatch
-		own(i, &d)
+		complete := own(i, &d)
 		d.QueueOffset = r.QueueOffset
+		d.PhysicalOffset, d.Size, d.StoreTimestamp = r.PhysicalOffset, r.Size, r.StoreTimestamp
 		if s.planRecord(r.PhysicalOffset, &d, &line) != nil {
 			return nil // short of a spare: planTo adds it
+		}
+		if complete {
+			s.decoded.put(r.PhysicalOffset, &d)
 		}
 		s.planned.Store(r.End())
 	}
@@ -426,8 +437,9 @@ func (s *Store) checkRoom() {
 	s.roomSig.Notify()
 }
 
-// decodedRing hands the records the planner decoded to the dispatcher, so
-// that each record is decoded once. The planner (under planMu) puts, the
+// decodedRing hands the records the planner decoded, or a put described
+// (planOwn), to the dispatcher, so that each record is decoded at most
+// once. The planner (under planMu) puts, the
 // dispatcher takes, both in log order; a record that did not fit is
 // decoded again by the dispatcher.
 type decodedRing struct {
