@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/bolide-mq/bolide/commitlog"
 	"github.com/bolide-mq/bolide/message"
 )
 
@@ -33,52 +32,45 @@ func TestPutHandsDispatch(t *testing.T) {
 	}
 	t.Cleanup(func() { testHandedDispatch = nil })
 
-	for _, flush := range []commitlog.FlushMode{commitlog.FlushAsync, commitlog.FlushSync} {
-		t.Run(flush.String(), func(t *testing.T) {
-			s, err := Open(testOptions(t.TempDir(), flush), nil)
+	eachFlushMode(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		v6 := netip.MustParseAddrPort("[2001:db8::7]:4242")
+		var msgs []*message.Ext
+		for i := range 120 {
+			m := &message.Ext{Message: message.Message{Topic: fmt.Sprintf("T%d", i%3), Body: []byte(fmt.Sprintf("body-%d", i))},
+				QueueID: int32(i % 4)}
+			switch i % 6 {
+			case 0:
+				m.SetProperty(message.PropertyTags, fmt.Sprintf("tag%d", i%5))
+				m.SetProperty(message.PropertyKeys, fmt.Sprintf("k%d shared", i))
+				m.SetProperty(message.PropertyUniqueKey, fmt.Sprintf("UNIQ%08d", i))
+			case 1:
+				m.SetProperty(message.PropertyDelayLevel, "3")
+				m.SetProperty(message.PropertyTags, "")
+			case 2:
+				m.SetProperty(message.PropertyTimerOutMS, "1700000000000")
+				m.BornHost = v6
+			case 3:
+				m.SysFlag = message.SysFlagTransPrepared
+				m.SetProperty(message.PropertyUniqueKey, fmt.Sprintf("HALF%d", i))
+			case 4:
+				m.SetProperty(message.PropertyDelayLevel, "not a number")
+				m.SetProperty("custom", "v")
+			}
+			msgs = append(msgs, m)
+		}
+		var last PutResult
+		for i := 0; i < len(msgs); i += 8 {
+			res, err := s.PutBatch(ctx, msgs[i:i+8], nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer s.Close()
-			ctx := context.Background()
-			v6 := netip.MustParseAddrPort("[2001:db8::7]:4242")
-			var msgs []*message.Ext
-			for i := range 120 {
-				m := &message.Ext{Message: message.Message{Topic: fmt.Sprintf("T%d", i%3), Body: []byte(fmt.Sprintf("body-%d", i))},
-					QueueID: int32(i % 4)}
-				switch i % 6 {
-				case 0:
-					m.SetProperty(message.PropertyTags, fmt.Sprintf("tag%d", i%5))
-					m.SetProperty(message.PropertyKeys, fmt.Sprintf("k%d shared", i))
-					m.SetProperty(message.PropertyUniqueKey, fmt.Sprintf("UNIQ%08d", i))
-				case 1:
-					m.SetProperty(message.PropertyDelayLevel, "3")
-					m.SetProperty(message.PropertyTags, "")
-				case 2:
-					m.SetProperty(message.PropertyTimerOutMS, "1700000000000")
-					m.BornHost = v6
-				case 3:
-					m.SysFlag = message.SysFlagTransPrepared
-					m.SetProperty(message.PropertyUniqueKey, fmt.Sprintf("HALF%d", i))
-				case 4:
-					m.SetProperty(message.PropertyDelayLevel, "not a number")
-					m.SetProperty("custom", "v")
-				}
-				msgs = append(msgs, m)
-			}
-			var last PutResult
-			for i := 0; i < len(msgs); i += 8 {
-				res, err := s.PutBatch(ctx, msgs[i:i+8], nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				last = res[len(res)-1]
-			}
-			if err := s.WaitDispatched(ctx, last.End()); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+			last = res[len(res)-1]
+		}
+		if err := s.WaitDispatched(ctx, last.End()); err != nil {
+			t.Fatal(err)
+		}
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	for _, m := range mismatches {

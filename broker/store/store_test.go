@@ -167,6 +167,40 @@ func TestReleaseLoopDropsResidentPages(t *testing.T) {
 // way) is planned and dispatched by the dispatcher once the last Put
 // returns.
 func TestDispatchAfterPutLeavesRecordsUnplanned(t *testing.T) {
+	eachFlushMode(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		if _, err := s.Put(ctx, newMsg("T", 0, 0)); err != nil {
+			t.Fatal(err)
+		}
+		s.putting.Add(1) // a Put in flight
+		m := newMsg("T", 0, 1)
+		m.StoreHost, m.BornHost, m.BornTimestamp = s.opts.StoreHost, s.opts.StoreHost, time.Now().UnixMilli()
+		rec, err := message.EncodeUnsealed(nil, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.CommitLog().Append(ctx, &commitlog.Entry{Record: rec, Topic: m.Topic, QueueID: m.QueueID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond) // the dispatcher waits for the Put to plan it
+		if d := s.DispatchedOffset(); d >= r.End() {
+			t.Fatalf("dispatched to %d while a Put was to plan the record at %d", d, r.PhysicalOffset)
+		}
+		s.putDone(false) // which returns without planning it
+		if err := waitDispatched(s, r.End(), 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if _, maxOff := s.QueueOffsets("T", 0); maxOff != 2 {
+			t.Fatalf("queue holds %d messages, want 2", maxOff)
+		}
+	})
+}
+
+// eachFlushMode runs fn as a subtest under each flush mode, with a store
+// of testOptions in a directory of its own.
+func eachFlushMode(t *testing.T, fn func(t *testing.T, s *Store)) {
+	t.Helper()
 	for _, flush := range []commitlog.FlushMode{commitlog.FlushAsync, commitlog.FlushSync} {
 		t.Run(flush.String(), func(t *testing.T) {
 			s, err := Open(testOptions(t.TempDir(), flush), nil)
@@ -174,32 +208,7 @@ func TestDispatchAfterPutLeavesRecordsUnplanned(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			ctx := context.Background()
-			if _, err := s.Put(ctx, newMsg("T", 0, 0)); err != nil {
-				t.Fatal(err)
-			}
-			s.putting.Add(1) // a Put in flight
-			m := newMsg("T", 0, 1)
-			m.StoreHost, m.BornHost, m.BornTimestamp = s.opts.StoreHost, s.opts.StoreHost, time.Now().UnixMilli()
-			rec, err := message.EncodeUnsealed(nil, m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := s.CommitLog().Append(ctx, &commitlog.Entry{Record: rec, Topic: m.Topic, QueueID: m.QueueID})
-			if err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(50 * time.Millisecond) // the dispatcher waits for the Put to plan it
-			if d := s.DispatchedOffset(); d >= r.End() {
-				t.Fatalf("dispatched to %d while a Put was to plan the record at %d", d, r.PhysicalOffset)
-			}
-			s.putDone(false) // which returns without planning it
-			if err := waitDispatched(s, r.End(), 5*time.Second); err != nil {
-				t.Fatal(err)
-			}
-			if _, maxOff := s.QueueOffsets("T", 0); maxOff != 2 {
-				t.Fatalf("queue holds %d messages, want 2", maxOff)
-			}
+			fn(t, s)
 		})
 	}
 }
