@@ -267,3 +267,30 @@ func TestLockBatchExclusive(t *testing.T) {
 		t.Fatalf("Java lock body: %d %q", resp.Code, resp.Body)
 	}
 }
+
+// TestGoClientCommitUnanswered: RocketMQ's Go client sends its commits as
+// oneway requests without the oneway flag and closes its connections right
+// after the last ones on shutdown, so it is not answered (an unread answer
+// makes its close a reset that drops the commits behind it); the commit is
+// applied all the same, and a refused one is still answered.
+func TestGoClientCommitUnanswered(t *testing.T) {
+	cb := startConsumerBroker(t)
+	cb.createTopic(t, "T", 2)
+	req := rmq.NewRequest(rmq.UpdateConsumerOffset, offsetReqExt("CG", "T", 1, "commitOffset", "9"), nil)
+	req.Language = "GO"
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if resp, err := cb.conn.Invoke(ctx, req); err == nil {
+		t.Fatalf("the Go client's commit was answered: %d %s", resp.Code, resp.Remark)
+	}
+	if resp := cb.invoke(t, rmq.QueryConsumerOffset, offsetReqExt("CG", "T", 1), nil); resp.String("offset") != "9" {
+		t.Fatalf("query after the Go client's commit: %d %v", resp.Code, resp.Ext)
+	}
+	bad := rmq.NewRequest(rmq.UpdateConsumerOffset, offsetReqExt("CG", "Nope", 0, "commitOffset", "1"), nil)
+	bad.Language = "GO"
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	if resp, err := cb.conn.Invoke(ctx2, bad); err != nil || resp.Code != rmq.TopicNotExist {
+		t.Fatalf("the Go client's refused commit: %v %v", resp, err)
+	}
+}
