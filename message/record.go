@@ -67,8 +67,9 @@ func StoreTimestampPos(sysFlag int32) int {
 	return PosBornHost + hostLen(sysFlag&SysFlagBornHostV6 != 0)
 }
 
-// hostsSysFlag sets the IPv6 bits of sysFlag from the hosts.
-func hostsSysFlag(e *Ext) int32 {
+// RecordSysFlag is the system flag Encode writes for e: e.SysFlag with its
+// IPv6 bits set from the hosts.
+func (e *Ext) RecordSysFlag() int32 {
 	f := e.SysFlag &^ (SysFlagBornHostV6 | SysFlagStoreHostV6)
 	if isV6(e.BornHost) {
 		f |= SysFlagBornHostV6
@@ -138,7 +139,7 @@ func EncodeUnsealed(dst []byte, e *Ext) ([]byte, error) {
 	if err != nil {
 		return dst, err
 	}
-	sysFlag := hostsSysFlag(e)
+	sysFlag := e.RecordSysFlag()
 	start := len(dst)
 	be := binary.BigEndian
 	magic := MagicV1

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -85,11 +84,9 @@ func (s *Store) PutBatch(ctx context.Context, msgs []*message.Ext, dst []PutResu
 	}
 	return s.appendBatch(ctx, entries, func(i int, d *message.Dispatch) bool {
 		m := msgs[i]
-		// The system flag as encoded (with the hosts' IPv6 bits), the
-		// rest from the message the record was encoded from: all that
-		// decoding the record would give the dispatcher.
-		d.Topic, d.QueueID = m.Topic, m.QueueID
-		d.SysFlag = int32(binary.BigEndian.Uint32(entries[i].Record[message.PosSysFlag:]))
+		// All that decoding the record would give the dispatcher, from
+		// the message it was encoded from.
+		d.Topic, d.QueueID, d.SysFlag = m.Topic, m.QueueID, m.RecordSysFlag()
 		d.SetProperties(m.Properties)
 		return true
 	}, dst, &deferred)

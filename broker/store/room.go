@@ -289,10 +289,11 @@ func (s *Store) roomFor(own ownFunc, rs []commitlog.Result) error {
 
 // ownFunc fills in what a put knows of its i-th record: at least the
 // topic, queue, system flag, keys and unique key, which planning needs. It
-// reports whether it also set every other field that DecodeDispatch takes
-// from the record's properties (Dispatch.SetProperties), the system flag
-// as encoded; then, with the offsets, size and store time of the append,
-// the dispatcher is handed the record's Dispatch and does not decode it.
+// reports whether it also set the system flag as encoded
+// (Ext.RecordSysFlag) and every field DecodeDispatch takes from the
+// record's properties (Dispatch.SetProperties); then, with the offsets,
+// size and store time of the append, the dispatcher is handed the record's
+// Dispatch and does not decode it.
 type ownFunc func(i int, d *message.Dispatch) (complete bool)
 
 // planOwn plans the records before rs, then rs themselves from what Put
@@ -439,9 +440,8 @@ func (s *Store) checkRoom() {
 
 // decodedRing hands the records the planner decoded, or a put described
 // (planOwn), to the dispatcher, so that each record is decoded at most
-// once. The planner (under planMu) puts, the
-// dispatcher takes, both in log order; a record that did not fit is
-// decoded again by the dispatcher.
+// once. The planner (under planMu) puts, the dispatcher takes, both in log
+// order; a record that did not fit is decoded again by the dispatcher.
 type decodedRing struct {
 	buf  [decodedRingSize]decodedRecord
 	head atomic.Uint64 // next to take; the dispatcher's

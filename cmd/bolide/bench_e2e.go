@@ -305,9 +305,9 @@ func (a *app) e2eConsume(c *client.PullConsumer, r *e2eRun) {
 	}
 }
 
-// startProfiles starts a CPU profile written to cpuPath and, with
-// allocPath, counts allocations from now on; the returned function stops
-// the CPU profile and writes the allocations (empty paths: none).
+// startProfiles starts a CPU profile written to cpuPath; the returned
+// function stops it and, with allocPath, writes there the allocations the
+// process made since it started (empty paths: none).
 func startProfiles(cpuPath, allocPath string) (func(), error) {
 	stopCPU := func() {}
 	if cpuPath != "" {

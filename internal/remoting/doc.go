@@ -32,12 +32,12 @@
 // response, bit 1 a oneway request (no response wanted; the Go client never
 // sets it and expects nothing, so a server answers everything that is not
 // marked oneway — except what a handler knows the Go client sends oneway:
-// the broker leaves its UPDATE_CONSUMER_OFFSET unanswered). extFields are the request's or response's header fields,
-// every value a string: integers in decimal, booleans "true"/"false". The
-// decoder here accepts numbers, booleans and null as values too (turned
-// into their text, null into an absent field); the encoder writes strings
-// only, compact, because the Go client drops a frame whose extFields hold
-// anything else. Unknown header keys are ignored.
+// the broker leaves its UPDATE_CONSUMER_OFFSET unanswered). extFields are
+// the request's or response's header fields, every value a string:
+// integers in decimal, booleans "true"/"false". The decoder here accepts
+// numbers, booleans and null as values too (turned into their text, null
+// into an absent field); the encoder writes strings only, compact, because
+// the Go client drops a frame whose extFields hold anything else. Unknown header keys are ignored.
 //
 // # Binary header (decoded only)
 //
