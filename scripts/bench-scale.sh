@@ -34,10 +34,15 @@
 #     with batched asynchronous sends (the fill rate is reported); the broker
 #     is restarted on the store, the page cache dropped (`sync; echo 3 >
 #     /proc/sys/vm/drop_caches`: needs root), and a fresh group reads the
-#     backlog from the first message. Baseline in the same run: the CommitLog
-#     segments themselves (the bytes the log holds) read with dd after
-#     another drop. Target: >= 0.8x the dd rate (the consumer's body bytes
-#     per second against dd's bytes per second).
+#     backlog from the first message, twice (a fresh group and a restarted
+#     broker each time). Baseline in the same run: the CommitLog segments
+#     themselves (the bytes the log holds) read with dd from a dropped
+#     cache, between the two reads and after the second. The host beneath
+#     the virtual disk caches what was written recently and moves dd's rate
+#     by 2-3x within minutes, so the first read (right after the fill) is
+#     reported and the second is judged: >= 0.8x the faster of the two dd
+#     runs beside it (the consumer's body bytes per second against dd's
+#     bytes per second).
 #  4. Delayed traffic. NORMAL_PRODUCERS producers send for NORMAL_DURATION
 #     alone, then again while another `bench produce` sends timer messages
 #     (--delay DELAY, or --delay-level DELAY_LEVEL when set) at DELAY_RATE
@@ -278,6 +283,23 @@ mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 secs() { awk -v t="$1" -v hz="$ticks" 'BEGIN { printf "%.2f", t / hz }'; }
 now() { date +%s.%N; }
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+
+# dd_log prints the MiB/s at which dd reads the first log_bytes of the
+# CommitLog segments segs, in order, from a dropped page cache: the disk's
+# own sequential rate for the bytes the consumer reads.
+dd_log() {
+  local left=$log_bytes t0 s n
+  drop_caches
+  t0=$(now)
+  for s in "${segs[@]}"; do
+    ((left > 0)) || break
+    n=$(stat -c %s "$s")
+    ((n < left)) || n=$left
+    dd if="$s" of=/dev/null bs=1M iflag=count_bytes count="$n" status=none
+    left=$((left - n))
+  done
+  awk -v n="$log_bytes" -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", n / (b - a) / 1048576 }'
+}
 free_bytes() { df -B1 --output=avail "$DATA_DIR" | tail -n 1 | tr -d ' '; }
 # sample FILE samples the broker every 2 s until stopped: time, VmRSS and
 # RssAnon (KiB), threads, open files, mappings.
@@ -401,7 +423,7 @@ fi
 # ---------------------------------------------------- 3. cold backlog
 backlog_msgs=$((BACKLOG_GIB * 1024 * 1024 * 1024 / BACKLOG_SIZE))
 need=$(((BACKLOG_GIB + DISK_RESERVE_GIB + 2) * 1024 * 1024 * 1024))
-fill_rate='' read_mib='' dd_mib='' log_bytes=0 read_secs='' disk_read=0 resident=''
+fill_rate='' read_mib='' first_mib='' dd_mib='' dd_before='' dd_after='' log_bytes=0 read_secs='' disk_read=0 resident=''
 if ! part backlog; then
   :
 elif (($(free_bytes) < need)); then
@@ -418,36 +440,34 @@ else
   fill_rate=$(jnum "$res/backlog-fill.out" mibPerSec)
   log_bytes=$(runtime commitLogMaxOffset)
   say "filled $log_bytes bytes of CommitLog (acknowledged at $fill_rate MiB/s; dispatched ${fill_secs}s after the start)"
-  # A broker that wrote the log holds its newest pages: restart it on the
-  # store, then drop the page cache.
-  stop_broker
-  start_broker backlog
-  drop_caches
   segs=("$DATA_DIR"/backlog/broker-a/store/commitlog/*)
-  resident=$(fincore -b -n -o RES "${segs[@]}" 2>/dev/null | awk '{ s += $1 } END { printf "%.1f", s / 1048576 }') || resident='?'
   dev=$(stat -c %d "$DATA_DIR")
   dev_name=$(awk -v maj=$((dev >> 8)) -v min=$((dev & 255)) '$1 == maj && $2 == min { print $3 }' /proc/diskstats)
   sectors() { awk -v d="$dev_name" '$3 == d { print $6 }' /proc/diskstats; }
+  # Two reads by fresh groups, each on a restarted broker (one that wrote
+  # the log holds its newest pages) from a dropped page cache; dd between
+  # and after them. The first read follows the fill, whose bytes the host
+  # beneath the virtual disk may still hold: it is reported, not judged.
+  # The second is judged against the faster dd beside it.
+  stop_broker
+  start_broker backlog
+  drop_caches
+  resident=$(fincore -b -n -o RES "${segs[@]}" 2>/dev/null | awk '{ s += $1 } END { printf "%.1f", s / 1048576 }') || resident='?'
+  step backlog-read-first bench consume --topic backlog --count "$backlog_msgs" --pull-batch "$READ_PULL_BATCH" -o json || true
+  first_mib=$(jnum "$res/backlog-read-first.out" mibPerSec)
+  stop_broker
+  dd_before=$(dd_log)
+  start_broker backlog
+  drop_caches
   r0=$(sectors)
   step backlog-read bench consume --topic backlog --count "$backlog_msgs" --pull-batch "$READ_PULL_BATCH" -o json || true
   disk_read=$((($(sectors) - r0) * 512))
   read_mib=$(jnum "$res/backlog-read.out" mibPerSec)
   read_secs=$(jnum "$res/backlog-read.out" seconds)
   stop_all
-  # The baseline: the same bytes, the CommitLog segments in order, cold.
-  drop_caches
-  left=$log_bytes
-  t0=$(now)
-  for s in "${segs[@]}"; do
-    ((left > 0)) || break
-    n=$(stat -c %s "$s")
-    ((n < left)) || n=$left
-    dd if="$s" of=/dev/null bs=1M iflag=count_bytes count="$n" status=none
-    left=$((left - n))
-  done
-  dd_secs=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { print b - a }')
-  dd_mib=$(awk -v n="$log_bytes" -v s="$dd_secs" 'BEGIN { printf "%.1f", n / s / 1048576 }')
-  echo "log_bytes=$log_bytes dd_seconds=$dd_secs dd_mib_per_s=$dd_mib disk_read_during_consume=$disk_read resident_mib_after_drop=$resident fill_seconds_to_dispatched=$fill_secs" \
+  dd_after=$(dd_log)
+  dd_mib=$(awk -v a="$dd_before" -v b="$dd_after" 'BEGIN { printf "%.1f", (a > b ? a : b) }')
+  echo "log_bytes=$log_bytes first_read_mib_per_s=$first_mib dd_mib_per_s_before=$dd_before dd_mib_per_s_after=$dd_after dd_mib_per_s=$dd_mib disk_read_during_consume=$disk_read resident_mib_after_drop=$resident fill_seconds_to_dispatched=$fill_secs" \
     >"$res/backlog.disk"
   finish backlog
 fi
@@ -542,8 +562,8 @@ table=$res/table.md
     "$(num "$rate_again") | the same | $r1b× | (reference) | – |"
   part groups && echo "| $(grp "$CONSUMER_GROUPS") groups each reading a backlog of $(grp "$GROUP_BACKLOG") at once: broker CPU s per million delivered |" \
     "${cpm_many_net:-failed} (raw ${cpm_many:-?}; $(grp "${many_msgs:-0}") delivered) | 1 group, $SINGLE_REPS reads one after another: ${cpm_one_net:-failed} (raw ${cpm_one:-?}; $(grp "$one_msgs") delivered) | $r2× | ≤ 1.00× | $(met "$r2" "<=" 1) |"
-  part backlog && echo "| $BACKLOG_GIB GiB backlog ($(grp "$backlog_msgs") msgs of $BACKLOG_SIZE B) read cold from the first message: MiB/s of bodies |" \
-    "$(f1 "$read_mib") | dd of the same CommitLog bytes, cold: $(f1 "$dd_mib") | $r3× | ≥ 0.80× | $(met "$r3" ">=" 0.8) |"
+  part backlog && echo "| $BACKLOG_GIB GiB backlog ($(grp "$backlog_msgs") msgs of $BACKLOG_SIZE B) read cold from the first message (the second of two reads): MiB/s of bodies |" \
+    "$(f1 "$read_mib") | dd of the same CommitLog bytes, cold, the faster of the runs before and after that read: $(f1 "$dd_mib") ($(f1 "$dd_before") / $(f1 "$dd_after")) | $r3× | ≥ 0.80× | $(met "$r3" ">=" 0.8) |"
   part delay && echo "| $NORMAL_PRODUCERS producers for $NORMAL_DURATION beside $(grp "$DELAY_RATE") delayed msgs/s asked (${delay_flag[*]}): msgs/s |" \
     "$(num "$rate_with") | alone: $(num "$rate_alone") | $r4× | ≥ 0.90× | $(met "$r4" ">=" 0.9) |"
   echo
@@ -572,7 +592,8 @@ table=$res/table.md
     "client CPU $(per_million "$many_cli" "$many_msgs") s per million ($CONSUMER_GROUPS groups) and $(per_million "$one_cli" "$one_msgs") (1 group);" \
     "the idle broker used $(awk -v r="$idle_rate" -v hz="$ticks" 'BEGIN { printf "%.1f", r / hz * 1000 }') ms of CPU a second."
   part backlog && echo "- Cold backlog: filled at $(f1 "$fill_rate") MiB/s acknowledged ($FILL_PRODUCERS producers, batches of $FILL_BATCH," \
-    "$FILL_INFLIGHT in flight each); $(grp "$log_bytes") CommitLog bytes read by the consumer in $(f1 "$read_secs") s;" \
+    "$FILL_INFLIGHT in flight each); the first read, right after the fill: $(f1 "$first_mib") MiB/s;" \
+    "$(grp "$log_bytes") CommitLog bytes read by the judged one in $(f1 "$read_secs") s;" \
     "$(grp "$((disk_read >> 20))") MiB read from the disk meanwhile; ${resident:-?} MiB of the segments resident after the drop."
   part delay && echo "- Delayed: reached $(num "$delayed_rate") msgs/s ($(grp "${delayed_sent:-0}") sent); every one was in its topic" \
     "${drain:-**not**} s after the sender ended (the last was due at most ${due_after} s after it)."
