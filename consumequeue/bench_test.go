@@ -1,6 +1,9 @@
 package consumequeue
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 func reportUnits(b *testing.B, units int) {
 	if s := b.Elapsed().Seconds(); s > 0 {
@@ -65,4 +68,30 @@ func BenchmarkReadRange(b *testing.B) {
 	}
 	b.StopTimer()
 	reportUnits(b, b.N*batch)
+}
+
+// BenchmarkFlushBelowManyQueues is a periodic checkpoint's pass over a store
+// of 10 000 topics × 8 queues with nothing to write (queues made in memory,
+// no files): the snapshot of the queues and the look at each one, which
+// every checkpoint pays whatever it writes.
+func BenchmarkFlushBelowManyQueues(b *testing.B) {
+	s, err := Open(b.TempDir(), DefaultOptions(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	for t := range 10_000 {
+		for id := range int32(8) {
+			if _, err := s.Queue(fmt.Sprintf("topic-%05d", t), id); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := s.FlushBelow(0); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -148,20 +148,33 @@ func (s *Store) Lookup(topic string, queueID int32) (*Queue, bool) {
 
 // Queues returns a snapshot of every queue, sorted by topic then queue id.
 func (s *Store) Queues() []*Queue {
-	s.mu.RLock()
-	var qs []*Queue
-	for _, m := range s.queues {
-		for _, q := range m {
-			qs = append(qs, q)
-		}
-	}
-	s.mu.RUnlock()
+	qs := s.all()
 	sort.Slice(qs, func(i, j int) bool {
 		if qs[i].topic != qs[j].topic {
 			return qs[i].topic < qs[j].topic
 		}
 		return qs[i].id < qs[j].id
 	})
+	return qs
+}
+
+// all returns a snapshot of every queue in no particular order: what the
+// store's own passes over all queues use (a checkpoint makes one every
+// second, and with tens of thousands of queues sorting them cost more than
+// the pass).
+func (s *Store) all() []*Queue {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n := 0
+	for _, m := range s.queues {
+		n += len(m)
+	}
+	qs := make([]*Queue, 0, n)
+	for _, m := range s.queues {
+		for _, q := range m {
+			qs = append(qs, q)
+		}
+	}
 	return qs
 }
 
@@ -181,7 +194,7 @@ func (s *Store) Topics() []string {
 // unit: the CommitLog position the dispatcher has indexed up to. 0 if empty.
 func (s *Store) MaxPhysicalOffset() int64 {
 	var m int64
-	for _, q := range s.Queues() {
+	for _, q := range s.all() {
 		m = max(m, q.MaxPhysicalOffset())
 	}
 	return m
@@ -191,7 +204,7 @@ func (s *Store) MaxPhysicalOffset() int64 {
 // (see Queue.TruncateAfter). Used after the CommitLog is cut back.
 func (s *Store) TruncateAfter(phyOffset int64) error {
 	var errs []error
-	for _, q := range s.Queues() {
+	for _, q := range s.all() {
 		if err := q.TruncateAfter(phyOffset); err != nil && !errors.Is(err, ErrClosed) {
 			errs = append(errs, err)
 		}
@@ -206,7 +219,7 @@ func (s *Store) TruncateAfter(phyOffset int64) error {
 // removed.
 func (s *Store) DeleteBefore(minPhyOffset int64) (removedFiles int, err error) {
 	var errs []error
-	for _, q := range s.Queues() {
+	for _, q := range s.all() {
 		n, err := q.DeleteBefore(minPhyOffset)
 		removedFiles += n
 		if err != nil && !errors.Is(err, ErrClosed) {
@@ -256,7 +269,7 @@ func (s *Store) DeleteTopic(topic string) error {
 // smallest CommitLog offset of a unit left staged (math.MaxInt64 if none):
 // units from there on are not durable.
 func (s *Store) FlushBelow(keepFrom int64) (int64, error) {
-	qs := s.Queues()
+	qs := s.all()
 	above := s.opts.syncFSAbove()
 	n := 0
 	for _, q := range qs {
@@ -303,7 +316,7 @@ const deferBytes = 4096
 // something to make durable, it writes them all and makes them durable
 // with one syncfs of the file system.
 func (s *Store) Flush() error {
-	qs := s.Queues()
+	qs := s.all()
 	n := 0
 	for _, q := range qs {
 		if q.dirty() {
@@ -390,7 +403,7 @@ func (s *Store) flushAll(qs []*Queue) error {
 // Files returns how many ConsumeQueue files the store's queues have.
 func (s *Store) Files() int {
 	n := 0
-	for _, q := range s.Queues() {
+	for _, q := range s.all() {
 		q.mu.RLock()
 		n += len(q.segs)
 		q.mu.RUnlock()
