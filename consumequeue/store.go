@@ -271,12 +271,7 @@ func (s *Store) DeleteTopic(topic string) error {
 func (s *Store) FlushBelow(keepFrom int64) (int64, error) {
 	qs := s.all()
 	above := s.opts.syncFSAbove()
-	n := 0
-	for _, q := range qs {
-		if q.dirty() {
-			n++
-		}
-	}
+	n := countDirty(qs)
 	if above < 0 || n <= above {
 		return math.MaxInt64, s.flushQueues(qs, n)
 	}
@@ -317,13 +312,18 @@ const deferBytes = 4096
 // with one syncfs of the file system.
 func (s *Store) Flush() error {
 	qs := s.all()
+	return s.flushQueues(qs, countDirty(qs))
+}
+
+// countDirty returns how many of qs have something to make durable.
+func countDirty(qs []*Queue) int {
 	n := 0
 	for _, q := range qs {
 		if q.dirty() {
 			n++
 		}
 	}
-	return s.flushQueues(qs, n)
+	return n
 }
 
 // flushQueues flushes qs, of which dirty have something to make durable:
