@@ -1,7 +1,6 @@
 package frame
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -70,7 +69,16 @@ func (o Options) withDefaults() Options {
 
 // readFrame reads one frame. The payload is read into buf when it fits
 // (aliasing it), else into a new slice.
-func readFrame(r *bufio.Reader, buf []byte, max int) (Header, []byte, error) {
+// bufferedReader is what reading frames takes of a buffered reader: a
+// client's bufio.Reader or a server connection's readahead.Reader.
+type bufferedReader interface {
+	io.Reader
+	Peek(n int) ([]byte, error)
+	Discard(n int) (int, error)
+	Buffered() int
+}
+
+func readFrame(r bufferedReader, buf []byte, max int) (Header, []byte, error) {
 	hb, err := r.Peek(HeaderSize)
 	if err != nil {
 		if len(hb) > 0 && errors.Is(err, io.EOF) {
@@ -99,7 +107,7 @@ func readFrame(r *bufio.Reader, buf []byte, max int) (Header, []byte, error) {
 
 // frameBuffered reports whether r holds a whole frame, so that reading it
 // will not block.
-func frameBuffered(r *bufio.Reader) bool {
+func frameBuffered(r bufferedReader) bool {
 	n := r.Buffered()
 	if n < lengthSize {
 		return false

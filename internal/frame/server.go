@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/bolide-mq/bolide/internal/afterreply"
+	"github.com/bolide-mq/bolide/internal/readahead"
 	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -212,7 +213,10 @@ func (c *serverConn) serve() {
 		log.Debug("frame handshake failed", zap.Error(err))
 		return
 	}
-	br := bufio.NewReaderSize(c.nc, c.s.opts.BufferSize)
+	// Requests served inline are not read while they are served: the
+	// reader reads ahead in large gulps while the client keeps it busy.
+	br := readahead.New(c.nc, c.s.opts.BufferSize)
+	defer br.Release()
 	c.bw = bufio.NewWriterSize(c.nc, c.s.opts.BufferSize)
 	var rbuf []byte // payloads are decoded before the next read: reused
 	for {

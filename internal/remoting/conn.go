@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bolide-mq/bolide/internal/afterreply"
+	"github.com/bolide-mq/bolide/internal/readahead"
 )
 
 // Handler serves the requests that arrive on a connection.
@@ -250,7 +251,10 @@ func (c *Conn) serve() {
 		close(c.done)
 		c.handlers.Wait()
 	}()
-	br := bufio.NewReaderSize(c.nc, 64<<10)
+	// Requests served inline are not read while they are served: the
+	// reader reads ahead in large gulps while the peer keeps it busy.
+	br := readahead.New(c.nc, 64<<10)
+	defer br.Release()
 	for {
 		if !c.admit() {
 			return
@@ -316,7 +320,7 @@ func (c *Conn) admit() bool {
 
 // frameBuffered reports whether br holds a whole frame, which the next
 // read takes without waiting.
-func frameBuffered(br *bufio.Reader) bool {
+func frameBuffered(br *readahead.Reader) bool {
 	if br.Buffered() < 4 {
 		return false
 	}
