@@ -11,10 +11,10 @@
 // large gulps when the peer keeps it busy: it starts every connection on a
 // small buffer of its own, moves to a large one, taken from a pool shared
 // by all connections, as soon as a read fills the small one (the socket
-// had more), and gives the large one back once a read finds less than the
-// small one holds and nothing is left to serve. An idle connection keeps
-// only its small buffer; a busy one holds at most Large bytes of requests
-// it has read and not yet served.
+// had more), and gives the large one back whenever it has served all it
+// read, before reading again. So a connection waiting for its client holds
+// only its small buffer, and a busy one at most Large bytes of requests it
+// has read and not yet served.
 //
 // It has the subset of bufio.Reader that frame readers use: Read, Peek,
 // Discard and Buffered, with the same meaning.
@@ -42,9 +42,9 @@ type Reader struct {
 	buf   []byte  // small or *large
 	r, w  int     // buf[r:w] is buffered
 	err   error   // the read error not yet returned
-	// What the latest read of rd returned: all the space it was given
-	// (the socket may hold more), or less than the small buffer holds.
-	lastFull, lastSmall bool
+	// lastFull: the latest read of rd filled all the space it was given
+	// (the socket may hold more).
+	lastFull bool
 }
 
 // New returns a Reader of rd whose own buffer holds size bytes (at least
@@ -78,7 +78,8 @@ func (b *Reader) toSmall() {
 
 // fill reads once into the free space, after choosing the buffer: the
 // large one when the previous read filled the small one, back to the small
-// one when the large one is empty and the previous read was small.
+// one when everything in the large one has been read (the read may be the
+// one that waits for an idle client).
 func (b *Reader) fill() {
 	switch {
 	case b.large == nil && b.lastFull && b.w-b.r < len(b.small):
@@ -86,7 +87,7 @@ func (b *Reader) fill() {
 		b.w = copy(*lb, b.buf[b.r:b.w])
 		b.r = 0
 		b.large, b.buf = lb, *lb
-	case b.large != nil && b.r == b.w && b.lastSmall:
+	case b.large != nil && b.r == b.w:
 		b.toSmall()
 	}
 	if b.r > 0 {
@@ -114,7 +115,7 @@ func (b *Reader) read(p []byte) (int, error) {
 	if n < 0 || n > len(p) {
 		panic("readahead: invalid count from Read")
 	}
-	b.lastFull, b.lastSmall = n == len(p), n < len(b.small)
+	b.lastFull = n == len(p)
 	return n, err
 }
 

@@ -34,11 +34,11 @@ type greedy struct {
 }
 
 func (g *greedy) Read(p []byte) (int, error) {
+	g.space = max(g.space, len(p))
 	if len(g.src) == 0 {
 		return 0, io.EOF
 	}
 	g.reads++
-	g.space = max(g.space, len(p))
 	n := copy(p, g.src)
 	g.src = g.src[n:]
 	return n, nil
@@ -126,8 +126,26 @@ func TestBusyConnectionReadsAhead(t *testing.T) {
 		t.Fatalf("21 frames of 72 KiB took %d reads; want the large buffer to take them in a few", reads)
 	}
 
-	// The peer slows down: small reads, and the reader lets go of the large
-	// buffer once it has served what it held.
+	// A burst of whole frames, then the client goes quiet: the read that
+	// waits for it is offered the small buffer, the large one is back in
+	// the pool.
+	burst := &greedy{src: source(20*(72<<10), 9)}
+	b3 := New(burst, 64<<10)
+	for range 20 {
+		if _, err := io.ReadFull(b3, frame); err != nil {
+			t.Fatal(err)
+		}
+	}
+	burst.space = 0
+	if _, err := b3.Read(frame); err != io.EOF {
+		t.Fatalf("Read after the burst: %v; want EOF", err)
+	}
+	if b3.Busy() || burst.space > 64<<10 {
+		t.Fatalf("waiting after a burst: busy %v, offered %d bytes; want the small buffer", b3.Busy(), burst.space)
+	}
+
+	// The peer slows down: the reader lets go of the large buffer once it
+	// has served what it held, before it reads (and maybe waits) again.
 	b2 := New(&chunky{src: source(1<<20, 8), max: 100, rng: rand.New(rand.NewPCG(1, 1))}, 64<<10)
 	b2.large = largePool.Get().(*[]byte)
 	b2.buf = *b2.large
