@@ -11,10 +11,10 @@
 // large gulps when the peer keeps it busy: it starts every connection on a
 // small buffer of its own, moves to a large one, taken from a pool shared
 // by all connections, as soon as a read fills the small one (the socket
-// had more), and gives the large one back whenever it has served all it
-// read, before reading again. So a connection waiting for its client holds
-// only its small buffer, and a busy one at most Large bytes of requests it
-// has read and not yet served.
+// had more), and gives the large one back when it has served all it read
+// and its last read emptied the socket, before reading again. So a
+// connection waiting for its client holds only its small buffer, and a
+// busy one at most Large bytes of requests it has read and not yet served.
 //
 // It has the subset of bufio.Reader that frame readers use: Read, Peek,
 // Discard and Buffered, with the same meaning.
@@ -78,8 +78,9 @@ func (b *Reader) toSmall() {
 
 // fill reads once into the free space, after choosing the buffer: the
 // large one when the previous read filled the small one, back to the small
-// one when everything in the large one has been read (the read may be the
-// one that waits for an idle client).
+// one when everything in the large one has been served and the previous
+// read emptied the socket (so this read may be the one that waits for an
+// idle client).
 func (b *Reader) fill() {
 	switch {
 	case b.large == nil && b.lastFull && b.w-b.r < len(b.small):
@@ -87,7 +88,7 @@ func (b *Reader) fill() {
 		b.w = copy(*lb, b.buf[b.r:b.w])
 		b.r = 0
 		b.large, b.buf = lb, *lb
-	case b.large != nil && b.r == b.w:
+	case b.large != nil && b.r == b.w && !b.lastFull:
 		b.toSmall()
 	}
 	if b.r > 0 {
