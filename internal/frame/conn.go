@@ -67,8 +67,6 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// readFrame reads one frame. The payload is read into buf when it fits
-// (aliasing it), else into a new slice.
 // bufferedReader is what reading frames takes of a buffered reader: a
 // client's bufio.Reader or a server connection's readahead.Reader.
 type bufferedReader interface {
@@ -78,6 +76,8 @@ type bufferedReader interface {
 	Buffered() int
 }
 
+// readFrame reads one frame. The payload is read into buf when it fits
+// (aliasing it), else into a new slice.
 func readFrame(r bufferedReader, buf []byte, max int) (Header, []byte, error) {
 	hb, err := r.Peek(HeaderSize)
 	if err != nil {

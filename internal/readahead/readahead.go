@@ -21,6 +21,7 @@
 package readahead
 
 import (
+	"bufio"
 	"errors"
 	"io"
 	"sync"
@@ -30,9 +31,6 @@ import (
 const Large = 1 << 20
 
 var largePool = sync.Pool{New: func() any { b := make([]byte, Large); return &b }}
-
-// ErrBufferFull is returned by Peek when n exceeds the small buffer.
-var ErrBufferFull = errors.New("readahead: peek larger than the buffer")
 
 // Reader buffers reads from rd. It is not safe for concurrent use.
 type Reader struct {
@@ -58,9 +56,6 @@ func New(rd io.Reader, size int) *Reader {
 // Buffered returns how many bytes can be read without reading rd.
 func (b *Reader) Buffered() int { return b.w - b.r }
 
-// Busy reports whether the reader holds a large buffer.
-func (b *Reader) Busy() bool { return b.large != nil }
-
 // Release gives the large buffer back to the pool, dropping what it still
 // holds: for a connection that is done.
 func (b *Reader) Release() {
@@ -83,7 +78,7 @@ func (b *Reader) toSmall() {
 // idle client).
 func (b *Reader) fill() {
 	switch {
-	case b.large == nil && b.lastFull && b.w-b.r < len(b.small):
+	case b.large == nil && b.lastFull:
 		lb := largePool.Get().(*[]byte)
 		b.w = copy(*lb, b.buf[b.r:b.w])
 		b.r = 0
@@ -156,24 +151,20 @@ func (b *Reader) Read(p []byte) (int, error) {
 
 // Peek returns the next n bytes without advancing the reader, reading rd
 // as needed; they stay valid until the next call. An error says why fewer
-// than n bytes are returned (ErrBufferFull when n exceeds the small
+// than n bytes are returned (bufio.ErrBufferFull when n exceeds the small
 // buffer).
 func (b *Reader) Peek(n int) ([]byte, error) {
 	if n < 0 {
 		return nil, errors.New("readahead: negative peek")
 	}
 	if n > len(b.small) {
-		return b.buf[b.r:b.w], ErrBufferFull
+		return b.buf[b.r:b.w], bufio.ErrBufferFull
 	}
-	for b.w-b.r < n && b.w-b.r < len(b.buf) && b.err == nil {
+	for b.w-b.r < n && b.err == nil {
 		b.fill()
 	}
-	if avail := b.w - b.r; avail < n {
-		err := b.readErr()
-		if err == nil {
-			err = ErrBufferFull
-		}
-		return b.buf[b.r:b.w], err
+	if b.w-b.r < n {
+		return b.buf[b.r:b.w], b.readErr()
 	}
 	return b.buf[b.r : b.r+n], nil
 }

@@ -1,6 +1,7 @@
 package readahead
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"io"
@@ -119,8 +120,8 @@ func TestBusyConnectionReadsAhead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !b.Busy() || g.space < Large/2 {
-		t.Fatalf("after 21 frames of 72 KiB from a full socket: busy %v, largest read %d bytes; want a large buffer", b.Busy(), g.space)
+	if b.large == nil || g.space < Large/2 {
+		t.Fatalf("after 21 frames of 72 KiB from a full socket: busy %v, largest read %d bytes; want a large buffer", b.large != nil, g.space)
 	}
 	if reads := g.reads; reads > 6 {
 		t.Fatalf("21 frames of 72 KiB took %d reads; want the large buffer to take them in a few", reads)
@@ -140,8 +141,8 @@ func TestBusyConnectionReadsAhead(t *testing.T) {
 	if _, err := b3.Read(frame); err != io.EOF {
 		t.Fatalf("Read after the burst: %v; want EOF", err)
 	}
-	if b3.Busy() || burst.space > 64<<10 {
-		t.Fatalf("waiting after a burst: busy %v, offered %d bytes; want the small buffer", b3.Busy(), burst.space)
+	if b3.large != nil || burst.space > 64<<10 {
+		t.Fatalf("waiting after a burst: busy %v, offered %d bytes; want the small buffer", b3.large != nil, burst.space)
 	}
 
 	// The peer slows down: the reader lets go of the large buffer once it
@@ -157,7 +158,7 @@ func TestBusyConnectionReadsAhead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if b2.Busy() {
+	if b2.large != nil {
 		t.Fatal("a reader fed 100 bytes at a time still holds its large buffer")
 	}
 }
@@ -181,7 +182,7 @@ func TestErrorsArriveAfterTheData(t *testing.T) {
 	if _, err := b.Read(make([]byte, 4)); !errors.Is(err, io.EOF) && !errors.Is(err, boom) {
 		t.Fatalf("Read after the data: %v", err)
 	}
-	if _, err := b.Peek(32); !errors.Is(err, ErrBufferFull) {
+	if _, err := b.Peek(32); !errors.Is(err, bufio.ErrBufferFull) {
 		t.Fatalf("Peek beyond the small buffer: %v; want ErrBufferFull", err)
 	}
 }
