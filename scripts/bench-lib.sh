@@ -57,6 +57,18 @@
 #                                    yields its first occurrence
 #   jobjnum FILE OBJECT KEY          the number under KEY inside the first
 #                                    object named OBJECT
+#   settle PID...                    before a timed step of a side-by-side
+#                                    run: `sync`, then wait until the
+#                                    processes together use at most
+#                                    SETTLE_PCT % of one CPU (20) over a
+#                                    second, at most SETTLE_MAX seconds (20),
+#                                    so that what one system does after its
+#                                    previous step (a collection, a flush, a
+#                                    dispatch catching up) does not run in
+#                                    the other's timed step; prints the
+#                                    seconds waited and the busiest
+#                                    process's share of the last second
+#   settle_note                      the table's sentence on those waits
 #   wait_file FILE PID NAME [SECS]   wait until daemon NAME (PID) has written
 #                                    FILE (its address), at most SECS (60);
 #                                    calls the script's die if it exits or
@@ -153,6 +165,25 @@ proc_ticks() {
 	echo "$t"
 }
 child_ticks() { sed 's/^.*) //' "/proc/$$/stat" | awk '{print $14 + $15}'; }
+settle() {
+	local limit=${SETTLE_PCT:-20} max=${SETTLE_MAX:-20} waited=0 p busy top
+	local -A before
+	sync
+	while :; do
+		for p in "$@"; do before[$p]=$(proc_ticks "$p"); done
+		sleep 1
+		waited=$((waited + 1))
+		busy=0 top=0
+		for p in "$@"; do
+			local d=$(($(proc_ticks "$p") - ${before[$p]}))
+			busy=$((busy + d))
+			((d > top)) && top=$d
+		done
+		# ticks in one second, as a percentage of one CPU: busy * 100 / ticks.
+		if ((busy * 100 <= limit * ticks || waited >= max)); then break; fi
+	done
+	echo "waited=${waited}s busy=$((busy * 100 / ticks))% top=$((top * 100 / ticks))%"
+}
 per_million() { awk -v t="$1" -v n="$2" -v hz="$ticks" 'BEGIN { if (n > 0) printf "%.2f\n", t / hz / n * 1e6 }'; }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 status_kib() {
@@ -182,6 +213,18 @@ cpucell() {
   s=$(fig_stat "$1-cpusrv" | cut -d' ' -f1)
   c=$(fig_stat "$1-cpucli" | cut -d' ' -f1)
   if [[ -z $s ]]; then echo "–"; else printf '%.1f + %.1f\n' "$s" "${c:-0}"; fi
+}
+
+# settle_note prints the table's sentence on the waits before the steps
+# (from the $res/*.settle files that settle's output went to).
+settle_note() {
+  local -a w
+  mapfile -t w < <(sed -n 's/^waited=\([0-9]*\)s.*/\1/p' "$res"/*.settle 2>/dev/null | sort -n)
+  ((${#w[@]} > 0)) || return 0
+  local at_max=0 x
+  for x in "${w[@]}"; do ((x >= ${SETTLE_MAX:-20})) && at_max=$((at_max + 1)); done
+  echo "Before each step: \`sync\`, then a wait until the daemons of both systems together used at most ${SETTLE_PCT:-20} % of one CPU" \
+    "over a second (median wait ${w[$(((${#w[@]} - 1) / 2))]} s; $at_max of ${#w[@]} steps stopped waiting at the ${SETTLE_MAX:-20} s limit)."
 }
 
 wait_file() {

@@ -9,7 +9,10 @@
 #   Bolide async flush  vs  NATS default config (acks before fsync)
 #   Bolide sync flush   vs  NATS sync_interval: always (fsync before each ack)
 #
-# Workloads (Bolide: `bolide bench`; NATS: `nats bench js`; median of REPS):
+# Workloads (Bolide: `bolide bench`; NATS: `nats bench js`; median of REPS;
+# the system that goes first alternates per workload and repetition; before
+# each step, `sync` and a wait until every daemon of both systems is quiet:
+# settle in scripts/bench-lib.sh):
 #
 #   1 producer, synchronous send      produce --producers 1        | pub sync --clients 1
 #   16 producers, synchronous send    produce --producers 16       | pub sync --clients 16
@@ -57,6 +60,9 @@
 #   QUEUES           queues of each Bolide topic                (8)
 #   SIZE             message body bytes                         (1024)
 #   STEP_TIMEOUT     seconds for one step                       (600; QUICK 120)
+#   SETTLE_PCT, SETTLE_MAX  before each step, wait (at most SETTLE_MAX s)
+#                    until the daemons use at most SETTLE_PCT % of one CPU
+#                    over a second                              (20, 20)
 #   BUILD_TIMEOUT    seconds for one build                      (1200)
 #   DATA_DIR         where both systems store data (same disk as a real
 #                    deployment; not tmpfs)                     (.bench/data)
@@ -238,7 +244,8 @@ step() {
     b) cmd=("$bolide" -n "$NS" "${@:2}"); srv=("${bolide_srv[@]}") ;;
     nb) cmd=("$nats" --no-context -s "$NATS_URL" bench js "${@:2}" --size="$SIZE" --no-progress); srv=("${nats_srv[@]}") ;;
   esac
-  say "$name: ${cmd[*]#"$root"/}"
+  settle "${pids[@]}" >"$res/$name.settle"
+  say "$name: ${cmd[*]#"$root"/} (settled: $(<"$res/$name.settle"))"
   echo "${cmd[*]}" >"$res/$name.cmd"
   s0=$(proc_ticks "${srv[@]}")
   c0=$(child_ticks)
@@ -285,6 +292,11 @@ nats_pub() {
     record "$key-nats" "$(natsrate "$res/$key-nats-$r.out")" && record_cpu "$key-nats" "$count"
 }
 
+# order N: the two systems in the order they run in: Bolide first when N is
+# odd. Each workload passes its repetition plus its own index, so the first
+# system changes with every repetition and between workloads.
+order() { if (($1 % 2)); then echo bolide nats; else echo nats bolide; fi; }
+
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 # e2e_msgs RATE: the messages of one end-to-end run at RATE, warm-up
 # included (its CPU covers both).
@@ -302,17 +314,32 @@ for t in p1 p16 async backlog "${e2e_rates[@]/#/e2e}"; do
   b topic create "$t" --queues "$QUEUES" >/dev/null
 done
 for ((r = 1; r <= REPS; r++)); do
-  bolide_produce p1 p1 "$MSGS_1" "$r" --producers 1 || true
-  nats_pub p1 sync "$MSGS_1" "$r" --clients=1 || true
+  for sys in $(order $((r + 1))); do
+    case $sys in
+      bolide) bolide_produce p1 p1 "$MSGS_1" "$r" --producers 1 || true ;;
+      nats) nats_pub p1 sync "$MSGS_1" "$r" --clients=1 || true ;;
+    esac
+  done
 done
 for ((r = 1; r <= REPS; r++)); do
-  bolide_produce p16 p16 "$MSGS_16" "$r" --producers 16 || true
-  nats_pub p16 sync "$MSGS_16" "$r" --clients=16 || true
+  for sys in $(order $((r + 2))); do
+    case $sys in
+      bolide) bolide_produce p16 p16 "$MSGS_16" "$r" --producers 16 || true ;;
+      nats) nats_pub p16 sync "$MSGS_16" "$r" --clients=16 || true ;;
+    esac
+  done
 done
 for ((r = 1; r <= REPS; r++)); do
-  bolide_produce async async "$MSGS_ASYNC" "$r" --producers 1 --batch "$ASYNC_BATCH" --async --inflight "$ASYNC_INFLIGHT" || true
-  nats_pub async async "$MSGS_ASYNC" "$r" --batch="$NATS_BATCH" || true
-  nats_pub fast fast "$MSGS_ASYNC" "$r" --batch="$NATS_BATCH" || true
+  for sys in $(order $((r + 3))); do
+    case $sys in
+      bolide) bolide_produce async async "$MSGS_ASYNC" "$r" --producers 1 --batch "$ASYNC_BATCH" --async \
+        --inflight "$ASYNC_INFLIGHT" || true ;;
+      nats)
+        nats_pub async async "$MSGS_ASYNC" "$r" --batch="$NATS_BATCH" || true
+        nats_pub fast fast "$MSGS_ASYNC" "$r" --batch="$NATS_BATCH" || true
+        ;;
+    esac
+  done
 done
 # The backlog: written once by each system, then read REPS times from the
 # first message (Bolide: a fresh group each time; NATS: an ephemeral
@@ -321,10 +348,19 @@ step fill-bolide b bench produce --topic backlog --count "$BACKLOG" --size "$SIZ
   --inflight "$ASYNC_INFLIGHT" -o json || true
 step fill-nats nb pub async bench.backlog --stream=benchbacklog "${pubflags[@]}" --msgs="$BACKLOG" --batch="$NATS_BATCH" || true
 for ((r = 1; r <= REPS; r++)); do
-  step "consume-bolide-$r" b bench consume --topic backlog --count "$BACKLOG" --pull-batch "$PULL_BATCH" -o json &&
-    record consume-bolide "$(jnum "$res/consume-bolide-$r.out" msgsPerSec)" && record_cpu consume-bolide "$BACKLOG" || true
-  step "consume-nats-$r" nb ordered --stream=benchbacklog --msgs="$BACKLOG" --batch="$NATS_BATCH" &&
-    record consume-nats "$(natsrate "$res/consume-nats-$r.out")" && record_cpu consume-nats "$BACKLOG" || true
+  for sys in $(order $((r + 4))); do
+    case $sys in
+      bolide)
+        step "consume-bolide-$r" b bench consume --topic backlog --count "$BACKLOG" --pull-batch "$PULL_BATCH" -o json &&
+          record consume-bolide "$(jnum "$res/consume-bolide-$r.out" msgsPerSec)" &&
+          record_cpu consume-bolide "$BACKLOG" || true
+        ;;
+      nats)
+        step "consume-nats-$r" nb ordered --stream=benchbacklog --msgs="$BACKLOG" --batch="$NATS_BATCH" &&
+          record consume-nats "$(natsrate "$res/consume-nats-$r.out")" && record_cpu consume-nats "$BACKLOG" || true
+        ;;
+    esac
+  done
 done
 for rate in "${e2e_rates[@]}"; do
   for ((r = 1; r <= REPS; r++)); do
@@ -351,8 +387,12 @@ start_bolide sync
 start_nats always "sync_interval: always"
 b topic create durable --queues "$QUEUES" >/dev/null
 for ((r = 1; r <= REPS; r++)); do
-  bolide_produce durable durable "$MSGS_DURABLE" "$r" --producers 16 || true
-  nats_pub durable sync "$MSGS_DURABLE" "$r" --clients=16 || true
+  for sys in $(order $((r + 5))); do
+    case $sys in
+      bolide) bolide_produce durable durable "$MSGS_DURABLE" "$r" --producers 16 || true ;;
+      nats) nats_pub durable sync "$MSGS_DURABLE" "$r" --clients=16 || true ;;
+    esac
+  done
 done
 stop_all
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -457,7 +497,8 @@ table=$res/table.md
     "CPU s / M msgs: CPU seconds (utime + stime, children included, /proc/<pid>/stat) per million messages during" \
     "each step, medians: the system's server processes (Bolide: NameServer + broker; NATS: nats-server), then the" \
     "client process (bolide bench / nats bench); the end-to-end run counts its warm-up messages too." \
-    "Commands and raw outputs: .bench/results/$stamp/ (made by scripts/bench-vs-nats.sh)."
+    "Commands and raw outputs: .bench/results/$stamp/ (made by scripts/bench-vs-nats.sh)." \
+    "$(settle_note)"
 } >"$table"
 cp "$table" "$OUT"
 echo

@@ -24,7 +24,9 @@
 #   Bolide --flush sync   vs  RocketMQ flushDiskType=SYNC_FLUSH
 #
 # Workloads (rmqbench against each system; median of REPS; the system that
-# goes first alternates per workload and repetition; `sync` before each step):
+# goes first alternates per workload and repetition; before each step,
+# `sync` and a wait until every daemon of both systems is quiet: settle in
+# scripts/bench-lib.sh):
 #
 #   1 producer, synchronous send     produce --mode sync --producers 1
 #   16 producers, synchronous send   produce --mode sync --producers 16 (16 threads, one client)
@@ -88,6 +90,9 @@
 #   QUEUES           queues of each topic                       (8)
 #   SIZE             message body bytes                         (1024)
 #   IDLE_SETTLE      seconds idle before reading VmRSS          (5)
+#   SETTLE_PCT, SETTLE_MAX  before each step, wait (at most SETTLE_MAX s)
+#                    until the daemons use at most SETTLE_PCT % of one CPU
+#                    over a second (RocketMQ's idle broker: 2–14 %) (20, 20)
 #   STEP_TIMEOUT     seconds for one step                       (600; QUICK 180)
 #   BUILD_TIMEOUT    seconds for one build                      (1200)
 #   ROCKETMQ_VERSION Apache RocketMQ (server and client)        (5.5.0)
@@ -335,7 +340,8 @@ step() {
   shift 2
   if [[ $sys == bolide ]]; then srv=("${bolide_srv[@]}") ns=$BOLIDE_NS; else srv=("${rmq_srv[@]}") ns=$RMQ_NS; fi
   local cmd=("${rmqbench[@]}" "$1" --namesrv "$ns" "${@:2}")
-  say "$name: rmqbench $* ($sys)"
+  settle "${pids[@]}" >"$res/$name.settle"
+  say "$name: rmqbench $* ($sys; settled: $(<"$res/$name.settle"))"
   echo "${cmd[*]}" >"$res/$name.cmd"
   s0=$(proc_ticks "${srv[@]}")
   c0=$(child_ticks)
@@ -373,7 +379,6 @@ both() {
   shift 2
   if (((r + wl) % 2)); then order=(rocketmq bolide); else order=(bolide rocketmq); fi
   for sys in "${order[@]}"; do
-    sync
     step "$key-$sys-$r" "$sys" "$@" && take "$key-$sys" "$key-$sys-$r" "$handled" || true
   done
 }
@@ -584,7 +589,8 @@ table=$res/table.md
     "messages, medians; server = NameServer + broker (utime + stime, /proc/<pid>/stat) over the step, warm-up messages" \
     "counted; client = rmqbench's process CPU time over its timed window. Idle memory: VmRSS ${IDLE_SETTLE}s after start," \
     "before any traffic, and its parts RssAnon and RssFile (/proc/<pid>/status); Bolide's binaries built as \`make release\`" \
-    "builds them (static, -trimpath, stripped)${BOLIDE_BIN:+ unless BOLIDE_BIN gave others}. Commands and raw outputs: .bench/results/$stamp/ (made by scripts/bench-vs-rocketmq.sh)."
+    "builds them (static, -trimpath, stripped)${BOLIDE_BIN:+ unless BOLIDE_BIN gave others}. Commands and raw outputs: .bench/results/$stamp/ (made by scripts/bench-vs-rocketmq.sh)." \
+    "$(settle_note)"
 } >"$table"
 cp "$table" "$OUT"
 echo
