@@ -292,10 +292,18 @@ nats_pub() {
     record "$key-nats" "$(natsrate "$res/$key-nats-$r.out")" && record_cpu "$key-nats" "$count"
 }
 
-# order N: the two systems in the order they run in: Bolide first when N is
-# odd. Each workload passes its repetition plus its own index, so the first
-# system changes with every repetition and between workloads.
-order() { if (($1 % 2)); then echo bolide nats; else echo nats bolide; fi; }
+# in_turn W N runs repetitions 1..REPS of workload W: the functions
+# W_bolide and W_nats, each given the repetition. Bolide goes first when the
+# repetition plus N (the workload's own index) is odd, so the first system
+# changes with every repetition and between workloads.
+in_turn() {
+  local w=$1 n=$2 r sys
+  for ((r = 1; r <= REPS; r++)); do
+    for sys in $(if (((r + n) % 2)); then echo bolide nats; else echo nats bolide; fi); do
+      "${w}_$sys" "$r" || true
+    done
+  done
+}
 
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 # e2e_msgs RATE: the messages of one end-to-end run at RATE, warm-up
@@ -313,55 +321,35 @@ start_nats default
 for t in p1 p16 async backlog "${e2e_rates[@]/#/e2e}"; do
   b topic create "$t" --queues "$QUEUES" >/dev/null
 done
-for ((r = 1; r <= REPS; r++)); do
-  for sys in $(order $((r + 1))); do
-    case $sys in
-      bolide) bolide_produce p1 p1 "$MSGS_1" "$r" --producers 1 || true ;;
-      nats) nats_pub p1 sync "$MSGS_1" "$r" --clients=1 || true ;;
-    esac
-  done
-done
-for ((r = 1; r <= REPS; r++)); do
-  for sys in $(order $((r + 2))); do
-    case $sys in
-      bolide) bolide_produce p16 p16 "$MSGS_16" "$r" --producers 16 || true ;;
-      nats) nats_pub p16 sync "$MSGS_16" "$r" --clients=16 || true ;;
-    esac
-  done
-done
-for ((r = 1; r <= REPS; r++)); do
-  for sys in $(order $((r + 3))); do
-    case $sys in
-      bolide) bolide_produce async async "$MSGS_ASYNC" "$r" --producers 1 --batch "$ASYNC_BATCH" --async \
-        --inflight "$ASYNC_INFLIGHT" || true ;;
-      nats)
-        nats_pub async async "$MSGS_ASYNC" "$r" --batch="$NATS_BATCH" || true
-        nats_pub fast fast "$MSGS_ASYNC" "$r" --batch="$NATS_BATCH" || true
-        ;;
-    esac
-  done
-done
+p1_bolide() { bolide_produce p1 p1 "$MSGS_1" "$1" --producers 1; }
+p1_nats() { nats_pub p1 sync "$MSGS_1" "$1" --clients=1; }
+p16_bolide() { bolide_produce p16 p16 "$MSGS_16" "$1" --producers 16; }
+p16_nats() { nats_pub p16 sync "$MSGS_16" "$1" --clients=16; }
+async_bolide() {
+  bolide_produce async async "$MSGS_ASYNC" "$1" --producers 1 --batch "$ASYNC_BATCH" --async --inflight "$ASYNC_INFLIGHT"
+}
+async_nats() {
+  nats_pub async async "$MSGS_ASYNC" "$1" --batch="$NATS_BATCH" || true
+  nats_pub fast fast "$MSGS_ASYNC" "$1" --batch="$NATS_BATCH"
+}
+in_turn p1 1
+in_turn p16 2
+in_turn async 3
 # The backlog: written once by each system, then read REPS times from the
 # first message (Bolide: a fresh group each time; NATS: an ephemeral
 # ordered consumer).
 step fill-bolide b bench produce --topic backlog --count "$BACKLOG" --size "$SIZE" --batch "$ASYNC_BATCH" --async \
   --inflight "$ASYNC_INFLIGHT" -o json || true
 step fill-nats nb pub async bench.backlog --stream=benchbacklog "${pubflags[@]}" --msgs="$BACKLOG" --batch="$NATS_BATCH" || true
-for ((r = 1; r <= REPS; r++)); do
-  for sys in $(order $((r + 4))); do
-    case $sys in
-      bolide)
-        step "consume-bolide-$r" b bench consume --topic backlog --count "$BACKLOG" --pull-batch "$PULL_BATCH" -o json &&
-          record consume-bolide "$(jnum "$res/consume-bolide-$r.out" msgsPerSec)" &&
-          record_cpu consume-bolide "$BACKLOG" || true
-        ;;
-      nats)
-        step "consume-nats-$r" nb ordered --stream=benchbacklog --msgs="$BACKLOG" --batch="$NATS_BATCH" &&
-          record consume-nats "$(natsrate "$res/consume-nats-$r.out")" && record_cpu consume-nats "$BACKLOG" || true
-        ;;
-    esac
-  done
-done
+consume_bolide() {
+  step "consume-bolide-$1" b bench consume --topic backlog --count "$BACKLOG" --pull-batch "$PULL_BATCH" -o json &&
+    record consume-bolide "$(jnum "$res/consume-bolide-$1.out" msgsPerSec)" && record_cpu consume-bolide "$BACKLOG"
+}
+consume_nats() {
+  step "consume-nats-$1" nb ordered --stream=benchbacklog --msgs="$BACKLOG" --batch="$NATS_BATCH" &&
+    record consume-nats "$(natsrate "$res/consume-nats-$1.out")" && record_cpu consume-nats "$BACKLOG"
+}
+in_turn consume 4
 for rate in "${e2e_rates[@]}"; do
   for ((r = 1; r <= REPS; r++)); do
     if step "e2e$rate-floor-$r" "$loopback_rtt" --rate "$rate" --duration "$FLOOR_DURATION" --size "$SIZE"; then
@@ -386,14 +374,9 @@ if [[ $KEEP != 1 ]]; then rm -rf "$DATA_DIR"; fi
 start_bolide sync
 start_nats always "sync_interval: always"
 b topic create durable --queues "$QUEUES" >/dev/null
-for ((r = 1; r <= REPS; r++)); do
-  for sys in $(order $((r + 5))); do
-    case $sys in
-      bolide) bolide_produce durable durable "$MSGS_DURABLE" "$r" --producers 16 || true ;;
-      nats) nats_pub durable sync "$MSGS_DURABLE" "$r" --clients=16 || true ;;
-    esac
-  done
-done
+durable_bolide() { bolide_produce durable durable "$MSGS_DURABLE" "$1" --producers 16; }
+durable_nats() { nats_pub durable sync "$MSGS_DURABLE" "$1" --clients=16; }
+in_turn durable 5
 stop_all
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
