@@ -27,6 +27,7 @@ func TestDedupThroughLostAnswersAndKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
+	t.Parallel()
 	const total = 1200
 	ns := StartProc(t, "bolide-nameserver", "--listen", "127.0.0.1:0", "--gossip", "off")
 	proxy, err := faultproxy.New("127.0.0.1:0", "127.0.0.1:1", nil)

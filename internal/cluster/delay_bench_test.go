@@ -267,6 +267,7 @@ func sendPaced(t *testing.T, p *client.Producer, topic string, rate int, d time.
 // "in-process" runs broker, NameServer, producer and consumer in the test
 // process with the cluster harness's store options.
 func TestDelayPrecision(t *testing.T) {
+	t.Parallel()
 	const topic = "precision"
 	t.Run("processes", func(t *testing.T) {
 		r := startDelayRig(t, topic, 8)

@@ -38,6 +38,7 @@ const (
 // acknowledged message is read back from the slave. The replication link
 // goes through a fault proxy adding 1 ms each way.
 func TestKillMasterSyncReplicationLosesNothing(t *testing.T) {
+	t.Parallel()
 	killMasterRuns(t, "sync", time.Millisecond)
 }
 
@@ -48,6 +49,7 @@ func TestKillMasterSyncReplicationLosesNothing(t *testing.T) {
 // proxy's one-chunk-per-delay forwarding, caps the stream at about
 // 3 MiB/s), so the slave really lags.
 func TestKillMasterAsyncReplicationLossBounded(t *testing.T) {
+	t.Parallel()
 	killMasterRuns(t, "async", 10*time.Millisecond)
 }
 
