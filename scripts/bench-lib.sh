@@ -133,6 +133,7 @@ bench_topic() {
 }
 
 ticks=$(getconf CLK_TCK)
+SETTLE_PCT=${SETTLE_PCT:-20} SETTLE_MAX=${SETTLE_MAX:-20}
 cpu() { awk '{print $14 + $15}' "/proc/$broker_pid/stat"; }
 
 declare -A cpus rates
@@ -166,7 +167,7 @@ proc_ticks() {
 }
 child_ticks() { sed 's/^.*) //' "/proc/$$/stat" | awk '{print $14 + $15}'; }
 settle() {
-	local limit=${SETTLE_PCT:-20} max=${SETTLE_MAX:-20} waited=0 p busy top
+	local waited=0 p d busy top
 	local -A before
 	sync
 	while :; do
@@ -175,12 +176,12 @@ settle() {
 		waited=$((waited + 1))
 		busy=0 top=0
 		for p in "$@"; do
-			local d=$(($(proc_ticks "$p") - ${before[$p]}))
+			d=$(($(proc_ticks "$p") - ${before[$p]}))
 			busy=$((busy + d))
 			((d > top)) && top=$d
 		done
 		# ticks in one second, as a percentage of one CPU: busy * 100 / ticks.
-		if ((busy * 100 <= limit * ticks || waited >= max)); then break; fi
+		if ((busy * 100 <= SETTLE_PCT * ticks || waited >= SETTLE_MAX)); then break; fi
 	done
 	echo "waited=${waited}s busy=$((busy * 100 / ticks))% top=$((top * 100 / ticks))%"
 }
@@ -222,9 +223,9 @@ settle_note() {
   mapfile -t w < <(sed -n 's/^waited=\([0-9]*\)s.*/\1/p' "$res"/*.settle 2>/dev/null | sort -n)
   ((${#w[@]} > 0)) || return 0
   local at_max=0 x
-  for x in "${w[@]}"; do ((x >= ${SETTLE_MAX:-20})) && at_max=$((at_max + 1)); done
-  echo "Before each step: \`sync\`, then a wait until the daemons of both systems together used at most ${SETTLE_PCT:-20} % of one CPU" \
-    "over a second (median wait ${w[$(((${#w[@]} - 1) / 2))]} s; $at_max of ${#w[@]} steps stopped waiting at the ${SETTLE_MAX:-20} s limit)."
+  for x in "${w[@]}"; do ((x >= $SETTLE_MAX)) && at_max=$((at_max + 1)); done
+  echo "Before each step: \`sync\`, then a wait until the daemons of both systems together used at most $SETTLE_PCT % of one CPU" \
+    "over a second (median wait ${w[$(((${#w[@]} - 1) / 2))]} s; $at_max of ${#w[@]} steps stopped waiting at the $SETTLE_MAX s limit)."
 }
 
 wait_file() {
