@@ -13,8 +13,20 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bolide-mq/bolide/internal/wire"
+	"github.com/bolide-mq/bolide/internal/workers"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
+)
+
+// workerLinger is how long an idle worker of a producer's pool waits for
+// its next function before it ends, and workerMaxIdle how many may wait at
+// once. SendAsync starts one function per request (a lane's drainer, a
+// send of its own, a callback), each running deep enough (protobuf
+// marshalling, the route lookup) that a fresh goroutine would grow its
+// stack in every request.
+const (
+	workerLinger  = 250 * time.Millisecond
+	workerMaxIdle = 16
 )
 
 // Client lifecycle states.
@@ -57,7 +69,7 @@ type Producer struct {
 	lanes  map[asyncLaneKey]*asyncLane
 	// workers run the asynchronous sends' drainers, sends and callbacks
 	// (async.go); Close ends them once asyncWG is done.
-	workers *workerPool
+	workers *workers.Pool
 	// testBeforeBatch, set by tests before the first send, is called
 	// with the size of each coalesced request before it is sent.
 	testBeforeBatch func(n int)
@@ -85,7 +97,7 @@ func NewProducer(group string, opts ...ProducerOption) (*Producer, error) {
 		muxes:    make(map[string]*sendMux),
 		asyncSem: make(chan struct{}, o.asyncSendsLimit),
 		lanes:    make(map[asyncLaneKey]*asyncLane),
-		workers:  newWorkerPool(workerLinger, workerMaxIdle),
+		workers:  workers.New(workerLinger, workerMaxIdle),
 	}, nil
 }
 
@@ -116,7 +128,7 @@ func (p *Producer) Close() error {
 	p.closed = true
 	p.asyncMu.Unlock()
 	p.asyncWG.Wait()
-	p.workers.close()
+	p.workers.Close()
 	p.state.Store(stateClosed)
 	err := p.b.close()
 	p.b.log.Info("producer closed")

@@ -18,6 +18,7 @@ import (
 	"github.com/bolide-mq/bolide/internal/afterreply"
 	"github.com/bolide-mq/bolide/internal/readahead"
 	"github.com/bolide-mq/bolide/internal/wire"
+	"github.com/bolide-mq/bolide/internal/workers"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -76,7 +77,20 @@ type Server struct {
 	conns    map[*serverConn]struct{}
 	draining bool
 	wg       sync.WaitGroup // one per ServeConn
+
+	// workers run the requests served on goroutines of their own
+	// (Handler.Blocking), reused so that each request does not grow a
+	// fresh stack; Shutdown closes it once every connection has ended.
+	workers *workers.Pool
 }
+
+// handlerLinger is how long a finished handler goroutine waits for the
+// next blocking request, and handlerMaxIdle how many wait at once: enough
+// for a burst of sync-flush sends or long polls from many clients.
+const (
+	handlerLinger  = time.Second
+	handlerMaxIdle = 256
+)
 
 // NewServer returns a server without handlers.
 func NewServer(opts Options, log *zap.Logger) *Server {
@@ -84,7 +98,7 @@ func NewServer(opts Options, log *zap.Logger) *Server {
 		log = zap.NewNop()
 	}
 	s := &Server{opts: opts.withDefaults(), log: log, handlers: make(map[Method]Handler),
-		conns: make(map[*serverConn]struct{})}
+		conns: make(map[*serverConn]struct{}), workers: workers.New(handlerLinger, handlerMaxIdle)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
 }
@@ -146,6 +160,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 		s.cancel()
+		s.workers.Close()
 		return nil
 	case <-ctx.Done():
 	}
@@ -156,6 +171,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	<-done
+	s.workers.Close()
 	return fmt.Errorf("frame: shutdown: %w", ctx.Err())
 }
 
@@ -371,7 +387,7 @@ func (c *serverConn) serveAsync(h Header, hd Handler, req proto.Message) error {
 		c.mu.Unlock()
 	}
 	c.handlers.Add(1)
-	go func() {
+	c.s.workers.Go(func() {
 		defer c.handlers.Done()
 		defer func() { <-c.sem }()
 		resp := hd.Serve(ctx, req)
@@ -382,7 +398,7 @@ func (c *serverConn) serveAsync(h Header, hd Handler, req proto.Message) error {
 		c.mu.Unlock()
 		cancel()
 		c.reply(h, resp, false)
-	}()
+	})
 	return nil
 }
 

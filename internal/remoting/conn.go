@@ -15,6 +15,7 @@ import (
 
 	"github.com/bolide-mq/bolide/internal/afterreply"
 	"github.com/bolide-mq/bolide/internal/readahead"
+	"github.com/bolide-mq/bolide/internal/workers"
 )
 
 // Handler serves the requests that arrive on a connection.
@@ -105,6 +106,9 @@ type Conn struct {
 	inBytes  int
 	closed   bool
 	handlers sync.WaitGroup
+	// workers, when set (a server's connections), run the requests not
+	// served inline, reusing goroutines whose stacks have grown already.
+	workers *workers.Pool
 
 	value atomic.Value
 }
@@ -304,7 +308,11 @@ func (c *Conn) serve() {
 		c.inBytes += size
 		c.mu.Unlock()
 		c.handlers.Add(1)
-		go c.handle(cmd, size)
+		if c.workers != nil {
+			c.workers.Go(func() { c.handle(cmd, size) })
+		} else {
+			go c.handle(cmd, size)
+		}
 	}
 }
 

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/bolide-mq/bolide/internal/workers"
 )
 
 // Server serves remoting connections with one handler.
@@ -26,7 +29,18 @@ type Server struct {
 	conns    map[*Conn]struct{}
 	draining bool
 	wg       sync.WaitGroup // one per connection
+
+	// workers serve the connections' requests that are not served inline;
+	// Shutdown closes it once every connection has ended.
+	workers *workers.Pool
 }
+
+// handlerLinger is how long a finished handler goroutine waits for the
+// next request, and handlerMaxIdle how many wait at once.
+const (
+	handlerLinger  = time.Second
+	handlerMaxIdle = 256
+)
 
 // ServerOptions tune a server.
 type ServerOptions struct {
@@ -46,7 +60,7 @@ func NewServer(h Handler, opts ServerOptions, log *zap.Logger) *Server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{h: h, opts: opts.Options.withDefaults(), onOpen: opts.OnOpen, onClose: opts.OnClose, log: log,
-		ctx: ctx, cancel: cancel, conns: make(map[*Conn]struct{})}
+		ctx: ctx, cancel: cancel, conns: make(map[*Conn]struct{}), workers: workers.New(handlerLinger, handlerMaxIdle)}
 }
 
 // Serve serves the connections lis yields until lis is closed or Shutdown
@@ -77,6 +91,7 @@ func (s *Server) Serve(lis net.Listener) error {
 // ServeConn serves one connection on goroutines of its own.
 func (s *Server) ServeConn(nc net.Conn) {
 	c := newConn(s.ctx, nc, s.h, s.opts, s.log)
+	c.workers = s.workers
 	s.mu.Lock()
 	if s.draining {
 		s.mu.Unlock()
@@ -144,5 +159,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	<-idle
 	s.wg.Wait()
+	s.workers.Close()
 	return err
 }

@@ -1,4 +1,4 @@
-package client
+package workers
 
 import (
 	"sync"
@@ -7,11 +7,11 @@ import (
 	"time"
 )
 
-// TestWorkerPoolReuses: functions given one after the other run on one
+// TestPoolReuses: functions given one after the other run on one
 // goroutine, which waits between them; every function runs exactly once.
-func TestWorkerPoolReuses(t *testing.T) {
-	wp := newWorkerPool(time.Minute, 4)
-	defer wp.close()
+func TestPoolReuses(t *testing.T) {
+	wp := New(time.Minute, 4)
+	defer wp.Close()
 	var ran atomic.Int64
 	for i := range 100 {
 		done := make(chan struct{})
@@ -21,17 +21,17 @@ func TestWorkerPoolReuses(t *testing.T) {
 		})
 		<-done
 		// The worker goes back to the idle list after its function.
-		waitUntil(t, func() bool { return wp.idleWorkers() == 1 }, "worker %d idle", i)
+		waitUntil(t, func() bool { return wp.Idle() == 1 }, "worker %d idle", i)
 	}
 	if n := ran.Load(); n != 100 {
 		t.Fatalf("%d functions ran, want 100", n)
 	}
 }
 
-// TestWorkerPoolConcurrent: many functions at once each run once, on at
+// TestPoolConcurrent: many functions at once each run once, on at
 // most as many goroutines as ran at once, and no more than maxIdle stay.
-func TestWorkerPoolConcurrent(t *testing.T) {
-	wp := newWorkerPool(time.Minute, 3)
+func TestPoolConcurrent(t *testing.T) {
+	wp := New(time.Minute, 3)
 	const n = 2000
 	var ran atomic.Int64
 	var wg sync.WaitGroup
@@ -46,34 +46,34 @@ func TestWorkerPoolConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	waitUntil(t, func() bool { return wp.idleWorkers() <= 3 }, "idle workers %d, want ≤ 3", wp.idleWorkers())
-	wp.close()
+	waitUntil(t, func() bool { return wp.Idle() <= 3 }, "idle workers %d, want ≤ 3", wp.Idle())
+	wp.Close()
 	if got := ran.Load(); got != n {
 		t.Fatalf("%d functions ran, want %d", got, n)
 	}
-	if got := wp.idleWorkers(); got != 0 {
+	if got := wp.Idle(); got != 0 {
 		t.Fatalf("%d idle workers after close", got)
 	}
 }
 
-// TestWorkerPoolLinger: an idle worker ends after linger; a later
+// TestPoolLinger: an idle worker ends after linger; a later
 // function gets a new one.
-func TestWorkerPoolLinger(t *testing.T) {
-	wp := newWorkerPool(20*time.Millisecond, 4)
-	defer wp.close()
+func TestPoolLinger(t *testing.T) {
+	wp := New(20*time.Millisecond, 4)
+	defer wp.Close()
 	done := make(chan struct{})
 	wp.Go(func() { close(done) })
 	<-done
-	waitUntil(t, func() bool { return wp.idleWorkers() == 0 }, "the idle worker did not end")
+	waitUntil(t, func() bool { return wp.Idle() == 0 }, "the idle worker did not end")
 	done = make(chan struct{})
 	wp.Go(func() { close(done) })
 	<-done
 }
 
-// TestWorkerPoolCloseWaits: close waits for a running function and ends
+// TestPoolCloseWaits: close waits for a running function and ends
 // the idle workers (goleak in TestMain checks that none is left).
-func TestWorkerPoolCloseWaits(t *testing.T) {
-	wp := newWorkerPool(time.Hour, 4)
+func TestPoolCloseWaits(t *testing.T) {
+	wp := New(time.Hour, 4)
 	idle := make(chan struct{})
 	wp.Go(func() { close(idle) })
 	<-idle
@@ -88,7 +88,7 @@ func TestWorkerPoolCloseWaits(t *testing.T) {
 	<-started
 	closed := make(chan struct{})
 	go func() {
-		wp.close()
+		wp.Close()
 		close(closed)
 	}()
 	select {

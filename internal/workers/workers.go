@@ -1,4 +1,15 @@
-package client
+// Package workers runs functions on goroutines that outlive them, so that
+// the next function finds a stack already grown.
+//
+// A goroutine starts with a small stack (the runtime's adaptive start
+// follows the average of all goroutines, most of them idle and shallow)
+// and copies it to a bigger one each time a call goes deeper than it has
+// room for. Code that starts a goroutine per request, where the request
+// runs deep (decoding, the store, the answer's encoding), pays for those
+// copies in every request: a tenth of a broker's CPU in sync-flush sends
+// served one goroutine each. A Pool keeps a goroutine that finished for a
+// while (its linger) and hands it the next function instead.
+package workers
 
 import (
 	"slices"
@@ -6,24 +17,12 @@ import (
 	"time"
 )
 
-// workerLinger is how long an idle worker of a workerPool waits for its
-// next function before it ends, and workerMaxIdle how many may wait at
-// once.
-const (
-	workerLinger  = 250 * time.Millisecond
-	workerMaxIdle = 16
-)
-
-// workerPool runs functions on goroutines of its own, as the go statement
-// does, but keeps a goroutine that finished for a while and gives it the
-// next function. SendAsync starts one function per request (a lane's
-// drainer, a send of its own, a callback): a new goroutine for each would
-// start with a small stack and grow it in every request (protobuf
-// marshalling, the route lookup), where a reused one has the stack it grew
-// before. A worker waits at most linger for a function, at most maxIdle
-// wait at once, and close ends the waiting ones and waits for every
+// Pool runs functions on goroutines of its own, as the go statement does,
+// but keeps a goroutine that finished for a while and gives it the next
+// function. A worker waits at most linger for a function, at most maxIdle
+// wait at once, and Close ends the waiting ones and waits for every
 // worker: the pool's goroutines are owned.
-type workerPool struct {
+type Pool struct {
 	linger  time.Duration
 	maxIdle int
 
@@ -41,13 +40,15 @@ type worker struct {
 	next chan func()
 }
 
-func newWorkerPool(linger time.Duration, maxIdle int) *workerPool {
-	return &workerPool{linger: linger, maxIdle: maxIdle, stop: make(chan struct{})}
+// New returns a pool whose idle workers wait at most linger for their next
+// function, at most maxIdle of them at once.
+func New(linger time.Duration, maxIdle int) *Pool {
+	return &Pool{linger: linger, maxIdle: maxIdle, stop: make(chan struct{})}
 }
 
 // Go runs f on a worker: an idle one when there is one, else a new one.
-// It is not called once close has begun.
-func (wp *workerPool) Go(f func()) {
+// It is not called once Close has begun.
+func (wp *Pool) Go(f func()) {
 	wp.mu.Lock()
 	if n := len(wp.idle); n > 0 {
 		w := wp.idle[n-1]
@@ -64,7 +65,7 @@ func (wp *workerPool) Go(f func()) {
 
 // run runs f, then the functions the worker is given, until it waited
 // linger for none, the pool has enough idle workers or it is closed.
-func (wp *workerPool) run(f func()) {
+func (wp *Pool) run(f func()) {
 	defer wp.wg.Done()
 	w := &worker{next: make(chan func(), 1)}
 	var t *time.Timer
@@ -102,7 +103,7 @@ func (wp *workerPool) run(f func()) {
 }
 
 // leave takes w off the idle list; false when it is no longer on it.
-func (wp *workerPool) leave(w *worker) bool {
+func (wp *Pool) leave(w *worker) bool {
 	wp.mu.Lock()
 	defer wp.mu.Unlock()
 	for i, x := range wp.idle {
@@ -114,9 +115,9 @@ func (wp *workerPool) leave(w *worker) bool {
 	return false
 }
 
-// close ends the idle workers and waits for every worker to end, the
+// Close ends the idle workers and waits for every worker to end, the
 // functions they run included.
-func (wp *workerPool) close() {
+func (wp *Pool) Close() {
 	wp.mu.Lock()
 	if !wp.closed {
 		wp.closed = true
@@ -126,8 +127,8 @@ func (wp *workerPool) close() {
 	wp.wg.Wait()
 }
 
-// idleWorkers returns the count of idle workers (tests).
-func (wp *workerPool) idleWorkers() int {
+// Idle returns the count of idle workers.
+func (wp *Pool) Idle() int {
 	wp.mu.Lock()
 	defer wp.mu.Unlock()
 	return len(wp.idle)
