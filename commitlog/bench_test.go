@@ -2,6 +2,7 @@ package commitlog
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -154,6 +155,51 @@ func BenchmarkDiskFlush64K(b *testing.B) {
 	perFlush := b.Elapsed().Seconds() / float64(b.N)
 	b.ReportMetric(perFlush*1e6, "µs/flush")
 	b.ReportMetric(64/perFlush, "disk-records/s")
+}
+
+// BenchmarkDiskFlushConcurrent asks whether the disk serves flushes of one
+// file side by side: each of par goroutines writes 16 KiB into fresh
+// preallocated space of the same file and fdatasyncs it, over and over.
+// flushes/s against par=1 is what overlapping flushes could gain;
+// µs/flush is each one's latency. (The log runs one flush at a time:
+// docs/BENCHMARKS.md has what two at a time did to a broker.)
+func BenchmarkDiskFlushConcurrent(b *testing.B) {
+	const size = 16 << 10
+	for _, par := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("par=%d", par), func(b *testing.B) {
+			f, err := os.OpenFile(filepath.Join(b.TempDir(), "flush.dat"), os.O_RDWR|os.O_CREATE, 0o644)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			if err := fsutil.Preallocate(f, int64(b.N+par)*size); err != nil {
+				b.Fatal(err)
+			}
+			buf := make([]byte, size)
+			var next, busy atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for range par {
+				wg.Go(func() {
+					for i := next.Add(1) - 1; i < int64(b.N); i = next.Add(1) - 1 {
+						start := time.Now()
+						if _, err := f.WriteAt(buf, i*size); err != nil {
+							b.Error(err)
+							return
+						}
+						if err := fsutil.Fdatasync(f); err != nil {
+							b.Error(err)
+							return
+						}
+						busy.Add(int64(time.Since(start)))
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "flushes/s")
+			b.ReportMetric(float64(busy.Load())/float64(b.N)/1e3, "µs/flush")
+		})
+	}
 }
 
 // BenchmarkReadRecord reads 1 KiB records at random offsets among 100 000.
