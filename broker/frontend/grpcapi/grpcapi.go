@@ -40,6 +40,9 @@ type Frontend struct {
 	srv *grpc.Server
 }
 
+// streamWorkers is how many goroutines serve the server's streams (New).
+const streamWorkers = 32
+
 // New returns the gRPC front end of core b. Each extra function registers
 // one more service on the same grpc.Server (before it serves).
 //
@@ -51,6 +54,13 @@ type Frontend struct {
 //
 // Every bolide.v1 call goes through the access control of auth.go with the
 // broker's guard; the services extra registers do not.
+//
+// Streams (a unary call is one too) are served by streamWorkers goroutines
+// that live as long as the server, so that a call does not start on a
+// fresh goroutine's small stack and copy it to bigger ones as it goes deep
+// (13 % of the broker's CPU under RocketMQ 5 clients). A stream that finds
+// every worker busy (long polls and Telemetry streams hold theirs) gets a
+// goroutine of its own, as without workers.
 func New(b *broker.Broker, extra ...func(grpc.ServiceRegistrar)) *Frontend {
 	az := &authorizer{g: b.Guard()}
 	srv := grpc.NewServer(
@@ -60,6 +70,7 @@ func New(b *broker.Broker, extra ...func(grpc.ServiceRegistrar)) *Frontend {
 		grpc.MaxSendMsgSize(MaxMessage),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
+		grpc.NumStreamWorkers(streamWorkers),
 	)
 	pb.RegisterBrokerServer(srv, &brokerService{b: b, az: az})
 	pb.RegisterDelayServer(srv, &delayService{b: b})
