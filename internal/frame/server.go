@@ -84,21 +84,13 @@ type Server struct {
 	workers *workers.Pool
 }
 
-// handlerLinger is how long a finished handler goroutine waits for the
-// next blocking request, and handlerMaxIdle how many wait at once: enough
-// for a burst of sync-flush sends or long polls from many clients.
-const (
-	handlerLinger  = time.Second
-	handlerMaxIdle = 256
-)
-
 // NewServer returns a server without handlers.
 func NewServer(opts Options, log *zap.Logger) *Server {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	s := &Server{opts: opts.withDefaults(), log: log, handlers: make(map[Method]Handler),
-		conns: make(map[*serverConn]struct{}), workers: workers.New(handlerLinger, handlerMaxIdle)}
+		conns: make(map[*serverConn]struct{}), workers: workers.ForHandlers()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
 }
@@ -157,10 +149,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.wg.Wait()
 		close(done)
 	}()
+	defer s.workers.Close() // every return below comes after done
 	select {
 	case <-done:
 		s.cancel()
-		s.workers.Close()
 		return nil
 	case <-ctx.Done():
 	}
@@ -171,7 +163,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	<-done
-	s.workers.Close()
 	return fmt.Errorf("frame: shutdown: %w", ctx.Err())
 }
 

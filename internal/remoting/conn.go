@@ -106,8 +106,9 @@ type Conn struct {
 	inBytes  int
 	closed   bool
 	handlers sync.WaitGroup
-	// workers, when set (a server's connections), run the requests not
-	// served inline, reusing goroutines whose stacks have grown already.
+	// workers run the requests not served inline, reusing goroutines
+	// whose stacks have grown already: the server's pool for its
+	// connections, nil (a goroutine each) for a dialled one.
 	workers *workers.Pool
 
 	value atomic.Value
@@ -308,11 +309,7 @@ func (c *Conn) serve() {
 		c.inBytes += size
 		c.mu.Unlock()
 		c.handlers.Add(1)
-		if c.workers != nil {
-			c.workers.Go(func() { c.handle(cmd, size) })
-		} else {
-			go c.handle(cmd, size)
-		}
+		c.workers.Go(func() { c.handle(cmd, size) })
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"sync"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -35,13 +34,6 @@ type Server struct {
 	workers *workers.Pool
 }
 
-// handlerLinger is how long a finished handler goroutine waits for the
-// next request, and handlerMaxIdle how many wait at once.
-const (
-	handlerLinger  = time.Second
-	handlerMaxIdle = 256
-)
-
 // ServerOptions tune a server.
 type ServerOptions struct {
 	Options
@@ -60,7 +52,7 @@ func NewServer(h Handler, opts ServerOptions, log *zap.Logger) *Server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{h: h, opts: opts.Options.withDefaults(), onOpen: opts.OnOpen, onClose: opts.OnClose, log: log,
-		ctx: ctx, cancel: cancel, conns: make(map[*Conn]struct{}), workers: workers.New(handlerLinger, handlerMaxIdle)}
+		ctx: ctx, cancel: cancel, conns: make(map[*Conn]struct{}), workers: workers.ForHandlers()}
 }
 
 // Serve serves the connections lis yields until lis is closed or Shutdown

@@ -46,9 +46,26 @@ func New(linger time.Duration, maxIdle int) *Pool {
 	return &Pool{linger: linger, maxIdle: maxIdle, stop: make(chan struct{})}
 }
 
-// Go runs f on a worker: an idle one when there is one, else a new one.
-// It is not called once Close has begun.
+// handlerLinger and handlerMaxIdle size a server's pool (ForHandlers):
+// enough idle workers for a burst of sync-flush sends or long polls from
+// many clients, each waiting a second for the next request.
+const (
+	handlerLinger  = time.Second
+	handlerMaxIdle = 256
+)
+
+// ForHandlers returns the pool a server runs its requests on when it does
+// not serve them on a connection's reader.
+func ForHandlers() *Pool { return New(handlerLinger, handlerMaxIdle) }
+
+// Go runs f on a worker: an idle one when there is one, else a new one;
+// on a nil pool, on a goroutine of its own. It is not called once Close
+// has begun.
 func (wp *Pool) Go(f func()) {
+	if wp == nil {
+		go f()
+		return
+	}
 	wp.mu.Lock()
 	if n := len(wp.idle); n > 0 {
 		w := wp.idle[n-1]
@@ -116,8 +133,11 @@ func (wp *Pool) leave(w *worker) bool {
 }
 
 // Close ends the idle workers and waits for every worker to end, the
-// functions they run included.
+// functions they run included. A nil pool has nothing to close.
 func (wp *Pool) Close() {
+	if wp == nil {
+		return
+	}
 	wp.mu.Lock()
 	if !wp.closed {
 		wp.closed = true
@@ -127,7 +147,7 @@ func (wp *Pool) Close() {
 	wp.wg.Wait()
 }
 
-// Idle returns the count of idle workers.
+// Idle returns the count of idle workers (tests).
 func (wp *Pool) Idle() int {
 	wp.mu.Lock()
 	defer wp.mu.Unlock()

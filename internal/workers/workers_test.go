@@ -1,10 +1,13 @@
 package workers
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/bolide-mq/bolide/internal/testutil"
 )
 
 // TestPoolReuses: functions given one after the other run on one
@@ -21,7 +24,7 @@ func TestPoolReuses(t *testing.T) {
 		})
 		<-done
 		// The worker goes back to the idle list after its function.
-		waitUntil(t, func() bool { return wp.Idle() == 1 }, "worker %d idle", i)
+		testutil.Eventually(t, 10*time.Second, fmt.Sprintf("worker %d idle", i), func() bool { return wp.Idle() == 1 })
 	}
 	if n := ran.Load(); n != 100 {
 		t.Fatalf("%d functions ran, want 100", n)
@@ -46,7 +49,7 @@ func TestPoolConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	waitUntil(t, func() bool { return wp.Idle() <= 3 }, "idle workers %d, want ≤ 3", wp.Idle())
+	testutil.Eventually(t, 10*time.Second, fmt.Sprintf("idle workers %d, want ≤ 3", wp.Idle()), func() bool { return wp.Idle() <= 3 })
 	wp.Close()
 	if got := ran.Load(); got != n {
 		t.Fatalf("%d functions ran, want %d", got, n)
@@ -64,7 +67,7 @@ func TestPoolLinger(t *testing.T) {
 	done := make(chan struct{})
 	wp.Go(func() { close(done) })
 	<-done
-	waitUntil(t, func() bool { return wp.Idle() == 0 }, "the idle worker did not end")
+	testutil.Eventually(t, 10*time.Second, "the idle worker to end", func() bool { return wp.Idle() == 0 })
 	done = make(chan struct{})
 	wp.Go(func() { close(done) })
 	<-done
@@ -103,13 +106,12 @@ func TestPoolCloseWaits(t *testing.T) {
 	}
 }
 
-func waitUntil(t *testing.T, cond func() bool, format string, args ...any) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf(format, args...)
-		}
-		time.Sleep(time.Millisecond)
-	}
+// TestNilPool: a nil pool runs each function on a goroutine of its own and
+// has nothing to close.
+func TestNilPool(t *testing.T) {
+	var wp *Pool
+	done := make(chan struct{})
+	wp.Go(func() { close(done) })
+	<-done
+	wp.Close()
 }
