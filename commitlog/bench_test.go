@@ -133,14 +133,7 @@ func BenchmarkAppendSync64(b *testing.B) {
 // drifts by minutes.
 func BenchmarkDiskFlush64K(b *testing.B) {
 	const size = 64 << 10
-	f, err := os.OpenFile(filepath.Join(b.TempDir(), "flush.dat"), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	if err := fsutil.Preallocate(f, int64(b.N)*size); err != nil {
-		b.Fatal(err)
-	}
+	f := flushFile(b, int64(b.N)*size)
 	buf := make([]byte, size)
 	b.SetBytes(size)
 	b.ResetTimer()
@@ -167,14 +160,7 @@ func BenchmarkDiskFlushConcurrent(b *testing.B) {
 	const size = 16 << 10
 	for _, par := range []int{1, 2, 4} {
 		b.Run(fmt.Sprintf("par=%d", par), func(b *testing.B) {
-			f, err := os.OpenFile(filepath.Join(b.TempDir(), "flush.dat"), os.O_RDWR|os.O_CREATE, 0o644)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer f.Close()
-			if err := fsutil.Preallocate(f, int64(b.N+par)*size); err != nil {
-				b.Fatal(err)
-			}
+			f := flushFile(b, int64(b.N+par)*size)
 			buf := make([]byte, size)
 			var next, busy atomic.Int64
 			var wg sync.WaitGroup
@@ -200,6 +186,21 @@ func BenchmarkDiskFlushConcurrent(b *testing.B) {
 			b.ReportMetric(float64(busy.Load())/float64(b.N)/1e3, "µs/flush")
 		})
 	}
+}
+
+// flushFile returns a file of n preallocated bytes in a temporary
+// directory, closed when b ends: fresh space for the disk benchmarks.
+func flushFile(b *testing.B, n int64) *os.File {
+	b.Helper()
+	f, err := os.OpenFile(filepath.Join(b.TempDir(), "flush.dat"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = f.Close() })
+	if err := fsutil.Preallocate(f, n); err != nil {
+		b.Fatal(err)
+	}
+	return f
 }
 
 // BenchmarkReadRecord reads 1 KiB records at random offsets among 100 000.
