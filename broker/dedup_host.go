@@ -133,7 +133,7 @@ func (b *Broker) sendDeduplicated(ctx context.Context, msgs []*message.Ext, wind
 		keys = append(keys, key)
 		at = append(at, i)
 	}
-	found := b.dedup.LookupAll(keys, nil)
+	found := b.dedup.LookupAll(keys, make([]dedup.Found, 0, len(keys)))
 	for n, f := range found {
 		entries[at[n]].res = f.Res // so that abort ends them all
 	}

@@ -177,8 +177,13 @@ func BuildKey(topic, key string) string {
 // two surrogates, exactly as Java stores them. Each invalid UTF-8 byte counts
 // as U+FFFD (Java's decoder may fold a truncated multi-byte sequence into a
 // single U+FFFD, so such malformed keys can hash differently than in Java).
-func JavaHashCode(s string) int32 {
-	var h int32
+func JavaHashCode(s string) int32 { return javaHashOn(0, s) }
+
+// javaHashOn goes on with the Java hash h of a string with s: the hash of
+// their concatenation, wherever the first string ends with a complete
+// character (an ASCII byte, or any byte it ends with as long as s begins
+// with an ASCII byte, which no multi-byte sequence continues into).
+func javaHashOn(h int32, s string) int32 {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
@@ -203,8 +208,18 @@ func JavaHashCode(s string) int32 {
 // BuildKey): abs(JavaHashCode(key)), with math.MinInt32 (whose absolute value
 // does not fit) mapped to 0, as RocketMQ's IndexFile.indexKeyHashMethod does.
 // The result is never negative.
-func KeyHash(key string) int32 {
-	h := JavaHashCode(key)
+func KeyHash(key string) int32 { return absHash(JavaHashCode(key)) }
+
+// TopicKeyHash is KeyHash(BuildKey(topic, key)), without building the key:
+// the dispatcher indexes every message's keys this way. It equals it for
+// every topic and key: the '#' between them is ASCII, so no character of
+// the topic runs on into the key.
+func TopicKeyHash(topic, key string) int32 {
+	return absHash(javaHashOn(javaHashOn(javaHashOn(0, topic), "#"), key))
+}
+
+// absHash is the index's form of a Java hash.
+func absHash(h int32) int32 {
 	if h < 0 {
 		if h == math.MinInt32 {
 			return 0

@@ -68,6 +68,25 @@ func utf16Units(s string) []uint16 {
 	return out
 }
 
+// TestTopicKeyHash: the key's hash computed in parts is the hash of the
+// built key, for keys of every kind the index sees, malformed UTF-8 at the
+// seams included (a control that hashes the parts with JavaHashCode alone
+// and adds them would differ).
+func TestTopicKeyHash(t *testing.T) {
+	topics := []string{"", "orders", "TopicTest", "%RETRY%group", "t\xe4\xb8", "\xf0\x9f\x98"}
+	keys := []string{"", "order-42", "中文", "😀", "\xb8x", "\x80", strings.Repeat("k", 300), "polygenelubricants"}
+	for _, topic := range topics {
+		for _, key := range keys {
+			if got, want := TopicKeyHash(topic, key), KeyHash(BuildKey(topic, key)); got != want {
+				t.Errorf("TopicKeyHash(%q, %q) = %d, KeyHash of the built key %d", topic, key, got, want)
+			}
+		}
+	}
+	if TopicKeyHash("orders", "order-42") == absHash(JavaHashCode("orders")+JavaHashCode("#order-42")) {
+		t.Error("the parts' hashes added give the same hash: the test would not see a wrong combination")
+	}
+}
+
 func TestBuildKey(t *testing.T) {
 	if got := BuildKey("orders", "order-42"); got != "orders#order-42" {
 		t.Fatalf("BuildKey = %q", got)

@@ -6,6 +6,19 @@ import (
 	"testing"
 )
 
+// FuzzTopicKeyHash: hashing a topic and a key in parts equals hashing the
+// key built from them, for any bytes.
+func FuzzTopicKeyHash(f *testing.F) {
+	f.Add("orders", "order-42")
+	f.Add("t\xe4\xb8", "\xb8x")
+	f.Add("", "😀")
+	f.Fuzz(func(t *testing.T, topic, key string) {
+		if got, want := TopicKeyHash(topic, key), KeyHash(BuildKey(topic, key)); got != want {
+			t.Fatalf("TopicKeyHash(%q, %q) = %d, KeyHash of the built key %d", topic, key, got, want)
+		}
+	})
+}
+
 func FuzzDecodeHeader(f *testing.F) {
 	buf := make([]byte, HeaderSize)
 	EncodeHeader(buf, Header{BeginTimestamp: t0, EndTimestamp: t0 + 5000, BeginPhyOffset: 7, EndPhyOffset: 9000, SlotCount: 3, IndexCount: 12})

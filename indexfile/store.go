@@ -100,10 +100,17 @@ func (s *Store) Options() Options { return s.opts }
 // offset than MaxPhysicalOffset fails with ErrOutOfOrder. When the newest
 // file is full, it is flushed and a new file is created for the entry.
 func (s *Store) Put(key string, phyOffset int64, storeTimestamp int64) error {
-	if phyOffset < 0 {
-		return fmt.Errorf("index put %q: negative physical offset %d", key, phyOffset)
+	if err := s.PutHash(KeyHash(key), phyOffset, storeTimestamp); err != nil {
+		return fmt.Errorf("key %q: %w", key, err)
 	}
-	hash := KeyHash(key)
+	return nil
+}
+
+// PutHash is Put of a key known by its hash (KeyHash, TopicKeyHash).
+func (s *Store) PutHash(hash int32, phyOffset int64, storeTimestamp int64) error {
+	if phyOffset < 0 {
+		return fmt.Errorf("index put: negative physical offset %d", phyOffset)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.publishRoom()
@@ -112,7 +119,7 @@ func (s *Store) Put(key string, phyOffset int64, storeTimestamp int64) error {
 			return fmt.Errorf("index put: %w", ErrClosed)
 		}
 		if f := s.newestWithEntries(); f != nil && phyOffset < f.hdr.EndPhyOffset {
-			return fmt.Errorf("index put %q at %d, below max %d: %w", key, phyOffset, f.hdr.EndPhyOffset, ErrOutOfOrder)
+			return fmt.Errorf("index put at %d, below max %d: %w", phyOffset, f.hdr.EndPhyOffset, ErrOutOfOrder)
 		}
 		f := s.newest()
 		if f != nil && !f.full() {

@@ -91,9 +91,9 @@ func (o *BrokerOptions) clock() Clock {
 // TagCode wraps the store's tag code hook: the units of SCHEDULE_TOPIC_XXXX
 // carry store time + the level's delay (the message is due 1 ms later, see
 // levelDueMS), those of the timer topic the time their message is due.
-func (o *BrokerOptions) TagCode(next func(*message.Dispatch) int64) func(*message.Dispatch) int64 {
+func (o *BrokerOptions) TagCode(next func(message.Dispatch) int64) func(message.Dispatch) int64 {
 	levels := o.levels
-	return func(d *message.Dispatch) int64 {
+	return func(d message.Dispatch) int64 {
 		switch d.Topic {
 		case message.ScheduleTopic:
 			return d.StoreTimestamp + levels.Delay(int(d.QueueID)+1).Milliseconds()

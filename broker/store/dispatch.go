@@ -268,7 +268,7 @@ func (s *Store) dispatchRecord(d *message.Dispatch) error {
 	if message.Dispatchable(d.SysFlag) {
 		tag := d.TagsHash
 		if s.opts.TagCode != nil {
-			tag = s.opts.TagCode(d)
+			tag = s.opts.TagCode(*d)
 		}
 		q, err := s.cqs.Queue(d.Topic, d.QueueID)
 		if err == nil {
@@ -288,7 +288,7 @@ func (s *Store) dispatchRecord(d *message.Dispatch) error {
 		return nil
 	}
 	put := func(key string) error {
-		err := s.index.Put(indexfile.BuildKey(d.Topic, key), d.PhysicalOffset, d.StoreTimestamp)
+		err := s.index.PutHash(indexfile.TopicKeyHash(d.Topic, key), d.PhysicalOffset, d.StoreTimestamp)
 		if err == nil {
 			return nil
 		}

@@ -76,8 +76,10 @@ type Options struct {
 	// MaxMessageSize bounds a message body (4 MiB).
 	MaxMessageSize int
 	// TagCode computes the ConsumeQueue tag code of a record; the default is
-	// the tags hash. The broker overrides it for schedule topics.
-	TagCode func(d *message.Dispatch) int64
+	// the tags hash. The broker overrides it for schedule topics. It takes
+	// the Dispatch by value, so that calling it leaves the dispatcher's on
+	// the stack.
+	TagCode func(d message.Dispatch) int64
 	// Now is the clock (time.Now).
 	Now func() time.Time
 }

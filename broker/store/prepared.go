@@ -55,10 +55,10 @@ func (s *Store) PutPrepared(ctx context.Context, recs []Prepared, dst []PutResul
 			NoQueueOffset: !message.Dispatchable(p.SysFlag)}
 		ptrs[i] = &entries[i]
 	}
-	return s.appendBatch(ctx, ptrs, func(i int, d *message.Dispatch) bool {
+	return s.appendBatch(ctx, ptrs, func(i int) (message.Dispatch, bool) {
 		p := &recs[i]
-		d.Topic, d.QueueID, d.SysFlag, d.Keys, d.UniqueKey = p.Topic, p.QueueID, p.SysFlag, p.Keys, p.UniqueKey
-		return false // the dispatcher decodes the record for the rest
+		d := message.Dispatch{Topic: p.Topic, QueueID: p.QueueID, SysFlag: p.SysFlag, Keys: p.Keys, UniqueKey: p.UniqueKey}
+		return d, false // the dispatcher decodes the record for the rest
 	}, dst, &deferred)
 }
 

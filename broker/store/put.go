@@ -49,6 +49,7 @@ func (s *Store) PutBatch(ctx context.Context, msgs []*message.Ext, dst []PutResu
 	deferred := false
 	defer func() { s.putDone(deferred) }()
 	entries := make([]*commitlog.Entry, len(msgs))
+	slots := make([]commitlog.Entry, len(msgs)) // the entries, in one allocation
 	bufs := make([]*[]byte, len(msgs))
 	defer func() {
 		for _, b := range bufs {
@@ -75,20 +76,21 @@ func (s *Store) PutBatch(ctx context.Context, msgs []*message.Ext, dst []PutResu
 			return dst, fmt.Errorf("%w: %w", ErrMessageIllegal, err)
 		}
 		*bufs[i] = rec
-		entries[i] = &commitlog.Entry{
+		slots[i] = commitlog.Entry{
 			Record:        rec,
 			Topic:         m.Topic,
 			QueueID:       m.QueueID,
 			NoQueueOffset: !message.Dispatchable(m.SysFlag),
 		}
+		entries[i] = &slots[i]
 	}
-	return s.appendBatch(ctx, entries, func(i int, d *message.Dispatch) bool {
+	return s.appendBatch(ctx, entries, func(i int) (message.Dispatch, bool) {
 		m := msgs[i]
 		// All that decoding the record would give the dispatcher, from
 		// the message it was encoded from.
-		d.Topic, d.QueueID, d.SysFlag = m.Topic, m.QueueID, m.RecordSysFlag()
+		d := message.Dispatch{Topic: m.Topic, QueueID: m.QueueID, SysFlag: m.RecordSysFlag()}
 		d.SetProperties(m.Properties)
-		return true
+		return d, true
 	}, dst, &deferred)
 }
 

@@ -294,7 +294,10 @@ func (s *Store) roomFor(own ownFunc, rs []commitlog.Result) error {
 // record's properties (Dispatch.SetProperties); then, with the offsets,
 // size and store time of the append, the dispatcher is handed the record's
 // Dispatch and does not decode it.
-type ownFunc func(i int, d *message.Dispatch) (complete bool)
+//
+// It returns the Dispatch by value: a pointer handed to a func value would
+// move the Dispatch of every record to the heap.
+type ownFunc func(i int) (d message.Dispatch, complete bool)
 
 // planOwn plans the records before rs, then rs themselves from what Put
 // knows of them (own), without decoding them, as far as they follow each
@@ -314,8 +317,7 @@ func (s *Store) planOwn(own ownFunc, rs []commitlog.Result) error {
 		if s.planned.Load() != r.PhysicalOffset {
 			return nil // planned already, or a blank ends a segment before r
 		}
-		var d message.Dispatch
-		complete := own(i, &d)
+		d, complete := own(i)
 		d.QueueOffset = r.QueueOffset
 		d.PhysicalOffset, d.Size, d.StoreTimestamp = r.PhysicalOffset, r.Size, r.StoreTimestamp
 		if s.planRecord(r.PhysicalOffset, &d, &line) != nil {
