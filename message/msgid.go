@@ -19,10 +19,22 @@ var ErrBadMsgID = errors.New("malformed message id")
 // followed by the CommitLog offset, as upper-case hex (32 characters for an
 // IPv4 host, 56 for IPv6).
 func OffsetMsgID(storeHost netip.AddrPort, physicalOffset int64) string {
-	b := make([]byte, 0, 28)
-	b = appendHost(b, storeHost)
+	var buf [56]byte
+	return string(AppendOffsetMsgID(buf[:0], storeHost, physicalOffset))
+}
+
+// AppendOffsetMsgID appends OffsetMsgID(storeHost, physicalOffset) to dst:
+// the ids of one host all have the same length (32 characters for IPv4, 56
+// for IPv6).
+func AppendOffsetMsgID(dst []byte, storeHost netip.AddrPort, physicalOffset int64) []byte {
+	var raw [28]byte
+	b := appendHost(raw[:0], storeHost)
 	b = binary.BigEndian.AppendUint64(b, uint64(physicalOffset))
-	return upperHex(b)
+	const digits = "0123456789ABCDEF"
+	for _, c := range b {
+		dst = append(dst, digits[c>>4], digits[c&0x0F])
+	}
+	return dst
 }
 
 // upperHex is hex.EncodeToString with upper-case digits; ids (at most 28

@@ -163,6 +163,7 @@ func (w *Window) LookupAll(keys []Key, out []Found) []Found {
 	w.expireLocked(now)
 	final := now >= w.incompleteUntil
 	w.touched += w.offsets.touch(keys)
+	var spare []Reservation // the new reservations, in one allocation
 	for _, key := range keys {
 		if off, ok := w.offsets.get(key); ok {
 			out = append(out, Found{Offset: off, Found: true, Final: true})
@@ -172,7 +173,12 @@ func (w *Window) LookupAll(keys []Key, out []Found) []Found {
 			out = append(out, Found{Busy: true})
 			continue
 		}
-		r := &Reservation{w: w, key: key}
+		if len(spare) == 0 {
+			spare = make([]Reservation, len(keys)-len(out))
+		}
+		r := &spare[0]
+		spare = spare[1:]
+		*r = Reservation{w: w, key: key}
 		w.pending[key] = r
 		out = append(out, Found{Final: final, Res: r})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/bolide-mq/bolide/commitlog"
@@ -112,8 +113,18 @@ func (s *Store) appendBatch(ctx context.Context, entries []*commitlog.Entry, own
 			s.dispatchInline()
 		}
 	}
+	// The ids of the records are cut from one string: one allocation per
+	// put, not one per record (the ids of one host have one length).
+	var one [56]byte
+	n := len(message.AppendOffsetMsgID(one[:0], s.opts.StoreHost, 0))
+	var ids strings.Builder
+	ids.Grow(n * len(results))
 	for _, r := range results {
-		dst = append(dst, PutResult{Result: r, MsgID: message.OffsetMsgID(s.opts.StoreHost, r.PhysicalOffset)})
+		ids.Write(message.AppendOffsetMsgID(one[:0], s.opts.StoreHost, r.PhysicalOffset))
+	}
+	all := ids.String()
+	for i, r := range results {
+		dst = append(dst, PutResult{Result: r, MsgID: all[i*n : (i+1)*n]})
 	}
 	return dst, err
 }

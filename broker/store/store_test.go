@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"testing"
 	"time"
@@ -236,5 +237,37 @@ func TestPutDefersDispatchAfterReply(t *testing.T) {
 	}
 	if _, maxOff := s.QueueOffsets("T", 0); maxOff != 3 {
 		t.Fatalf("queue holds %d messages, want 3", maxOff)
+	}
+}
+
+// TestPutBatchMsgIDs: the ids of a batch's records, cut from one string,
+// are each record's own offset id, for IPv4 and IPv6 store hosts.
+func TestPutBatchMsgIDs(t *testing.T) {
+	for _, host := range []string{"10.1.2.3:10911", "[2001:db8::7]:10911"} {
+		t.Run(host, func(t *testing.T) {
+			o := testOptions(t.TempDir(), commitlog.FlushAsync)
+			o.StoreHost = netip.MustParseAddrPort(host)
+			s, err := Open(o, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			msgs := make([]*message.Ext, 5)
+			for i := range msgs {
+				msgs[i] = newMsg("T", 0, i)
+			}
+			res, err := s.PutBatch(context.Background(), msgs, nil)
+			if err != nil || len(res) != len(msgs) {
+				t.Fatalf("put: %d results, %v", len(res), err)
+			}
+			for i, r := range res {
+				if want := message.OffsetMsgID(o.StoreHost, r.PhysicalOffset); r.MsgID != want {
+					t.Errorf("record %d at %d: id %q, want %q", i, r.PhysicalOffset, r.MsgID, want)
+				}
+				if got, off, err := message.ParseOffsetMsgID(r.MsgID); err != nil || got != o.StoreHost || off != r.PhysicalOffset {
+					t.Errorf("record %d: id %q parses to %v %d %v", i, r.MsgID, got, off, err)
+				}
+			}
+		})
 	}
 }
