@@ -29,8 +29,9 @@ func BenchmarkEncodeBatch(b *testing.B) {
 				slab := make([]pb.Message, len(msgs))
 				pms := make([]*pb.Message, len(msgs))
 				born := time.Now().UnixMilli()
+				ids := p.ids.NextN(len(msgs))
 				for i, m := range msgs {
-					if err := p.fillWire(&slab[i], m, "", born); err != nil {
+					if err := p.fillWire(&slab[i], m, "", born, ids[i]); err != nil {
 						b.Fatal(err)
 					}
 					pms[i] = &slab[i]

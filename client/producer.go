@@ -228,6 +228,7 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message, opts ...SendO
 	pms := make([]*pb.Message, 0, len(msgs))
 	slab := make([]pb.Message, len(msgs))
 	born := time.Now().UnixMilli()
+	ids := p.ids.NextN(len(msgs))
 	for i, m := range msgs {
 		if m == nil {
 			return nil, codeErr(pb.Code_MESSAGE_ILLEGAL, "batch message %d is nil", i)
@@ -236,7 +237,7 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message, opts ...SendO
 			return nil, codeErr(pb.Code_MESSAGE_ILLEGAL, "batch mixes topics %q and %q", msgs[0].Topic, m.Topic)
 		}
 		pm := &slab[i]
-		err := p.fillWire(pm, m, so.shardingKey, born)
+		err := p.fillWire(pm, m, so.shardingKey, born, ids[i])
 		if err == nil {
 			err = so.applyDelay(pm)
 		}
@@ -366,15 +367,16 @@ func (p *Producer) SendOneway(ctx context.Context, msg *Message, opts ...SendOpt
 // toWire validates a message and converts it, with a new unique id.
 func (p *Producer) toWire(m *Message, shardingKey string) (*pb.Message, error) {
 	pm := new(pb.Message)
-	if err := p.fillWire(pm, m, shardingKey, time.Now().UnixMilli()); err != nil {
+	if err := p.fillWire(pm, m, shardingKey, time.Now().UnixMilli(), p.ids.Next()); err != nil {
 		return nil, err
 	}
 	return pm, nil
 }
 
 // fillWire is toWire into pm, of a message born at bornMs (Unix
-// milliseconds).
-func (p *Producer) fillWire(pm *pb.Message, m *Message, shardingKey string, bornMs int64) error {
+// milliseconds) whose unique id, unless it has its own, is uniqueID (the
+// producer's next).
+func (p *Producer) fillWire(pm *pb.Message, m *Message, shardingKey string, bornMs int64, uniqueID string) error {
 	if m == nil {
 		return codeErr(pb.Code_MESSAGE_ILLEGAL, "nil message")
 	}
@@ -392,7 +394,7 @@ func (p *Producer) fillWire(pm *pb.Message, m *Message, shardingKey string, born
 			return codeErr(pb.Code_MESSAGE_ILLEGAL, "message key %q is empty or contains a space", k)
 		}
 	}
-	props := wireProperties(m, shardingKey, p.ids.Next())
+	props := wireProperties(m, shardingKey, uniqueID)
 	n, err := message.ValidPropertiesLen(props)
 	if err != nil {
 		return codeErr(pb.Code_MESSAGE_ILLEGAL, "%v", err)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"time"
 )
@@ -30,23 +31,16 @@ func AppendOffsetMsgID(dst []byte, storeHost netip.AddrPort, physicalOffset int6
 	var raw [28]byte
 	b := appendHost(raw[:0], storeHost)
 	b = binary.BigEndian.AppendUint64(b, uint64(physicalOffset))
+	return appendUpperHex(dst, b)
+}
+
+// appendUpperHex appends b in hex with upper-case digits.
+func appendUpperHex(dst, b []byte) []byte {
 	const digits = "0123456789ABCDEF"
 	for _, c := range b {
 		dst = append(dst, digits[c>>4], digits[c&0x0F])
 	}
 	return dst
-}
-
-// upperHex is hex.EncodeToString with upper-case digits; ids (at most 28
-// bytes) take one allocation.
-func upperHex(b []byte) string {
-	const digits = "0123456789ABCDEF"
-	var buf [56]byte
-	out := buf[:0]
-	for _, c := range b {
-		out = append(out, digits[c>>4], digits[c&0x0F])
-	}
-	return string(out)
 }
 
 // ParseOffsetMsgID splits an offset message id into its store host and
@@ -102,21 +96,57 @@ func NewUniqueIDGenerator(addr netip.Addr) *UniqueIDGenerator {
 
 // Next returns a new unique id.
 func (g *UniqueIDGenerator) Next() string {
+	var id [uniqueIDLen]byte
 	g.mu.Lock()
+	g.appendLocked(id[:0], g.msLocked())
+	g.mu.Unlock()
+	return string(id[:])
+}
+
+// NextN returns n new unique ids, as n calls of Next in the same
+// millisecond would, cut from one string: a batch takes the generator's
+// lock, reads the clock and allocates once, not once a message.
+func (g *UniqueIDGenerator) NextN(n int) []string {
+	var all strings.Builder
+	all.Grow(n * uniqueIDLen)
+	var id [uniqueIDLen]byte
+	g.mu.Lock()
+	ms := g.msLocked()
+	for range n {
+		all.Write(g.appendLocked(id[:0], ms))
+	}
+	g.mu.Unlock()
+	s := all.String()
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = s[i*uniqueIDLen : (i+1)*uniqueIDLen]
+	}
+	return ids
+}
+
+// uniqueIDLen is the length of a unique id: 16 bytes in hex.
+const uniqueIDLen = 32
+
+// msLocked returns the milliseconds since the start of the month, moving
+// on to a new month when one has begun.
+func (g *UniqueIDGenerator) msLocked() uint32 {
 	now := g.now()
 	if !now.Before(g.nextMonth) {
 		y, m, _ := now.Date()
 		g.monthStart = time.Date(y, m, 1, 0, 0, 0, 0, now.Location())
 		g.nextMonth = g.monthStart.AddDate(0, 1, 0)
 	}
-	ms := uint32(now.Sub(g.monthStart).Milliseconds())
+	return uint32(now.Sub(g.monthStart).Milliseconds())
+}
+
+// appendLocked appends the next id at ms to dst, in upper-case hex.
+func (g *UniqueIDGenerator) appendLocked(dst []byte, ms uint32) []byte {
 	g.counter++
 	var b [16]byte
 	copy(b[:10], g.prefix[:])
 	binary.BigEndian.PutUint32(b[10:], ms)
 	binary.BigEndian.PutUint16(b[14:], g.counter)
-	g.mu.Unlock()
-	return upperHex(b[:])
+	return appendUpperHex(dst, b[:])
 }
 
 // IsUniqueID reports whether s looks like a unique id (32 hex characters).

@@ -224,3 +224,29 @@ func TestIsUniqueID(t *testing.T) {
 		}
 	}
 }
+
+// TestUniqueIDGeneratorNextN: a batch's ids are the ids that as many calls
+// of Next would give in the same millisecond, each its own 32 characters.
+func TestUniqueIDGeneratorNextN(t *testing.T) {
+	now := time.Date(2024, time.March, 5, 6, 7, 8, 9_000_000, time.UTC)
+	batch := NewUniqueIDGenerator(netip.MustParseAddr("192.168.1.2"))
+	batch.now = func() time.Time { return now }
+	oneByOne := &UniqueIDGenerator{prefix: batch.prefix, now: batch.now}
+	_ = batch.Next()
+	_ = oneByOne.Next()
+	ids := batch.NextN(5)
+	if len(ids) != 5 {
+		t.Fatalf("NextN(5) gave %d ids", len(ids))
+	}
+	for i, id := range ids {
+		if want := oneByOne.Next(); id != want {
+			t.Errorf("id %d = %s, want %s", i, id, want)
+		}
+	}
+	if next, want := batch.Next(), oneByOne.Next(); next != want {
+		t.Errorf("after the batch: %s, want %s", next, want)
+	}
+	if got := batch.NextN(0); len(got) != 0 {
+		t.Errorf("NextN(0) = %v", got)
+	}
+}
