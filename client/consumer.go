@@ -564,6 +564,7 @@ func (c *consumerCore) pullOnce(ctx context.Context, mq MessageQueue, sub *subsc
 	}
 	res.msgs = make([]*MessageExt, 0, len(resp.GetRecords()))
 	d := recordDecoder{brokerName: mq.BrokerName}
+	d.expect(len(resp.GetRecords()))
 	for _, rec := range resp.GetRecords() {
 		m, err := d.decode(rec)
 		if err != nil {

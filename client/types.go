@@ -135,12 +135,21 @@ func extFromRecord(rec []byte, brokerName string) (*MessageExt, error) {
 }
 
 // recordDecoder decodes the records of one answer (as extFromRecord does
-// each). The records of an answer mostly share their store host and born
-// host: it makes each of those strings once, not once a record.
+// each). The records of an answer mostly share their topic, store host and
+// born host: it makes each of those strings once, not once a record. It
+// decodes each record into one scratch Ext, and takes the messages it
+// returns from a slab made for the answer (expect).
 type recordDecoder struct {
 	brokerName          string
 	storeHost, bornHost hostString
+	scratch             message.Ext
+	slab                []MessageExt
 }
+
+// expect makes room for n messages in one allocation: a message the
+// application keeps keeps the slab of its answer, as it keeps the answer's
+// buffer its body is a slice of.
+func (d *recordDecoder) expect(n int) { d.slab = make([]MessageExt, n) }
 
 // hostString is the last host formatted, and its string.
 type hostString struct {
@@ -160,11 +169,10 @@ func (h *hostString) of(ap netip.AddrPort) string {
 }
 
 func (d *recordDecoder) decode(rec []byte) (*MessageExt, error) {
-	e, err := message.DecodeShared(rec)
-	if err != nil {
+	if err := message.DecodeSharedInto(rec, &d.scratch); err != nil {
 		return nil, fmt.Errorf("decode record from %s: %w", d.brokerName, err)
 	}
-	return d.ext(e), nil
+	return d.ext(&d.scratch), nil
 }
 
 // extFromDecoded converts a decoded record; it takes e's properties over
@@ -178,7 +186,13 @@ func extFromDecoded(e *message.Ext, brokerName string) *MessageExt {
 // ext is extFromDecoded with d's strings.
 func (d *recordDecoder) ext(e *message.Ext) *MessageExt {
 	props := e.Properties
-	m := &MessageExt{
+	var m *MessageExt
+	if len(d.slab) > 0 {
+		m, d.slab = &d.slab[0], d.slab[1:]
+	} else {
+		m = new(MessageExt)
+	}
+	*m = MessageExt{
 		Message: Message{
 			Topic:       e.Topic,
 			Tag:         props[message.PropertyTags],

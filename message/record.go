@@ -414,12 +414,32 @@ func Decode(rec []byte) (*Ext, error) { return decode(rec, true) }
 // is a slice of rec (capped, so an append to it copies), for a caller that
 // owns rec and will not change or reuse it, such as a client decoding the
 // records of a response it has just read.
-func DecodeShared(rec []byte) (*Ext, error) { return decode(rec, false) }
+func DecodeShared(rec []byte) (*Ext, error) {
+	e := new(Ext)
+	if err := decodeInto(rec, false, e); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// DecodeSharedInto is DecodeShared into e, which it overwrites, except that
+// e's Topic string is kept when it spells the record's topic: a caller
+// decoding the records of one answer into the same Ext makes the topic's
+// string once, and allocates no Ext per record.
+func DecodeSharedInto(rec []byte, e *Ext) error { return decodeInto(rec, false, e) }
 
 func decode(rec []byte, copyBody bool) (*Ext, error) {
+	e := new(Ext)
+	if err := decodeInto(rec, copyBody, e); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func decodeInto(rec []byte, copyBody bool, e *Ext) error {
 	v, err := parse(rec)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	pairs := v.props
 	if _, ok := RecordChecksum(pairs); ok &&
@@ -428,7 +448,7 @@ func decode(rec []byte, copyBody bool) (*Ext, error) {
 	}
 	props, err := DecodeProperties(pairs)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	delete(props, PropertyCRC32)
 	var body []byte // nil when empty, either way
@@ -438,9 +458,13 @@ func decode(rec []byte, copyBody bool) (*Ext, error) {
 	case len(v.body) > 0:
 		body = v.body[:len(v.body):len(v.body)]
 	}
-	e := &Ext{
+	topic := e.Topic
+	if topic != string(v.topic) {
+		topic = string(v.topic)
+	}
+	*e = Ext{
 		Message: Message{
-			Topic:      string(v.topic),
+			Topic:      topic,
 			Flag:       v.flag,
 			Body:       body,
 			Properties: props,
@@ -458,7 +482,7 @@ func decode(rec []byte, copyBody bool) (*Ext, error) {
 		ReconsumeTimes:            v.reconsumeTimes,
 		PreparedTransactionOffset: v.preparedTxOff,
 	}
-	return e, nil
+	return nil
 }
 
 // Dispatch is what the dispatcher needs from a record to build ConsumeQueue
