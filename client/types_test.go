@@ -67,10 +67,7 @@ func TestExtFromRecord(t *testing.T) {
 				StoreHost:      store,
 				ReconsumeTimes: 1,
 			}
-			rec, err := message.Encode(nil, e)
-			if err != nil {
-				t.Fatal(err)
-			}
+			rec := mustEncode(t, e)
 			m, err := extFromRecord(rec, "broker-a")
 			if err != nil {
 				t.Fatal(err)
@@ -318,11 +315,7 @@ func TestRecordDecoderAnswer(t *testing.T) {
 		if i%2 == 0 {
 			e.Properties[message.PropertyUniqueKey] = fmt.Sprintf("ID-%d", i)
 		}
-		rec, err := message.Encode(nil, e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, rec)
+		recs = append(recs, mustEncode(t, e))
 	}
 	d := recordDecoder{brokerName: "broker-a"}
 	d.expect(len(recs) - 1) // the last comes from outside the slab
@@ -356,11 +349,7 @@ func BenchmarkDecodeAnswer(b *testing.B) {
 				Properties: map[string]string{message.PropertyUniqueKey: fmt.Sprintf("%032X", i), "BENCH_SENT_NS": "1764800000000000000"}},
 			QueueOffset: int64(i), PhysicalOffset: int64(1100 * i), StoreHost: store, BornHost: store,
 		}
-		rec, err := message.Encode(nil, e)
-		if err != nil {
-			b.Fatal(err)
-		}
-		recs[i] = rec
+		recs[i] = mustEncode(b, e)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -373,4 +362,14 @@ func BenchmarkDecodeAnswer(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/msg")
+}
+
+// mustEncode encodes e as a stored record.
+func mustEncode(tb testing.TB, e *message.Ext) []byte {
+	tb.Helper()
+	rec, err := message.Encode(nil, e)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return rec
 }

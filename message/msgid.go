@@ -24,9 +24,13 @@ func OffsetMsgID(storeHost netip.AddrPort, physicalOffset int64) string {
 	return string(AppendOffsetMsgID(buf[:0], storeHost, physicalOffset))
 }
 
-// AppendOffsetMsgID appends OffsetMsgID(storeHost, physicalOffset) to dst:
-// the ids of one host all have the same length (32 characters for IPv4, 56
-// for IPv6).
+// OffsetMsgIDLen is the length of every offset message id of storeHost.
+func OffsetMsgIDLen(storeHost netip.AddrPort) int {
+	return 2 * (hostLen(isV6(storeHost)) + 8) // host and port, then the offset, in hex
+}
+
+// AppendOffsetMsgID appends OffsetMsgID(storeHost, physicalOffset) to dst,
+// OffsetMsgIDLen(storeHost) bytes.
 func AppendOffsetMsgID(dst []byte, storeHost netip.AddrPort, physicalOffset int64) []byte {
 	var raw [28]byte
 	b := appendHost(raw[:0], storeHost)

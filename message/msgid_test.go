@@ -250,3 +250,15 @@ func TestUniqueIDGeneratorNextN(t *testing.T) {
 		t.Errorf("NextN(0) = %v", got)
 	}
 }
+
+// TestOffsetMsgIDLen: every offset id of a host has the length it says.
+func TestOffsetMsgIDLen(t *testing.T) {
+	for _, h := range []string{"10.1.2.3:10911", "[2001:db8::7]:10911", "[::ffff:10.1.2.3]:10911"} {
+		host := netip.MustParseAddrPort(h)
+		for _, off := range []int64{0, 1 << 40} {
+			if id := OffsetMsgID(host, off); len(id) != OffsetMsgIDLen(host) {
+				t.Errorf("%s at %d: id %q has %d characters, OffsetMsgIDLen says %d", h, off, id, len(id), OffsetMsgIDLen(host))
+			}
+		}
+	}
+}

@@ -414,13 +414,7 @@ func Decode(rec []byte) (*Ext, error) { return decode(rec, true) }
 // is a slice of rec (capped, so an append to it copies), for a caller that
 // owns rec and will not change or reuse it, such as a client decoding the
 // records of a response it has just read.
-func DecodeShared(rec []byte) (*Ext, error) {
-	e := new(Ext)
-	if err := decodeInto(rec, false, e); err != nil {
-		return nil, err
-	}
-	return e, nil
-}
+func DecodeShared(rec []byte) (*Ext, error) { return decode(rec, false) }
 
 // DecodeSharedInto is DecodeShared into e, which it overwrites, except that
 // e's Topic string is kept when it spells the record's topic: a caller

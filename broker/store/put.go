@@ -114,9 +114,9 @@ func (s *Store) appendBatch(ctx context.Context, entries []*commitlog.Entry, own
 		}
 	}
 	// The ids of the records are cut from one string: one allocation per
-	// put, not one per record (the ids of one host have one length).
+	// put, not one per record.
 	var one [56]byte
-	n := len(message.AppendOffsetMsgID(one[:0], s.opts.StoreHost, 0))
+	n := message.OffsetMsgIDLen(s.opts.StoreHost)
 	var ids strings.Builder
 	ids.Grow(n * len(results))
 	for _, r := range results {
