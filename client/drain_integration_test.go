@@ -98,6 +98,23 @@ func TestProducerRetriesDrainedBroker(t *testing.T) {
 	if !routeWritableOn(p, topic, "broker-a") {
 		t.Fatal("the producer's route was refreshed before the sends; the test would prove nothing")
 	}
+	// The drain reaches the NameServers with the broker's next
+	// registration, which it asks for at once but makes on its own
+	// goroutine: wait for it, so that the route the producer fetches after
+	// the refusal is the drained one (on a loaded machine the 20 sends
+	// below could otherwise all come before it).
+	e.waitFor(10*time.Second, "the NameServer's route without broker-a writable", func() error {
+		r, err := e.admin.Route(ctx, topic)
+		if err != nil {
+			return err
+		}
+		for _, q := range newRouteInfo(r, time.Now()).publish {
+			if q.BrokerName == "broker-a" {
+				return errors.New("broker-a still writable")
+			}
+		}
+		return nil
+	})
 	for i, r := range e.sendN(p, topic, 20, nil) {
 		if r.BrokerName != "broker-b" {
 			t.Fatalf("send %d after the drain stored on %s", i, r.BrokerName)
