@@ -2,10 +2,12 @@ package broker
 
 import (
 	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"strconv"
-	"time"
 
 	"github.com/bolide-mq/bolide/broker/dedup"
 	"github.com/bolide-mq/bolide/broker/store"
@@ -86,10 +88,82 @@ func (b *Broker) DedupStats() dedup.Stats {
 // dedupEntry is one message of a send being deduplicated.
 type dedupEntry struct {
 	key   dedup.Key
+	id    string             // its unique id ("": none)
 	res   *dedup.Reservation // nil: nothing to record
 	prev  *message.Ext       // an earlier copy: not stored again
 	same  int                // ≥ 0: the same id as that earlier message of the batch
 	fresh bool               // to be stored
+}
+
+// dedupScratch is what sendDeduplicated works in, kept in dedupScratches
+// for the next send: a batched send would otherwise make eight slices and
+// a map for every request.
+type dedupScratch struct {
+	entries []dedupEntry
+	firsts  keyTable
+	keys    []dedup.Key
+	at      []int // the message of keys[n]
+	found   []dedup.Found
+	fresh   []*message.Ext
+	commits []*dedup.Reservation
+	offsets []int64
+}
+
+// maxPooledBatch is the largest batch whose scratch space is kept.
+const maxPooledBatch = 1024
+
+var dedupScratches = sync.Pool{New: func() any { return new(dedupScratch) }}
+
+// release clears what refers to messages and reservations, and gives sc
+// back (unless a very large batch grew it).
+func (sc *dedupScratch) release() {
+	if cap(sc.entries) > maxPooledBatch {
+		return
+	}
+	clear(sc.entries)
+	clear(sc.found)
+	clear(sc.fresh)
+	clear(sc.commits)
+	dedupScratches.Put(sc)
+}
+
+// keyTable finds the first message of a batch with a given key: open
+// addressing over the indexes of the batch's messages, sized for the batch
+// and cleared for each, in place of a map made for every send.
+type keyTable struct {
+	slots []int32 // 1 + the index of a message; 0: empty
+	mask  uint64
+}
+
+// reset empties the table for a batch of n messages.
+func (t *keyTable) reset(n int) {
+	size := 16
+	for size < 2*n {
+		size *= 2
+	}
+	if cap(t.slots) < size {
+		t.slots = make([]int32, size)
+	} else {
+		t.slots = t.slots[:size]
+		clear(t.slots)
+	}
+	t.mask = uint64(size - 1)
+}
+
+// firstOrAdd returns the index of the message recorded with key (a
+// recorded message's key is in entries), or records i and returns −1.
+func (t *keyTable) firstOrAdd(key dedup.Key, i int, entries []dedupEntry) int {
+	// The keys are hashes already: their low bits pick the slot.
+	for s := uint64(key) & t.mask; ; s = (s + 1) & t.mask {
+		j := int(t.slots[s]) - 1
+		if j < 0 {
+			t.slots[s] = int32(i + 1)
+			return -1
+		}
+		if entries[j].key == key {
+			return j
+		}
+	}
 }
 
 // sendDeduplicated stores the messages of a send that the window has not
@@ -98,7 +172,10 @@ type dedupEntry struct {
 // and the append).
 func (b *Broker) sendDeduplicated(ctx context.Context, msgs []*message.Ext, window time.Duration,
 	put func([]*message.Ext) ([]store.PutResult, error)) ([]store.PutResult, error) {
-	entries := make([]dedupEntry, len(msgs))
+	sc := dedupScratches.Get().(*dedupScratch)
+	defer sc.release()
+	entries := slices.Grow(sc.entries[:0], len(msgs))[:len(msgs)]
+	sc.entries = entries
 	abort := func() {
 		for _, e := range entries {
 			if e.res != nil {
@@ -107,21 +184,20 @@ func (b *Broker) sendDeduplicated(ctx context.Context, msgs []*message.Ext, wind
 		}
 	}
 	// The ids of the batch, each once, are looked up together.
-	seen := make(map[dedup.Key]int, len(msgs))
-	keys := make([]dedup.Key, 0, len(msgs))
-	at := make([]int, 0, len(msgs)) // the message of keys[n]
+	sc.firsts.reset(len(msgs))
+	keys, at := sc.keys[:0], sc.at[:0]
 	for i, m := range msgs {
 		e := &entries[i]
-		e.same = -1
+		*e = dedupEntry{same: -1}
 		id := m.Properties[message.PropertyUniqueKey]
 		if id == "" {
 			e.fresh = true
 			continue
 		}
 		key := dedup.KeyOf(m.Topic, id)
-		e.key = key
-		if j, ok := seen[key]; ok {
-			if msgs[j].Properties[message.PropertyUniqueKey] == id {
+		e.key, e.id = key, id
+		if j := sc.firsts.firstOrAdd(key, i, entries); j >= 0 {
+			if entries[j].id == id {
 				e.same = j // a batch repeating an id stores it once
 				b.dedup.Hit()
 			} else {
@@ -129,11 +205,12 @@ func (b *Broker) sendDeduplicated(ctx context.Context, msgs []*message.Ext, wind
 			}
 			continue
 		}
-		seen[key] = i
 		keys = append(keys, key)
 		at = append(at, i)
 	}
-	found := b.dedup.LookupAll(keys, make([]dedup.Found, 0, len(keys)))
+	sc.keys, sc.at = keys, at
+	found := b.dedup.LookupAll(keys, sc.found[:0])
+	sc.found = found
 	for n, f := range found {
 		entries[at[n]].res = f.Res // so that abort ends them all
 	}
@@ -150,9 +227,8 @@ func (b *Broker) sendDeduplicated(ctx context.Context, msgs []*message.Ext, wind
 			f = dedup.Found{Offset: off, Found: ok, Final: final, Res: res}
 			e.res = res
 		}
-		id := m.Properties[message.PropertyUniqueKey]
 		if f.Found {
-			if prev := b.storedCopy(f.Offset, m.Topic, id); prev != nil {
+			if prev := b.storedCopy(f.Offset, m.Topic, e.id); prev != nil {
 				e.prev = prev
 				continue
 			}
@@ -161,7 +237,7 @@ func (b *Broker) sendDeduplicated(ctx context.Context, msgs []*message.Ext, wind
 			continue
 		}
 		if !f.Final {
-			if prev := b.indexedCopy(ctx, m.Topic, id, window); prev != nil {
+			if prev := b.indexedCopy(ctx, m.Topic, e.id, window); prev != nil {
 				e.res.Abort()
 				e.res = nil
 				e.prev = prev
@@ -171,12 +247,13 @@ func (b *Broker) sendDeduplicated(ctx context.Context, msgs []*message.Ext, wind
 		}
 		e.fresh = true
 	}
-	fresh := make([]*message.Ext, 0, len(msgs))
+	fresh := sc.fresh[:0]
 	for i, m := range msgs {
 		if entries[i].fresh {
 			fresh = append(fresh, m)
 		}
 	}
+	sc.fresh = fresh
 	var stored []store.PutResult
 	if len(fresh) > 0 {
 		var err error
@@ -185,9 +262,12 @@ func (b *Broker) sendDeduplicated(ctx context.Context, msgs []*message.Ext, wind
 			return stored, err
 		}
 	}
+	if len(fresh) == len(msgs) && len(keys) == len(msgs) {
+		// Nothing was found, so stored is the answer.
+		sc.commits, sc.offsets = b.commitFound(sc.commits[:0], sc.offsets[:0], entries, stored, window)
+		return stored, nil
+	}
 	out := make([]store.PutResult, len(msgs))
-	var commits []*dedup.Reservation
-	var offsets []int64
 	k := 0
 	for i := range msgs {
 		e := &entries[i]
@@ -202,16 +282,27 @@ func (b *Broker) sendDeduplicated(ctx context.Context, msgs []*message.Ext, wind
 		default:
 			out[i] = stored[k]
 			k++
-			if e.res != nil {
-				commits = append(commits, e.res)
-				offsets = append(offsets, out[i].PhysicalOffset)
-			}
+		}
+	}
+	sc.commits, sc.offsets = b.commitFound(sc.commits[:0], sc.offsets[:0], entries, out, window)
+	return out, nil
+}
+
+// commitFound records in the window where each message holding a
+// reservation was stored (out[i] for entries[i]); commits and offsets are
+// scratch space, returned for reuse.
+func (b *Broker) commitFound(commits []*dedup.Reservation, offsets []int64, entries []dedupEntry,
+	out []store.PutResult, window time.Duration) ([]*dedup.Reservation, []int64) {
+	for i := range entries {
+		if e := &entries[i]; e.res != nil && e.same < 0 && e.prev == nil {
+			commits = append(commits, e.res)
+			offsets = append(offsets, out[i].PhysicalOffset)
 		}
 	}
 	if len(commits) > 0 {
 		b.dedup.CommitAll(commits, offsets, window)
 	}
-	return out, nil
+	return commits, offsets
 }
 
 // storedCopy reads the record at off; nil unless it is the message
