@@ -94,8 +94,9 @@ func decodeSendRequest(b []byte, inPlace bool) (*pb.SendRequest, error) {
 
 // decoder holds what the messages of one request share.
 type decoder struct {
-	topic  string // the last topic decoded, shared by the next that repeats it
-	bodies []byte // the bodies, one after the other (one allocation a request)
+	topic    string // the last topic decoded, shared by the next that repeats it
+	topicSet bool   // topic holds a decoded (and checked) topic
+	bodies   []byte // the bodies, one after the other (one allocation a request)
 	// inPlace: a body is a slice of the request, not a copy in bodies.
 	inPlace bool
 }
@@ -135,11 +136,13 @@ func (d *decoder) message(b []byte, m *pb.Message) error {
 			b = b[l:]
 			switch num {
 			case 1:
-				if !utf8.Valid(v) {
-					return fmt.Errorf("topic: %w", hotwire.ErrInvalidUTF8)
-				}
-				if string(v) != d.topic {
-					d.topic = string(v)
+				// The topic repeats in every message of a batch: only a
+				// new one is checked and made a string.
+				if string(v) != d.topic || !d.topicSet {
+					if !utf8.Valid(v) {
+						return fmt.Errorf("topic: %w", hotwire.ErrInvalidUTF8)
+					}
+					d.topic, d.topicSet = string(v), true
 				}
 				m.Topic = d.topic
 			case 4:
@@ -192,12 +195,18 @@ func decodeProperty(b []byte, props map[string]string) error {
 				return protowire.ParseError(l)
 			}
 			b = b[l:]
-			if !utf8.Valid(v) {
-				return fmt.Errorf("property: %w", hotwire.ErrInvalidUTF8)
-			}
 			if num == 1 {
+				// A key repeated in one entry: the earlier one is
+				// checked now, the last one below (unless it is a known
+				// name).
+				if key != nil && !utf8.Valid(key) {
+					return fmt.Errorf("property: %w", hotwire.ErrInvalidUTF8)
+				}
 				key = v
 			} else {
+				if !utf8.Valid(v) {
+					return fmt.Errorf("property: %w", hotwire.ErrInvalidUTF8)
+				}
 				value = v
 			}
 			continue
@@ -207,7 +216,11 @@ func decodeProperty(b []byte, props map[string]string) error {
 			return err
 		}
 	}
-	props[propertyName(key)] = propertyValue(value)
+	name, known := propertyName(key)
+	if !known && !utf8.Valid(key) {
+		return fmt.Errorf("property: %w", hotwire.ErrInvalidUTF8)
+	}
+	props[name] = propertyValue(value)
 	return nil
 }
 
@@ -225,24 +238,25 @@ func propertyValue(v []byte) string {
 	return string(v)
 }
 
-// propertyName returns the name k, without allocating for the names the
-// clients set on most messages.
-func propertyName(k []byte) string {
+// propertyName returns the name k, without allocating (or checking it is
+// UTF-8: known says it is one of them) for the names the clients set on
+// most messages.
+func propertyName(k []byte) (name string, known bool) {
 	switch string(k) {
 	case message.PropertyUniqueKey:
-		return message.PropertyUniqueKey
+		return message.PropertyUniqueKey, true
 	case message.PropertyKeys:
-		return message.PropertyKeys
+		return message.PropertyKeys, true
 	case message.PropertyTags:
-		return message.PropertyTags
+		return message.PropertyTags, true
 	case message.PropertyWaitStoreMsgOK:
-		return message.PropertyWaitStoreMsgOK
+		return message.PropertyWaitStoreMsgOK, true
 	case message.PropertyProducerGroup:
-		return message.PropertyProducerGroup
+		return message.PropertyProducerGroup, true
 	case message.PropertyShardingKey:
-		return message.PropertyShardingKey
+		return message.PropertyShardingKey, true
 	case message.PropertyDelayLevel:
-		return message.PropertyDelayLevel
+		return message.PropertyDelayLevel, true
 	}
-	return string(k)
+	return string(k), false
 }
