@@ -198,6 +198,7 @@ func (p *Producer) sendAsyncBatch(l *asyncLane, batch []*asyncItem) ([]*SendResu
 		pms[i] = it.pm
 	}
 	ctx := batch[0].ctx
+	defer p.recycleWireProperties(pms)
 	out, err := p.send(ctx, batch[0].msg, pms, l.so)
 	if err == nil {
 		copy(res, out)

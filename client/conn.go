@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -115,6 +116,16 @@ type framePool struct {
 	clients map[string]*frame.Client
 	refused map[string]bool
 	closed  bool
+	// anyRefused: some broker did not speak the frame protocol, so some
+	// calls went over gRPC.
+	anyRefused atomic.Bool
+}
+
+// framesOnly reports whether every call so far went over the frame
+// transport: false for a client that uses gRPC, or once a broker has
+// refused the frame protocol.
+func (p *framePool) framesOnly() bool {
+	return p != nil && !p.anyRefused.Load()
 }
 
 // newFramePool returns the frame pool of a client with options o (TLS,
@@ -176,6 +187,7 @@ func (p *framePool) call(ctx context.Context, addr string, m frame.Method, req, 
 		p.mu.Lock()
 		first := !p.refused[addr]
 		p.refused[addr] = true
+		p.anyRefused.Store(true)
 		p.mu.Unlock()
 		if first {
 			p.log.Info("broker does not speak the frame protocol: sending and pulling over gRPC", zap.String("broker", addr))

@@ -207,7 +207,9 @@ func (p *Producer) Send(ctx context.Context, msg *Message, opts ...SendOption) (
 	if err != nil {
 		return nil, err
 	}
-	res, err := p.send(ctx, msg, []*pb.Message{pm}, so)
+	pms := []*pb.Message{pm}
+	res, err := p.send(ctx, msg, pms, so)
+	p.recycleWireProperties(pms)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +252,9 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message, opts ...SendO
 	if total > p.b.opts.maxBodySize {
 		return nil, codeErr(pb.Code_MESSAGE_TOO_LARGE, "batch bodies total %d bytes, at most %d", total, p.b.opts.maxBodySize)
 	}
-	return p.send(ctx, msgs[0], pms, so)
+	res, err := p.send(ctx, msgs[0], pms, so)
+	p.recycleWireProperties(pms)
+	return res, err
 }
 
 // SendAsync sends one message in the background and calls callback exactly
@@ -642,4 +646,34 @@ func (p *Producer) mux(addr string) (*sendMux, error) {
 	m := &sendMux{addr: addr, client: c, parent: p.b.ctx, goRun: p.b.goRun, log: p.b.log}
 	p.muxes[addr] = m
 	return m, nil
+}
+
+// maxRecycledProperties is the most properties a recycled map held: a map
+// that grew for a message with many keeps its room, which the next
+// messages (most have a few) would not use.
+const maxRecycledProperties = 8
+
+// sentProperties holds the property maps of sent messages, cleared, for
+// wireProperties. A batched producer would otherwise make one map a
+// message, about 300 bytes, and collect it again a moment later.
+var sentProperties sync.Pool
+
+// recycleWireProperties gives the property maps of messages whose send is
+// over (every attempt has returned) back to wireProperties, and takes them
+// from pms. Only when every request may have gone over the frame
+// transport: its client encodes a request before the call returns, while
+// gRPC's streams may read a message after sending it (their stats
+// handlers), so maps that may have gone over gRPC are left to the
+// collector.
+func (p *Producer) recycleWireProperties(pms []*pb.Message) {
+	if !p.b.frames.framesOnly() {
+		return
+	}
+	for _, pm := range pms {
+		if props := pm.Properties; props != nil && len(props) <= maxRecycledProperties {
+			clear(props)
+			sentProperties.Put(props)
+		}
+		pm.Properties = nil
+	}
 }

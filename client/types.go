@@ -246,9 +246,17 @@ func (m *MessageExt) size() int64 {
 }
 
 // wireProperties builds the properties a message travels with: the user's,
-// then the fields that have their own property. It does not modify m.
+// then the fields that have their own property. It does not modify m. The
+// map comes from the maps of sent messages when there is one
+// (recycleWireProperties).
 func wireProperties(m *Message, shardingKey, uniqueID string) map[string]string {
-	props := make(map[string]string, len(m.Properties)+4)
+	var props map[string]string
+	if len(m.Properties) <= maxRecycledProperties-4 {
+		props, _ = sentProperties.Get().(map[string]string)
+	}
+	if props == nil {
+		props = make(map[string]string, len(m.Properties)+4)
+	}
 	for k, v := range m.Properties {
 		props[k] = v
 	}
