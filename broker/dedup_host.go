@@ -262,47 +262,44 @@ func (b *Broker) sendDeduplicated(ctx context.Context, msgs []*message.Ext, wind
 			return stored, err
 		}
 	}
-	if len(fresh) == len(msgs) && len(keys) == len(msgs) {
-		// Nothing was found, so stored is the answer.
-		sc.commits, sc.offsets = b.commitFound(sc.commits[:0], sc.offsets[:0], entries, stored, window)
-		return stored, nil
-	}
-	out := make([]store.PutResult, len(msgs))
-	k := 0
-	for i := range msgs {
-		e := &entries[i]
-		switch {
-		case e.same >= 0:
-			out[i] = out[e.same]
-			msgs[i].QueueID = msgs[e.same].QueueID
-		case e.prev != nil:
-			out[i] = putResultOf(e.prev)
-			msgs[i].QueueID = e.prev.QueueID // as the first send's message read after its rewrites
-			b.dedup.Hit()
-		default:
-			out[i] = stored[k]
-			k++
+	// When every message was stored, stored is the answer.
+	out := stored
+	if len(fresh) < len(msgs) {
+		out = make([]store.PutResult, len(msgs))
+		k := 0
+		for i := range msgs {
+			e := &entries[i]
+			switch {
+			case e.same >= 0:
+				out[i] = out[e.same]
+				msgs[i].QueueID = msgs[e.same].QueueID
+			case e.prev != nil:
+				out[i] = putResultOf(e.prev)
+				msgs[i].QueueID = e.prev.QueueID // as the first send's message read after its rewrites
+				b.dedup.Hit()
+			default:
+				out[i] = stored[k]
+				k++
+			}
 		}
 	}
-	sc.commits, sc.offsets = b.commitFound(sc.commits[:0], sc.offsets[:0], entries, out, window)
+	sc.commit(b.dedup, out, window)
 	return out, nil
 }
 
-// commitFound records in the window where each message holding a
-// reservation was stored (out[i] for entries[i]); commits and offsets are
-// scratch space, returned for reuse.
-func (b *Broker) commitFound(commits []*dedup.Reservation, offsets []int64, entries []dedupEntry,
-	out []store.PutResult, window time.Duration) ([]*dedup.Reservation, []int64) {
-	for i := range entries {
-		if e := &entries[i]; e.res != nil && e.same < 0 && e.prev == nil {
-			commits = append(commits, e.res)
-			offsets = append(offsets, out[i].PhysicalOffset)
+// commit records in the window where each message holding a reservation
+// was stored (out[i] for entries[i]).
+func (sc *dedupScratch) commit(w *dedup.Window, out []store.PutResult, window time.Duration) {
+	sc.commits, sc.offsets = sc.commits[:0], sc.offsets[:0]
+	for i := range sc.entries {
+		if r := sc.entries[i].res; r != nil {
+			sc.commits = append(sc.commits, r)
+			sc.offsets = append(sc.offsets, out[i].PhysicalOffset)
 		}
 	}
-	if len(commits) > 0 {
-		b.dedup.CommitAll(commits, offsets, window)
+	if len(sc.commits) > 0 {
+		w.CommitAll(sc.commits, sc.offsets, window)
 	}
-	return commits, offsets
 }
 
 // storedCopy reads the record at off; nil unless it is the message

@@ -20,16 +20,7 @@ func BenchmarkSendBatch64(b *testing.B) {
 	const batch = 64
 	ctx := context.Background()
 	// The store's default sizes, not the tests' small files.
-	opts := testOptions(b.TempDir())
-	opts.Store = broker.DefaultOptions(opts.Store.Dir).Store
-	s, err := newBroker(opts, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := benchBroker(b, func(o *broker.Options) { o.Store = broker.DefaultOptions(o.Store.Dir).Store })
 	if err := s.CreateTopic(broker.TopicConfig{Name: "bench", ReadQueueNums: 8, WriteQueueNums: 8, Perm: broker.PermReadWrite}, false); err != nil {
 		b.Fatal(err)
 	}

@@ -245,17 +245,21 @@ func (m *MessageExt) size() int64 {
 	return int64(len(m.Body))
 }
 
+// ownProperties is how many properties wireProperties may add to the
+// user's: tag, keys, sharding key and unique id.
+const ownProperties = 4
+
 // wireProperties builds the properties a message travels with: the user's,
 // then the fields that have their own property. It does not modify m. The
 // map comes from the maps of sent messages when there is one
 // (recycleWireProperties).
 func wireProperties(m *Message, shardingKey, uniqueID string) map[string]string {
 	var props map[string]string
-	if len(m.Properties) <= maxRecycledProperties-4 {
+	if len(m.Properties)+ownProperties <= maxRecycledProperties {
 		props, _ = sentProperties.Get().(map[string]string)
 	}
 	if props == nil {
-		props = make(map[string]string, len(m.Properties)+4)
+		props = make(map[string]string, len(m.Properties)+ownProperties)
 	}
 	for k, v := range m.Properties {
 		props[k] = v

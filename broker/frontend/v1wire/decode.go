@@ -94,9 +94,8 @@ func decodeSendRequest(b []byte, inPlace bool) (*pb.SendRequest, error) {
 
 // decoder holds what the messages of one request share.
 type decoder struct {
-	topic    string // the last topic decoded, shared by the next that repeats it
-	topicSet bool   // topic holds a decoded (and checked) topic
-	bodies   []byte // the bodies, one after the other (one allocation a request)
+	topic  string // the last topic decoded (and checked), shared by the next that repeats it
+	bodies []byte // the bodies, one after the other (one allocation a request)
 	// inPlace: a body is a slice of the request, not a copy in bodies.
 	inPlace bool
 }
@@ -137,12 +136,13 @@ func (d *decoder) message(b []byte, m *pb.Message) error {
 			switch num {
 			case 1:
 				// The topic repeats in every message of a batch: only a
-				// new one is checked and made a string.
-				if string(v) != d.topic || !d.topicSet {
+				// new one is checked and made a string (d.topic starts
+				// as "", which is valid).
+				if string(v) != d.topic {
 					if !utf8.Valid(v) {
 						return fmt.Errorf("topic: %w", hotwire.ErrInvalidUTF8)
 					}
-					d.topic, d.topicSet = string(v), true
+					d.topic = string(v)
 				}
 				m.Topic = d.topic
 			case 4:
