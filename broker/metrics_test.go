@@ -79,6 +79,17 @@ func TestMetricsMasterAndSlave(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A second topic is counted on its own, and a refused send under its
+	// code.
+	createTopic(t, mc, "MetricsOther", 1)
+	for range 2 {
+		if err := send(ctx, mc, "MetricsOther", 0, "other"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := send(ctx, mc, "MetricsNoSuchTopic", 0, "lost"); err == nil {
+		t.Fatal("a send to a topic that does not exist was taken")
+	}
 	waitQueue(t, mc, "MetricsTopic", 1, 3)
 	resp, err := mc.Pull(ctx, &pb.PullRequest{Group: "metrics-group", Topic: "MetricsTopic", QueueId: 1, MaxMessages: 2, CommitOffset: 1})
 	if err != nil || wire.FromStatus(resp.Status) != nil || len(resp.Records) != 2 {
@@ -101,9 +112,12 @@ func TestMetricsMasterAndSlave(t *testing.T) {
 		{"rocketmq_messages_in_total", map[string]string{"topic": "MetricsTopic"}, 3},
 		{"rocketmq_throughput_in_total", map[string]string{"topic": "MetricsTopic"}, 10 + 11 + 12},
 		{"rocketmq_messages_out_total", map[string]string{"topic": "MetricsTopic", "consumer_group": "metrics-group"}, 2},
-		{"rocketmq_rpc_latency", map[string]string{"request_code": "send", "response_code": "OK"}, 3},
+		{"rocketmq_messages_in_total", map[string]string{"topic": "MetricsOther"}, 2},
+		{"rocketmq_throughput_in_total", map[string]string{"topic": "MetricsOther"}, 2 * 5},
+		{"rocketmq_rpc_latency", map[string]string{"request_code": "send", "response_code": "OK"}, 5},
+		{"rocketmq_rpc_latency", map[string]string{"request_code": "send", "response_code": "TOPIC_NOT_EXIST"}, 1},
 		{"rocketmq_rpc_latency", map[string]string{"request_code": "pull", "is_long_polling": "false"}, 1},
-		{"rocketmq_message_size", nil, 3},
+		{"rocketmq_message_size", nil, 5},
 		{"rocketmq_consumer_lag_messages", map[string]string{"topic": "MetricsTopic", "consumer_group": "metrics-group"}, 2},
 		{"rocketmq_consumer_group_number", nil, 1},
 		{"bolide_broker_role", map[string]string{"role": "MASTER"}, 1},
