@@ -332,7 +332,10 @@ rate_single=$(jnum "$res/topics-single.out" msgsPerSec)
 wait_dispatched || true
 sleep 5
 rssS2=$(rss_kib "$broker_pid"); anonS2=$(status_kib "$broker_pid" RssAnon); heapS2=$(heap_kib)
-cq_file=$(find "$DATA_DIR/topics1/broker-a/store/consumequeue/single" -type f | head -n 1)
+# A queue's first file (the lowest name): the file every queue of the
+# many-topics run gets first. Later files of a queue grow, up to the full
+# size, so any file of a long run may be larger.
+cq_file=$(find "$DATA_DIR/topics1/broker-a/store/consumequeue/single" -type f | sort | head -n 1)
 [[ -n $cq_file ]] || die "no ConsumeQueue file of topic single under $DATA_DIR/topics1"
 cq_size=$(stat -c %s "$cq_file")
 cq_alloc=$(($(stat -c %b "$cq_file") * $(stat -c %B "$cq_file")))
