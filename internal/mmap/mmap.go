@@ -5,6 +5,7 @@
 package mmap
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -56,6 +57,47 @@ func (m *Mapping) Sync(off, n int) error {
 func (m *Mapping) Advise(advice int) error {
 	if err := unix.Madvise(m.Data, advice); err != nil {
 		return fmt.Errorf("madvise: %w", err)
+	}
+	return nil
+}
+
+// AdviseRange passes an madvise(2) hint for the whole pages covering
+// [off, off+n); like Advise, it is a hint.
+func (m *Mapping) AdviseRange(off, n, advice int) error {
+	page := os.Getpagesize()
+	start := off &^ (page - 1)
+	end := min(off+n, len(m.Data))
+	if end <= start {
+		return nil
+	}
+	if err := unix.Madvise(m.Data[start:end], advice); err != nil {
+		return fmt.Errorf("madvise: %w", err)
+	}
+	return nil
+}
+
+// ErrPopulateUnsupported is returned by PopulateWrite on a kernel that does
+// not know MADV_POPULATE_WRITE (Linux before 5.14).
+var ErrPopulateUnsupported = errors.New("madvise populate_write: not supported by this kernel")
+
+// PopulateWrite makes the pages covering [off, off+n) present and writable
+// in this process's page tables at once (madvise MADV_POPULATE_WRITE), so
+// that later stores into them take no page fault each. For a shared file
+// mapping they become dirty pages of the file in the page cache, their
+// content unchanged.
+func (m *Mapping) PopulateWrite(off, n int) error {
+	page := os.Getpagesize()
+	start := off &^ (page - 1)
+	end := min(off+n, len(m.Data))
+	if end <= start {
+		return nil
+	}
+	err := unix.Madvise(m.Data[start:end], unix.MADV_POPULATE_WRITE)
+	switch {
+	case errors.Is(err, unix.EINVAL):
+		return ErrPopulateUnsupported
+	case err != nil:
+		return fmt.Errorf("madvise populate_write: %w", err)
 	}
 	return nil
 }
