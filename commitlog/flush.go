@@ -24,6 +24,10 @@ func (l *Log) startLoops() {
 		go l.tickLoop(dropEvery, l.dropBehind)
 	}
 	go l.allocLoop()
+	if l.mode == WriteMmap {
+		l.wg.Add(1)
+		go l.populateLoop()
+	}
 	go l.tickLoop(l.opts.DiskCheckInterval, l.checkDisk) // disk-full flag
 	go l.tickLoop(max(l.opts.SyncFlushTimeout/watchQuarters, time.Millisecond), l.watchTick)
 	if l.opts.FlushMode == FlushSync {
@@ -125,7 +129,8 @@ func (l *Log) commitUpTo(end int64) error {
 }
 
 // commit writes the staged chunks with pwrite and advances the committed
-// offset. In mmap mode there is nothing to stage.
+// offset. In mmap mode there is nothing to stage: a bulk append writes
+// what it staged before it releases the append lock (mmapwrite.go).
 func (l *Log) commit() error {
 	if l.mode != WritePwrite {
 		return nil
@@ -147,22 +152,10 @@ func (l *Log) commit() error {
 	l.stage, l.spareStage = l.spareStage[:0], nil
 	l.staged = 0
 	l.mu.Unlock()
-	var err error
-	for _, c := range chunks {
-		if err == nil {
-			if _, werr := c.seg.f.WriteAt(c.buf, c.off); werr != nil {
-				err = l.fail(fmt.Errorf("pwrite %s at %d: %w", c.seg.path, c.off, werr))
-			}
-		}
-	}
+	err := l.writeChunks(chunks)
 	if len(chunks) > 0 {
 		l.mu.Lock()
-		for i, c := range chunks {
-			if cap(c.buf) <= 2*l.opts.StageLimit && len(l.free) < 4 {
-				l.free = append(l.free, c.buf[:0])
-			}
-			chunks[i] = chunk{}
-		}
+		l.recycleChunksLocked(chunks)
 		if l.spareStage == nil {
 			l.spareStage = chunks[:0]
 		}
@@ -173,6 +166,28 @@ func (l *Log) commit() error {
 	}
 	l.advanceCommitted(end)
 	return nil
+}
+
+// writeChunks writes staged chunks with pwrite, stopping at the first
+// failure, which makes the log fail.
+func (l *Log) writeChunks(chunks []chunk) error {
+	for _, c := range chunks {
+		if _, err := c.seg.f.WriteAt(c.buf, c.off); err != nil {
+			return l.fail(fmt.Errorf("pwrite %s at %d: %w", c.seg.path, c.off, err))
+		}
+	}
+	return nil
+}
+
+// recycleChunksLocked keeps the buffers of written chunks for the stage
+// (a few, of bounded size) and clears the chunks. l.mu is held.
+func (l *Log) recycleChunksLocked(chunks []chunk) {
+	for i, c := range chunks {
+		if cap(c.buf) <= 2*l.opts.StageLimit && len(l.free) < 4 {
+			l.free = append(l.free, c.buf[:0])
+		}
+		chunks[i] = chunk{}
+	}
 }
 
 // flush makes everything committed durable and advances the flushed offset.
@@ -212,6 +227,11 @@ func (l *Log) flush() error {
 		if l.mode == WriteMmap {
 			lo := max(from, s.start) - s.start
 			hi := min(to, s.end()) - s.start
+			// Unmap the writer's whole pages of the range first (mmapwrite.go):
+			// their dirty state goes to the page cache with them, and
+			// write-back then has no mapping to write-protect page by page.
+			// The page holding hi stays: the writer may be storing into it.
+			_ = s.m.Release(int(lo), int(hi-lo))
 			err = s.m.Sync(int(lo), int(hi-lo))
 		} else {
 			if l.opts.FlushMode == FlushSync {

@@ -99,6 +99,15 @@ type Log struct {
 	writable bool // segments mapped read-write
 	log      *zap.Logger
 
+	// Pages made writable ahead of the writer in mmap mode (mmapwrite.go):
+	// populateLoop serves populateReqs; populateOff is set once the kernel
+	// turns out not to know how.
+	populateReqs chan populateReq
+	populateOff  atomic.Bool
+	// bulk is set while an append large enough to be written with one
+	// pwrite is under way in mmap write mode (mmapwrite.go). Under mu.
+	bulk bool
+
 	// Lock order: flushMu, then commitMu, then mu, then segMu or allocMu;
 	// segMu and allocMu are never held together. flush holds flushMu
 	// across commit (commitMu, then mu) and takes segMu once commit has
@@ -198,15 +207,16 @@ func Open(opts Options, from int64, log *zap.Logger) (*Log, error) {
 		return nil, fmt.Errorf("commitlog: %w", err)
 	}
 	l := &Log{
-		opts:      opts,
-		mode:      opts.effectiveWriteMode(),
-		log:       log,
-		qoff:      make(map[queueKey]int64),
-		flushReq:  make(chan struct{}, 1),
-		arrived:   make(chan struct{}, 1),
-		allocReq:  make(chan struct{}, 1),
-		allocWant: -1,
-		ra:        raState{size: opts.readAhead(), reqs: make(chan raReq, raQueue)},
+		opts:         opts,
+		mode:         opts.effectiveWriteMode(),
+		log:          log,
+		qoff:         make(map[queueKey]int64),
+		flushReq:     make(chan struct{}, 1),
+		arrived:      make(chan struct{}, 1),
+		allocReq:     make(chan struct{}, 1),
+		allocWant:    -1,
+		populateReqs: make(chan populateReq, 4),
+		ra:           raState{size: opts.readAhead(), reqs: make(chan raReq, raQueue)},
 	}
 	l.writable = l.mode == WriteMmap
 	starts, err := listSegments(opts.Dir)
@@ -377,7 +387,9 @@ func (l *Log) AppendNoWait(entries []*Entry, dst []Result) ([]Result, error) {
 			ErrDiskFull, l.DiskUsage()*100, l.opts.Dir, l.opts.DiskFullRatio*100)
 	}
 	maxSize := l.opts.MaxRecordSize()
+	total := 0
 	for _, e := range entries {
+		total += len(e.Record)
 		if len(e.Record) > maxSize {
 			return dst, fmt.Errorf("%w: %d bytes, segment holds at most %d", ErrRecordTooLarge, len(e.Record), maxSize)
 		}
@@ -391,6 +403,11 @@ func (l *Log) AppendNoWait(entries []*Entry, dst []Result) ([]Result, error) {
 		l.mu.Unlock()
 		return dst, ErrClosed
 	}
+	if err := l.Err(); err != nil { // a bulk write failed meanwhile
+		l.mu.Unlock()
+		return dst, err
+	}
+	bulk := l.beginBulkLocked(total)
 	var err error
 	for _, e := range entries {
 		var r Result
@@ -399,6 +416,11 @@ func (l *Log) AppendNoWait(entries []*Entry, dst []Result) ([]Result, error) {
 			break
 		}
 		dst = append(dst, r)
+	}
+	if bulk {
+		if werr := l.endBulkLocked(); werr != nil && err == nil {
+			err = werr
+		}
 	}
 	wpos := l.wpos
 	staged := l.staged
@@ -417,6 +439,11 @@ func (l *Log) AppendNoWait(entries []*Entry, dst []Result) ([]Result, error) {
 // mode and flush mode say, and returns a write error.
 func (l *Log) afterAppend(wpos int64, staged int) error {
 	if l.mode == WriteMmap {
+		// A failed bulk write (mmapwrite.go) left a hole below wpos: the
+		// committed offset must not pass it.
+		if err := l.Err(); err != nil {
+			return err
+		}
 		l.advanceCommitted(wpos)
 	}
 	switch {
@@ -497,10 +524,12 @@ func (l *Log) appendLocked(e *Entry, now int64) (Result, error) {
 	return r, nil
 }
 
-// writeLocked puts b at wpos of seg.
+// writeLocked puts b at wpos of seg: into the mapping in mmap write mode
+// (unless a bulk append is under way), into the stage otherwise.
 func (l *Log) writeLocked(seg *segment, b []byte) {
 	rel := l.wpos - seg.start
-	if l.mode == WriteMmap {
+	if l.mode == WriteMmap && !l.bulk {
+		l.populateLocked(seg, rel+int64(len(b)))
 		copy(seg.m.Data[rel:], b)
 		return
 	}
@@ -526,7 +555,7 @@ func (l *Log) writeBlankLocked(seg *segment) {
 	l.writeLocked(seg, hdr[:])
 	l.wpos = seg.end()
 	l.written.Store(l.wpos)
-	l.active = nil
+	l.setActiveLocked(nil)
 }
 
 // rollLocked makes the segment starting at wpos the active one, taking the
@@ -555,7 +584,7 @@ func (l *Log) rollLocked() (*segment, error) {
 	l.segMu.Lock()
 	l.segs = append(l.segs, seg)
 	l.segMu.Unlock()
-	l.active = seg
+	l.setActiveLocked(seg)
 	l.allocMu.Lock()
 	l.allocWant = seg.end()
 	l.allocMu.Unlock()

@@ -42,8 +42,9 @@ func ParseFlushMode(s string) (FlushMode, error) {
 type WriteMode int
 
 const (
-	// WriteAuto picks the measured winner, WritePwrite, for both flush
-	// modes. docs/BENCHMARKS.md has the measurements behind the choice.
+	// WriteAuto picks the measured winner of each flush mode: WriteMmap
+	// with FlushAsync, WritePwrite with FlushSync. docs/BENCHMARKS.md has
+	// the measurements behind the choice.
 	WriteAuto WriteMode = iota
 	// WriteMmap copies records straight into the writable mapping; they are
 	// readable at once and msync makes them durable.
@@ -207,9 +208,14 @@ func (o *Options) effectiveWriteMode() WriteMode {
 	if o.WriteMode != WriteAuto {
 		return o.WriteMode
 	}
-	// On ext4 every first store into a page of a shared mapping takes a
-	// write fault (page_mkwrite) costing about 20 µs, while pwrite of the
-	// same bytes in 1 MiB chunks runs at memory speed; see BENCHMARKS.md.
+	// An async acknowledgement waits for no flush, and a copy into pages
+	// made writable ahead of the writer (mmapwrite.go) costs less than a
+	// pwrite per append. A durable append waits for its flush, and
+	// fdatasync of pwritten pages is several times cheaper than msync of
+	// stored ones. BENCHMARKS.md has the measurements.
+	if o.FlushMode == FlushAsync {
+		return WriteMmap
+	}
 	return WritePwrite
 }
 

@@ -142,10 +142,10 @@ func (l *Log) setRecovered(end int64, err error, info RecoveryInfo) {
 	l.written.Store(end)
 	l.committed.Store(end)
 	l.flushed.Store(end)
-	l.active = nil
+	l.setActiveLocked(nil)
 	if n := len(l.segs); n > 0 {
 		if s := l.segs[n-1]; end >= s.start && end < s.end() {
-			l.active = s
+			l.setActiveLocked(s)
 		}
 	}
 }

@@ -273,7 +273,7 @@ func (l *Log) StartAt(off int64) error {
 	if len(errs) > 0 {
 		return fmt.Errorf("commitlog: start at %d: %v", off, errs)
 	}
-	l.active = nil
+	l.setActiveLocked(nil)
 	l.wpos = off
 	l.written.Store(off)
 	l.quietEnd.Store(0)
@@ -332,7 +332,17 @@ func (l *Log) AppendRawNoWait(off int64, data []byte) (int64, error) {
 		l.mu.Unlock()
 		return wpos, fmt.Errorf("%w: replicated bytes start at %d, the log ends at %d", ErrOffset, off, wpos)
 	}
+	if err := l.Err(); err != nil { // a bulk write failed meanwhile
+		l.mu.Unlock()
+		return off, err
+	}
+	bulk := l.beginBulkLocked(len(data))
 	err := l.appendRawLocked(data)
+	if bulk {
+		if werr := l.endBulkLocked(); werr != nil && err == nil {
+			err = werr
+		}
+	}
 	wpos := l.wpos
 	staged := l.staged
 	l.mu.Unlock()

@@ -23,6 +23,11 @@ type segment struct {
 	f     *os.File
 	m     *mmap.Mapping
 
+	// populated is where the pages made writable ahead of the writer end,
+	// relative to start (mmap write mode, mmapwrite.go). Under Log.mu, or
+	// the allocator's before the writer sees the segment.
+	populated int64
+
 	// The file opened with O_DIRECT for cold reads (direct.go), opened on
 	// first use; dfailed once the file system refused it.
 	dmu     sync.Mutex

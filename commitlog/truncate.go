@@ -193,8 +193,8 @@ func (l *Log) Truncate(off int64) error {
 	}
 	l.stage = l.stage[:0]
 	l.staged = 0
-	l.active = active
 	l.wpos = off
+	l.setActiveLocked(active)
 	l.written.Store(off)
 	l.quietEnd.Store(0)
 	l.committed.Store(off)
