@@ -33,6 +33,8 @@ const (
 	envFlush = "BOLIDE_CRASH_FLUSH"
 	envCount = "BOLIDE_CRASH_COUNT"
 	envStop  = "BOLIDE_CRASH_STOP" // clean | kill | forever
+	// envWrite: the CommitLog write mode (auto when unset).
+	envWrite = "BOLIDE_CRASH_WRITE"
 	// envUntilFull: writers stop at their first Put refused with
 	// commitlog.ErrDiskFull instead of failing.
 	envUntilFull = "BOLIDE_CRASH_UNTIL_FULL"
@@ -81,7 +83,15 @@ func TestCrashChild(t *testing.T) {
 	flush, _ := commitlog.ParseFlushMode(os.Getenv(envFlush))
 	count, _ := strconv.Atoi(os.Getenv(envCount))
 	untilFull := os.Getenv(envUntilFull) == "1"
-	s, err := Open(crashOptions(os.Getenv(envDir), flush), nil)
+	opts := crashOptions(os.Getenv(envDir), flush)
+	if w := os.Getenv(envWrite); w != "" {
+		var err error
+		if opts.CommitLog.WriteMode, err = commitlog.ParseWriteMode(w); err != nil {
+			fmt.Fprintln(os.Stderr, "open:", err)
+			os.Exit(3)
+		}
+	}
+	s, err := Open(opts, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		os.Exit(3)
@@ -144,8 +154,14 @@ func (a ack) end() int64 { return a.phys + a.size }
 // physical offset. killAfter > 0 kills it after that many acks.
 func runChild(t *testing.T, dir string, flush commitlog.FlushMode, count int, stop string, killAfter int) []ack {
 	t.Helper()
-	return runWriter(t, dir, flush, count, stop, nil, func(n int, p *os.Process) bool {
-		if killAfter > 0 && n == killAfter {
+	return runChildEnv(t, dir, flush, count, stop, killAfter, nil)
+}
+
+// runChildEnv is runChild with extra environment variables for the writer.
+func runChildEnv(t *testing.T, dir string, flush commitlog.FlushMode, count int, stop string, killAfter int, env []string) []ack {
+	t.Helper()
+	return runWriter(t, dir, flush, count, stop, env, func(acks []ack, p *os.Process) bool {
+		if killAfter > 0 && len(acks) == killAfter {
 			_ = p.Kill()
 			return true
 		}
@@ -154,10 +170,10 @@ func runChild(t *testing.T, dir string, flush commitlog.FlushMode, count int, st
 }
 
 // runWriter runs the writer with extra environment variables and calls
-// onAck after every ack with the number of acks so far; onAck returns true
-// once it has killed the writer.
+// onAck after every ack with the acks so far, in the order they came;
+// onAck returns true once it has killed the writer.
 func runWriter(t *testing.T, dir string, flush commitlog.FlushMode, count int, stop string, env []string,
-	onAck func(n int, p *os.Process) bool) []ack {
+	onAck func(acks []ack, p *os.Process) bool) []ack {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), envChild+"=1", envDir+"="+dir, envFlush+"="+flush.String(),
@@ -185,7 +201,7 @@ func runWriter(t *testing.T, dir string, flush commitlog.FlushMode, count int, s
 			v[k], _ = strconv.ParseInt(f[k+1], 10, 64)
 		}
 		acks = append(acks, ack{i: int(v[0]), qid: int(v[0]) % crashQueue, phys: v[1], size: v[2], qoff: v[3], flushedAfterAck: v[4]})
-		if !killed && onAck(len(acks), cmd.Process) {
+		if !killed && onAck(acks, cmd.Process) {
 			killed = true
 		}
 	}
@@ -470,19 +486,79 @@ func TestPowerLossSyncKeepsAcknowledged(t *testing.T) {
 	}
 }
 
+// asyncWriteModes are the CommitLog write paths of async mode: the
+// mapping (its default) and pwrite.
+var asyncWriteModes = []string{"mmap", "pwrite"}
+
 // TestKillAsyncKeepsWritten: a process kill (not a power loss) in async mode
-// loses nothing that was acknowledged, since the page cache survives.
+// loses nothing that was acknowledged, since the page cache survives, with
+// either write path.
 func TestKillAsyncKeepsWritten(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts child processes")
 	}
-	dir := t.TempDir()
-	opts := crashOptions(dir, commitlog.FlushAsync)
-	acks := runChild(t, dir, commitlog.FlushAsync, 0, "forever", 300+rand.IntN(300))
-	s, err := Open(opts, nil)
-	if err != nil {
-		t.Fatal(err)
+	for _, write := range asyncWriteModes {
+		t.Run(write, func(t *testing.T) {
+			dir := t.TempDir()
+			opts := crashOptions(dir, commitlog.FlushAsync)
+			acks := runChildEnv(t, dir, commitlog.FlushAsync, 0, "forever", 300+rand.IntN(300), []string{envWrite + "=" + write})
+			s, err := Open(opts, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			verifyStore(t, s, acks, false)
+		})
 	}
-	defer s.Close()
-	verifyStore(t, s, acks, false)
+}
+
+// TestPowerLossAsyncKeepsFlushed kills the async writer at a random moment
+// and cuts the files back to the last offset reported durable: every
+// acknowledged message below it survives, with either write path, and the
+// queues and the index forget what was cut.
+func TestPowerLossAsyncKeepsFlushed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	for _, write := range asyncWriteModes {
+		for round := 0; round < 2; round++ {
+			t.Run(fmt.Sprintf("%s/%d", write, round), func(t *testing.T) {
+				dir := t.TempDir()
+				opts := crashOptions(dir, commitlog.FlushAsync)
+				// Killed a random number of acks after the first one that
+				// reports a flush, so that the cut keeps something.
+				more, flushedAt := 100+rand.IntN(400), 0
+				acks := runWriter(t, dir, commitlog.FlushAsync, 0, "forever", []string{envWrite + "=" + write},
+					func(acks []ack, p *os.Process) bool {
+						if flushedAt == 0 && acks[len(acks)-1].flushedAfterAck > 0 {
+							flushedAt = len(acks)
+						}
+						if flushedAt > 0 && len(acks) == flushedAt+more {
+							_ = p.Kill()
+							return true
+						}
+						return false
+					})
+				durable := powerLoss(t, dir, opts.CommitLog.SegmentSize, acks)
+				var kept []ack
+				for _, a := range acks {
+					if a.end() <= durable {
+						kept = append(kept, a)
+					}
+				}
+				if len(kept) == 0 {
+					t.Fatalf("nothing of %d acks was durable (durable offset %d)", len(acks), durable)
+				}
+				s, err := Open(opts, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				if got := s.CommitLog().MaxOffset(); got < durable {
+					t.Fatalf("log ends at %d after the cut, durable was %d", got, durable)
+				}
+				verifyStore(t, s, kept, false)
+			})
+		}
+	}
 }

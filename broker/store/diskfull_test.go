@@ -406,8 +406,8 @@ func TestDiskFullRestart(t *testing.T) {
 			t.Run(flush.String()+"/"+stop, func(t *testing.T) {
 				root := testutil.MountTmpfs(t, "8m")
 				dir := filepath.Join(root, "store")
-				acks := runWriter(t, dir, flush, 0, stop, []string{envUntilFull + "=1"}, func(n int, _ *os.Process) bool {
-					if n == 200 {
+				acks := runWriter(t, dir, flush, 0, stop, []string{envUntilFull + "=1"}, func(acks []ack, _ *os.Process) bool {
+					if len(acks) == 200 {
 						addBallast(t, root)
 					}
 					return false
