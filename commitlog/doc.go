@@ -69,7 +69,14 @@
 // this process, back within microseconds), or by regrouping, until as many
 // appends have come back as the last flush woke (appenders behind a
 // network, back after a round trip longer than a flush); it measures the
-// appends each way makes durable per second and keeps the better. FlushAsync acknowledges at once; every FlushInterval
+// appends each way makes durable per second and keeps the better. So
+// that the fdatasync writes the appended bytes alone, and not also the
+// record of which preallocated extents now hold data, a goroutine writes
+// zeros into the active segment up to ZeroAhead (32 MiB) ahead of the
+// writer and waits for their write-back; an append never passes a range
+// being zeroed (zeroahead.go).
+//
+// FlushAsync acknowledges at once; every FlushInterval
 // (500 ms) the flusher flushes if at least FlushLeastPages (4) pages are
 // dirty, and fully every FlushThoroughInterval (10 s).
 //

@@ -28,6 +28,11 @@ func (l *Log) startLoops() {
 		l.wg.Add(1)
 		go l.populateLoop()
 	}
+	if l.zero {
+		l.wg.Add(1)
+		go l.zeroLoop()
+		signal(l.zeroReq)
+	}
 	go l.tickLoop(l.opts.DiskCheckInterval, l.checkDisk) // disk-full flag
 	go l.tickLoop(max(l.opts.SyncFlushTimeout/watchQuarters, time.Millisecond), l.watchTick)
 	if l.opts.FlushMode == FlushSync {

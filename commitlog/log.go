@@ -104,6 +104,17 @@ type Log struct {
 	// turns out not to know how.
 	populateReqs chan populateReq
 	populateOff  atomic.Bool
+	// Zeros ahead of a durable writer (zeroahead.go): zero is set when they
+	// are written; zeroLoop serves zeroReq; a step claims from zeroFrom
+	// while zeroBusy (under mu) and broadcasts zeroDone (on mu) when done;
+	// zeroOff is set once writing them failed.
+	zero      bool
+	zeroReq   chan struct{}
+	zeroBusy  bool
+	zeroFrom  int64
+	zeroDone  sync.Cond
+	zeroOff   atomic.Bool
+	zeroDelay time.Duration // zeroClaimDelay when the log opened
 	// bulk is set while an append large enough to be written with one
 	// pwrite is under way in mmap write mode (mmapwrite.go). Under mu.
 	bulk bool
@@ -118,7 +129,10 @@ type Log struct {
 	// under flushMu. allocLoop holds allocMu while it creates and maps the
 	// next segment, so a roll can wait for it under mu. View, Scan and
 	// PreadRecords call fn under segMu's read lock: fn must not call the
-	// Log methods that take these locks.
+	// Log methods that take these locks. populate and a zero step's write
+	// take segMu's read lock holding no other; a zero step claims and
+	// releases its range under mu alone, and appenders wait for it on
+	// zeroDone (on mu) before they take an offset.
 
 	segMu sync.RWMutex
 	segs  []*segment
@@ -219,6 +233,10 @@ func Open(opts Options, from int64, log *zap.Logger) (*Log, error) {
 		ra:           raState{size: opts.readAhead(), reqs: make(chan raReq, raQueue)},
 	}
 	l.writable = l.mode == WriteMmap
+	l.zero = opts.zeroing(l.mode)
+	l.zeroReq = make(chan struct{}, 1)
+	l.zeroDone.L = &l.mu
+	l.zeroDelay = zeroClaimDelay
 	starts, err := listSegments(opts.Dir)
 	if err != nil {
 		return nil, err
@@ -399,6 +417,9 @@ func (l *Log) AppendNoWait(entries []*Entry, dst []Result) ([]Result, error) {
 	}
 	now := l.opts.Now().UnixMilli()
 	l.mu.Lock()
+	if l.zero {
+		l.waitZeroLocked(int64(total) + message.BlankSize)
+	}
 	if l.closed.Load() {
 		l.mu.Unlock()
 		return dst, ErrClosed
@@ -546,6 +567,9 @@ func (l *Log) writeLocked(seg *segment, b []byte) {
 	}
 	l.stage[n-1].buf = append(l.stage[n-1].buf, b...)
 	l.staged += len(b)
+	if l.zero {
+		l.askZeroLocked(seg, rel+int64(len(b)))
+	}
 }
 
 // writeBlankLocked fills the rest of seg with an end-of-segment blank.

@@ -107,6 +107,11 @@ type Options struct {
 	DiskFullRatio float64
 	// DiskCheckInterval is how often disk usage is sampled (1 s).
 	DiskCheckInterval time.Duration
+	// ZeroAhead is how far ahead of the writer the active segment is
+	// written with zeros in sync flush mode (with pwrite), so that a durable
+	// flush need not record newly written extents (zeroahead.go); 0 turns
+	// it off. 32 MiB by default.
+	ZeroAhead int64
 	// StageLimit is how many bytes the pwrite path stages before an appender
 	// writes them itself (1 MiB).
 	StageLimit int
@@ -152,6 +157,7 @@ func DefaultOptions(dir string) Options {
 		DiskFullRatio:         0.90,
 		DiskCheckInterval:     time.Second,
 		StageLimit:            1 << 20,
+		ZeroAhead:             32 << 20,
 		ReadAhead:             DefaultReadAhead,
 		Now:                   time.Now,
 	}
@@ -196,6 +202,9 @@ func (o *Options) Validate() error {
 	}
 	if o.DiskCheckInterval <= 0 {
 		errs = append(errs, fmt.Errorf("commitlog: DiskCheckInterval %v must be positive", o.DiskCheckInterval))
+	}
+	if o.ZeroAhead < 0 {
+		errs = append(errs, fmt.Errorf("commitlog: ZeroAhead %d must not be negative", o.ZeroAhead))
 	}
 	if o.StageLimit < 4096 {
 		errs = append(errs, fmt.Errorf("commitlog: StageLimit %d must be at least 4096", o.StageLimit))

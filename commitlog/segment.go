@@ -27,6 +27,9 @@ type segment struct {
 	// relative to start (mmap write mode, mmapwrite.go). Under Log.mu, or
 	// the allocator's before the writer sees the segment.
 	populated int64
+	// zeroed is where the zeros written ahead of a durable writer end,
+	// relative to start (zeroahead.go). Under Log.mu.
+	zeroed int64
 
 	// The file opened with O_DIRECT for cold reads (direct.go), opened on
 	// first use; dfailed once the file system refused it.

@@ -1,0 +1,130 @@
+package commitlog
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// unwrittenIn reports whether any extent of f in [off, off+n) is unwritten
+// (allocated, never written), by FIEMAP; it skips the test on a file
+// system without FIEMAP.
+func unwrittenIn(t *testing.T, l *Log, off, n int64) bool {
+	t.Helper()
+	const (
+		fsIocFiemap       = 0xC020660B
+		fiemapFlagSync    = 0x1
+		fiemapExtUnwritte = 0x800
+		maxExtents        = 64
+	)
+	type extent struct {
+		Logical, Physical, Length uint64
+		_                         [2]uint64
+		Flags                     uint32
+		_                         [3]uint32
+	}
+	type fiemap struct {
+		Start, Length           uint64
+		Flags, Mapped, Count, _ uint32
+		Extents                 [maxExtents]extent
+	}
+	l.segMu.RLock()
+	seg := l.segmentFor(off)
+	l.segMu.RUnlock()
+	fm := fiemap{Start: uint64(off - seg.start), Length: uint64(n), Flags: fiemapFlagSync, Count: maxExtents}
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, seg.f.Fd(), fsIocFiemap, uintptr(unsafe.Pointer(&fm))); errno != 0 {
+		t.Skipf("FIEMAP: %v", errno)
+	}
+	for _, e := range fm.Extents[:fm.Mapped] {
+		if e.Flags&fiemapExtUnwritte != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// TestZerosAheadOfDurableWriter: in sync flush mode the part of the active
+// segment ahead of the writer becomes written extents (zeros), at least
+// half of ZeroAhead of it; the part beyond ZeroAhead stays unwritten; and
+// the records read back.
+func TestZerosAheadOfDurableWriter(t *testing.T) {
+	o := testOptions(t.TempDir(), FlushSync, WritePwrite)
+	o.SegmentSize = 16 << 20
+	o.ZeroAhead = 2 << 20
+	l := openTestLog(t, o, 0)
+	recs := fillLog(t, l, 100)
+	end := l.MaxOffset()
+	from := (end + pageSize - 1) &^ (pageSize - 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for unwrittenIn(t, l, from, end+o.ZeroAhead/2-from) {
+		if time.Now().After(deadline) {
+			t.Fatalf("[%d, %d) still unwritten", from, end+o.ZeroAhead/2)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	far := end + o.ZeroAhead + zeroStep
+	if !unwrittenIn(t, l, far, pageSize) {
+		t.Fatalf("the extent at %d, past what is zeroed ahead, is written", far)
+	}
+	checkRecords(t, l, recs)
+}
+
+// TestZerosAheadKeepConcurrentAppends: with zeros written in small, slow
+// steps just ahead of the writer, so that appenders run into steps in
+// progress all the time, every record of concurrent durable appenders
+// (single and batched, of mixed sizes) reads back intact, also after a
+// reopen.
+func TestZerosAheadKeepConcurrentAppends(t *testing.T) {
+	zeroClaimDelay = time.Millisecond
+	defer func() { zeroClaimDelay = 0 }()
+	o := testOptions(t.TempDir(), FlushSync, WritePwrite)
+	o.SegmentSize = 1 << 20
+	o.ZeroAhead = 16 << 10
+	l := openTestLog(t, o, 0)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var recs []appended
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 150; i++ {
+				n := 1 + (i%4)*3 // batches of 1, 4, 7 and 10 records
+				batch := make([]*Entry, n)
+				bodies := make([][]byte, n)
+				for k := range batch {
+					bodies[k] = bytes.Repeat([]byte{byte(w*31 + i + k)}, 50+(i*97+k*13)%3000)
+					batch[k] = record(t, "Z", int32(w), bodies[k])
+				}
+				res, err := l.AppendBatch(ctx, batch, nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				for k, r := range res {
+					recs = append(recs, appended{res: r, topic: "Z", queue: int32(w), body: bodies[k]})
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	sortByOffset(recs)
+	checkRecords(t, l, recs)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, openTestLog(t, o, 0), recs)
+}
