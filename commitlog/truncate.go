@@ -195,6 +195,13 @@ func (l *Log) Truncate(off int64) error {
 	l.staged = 0
 	l.wpos = off
 	l.setActiveLocked(active)
+	if active != nil {
+		// The cleared range is unwritten and out of the page cache again:
+		// what was made writable or zeroed ahead of the writer there is not.
+		rel := off - active.start
+		active.populated = min(active.populated, rel)
+		active.zeroed = min(active.zeroed, rel)
+	}
 	l.written.Store(off)
 	l.quietEnd.Store(0)
 	l.committed.Store(off)
