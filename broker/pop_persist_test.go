@@ -171,6 +171,14 @@ func TestPopSlavePromotion(t *testing.T) {
 		t.Fatal("a slave popped")
 	}
 	waitCaughtUp(t, master, slave)
+	// Topics reach the slave by metadata sync, every 100 ms here: a slave
+	// promoted before its first sync would not know the topic.
+	testutil.WaitFor(t, 5*time.Second, "the topic on the slave", func() error {
+		if _, ok := slave.TopicFor("pp"); !ok {
+			return fmt.Errorf("no topic pp on the slave")
+		}
+		return nil
+	})
 	want := master.PopStats("g", "pp")
 	testutil.WaitFor(t, 10*time.Second, "the slave's POP state", func() error {
 		if got := slave.PopStats("g", "pp"); !reflect.DeepEqual(got, want) {
