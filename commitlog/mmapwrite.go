@@ -111,16 +111,26 @@ func (l *Log) populateLoop() {
 }
 
 // populate makes [r.lo, r.hi) of r.seg writable if the segment is still
-// part of the log. It holds the segment list's read lock, so the segment
-// is not unmapped meanwhile (retention and truncation take the write lock
-// before they close one).
+// part of the log.
 func (l *Log) populate(r populateReq) {
+	_ = l.inLiveSegment(r.seg, func() error {
+		l.populateRange(r.seg, r.lo, r.hi)
+		return nil
+	})
+}
+
+// inLiveSegment runs fn under the segment list's read lock if seg is still
+// part of the log (and does nothing otherwise): retention and truncation
+// take the write lock before they close a segment, so seg stays mapped and
+// open during fn. It is for the log's own helpers that touch a segment
+// holding no other lock (populateLoop, zeroLoop).
+func (l *Log) inLiveSegment(seg *segment, fn func() error) error {
 	l.segMu.RLock()
 	defer l.segMu.RUnlock()
-	if !slices.Contains(l.segs, r.seg) {
-		return
+	if !slices.Contains(l.segs, seg) {
+		return nil
 	}
-	l.populateRange(r.seg, r.lo, r.hi)
+	return fn()
 }
 
 // populateRange makes [lo, hi) of seg writable; the segment is mapped

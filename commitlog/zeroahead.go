@@ -2,7 +2,6 @@ package commitlog
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -125,20 +124,16 @@ func (l *Log) zeroOnce(zeros []byte) bool {
 }
 
 // writeZeros writes zeros at rel of seg and waits for their write-back,
-// if seg is still part of the log (under the segment list's read lock, so
-// neither truncation nor retention closes it meanwhile).
+// if seg is still part of the log (inLiveSegment).
 func (l *Log) writeZeros(seg *segment, zeros []byte, rel int64) error {
-	l.segMu.RLock()
-	defer l.segMu.RUnlock()
-	if !slices.Contains(l.segs, seg) {
+	return l.inLiveSegment(seg, func() error {
+		if _, err := seg.f.WriteAt(zeros, rel); err != nil {
+			return fmt.Errorf("write zeros into %s at %d: %w", seg.path, rel, err)
+		}
+		flags := unix.SYNC_FILE_RANGE_WAIT_BEFORE | unix.SYNC_FILE_RANGE_WRITE | unix.SYNC_FILE_RANGE_WAIT_AFTER
+		if err := unix.SyncFileRange(int(seg.f.Fd()), rel, int64(len(zeros)), flags); err != nil {
+			return fmt.Errorf("write back zeros of %s at %d: %w", seg.path, rel, err)
+		}
 		return nil
-	}
-	if _, err := seg.f.WriteAt(zeros, rel); err != nil {
-		return fmt.Errorf("write zeros into %s at %d: %w", seg.path, rel, err)
-	}
-	flags := unix.SYNC_FILE_RANGE_WAIT_BEFORE | unix.SYNC_FILE_RANGE_WRITE | unix.SYNC_FILE_RANGE_WAIT_AFTER
-	if err := unix.SyncFileRange(int(seg.f.Fd()), rel, int64(len(zeros)), flags); err != nil {
-		return fmt.Errorf("write back zeros of %s at %d: %w", seg.path, rel, err)
-	}
-	return nil
+	})
 }
