@@ -409,6 +409,21 @@ func (b *base) mergeContext(ctx context.Context) (context.Context, context.Cance
 	}
 }
 
+// ctxEnded is ctx.Err(), or context.DeadlineExceeded once ctx's deadline
+// has passed though its timer has not fired yet. On a busy machine the
+// timer can be late, and gRPC refuses a call whose deadline has passed
+// with its own DeadlineExceeded status: without this, such a refusal would
+// read as a broker that did not answer.
+func ctxEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
 // sleepCtx waits d or until ctx is done; it reports whether d passed.
 func sleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)

@@ -248,7 +248,7 @@ func (c *SimpleConsumer) Receive(ctx context.Context, maxMessages int, invisible
 		j := (start + i) % len(targets)
 		msgs, err := c.receiveFrom(ctx, targets[j], maxMessages-len(out), invisible, 0)
 		if err != nil {
-			if ctx.Err() != nil {
+			if ctxEnded(ctx) != nil {
 				break
 			}
 			errs = append(errs, err)
@@ -262,8 +262,8 @@ func (c *SimpleConsumer) Receive(ctx context.Context, maxMessages int, invisible
 		// Handed out: returned even when ctx is done, so that the caller
 		// can acknowledge them.
 		return out, nil
-	case ctx.Err() != nil:
-		return nil, ctx.Err()
+	case ctxEnded(ctx) != nil:
+		return nil, ctxEnded(ctx)
 	case len(errs) == len(targets):
 		return nil, errors.Join(errs...)
 	case c.await == 0:
@@ -294,8 +294,8 @@ func (c *SimpleConsumer) Receive(ctx context.Context, maxMessages int, invisible
 		switch {
 		case len(msgs) > 0:
 			return msgs, nil
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
+		case ctxEnded(ctx) != nil:
+			return nil, ctxEnded(ctx)
 		case err != nil:
 			errs = append(errs, err)
 			failed[j] = true
@@ -318,7 +318,7 @@ func (c *SimpleConsumer) receiveFrom(ctx context.Context, t popTarget, maxMessag
 		AttemptId: fmt.Sprintf("%s-%d", c.b.clientID, c.attempts.Add(1)),
 	}
 	msgs, lost, err := c.receiveOnce(ctx, t, req)
-	if lost && ctx.Err() == nil {
+	if lost && ctxEnded(ctx) == nil {
 		msgs, _, err = c.receiveOnce(ctx, t, req)
 	}
 	return msgs, err

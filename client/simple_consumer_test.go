@@ -25,6 +25,15 @@ func (e *env) simple(group string, subs map[string]string, await time.Duration) 
 	return c
 }
 
+// lateTimerContext has a deadline but is never done, like a context whose
+// deadline has passed before its timer fired.
+type lateTimerContext struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c lateTimerContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
 // receiveUntil receives (and hands each message to fn) until done holds.
 func (e *env) receiveUntil(c *SimpleConsumer, invisible time.Duration, fn func(*MessageView), done func() error) {
 	e.t.Helper()
@@ -112,6 +121,13 @@ func TestSimpleConsumerAcrossBrokers(t *testing.T) {
 	// Acknowledged: nothing comes again.
 	if msgs, err := c.Receive(context.Background(), 16, 30*time.Second); err != nil || len(msgs) != 0 {
 		t.Fatalf("after acking everything: %d messages, %v", len(msgs), err)
+	}
+	// A deadline that has passed while its timer has not fired yet (a busy
+	// machine) ends a receive as that deadline, not as brokers that did
+	// not answer: gRPC refuses such a call with its own DeadlineExceeded.
+	late := lateTimerContext{Context: context.Background(), deadline: time.Now().Add(-time.Millisecond)}
+	if msgs, err := c.Receive(late, 16, 30*time.Second); len(msgs) != 0 || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrBrokerUnreachable) {
+		t.Fatalf("receive past a deadline whose timer is late: %d messages, %v", len(msgs), err)
 	}
 	// An acknowledged handle is no longer valid.
 	var m MessageView
