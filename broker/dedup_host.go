@@ -172,6 +172,11 @@ func (t *keyTable) firstOrAdd(key dedup.Key, i int, entries []dedupEntry) int {
 // and the append).
 func (b *Broker) sendDeduplicated(ctx context.Context, msgs []*message.Ext, window time.Duration,
 	put func([]*message.Ext) ([]store.PutResult, error)) ([]store.PutResult, error) {
+	// A send right after a promotion may come before the role gate's
+	// watcher has reset the window (dedupLead): the window would then
+	// pass for complete, and a retry of what the old master stored would
+	// be stored again.
+	b.gate.Sync()
 	sc := dedupScratches.Get().(*dedupScratch)
 	defer sc.release()
 	entries := slices.Grow(sc.entries[:0], len(msgs))[:len(msgs)]

@@ -14,6 +14,7 @@ package rolegate
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 )
@@ -52,6 +53,8 @@ type Gate struct {
 	members []*member
 	leading bool
 	closed  bool
+	// applied is leading && !closed, for Sync's look without the lock.
+	applied atomic.Bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -106,6 +109,9 @@ func (g *Gate) Start() {
 // whether the services lead.
 func (g *Gate) Sync() bool {
 	master := g.src.IsMaster()
+	if master == g.applied.Load() {
+		return master // nothing to apply: the common case, on every send
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed || master == g.leading {
@@ -121,6 +127,7 @@ func (g *Gate) Sync() bool {
 		g.followLocked()
 	}
 	g.leading = master
+	g.applied.Store(master)
 	return master
 }
 
@@ -142,6 +149,7 @@ func (g *Gate) Close() {
 		return
 	}
 	g.closed = true
+	g.applied.Store(false)
 	g.followLocked()
 	g.leading = false
 }

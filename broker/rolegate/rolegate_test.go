@@ -85,6 +85,18 @@ func TestGateFollowsTheRole(t *testing.T) {
 			t.Fatalf("after demotion: running %d stops %d", run, stops)
 		}
 	}
+	// A promotion the watcher has not been told of: Sync leads before it
+	// returns (a send right after a promotion relies on it), and once
+	// applied, Sync leaves the services alone.
+	r.master.Store(true)
+	for range 2 {
+		if !g.Sync() {
+			t.Fatal("Sync after an unsignalled promotion says not leading")
+		}
+		if leads, _, run, _ := a.counts(); leads != 2 || run != 1 {
+			t.Fatalf("after an unsignalled promotion: leads %d running %d", leads, run)
+		}
+	}
 	// Flapping: leads and stops pair up, never overlapping.
 	for i := 0; i < 50; i++ {
 		r.set(i%2 == 0)
