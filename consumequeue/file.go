@@ -11,6 +11,7 @@ import (
 
 	"github.com/bolide-mq/bolide/internal/fsutil"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 )
 
 // fileNameDigits is the width of a file name: the start byte offset, zero padded.
@@ -26,21 +27,26 @@ type openFiles struct {
 func (o *openFiles) over() bool { return o.n.Load() > o.max }
 
 // segment is one ConsumeQueue file. It is read and written with pread and
-// pwrite through f, which is opened when first needed and closed when the
-// file is complete and synced, or idle (see Queue.closeIdleLocked).
+// pwrite through a bare descriptor, which is opened when first needed and
+// closed when the file is complete and synced, or idle (see
+// Queue.closeIdleLocked). A bare descriptor rather than an *os.File: with
+// many queues nearly every write of a few units opens the file and closes
+// it again, and an *os.File would add to each open an attempt to register
+// the descriptor with the runtime's poller (a failing epoll_ctl for a
+// regular file), an allocation and a cleanup.
 //
-// f may be opened by a reader holding the queue's mu shared or by a flush
-// holding flushMu (a compare-and-swap settles a race between them); it is
-// closed only by one holding both flushMu and mu exclusively, or once the
-// segment has left the queue's list, so a descriptor never goes away under
-// a read or a write.
+// The descriptor may be opened by a reader holding the queue's mu shared or
+// by a flush holding flushMu (a compare-and-swap settles a race between
+// them); it is closed only by one holding both flushMu and mu exclusively,
+// or once the segment has left the queue's list, so a descriptor never
+// goes away (or is reused for another file) under a read or a write.
 type segment struct {
 	start int64 // queue offset (unit index) of the file's first unit
 	units int64 // units the file holds
 	path  string
-	fds   *openFiles              // the store's count
-	qfds  *atomic.Int64           // the queue's count
-	f     atomic.Pointer[os.File] // nil while closed
+	fds   *openFiles    // the store's count
+	qfds  *atomic.Int64 // the queue's count
+	fd    atomic.Int64  // the open descriptor + 1; 0 while closed
 }
 
 func newSeg(path string, start, units int64, q *Queue) *segment {
@@ -52,44 +58,64 @@ func (s *segment) end() int64 { return s.start + s.units }
 func (s *segment) size() int64 { return s.units * UnitSize }
 
 // file returns the segment's file descriptor, opening it if needed.
-func (s *segment) file() (*os.File, error) {
-	if f := s.f.Load(); f != nil {
-		return f, nil
+func (s *segment) file() (int, error) {
+	if v := s.fd.Load(); v != 0 {
+		return int(v - 1), nil
 	}
-	f, err := os.OpenFile(s.path, os.O_RDWR, 0)
+	var fd int
+	err := fsutil.RetryEINTR(func() (err error) {
+		fd, err = unix.Open(s.path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", s.path, err)
+		return -1, fmt.Errorf("open %s: %w", s.path, err)
 	}
-	if !s.f.CompareAndSwap(nil, f) {
-		_ = f.Close() // another opened it meanwhile
-		return s.f.Load(), nil
+	if !s.fd.CompareAndSwap(0, int64(fd)+1) {
+		_ = unix.Close(fd) // another opened it meanwhile
+		return int(s.fd.Load() - 1), nil
 	}
 	s.fds.n.Add(1)
 	s.qfds.Add(1)
-	return f, nil
+	return fd, nil
 }
 
-// adopt makes f the segment's open descriptor.
-func (s *segment) adopt(f *os.File) {
-	s.f.Store(f)
+// adopt makes a descriptor of f the segment's and closes f.
+func (s *segment) adopt(f *os.File) error {
+	var fd int
+	rc, err := f.SyscallConn()
+	if err == nil {
+		cerr := rc.Control(func(ofd uintptr) { fd, err = unix.FcntlInt(ofd, unix.F_DUPFD_CLOEXEC, 0) })
+		err = errors.Join(err, cerr)
+	}
+	_ = f.Close()
+	if err != nil {
+		return fmt.Errorf("take the descriptor of %s: %w", s.path, err)
+	}
+	s.fd.Store(int64(fd) + 1)
 	s.fds.n.Add(1)
 	s.qfds.Add(1)
+	return nil
 }
 
 // isOpen reports whether the segment holds a descriptor.
-func (s *segment) isOpen() bool { return s.f.Load() != nil }
+func (s *segment) isOpen() bool { return s.fd.Load() != 0 }
 
 // read fills b (whole units) with the units from queue offset from.
 func (s *segment) read(b []byte, from int64) error {
-	f, err := s.file()
+	fd, err := s.file()
 	if err != nil {
 		return err
 	}
-	if _, err := f.ReadAt(b, (from-s.start)*UnitSize); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = fmt.Errorf("%w: file shorter than %d bytes", ErrCorrupt, s.size())
+	for off := (from - s.start) * UnitSize; len(b) > 0; {
+		var n int
+		err := fsutil.RetryEINTR(func() (err error) { n, err = unix.Pread(fd, b, off); return err })
+		switch {
+		case err != nil:
+			return fmt.Errorf("read %s: %w", s.path, err)
+		case n == 0:
+			return fmt.Errorf("read %s: %w: file shorter than %d bytes", s.path, ErrCorrupt, s.size())
 		}
-		return fmt.Errorf("read %s: %w", s.path, err)
+		b, off = b[n:], off+int64(n)
 	}
 	return nil
 }
@@ -105,12 +131,20 @@ func (s *segment) unit(off int64) (Unit, error) {
 
 // write stores b (whole units) at queue offset from with pwrite.
 func (s *segment) write(from int64, b []byte) error {
-	f, err := s.file()
+	fd, err := s.file()
 	if err != nil {
 		return err
 	}
-	if _, err := f.WriteAt(b, (from-s.start)*UnitSize); err != nil {
-		return fmt.Errorf("write %s: %w", s.path, err)
+	for off := (from - s.start) * UnitSize; len(b) > 0; {
+		var n int
+		err := fsutil.RetryEINTR(func() (err error) { n, err = unix.Pwrite(fd, b, off); return err })
+		switch {
+		case err != nil:
+			return fmt.Errorf("write %s: %w", s.path, fsutil.MapNoSpace(err))
+		case n == 0:
+			return fmt.Errorf("write %s: %w", s.path, io.ErrShortWrite)
+		}
+		b, off = b[n:], off+int64(n)
 	}
 	return nil
 }
@@ -134,25 +168,23 @@ func (s *segment) fill(from, to int64, pattern []byte) error {
 // descriptor (since closed, or a crashed process's) wrote: it opens the
 // file when it is closed.
 func (s *segment) sync() error {
-	f, err := s.file()
+	fd, err := s.file()
 	if err != nil {
 		return err
 	}
-	if err := fsutil.BackgroundFdatasync(f); err != nil {
-		return fmt.Errorf("%s: %w", s.path, err)
-	}
-	return nil
+	return fsutil.BackgroundFdatasyncFd(fd, s.path)
 }
 
 // closeFile closes the file descriptor; see segment for who may.
 func (s *segment) closeFile() error {
-	f := s.f.Swap(nil)
-	if f == nil {
+	v := s.fd.Swap(0)
+	if v == 0 {
 		return nil
 	}
 	s.fds.n.Add(-1)
 	s.qfds.Add(-1)
-	if err := f.Close(); err != nil {
+	// close is not retried on EINTR: the descriptor is gone either way.
+	if err := unix.Close(int(v - 1)); err != nil {
 		return fmt.Errorf("close %s: %w", s.path, err)
 	}
 	return nil
@@ -192,7 +224,10 @@ func createSegment(path string, start, units int64, q *Queue) (*segment, error) 
 		err = fmt.Errorf("create %s: %w", path, err)
 	} else if err = fsutil.Preallocate(f, size); err == nil {
 		seg := newSeg(path, start, units, q)
-		seg.adopt(f)
+		if err := seg.adopt(f); err != nil {
+			_ = os.Remove(path)
+			return nil, err
+		}
 		return seg, nil
 	} else {
 		_ = f.Close()
@@ -211,7 +246,10 @@ func createSegment(path string, start, units int64, q *Queue) (*segment, error) 
 		return nil, fmt.Errorf("%w; the spare file for %s is not %d bytes: %v", err, path, size, serr)
 	}
 	seg := newSeg(path, start, units, q)
-	seg.adopt(f)
+	if err := seg.adopt(f); err != nil {
+		_ = os.Remove(path)
+		return nil, err
+	}
 	return seg, nil
 }
 
@@ -254,7 +292,9 @@ func openSegment(path string, start, units int64, q *Queue) (*segment, error) {
 		}
 	}
 	seg := newSeg(path, start, units, q)
-	seg.adopt(f)
+	if err := seg.adopt(f); err != nil {
+		return nil, err
+	}
 	return seg, nil
 }
 

@@ -248,11 +248,24 @@ func TestGrowingShortFile(t *testing.T) {
 // the store is under MaxOpenFiles; a closed file is reopened when read.
 func TestOpenFilesBudget(t *testing.T) {
 	root := t.TempDir()
+	base := processFDs(t)
 	s, err := Open(root, Options{UnitsPerFile: 100, FirstFileUnits: 8, MaxOpenFiles: 5, SyncFSAbove: -1}, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			s.Close()
+		}
+	}()
+	// The count the store keeps is the kernel's: no descriptor leaks.
+	checkFDs := func(when string) {
+		t.Helper()
+		if got, want := processFDs(t), base+s.OpenFiles(); got != want {
+			t.Fatalf("%s: the process holds %d descriptors, want %d (%d before the store, %d open files)", when, got, want, base, s.OpenFiles())
+		}
+	}
 	const queues = 20
 	for i := range int32(queues) {
 		putRange(t, mustQueue(t, s, "t", i), 0, 30) // three files each
@@ -272,11 +285,13 @@ func TestOpenFilesBudget(t *testing.T) {
 	if n := s.OpenFiles(); n != 0 {
 		t.Fatalf("%d files open after an idle flush", n)
 	}
+	checkFDs("after an idle flush")
 	q := mustQueue(t, s, "t", 3)
 	checkRange(t, q, 0, 30)
 	if n := s.OpenFiles(); n != 3 {
 		t.Fatalf("%d files open after reading one queue's three files", n)
 	}
+	checkFDs("after a read")
 	if err := s.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -288,6 +303,24 @@ func TestOpenFilesBudget(t *testing.T) {
 	}
 	putRange(t, q, 30, 40)
 	checkRange(t, q, 0, 40)
+	checkFDs("after more puts")
+	closed = true
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := processFDs(t); got != base {
+		t.Fatalf("after Close the process holds %d descriptors, %d before the store", got, base)
+	}
+}
+
+// processFDs counts the process's open file descriptors.
+func processFDs(t *testing.T) int64 {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int64(len(ents)) - 1 // less the one ReadDir read through
 }
 
 // TestFlushSyncFS: a flush of many dirty queues writes them all and syncs

@@ -130,6 +130,10 @@ func IsNoSpace(err error) bool {
 	return errors.Is(err, ErrNoSpace) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT)
 }
 
+// MapNoSpace makes a raw ENOSPC or EDQUOT from a system call match
+// ErrNoSpace (and IsNoSpace); other errors are returned as they are.
+func MapNoSpace(err error) error { return mapNoSpace(err) }
+
 func mapNoSpace(err error) error {
 	if err != nil && (errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT)) {
 		return fmt.Errorf("%w: %w", ErrNoSpace, err)
@@ -170,11 +174,23 @@ func ZeroRange(f *os.File, off, n int64) error {
 }
 
 // Fdatasync flushes f's data (and the metadata needed to read it back).
-func Fdatasync(f *os.File) error {
-	if err := unix.Fdatasync(int(f.Fd())); err != nil {
-		return fmt.Errorf("fdatasync %s: %w", f.Name(), mapNoSpace(err))
+func Fdatasync(f *os.File) error { return FdatasyncFd(int(f.Fd()), f.Name()) }
+
+// FdatasyncFd is Fdatasync of a bare descriptor of the file at name.
+func FdatasyncFd(fd int, name string) error {
+	if err := RetryEINTR(func() error { return unix.Fdatasync(fd) }); err != nil {
+		return fmt.Errorf("fdatasync %s: %w", name, mapNoSpace(err))
 	}
 	return nil
+}
+
+// RetryEINTR calls fn, a system call, again while it fails with EINTR.
+func RetryEINTR(fn func() error) error {
+	for {
+		if err := fn(); !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
 }
 
 // BackgroundFdatasync is Fdatasync for periodic flushes that sync many
@@ -185,8 +201,12 @@ func Fdatasync(f *os.File) error {
 // milliseconds while the timers and goroutines queued on it wait; the
 // runtime hands a P over only when sysmon notices, which can take up to
 // 10 ms per call.
-func BackgroundFdatasync(f *os.File) error {
-	err := Fdatasync(f)
+func BackgroundFdatasync(f *os.File) error { return BackgroundFdatasyncFd(int(f.Fd()), f.Name()) }
+
+// BackgroundFdatasyncFd is BackgroundFdatasync of a bare descriptor of the
+// file at name.
+func BackgroundFdatasyncFd(fd int, name string) error {
+	err := FdatasyncFd(fd, name)
 	runtime.Gosched()
 	return err
 }
