@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/bolide-mq/bolide/internal/fsutil"
@@ -17,14 +19,58 @@ import (
 // fileNameDigits is the width of a file name: the start byte offset, zero padded.
 const fileNameDigits = 20
 
-// openFiles counts the file descriptors a store's segments hold, against
-// Options.MaxOpenFiles.
+// openFiles is how a store's segments open their files: it counts the
+// descriptors they hold, against Options.MaxOpenFiles, and holds a
+// descriptor of the store's root directory, relative to which the files
+// under it are opened (a path walk of three names instead of the whole
+// path: with many queues nearly every write opens its file).
 type openFiles struct {
 	n   atomic.Int64
 	max int64
+
+	root   int    // O_PATH descriptor of the root; -1: none (closed)
+	prefix string // the root's cleaned path and a separator
+}
+
+func newOpenFiles(root string, max int64) (*openFiles, error) {
+	var fd int
+	err := fsutil.RetryEINTR(func() (err error) {
+		fd, err = unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open directory %s: %w", root, err)
+	}
+	return &openFiles{max: max, root: fd, prefix: filepath.Clean(root) + string(filepath.Separator)}, nil
 }
 
 func (o *openFiles) over() bool { return o.n.Load() > o.max }
+
+// open opens the file at path for reading and writing, relative to the
+// root when it lies under it.
+func (o *openFiles) open(path string) (int, error) {
+	dir, name := unix.AT_FDCWD, path
+	if o.root >= 0 && strings.HasPrefix(path, o.prefix) {
+		dir, name = o.root, path[len(o.prefix):]
+	}
+	var fd int
+	err := fsutil.RetryEINTR(func() (err error) {
+		fd, err = unix.Openat(dir, name, unix.O_RDWR|unix.O_CLOEXEC, 0)
+		return err
+	})
+	return fd, err
+}
+
+// close closes the root's descriptor once no segment can open a file any
+// more (every queue is closed).
+func (o *openFiles) close() error {
+	if o.root < 0 {
+		return nil
+	}
+	err := unix.Close(o.root)
+	o.root = -1
+	return err
+}
 
 // segment is one ConsumeQueue file. It is read and written with pread and
 // pwrite through a bare descriptor, which is opened when first needed and
@@ -62,11 +108,7 @@ func (s *segment) file() (int, error) {
 	if v := s.fd.Load(); v != 0 {
 		return int(v - 1), nil
 	}
-	var fd int
-	err := fsutil.RetryEINTR(func() (err error) {
-		fd, err = unix.Open(s.path, unix.O_RDWR|unix.O_CLOEXEC, 0)
-		return err
-	})
+	fd, err := s.fds.open(s.path)
 	if err != nil {
 		return -1, fmt.Errorf("open %s: %w", s.path, err)
 	}

@@ -259,11 +259,12 @@ func TestOpenFilesBudget(t *testing.T) {
 			s.Close()
 		}
 	}()
-	// The count the store keeps is the kernel's: no descriptor leaks.
+	// The count the store keeps is the kernel's (and one more, its root
+	// directory's): no descriptor leaks.
 	checkFDs := func(when string) {
 		t.Helper()
-		if got, want := processFDs(t), base+s.OpenFiles(); got != want {
-			t.Fatalf("%s: the process holds %d descriptors, want %d (%d before the store, %d open files)", when, got, want, base, s.OpenFiles())
+		if got, want := processFDs(t), base+1+s.OpenFiles(); got != want {
+			t.Fatalf("%s: the process holds %d descriptors, want %d (%d before the store, %d open files, the root)", when, got, want, base, s.OpenFiles())
 		}
 	}
 	const queues = 20
@@ -443,5 +444,40 @@ func TestFlushBelowDefers(t *testing.T) {
 		if q.dirty() {
 			t.Fatalf("%s still dirty", q)
 		}
+	}
+}
+
+// TestRootGivenRelative: a store whose root is given relative to the
+// working directory, not cleaned, opens its files relative to the root's
+// descriptor and reads back what it wrote after its descriptors were
+// closed, also reopened from a new working directory.
+func TestRootGivenRelative(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	root := "./stores/../cq/"
+	s, err := Open(root, Options{UnitsPerFile: 100, FirstFileUnits: 8, MaxOpenFiles: 2, SyncFSAbove: -1}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range int32(4) {
+		putRange(t, mustQueue(t, s, "t", i), 0, 30)
+	}
+	for range 2 { // the second closes every descriptor
+		if err := s.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := s.OpenFiles(); n != 0 {
+		t.Fatalf("%d files open", n)
+	}
+	t.Chdir(t.TempDir()) // the root's descriptor still finds the files
+	for i := range int32(4) {
+		checkRange(t, mustQueue(t, s, "t", i), 0, 30)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cq", "t", "3", fileName(0))); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -41,11 +41,14 @@ func Open(root string, opts Options, log *zap.Logger) (*Store, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	s := &Store{root: root, opts: opts, log: log, queues: make(map[string]map[int32]*Queue),
-		fds: &openFiles{max: opts.maxOpenFiles()}}
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, fmt.Errorf("consumequeue open %s: %w", root, err)
 	}
+	fds, err := newOpenFiles(root, opts.maxOpenFiles())
+	if err != nil {
+		return nil, fmt.Errorf("consumequeue open: %w", err)
+	}
+	s := &Store{root: root, opts: opts, log: log, queues: make(map[string]map[int32]*Queue), fds: fds}
 	topics, err := os.ReadDir(root)
 	if err != nil {
 		return nil, fmt.Errorf("consumequeue open %s: %w", root, err)
@@ -432,6 +435,7 @@ func (s *Store) Close() error {
 	for _, q := range s.Queues() {
 		errs = append(errs, q.close(true))
 	}
+	errs = append(errs, s.fds.close())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("consumequeue close: %w", err)
 	}
