@@ -202,8 +202,11 @@ func (g *Guard) Remoting(peer string, ext map[string]string, body []byte, lang s
 	if err != nil {
 		return nil, err
 	}
+	// Only the canonical encoding: the decoder skips line breaks, and
+	// RocketMQ compares the encoded strings, so another spelling of the
+	// right bytes is refused there too.
 	sig, err := base64.StdEncoding.DecodeString(ext[FieldSignature])
-	if err != nil || len(sig) == 0 {
+	if err != nil || len(sig) == 0 || base64.StdEncoding.EncodeToString(sig) != ext[FieldSignature] {
 		return nil, g.fail(peer, ak, "the request carries no valid Signature")
 	}
 	ok := hmac.Equal(sig, mac(u.secret, RemotingContent(ext, body)))
