@@ -257,13 +257,13 @@ func (c *SimpleConsumer) Receive(ctx context.Context, maxMessages int, invisible
 		}
 		out = append(out, msgs...)
 	}
-	switch {
+	switch ended := ctxEnded(ctx); {
 	case len(out) > 0:
 		// Handed out: returned even when ctx is done, so that the caller
 		// can acknowledge them.
 		return out, nil
-	case ctxEnded(ctx) != nil:
-		return nil, ctxEnded(ctx)
+	case ended != nil:
+		return nil, ended
 	case len(errs) == len(targets):
 		return nil, errors.Join(errs...)
 	case c.await == 0:
@@ -291,11 +291,11 @@ func (c *SimpleConsumer) Receive(ctx context.Context, maxMessages int, invisible
 			poll = min(poll, pollSlice)
 		}
 		msgs, err := c.receiveFrom(ctx, targets[j], maxMessages, invisible, poll)
-		switch {
+		switch ended := ctxEnded(ctx); {
 		case len(msgs) > 0:
 			return msgs, nil
-		case ctxEnded(ctx) != nil:
-			return nil, ctxEnded(ctx)
+		case ended != nil:
+			return nil, ended
 		case err != nil:
 			errs = append(errs, err)
 			failed[j] = true

@@ -148,16 +148,11 @@ func (s *segment) read(b []byte, from int64) error {
 	if err != nil {
 		return err
 	}
-	for off := (from - s.start) * UnitSize; len(b) > 0; {
-		var n int
-		err := fsutil.RetryEINTR(func() (err error) { n, err = unix.Pread(fd, b, off); return err })
-		switch {
-		case err != nil:
-			return fmt.Errorf("read %s: %w", s.path, err)
-		case n == 0:
-			return fmt.Errorf("read %s: %w: file shorter than %d bytes", s.path, ErrCorrupt, s.size())
-		}
-		b, off = b[n:], off+int64(n)
+	switch err := allAt(unix.Pread, fd, b, (from-s.start)*UnitSize); {
+	case errors.Is(err, io.ErrNoProgress):
+		return fmt.Errorf("read %s: %w: file shorter than %d bytes", s.path, ErrCorrupt, s.size())
+	case err != nil:
+		return fmt.Errorf("read %s: %w", s.path, err)
 	}
 	return nil
 }
@@ -177,14 +172,26 @@ func (s *segment) write(from int64, b []byte) error {
 	if err != nil {
 		return err
 	}
-	for off := (from - s.start) * UnitSize; len(b) > 0; {
+	switch err := allAt(unix.Pwrite, fd, b, (from-s.start)*UnitSize); {
+	case errors.Is(err, io.ErrNoProgress):
+		return fmt.Errorf("write %s: %w", s.path, io.ErrShortWrite)
+	case err != nil:
+		return fmt.Errorf("write %s: %w", s.path, fsutil.MapNoSpace(err))
+	}
+	return nil
+}
+
+// allAt calls op (pread or pwrite) until all of b is done from off on,
+// again after EINTR; a call that moves nothing (end of file) is
+// io.ErrNoProgress.
+func allAt(op func(fd int, b []byte, off int64) (int, error), fd int, b []byte, off int64) error {
+	for len(b) > 0 {
 		var n int
-		err := fsutil.RetryEINTR(func() (err error) { n, err = unix.Pwrite(fd, b, off); return err })
-		switch {
-		case err != nil:
-			return fmt.Errorf("write %s: %w", s.path, fsutil.MapNoSpace(err))
-		case n == 0:
-			return fmt.Errorf("write %s: %w", s.path, io.ErrShortWrite)
+		if err := fsutil.RetryEINTR(func() (err error) { n, err = op(fd, b, off); return err }); err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrNoProgress
 		}
 		b, off = b[n:], off+int64(n)
 	}
