@@ -98,7 +98,9 @@
 // fails ends the log: the rest of its segment is cleared (hole punched and
 // reallocated, so it reads as zeros) and every later segment is deleted. A
 // segment file shorter than the segment size (cut by a power loss) is
-// re-extended first. The kept prefix is fdatasync'ed before appends resume.
+// re-extended first; an empty last one (a crash between making the next
+// file and preallocating it) is removed, so that a full disk cannot keep
+// the log from opening. The kept prefix is fdatasync'ed before appends resume.
 // The time recovery takes depends on how far the checkpoint lags the end of
 // the log, never on the log's total size.
 //

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -349,11 +350,24 @@ func TestRealDiskFull(t *testing.T) {
 			if err := l.Close(); err != nil {
 				t.Fatalf("close on a full disk: %v", err)
 			}
+			// A crash between making the next file and preallocating it
+			// leaves it empty; that must not keep the log from opening.
+			starts, err := listSegments(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			empty := filepath.Join(dir, SegmentName(starts[len(starts)-1]+opts.SegmentSize))
+			if err := os.WriteFile(empty, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
 			l2, err := Open(opts, 0, nil)
 			if err != nil {
 				t.Fatalf("reopen on a full disk: %v", err)
 			}
 			defer l2.Close()
+			if _, err := os.Stat(empty); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the empty last segment is still there: %v", err)
+			}
 			if l2.Recovery().Torn || l2.Recovery().Records != int64(len(acked)) {
 				t.Fatalf("reopen: %+v, %d acknowledged", l2.Recovery(), len(acked))
 			}

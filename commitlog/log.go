@@ -241,6 +241,9 @@ func Open(opts Options, from int64, log *zap.Logger) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
+	if starts, err = dropEmptyTail(opts.Dir, starts, log); err != nil {
+		return nil, err
+	}
 	for i, s := range starts {
 		if s%opts.SegmentSize != 0 || (i > 0 && s != starts[i-1]+opts.SegmentSize) {
 			l.closeSegments()

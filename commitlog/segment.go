@@ -13,6 +13,7 @@ import (
 
 	"github.com/bolide-mq/bolide/internal/fsutil"
 	"github.com/bolide-mq/bolide/internal/mmap"
+	"go.uber.org/zap"
 )
 
 // segment is one preallocated, mapped CommitLog file.
@@ -133,6 +134,36 @@ func (s *segment) remove() error {
 
 // listSegments returns the start offsets of the segment files in dir, sorted.
 // Other files are ignored.
+// dropEmptyTail removes the trailing segment files that are empty: a
+// crash between creating the next file and preallocating it leaves one.
+// It holds nothing, and on a full disk its preallocation would keep the
+// log from opening. It returns the starts that remain.
+func dropEmptyTail(dir string, starts []int64, log *zap.Logger) ([]int64, error) {
+	removed := false
+	for len(starts) > 0 {
+		path := filepath.Join(dir, SegmentName(starts[len(starts)-1]))
+		st, err := os.Stat(path)
+		if err != nil {
+			return nil, fmt.Errorf("commitlog: %w", err)
+		}
+		if st.Size() != 0 {
+			break
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("commitlog: remove an empty last segment: %w", err)
+		}
+		log.Warn("removed an empty last segment file (a crash while it was being made)", zap.String("path", path))
+		starts = starts[:len(starts)-1]
+		removed = true
+	}
+	if removed {
+		if err := fsutil.SyncDir(dir); err != nil {
+			return nil, fmt.Errorf("commitlog: %w", err)
+		}
+	}
+	return starts, nil
+}
+
 func listSegments(dir string) ([]int64, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
