@@ -91,13 +91,62 @@
 // thousands of files instead of one each. Store.FlushBelow(keepFrom), for
 // periodic checkpoints, does the same but then leaves staged the units of a
 // queue that has less than a page (4096 bytes) of them, all staged and
-// pointing at or above CommitLog offset keepFrom, and returns the lowest
-// such offset: the caller's record of what is durable stays below it. So a process crash loses the
-// units put since the last flush (the broker re-dispatches them from its
-// checkpoint), and nothing ever stores through a mapping: a store into a
-// page that a flush has just cleaned faults and waits for the page's
-// writeback, stalling the writer (and, in a Go process, any stop-the-world
-// behind it) for tens of milliseconds.
+// pointing at or above CommitLog offset keepFrom, appends them to the
+// staging journal (below), and returns the lowest such offset. So a
+// process crash loses only the units put since the last flush (the broker
+// re-dispatches them from its checkpoint), and nothing ever stores
+// through a mapping: a store into a page that a flush has just cleaned
+// faults and waits for the page's writeback, stalling the writer (and, in
+// a Go process, any stop-the-world behind it) for tens of milliseconds.
+//
+// # Staging journal
+//
+// With thousands of queues each written now and then, writing every
+// queue's one or two new units to its own file at every flush costs an
+// open, a pwrite and a close per queue. FlushBelow instead appends the
+// units it leaves staged to one file, <root>/staged.journal, in one
+// write before the flush's syncfs, and the queue's own file gets them
+// later, several at a time. All integers big-endian:
+//
+//	header (20 bytes):  magic 0x424C534A ("BLSJ") u32 | version (1) u32 |
+//	                    generation u64 (≥ 1) | CRC-32 (IEEE) of the 16 before
+//	block (one a flush): payload length u32 (> 0) |
+//	                    CRC-32 (IEEE) of the generation (8 bytes) then the payload |
+//	                    payload: entries
+//	entry:              topic length u16 | topic | queue id i32 |
+//	                    first queue offset i64 | unit count u32 (> 0) |
+//	                    the units, 20 bytes each
+//
+// An entry holds the units of one queue that neither the journal nor the
+// queue's files held yet, so it starts where the queue's last entry or
+// its files' units end, whichever is later. Reading
+// stops at the first block that is cut short or fails its checksum (a
+// crash during the append); Open cuts those bytes off. Because the block
+// checksum covers the generation, a block left from an earlier
+// generation never passes.
+//
+// Flush, and so every full flush, empties the journal once every unit is
+// durable in its file: it writes the header of the next generation and
+// cuts the file after it, then fdatasyncs. TruncateAfter (when the
+// journal holds blocks) and DeleteTopic flush everything and empty the
+// journal first, so that no reopen can put back a unit that was cut, or
+// put a deleted topic's units into a new topic of the same name. Queue's
+// own TruncateAfter marks the journal for the next FlushBelow to empty;
+// use the store's. The file is made only by such an emptying (so the
+// first FlushBelow of a store without one flushes everything), and when
+// it cannot be made or appended to (a full disk) FlushBelow flushes
+// everything instead.
+//
+// Open reads the journal and puts every unit back into its queue, staged,
+// with Put's rules: units below MinOffset are ignored, those already in
+// the files must be equal, the rest must continue the queue. What it
+// found is Store.Replayed: the generation and bytes of whole blocks, the
+// units put back, and whether any could not be (a queue without files, a
+// contradiction, a gap: Lost, after which it stops). A caller records
+// Store.Journal after each flush with its own checkpoint and asks
+// JournalState.Covers at the next Open whether the journal still holds
+// all it relied on; when it does not, the caller rebuilds the queues from
+// below the first unit it left staged.
 //
 // # Recovery
 //

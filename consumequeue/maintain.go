@@ -86,6 +86,10 @@ func (q *Queue) TruncateAfter(phyOffset int64) error {
 	q.lastEnd = lastEnd
 	q.maxPhy.Store(q.lastEnd)
 	q.flushed.Store(min(q.flushed.Load(), cut))
+	q.journaled = min(q.journaled, cut)
+	if q.jcut != nil {
+		q.jcut.Store(true) // the journal may hold what was cut
+	}
 	q.mu.Unlock()
 
 	q.logger().Info("consumequeue truncated", zap.Int64("phyOffset", phyOffset),

@@ -65,6 +65,11 @@ type Queue struct {
 	written   int64
 	stage     []byte
 	stagePeak int // the stage's largest length since the last flush
+	// The store's staging journal of generation jgen holds the queue's
+	// staged units below journaled (see Store.FlushBelow).
+	jgen      uint64
+	journaled int64
+	jcut      *atomic.Bool // the store's: set when a truncation cuts units
 
 	closed  atomic.Bool  // set with wmu, flushMu and mu held
 	fileEnd atomic.Int64 // queue offset just past the last file, 0 without files; set with mu held
@@ -79,8 +84,9 @@ const (
 	parentsUnsynced             // the queue (and maybe topic) directory was created
 )
 
-func newQueue(root, topic string, id int32, opts Options, fds *openFiles, log *zap.Logger) *Queue {
+func newQueue(root, topic string, id int32, opts Options, fds *openFiles, jcut *atomic.Bool, log *zap.Logger) *Queue {
 	return &Queue{
+		jcut:  jcut,
 		topic: topic,
 		id:    id,
 		root:  root,

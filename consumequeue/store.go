@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/bolide-mq/bolide/internal/fsutil"
 	"go.uber.org/zap"
@@ -28,6 +29,15 @@ type Store struct {
 	mu     sync.RWMutex
 	queues map[string]map[int32]*Queue
 	closed bool
+
+	// jmu serialises the flushes that write or reset the staging journal
+	// (FlushBelow, Flush, TruncateAfter, DeleteTopic, Close).
+	jmu    sync.Mutex
+	j      *journal
+	jstate JournalState // what Open put back
+	// jcut: a queue was truncated, so the journal may hold units that are
+	// gone; the next FlushBelow flushes everything and resets it.
+	jcut atomic.Bool
 }
 
 // Open opens (creating root if needed) the ConsumeQueues under root and
@@ -59,12 +69,22 @@ func Open(root string, opts Options, log *zap.Logger) (*Store, error) {
 			return nil, err
 		}
 	}
+	j, payloads, err := openJournal(root, log)
+	if err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	s.j = j
+	s.replayJournal(payloads)
 	return s, nil
 }
 
 func (s *Store) loadTopic(te os.DirEntry) error {
 	topic := te.Name()
 	tdir := filepath.Join(s.root, topic)
+	if topic == journalName && !te.IsDir() {
+		return nil
+	}
 	if !te.IsDir() || validTopic(topic) != nil {
 		s.log.Warn("consumequeue: skipping stray entry", zap.String("path", tdir))
 		return nil
@@ -79,7 +99,7 @@ func (s *Store) loadTopic(te os.DirEntry) error {
 			s.log.Warn("consumequeue: skipping stray entry", zap.String("path", filepath.Join(tdir, ie.Name())))
 			continue
 		}
-		q := newQueue(s.root, topic, int32(id), s.opts, s.fds, s.log)
+		q := newQueue(s.root, topic, int32(id), s.opts, s.fds, &s.jcut, s.log)
 		if err := q.recover(); err != nil {
 			return err
 		}
@@ -94,7 +114,7 @@ func (s *Store) loadTopic(te os.DirEntry) error {
 // validTopic checks that topic is usable as a single directory name.
 func validTopic(topic string) error {
 	switch {
-	case topic == "", topic == ".", topic == "..":
+	case topic == "", topic == ".", topic == "..", topic == journalName:
 		return fmt.Errorf("topic %q is not a valid name: %w", topic, ErrInvalid)
 	case len(topic) > maxTopicLen:
 		return fmt.Errorf("topic name longer than %d bytes: %w", maxTopicLen, ErrInvalid)
@@ -133,7 +153,7 @@ func (s *Store) Queue(topic string, queueID int32) (*Queue, error) {
 	if q := s.queues[topic][queueID]; q != nil {
 		return q, nil
 	}
-	q = newQueue(s.root, topic, queueID, s.opts, s.fds, s.log)
+	q = newQueue(s.root, topic, queueID, s.opts, s.fds, &s.jcut, s.log)
 	if s.queues[topic] == nil {
 		s.queues[topic] = make(map[int32]*Queue)
 	}
@@ -205,14 +225,24 @@ func (s *Store) MaxPhysicalOffset() int64 {
 
 // TruncateAfter drops, in every queue, the units whose Offset >= phyOffset
 // (see Queue.TruncateAfter). Used after the CommitLog is cut back.
+// When the staging journal holds units, everything is then flushed and the
+// journal emptied, so that no reopen puts back a unit that was cut.
 func (s *Store) TruncateAfter(phyOffset int64) error {
+	s.jmu.Lock()
+	defer s.jmu.Unlock()
 	var errs []error
 	for _, q := range s.all() {
 		if err := q.TruncateAfter(phyOffset); err != nil && !errors.Is(err, ErrClosed) {
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if s.j.end > 0 {
+		return s.flushEverythingLocked()
+	}
+	return nil
 }
 
 // DeleteBefore drops, in every queue, what lies below minPhyOffset (the
@@ -238,6 +268,16 @@ func (s *Store) DeleteBefore(minPhyOffset int64) (removedFiles int, err error) {
 func (s *Store) DeleteTopic(topic string) error {
 	if err := validTopic(topic); err != nil {
 		return fmt.Errorf("consumequeue delete topic: %w", err)
+	}
+	s.jmu.Lock()
+	defer s.jmu.Unlock()
+	if s.j.end > 0 {
+		// The journal may hold units of the topic: empty it first, so that
+		// a reopen cannot put them into a topic of the same name made
+		// later.
+		if err := s.flushEverythingLocked(); err != nil {
+			return fmt.Errorf("consumequeue delete topic %s: %w", topic, err)
+		}
 	}
 	s.mu.Lock()
 	if s.closed {
@@ -268,26 +308,23 @@ func (s *Store) DeleteTopic(topic string) error {
 // page and point at or above CommitLog offset keepFrom stays staged, so
 // that a queue written now and then is written once for several units
 // instead of once a flush (RocketMQ flushes a ConsumeQueue only when it has
-// two pages to write, and all of them once a minute). It returns the
-// smallest CommitLog offset of a unit left staged (math.MaxInt64 if none):
-// units from there on are not durable.
+// two pages to write, and all of them once a minute). The units so kept
+// are appended to the staging journal, made durable by the same syncfs,
+// and put back by the next Open. It returns the smallest CommitLog offset
+// of a unit left staged (math.MaxInt64 if none): a caller that cannot
+// count on the journal (JournalState.Covers) rebuilds from there.
 func (s *Store) FlushBelow(keepFrom int64) (int64, error) {
+	s.jmu.Lock()
+	defer s.jmu.Unlock()
 	qs := s.all()
 	above := s.opts.syncFSAbove()
 	n := countDirty(qs)
-	if above < 0 || n <= above {
-		return math.MaxInt64, s.flushQueues(qs, n)
+	if above < 0 || n <= above || s.j.f == nil || s.jcut.Load() {
+		// Few queues to write, no journal file yet (it is only made
+		// once everything is flushed), or a truncation: flush it all.
+		return math.MaxInt64, s.flushEverythingLocked()
 	}
-	kept := int64(math.MaxInt64)
-	flush := qs[:0:0]
-	for _, q := range qs {
-		if off, ok := q.deferrable(keepFrom); ok {
-			kept = min(kept, off)
-			continue
-		}
-		flush = append(flush, q)
-	}
-	return kept, s.flushAll(flush)
+	return s.flushAllJournaled(qs, keepFrom)
 }
 
 // deferrable reports whether a flush may leave the queue's unflushed
@@ -313,9 +350,11 @@ const deferBytes = 4096
 // Options.MaxOpenFiles). When more than Options.SyncFSAbove queues have
 // something to make durable, it writes them all and makes them durable
 // with one syncfs of the file system.
+// It then empties the staging journal.
 func (s *Store) Flush() error {
-	qs := s.all()
-	return s.flushQueues(qs, countDirty(qs))
+	s.jmu.Lock()
+	defer s.jmu.Unlock()
+	return s.flushEverythingLocked()
 }
 
 // countDirty returns how many of qs have something to make durable.
@@ -431,9 +470,17 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	s.jmu.Lock()
+	defer s.jmu.Unlock()
 	var errs []error
 	for _, q := range s.Queues() {
 		errs = append(errs, q.close(true))
+	}
+	if s.j != nil {
+		if err := errors.Join(errs...); err == nil {
+			errs = append(errs, s.j.reset()) // every unit is in its file now
+		}
+		errs = append(errs, s.j.close())
 	}
 	errs = append(errs, s.fds.close())
 	if err := errors.Join(errs...); err != nil {

@@ -9,16 +9,23 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/bolide-mq/bolide/consumequeue"
 	"github.com/bolide-mq/bolide/internal/fsutil"
 )
 
 // checkpointMagic starts every checkpoint file ("BLCP").
 const checkpointMagic uint32 = 0x424C4350
 
-const checkpointVersion uint32 = 1
+// checkpointVersion is the version written; version 1 (without the
+// staging fields) is still read.
+const checkpointVersion uint32 = 2
 
-// checkpointSize: magic, version, five int64 fields, crc.
-const checkpointSize = 4 + 4 + 5*8 + 4
+// checkpointSize: magic, version, eight int64 fields, crc; checkpointSizeV1
+// has five.
+const (
+	checkpointSize   = 4 + 4 + 8*8 + 4
+	checkpointSizeV1 = 4 + 4 + 5*8 + 4
+)
 
 // checkpoint is what the store knows to be durable, written atomically.
 type checkpoint struct {
@@ -27,7 +34,9 @@ type checkpoint struct {
 	// least the recovery window so that damage to the last records is found.
 	LogFrom int64
 	// DispatchFrom: ConsumeQueue and IndexFile entries of every record below
-	// it are durable. Recovery drops entries from here on and rebuilds them.
+	// it are durable, in the files or in the ConsumeQueues' staging
+	// journal up to Journal. Recovery drops entries from here on and
+	// rebuilds them.
 	DispatchFrom int64
 	// FlushedOffset is the CommitLog's durable end when the checkpoint was
 	// taken (informational).
@@ -36,6 +45,13 @@ type checkpoint struct {
 	StoreTimestamp int64
 	// WrittenAt is when the checkpoint was taken (ms since the epoch).
 	WrittenAt int64
+	// StagedFrom <= DispatchFrom: the ConsumeQueue units of records from
+	// here on may be only in the staging journal. Recovery rebuilds from
+	// here when the journal does not cover Journal.
+	StagedFrom int64
+	// Journal is the staging journal's generation and length the
+	// checkpoint relies on.
+	Journal consumequeue.JournalPosition
 }
 
 func (c checkpoint) encode() []byte {
@@ -43,7 +59,8 @@ func (c checkpoint) encode() []byte {
 	be := binary.BigEndian
 	b = be.AppendUint32(b, checkpointMagic)
 	b = be.AppendUint32(b, checkpointVersion)
-	for _, v := range []int64{c.LogFrom, c.DispatchFrom, c.FlushedOffset, c.StoreTimestamp, c.WrittenAt} {
+	for _, v := range []int64{c.LogFrom, c.DispatchFrom, c.FlushedOffset, c.StoreTimestamp, c.WrittenAt,
+		c.StagedFrom, int64(c.Journal.Gen), c.Journal.End} {
 		b = be.AppendUint64(b, uint64(v))
 	}
 	return be.AppendUint32(b, crc32.ChecksumIEEE(b))
@@ -51,15 +68,27 @@ func (c checkpoint) encode() []byte {
 
 var errBadCheckpoint = errors.New("bad checkpoint")
 
+// decodeCheckpoint decodes the checkpoint at the start of b (a slot's
+// bytes after its sequence number); its version says how long it is.
 func decodeCheckpoint(b []byte) (checkpoint, error) {
 	var c checkpoint
-	if len(b) != checkpointSize {
-		return c, fmt.Errorf("%w: %d bytes, want %d", errBadCheckpoint, len(b), checkpointSize)
-	}
 	be := binary.BigEndian
-	if be.Uint32(b) != checkpointMagic || be.Uint32(b[4:]) != checkpointVersion {
-		return c, fmt.Errorf("%w: magic or version", errBadCheckpoint)
+	if len(b) < 8 || be.Uint32(b) != checkpointMagic {
+		return c, fmt.Errorf("%w: magic", errBadCheckpoint)
 	}
+	size := 0
+	switch v := be.Uint32(b[4:]); v {
+	case 1:
+		size = checkpointSizeV1
+	case checkpointVersion:
+		size = checkpointSize
+	default:
+		return c, fmt.Errorf("%w: version %d", errBadCheckpoint, v)
+	}
+	if len(b) < size {
+		return c, fmt.Errorf("%w: %d bytes, want %d", errBadCheckpoint, len(b), size)
+	}
+	b = b[:size]
 	if crc32.ChecksumIEEE(b[:len(b)-4]) != be.Uint32(b[len(b)-4:]) {
 		return c, fmt.Errorf("%w: checksum", errBadCheckpoint)
 	}
@@ -69,8 +98,17 @@ func decodeCheckpoint(b []byte) (checkpoint, error) {
 	c.FlushedOffset = int64(be.Uint64(f[16:]))
 	c.StoreTimestamp = int64(be.Uint64(f[24:]))
 	c.WrittenAt = int64(be.Uint64(f[32:]))
+	c.StagedFrom = c.DispatchFrom // version 1 staged nothing past DispatchFrom
+	if size == checkpointSize {
+		c.StagedFrom = int64(be.Uint64(f[40:]))
+		c.Journal.Gen = be.Uint64(f[48:])
+		c.Journal.End = int64(be.Uint64(f[56:]))
+	}
 	if c.LogFrom < 0 || c.DispatchFrom < 0 || c.LogFrom > c.DispatchFrom {
 		return c, fmt.Errorf("%w: offsets logFrom=%d dispatchFrom=%d", errBadCheckpoint, c.LogFrom, c.DispatchFrom)
+	}
+	if c.StagedFrom < 0 || c.StagedFrom > c.DispatchFrom || c.Journal.End < 0 {
+		return c, fmt.Errorf("%w: stagedFrom=%d dispatchFrom=%d journalEnd=%d", errBadCheckpoint, c.StagedFrom, c.DispatchFrom, c.Journal.End)
 	}
 	return c, nil
 }
@@ -81,7 +119,7 @@ func decodeCheckpoint(b []byte) (checkpoint, error) {
 // Writing in place into a file allocated once needs no new disk space, so
 // checkpoints keep working on a full disk (temp-file-and-rename would not).
 //
-//	offset 0   slot A: seq int64 | checkpoint encoding (52 bytes)
+//	offset 0   slot A: seq int64 | checkpoint encoding (76 bytes; 52 in version 1)
 //	offset 512 slot B: same
 const (
 	checkpointSlot     = 512
@@ -111,11 +149,11 @@ func openCheckpoint(path string) (*checkpointFile, checkpoint, bool, error) {
 	var bestSeq int64 = -1
 	for slot := 0; slot < 2; slot++ {
 		off := slot * checkpointSlot
-		if n < off+8+checkpointSize {
+		if n < off+8+checkpointSizeV1 {
 			continue
 		}
 		seq := int64(binary.BigEndian.Uint64(buf[off:]))
-		c, err := decodeCheckpoint(buf[off+8 : off+8+checkpointSize])
+		c, err := decodeCheckpoint(buf[off+8 : off+checkpointSlot])
 		if err == nil && seq > bestSeq {
 			best, bestSeq = c, seq
 		}

@@ -95,10 +95,12 @@ func TestOpenLogsResources(t *testing.T) {
 }
 
 // TestCheckpointLeavesLightQueuesStaged: with many queues written lightly,
-// a periodic checkpoint leaves their units staged and records DispatchFrom
-// at the first of them; Close flushes everything. (The crash tests, whose
-// options count four queues as many, kill the writer after such
-// checkpoints.)
+// a periodic checkpoint leaves their units staged and journaled, records
+// DispatchFrom at the dispatched end and StagedFrom at the first staged
+// unit; Close flushes everything. A crash image taken after it recovers
+// from the journal without dispatching again, and from StagedFrom when
+// the journal lost its blocks. (The crash tests, whose options count four
+// queues as many, kill the writer after such checkpoints.)
 func TestCheckpointLeavesLightQueuesStaged(t *testing.T) {
 	dir := t.TempDir()
 	opts := testOptions(dir, commitlog.FlushAsync)
@@ -142,27 +144,78 @@ func TestCheckpointLeavesLightQueuesStaged(t *testing.T) {
 	s.cpMu.Lock()
 	s.checkpoints = 1
 	err = s.checkpointLocked(false)
+	var image string
+	if err == nil {
+		// What a crash right now would leave: the files as they are.
+		image = t.TempDir()
+		err = os.CopyFS(image, os.DirFS(dir))
+	}
 	s.cpMu.Unlock()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cp := read(); cp.DispatchFrom > first.PhysicalOffset {
-		t.Fatalf("periodic checkpoint: DispatchFrom %d past the first staged unit at %d", cp.DispatchFrom, first.PhysicalOffset)
+	cp := read()
+	if cp.DispatchFrom != last.End() || cp.StagedFrom > first.PhysicalOffset || cp.Journal.End == 0 {
+		t.Fatalf("periodic checkpoint %+v: want DispatchFrom %d (the staged units journaled), StagedFrom at most %d",
+			cp, last.End(), first.PhysicalOffset)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if cp := read(); cp.DispatchFrom != last.End() {
-		t.Fatalf("checkpoint at Close: DispatchFrom %d, want %d", cp.DispatchFrom, last.End())
+	if cp := read(); cp.DispatchFrom != last.End() || cp.StagedFrom != cp.DispatchFrom || cp.Journal.End != 0 {
+		t.Fatalf("checkpoint at Close: %+v, want DispatchFrom %d and nothing staged", cp, last.End())
+	}
+	holds := func(s *Store) {
+		t.Helper()
+		for i := range 8 {
+			if _, maxOff := s.QueueOffsets("L", int32(i)); maxOff != 2 {
+				t.Fatalf("queue %d holds %d after reopen", i, maxOff)
+			}
+		}
 	}
 	s, err = Open(opts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	for i := range 8 {
-		if _, maxOff := s.QueueOffsets("L", int32(i)); maxOff != 2 {
-			t.Fatalf("queue %d holds %d after reopen", i, maxOff)
-		}
+	holds(s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
 	}
+
+	// After the crash, the journal puts the staged units back: nothing
+	// is dispatched again.
+	damaged := t.TempDir()
+	if err := os.CopyFS(damaged, os.DirFS(image)); err != nil {
+		t.Fatal(err)
+	}
+	opts.Dir = image
+	s, err = Open(opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := s.Recovery()
+	if rec.CleanShutdown || rec.Journal.Units != 8 || !rec.Journal.Covers(cp.Journal) || rec.DispatchFrom != cp.DispatchFrom || rec.Redispatched != 0 {
+		t.Fatalf("recovery from the crash image: %+v", rec)
+	}
+	holds(s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A journal lost with its blocks: the store rebuilds from the first
+	// staged unit instead.
+	if err := os.Truncate(filepath.Join(damaged, "consumequeue", "staged.journal"), 20); err != nil {
+		t.Fatal(err)
+	}
+	opts.Dir = damaged
+	s, err = Open(opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rec = s.Recovery()
+	if rec.Journal.Units != 0 || rec.DispatchFrom != cp.StagedFrom || rec.Redispatched < 8 {
+		t.Fatalf("recovery without the journal's blocks: %+v (checkpoint %+v)", rec, cp)
+	}
+	holds(s)
 }

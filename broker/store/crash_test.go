@@ -38,7 +38,10 @@ const (
 	// envUntilFull: writers stop at their first Put refused with
 	// commitlog.ErrDiskFull instead of failing.
 	envUntilFull = "BOLIDE_CRASH_UNTIL_FULL"
-	crashQueue   = 4
+	// envLight: the writer paces its puts and never flushes every queue
+	// on its own (lightOptions), so its checkpoints journal staged units.
+	envLight   = "BOLIDE_CRASH_LIGHT"
+	crashQueue = 4
 )
 
 func crashOptions(dir string, flush commitlog.FlushMode) Options {
@@ -50,6 +53,18 @@ func crashOptions(dir string, flush commitlog.FlushMode) Options {
 	// Four queues count as many: checkpoints flush them with one syncfs
 	// and leave the units of lightly written ones staged.
 	o.ConsumeQueue.SyncFSAbove = 2
+	return o
+}
+
+// lightOptions are crashOptions for a writer whose queues stay light:
+// full-size queue files from the first (no new file in a run), and no
+// periodic full flush, so that every periodic checkpoint after the first
+// leaves the units staged and journaled.
+func lightOptions(dir string, flush commitlog.FlushMode) Options {
+	o := crashOptions(dir, flush)
+	o.ConsumeQueue.UnitsPerFile = 1000
+	o.ConsumeQueue.FirstFileUnits = 1000
+	o.QueueFlushEvery = 1 << 30
 	return o
 }
 
@@ -84,6 +99,10 @@ func TestCrashChild(t *testing.T) {
 	count, _ := strconv.Atoi(os.Getenv(envCount))
 	untilFull := os.Getenv(envUntilFull) == "1"
 	opts := crashOptions(os.Getenv(envDir), flush)
+	light := os.Getenv(envLight) == "1"
+	if light {
+		opts = lightOptions(os.Getenv(envDir), flush)
+	}
 	if w := os.Getenv(envWrite); w != "" {
 		var err error
 		if opts.CommitLog.WriteMode, err = commitlog.ParseWriteMode(w); err != nil {
@@ -111,6 +130,9 @@ func TestCrashChild(t *testing.T) {
 				mu.Unlock()
 				if count > 0 && i >= count {
 					return
+				}
+				if light {
+					time.Sleep(time.Millisecond)
 				}
 				r, err := s.Put(context.Background(), crashMsg(i))
 				if err != nil && untilFull && errors.Is(err, commitlog.ErrDiskFull) {
@@ -284,6 +306,14 @@ func powerLoss(t *testing.T, dir string, segSize int64, acks []ack) int64 {
 	if cf, cp, ok, err := openCheckpoint(filepath.Join(dir, checkpointName)); err == nil {
 		if ok {
 			durable = max(durable, cp.FlushedOffset)
+			// The staging journal is durable up to what the checkpoint
+			// relied on (the syncfs before it); lose the rest.
+			jp := filepath.Join(dir, "consumequeue", "staged.journal")
+			if fi, err := os.Stat(jp); err == nil && fi.Size() > 20+cp.Journal.End {
+				if err := os.Truncate(jp, 20+cp.Journal.End); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
 		cf.close()
 	}
@@ -396,6 +426,8 @@ func checkStoreHolds(t *testing.T, s *Store, want []ack, exact bool) (map[int32]
 func verifyStore(t *testing.T, s *Store, want []ack, exact bool) {
 	t.Helper()
 	ctx := context.Background()
+	rec := s.Recovery()
+	t.Logf("recovered: journal %+v, dispatched again from %d: %d records", rec.Journal, rec.DispatchFrom, rec.Redispatched)
 	perQueue, now := checkStoreHolds(t, s, want, exact)
 	// New appends continue at the log's end with the next queue offsets.
 	end := s.CommitLog().MaxOffset()
@@ -558,6 +590,50 @@ func TestPowerLossAsyncKeepsFlushed(t *testing.T) {
 					t.Fatalf("log ends at %d after the cut, durable was %d", got, durable)
 				}
 				verifyStore(t, s, kept, false)
+			})
+		}
+	}
+}
+
+// TestJournalAfterKillAndPowerLoss: a writer whose queues stay light is
+// killed after several checkpoints that journaled staged units; with
+// either flush mode, and after a power loss that also cuts the journal
+// back to what the last checkpoint relied on, the reopened store puts the
+// journaled units back and holds every message it must.
+func TestJournalAfterKillAndPowerLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	for _, flush := range []commitlog.FlushMode{commitlog.FlushAsync, commitlog.FlushSync} {
+		for _, loss := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/powerloss=%v", flush, loss), func(t *testing.T) {
+				dir := t.TempDir()
+				opts := lightOptions(dir, flush)
+				acks := runChildEnv(t, dir, flush, 0, "forever", 1500+rand.IntN(1000), []string{envLight + "=1"})
+				want := acks
+				if loss {
+					durable := powerLoss(t, dir, opts.CommitLog.SegmentSize, acks)
+					want = nil
+					for _, a := range acks {
+						if a.end() <= durable {
+							want = append(want, a)
+						}
+					}
+				}
+				cf, cp, ok, err := openCheckpoint(filepath.Join(dir, checkpointName))
+				if err != nil || !ok {
+					t.Fatalf("checkpoint: %v %v", ok, err)
+				}
+				cf.close()
+				s, err := Open(opts, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				if rec := s.Recovery(); rec.Journal.Units == 0 || !rec.Journal.Covers(cp.Journal) {
+					t.Fatalf("recovery did not use the journal: %+v, checkpoint %+v", rec, cp)
+				}
+				verifyStore(t, s, want, false)
 			})
 		}
 	}

@@ -401,11 +401,13 @@ func (s *Store) writeCheckpointLocked() error { return s.checkpointLocked(true) 
 // periodic one (full false) lets the ConsumeQueues keep the few units of
 // queues written now and then staged while they point less than
 // QueueFlushLag bytes behind the dispatched end
-// (consumequeue.Store.FlushBelow), and records DispatchFrom at the first of
-// them; every QueueFlushEvery-th periodic checkpoint flushes everything.
+// (consumequeue.Store.FlushBelow): they are durable in the queues' staging
+// journal, whose position the checkpoint records, and StagedFrom records
+// the first of them for a recovery that finds the journal damaged. Every
+// QueueFlushEvery-th periodic checkpoint flushes everything.
 func (s *Store) checkpointLocked(full bool) error {
 	dispatched := s.dispatched.Load()
-	from := dispatched
+	staged := dispatched
 	s.checkpoints++
 	if every := s.opts.QueueFlushEvery; full || s.opts.QueueFlushLag <= 0 || every <= 1 || s.checkpoints%int64(every) == 0 {
 		if err := s.cqs.Flush(); err != nil {
@@ -416,7 +418,7 @@ func (s *Store) checkpointLocked(full bool) error {
 		if err != nil {
 			return fmt.Errorf("store: flush consume queues: %w", err)
 		}
-		from = min(from, kept)
+		staged = min(staged, kept)
 	}
 	if s.index != nil {
 		if err := s.index.Flush(); err != nil {
@@ -425,11 +427,15 @@ func (s *Store) checkpointLocked(full bool) error {
 	}
 	flushed := s.clog.FlushedOffset()
 	cp := checkpoint{
-		LogFrom:        s.verifyPoint(min(flushed, from)),
-		DispatchFrom:   from,
+		// A recovery that must rebuild from StagedFrom reads records below
+		// LogFrom only when they were durable when it was taken.
+		LogFrom:        s.verifyPoint(min(flushed, dispatched)),
+		DispatchFrom:   dispatched,
 		FlushedOffset:  flushed,
 		StoreTimestamp: s.lastStoreTime.Load(),
 		WrittenAt:      s.opts.Now().UnixMilli(),
+		StagedFrom:     staged,
+		Journal:        s.cqs.Journal(),
 	}
 	if err := s.cpFile.write(cp); err != nil {
 		return fmt.Errorf("store: %w", err)

@@ -25,15 +25,21 @@
 //	slot (at 0 and at 512):
 //	  0  8  sequence number (the valid slot with the higher one wins)
 //	  8  4  magic 0x424C4350 ("BLCP")
-//	 12  4  version (1)
+//	 12  4  version (2; version 1 ends after WrittenAt with its CRC at 56,
+//	        and is read as StagedFrom = DispatchFrom, no journal)
 //	 16  8  LogFrom        record boundary ≤ the durable end of the log;
 //	                       recovery verifies records from here
 //	 24  8  DispatchFrom   every record below it has durable ConsumeQueue
-//	                       and IndexFile entries
+//	                       and IndexFile entries (ConsumeQueue units in
+//	                       their files or in the staging journal)
 //	 32  8  FlushedOffset  the log's durable end when taken (informational)
 //	 40  8  StoreTimestamp of the last dispatched record
 //	 48  8  WrittenAt      ms since the epoch
-//	 56  4  CRC-32 (IEEE) of bytes 8..56
+//	 56  8  StagedFrom     ≤ DispatchFrom: units of records from here on may
+//	                       be in the staging journal only
+//	 64  8  JournalGen     the staging journal's generation and the bytes
+//	 72  8  JournalEnd     of its blocks that the checkpoint relies on
+//	 80  4  CRC-32 (IEEE) of bytes 8..80
 //
 // A checkpoint is taken every CheckpointInterval (1 s) and at Close: the
 // queues and index are flushed first (with many queues written since the
@@ -41,12 +47,21 @@
 // than an fdatasync per file: consumequeue/doc.go), then the slot is
 // written and fdatasync'ed. With many queues written, a periodic
 // checkpoint also leaves staged the units of a queue that has less than a
-// page of them, while they point less than QueueFlushLag (64 MiB) behind
-// the dispatched end, and records DispatchFrom at the first unit so left;
-// every QueueFlushEvery-th (10th) checkpoint, and the one at Close, flush
-// everything. A queue written now and then is so written once for several
-// units, and recovery re-dispatches at most about QueueFlushLag more. LogFrom trails the durable end by at least RecoverWindow
-// (4 MiB) so damage to the last records is found even after a clean stop.
+// page of them, while they point less than QueueFlushLag (1 GiB) behind
+// the dispatched end, and appends them to the ConsumeQueues' staging
+// journal, which the same syncfs makes durable; it records the journal's
+// position and StagedFrom, the first unit so left. Every
+// QueueFlushEvery-th (60th) checkpoint, and the one at Close, flush
+// everything and empty the journal. A queue written now and then is so
+// written to its file about once a minute instead of once a second.
+// Recovery takes the units back from the journal and dispatches again
+// from DispatchFrom; when the journal does not hold all that the
+// checkpoint relied on (consumequeue.JournalState.Covers: damaged, cut,
+// or contradicting the files), it dispatches again from StagedFrom
+// instead, at most about QueueFlushLag more. LogFrom trails the durable
+// end by at least RecoverWindow (4 MiB) so damage to the last records is
+// found even after a clean stop; a recovery that goes back to StagedFrom
+// reads the records below LogFrom, which were durable when it was taken.
 //
 // # Dispatch
 //

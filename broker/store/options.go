@@ -40,10 +40,14 @@ type Options struct {
 	// checkpoints), a periodic checkpoint leaves the units of a queue
 	// that has less than a page of them staged, unless they point more
 	// than QueueFlushLag bytes behind the dispatched end, and every
-	// QueueFlushEvery-th checkpoint flushes everything; the checkpoint's
-	// DispatchFrom stays at the first unit left, so recovery re-dispatches
-	// at most about QueueFlushLag bytes more (64 MiB, 10; a zero lag
-	// flushes every queue at every checkpoint).
+	// QueueFlushEvery-th checkpoint flushes everything. The units left
+	// staged are appended to the ConsumeQueues' staging journal, which a
+	// recovery reads back; only when the journal is damaged does it
+	// dispatch again from the first of them, at most about QueueFlushLag
+	// bytes more (1 GiB, 60: a light queue is written about once a
+	// minute, as RocketMQ's are; a zero lag flushes every queue at every
+	// checkpoint). The staged units are held in memory meanwhile: 20
+	// bytes each.
 	QueueFlushLag   int64
 	QueueFlushEvery int
 	// ResidentTail and ReleaseInterval: every ReleaseInterval the mapped
@@ -95,8 +99,8 @@ func DefaultOptions(dir string) Options {
 		Retention:              commitlog.DefaultRetention(),
 		RetentionInterval:      10 * time.Second,
 		CheckpointInterval:     time.Second,
-		QueueFlushLag:          64 << 20,
-		QueueFlushEvery:        10,
+		QueueFlushLag:          1 << 30,
+		QueueFlushEvery:        60,
 		RecoverWindow:          4 << 20,
 		ReserveQueueFiles:      4,
 		ReserveIndexFiles:      1,

@@ -125,6 +125,8 @@ type Recovery struct {
 	Checkpoint bool
 	// Log is the CommitLog's own recovery report.
 	Log commitlog.RecoveryInfo
+	// Journal is what the ConsumeQueues found in their staging journal.
+	Journal consumequeue.JournalState
 	// DispatchFrom is where dispatch was rebuilt from; Redispatched counts
 	// the records it rebuilt before Open returned.
 	DispatchFrom int64
@@ -184,6 +186,7 @@ func Open(opts Options, log *zap.Logger) (*Store, error) {
 		zap.Bool("cleanShutdown", s.recovery.CleanShutdown),
 		zap.Int64("dispatchFrom", s.recovery.DispatchFrom),
 		zap.Int64("redispatched", s.recovery.Redispatched),
+		zap.Int64("unitsFromJournal", s.recovery.Journal.Units),
 		zap.Duration("took", s.recovery.Duration))
 	return s, nil
 }
@@ -322,7 +325,19 @@ func (s *Store) open() error {
 		}
 	}
 	end := s.clog.MaxOffset()
-	from := min(cp.DispatchFrom, end)
+	from := cp.DispatchFrom
+	s.recovery.Journal = s.cqs.Replayed()
+	if !s.recovery.Journal.Covers(cp.Journal) {
+		// Units the checkpoint left to the staging journal are not all
+		// back: rebuild from the first of them.
+		from = cp.StagedFrom
+		s.log.Warn("the ConsumeQueues' staging journal does not cover the checkpoint; rebuilding from its staged units",
+			zap.Int64("stagedFrom", cp.StagedFrom), zap.Int64("dispatchFrom", cp.DispatchFrom),
+			zap.Uint64("journalGen", s.recovery.Journal.Gen), zap.Int64("journalEnd", s.recovery.Journal.End),
+			zap.Uint64("checkpointJournalGen", cp.Journal.Gen), zap.Int64("checkpointJournalEnd", cp.Journal.End),
+			zap.Bool("lost", s.recovery.Journal.Lost))
+	}
+	from = min(from, end)
 	if from < s.clog.MinOffset() {
 		from = s.clog.MinOffset()
 	}

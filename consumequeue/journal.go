@@ -1,0 +1,325 @@
+package consumequeue
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/bolide-mq/bolide/internal/fsutil"
+	"go.uber.org/zap"
+)
+
+// JournalPosition says how far the staging journal goes: its generation
+// and the bytes of whole blocks after its header. A caller that records
+// it with a checkpoint learns at the next Open (JournalState) whether
+// every block it relied on is still there.
+type JournalPosition struct {
+	Gen uint64 // 0: there is no journal file
+	End int64
+}
+
+// JournalState is what Open found in the staging journal and put back.
+type JournalState struct {
+	JournalPosition       // as found: Gen 0 when there was no readable journal
+	Units           int64 // units put back into their queues (staged)
+	// Lost reports a journaled unit that could not be put back: its queue
+	// is gone, or it contradicts the queue's files. The caller must then
+	// rebuild the queues from below every unit it had left staged.
+	Lost bool
+}
+
+// Covers reports whether the journal found at Open holds everything a
+// checkpoint that recorded at relied on. A journal whose generation
+// differs from at's was reset after at was taken, which only happens once
+// every queue has been flushed.
+func (st JournalState) Covers(at JournalPosition) bool {
+	if st.Lost {
+		return false
+	}
+	if at.End == 0 {
+		return true
+	}
+	return st.Gen != 0 && (st.Gen != at.Gen || st.End >= at.End)
+}
+
+// journal is the staging journal's file. The store's jmu guards it.
+type journal struct {
+	path string
+	f    *os.File // nil until the first reset when no readable file was found
+	gen  uint64   // the file's generation; the last one known when f is nil
+	end  int64    // bytes of whole blocks after the header
+	buf  []byte   // the encoding buffer, reused
+}
+
+// openJournal reads the journal under root and returns it with the
+// payloads of its whole, valid blocks, in order. A missing or unreadable
+// journal is not an error: the journal starts again at the next reset,
+// and the state says Gen 0. Bytes after the last valid block (a write cut
+// by a crash) are cut off.
+func openJournal(root string, log *zap.Logger) (*journal, [][]byte, error) {
+	j := &journal{path: filepath.Join(root, journalName)}
+	data, err := os.ReadFile(j.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return j, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("consumequeue journal: %w", err)
+	}
+	gen, err := decodeJournalHeader(data)
+	if err != nil {
+		log.Warn("consumequeue: unreadable staging journal; starting a new one", zap.String("path", j.path), zap.Error(err))
+		return j, nil, nil
+	}
+	var payloads [][]byte
+	rest := data[journalHeaderSize:]
+	for {
+		p, n, ok := nextBlock(rest, gen)
+		if !ok {
+			break
+		}
+		payloads = append(payloads, p)
+		rest = rest[n:]
+		j.end += int64(n)
+	}
+	f, err := os.OpenFile(j.path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("consumequeue journal: %w", err)
+	}
+	j.f, j.gen = f, gen
+	if len(rest) > 0 {
+		log.Warn("consumequeue: staging journal cut after its last whole block",
+			zap.Int64("blockBytes", j.end), zap.Int("cut", len(rest)))
+		if err := j.f.Truncate(journalHeaderSize + j.end); err == nil {
+			err = fsutil.Fdatasync(j.f)
+		}
+		if err != nil {
+			_ = f.Close()
+			return nil, nil, fmt.Errorf("consumequeue journal: cut its torn tail: %w", err)
+		}
+	}
+	return j, payloads, nil
+}
+
+// position returns the journal's generation and end.
+func (j *journal) position() JournalPosition {
+	if j.f == nil {
+		return JournalPosition{}
+	}
+	return JournalPosition{Gen: j.gen, End: j.end}
+}
+
+// append writes one encoded block after the last. It does not sync: the
+// flush that follows ends in a syncfs of the file system that holds it.
+func (j *journal) append(block []byte) error {
+	if _, err := j.f.WriteAt(block, journalHeaderSize+j.end); err != nil {
+		// Whatever part was written fails its checksum or is overwritten.
+		return fmt.Errorf("consumequeue journal: append: %w", err)
+	}
+	j.end += int64(len(block))
+	return nil
+}
+
+// reset empties the journal under a new generation, creating the file if
+// there is none, and makes that durable. Only call it once every unit the
+// journal holds is durable in its queue's files.
+func (j *journal) reset() error {
+	if j.f != nil && j.end == 0 {
+		return nil
+	}
+	gen := j.gen + 1
+	if j.f == nil {
+		f, err := os.OpenFile(j.path, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o644)
+		if err != nil {
+			return fmt.Errorf("consumequeue journal: create: %w", err)
+		}
+		if _, err := f.WriteAt(encodeJournalHeader(gen), 0); err == nil {
+			err = errors.Join(fsutil.Fdatasync(f), fsutil.SyncDir(filepath.Dir(j.path)))
+		}
+		if err != nil {
+			_ = f.Close()
+			_ = os.Remove(j.path) // no half-made journal
+			return fmt.Errorf("consumequeue journal: create: %w", err)
+		}
+		j.f, j.gen, j.end = f, gen, 0
+		return nil
+	}
+	// A crash before the sync leaves either header with either length:
+	// the old blocks then fail the new generation's checksum, or hold
+	// units that are in their files already.
+	if _, err := j.f.WriteAt(encodeJournalHeader(gen), 0); err != nil {
+		return fmt.Errorf("consumequeue journal: reset: %w", err)
+	}
+	if err := j.f.Truncate(journalHeaderSize); err != nil {
+		return fmt.Errorf("consumequeue journal: reset: %w", err)
+	}
+	if err := fsutil.Fdatasync(j.f); err != nil {
+		return fmt.Errorf("consumequeue journal: reset: %w", err)
+	}
+	j.gen, j.end = gen, 0
+	if cap(j.buf) > 4<<20 {
+		j.buf = nil // a burst is over
+	}
+	return nil
+}
+
+func (j *journal) close() error {
+	if j.f == nil {
+		return nil
+	}
+	err := j.f.Close()
+	j.f = nil
+	return err
+}
+
+// replayJournal puts the journaled units back into their queues, staged,
+// and records them as journaled. Units below a queue's MinOffset are
+// ignored and those already in its files must match (Put's rules).
+func (s *Store) replayJournal(payloads [][]byte) {
+	st := JournalState{JournalPosition: s.j.position()}
+	for _, p := range payloads {
+		err := decodeJournalEntries(p, func(e journalEntry) error {
+			q, ok := s.Lookup(e.Topic, e.QueueID)
+			if !ok {
+				return fmt.Errorf("journal entry for %s/%d, which has no files: %w", e.Topic, e.QueueID, ErrCorrupt)
+			}
+			n := int64(len(e.Units) / UnitSize)
+			for i := range n {
+				u := decodeUnit(e.Units[i*UnitSize:])
+				if err := q.Put(e.From+i, u); err != nil {
+					return err
+				}
+			}
+			st.Units += n
+			q.mu.Lock()
+			q.jgen, q.journaled = s.j.gen, max(q.journaled, e.From+n)
+			q.mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			// Later entries may depend on this one; stop here.
+			s.log.Error("consumequeue: staging journal could not be put back; the caller rebuilds the queues",
+				zap.Error(err), zap.Int64("unitsPutBack", st.Units))
+			st.Lost = true
+			break
+		}
+	}
+	if st.Units > 0 {
+		s.log.Info("consumequeue: staged units put back from the journal",
+			zap.Int64("units", st.Units), zap.Int64("journalBytes", st.End))
+	}
+	s.jstate = st
+}
+
+// Journal returns the staging journal's position now: a checkpoint
+// records it after a flush (see JournalState.Covers).
+func (s *Store) Journal() JournalPosition {
+	s.jmu.Lock()
+	defer s.jmu.Unlock()
+	return s.j.position()
+}
+
+// Replayed returns what Open found in the staging journal.
+func (s *Store) Replayed() JournalState { return s.jstate }
+
+// journalUnits appends to dst the entry of the queue's staged units that
+// the journal of generation gen does not hold yet, and returns the queue
+// offset they run to.
+func (q *Queue) journalUnits(dst []byte, gen uint64) ([]byte, int64) {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	from := q.written
+	if q.jgen == gen {
+		from = max(from, q.journaled)
+	}
+	to := q.maxOff.Load()
+	if to <= from {
+		return dst, to
+	}
+	units := q.stage[(from-q.written)*UnitSize : (to-q.written)*UnitSize]
+	return appendJournalEntry(dst, q.topic, q.id, from, units), to
+}
+
+// setJournaled records that the journal of generation gen holds the
+// queue's units up to queue offset to.
+func (q *Queue) setJournaled(gen uint64, to int64) {
+	q.mu.Lock()
+	if q.jgen != gen {
+		q.jgen, q.journaled = gen, 0
+	}
+	q.journaled = max(q.journaled, min(to, q.maxOff.Load()))
+	q.mu.Unlock()
+}
+
+// flushAllJournaled is FlushBelow's path for many dirty queues with the
+// journal: queues deferrable at keepFrom stay staged and their new units
+// go to the journal in one block, written before the flush's syncfs makes
+// it durable with the rest. jmu is held.
+func (s *Store) flushAllJournaled(qs []*Queue, keepFrom int64) (int64, error) {
+	kept := int64(math.MaxInt64)
+	gen := s.j.gen
+	type mark struct {
+		q  *Queue
+		to int64
+	}
+	var marks []mark
+	flush := qs[:0:0]
+	b := beginBlock(s.j.buf[:0])
+	for _, q := range qs {
+		off, ok := q.deferrable(keepFrom)
+		if !ok {
+			flush = append(flush, q)
+			continue
+		}
+		kept = min(kept, off)
+		var to int64
+		b, to = q.journalUnits(b, gen)
+		marks = append(marks, mark{q, to})
+	}
+	if len(b) > blockHeaderSize {
+		b = finishBlock(b, 0, gen)
+		if err := s.j.append(b); err != nil {
+			// A full disk, say: the queue files need no new space.
+			s.log.Warn("consumequeue: staging journal not written; flushing every queue instead", zap.Error(err))
+			s.j.buf = nil
+			return math.MaxInt64, s.flushEverythingLocked()
+		}
+	}
+	s.j.buf = b[:0]
+	if err := s.flushAll(flush); err != nil {
+		return kept, err
+	}
+	for _, m := range marks {
+		m.q.setJournaled(gen, m.to)
+	}
+	return kept, nil
+}
+
+// flushEverythingLocked flushes every queue and, once all of it is
+// durable, empties the journal. jmu is held.
+func (s *Store) flushEverythingLocked() error {
+	s.mu.RLock()
+	closed := s.closed
+	s.mu.RUnlock()
+	if closed {
+		return fmt.Errorf("consumequeue flush: %w", ErrClosed) // Close flushed and emptied it
+	}
+	qs := s.all()
+	if err := s.flushQueues(qs, countDirty(qs)); err != nil {
+		return err
+	}
+	s.jcut.Store(false)
+	if err := s.j.reset(); err != nil {
+		if s.j.f == nil {
+			// The journal could not be made (a full disk, say): the
+			// queues are durable all the same, and FlushBelow flushes
+			// everything until it exists.
+			s.log.Warn("consumequeue: staging journal not created", zap.Error(err))
+			return nil
+		}
+		return fmt.Errorf("consumequeue flush: %w", err)
+	}
+	return nil
+}
