@@ -3,10 +3,12 @@ package consumequeue
 import (
 	"bytes"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/bolide-mq/bolide/internal/testutil"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -363,4 +365,47 @@ func FuzzJournalBlock(f *testing.F) {
 			return nil
 		})
 	})
+}
+
+// TestJournalOnFullDisk: when the journal cannot grow (a full disk), a
+// periodic flush writes every queue to its preallocated file instead, so
+// nothing is left relying on the journal, and later flushes go on.
+func TestJournalOnFullDisk(t *testing.T) {
+	mnt := testutil.MountTmpfs(t, "1m")
+	root := filepath.Join(mnt, "cq")
+	s := openJournaled(t, root)
+	t.Cleanup(func() { _ = s.Close() })
+	const queues = 64 // a flush's block is more than the journal's first page
+	for i := range int32(queues) {
+		putRange(t, mustQueue(t, s, "j", i), 0, 5)
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if p := s.Journal(); p.Gen == 0 || p.End != 0 {
+		t.Fatalf("journal at %+v after the first flush", p)
+	}
+	fill(t, mnt)
+	for k := range int64(3) {
+		for i := range int32(queues) {
+			putRange(t, mustQueue(t, s, "j", i), 5+3*k, 8+3*k)
+		}
+		kept, err := s.FlushBelow(0)
+		if err != nil {
+			t.Fatalf("flush %d on a full disk: %v", k, err)
+		}
+		if p := s.Journal(); kept != math.MaxInt64 || p.End != 0 {
+			t.Fatalf("flush %d on a full disk left units from %d relying on the journal at %+v", k, kept, p)
+		}
+	}
+	if u := fileUnits(t, root, "6", 14); u[13] != unitFor(13) {
+		t.Fatalf("queue 6's file holds %+v at 13, want unit 13", u[13])
+	}
+	crash(t, s)
+	s = openJournaled(t, root)
+	defer s.Close()
+	if st := s.Replayed(); st.Lost || st.Units != 0 {
+		t.Fatalf("replayed %+v", st)
+	}
+	checkRange(t, mustQueue(t, s, "j", 6), 0, 14)
 }
