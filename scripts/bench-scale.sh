@@ -374,7 +374,8 @@ stop_sampler
 fds2=$(find "/proc/$broker_pid/fd" -mindepth 1 -maxdepth 1 | wc -l)
 maps2=$(wc -l <"/proc/$broker_pid/maps")
 goroutines2=$(runtime goroutines)
-cq_files=$(find "$DATA_DIR/topics/broker-a/store/consumequeue" -type f | wc -l)
+# Queue files only: <topic>/<queue>/<file>, not the staging journal at the root.
+cq_files=$(find "$DATA_DIR/topics/broker-a/store/consumequeue" -mindepth 3 -type f | wc -l)
 cq_du=$(du -s -B1 "$DATA_DIR/topics/broker-a/store/consumequeue" | cut -f1)
 {
   echo "single_topic rss_kib before_sends=$rssS0 after_sends=$rssS2 rssanon_kib before_sends=$anonS0 after_sends=$anonS2 heap_kib before_sends=$heapS0 after_sends=$heapS2"
