@@ -7,6 +7,7 @@
 //
 //	<dir>/commitlog/<20-digit offset>     CommitLog segments (package commitlog)
 //	<dir>/consumequeue/<topic>/<queue>/…  ConsumeQueues (package consumequeue)
+//	<dir>/consumequeue/staged.journal     their staging journal (see Checkpoint file)
 //	<dir>/index/<yyyyMMddHHmmssSSS>       IndexFiles (package indexfile)
 //	<dir>/reserve/consumequeue-<n>        spare full-size ConsumeQueue files, see Full disk
 //	<dir>/reserve/cqfirst-<n>             spare first ConsumeQueue files
