@@ -409,3 +409,48 @@ func TestJournalOnFullDisk(t *testing.T) {
 	}
 	checkRange(t, mustQueue(t, s, "j", 6), 0, 14)
 }
+
+// TestJournalReplayKeepsOpenFilesBudget: putting back entries whose units
+// are in the files already reads those files; over many queues the
+// replay closes them again as it goes, within MaxOpenFiles.
+func TestJournalReplayKeepsOpenFilesBudget(t *testing.T) {
+	root := t.TempDir()
+	opts := journalOptions()
+	opts.MaxOpenFiles = 4
+	s, err := Open(root, opts, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const queues = 40
+	for i := range int32(queues) {
+		putRange(t, mustQueue(t, s, "j", i), 0, 5)
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range int32(queues) {
+		putRange(t, mustQueue(t, s, "j", i), 5, 8)
+	}
+	if _, err := s.FlushBelow(0); err != nil { // journaled
+		t.Fatal(err)
+	}
+	if _, err := s.FlushBelow(math.MaxInt64); err != nil { // written to the files, still journaled
+		t.Fatal(err)
+	}
+	if p := s.Journal(); p.End == 0 {
+		t.Fatal("the journal was emptied")
+	}
+	crash(t, s)
+	s, err = Open(root, opts, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if st := s.Replayed(); st.Lost || st.Units != queues*3 {
+		t.Fatalf("replayed %+v", st)
+	}
+	if n := s.OpenFiles(); n > int64(opts.MaxOpenFiles) {
+		t.Fatalf("%d files open after the replay, MaxOpenFiles %d", n, opts.MaxOpenFiles)
+	}
+	checkRange(t, mustQueue(t, s, "j", 39), 0, 8)
+}
