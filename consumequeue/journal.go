@@ -196,15 +196,7 @@ func (s *Store) replayJournal(payloads [][]byte) {
 			q.mu.Lock()
 			q.jgen, q.journaled = s.j.gen, max(q.journaled, e.From+n)
 			q.mu.Unlock()
-			if s.fds.over() {
-				// Comparing with the files opened them: keep within
-				// MaxOpenFiles over tens of thousands of queues.
-				q.flushMu.Lock()
-				err := q.closeIdleLocked()
-				q.flushMu.Unlock()
-				return err
-			}
-			return nil
+			return s.closeOver(q) // comparing with the files opened them
 		})
 		if err != nil {
 			// Later entries may depend on this one; stop here.

@@ -454,3 +454,42 @@ func TestJournalReplayKeepsOpenFilesBudget(t *testing.T) {
 	}
 	checkRange(t, mustQueue(t, s, "j", 39), 0, 8)
 }
+
+// TestStorePassesKeepOpenFilesBudget: TruncateAfter and DeleteBefore over
+// many queues read every queue's files (their searches); they close them
+// again as they go once over MaxOpenFiles.
+func TestStorePassesKeepOpenFilesBudget(t *testing.T) {
+	opts := journalOptions()
+	opts.MaxOpenFiles = 4
+	s, err := Open(t.TempDir(), opts, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const queues = 40
+	for i := range int32(queues) {
+		putRange(t, mustQueue(t, s, "j", i), 0, 10)
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.OpenFiles(); n > int64(opts.MaxOpenFiles) {
+		t.Fatalf("%d files open after a flush", n)
+	}
+	if err := s.TruncateAfter(unitFor(8).Offset); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.OpenFiles(); n > int64(opts.MaxOpenFiles) {
+		t.Fatalf("%d files open after TruncateAfter, MaxOpenFiles %d", n, opts.MaxOpenFiles)
+	}
+	if _, err := s.DeleteBefore(unitFor(3).Offset); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.OpenFiles(); n > int64(opts.MaxOpenFiles) {
+		t.Fatalf("%d files open after DeleteBefore, MaxOpenFiles %d", n, opts.MaxOpenFiles)
+	}
+	q := mustQueue(t, s, "j", 17)
+	if q.MinOffset() != 3 || q.MaxOffset() != 8 {
+		t.Fatalf("queue 17 holds [%d, %d), want [3, 8)", q.MinOffset(), q.MaxOffset())
+	}
+}

@@ -235,6 +235,7 @@ func (s *Store) TruncateAfter(phyOffset int64) error {
 		if err := q.TruncateAfter(phyOffset); err != nil && !errors.Is(err, ErrClosed) {
 			errs = append(errs, err)
 		}
+		errs = append(errs, s.closeOver(q))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -243,6 +244,23 @@ func (s *Store) TruncateAfter(phyOffset int64) error {
 		return s.flushEverythingLocked()
 	}
 	return nil
+}
+
+// closeOver closes q's descriptors when the store holds more than
+// MaxOpenFiles: a pass over every queue that reads their files (a
+// truncation's search, DeleteBefore's, the journal's replay) would
+// otherwise hold one for each of tens of thousands of queues until the
+// next flush.
+func (s *Store) closeOver(q *Queue) error {
+	if !s.fds.over() {
+		return nil
+	}
+	q.flushMu.Lock()
+	defer q.flushMu.Unlock()
+	if q.closed.Load() {
+		return nil
+	}
+	return q.closeIdleLocked()
 }
 
 // DeleteBefore drops, in every queue, what lies below minPhyOffset (the
@@ -258,6 +276,7 @@ func (s *Store) DeleteBefore(minPhyOffset int64) (removedFiles int, err error) {
 		if err != nil && !errors.Is(err, ErrClosed) {
 			errs = append(errs, err)
 		}
+		errs = append(errs, s.closeOver(q))
 	}
 	return removedFiles, errors.Join(errs...)
 }
