@@ -92,7 +92,7 @@ func (q *Queue) TruncateAfter(phyOffset int64) error {
 	}
 	q.mu.Unlock()
 
-	q.logger().Info("consumequeue truncated", zap.Int64("phyOffset", phyOffset),
+	q.logger().Debug("consumequeue truncated", zap.Int64("phyOffset", phyOffset),
 		zap.Int64("fromQueueOffset", cut), zap.Int64("oldMaxOffset", hi), zap.Int("filesRemoved", len(removed)))
 	// Newest first, so a crash leaves a contiguous run of files.
 	for i := len(removed) - 1; i >= 0; i-- {

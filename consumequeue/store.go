@@ -231,11 +231,22 @@ func (s *Store) TruncateAfter(phyOffset int64) error {
 	s.jmu.Lock()
 	defer s.jmu.Unlock()
 	var errs []error
+	var queues, units int64
 	for _, q := range s.all() {
+		before := q.MaxOffset()
 		if err := q.TruncateAfter(phyOffset); err != nil && !errors.Is(err, ErrClosed) {
 			errs = append(errs, err)
 		}
+		if after := q.MaxOffset(); after < before {
+			queues++
+			units += before - after
+		}
 		errs = append(errs, s.closeOver(q))
+	}
+	if queues > 0 {
+		// One line, not one a queue: a recovery may cut tens of thousands.
+		s.log.Info("consumequeue truncated", zap.Int64("phyOffset", phyOffset),
+			zap.Int64("queues", queues), zap.Int64("units", units))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
