@@ -1,6 +1,7 @@
 package consumequeue
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -63,11 +64,9 @@ func Open(root string, opts Options, log *zap.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumequeue open %s: %w", root, err)
 	}
-	for _, te := range topics {
-		if err := s.loadTopic(te); err != nil {
-			_ = s.Close()
-			return nil, err
-		}
+	if err := s.loadTopics(topics); err != nil {
+		_ = s.Close()
+		return nil, err
 	}
 	j, payloads, err := openJournal(root, log)
 	if err != nil {
@@ -79,6 +78,46 @@ func Open(root string, opts Options, log *zap.Logger) (*Store, error) {
 	return s, nil
 }
 
+// loadWorkers topics are recovered at once: with a cold page cache each
+// queue costs a few reads at the disk's latency, so a store of tens of
+// thousands of queues opens in the disk's throughput, not its latency.
+const loadWorkers = 16
+
+// loadTopics recovers the topics' queues, loadWorkers at a time, and
+// returns the first error (after every worker stopped).
+func (s *Store) loadTopics(entries []os.DirEntry) error {
+	work := make(chan os.DirEntry)
+	var (
+		wg    sync.WaitGroup
+		errMu sync.Mutex
+		first error
+	)
+	failed := func() bool { errMu.Lock(); defer errMu.Unlock(); return first != nil }
+	for range min(loadWorkers, len(entries)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for te := range work {
+				if failed() {
+					continue
+				}
+				if err := s.loadTopic(te); err != nil {
+					errMu.Lock()
+					first = cmp.Or(first, err)
+					errMu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, te := range entries {
+		work <- te
+	}
+	close(work)
+	wg.Wait()
+	return first
+}
+
+// loadTopic recovers one topic's queues and adds them to the store.
 func (s *Store) loadTopic(te os.DirEntry) error {
 	topic := te.Name()
 	tdir := filepath.Join(s.root, topic)
@@ -93,6 +132,14 @@ func (s *Store) loadTopic(te os.DirEntry) error {
 	if err != nil {
 		return fmt.Errorf("consumequeue open topic %s: %w", topic, err)
 	}
+	qs := make(map[int32]*Queue, len(ids))
+	defer func() {
+		if len(qs) > 0 {
+			s.mu.Lock()
+			s.queues[topic] = qs // recovered queues are closed with the store
+			s.mu.Unlock()
+		}
+	}()
 	for _, ie := range ids {
 		id, err := strconv.ParseInt(ie.Name(), 10, 32)
 		if err != nil || id < 0 || !ie.IsDir() || strconv.FormatInt(id, 10) != ie.Name() {
@@ -103,10 +150,7 @@ func (s *Store) loadTopic(te os.DirEntry) error {
 		if err := q.recover(); err != nil {
 			return err
 		}
-		if s.queues[topic] == nil {
-			s.queues[topic] = make(map[int32]*Queue)
-		}
-		s.queues[topic][int32(id)] = q
+		qs[int32(id)] = q
 	}
 	return nil
 }
