@@ -206,10 +206,6 @@ func (s *Store) replayJournal(payloads [][]byte) {
 			break
 		}
 	}
-	if st.Units > 0 {
-		s.log.Info("consumequeue: staged units put back from the journal",
-			zap.Int64("units", st.Units), zap.Int64("journalBytes", st.End))
-	}
 	s.jstate = st
 }
 

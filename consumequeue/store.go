@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/bolide-mq/bolide/internal/fsutil"
 	"go.uber.org/zap"
@@ -59,6 +60,7 @@ func Open(root string, opts Options, log *zap.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumequeue open: %w", err)
 	}
+	start := time.Now()
 	s := &Store{root: root, opts: opts, log: log, queues: make(map[string]map[int32]*Queue), fds: fds}
 	topics, err := os.ReadDir(root)
 	if err != nil {
@@ -74,7 +76,11 @@ func Open(root string, opts Options, log *zap.Logger) (*Store, error) {
 		return nil, err
 	}
 	s.j = j
+	loaded := time.Now()
 	s.replayJournal(payloads)
+	log.Info("consumequeue opened", zap.Int("queues", len(s.all())),
+		zap.Duration("recovered", loaded.Sub(start)), zap.Duration("journal", time.Since(loaded)),
+		zap.Int64("unitsFromJournal", s.jstate.Units))
 	return s, nil
 }
 
