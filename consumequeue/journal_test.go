@@ -493,3 +493,25 @@ func TestStorePassesKeepOpenFilesBudget(t *testing.T) {
 		t.Fatalf("queue 17 holds [%d, %d), want [3, 8)", q.MinOffset(), q.MaxOffset())
 	}
 }
+
+// TestSearchAcrossStage: a search finds the first matching unit whether
+// it lies in the files, at the first staged unit, or among the staged.
+func TestSearchAcrossStage(t *testing.T) {
+	s := openJournaled(t, t.TempDir())
+	defer s.Close()
+	q := mustQueue(t, s, "j", 0)
+	putRange(t, q, 0, 10)
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	putRange(t, q, 10, 16) // staged
+	for k := int64(0); k <= 17; k++ {
+		phy := unitFor(k).Offset - 1 // between unit k-1 and unit k
+		q.mu.RLock()
+		got, err := q.searchUnits(q.MinOffset(), q.MaxOffset(), func(u Unit) bool { return u.Offset >= phy })
+		q.mu.RUnlock()
+		if want := min(k, 16); err != nil || got != want {
+			t.Fatalf("search for offset %d: %d %v, want %d", phy, got, err, want)
+		}
+	}
+}

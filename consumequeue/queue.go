@@ -154,8 +154,7 @@ func (q *Queue) segFor(off int64) *segment {
 // be held and off must be below the staged end.
 func (q *Queue) unitAt(off int64) (Unit, error) {
 	if off >= q.written {
-		i := (off - q.written) * UnitSize
-		return decodeUnit(q.stage[i : i+UnitSize]), nil
+		return q.stagedUnit(off), nil
 	}
 	seg := q.segFor(off)
 	if seg == nil {
@@ -166,8 +165,28 @@ func (q *Queue) unitAt(off int64) (Unit, error) {
 
 // searchUnits returns the first offset in [lo, hi) whose unit satisfies
 // pred (hi if none), by binary search: pred must be false and then true
-// along the offsets. mu must be held.
+// along the offsets. The staged units are looked at first: when the
+// answer lies among them no file is read (a recovery cuts the staged
+// tails of tens of thousands of queues). mu must be held.
 func (q *Queue) searchUnits(lo, hi int64, pred func(Unit) bool) (int64, error) {
+	if w := q.written; lo < w && w < hi {
+		if !pred(q.stagedUnit(w)) {
+			return q.binarySearchUnits(w+1, hi, pred)
+		}
+		// The answer is the first staged unit or below it.
+		return q.binarySearchUnits(lo, w, pred)
+	}
+	return q.binarySearchUnits(lo, hi, pred)
+}
+
+// stagedUnit returns the staged unit at off (written <= off < MaxOffset).
+func (q *Queue) stagedUnit(off int64) Unit {
+	i := (off - q.written) * UnitSize
+	return decodeUnit(q.stage[i : i+UnitSize])
+}
+
+// binarySearchUnits is searchUnits' binary search over [lo, hi).
+func (q *Queue) binarySearchUnits(lo, hi int64, pred func(Unit) bool) (int64, error) {
 	var ferr error
 	i := sort.Search(int(hi-lo), func(i int) bool {
 		if ferr != nil {
