@@ -179,6 +179,7 @@ func (j *journal) close() error {
 // ignored and those already in its files must match (Put's rules).
 func (s *Store) replayJournal(payloads [][]byte) {
 	st := JournalState{JournalPosition: s.j.position()}
+	var scratch []Unit
 	for _, p := range payloads {
 		err := decodeJournalEntries(p, func(e journalEntry) error {
 			q, ok := s.Lookup(e.Topic, e.QueueID)
@@ -186,11 +187,8 @@ func (s *Store) replayJournal(payloads [][]byte) {
 				return fmt.Errorf("journal entry for %s/%d, which has no files: %w", e.Topic, e.QueueID, ErrCorrupt)
 			}
 			n := int64(len(e.Units) / UnitSize)
-			for i := range n {
-				u := decodeUnit(e.Units[i*UnitSize:])
-				if err := q.Put(e.From+i, u); err != nil {
-					return err
-				}
+			if err := q.putBack(e.From, e.Units, &scratch); err != nil {
+				return err
 			}
 			st.Units += n
 			q.mu.Lock()
@@ -207,6 +205,38 @@ func (s *Store) replayJournal(payloads [][]byte) {
 		}
 	}
 	s.jstate = st
+}
+
+// putBack puts encoded units back from queue offset from on, with Put's
+// rules; the ones the queue holds already are compared in one read
+// rather than one a unit. scratch is reused between calls.
+func (q *Queue) putBack(from int64, units []byte, scratch *[]Unit) error {
+	n := int64(len(units) / UnitSize)
+	if held := min(n, q.MaxOffset()-from); held > 0 {
+		start := max(from, q.MinOffset()) // units below MinOffset are ignored
+		if start < from+held {
+			got, err := q.Read(start, int(from+held-start), (*scratch)[:0])
+			*scratch = got
+			if err != nil {
+				return err
+			}
+			if int64(len(got)) != from+held-start {
+				return q.errf("put back %d: read %d of %d units: %w", start, len(got), from+held-start, ErrCorrupt)
+			}
+			for i, u := range got {
+				if want := decodeUnit(units[(start-from+int64(i))*UnitSize:]); u != want {
+					return q.errf("put back %d: stored unit %+v differs from %+v: %w", start+int64(i), u, want, ErrCorrupt)
+				}
+			}
+		}
+		from, units, n = from+held, units[held*UnitSize:], n-held
+	}
+	for i := range n {
+		if err := q.Put(from+i, decodeUnit(units[i*UnitSize:])); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Journal returns the staging journal's position now: a checkpoint
