@@ -176,33 +176,76 @@ func (j *journal) close() error {
 
 // replayJournal puts the journaled units back into their queues, staged,
 // and records them as journaled. Units below a queue's MinOffset are
-// ignored and those already in its files must match (Put's rules).
+// ignored and those already in its files must match (Put's rules). A
+// queue's entries that follow each other are joined into one run first,
+// so that each run is checked against the files with one read: a journal
+// of a minute at 10 000 topics holds a million entries of a unit or two.
 func (s *Store) replayJournal(payloads [][]byte) {
 	st := JournalState{JournalPosition: s.j.position()}
+	type key struct {
+		topic string
+		id    int32
+	}
+	type run struct {
+		q     *Queue
+		from  int64
+		units []byte
+	}
+	runs := make(map[key]*run)
 	var scratch []Unit
+	apply := func(r *run) error {
+		if err := r.q.putBack(r.from, r.units, &scratch); err != nil {
+			return err
+		}
+		n := int64(len(r.units) / UnitSize)
+		st.Units += n
+		r.q.mu.Lock()
+		r.q.jgen, r.q.journaled = s.j.gen, max(r.q.journaled, r.from+n)
+		r.q.mu.Unlock()
+		return s.closeOver(r.q) // comparing with the files opened them
+	}
+	var err error
 	for _, p := range payloads {
-		err := decodeJournalEntries(p, func(e journalEntry) error {
-			q, ok := s.Lookup(e.Topic, e.QueueID)
-			if !ok {
-				return fmt.Errorf("journal entry for %s/%d, which has no files: %w", e.Topic, e.QueueID, ErrCorrupt)
+		err = decodeJournalEntries(p, func(e journalEntry) error {
+			k := key{e.Topic, e.QueueID}
+			r := runs[k]
+			if r != nil && e.From == r.from+int64(len(r.units)/UnitSize) {
+				r.units = append(r.units, e.Units...)
+				return nil
 			}
-			n := int64(len(e.Units) / UnitSize)
-			if err := q.putBack(e.From, e.Units, &scratch); err != nil {
-				return err
+			if r != nil {
+				// A gap: the units between are in the files. The run
+				// before it goes first.
+				if err := apply(r); err != nil {
+					return err
+				}
+			} else {
+				q, ok := s.Lookup(e.Topic, e.QueueID)
+				if !ok {
+					return fmt.Errorf("journal entry for %s/%d, which has no files: %w", e.Topic, e.QueueID, ErrCorrupt)
+				}
+				r = &run{q: q}
+				runs[k] = r
 			}
-			st.Units += n
-			q.mu.Lock()
-			q.jgen, q.journaled = s.j.gen, max(q.journaled, e.From+n)
-			q.mu.Unlock()
-			return s.closeOver(q) // comparing with the files opened them
+			r.from, r.units = e.From, append(r.units[:0], e.Units...)
+			return nil
 		})
 		if err != nil {
-			// Later entries may depend on this one; stop here.
-			s.log.Error("consumequeue: staging journal could not be put back; the caller rebuilds the queues",
-				zap.Error(err), zap.Int64("unitsPutBack", st.Units))
-			st.Lost = true
 			break
 		}
+	}
+	if err == nil {
+		for _, r := range runs {
+			if err = apply(r); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		// Later entries may depend on the one that failed: stop there.
+		s.log.Error("consumequeue: staging journal could not be put back; the caller rebuilds the queues",
+			zap.Error(err), zap.Int64("unitsPutBack", st.Units))
+		st.Lost = true
 	}
 	s.jstate = st
 }
