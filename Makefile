@@ -5,7 +5,7 @@ FUZZTIME  ?= 10s
 BENCHTIME ?= 1s
 BIN       := bin
 
-.PHONY: all build test race lint fuzz bench bench-store disk-limits clean proto run cluster-up cluster-down e2e
+.PHONY: all build test race lint fuzz bench bench-store bench-restart disk-limits clean proto run cluster-up cluster-down e2e
 
 all: lint test
 
@@ -164,6 +164,11 @@ bench-ab:
 .PHONY: bench-scale
 bench-scale:
 	bash scripts/bench-scale.sh
+
+## bench-restart: SIGKILL a broker sending to 10 000 topics, restart it on a
+## cold page cache, report how long it took to listen again (as root)
+bench-restart:
+	bash scripts/bench-restart.sh
 
 ## disk-limits: this machine's raw disk figures (dd, fio) for comparison
 disk-limits:
