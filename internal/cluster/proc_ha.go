@@ -186,7 +186,11 @@ func DurableOffset(storeDir string) (int64, error) {
 	be := binary.BigEndian
 	for slot := 0; slot+60 <= len(b) && slot < 1024; slot += 512 {
 		s := b[slot:]
-		if be.Uint32(s[8:]) != 0x424C4350 || crc32.ChecksumIEEE(s[8:56]) != be.Uint32(s[56:]) {
+		end := 56 // version 1: five fields; version 2: eight
+		if be.Uint32(s[12:]) == 2 && slot+84 <= len(b) {
+			end = 80
+		}
+		if be.Uint32(s[8:]) != 0x424C4350 || crc32.ChecksumIEEE(s[8:end]) != be.Uint32(s[end:]) {
 			continue
 		}
 		if seq := int64(be.Uint64(s)); seq > bestSeq {
