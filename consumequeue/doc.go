@@ -134,8 +134,9 @@
 // own TruncateAfter marks the journal for the next FlushBelow to empty;
 // use the store's. The file is made only by such an emptying (so the
 // first FlushBelow of a store without one flushes everything), and when
-// it cannot be made or appended to (a full disk) FlushBelow flushes
-// everything instead.
+// it cannot be made or appended to (a full disk), or when the units it
+// would leave staged exceed Options.MaxStagedBytes (64 MiB: they are held
+// in memory too), FlushBelow flushes everything instead.
 //
 // Open reads the journal and puts every unit back into its queue, staged,
 // with Put's rules: units below MinOffset are ignored, those already in

@@ -336,16 +336,23 @@ func (s *Store) flushAllJournaled(qs []*Queue, keepFrom int64) (int64, error) {
 	var marks []mark
 	flush := qs[:0:0]
 	b := beginBlock(s.j.buf[:0])
+	var staged int64
 	for _, q := range qs {
-		off, ok := q.deferrable(keepFrom)
+		off, n, ok := q.deferrable(keepFrom)
 		if !ok {
 			flush = append(flush, q)
 			continue
 		}
 		kept = min(kept, off)
+		staged += int64(n)
 		var to int64
 		b, to = q.journalUnits(b, gen)
 		marks = append(marks, mark{q, to})
+	}
+	if limit := s.opts.maxStagedBytes(); limit >= 0 && staged > limit {
+		// Too much would stay in memory (and in the journal): write it all.
+		s.j.buf = b[:0]
+		return math.MaxInt64, s.flushEverythingLocked()
 	}
 	if len(b) > blockHeaderSize {
 		b = finishBlock(b, 0, gen)

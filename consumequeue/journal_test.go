@@ -515,3 +515,41 @@ func TestSearchAcrossStage(t *testing.T) {
 		}
 	}
 }
+
+// TestJournalStagedBound: when the units a periodic flush would leave
+// staged hold more than MaxStagedBytes, it writes every queue instead.
+func TestJournalStagedBound(t *testing.T) {
+	root := t.TempDir()
+	opts := journalOptions()
+	opts.MaxStagedBytes = 8 * 3 * UnitSize // less than 8 queues of 5 staged units
+	s, err := Open(root, opts, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range int32(8) {
+		putRange(t, mustQueue(t, s, "j", i), 0, 5)
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range int32(8) {
+		putRange(t, mustQueue(t, s, "j", i), 5, 8)
+	}
+	if kept, err := s.FlushBelow(0); err != nil || kept == math.MaxInt64 {
+		t.Fatalf("3 units a queue, within the bound: kept from %d, %v", kept, err)
+	}
+	for i := range int32(8) {
+		putRange(t, mustQueue(t, s, "j", i), 8, 10)
+	}
+	kept, err := s.FlushBelow(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := s.Journal(); kept != math.MaxInt64 || p.End != 0 {
+		t.Fatalf("5 units a queue, over the bound: kept from %d, journal at %+v", kept, p)
+	}
+	if u := fileUnits(t, root, "2", 10); u[9] != unitFor(9) {
+		t.Fatalf("queue 2's file holds %+v at 9", u[9])
+	}
+}

@@ -43,6 +43,10 @@ type Options struct {
 	// file system instead of one fdatasync each (0: DefaultSyncFSAbove;
 	// negative: never).
 	SyncFSAbove int
+	// MaxStagedBytes bounds the units FlushBelow leaves staged (and
+	// journaled) over all queues: when they would hold more, it flushes
+	// every queue instead (0: DefaultMaxStagedBytes; negative: no bound).
+	MaxStagedBytes int64
 	// Spare, if set, is asked for a file when a new ConsumeQueue file
 	// cannot be allocated because the disk is full. It must make path an
 	// all-zero file already allocated to size bytes (typically by renaming
@@ -57,6 +61,19 @@ const DefaultMaxOpenFiles = 1024
 
 // DefaultSyncFSAbove is the default of Options.SyncFSAbove.
 const DefaultSyncFSAbove = 64
+
+// DefaultMaxStagedBytes is the default of Options.MaxStagedBytes: about 3.3
+// million units, a minute of 55 000 messages a second spread over queues
+// that each get less than a page of them.
+const DefaultMaxStagedBytes = 64 << 20
+
+// maxStagedBytes is MaxStagedBytes with its default; negative is no bound.
+func (o Options) maxStagedBytes() int64 {
+	if o.MaxStagedBytes == 0 {
+		return DefaultMaxStagedBytes
+	}
+	return o.MaxStagedBytes
+}
 
 // DefaultOptions returns the RocketMQ defaults.
 func DefaultOptions() Options {

@@ -409,17 +409,17 @@ func (s *Store) FlushBelow(keepFrom int64) (int64, error) {
 
 // deferrable reports whether a flush may leave the queue's unflushed
 // units staged (see FlushBelow), and the CommitLog offset of the first.
-func (q *Queue) deferrable(keepFrom int64) (int64, bool) {
+func (q *Queue) deferrable(keepFrom int64) (off int64, staged int, ok bool) {
 	if q.unsynced.Load() != 0 {
-		return 0, false // a new file: write it out with the rest
+		return 0, 0, false // a new file: write it out with the rest
 	}
 	q.mu.RLock()
 	defer q.mu.RUnlock()
 	if q.closed.Load() || len(q.stage) == 0 || len(q.stage) >= deferBytes || q.flushed.Load() < q.written {
-		return 0, false
+		return 0, 0, false
 	}
-	off := decodeUnit(q.stage[:UnitSize]).Offset
-	return off, off >= keepFrom
+	off = decodeUnit(q.stage[:UnitSize]).Offset
+	return off, len(q.stage), off >= keepFrom
 }
 
 // deferBytes: a queue with this much staged is written at every flush.
