@@ -69,6 +69,23 @@
 #                                    seconds waited and the busiest
 #                                    process's share of the last second
 #   settle_note                      the table's sentence on those waits
+#   inodes_freed                     record that a store of many files (tens
+#                                    of thousands of queues) was just deleted
+#                                    (in $root/.bench/inodes-freed)
+#   inodes_age [SECS]                wait until SECS (INODE_AGE, 360; 0: do
+#                                    not wait) have passed since the last
+#                                    inodes_freed. ext4 does not hand out an
+#                                    inode freed in the last 60 s (360 s while
+#                                    its inode-table block is dirty, as the
+#                                    next allocations in it make it); on a
+#                                    file system without a journal it checks
+#                                    each such free inode it passes, one
+#                                    buffer lookup apiece, so making 80 000
+#                                    queues' directories and files right after
+#                                    deleting as many spends most of the
+#                                    broker's time in that check
+#                                    (docs/BENCHMARKS.md, "2026-12-05,
+#                                    morning")
 #   wait_file FILE PID NAME [SECS]   wait until daemon NAME (PID) has written
 #                                    FILE (its address), at most SECS (60);
 #                                    calls the script's die if it exits or
@@ -77,6 +94,20 @@ if [[ -n ${work:-} ]]; then
 	bin=$work/bin
 	mkdir -p "$bin"
 fi
+
+# inodes_freed and inodes_age: see the list at the top.
+inodes_freed() {
+	mkdir -p "$root/.bench"
+	date +%s >"$root/.bench/inodes-freed"
+}
+inodes_age() {
+	local age=${1:-${INODE_AGE:-360}} mark=$root/.bench/inodes-freed left
+	[[ -f $mark ]] && ((age > 0)) || return 0
+	left=$(($(cat "$mark") + age - $(date +%s)))
+	((left > 0)) || return 0
+	echo "waiting ${left}s for the inodes of a store deleted $((age - left))s ago to age (INODE_AGE=$age; 0: do not wait)" >&2
+	sleep "$left"
+}
 
 # The flags of the Makefile's release target (keep the two in step).
 bench_go_build() {

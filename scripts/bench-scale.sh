@@ -94,6 +94,8 @@
 #   DATA_DIR           the stores (on the disk; not tmpfs)          (.bench/data-scale)
 #   OUT                copy of the table                            (.bench/bench-scale.md)
 #   KEEP               1: keep DATA_DIR afterwards                  (0)
+#   INODE_AGE          seconds between deleting a many-topics store and
+#                      making the next (bench-lib.sh, inodes_age)   (360; QUICK 0)
 #   BOLIDE_BIN         a directory of prebuilt bolide, bolide-nameserver and
 #                      bolide-broker to measure instead of building this tree
 #
@@ -139,6 +141,7 @@ BENCH_DIR=$root/.bench
 DATA_DIR=${DATA_DIR:-$BENCH_DIR/data-scale}
 OUT=${OUT:-$BENCH_DIR/bench-scale.md}
 KEEP=${KEEP:-0}
+INODE_AGE=${INODE_AGE:-$(q 360 0)}
 
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 res=$BENCH_DIR/results/$stamp-scale
@@ -187,7 +190,12 @@ stop_all() {
 }
 cleanup() {
   stop_all
-  if [[ $KEEP != 1 ]]; then rm -rf "$DATA_DIR"; fi
+  if [[ $KEEP != 1 ]]; then
+    local many=0
+    [[ -d $DATA_DIR/topics ]] && many=1
+    rm -rf "$DATA_DIR"
+    ((many == 0 || QUICK == 1)) || inodes_freed
+  fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -225,10 +233,14 @@ start_bolide() {
   say "$1: NameServer $NS, broker $(cat "$dir/broker.addr") (pid $broker_pid), store $dir"
 }
 
-# finish NAME stops the daemons and removes the store of NAME.
+# finish NAME stops the daemons and removes the store of NAME (recording
+# when the many-topics store's 170 000 inodes were freed: inodes_age).
 finish() {
   stop_all
-  if [[ $KEEP != 1 ]]; then rm -rf "${DATA_DIR:?}/$1"; fi
+  if [[ $KEEP != 1 ]]; then
+    rm -rf "${DATA_DIR:?}/$1"
+    [[ $1 != topics || $QUICK == 1 ]] || inodes_freed
+  fi
 }
 
 b() { "$bolide" -n "$NS" "$@"; }
@@ -323,6 +335,9 @@ say "results in $res; load average $load_start; $(nproc) vCPU; $(($(free_bytes) 
 
 # ---------------------------------------------------- 1. many topics
 if part topics; then
+# The first pass makes 80 000 queues' directories and files: not within
+# minutes of deleting the last run's (bench-lib.sh, inodes_age).
+inodes_age "$INODE_AGE"
 start_bolide topics1
 b topic create single --queues "$QUEUES" >/dev/null
 sleep 5
@@ -335,7 +350,7 @@ rssS2=$(rss_kib "$broker_pid"); anonS2=$(status_kib "$broker_pid" RssAnon); heap
 # A queue's first file (the lowest name): the file every queue of the
 # many-topics run gets first. Later files of a queue grow, up to the full
 # size, so any file of a long run may be larger.
-cq_file=$(find "$DATA_DIR/topics1/broker-a/store/consumequeue/single" -type f | sort | head -n 1)
+cq_file=$(find "$DATA_DIR/topics1/broker-a/store/consumequeue/single" -type f | sort | sed -n 1p)
 [[ -n $cq_file ]] || die "no ConsumeQueue file of topic single under $DATA_DIR/topics1"
 cq_size=$(stat -c %s "$cq_file")
 cq_alloc=$(($(stat -c %b "$cq_file") * $(stat -c %B "$cq_file")))
