@@ -161,6 +161,10 @@ type touched struct {
 	id    int32
 }
 
+// seenKeep is the most queues a dispatch batch may touch for its scratch
+// map to be kept for the next batch.
+const seenKeep = 256
+
 // dispatchAvailable dispatches every record from the dispatched offset up to
 // limit and returns how many it handled. Only the dispatcher goroutine (or
 // Open/Close, when it is not running) calls it.
@@ -236,6 +240,11 @@ func (s *Store) dispatchAvailable(limit int64) (int64, error) {
 				}
 			}
 		}
+	}
+	if len(seen) > seenKeep {
+		// A clear and a range walk the map's capacity, not its entries:
+		// after a batch over thousands of queues, let the next start small.
+		s.seen = nil
 	}
 	if errors.Is(err, errDispatchLimit) {
 		err = nil
