@@ -140,7 +140,14 @@
 //
 // Open reads the journal and puts every unit back into its queue, staged,
 // with Put's rules: units below MinOffset are ignored, those already in
-// the files must be equal, the rest must continue the queue. What it
+// the files must be equal, the rest must continue the queue. One
+// difference is expected: a process killed while a flush wrote journaled
+// units to their file leaves that write cut at a page boundary (the
+// kernel stops a buffered write there once a fatal signal is pending),
+// so the files' last unit may hold a journaled unit's first bytes and
+// zeros after. When the cut falls on a page boundary and the offsets
+// agree, that unit is cut from the queue and the journaled one put in its
+// place; any other difference is a contradiction. What it
 // found is Store.Replayed: the generation and bytes of whole blocks, the
 // units put back, and whether any could not be (a queue without files, a
 // contradiction, a gap: Lost, after which it stops). A caller records

@@ -1,6 +1,7 @@
 package consumequeue
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -267,9 +268,16 @@ func (q *Queue) putBack(from int64, units []byte, scratch *[]Unit) error {
 				return q.errf("put back %d: read %d of %d units: %w", start, len(got), from+held-start, ErrCorrupt)
 			}
 			for i, u := range got {
-				if want := decodeUnit(units[(start-from+int64(i))*UnitSize:]); u != want {
-					return q.errf("put back %d: stored unit %+v differs from %+v: %w", start+int64(i), u, want, ErrCorrupt)
+				off := start + int64(i)
+				want := decodeUnit(units[(off-from)*UnitSize:])
+				if u == want {
+					continue
 				}
+				if err := q.dropTorn(off, u, want); err != nil {
+					return err
+				}
+				held = off - from // the journaled units from off on are put
+				break
 			}
 		}
 		from, units, n = from+held, units[held*UnitSize:], n-held
@@ -280,6 +288,46 @@ func (q *Queue) putBack(from int64, units []byte, scratch *[]Unit) error {
 		}
 	}
 	return nil
+}
+
+// dropTorn removes the files' last unit, at off, when it is want cut
+// short by a crash in the middle of its write, and otherwise reports the
+// difference as ErrCorrupt. Journaled units are written to their files
+// later, at a flush; a process killed during that pwrite leaves a prefix
+// of it (the kernel stops a buffered write at a page boundary once a
+// fatal signal is pending), so the unit that spans the boundary holds
+// want's bytes up to it and the file's zeros after. Such a unit passes
+// for data when its offset and size were written.
+func (q *Queue) dropTorn(off int64, got, want Unit) error {
+	q.mu.RLock()
+	last := off == q.written-1 && off == q.maxOff.Load()-1 // the files' last, none staged
+	q.mu.RUnlock()
+	page := int64(os.Getpagesize())
+	pos := (off - q.lay.fileStart(off)) * UnitSize // in its file
+	if !last || got.Offset != want.Offset || !tornAt(got, want, page-pos%page) {
+		return q.errf("put back %d: stored unit %+v differs from %+v: %w", off, got, want, ErrCorrupt)
+	}
+	q.logger().Warn("consumequeue: the files' last unit was cut short by a crash during its write; putting the journaled one in its place",
+		zap.Int64("queueOffset", off), zap.Any("stored", got), zap.Any("journaled", want))
+	if err := q.TruncateAfter(got.Offset); err != nil {
+		return err
+	}
+	if m := q.MaxOffset(); m != off {
+		return q.errf("put back %d: cutting the torn unit left max offset %d: %w", off, m, ErrCorrupt)
+	}
+	return nil
+}
+
+// tornAt reports whether got is want's first p bytes followed by zeros,
+// with the cut inside the unit.
+func tornAt(got, want Unit, p int64) bool {
+	if p <= 0 || p >= UnitSize {
+		return false
+	}
+	var g, w [UnitSize]byte
+	EncodeUnit(g[:], got)
+	EncodeUnit(w[:], want)
+	return bytes.Equal(g[:p], w[:p]) && allZero(g[p:])
 }
 
 // Journal returns the staging journal's position now: a checkpoint

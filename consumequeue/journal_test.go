@@ -553,3 +553,93 @@ func TestJournalStagedBound(t *testing.T) {
 		t.Fatalf("queue 2's file holds %+v at 9", u[9])
 	}
 }
+
+// A process killed while a flush writes journaled units to their file
+// leaves the write cut at a page boundary: the unit that spans it holds
+// its first bytes and zeros after, and passes for data when its offset
+// and size were written. Replay puts the journaled unit in its place; a
+// difference of any other shape is still lost.
+func TestJournalReplacesUnitTornAtPageBoundary(t *testing.T) {
+	page := int64(os.Getpagesize())
+	// The first page boundary that cuts a unit after its size: the torn
+	// unit is then valid and differs only in its tag hash.
+	k, p := int64(0), int64(0)
+	for b := page; ; b += page {
+		if k, p = b/UnitSize, b%UnitSize; p >= 12 {
+			break
+		}
+	}
+	opts := Options{UnitsPerFile: int(k) + 100, FirstFileUnits: int(k) + 100, SyncFSAbove: 2}
+	// Cut after its 19th byte, the unit differs from the journaled one in
+	// a byte the page boundary's cut would have left zero.
+	for name, cut := range map[string]int64{"at a page boundary": p, "elsewhere": UnitSize - 1} {
+		t.Run(name, func(t *testing.T) {
+			if name == "elsewhere" && p == UnitSize-1 {
+				t.Skip("the page boundary falls there")
+			}
+			root := t.TempDir()
+			s, err := Open(root, opts, zaptest.NewLogger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range int32(4) {
+				putRange(t, mustQueue(t, s, "j", i), 0, k)
+			}
+			if err := s.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			for i := range int32(4) {
+				putRange(t, mustQueue(t, s, "j", i), k, k+3)
+			}
+			if _, err := s.FlushBelow(0); err != nil {
+				t.Fatal(err)
+			}
+			pos := s.Journal()
+			if pos.End == 0 {
+				t.Fatalf("journal at %+v, want the staged units in it", pos)
+			}
+			crash(t, s)
+			// The later write of queue 1's units k, k+1, k+2, cut.
+			b := unitBytes(unitFor(k), unitFor(k+1), unitFor(k+2))[:cut]
+			name := filepath.Join(root, "j", "1", queueFiles(t, root, "j", "1")[0])
+			f, err := os.OpenFile(name, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt(b, k*UnitSize); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if u := fileUnits(t, root, "1", int(k+1))[k]; !u.valid() || u == unitFor(k) {
+				t.Fatalf("the cut unit reads %+v: want a valid unit that differs from %+v", u, unitFor(k))
+			}
+
+			s, err = Open(root, opts, zaptest.NewLogger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := s.Replayed()
+			if cut != p {
+				if !st.Lost || st.Covers(pos) {
+					t.Fatalf("replayed %+v, want it lost", st)
+				}
+				_ = s.Close()
+				return
+			}
+			if st.Lost || !st.Covers(pos) || st.Units != 4*3 {
+				t.Fatalf("replayed %+v, want 12 units covering %+v", st, pos)
+			}
+			for i := range int32(4) {
+				checkRange(t, mustQueue(t, s, "j", i), 0, k+3)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if u := fileUnits(t, root, "1", int(k+3)); u[k] != unitFor(k) || u[k+2] != unitFor(k+2) {
+				t.Fatalf("after a close the file holds %+v and %+v at %d and %d", u[k], u[k+2], k, k+2)
+			}
+		})
+	}
+}
