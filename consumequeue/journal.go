@@ -403,7 +403,7 @@ func (s *Store) flushAllJournaled(qs []*Queue, keepFrom int64) (int64, error) {
 		return math.MaxInt64, s.flushEverythingLocked()
 	}
 	if len(b) > blockHeaderSize {
-		b = finishBlock(b, 0, gen)
+		b = finishBlock(b, gen)
 		if err := s.j.append(b); err != nil {
 			// A full disk, say: the queue files need no new space.
 			s.log.Warn("consumequeue: staging journal not written; flushing every queue instead", zap.Error(err))

@@ -65,11 +65,11 @@ func blockCRC(gen uint64, payload []byte) uint32 {
 // in once the entries are appended after it.
 func beginBlock(dst []byte) []byte { return append(dst, make([]byte, blockHeaderSize)...) }
 
-// finishBlock completes the block that starts at dst[at:].
-func finishBlock(dst []byte, at int, gen uint64) []byte {
-	payload := dst[at+blockHeaderSize:]
-	binary.BigEndian.PutUint32(dst[at:], uint32(len(payload)))
-	binary.BigEndian.PutUint32(dst[at+4:], blockCRC(gen, payload))
+// finishBlock completes the block that dst holds, begun by beginBlock.
+func finishBlock(dst []byte, gen uint64) []byte {
+	payload := dst[blockHeaderSize:]
+	binary.BigEndian.PutUint32(dst, uint32(len(payload)))
+	binary.BigEndian.PutUint32(dst[4:], blockCRC(gen, payload))
 	return dst
 }
 

@@ -273,7 +273,7 @@ func TestJournalContradictionIsLost(t *testing.T) {
 			if err := s.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			b := finishBlock(append(beginBlock(nil), entry...), 0, s.j.gen)
+			b := finishBlock(append(beginBlock(nil), entry...), s.j.gen)
 			if err := s.j.append(b); err != nil {
 				t.Fatal(err)
 			}
@@ -311,7 +311,7 @@ func TestJournalCodec(t *testing.T) {
 	b := beginBlock(nil)
 	b = appendJournalEntry(b, "orders", 3, 17, unitBytes(unitFor(17), unitFor(18)))
 	b = appendJournalEntry(b, "t", 0, 0, unitBytes(unitFor(0)))
-	b = finishBlock(b, 0, 42)
+	b = finishBlock(b, 42)
 	p, n, ok := nextBlock(b, 42)
 	if !ok || n != len(b) {
 		t.Fatalf("block: ok %v n %d of %d", ok, n, len(b))
@@ -344,7 +344,7 @@ func TestJournalCodec(t *testing.T) {
 func FuzzJournalBlock(f *testing.F) {
 	b := beginBlock(nil)
 	b = appendJournalEntry(b, "orders", 3, 17, unitBytes(unitFor(17), unitFor(18)))
-	f.Add(finishBlock(b, 0, 1), false)
+	f.Add(finishBlock(b, 1), false)
 	f.Add(appendJournalEntry(nil, "x", 1, 2, unitBytes(unitFor(2))), true)
 	f.Fuzz(func(t *testing.T, data []byte, raw bool) {
 		payload := data
