@@ -601,8 +601,8 @@ func TestJournalReplacesUnitTornAtPageBoundary(t *testing.T) {
 			crash(t, s)
 			// The later write of queue 1's units k, k+1, k+2, cut.
 			b := unitBytes(unitFor(k), unitFor(k+1), unitFor(k+2))[:cut]
-			name := filepath.Join(root, "j", "1", queueFiles(t, root, "j", "1")[0])
-			f, err := os.OpenFile(name, os.O_WRONLY, 0)
+			path := filepath.Join(root, "j", "1", queueFiles(t, root, "j", "1")[0])
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
