@@ -48,7 +48,10 @@ fuzz:
 
 ## compat: Apache RocketMQ's own clients and admin tool against Bolide clusters
 ## (needs Java 17 and Maven; dependencies come from the Go module proxy and
-## Maven Central on first use). One target per client:
+## Maven Central on first use). `make compat` runs them in two lanes side by
+## side (scripts/compat.sh: the JVM suites one after another, the others one
+## after another), printing each suite's output whole when it ends; each
+## target below runs one suite alone. One target per client:
 ##   compat-go       rocketmq-client-go (test/rocketmq-go, its own pinned go.mod)
 ##   compat-java     rocketmq-client 5.x (test/rocketmq-java, a Maven module)
 ##   compat-mqadmin  rocketmq-tools' mqadmin commands and their output
@@ -59,7 +62,8 @@ fuzz:
 ##   compat-java5    RocketMQ 5's Java client, rocketmq-client-java 5.2.0 over gRPC
 ##                   (test/rocketmq-java5, a Maven module)
 .PHONY: compat compat-go compat-java compat-mqadmin compat-v5 compat-node compat-java5
-compat: compat-go compat-java compat-mqadmin compat-v5 compat-node compat-java5
+compat:
+	bash scripts/compat.sh
 compat-go:
 	bash scripts/compat-go.sh
 compat-v5:
