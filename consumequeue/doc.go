@@ -75,7 +75,12 @@
 // MinOffset is that offset. A new file is created when the first unit past
 // the last file is put. NeedsFile(off) tells whether a Put at off would
 // create one, FileFor(off) which file and how large, and Prepare creates a
-// queue's directory ahead of its first file. When the disk has no room for a new file and Options.Spare is set,
+// queue's directory ahead of its first file. Create makes both the
+// directory and the first file (at offset 0) of a queue that has neither
+// and never held a unit, ahead of its first Put (the broker does so when a
+// topic is created). Such a file is all zeros, so it reads as an empty
+// queue, also after a reopen; a first Put past offset 0 into such a queue
+// removes it and starts the queue there as on a queue without files. When the disk has no room for a new file and Options.Spare is set,
 // Spare supplies it instead (the broker's store renames a file it
 // preallocated earlier); without it Put fails with an error that
 // fsutil.IsNoSpace recognises and the queue is unchanged.

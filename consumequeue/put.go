@@ -39,7 +39,14 @@ func (q *Queue) Put(queueOffset int64, u Unit) error {
 		return q.checkExisting(queueOffset, u)
 	}
 	if queueOffset > hi && q.hasSegments() {
-		return q.errf("put %d: max offset is %d: %w", queueOffset, hi, ErrOffsetGap)
+		if !q.unwritten() {
+			return q.errf("put %d: max offset is %d: %w", queueOffset, hi, ErrOffsetGap)
+		}
+		// A first file made ahead by Create, empty, and the queue starts
+		// further on: start it as a queue without files would.
+		if err := q.dropUnwritten(); err != nil {
+			return q.errf("put %d: %w", queueOffset, err)
+		}
 	}
 	// lastEnd is 0 on an empty queue; it outlives units that DeleteBefore
 	// put below MinOffset, so the order holds across them too.
@@ -152,6 +159,69 @@ func (q *Queue) NeedsFile(off int64) bool { return off >= q.fileEnd.Load() }
 func (q *Queue) FileFor(off int64) (start, size int64) {
 	start = q.lay.fileStart(off)
 	return start, q.lay.fileUnits(start) * UnitSize
+}
+
+// Create makes the queue's directory and its first file, starting at
+// queue offset 0, as the first Put would, if the queue has no file and has
+// never held a unit; it reports whether it made the file. Made when a topic
+// is created, they keep the directory and file system work of a new queue
+// off its first sends. The file's descriptor is closed at once (the first
+// Put or read opens it again), and the next flush makes the new directory
+// entries durable. A Put that finds such a file empty and starts the queue
+// at a later offset removes it first (see Put).
+func (q *Queue) Create() (bool, error) {
+	q.wmu.Lock()
+	defer q.wmu.Unlock()
+	if q.closed.Load() {
+		return false, q.errf("create: %w", ErrClosed)
+	}
+	if q.hasSegments() || q.maxOff.Load() != 0 || q.lastEnd != 0 {
+		return false, nil
+	}
+	seg, err := q.newSegment(0)
+	if err != nil {
+		return false, q.errf("create: %w", err)
+	}
+	err = seg.closeFile()
+	q.mu.Lock()
+	q.segs = append(q.segs, seg)
+	q.segsChanged()
+	q.minOff.Store(0)
+	q.written = 0
+	q.stage = q.stage[:0]
+	q.mu.Unlock()
+	if err != nil {
+		return true, q.errf("create: %w", err)
+	}
+	return true, nil
+}
+
+// unwritten reports whether the queue's only file starts at 0 and no unit
+// was ever put or recovered in it: a first file made ahead by Create. wmu
+// is held.
+func (q *Queue) unwritten() bool {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	return len(q.segs) == 1 && q.segs[0].start == 0 && q.maxOff.Load() == 0 &&
+		q.minOff.Load() == 0 && q.written == 0 && len(q.stage) == 0 && q.lastEnd == 0
+}
+
+// dropUnwritten removes the empty first file that unwritten found, so that
+// the queue has no file again. wmu is held.
+func (q *Queue) dropUnwritten() error {
+	q.flushMu.Lock()
+	defer q.flushMu.Unlock()
+	q.mu.Lock()
+	seg := q.segs[0]
+	q.segs = q.segs[:0]
+	q.segsChanged()
+	q.mu.Unlock()
+	cerr := seg.closeFile()
+	if err := os.Remove(seg.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove the empty first file: %w", errors.Join(cerr, err))
+	}
+	q.unsynced.Or(dirUnsynced)
+	return nil
 }
 
 // Prepare creates the queue's directory if it does not exist yet, so that

@@ -178,7 +178,8 @@ func validTopic(topic string) error {
 func (s *Store) Root() string { return s.root }
 
 // Queue returns the queue of (topic, queueID), creating it in memory if it
-// does not exist; its directory and first file are created by the first Put.
+// does not exist; its directory and first file are created by the first Put
+// (or ahead of it by Queue.Create).
 func (s *Store) Queue(topic string, queueID int32) (*Queue, error) {
 	if err := validTopic(topic); err != nil {
 		return nil, fmt.Errorf("consumequeue: %w", err)
