@@ -609,6 +609,15 @@ func (b *Broker) CreateTopic(tc TopicConfig, update bool) error {
 	if err := b.topics.put(tc, update); err != nil {
 		return err
 	}
+	// Its queues' directories and first files, made now rather than by
+	// the first sends (store.CreateQueues). Those that cannot be made now
+	// (a full disk) are made by the first sends, as for a topic created
+	// on its first send.
+	made, err := b.store.CreateQueues(tc.Name, tc.WriteQueueNums)
+	if err != nil {
+		b.log.Warn("topic saved; some of its queue files are left to its first sends", zap.String("topic", tc.Name),
+			zap.Int("made", made), zap.Error(err))
+	}
 	b.log.Info("topic saved", zap.String("topic", tc.Name), zap.Int32("read", tc.ReadQueueNums),
 		zap.Int32("write", tc.WriteQueueNums), zap.Int32("perm", tc.Perm), zap.Bool("update", update))
 	b.reg.trigger()

@@ -133,7 +133,12 @@
 //     what no put does (replicated records, those of a failed put) and
 //     never passes the planned offset; a record decoded for planning is not
 //     decoded again for dispatch. So every acknowledged message is
-//     dispatched, full disk or not.
+//     dispatched, full disk or not. A queue whose first file CreateQueues
+//     made when its topic was created (the broker's CreateTopic) needs
+//     nothing of the plan: no directory, no spare, no new file for the
+//     dispatcher, so the first sends to a new topic wait for none of that
+//     work. CreateQueues on a full disk fails; the queues it could not
+//     make are planned as above.
 //   - Refusal: from the moment a spare is taken (a file could not be
 //     created) or cannot be replaced, or a record could not be planned, Put
 //     fails at once with an error wrapping commitlog.ErrDiskFull (the

@@ -203,6 +203,38 @@ func (s *Store) planQueueFile(off int64, d *message.Dispatch) error {
 	return nil
 }
 
+// CreateQueues makes the directories and first ConsumeQueue files of
+// queues 0..n-1 of topic that have neither a file nor a message yet
+// (consumequeue.Queue.Create), so that the first sends to a new topic do
+// not make them: the dispatch planner would otherwise make each new
+// queue's directory while every sender waits for the plan, and the
+// dispatcher its file. It returns how many files it made. It stops at the
+// first error; what it made stays (the first sends make the rest), and an
+// error of a full disk wraps commitlog.ErrDiskFull.
+func (s *Store) CreateQueues(topic string, n int32) (int, error) {
+	made := 0
+	for id := range n {
+		if s.clog.QueueOffset(topic, id) != 0 {
+			continue // written to already: its file is made or coming
+		}
+		q, err := s.cqs.Queue(topic, id)
+		if err != nil {
+			return made, fmt.Errorf("store: create queues of %s: %w", topic, err)
+		}
+		ok, err := q.Create()
+		if err != nil {
+			if fsutil.IsNoSpace(err) {
+				err = fmt.Errorf("%w: %w", commitlog.ErrDiskFull, err)
+			}
+			return made, fmt.Errorf("store: create queues of %s: %w", topic, err)
+		}
+		if ok {
+			made++
+		}
+	}
+	return made, nil
+}
+
 // spareBatch is how many spares of kind the planner adds at a time when
 // it runs short: first files come in bursts (a thousand new topics written
 // at once), and a batch shares one directory sync.
