@@ -13,15 +13,15 @@
 #     Target: >= 0.8x the one-topic rate. The broker's VmRSS
 #     (/proc/<pid>/status) before the topics are created, after, and after
 #     the sends, as MiB per 1 000 queues.
-#     Every queue that gets a message gets a ConsumeQueue file, preallocated
-#     at its full size (6 000 000 bytes by default; the script reads the size
+#     Every queue gets its first ConsumeQueue file, preallocated, when its
+#     topic is created (40 960 bytes by default; the script reads the size
 #     from the one-topic run), and the store may keep as many spare files in
 #     its reserve (broker/store/reserve.go: one for each new queue file
 #     planned and not yet dispatched): if twice TOPICS x QUEUES files do not
 #     fit in the free space less DISK_RESERVE_GIB, the sends go to the first
-#     topics that fit and the table says so (all TOPICS are still created).
-#     The same sends are then run again, every queue having its file, to
-#     tell the first message of a queue from the steady state.
+#     topics that fit and the table says so (all TOPICS are still created,
+#     their files made while there is room). The same sends are then run
+#     again, to tell the first messages of a topic from the steady state.
 #  2. Many groups. A backlog of GROUP_BACKLOG messages on one topic is read
 #     by one fresh group, SINGLE_REPS times one after another, then by
 #     CONSUMER_GROUPS fresh groups at once (`bench consume --groups`), each
@@ -335,8 +335,8 @@ say "results in $res; load average $load_start; $(nproc) vCPU; $(($(free_bytes) 
 
 # ---------------------------------------------------- 1. many topics
 if part topics; then
-# The first pass makes 80 000 queues' directories and files: not within
-# minutes of deleting the last run's (bench-lib.sh, inodes_age).
+# Creating the topics makes 80 000 queues' directories and files: not
+# within minutes of deleting the last run's (bench-lib.sh, inodes_age).
 inodes_age "$INODE_AGE"
 start_bolide topics1
 b topic create single --queues "$QUEUES" >/dev/null
