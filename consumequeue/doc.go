@@ -79,8 +79,10 @@
 // directory and the first file (at offset 0) of a queue that has neither
 // and never held a unit, ahead of its first Put (the broker does so when a
 // topic is created). Such a file is all zeros, so it reads as an empty
-// queue, also after a reopen; a first Put past offset 0 into such a queue
-// removes it and starts the queue there as on a queue without files. When the disk has no room for a new file and Options.Spare is set,
+// queue, also after a reopen. A queue whose only file starts at 0 and
+// holds no unit (made so, or truncated back to nothing) counts as one
+// without files for a Put above MaxOffset: the Put removes the file and
+// starts the queue there. When the disk has no room for a new file and Options.Spare is set,
 // Spare supplies it instead (the broker's store renames a file it
 // preallocated earlier); without it Put fails with an error that
 // fsutil.IsNoSpace recognises and the queue is unchanged.

@@ -17,9 +17,11 @@ import (
 //   - queueOffset < MaxOffset: an idempotent re-dispatch; nil if the stored
 //     unit equals u, an error wrapping ErrCorrupt if it differs. Offsets
 //     below MinOffset (deleted, or before a pre-blank start) are ignored.
-//   - queueOffset > MaxOffset on a queue with no file: the queue starts
-//     there; earlier units of its first file get RocketMQ's pre-blank marker
-//     and MinOffset becomes queueOffset. On any other queue: ErrOffsetGap.
+//   - queueOffset > MaxOffset on a queue with no file, or whose only file
+//     starts at 0 and holds no unit (Create made it, or a truncation
+//     emptied it; the file is removed first): the queue starts there;
+//     earlier units of its first file get RocketMQ's pre-blank marker and
+//     MinOffset becomes queueOffset. On any other queue: ErrOffsetGap.
 //
 // u must have Offset >= 0 and 0 < Size < math.MaxInt32 (ErrInvalid).
 func (q *Queue) Put(queueOffset int64, u Unit) error {
@@ -42,8 +44,9 @@ func (q *Queue) Put(queueOffset int64, u Unit) error {
 		if !q.unwritten() {
 			return q.errf("put %d: max offset is %d: %w", queueOffset, hi, ErrOffsetGap)
 		}
-		// A first file made ahead by Create, empty, and the queue starts
-		// further on: start it as a queue without files would.
+		// The queue's only file starts at 0 and holds no unit (made
+		// ahead by Create, or truncated back to nothing), and the queue
+		// starts further on: start it as a queue without files would.
 		if err := q.dropUnwritten(); err != nil {
 			return q.errf("put %d: %w", queueOffset, err)
 		}
@@ -196,9 +199,9 @@ func (q *Queue) Create() (bool, error) {
 	return true, nil
 }
 
-// unwritten reports whether the queue's only file starts at 0 and no unit
-// was ever put or recovered in it: a first file made ahead by Create. wmu
-// is held.
+// unwritten reports whether the queue's only file starts at 0 and holds
+// no unit: a first file made ahead by Create, or one whose units were all
+// truncated. wmu is held.
 func (q *Queue) unwritten() bool {
 	q.mu.RLock()
 	defer q.mu.RUnlock()
