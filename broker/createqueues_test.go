@@ -57,3 +57,22 @@ func TestCreateTopicMakesQueueFiles(t *testing.T) {
 		t.Fatalf("pull queue 1: %v %+v", err, pull)
 	}
 }
+
+// TestAutoCreatedTopicMakesQueueFiles: a topic created by its first send
+// (--auto-create-topic) gets every write queue's directory and first file
+// at once, as a topic created by CreateTopic does.
+func TestAutoCreatedTopicMakesQueueFiles(t *testing.T) {
+	var dir string
+	b, c := testBroker(t, func(o *broker.Options) { o.AutoCreateTopic = true; dir = o.Store.Dir })
+	resp, err := c.Send(context.Background(), &pb.SendRequest{Messages: []*pb.Message{msg("auto", 0, "m", "", "")}})
+	if err != nil || wire.FromStatus(resp.Status) != nil {
+		t.Fatalf("send: %v %v", err, resp.GetStatus())
+	}
+	for id := range b.Options().DefaultQueueNums {
+		path := filepath.Join(dir, "consumequeue", "auto", fmt.Sprint(id), "00000000000000000000")
+		if _, err := os.Stat(path); err != nil {
+			t.Fatalf("queue %d of the auto-created topic: %v", id, err)
+		}
+	}
+	waitQueue(t, c, "auto", 0, 1)
+}

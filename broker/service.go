@@ -76,6 +76,7 @@ func (b *Broker) checkMessage(m *message.Ext, batch bool) (TopicConfig, error) {
 		if err := b.topics.put(tc, true); err != nil {
 			return TopicConfig{}, err
 		}
+		b.makeQueues(tc)
 		b.reg.trigger()
 		b.repl.TriggerMetadataPush()
 	}

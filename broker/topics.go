@@ -609,19 +609,24 @@ func (b *Broker) CreateTopic(tc TopicConfig, update bool) error {
 	if err := b.topics.put(tc, update); err != nil {
 		return err
 	}
-	// Its queues' directories and first files, made now rather than by
-	// the first sends (store.CreateQueues). Those that cannot be made now
-	// (a full disk) are made by the first sends, as for a topic created
-	// on its first send.
+	b.makeQueues(tc)
+	b.log.Info("topic saved", zap.String("topic", tc.Name), zap.Int32("read", tc.ReadQueueNums),
+		zap.Int32("write", tc.WriteQueueNums), zap.Int32("perm", tc.Perm), zap.Bool("update", update))
+	b.reg.trigger()
+	return b.pushMetadata()
+}
+
+// makeQueues makes the directories and first files of a saved topic's
+// write queues now rather than at its first sends (store.CreateQueues):
+// made by the first sends, each new queue's directory is made while every
+// sender waits for the dispatch plan. Those that cannot be made now (a
+// full disk) are left to the first sends, which make them as before.
+func (b *Broker) makeQueues(tc TopicConfig) {
 	made, err := b.store.CreateQueues(tc.Name, tc.WriteQueueNums)
 	if err != nil {
 		b.log.Warn("topic saved; some of its queue files are left to its first sends", zap.String("topic", tc.Name),
 			zap.Int("made", made), zap.Error(err))
 	}
-	b.log.Info("topic saved", zap.String("topic", tc.Name), zap.Int32("read", tc.ReadQueueNums),
-		zap.Int32("write", tc.WriteQueueNums), zap.Int32("perm", tc.Perm), zap.Bool("update", update))
-	b.reg.trigger()
-	return b.pushMetadata()
 }
 
 // DeleteTopic deletes a topic with its queues and consumer offsets. A
