@@ -92,8 +92,25 @@ func TestCreatedQueueStartsLater(t *testing.T) {
 					t.Fatalf("reopened: MaxOffset %d, NeedsFile(0) %v; want the empty first file", q.MaxOffset(), q.NeedsFile(0))
 				}
 			}
+			// A second link keeps the first file's inode, so that a file
+			// made anew in its place cannot pass for it.
+			firstPath := filepath.Join(root, "t", "0", fileName(0))
+			keep := filepath.Join(t.TempDir(), "first")
+			if err := os.Link(firstPath, keep); err != nil {
+				t.Fatal(err)
+			}
 			putRange(t, q, tc.start, tc.start+10)
 			checkRange(t, q, tc.start, tc.start+10)
+			if start, _ := q.FileFor(tc.start); start == 0 {
+				// The file the planner counted on is kept, not made anew.
+				before, err := os.Stat(keep)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if after, err := os.Stat(firstPath); err != nil || !os.SameFile(before, after) {
+					t.Fatalf("the first file was replaced (%v)", err)
+				}
+			}
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}

@@ -46,8 +46,10 @@ func (q *Queue) Put(queueOffset int64, u Unit) error {
 		}
 		// The queue's only file starts at 0 and holds no unit (made
 		// ahead by Create, or truncated back to nothing), and the queue
-		// starts further on: start it as a queue without files would.
-		if err := q.dropUnwritten(); err != nil {
+		// starts further on: start it as a queue without files would,
+		// in that file when it holds the offset (the dispatch planner
+		// counted on it: NeedsFile), else in the file that does.
+		if err := q.startLater(queueOffset); err != nil {
 			return q.errf("put %d: %w", queueOffset, err)
 		}
 	}
@@ -171,7 +173,7 @@ func (q *Queue) FileFor(off int64) (start, size int64) {
 // off its first sends. The file's descriptor is closed at once (the first
 // Put or read opens it again), and the next flush makes the new directory
 // entries durable. A Put that finds such a file empty and starts the queue
-// at a later offset removes it first (see Put).
+// at a later offset starts it there (see Put).
 func (q *Queue) Create() (bool, error) {
 	q.wmu.Lock()
 	defer q.wmu.Unlock()
@@ -209,13 +211,27 @@ func (q *Queue) unwritten() bool {
 		q.minOff.Load() == 0 && q.written == 0 && len(q.stage) == 0 && q.lastEnd == 0
 }
 
-// dropUnwritten removes the empty first file that unwritten found, so that
-// the queue has no file again. wmu is held.
-func (q *Queue) dropUnwritten() error {
+// startLater makes a queue that unwritten found start at off. When its
+// file holds off, the units before off get the pre-blank marker and
+// MinOffset becomes off, as on a new first file; otherwise the file is
+// removed and the queue has no file again, so that the Put makes the one
+// holding off. wmu is held.
+func (q *Queue) startLater(off int64) error {
 	q.flushMu.Lock()
 	defer q.flushMu.Unlock()
+	seg := q.segs[0] // unwritten: the only one; only wmu's holder adds files
+	if off < seg.end() {
+		if err := writeBlanks(seg, 0, off); err != nil {
+			return err
+		}
+		q.mu.Lock()
+		q.minOff.Store(off)
+		q.maxOff.Store(off)
+		q.written = off
+		q.mu.Unlock()
+		return nil
+	}
 	q.mu.Lock()
-	seg := q.segs[0]
 	q.segs = q.segs[:0]
 	q.segsChanged()
 	q.mu.Unlock()
