@@ -19,9 +19,10 @@ import (
 //     below MinOffset (deleted, or before a pre-blank start) are ignored.
 //   - queueOffset > MaxOffset on a queue with no file, or whose only file
 //     starts at 0 and holds no unit (Create made it, or a truncation
-//     emptied it; the file is removed first): the queue starts there;
-//     earlier units of its first file get RocketMQ's pre-blank marker and
-//     MinOffset becomes queueOffset. On any other queue: ErrOffsetGap.
+//     emptied it; it is kept if it holds queueOffset, else removed): the
+//     queue starts there; earlier units of its first file get RocketMQ's
+//     pre-blank marker and MinOffset becomes queueOffset. On any other
+//     queue: ErrOffsetGap.
 //
 // u must have Offset >= 0 and 0 < Size < math.MaxInt32 (ErrInvalid).
 func (q *Queue) Put(queueOffset int64, u Unit) error {
@@ -187,13 +188,11 @@ func (q *Queue) Create() (bool, error) {
 	if err != nil {
 		return false, q.errf("create: %w", err)
 	}
+	// MaxOffset 0 leaves MinOffset, written and the stage at 0 and empty.
 	err = seg.closeFile()
 	q.mu.Lock()
 	q.segs = append(q.segs, seg)
 	q.segsChanged()
-	q.minOff.Store(0)
-	q.written = 0
-	q.stage = q.stage[:0]
 	q.mu.Unlock()
 	if err != nil {
 		return true, q.errf("create: %w", err)
@@ -207,8 +206,9 @@ func (q *Queue) Create() (bool, error) {
 func (q *Queue) unwritten() bool {
 	q.mu.RLock()
 	defer q.mu.RUnlock()
-	return len(q.segs) == 1 && q.segs[0].start == 0 && q.maxOff.Load() == 0 &&
-		q.minOff.Load() == 0 && q.written == 0 && len(q.stage) == 0 && q.lastEnd == 0
+	// MinOffset and written never pass MaxOffset, and the stage holds
+	// [written, MaxOffset): at MaxOffset 0 all three are 0 and empty.
+	return len(q.segs) == 1 && q.segs[0].start == 0 && q.maxOff.Load() == 0 && q.lastEnd == 0
 }
 
 // startLater makes a queue that unwritten found start at off. When its
