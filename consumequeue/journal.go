@@ -341,22 +341,31 @@ func (s *Store) Journal() JournalPosition {
 // Replayed returns what Open found in the staging journal.
 func (s *Store) Replayed() JournalState { return s.jstate }
 
-// journalUnits appends to dst the entry of the queue's staged units that
-// the journal of generation gen does not hold yet, and returns the queue
-// offset they run to.
-func (q *Queue) journalUnits(dst []byte, gen uint64) ([]byte, int64) {
+// journalStaged is flushAllJournaled's look at one queue, under one
+// shared lock: whether its staged units may stay staged at keepFrom (see
+// deferrableLocked), and if so dst with the entry of those the journal of
+// generation gen does not hold yet, and the queue offset they run to (0
+// when the journal holds them all).
+func (q *Queue) journalStaged(dst []byte, gen uint64, keepFrom int64) (out []byte, off int64, staged int, to int64, ok bool) {
+	if q.unsynced.Load() != 0 {
+		return dst, 0, 0, 0, false // a new file: write it out with the rest
+	}
 	q.mu.RLock()
 	defer q.mu.RUnlock()
+	off, ok = q.deferrableLocked(keepFrom)
+	if !ok {
+		return dst, 0, 0, 0, false
+	}
 	from := q.written
 	if q.jgen == gen {
 		from = max(from, q.journaled)
 	}
-	to := q.maxOff.Load()
-	if to <= from {
-		return dst, to
+	end := q.maxOff.Load()
+	if end <= from {
+		return dst, off, len(q.stage), 0, true
 	}
-	units := q.stage[(from-q.written)*UnitSize : (to-q.written)*UnitSize]
-	return appendJournalEntry(dst, q.topic, q.id, from, units), to
+	units := q.stage[(from-q.written)*UnitSize : (end-q.written)*UnitSize]
+	return appendJournalEntry(dst, q.topic, q.id, from, units), off, len(q.stage), end, true
 }
 
 // setJournaled records that the journal of generation gen holds the
@@ -386,16 +395,27 @@ func (s *Store) flushAllJournaled(qs []*Queue, keepFrom int64) (int64, error) {
 	b := beginBlock(s.j.buf[:0])
 	var staged int64
 	for _, q := range qs {
-		off, n, ok := q.deferrable(keepFrom)
+		if !q.dirty() {
+			if q.open.Load() > 0 || q.used.Load() {
+				flush = append(flush, q) // for flushAll to close its descriptors when idle
+			}
+			continue
+		}
+		var (
+			off, to int64
+			n       int
+			ok      bool
+		)
+		b, off, n, to, ok = q.journalStaged(b, gen, keepFrom)
 		if !ok {
 			flush = append(flush, q)
 			continue
 		}
 		kept = min(kept, off)
 		staged += int64(n)
-		var to int64
-		b, to = q.journalUnits(b, gen)
-		marks = append(marks, mark{q, to})
+		if to > 0 {
+			marks = append(marks, mark{q, to})
+		}
 	}
 	if limit := s.opts.maxStagedBytes(); limit >= 0 && staged > limit {
 		// Too much would stay in memory (and in the journal): write it all.

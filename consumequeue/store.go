@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,6 +31,9 @@ type Store struct {
 
 	mu     sync.RWMutex
 	queues map[string]map[int32]*Queue
+	// list is every queue of queues, for all(); nil once a queue was
+	// added or removed, and made again by the next all().
+	list   []*Queue
 	closed bool
 
 	// jmu serialises the flushes that write or reset the staging journal
@@ -143,6 +147,7 @@ func (s *Store) loadTopic(te os.DirEntry) error {
 		if len(qs) > 0 {
 			s.mu.Lock()
 			s.queues[topic] = qs // recovered queues are closed with the store
+			s.list = nil
 			s.mu.Unlock()
 		}
 	}()
@@ -209,6 +214,7 @@ func (s *Store) Queue(topic string, queueID int32) (*Queue, error) {
 		s.queues[topic] = make(map[int32]*Queue)
 	}
 	s.queues[topic][queueID] = q
+	s.list = nil
 	return q, nil
 }
 
@@ -222,7 +228,7 @@ func (s *Store) Lookup(topic string, queueID int32) (*Queue, bool) {
 
 // Queues returns a snapshot of every queue, sorted by topic then queue id.
 func (s *Store) Queues() []*Queue {
-	qs := s.all()
+	qs := slices.Clone(s.all())
 	sort.Slice(qs, func(i, j int) bool {
 		if qs[i].topic != qs[j].topic {
 			return qs[i].topic < qs[j].topic
@@ -235,20 +241,31 @@ func (s *Store) Queues() []*Queue {
 // all returns a snapshot of every queue in no particular order: what the
 // store's own passes over all queues use (a checkpoint makes one every
 // second, and with tens of thousands of queues sorting them cost more than
-// the pass).
+// the pass). The slice is shared until a queue is added or removed:
+// callers must not modify it.
 func (s *Store) all() []*Queue {
 	s.mu.RLock()
-	defer s.mu.RUnlock()
+	qs := s.list
+	s.mu.RUnlock()
+	if qs != nil {
+		return qs
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.list != nil {
+		return s.list
+	}
 	n := 0
 	for _, m := range s.queues {
 		n += len(m)
 	}
-	qs := make([]*Queue, 0, n)
+	qs = make([]*Queue, 0, n)
 	for _, m := range s.queues {
 		for _, q := range m {
 			qs = append(qs, q)
 		}
 	}
+	s.list = qs
 	return qs
 }
 
@@ -367,6 +384,7 @@ func (s *Store) DeleteTopic(topic string) error {
 	}
 	qs := s.queues[topic]
 	delete(s.queues, topic)
+	s.list = nil
 	s.mu.Unlock()
 
 	var errs []error
@@ -408,19 +426,16 @@ func (s *Store) FlushBelow(keepFrom int64) (int64, error) {
 	return s.flushAllJournaled(qs, keepFrom)
 }
 
-// deferrable reports whether a flush may leave the queue's unflushed
+// deferrableLocked reports whether a flush may leave the queue's unflushed
 // units staged (see FlushBelow), and the CommitLog offset of the first.
-func (q *Queue) deferrable(keepFrom int64) (off int64, staged int, ok bool) {
-	if q.unsynced.Load() != 0 {
-		return 0, 0, false // a new file: write it out with the rest
-	}
-	q.mu.RLock()
-	defer q.mu.RUnlock()
+// mu is held, and no directory entry waits for a flush (unsynced is 0:
+// a new file is written out with the rest).
+func (q *Queue) deferrableLocked(keepFrom int64) (off int64, ok bool) {
 	if q.closed.Load() || len(q.stage) == 0 || len(q.stage) >= deferBytes || q.flushed.Load() < q.written {
-		return 0, 0, false
+		return 0, false
 	}
 	off = decodeUnit(q.stage[:UnitSize]).Offset
-	return off, len(q.stage), off >= keepFrom
+	return off, off >= keepFrom
 }
 
 // deferBytes: a queue with this much staged is written at every flush.
