@@ -2,7 +2,8 @@
 // topics, broker groups and clusters that brokers keep fresh by registering
 // every 30 s, served over gRPC (proto/bolide/v1/nameserver.proto) and, on
 // the same port, over RocketMQ's remoting protocol for RocketMQ's clients
-// and mqadmin (see "Remoting" below).
+// and mqadmin (see "Remoting" below); Bolide's SDK asks for routes over the
+// frame protocol of internal/frame (method GetRoute; framed.go).
 //
 // NameServers are stateless and never talk to each other; a broker registers
 // with every one of them. The table follows RocketMQ's RouteInfoManager:
@@ -48,10 +49,11 @@
 // # Remoting
 //
 // The port is shared through internal/portmux: a connection opening with
-// the HTTP/2 preface is gRPC's, one whose first byte is 0 (a remoting frame
-// length under 16 MiB) is remoting's (internal/remoting frames), and any
-// other is closed; with Options.Remoting off, remoting connections are
-// closed too. Requests served, with their header fields (extFields) and
+// the HTTP/2 preface is gRPC's, one opening with "BLD1" the frame
+// protocol's, one whose first byte is 0 (a remoting frame length under 16
+// MiB) is remoting's (internal/remoting frames), and any other is closed;
+// with Options.Remoting off, remoting connections are closed too, and
+// with Options.NoFrames frame connections. Requests served, with their header fields (extFields) and
 // answers:
 //
 //	105 GET_ROUTEINFO_BY_TOPIC        topic          0 + TopicRouteData, or 17 TOPIC_NOT_EXIST

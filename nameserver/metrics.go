@@ -19,7 +19,8 @@ import (
 // Metrics. The RPC histogram is RocketMQ's rocketmq_rpc_latency (in
 // milliseconds, by request and response code): protocol_type "grpc" labels
 // calls with their method and wire code names, "remoting" with RocketMQ's
-// numeric codes ("unsupported" for a request code not served). The route
+// numeric codes ("unsupported" for a request code not served), "frame"
+// route lookups over the frame protocol (request_code GetRoute). The route
 // table figures are bolide_nameserver_* and are read when Prometheus
 // scrapes.
 
@@ -61,10 +62,15 @@ func (s *Server) observeRPC(ctx context.Context, req any, info *grpc.UnaryServer
 			code = sc.GetStatus().GetCode().String()
 		}
 	}
-	method := info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:]
-	s.metrics.init().rpcLatency.WithLabelValues("grpc", method, code).
-		Observe(float64(time.Since(start)) / float64(time.Millisecond))
+	s.observe("grpc", info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:], code, start)
 	return resp, err
+}
+
+// observe records a call to method over protocol, answered with code,
+// that began at start.
+func (s *Server) observe(protocol, method, code string, start time.Time) {
+	s.metrics.init().rpcLatency.WithLabelValues(protocol, method, code).
+		Observe(float64(time.Since(start)) / float64(time.Millisecond))
 }
 
 // Ready reports nil while the server serves, else why not.

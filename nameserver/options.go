@@ -25,6 +25,9 @@ type Options struct {
 	// RocketMQ clients and mqadmin. When false, remoting connections are
 	// closed. DefaultOptions turns it on.
 	Remoting bool
+	// NoFrames leaves Bolide's frame protocol off ListenAddr: clients then
+	// ask for routes over gRPC (as of a NameServer before it).
+	NoFrames bool
 	// GossipAddr is the memberlist address: "" derives it from ListenAddr
 	// (same host, port + 1; port 0 stays 0), GossipOff disables membership.
 	GossipAddr string

@@ -9,11 +9,13 @@ import (
 	"google.golang.org/grpc"
 )
 
-// The NameServer's port serves two protocols, sorted by internal/portmux
+// The NameServer's port serves three protocols, sorted by internal/portmux
 // from each connection's first four bytes: bolide.v1 over gRPC (the HTTP/2
-// preface "PRI ") and, unless Options.Remoting is off, RocketMQ's remoting
-// protocol (a big-endian frame length under 16 MiB, so a first byte 0x00).
-// A connection neither claims is closed.
+// preface "PRI "), unless Options.NoFrames route lookups over Bolide's
+// frame protocol (its magic "BLD1"; framed.go), and unless
+// Options.Remoting is off RocketMQ's remoting protocol (a big-endian frame
+// length under 16 MiB, so a first byte 0x00). A connection none claims is
+// closed.
 
 // http2Preface is how every HTTP/2 connection, and so every gRPC one, opens.
 var http2Preface = []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")

@@ -36,7 +36,7 @@ type Server struct {
 	lg     *zap.Logger
 	routes *Routes
 	lis    net.Listener
-	mux    *portmux.Mux // sorts the port's connections: gRPC, remoting
+	mux    *portmux.Mux // sorts the port's connections: gRPC, frames, remoting
 	grpc   *grpc.Server
 	// members is the gossip node, nil when membership is off. Atomic:
 	// membership callbacks may run before New has stored it.
@@ -140,6 +140,9 @@ func New(opts Options, lg *zap.Logger) (*Server, error) {
 		return nil, err
 	}
 	protos := []portmux.Protocol{grpcProtocol{s.grpc}}
+	if !opts.NoFrames {
+		protos = append(protos, s.newFrames())
+	}
 	if opts.Remoting {
 		protos = append(protos, s.newRemoting())
 	}

@@ -120,24 +120,7 @@ func (v *service) UnregisterBroker(ctx context.Context, req *pb.UnregisterBroker
 }
 
 func (v *service) GetRoute(ctx context.Context, req *pb.GetRouteRequest) (*pb.GetRouteResponse, error) {
-	if err := v.s.authorizeRPC(ctx, pb.NameServer_GetRoute_FullMethodName); err != nil {
-		return &pb.GetRouteResponse{Status: wire.Status(err)}, nil
-	}
-	rt, err := v.s.routes.Route(req.Topic)
-	if err != nil {
-		return &pb.GetRouteResponse{Status: wire.Status(err)}, nil
-	}
-	out := &pb.TopicRoute{}
-	for _, q := range rt.Queues {
-		out.QueueDatas = append(out.QueueDatas, &pb.QueueData{
-			BrokerName: q.BrokerName, ReadQueueNums: q.ReadQueues, WriteQueueNums: q.WriteQueues,
-			Perm: q.Perm, TopicSysFlag: q.SysFlag,
-		})
-	}
-	for _, b := range rt.Brokers {
-		out.BrokerDatas = append(out.BrokerDatas, brokerDataToProto(b))
-	}
-	return &pb.GetRouteResponse{Status: wire.Status(nil), Route: out}, nil
+	return v.s.getRoute(req.Topic, v.s.authorizeRPC(ctx, pb.NameServer_GetRoute_FullMethodName)), nil
 }
 
 func brokerDataToProto(b BrokerData) *pb.BrokerData {

@@ -3,6 +3,7 @@ package nameserver
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/bolide-mq/bolide/internal/frame"
 	"github.com/bolide-mq/bolide/internal/remoting"
 	"github.com/bolide-mq/bolide/internal/tlsconf"
 	"github.com/bolide-mq/bolide/internal/tlsconf/plaintext"
@@ -57,6 +59,24 @@ func nsGRPC(t *testing.T, addr string, cfg *tls.Config) error {
 	return err
 }
 
+// nsFrame looks a route up over the frame protocol: the lookup's error, or
+// nil once the NameServer answered (TOPIC_NOT_EXIST: it knows no topic).
+func nsFrame(t *testing.T, addr string, cfg *tls.Config) error {
+	t.Helper()
+	fc := frame.NewClient(addr, frame.Options{TLS: cfg})
+	defer fc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp := new(pb.GetRouteResponse)
+	if err := fc.Call(ctx, frame.MethodGetRoute, &pb.GetRouteRequest{Topic: "t"}, resp); err != nil {
+		return err
+	}
+	if resp.GetStatus().GetCode() != pb.Code_TOPIC_NOT_EXIST {
+		t.Errorf("frame lookup of an unknown topic: %v", resp.GetStatus())
+	}
+	return nil
+}
+
 func nsRemoting(t *testing.T, addr string, cfg *tls.Config) (*remoting.Command, error) {
 	t.Helper()
 	d := &net.Dialer{Timeout: 5 * time.Second}
@@ -84,7 +104,7 @@ func nsRemoting(t *testing.T, addr string, cfg *tls.Config) (*remoting.Command, 
 	return remoting.DecodeFrame(raw)
 }
 
-// The NameServer's port in each TLS mode, gRPC and remoting, plain and
+// The NameServer's port in each TLS mode, gRPC, frames and remoting, plain and
 // TLS; in enforcing mode plain-text clients get the clear error.
 func TestPortTLSModes(t *testing.T) {
 	dir := t.TempDir()
@@ -104,6 +124,17 @@ func TestPortTLSModes(t *testing.T) {
 			}
 			if err := nsGRPC(t, s.Addr(), verified); tlsOK != (err == nil) {
 				t.Errorf("gRPC TLS: %v; want served=%v", err, tlsOK)
+			}
+			err = nsFrame(t, s.Addr(), nil)
+			var remote *frame.RemoteError
+			if plainOK && err != nil {
+				t.Errorf("frame plain: %v", err)
+			}
+			if !plainOK && (!errors.As(err, &remote) || remote.Msg != plaintext.Message) {
+				t.Errorf("frame plain: %v; want an error frame %q", err, plaintext.Message)
+			}
+			if err := nsFrame(t, s.Addr(), verified); tlsOK != (err == nil) {
+				t.Errorf("frame TLS: %v; want served=%v", err, tlsOK)
 			}
 			resp, err := nsRemoting(t, s.Addr(), nil)
 			if plainOK && (err != nil || resp.Code != remoting.Success) {

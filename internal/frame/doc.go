@@ -1,10 +1,12 @@
 // Package frame is Bolide's lean data-path protocol: request/response
 // frames carrying protobuf messages over one plain TCP connection, served on
-// the broker's gRPC port. It exists because a gRPC call costs far more CPU
+// the broker's and the NameServer's gRPC port. It exists because a gRPC call costs far more CPU
 // than a send itself (HTTP/2 framing, flow control, several goroutine
 // hand-offs per call on each side); a frame costs one write and one read.
-// Only the data path uses it (Send and Pull, and Auth to identify the
-// caller); everything else stays on gRPC.
+// Only the calls made per message or per topic use it: a broker's Send
+// and Pull, a NameServer's GetRoute (a client asks it once for each topic
+// it uses, and again for each one every 30 s), and Auth to identify the
+// caller; everything else stays on gRPC.
 //
 // The package has three parts: pure encoding and decoding over []byte
 // (format.go, no I/O), the server side of a connection (server.go) and the
@@ -20,8 +22,8 @@
 //
 // A server that answers anything else does not speak the protocol (an older
 // broker's gRPC server answers with an HTTP/2 SETTINGS frame): the client
-// reports ErrNotSupported and its caller uses gRPC instead. A broker tells
-// the two protocols apart by these first bytes: gRPC clients open with the
+// reports ErrNotSupported and its caller uses gRPC instead. A broker or
+// NameServer tells the two protocols apart by these first bytes: gRPC clients open with the
 // HTTP/2 preface "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".
 //
 // # Frames
@@ -58,12 +60,16 @@
 //	1 Send  pb.SendRequest → pb.SendResponse           (as gRPC Broker.Send)
 //	2 Pull  pb.PullRequest → pb.PullResponse           (as gRPC Broker.Pull)
 //	3 Auth  pb.FrameAuthRequest → pb.FrameAuthResponse (identifies the caller)
+//	4 GetRoute  pb.GetRouteRequest → pb.GetRouteResponse  (as gRPC NameServer.GetRoute; NameServers only)
 //
 // A failure of the request itself (an unknown topic, a full disk) travels in
 // the response's Status, exactly as over gRPC. Responses may come back in
 // any order: a request that may wait (a send under sync flush or sync
 // replication, a long-polling pull) runs on its own goroutine while the
 // connection goes on serving the requests behind it.
+//
+// A broker answers GetRoute, and a NameServer Send and Pull, with an error
+// frame (unknown method).
 //
 // Request ids are chosen by the client, unique among its requests in
 // flight on one connection.
@@ -91,6 +97,6 @@
 // without authentication, as that server checks none.
 //
 // With TLS the client runs the TLS handshake first and the whole exchange
-// above inside it; the broker's port tells TLS (first byte 0x16) from the
+// above inside it; the port tells TLS (first byte 0x16) from the
 // magic before anything else (internal/portmux).
 package frame

@@ -65,6 +65,8 @@ const (
 	// MethodAuth is served by the Server itself (Options.Authenticate),
 	// not by a Handler.
 	MethodAuth Method = 3
+	// MethodGetRoute is served by NameServers, not by brokers.
+	MethodGetRoute Method = 4
 )
 
 // String names the method.
@@ -76,6 +78,8 @@ func (m Method) String() string {
 		return "Pull"
 	case MethodAuth:
 		return "Auth"
+	case MethodGetRoute:
+		return "GetRoute"
 	}
 	return "method(" + strconv.Itoa(int(m)) + ")"
 }

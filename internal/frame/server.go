@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/internal/afterreply"
 	"github.com/bolide-mq/bolide/internal/readahead"
 	"github.com/bolide-mq/bolide/internal/wire"
@@ -126,6 +127,37 @@ func (s *Server) ServeConn(nc net.Conn) {
 	s.mu.Unlock()
 	defer s.wg.Done()
 	c.serve()
+}
+
+// ServeListener serves each connection lis yields on a goroutine of its
+// own, until lis is closed; then it waits for them to end. Each connection
+// must open with the magic, not yet read (a port shared with other
+// protocols replays the bytes it sorted the connection by): it is read
+// within sniff, then the connection is served (ServeConn).
+func (s *Server) ServeListener(lis net.Listener, sniff time.Duration) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		nc, err := lis.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			magic := make([]byte, len(Magic))
+			_ = nc.SetReadDeadline(time.Now().Add(sniff))
+			if _, err := io.ReadFull(nc, magic); err != nil {
+				_ = nc.Close()
+				return
+			}
+			_ = nc.SetReadDeadline(time.Time{})
+			s.ServeConn(nc)
+		}()
+	}
 }
 
 // aLongTimeAgo is a read deadline that wakes a blocked reader at once.
@@ -448,5 +480,19 @@ func (c *serverConn) flush() {
 		if c.werr = c.bw.Flush(); c.werr != nil {
 			_ = c.nc.Close()
 		}
+	}
+}
+
+// AuthenticateWith is an Options.Authenticate that checks a connection's
+// Auth request with g (the signed-date header of package auth) and puts
+// the caller's principal in the context of its later requests
+// (auth.FromContext); nil with ACL off.
+func AuthenticateWith(g *auth.Guard) func(ctx context.Context, nc net.Conn, req *pb.FrameAuthRequest) (context.Context, error) {
+	return func(ctx context.Context, _ net.Conn, req *pb.FrameAuthRequest) (context.Context, error) {
+		p, err := g.Header(Peer(ctx), req.GetAuthorization(), req.GetDateTime())
+		if err != nil || p == nil {
+			return ctx, err
+		}
+		return auth.WithPrincipal(ctx, p), nil
 	}
 }

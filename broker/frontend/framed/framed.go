@@ -8,11 +8,7 @@ package framed
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"net"
-	"sync"
-	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
@@ -34,7 +30,6 @@ const Name = "frame"
 type Frontend struct {
 	srv *frame.Server
 	log *zap.Logger
-	wg  sync.WaitGroup // one per connection being served
 }
 
 // New returns the frame front end of core b; maxFrame bounds one frame.
@@ -48,14 +43,7 @@ type Frontend struct {
 // nothing is stored or read.
 func New(b *broker.Broker, maxFrame int, log *zap.Logger) *Frontend {
 	g := b.Guard()
-	srv := frame.NewServer(frame.Options{MaxFrame: maxFrame, MaxInflight: 1024,
-		Authenticate: func(ctx context.Context, _ net.Conn, req *pb.FrameAuthRequest) (context.Context, error) {
-			p, err := g.Header(frame.Peer(ctx), req.GetAuthorization(), req.GetDateTime())
-			if err != nil || p == nil {
-				return ctx, err
-			}
-			return auth.WithPrincipal(ctx, p), nil
-		}}, log)
+	srv := frame.NewServer(frame.Options{MaxFrame: maxFrame, MaxInflight: 1024, Authenticate: frame.AuthenticateWith(g)}, log)
 	// A send waits for the disk under sync flush, and for the slaves under
 	// sync replication; both modes are fixed for the broker's life.
 	sendsWait := b.SendsWait()
@@ -111,29 +99,7 @@ func (f *Frontend) Claims(head []byte) bool {
 // Serve serves each connection lis yields on a goroutine of its own, until
 // lis is closed.
 func (f *Frontend) Serve(lis net.Listener) error {
-	defer f.wg.Wait()
-	for {
-		nc, err := lis.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			return err
-		}
-		f.wg.Add(1)
-		go func() {
-			defer f.wg.Done()
-			// The mux replays the magic; the frame server expects it read.
-			magic := make([]byte, len(frame.Magic))
-			_ = nc.SetReadDeadline(time.Now().Add(frontend.SniffTimeout))
-			if _, err := io.ReadFull(nc, magic); err != nil {
-				_ = nc.Close()
-				return
-			}
-			_ = nc.SetReadDeadline(time.Time{})
-			f.srv.ServeConn(nc)
-		}()
-	}
+	return f.srv.ServeListener(lis, frontend.SniffTimeout)
 }
 
 // Shutdown drains the connections: requests begun are answered until ctx
