@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -105,12 +107,21 @@ func (p *connPool) close() error {
 	return errors.Join(errs...)
 }
 
-// framePool holds one frame-protocol client per broker address, for the
-// data path (sends and pulls). An address whose broker refused the frame
-// handshake (an older broker) is served over gRPC for the client's life.
+// framePool holds one frame-protocol client per address: of a broker for
+// the data path (sends and pulls), of a NameServer for route lookups. An
+// address that refused the frame handshake (an older server) is served
+// over gRPC for the client's life.
 type framePool struct {
 	log  *zap.Logger
 	opts frame.Options // TLS and Auth of every connection
+	// refusal is logged, once per address, when a server at it does not
+	// speak the frame protocol.
+	refusal string
+	// closeRefuses: a server that closes the connection on the magic,
+	// without an answer, does not speak the protocol either. A NameServer
+	// older than its route lookups does so (its port closes a connection
+	// no protocol claims); an older broker answers gRPC's settings.
+	closeRefuses bool
 	// mu protects clients, refused and closed.
 	mu      sync.Mutex
 	clients map[string]*frame.Client
@@ -129,18 +140,24 @@ func (p *framePool) framesOnly() bool {
 }
 
 // newFramePool returns the frame pool of a client with options o (TLS,
-// and an Auth request signed by sign when it has credentials): nil unless
-// it uses TransportFrame.
-func newFramePool(o options, sign *signer, log *zap.Logger) *framePool {
+// and an Auth request signed by sign when it has credentials), its
+// connections with buffers of bufferSize bytes (0: frame's default), and
+// refusal logged for a server that does not speak the protocol: nil
+// unless the client uses TransportFrame.
+func newFramePool(o options, sign *signer, log *zap.Logger, bufferSize int, refusal string) *framePool {
 	if o.transport != TransportFrame {
 		return nil
 	}
-	fo := frame.Options{TLS: o.tls}
+	fo := frame.Options{TLS: o.tls, BufferSize: bufferSize}
 	if sign != nil {
 		fo.Auth = sign.frameAuth
 	}
-	return &framePool{log: log, opts: fo, clients: make(map[string]*frame.Client), refused: make(map[string]bool)}
+	return &framePool{log: log, opts: fo, refusal: refusal, clients: make(map[string]*frame.Client), refused: make(map[string]bool)}
 }
+
+// nsFrameBuffer is the buffer size of a connection to a NameServer: route
+// lookups and routes are small.
+const nsFrameBuffer = 4 << 10
 
 // client returns the frame client of addr, nil when addr is served over
 // gRPC.
@@ -161,10 +178,10 @@ func (p *framePool) client(addr string) (*frame.Client, error) {
 	return fc, nil
 }
 
-// call makes one data-path call to addr over the frame transport; a nil
-// resp makes it oneway. It reports false, having done nothing, when the
-// call must go over gRPC instead: the client uses gRPC, or the broker at
-// addr does not speak the frame protocol.
+// call makes one call to addr over the frame transport; a nil resp makes
+// it oneway. It reports false, having done nothing, when the call must go
+// over gRPC instead: the client uses gRPC, or the server at addr does not
+// speak the frame protocol.
 func (p *framePool) call(ctx context.Context, addr string, m frame.Method, req, resp proto.Message) (bool, error) {
 	if p == nil {
 		return false, nil
@@ -183,14 +200,14 @@ func (p *framePool) call(ctx context.Context, addr string, m frame.Method, req, 
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.Is(err, frame.ErrNotSupported):
+	case errors.Is(err, frame.ErrNotSupported) || p.closedOnMagic(err):
 		p.mu.Lock()
 		first := !p.refused[addr]
 		p.refused[addr] = true
 		p.anyRefused.Store(true)
 		p.mu.Unlock()
 		if first {
-			p.log.Info("broker does not speak the frame protocol: sending and pulling over gRPC", zap.String("broker", addr))
+			p.log.Info(p.refusal, zap.String("addr", addr))
 		}
 		return false, nil
 	case errors.Is(err, frame.ErrClosed):
@@ -201,6 +218,15 @@ func (p *framePool) call(ctx context.Context, addr string, m frame.Method, req, 
 		return true, &frameConnError{err: ce}
 	}
 	return true, err
+}
+
+// closedOnMagic reports a handshake the server ended by closing the
+// connection, when that means it does not speak the protocol
+// (closeRefuses).
+func (p *framePool) closedOnMagic(err error) bool {
+	var ce *frame.ConnError
+	return p.closeRefuses && errors.As(err, &ce) && ce.Op == "handshake" &&
+		(errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET))
 }
 
 func (p *framePool) close() error {
@@ -311,8 +337,12 @@ func newBase(opts options, instance string) *base {
 		sign = newSigner(opts.credentials)
 	}
 	b.pool = newConnPool(opts, sign)
-	b.frames = newFramePool(opts, sign, b.log)
-	b.ns = &nameServers{addrs: opts.nameServers, pool: b.pool, timeout: opts.rpcTimeout}
+	b.frames = newFramePool(opts, sign, b.log, 0, "broker does not speak the frame protocol: sending and pulling over gRPC")
+	nsFrames := newFramePool(opts, sign, b.log, nsFrameBuffer, "NameServer does not speak the frame protocol: asking for routes over gRPC")
+	if nsFrames != nil {
+		nsFrames.closeRefuses = true
+	}
+	b.ns = &nameServers{addrs: opts.nameServers, pool: b.pool, timeout: opts.rpcTimeout, frames: nsFrames}
 	b.routes = newRouteCache(b.ns, b.log)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b
@@ -360,7 +390,7 @@ func (b *base) close() error {
 		b.runMu.Unlock()
 		b.cancel()
 		b.wg.Wait()
-		err = errors.Join(b.pool.close(), b.frames.close())
+		err = errors.Join(b.pool.close(), b.frames.close(), b.ns.frames.close())
 		releaseClientID(b.clientID)
 	})
 	return err

@@ -137,7 +137,7 @@ func TestFrameFallsBackToGRPC(t *testing.T) {
 	}
 	defer cc.Close()
 
-	pool := newFramePool(options{transport: TransportFrame}, nil, zap.NewNop())
+	pool := newFramePool(options{transport: TransportFrame}, nil, zap.NewNop(), 0, "no frames")
 	defer pool.close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -193,7 +193,7 @@ func TestFrameConnErrorsAreRetryable(t *testing.T) {
 			_ = nc.Close()
 		}
 	})
-	pool := newFramePool(options{transport: TransportFrame}, nil, zap.NewNop())
+	pool := newFramePool(options{transport: TransportFrame}, nil, zap.NewNop(), 0, "no frames")
 	defer pool.close()
 	ctx := context.Background()
 	req := &pb.SendRequest{Messages: []*pb.Message{{Topic: "t", Body: []byte("x")}}}

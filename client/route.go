@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/bolide-mq/bolide/internal/frame"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -188,14 +189,16 @@ func (ri *routeInfo) noWritableQueue() error {
 type nameServers struct {
 	addrs   []string
 	pool    *connPool
+	frames  *framePool // route lookups; nil: over gRPC
 	timeout time.Duration
 	good    atomic.Uint32
 }
 
-// each calls fn on the NameServers in turn, from the preferred one, until
-// fn returns nil or an error for which next returns false; the result is
-// the last error, or ErrNoNameServer joined with every error.
-func (n *nameServers) each(ctx context.Context, fn func(ctx context.Context, c pb.NameServerClient) error, next func(error) bool) error {
+// each calls fn on the NameServers in turn (addr, and its gRPC client c),
+// from the preferred one, until fn returns nil or an error for which next
+// returns false; the result is the last error, or ErrNoNameServer joined
+// with every error.
+func (n *nameServers) each(ctx context.Context, fn func(ctx context.Context, addr string, c pb.NameServerClient) error, next func(error) bool) error {
 	start := int(n.good.Load()) % len(n.addrs)
 	var errs []error
 	for i := range n.addrs {
@@ -206,7 +209,7 @@ func (n *nameServers) each(ctx context.Context, fn func(ctx context.Context, c p
 			return err
 		}
 		cctx, cancel := withTimeout(ctx, n.timeout)
-		err = fn(cctx, c)
+		err = fn(cctx, addr, c)
 		cancel()
 		if err == nil {
 			n.good.Store(uint32(idx))
@@ -225,7 +228,8 @@ func (n *nameServers) each(ctx context.Context, fn func(ctx context.Context, c p
 
 // call tries NameServers until one answers (a coded error is an answer).
 func (n *nameServers) call(ctx context.Context, fn func(ctx context.Context, c pb.NameServerClient) error) error {
-	return n.each(ctx, fn, func(err error) bool { return !isCoded(err) })
+	return n.each(ctx, func(ctx context.Context, _ string, c pb.NameServerClient) error { return fn(ctx, c) },
+		func(err error) bool { return !isCoded(err) })
 }
 
 // getRoute asks the NameServers for a topic's route. NameServers are
@@ -249,8 +253,8 @@ func (n *nameServers) getRoute(ctx context.Context, topic string, known []string
 func (n *nameServers) askRoute(ctx context.Context, topic string, known []string) (*TopicRoute, error) {
 	var route *TopicRoute
 	notExist := false
-	err := n.each(ctx, func(ctx context.Context, c pb.NameServerClient) error {
-		resp, err := c.GetRoute(ctx, &pb.GetRouteRequest{Topic: topic})
+	err := n.each(ctx, func(ctx context.Context, addr string, c pb.NameServerClient) error {
+		resp, err := n.lookUp(ctx, addr, c, topic)
 		if err != nil {
 			return err
 		}
@@ -279,6 +283,18 @@ func (n *nameServers) askRoute(ctx context.Context, topic string, known []string
 		return nil, n.noRoute(ctx, topic, known)
 	}
 	return nil, fmt.Errorf("%w %q: %w", ErrNoRoute, topic, err)
+}
+
+// lookUp asks the NameServer at addr for topic's route: over the frame
+// protocol when the client uses it and that NameServer speaks it, else
+// over gRPC (c).
+func (n *nameServers) lookUp(ctx context.Context, addr string, c pb.NameServerClient, topic string) (*pb.GetRouteResponse, error) {
+	req := &pb.GetRouteRequest{Topic: topic}
+	resp := new(pb.GetRouteResponse)
+	if ok, err := n.frames.call(ctx, addr, frame.MethodGetRoute, req, resp); ok {
+		return resp, err
+	}
+	return c.GetRoute(ctx, req)
 }
 
 // noRoute explains a topic no NameServer routes. NameServers drop the

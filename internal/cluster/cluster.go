@@ -35,6 +35,8 @@ type Options struct {
 	RegisterInterval time.Duration
 	// Broker, if set, adjusts each broker's options.
 	Broker func(*broker.Options)
+	// NameServer, if set, adjusts each NameServer's options.
+	NameServer func(*nameserver.Options)
 	// Logs routes daemon logs to the test log (off: too chatty for most).
 	Logs bool
 }
@@ -83,6 +85,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 			}
 		} else {
 			o.GossipAddr = "off"
+		}
+		if opts.NameServer != nil {
+			opts.NameServer(&o)
 		}
 		ns, err := nameserver.New(o, c.log.Named(fmt.Sprintf("ns%d", i)))
 		if err != nil {
