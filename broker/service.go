@@ -116,11 +116,13 @@ func (b *Broker) send(ctx context.Context, msgs []*message.Ext, maxReconsumeTime
 			return nil, err
 		}
 	}
+	var tc TopicConfig // the topic's, as checkMessage found it
 	for _, m := range msgs {
 		if m.Topic != first.Topic || m.QueueID != first.QueueID {
 			return nil, errcode.Errorf(errcode.InvalidParameter, "a batch must go to one topic queue")
 		}
-		if _, err := b.checkMessage(m, len(msgs) > 1); err != nil {
+		var err error
+		if tc, err = b.checkMessage(m, len(msgs) > 1); err != nil {
 			return nil, err
 		}
 	}
@@ -134,7 +136,6 @@ func (b *Broker) send(ctx context.Context, msgs []*message.Ext, maxReconsumeTime
 		// (A consumer that cannot send a message back resends it to the
 		// retry topic itself, with its id, once per failed attempt: those
 		// repeats are not a producer's.)
-		tc, _ := b.topics.get(first.Topic)
 		if window := b.dedupWindowOf(tc); window > 0 {
 			return b.sendDeduplicated(ctx, msgs, window, func(fresh []*message.Ext) ([]store.PutResult, error) {
 				return b.rewriteAndPut(ctx, fresh)
