@@ -110,7 +110,8 @@ func (p *connPool) close() error {
 // framePool holds one frame-protocol client per address: of a broker for
 // the data path (sends and pulls), of a NameServer for route lookups. An
 // address that refused the frame handshake (an older server) is served
-// over gRPC for the client's life.
+// over gRPC for the client's life; one that closed the connection on the
+// magic (closeRefuses) for closeRetry, then asked again.
 type framePool struct {
 	log  *zap.Logger
 	opts frame.Options // TLS and Auth of every connection
@@ -120,12 +121,16 @@ type framePool struct {
 	// closeRefuses: a server that closes the connection on the magic,
 	// without an answer, does not speak the protocol either. A NameServer
 	// older than its route lookups does so (its port closes a connection
-	// no protocol claims); an older broker answers gRPC's settings.
+	// no protocol claims), and so may one that is draining; an older
+	// broker answers gRPC's settings.
 	closeRefuses bool
-	// mu protects clients, refused and closed.
+	// mu protects clients, refused, said and closed.
 	mu      sync.Mutex
 	clients map[string]*frame.Client
-	refused map[string]bool
+	// refused: addresses served over gRPC, until the time (zero: for the
+	// client's life).
+	refused map[string]time.Time
+	said    map[string]bool // refusal logged
 	closed  bool
 	// anyRefused: some broker did not speak the frame protocol, so some
 	// calls went over gRPC.
@@ -152,7 +157,8 @@ func newFramePool(o options, sign *signer, log *zap.Logger, bufferSize int, refu
 	if sign != nil {
 		fo.Auth = sign.frameAuth
 	}
-	return &framePool{log: log, opts: fo, refusal: refusal, clients: make(map[string]*frame.Client), refused: make(map[string]bool)}
+	return &framePool{log: log, opts: fo, refusal: refusal, clients: make(map[string]*frame.Client),
+		refused: make(map[string]time.Time), said: make(map[string]bool)}
 }
 
 // nsFrameBuffer is the buffer size of a connection to a NameServer: route
@@ -164,11 +170,14 @@ const nsFrameBuffer = 4 << 10
 func (p *framePool) client(addr string) (*frame.Client, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	switch {
-	case p.closed:
+	if p.closed {
 		return nil, ErrClosed
-	case p.refused[addr]:
-		return nil, nil
+	}
+	if until, ok := p.refused[addr]; ok {
+		if until.IsZero() || time.Now().Before(until) {
+			return nil, nil
+		}
+		delete(p.refused, addr) // ask again
 	}
 	fc := p.clients[addr]
 	if fc == nil {
@@ -201,9 +210,14 @@ func (p *framePool) call(ctx context.Context, addr string, m frame.Method, req, 
 	case err == nil:
 		return true, nil
 	case errors.Is(err, frame.ErrNotSupported) || p.closedOnMagic(err):
+		var until time.Time
+		if !errors.Is(err, frame.ErrNotSupported) {
+			until = time.Now().Add(closeRetry)
+		}
 		p.mu.Lock()
-		first := !p.refused[addr]
-		p.refused[addr] = true
+		first := !p.said[addr]
+		p.said[addr] = true
+		p.refused[addr] = until
 		p.anyRefused.Store(true)
 		p.mu.Unlock()
 		if first {
@@ -219,6 +233,10 @@ func (p *framePool) call(ctx context.Context, addr string, m frame.Method, req, 
 	}
 	return true, err
 }
+
+// closeRetry is how long a pool with closeRefuses serves an address that
+// closed the connection on the magic over gRPC before it tries frames again.
+const closeRetry = time.Minute
 
 // closedOnMagic reports a handshake the server ended by closing the
 // connection, when that means it does not speak the protocol

@@ -163,10 +163,66 @@ func TestFrameFallsBackToGRPC(t *testing.T) {
 	}
 	defer stream.cancel()
 	pool.mu.Lock()
-	refused := pool.refused[addr]
+	until, refused := pool.refused[addr]
 	pool.mu.Unlock()
-	if !refused {
-		t.Fatal("the refusal was not remembered")
+	if !refused || !until.IsZero() {
+		t.Fatalf("the refusal was not remembered for good: %v %v", refused, until)
+	}
+}
+
+// A NameServer that closes a connection on the magic (one older than its
+// frame lookups, or one draining) is asked over gRPC (the pool reports the
+// call not made), then over frames again once closeRetry has passed; a
+// pool without closeRefuses takes the same close for a broken connection.
+func TestFramePoolCloseOnMagic(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer lis.Close()
+	var accepted atomic.Int32
+	wg.Go(func() {
+		for {
+			nc, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			head := make([]byte, len(frame.Magic))
+			_, _ = io.ReadFull(nc, head)
+			_ = nc.Close()
+		}
+	})
+	addr := lis.Addr().String()
+	ctx := context.Background()
+	lookUp := func(p *framePool) (bool, error) {
+		return p.call(ctx, addr, frame.MethodGetRoute, &pb.GetRouteRequest{Topic: "t"}, new(pb.GetRouteResponse))
+	}
+
+	plain := newFramePool(options{transport: TransportFrame}, nil, zap.NewNop(), 0, "no frames")
+	defer plain.close()
+	var ce *frame.ConnError
+	if ok, err := lookUp(plain); !ok || !errors.As(err, &ce) || ce.Op != "handshake" {
+		t.Fatalf("without closeRefuses: handled %v, %v; want a handshake error", ok, err)
+	}
+
+	pool := newFramePool(options{transport: TransportFrame}, nil, zap.NewNop(), 0, "no frames")
+	pool.closeRefuses = true
+	defer pool.close()
+	if ok, err := lookUp(pool); ok || err != nil {
+		t.Fatalf("closed on the magic: handled %v, %v; want the call left to gRPC", ok, err)
+	}
+	n := accepted.Load()
+	if ok, err := lookUp(pool); ok || err != nil || accepted.Load() != n {
+		t.Fatalf("within closeRetry: handled %v, %v, %d new connections; want gRPC without a dial", ok, err, accepted.Load()-n)
+	}
+	pool.mu.Lock()
+	pool.refused[addr] = time.Now().Add(-time.Second) // closeRetry has passed
+	pool.mu.Unlock()
+	if ok, err := lookUp(pool); ok || err != nil || accepted.Load() != n+1 {
+		t.Fatalf("after closeRetry: handled %v, %v, %d new connections; want one new try", ok, err, accepted.Load()-n)
 	}
 }
 
