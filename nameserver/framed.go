@@ -1,7 +1,6 @@
 package nameserver
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"time"
@@ -53,9 +52,7 @@ func (s *Server) newFrames() frameProtocol {
 
 func (frameProtocol) Name() string { return "frame" }
 
-func (frameProtocol) Claims(head []byte) bool {
-	return len(head) >= len(frame.Magic) && bytes.Equal(head[:len(frame.Magic)], []byte(frame.Magic))
-}
+func (frameProtocol) Claims(head []byte) bool { return frame.OpensWithMagic(head) }
 
 func (p frameProtocol) Serve(lis net.Listener) error {
 	return p.srv.ServeListener(lis, portmux.SniffTimeout)

@@ -24,6 +24,12 @@ const (
 	minLength  = HeaderSize - lengthSize // a frame without payload
 )
 
+// OpensWithMagic reports whether a connection's first bytes are the magic:
+// how a port shared with other protocols tells a frame connection.
+func OpensWithMagic(head []byte) bool {
+	return len(head) >= len(Magic) && string(head[:len(Magic)]) == Magic
+}
+
 // Kind says what a frame is.
 type Kind uint8
 

@@ -6,7 +6,6 @@
 package framed
 
 import (
-	"bytes"
 	"context"
 	"net"
 
@@ -92,9 +91,7 @@ func New(b *broker.Broker, maxFrame int, log *zap.Logger) *Frontend {
 func (f *Frontend) Name() string { return Name }
 
 // Claims takes connections that open with the frame magic.
-func (f *Frontend) Claims(head []byte) bool {
-	return len(head) >= len(frame.Magic) && bytes.Equal(head[:len(frame.Magic)], []byte(frame.Magic))
-}
+func (f *Frontend) Claims(head []byte) bool { return frame.OpensWithMagic(head) }
 
 // Serve serves each connection lis yields on a goroutine of its own, until
 // lis is closed.
