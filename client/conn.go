@@ -111,26 +111,18 @@ func (p *connPool) close() error {
 // the data path (sends and pulls), of a NameServer for route lookups. An
 // address that refused the frame handshake (an older server) is served
 // over gRPC for the client's life; one that closed the connection on the
-// magic (closeRefuses) for closeRetry, then asked again.
+// magic (framePeers.closeRefuses) for closeRetry, then asked again.
 type framePool struct {
-	log  *zap.Logger
-	opts frame.Options // TLS and Auth of every connection
-	// refusal is logged, once per address, when a server at it does not
-	// speak the frame protocol.
-	refusal string
-	// closeRefuses: a server that closes the connection on the magic,
-	// without an answer, does not speak the protocol either. A NameServer
-	// older than its route lookups does so (its port closes a connection
-	// no protocol claims), and so may one that is draining; an older
-	// broker answers gRPC's settings.
-	closeRefuses bool
-	// mu protects clients, refused, said and closed.
+	log   *zap.Logger
+	opts  frame.Options // TLS and Auth of every connection
+	peers framePeers
+	// mu protects clients, refused and closed.
 	mu      sync.Mutex
 	clients map[string]*frame.Client
-	// refused: addresses served over gRPC, until the time (zero: for the
-	// client's life).
+	// refused: addresses served over gRPC until the time (zero: for the
+	// client's life); an entry past its time stays, so that the refusal
+	// is logged once per address.
 	refused map[string]time.Time
-	said    map[string]bool // refusal logged
 	closed  bool
 	// anyRefused: some broker did not speak the frame protocol, so some
 	// calls went over gRPC.
@@ -144,26 +136,42 @@ func (p *framePool) framesOnly() bool {
 	return p != nil && !p.anyRefused.Load()
 }
 
+// framePeers describes the servers a frame pool calls.
+type framePeers struct {
+	// bufferSize of each connection's buffers (0: frame's default).
+	bufferSize int
+	// refusal is logged, once per address, when a server at it does not
+	// speak the frame protocol.
+	refusal string
+	// closeRefuses: a server that closes the connection on the magic,
+	// without an answer, does not speak the protocol either. A NameServer
+	// older than its route lookups does so (its port closes a connection
+	// no protocol claims), and so may one that is draining; an older
+	// broker answers gRPC's settings.
+	closeRefuses bool
+}
+
+var (
+	brokerFrames = framePeers{refusal: "broker does not speak the frame protocol: sending and pulling over gRPC"}
+	// Route lookups and routes are small.
+	nameServerFrames = framePeers{bufferSize: 4 << 10, closeRefuses: true,
+		refusal: "NameServer does not speak the frame protocol: asking for routes over gRPC"}
+)
+
 // newFramePool returns the frame pool of a client with options o (TLS,
-// and an Auth request signed by sign when it has credentials), its
-// connections with buffers of bufferSize bytes (0: frame's default), and
-// refusal logged for a server that does not speak the protocol: nil
-// unless the client uses TransportFrame.
-func newFramePool(o options, sign *signer, log *zap.Logger, bufferSize int, refusal string) *framePool {
+// and an Auth request signed by sign when it has credentials) for peers:
+// nil unless the client uses TransportFrame.
+func newFramePool(o options, sign *signer, log *zap.Logger, peers framePeers) *framePool {
 	if o.transport != TransportFrame {
 		return nil
 	}
-	fo := frame.Options{TLS: o.tls, BufferSize: bufferSize}
+	fo := frame.Options{TLS: o.tls, BufferSize: peers.bufferSize}
 	if sign != nil {
 		fo.Auth = sign.frameAuth
 	}
-	return &framePool{log: log, opts: fo, refusal: refusal, clients: make(map[string]*frame.Client),
-		refused: make(map[string]time.Time), said: make(map[string]bool)}
+	return &framePool{log: log, opts: fo, peers: peers, clients: make(map[string]*frame.Client),
+		refused: make(map[string]time.Time)}
 }
-
-// nsFrameBuffer is the buffer size of a connection to a NameServer: route
-// lookups and routes are small.
-const nsFrameBuffer = 4 << 10
 
 // client returns the frame client of addr, nil when addr is served over
 // gRPC.
@@ -173,11 +181,8 @@ func (p *framePool) client(addr string) (*frame.Client, error) {
 	if p.closed {
 		return nil, ErrClosed
 	}
-	if until, ok := p.refused[addr]; ok {
-		if until.IsZero() || time.Now().Before(until) {
-			return nil, nil
-		}
-		delete(p.refused, addr) // ask again
+	if until, ok := p.refused[addr]; ok && (until.IsZero() || time.Now().Before(until)) {
+		return nil, nil
 	}
 	fc := p.clients[addr]
 	if fc == nil {
@@ -215,13 +220,12 @@ func (p *framePool) call(ctx context.Context, addr string, m frame.Method, req, 
 			until = time.Now().Add(closeRetry)
 		}
 		p.mu.Lock()
-		first := !p.said[addr]
-		p.said[addr] = true
+		_, again := p.refused[addr]
 		p.refused[addr] = until
 		p.anyRefused.Store(true)
 		p.mu.Unlock()
-		if first {
-			p.log.Info(p.refusal, zap.String("addr", addr))
+		if !again {
+			p.log.Info(p.peers.refusal, zap.String("addr", addr))
 		}
 		return false, nil
 	case errors.Is(err, frame.ErrClosed):
@@ -234,7 +238,7 @@ func (p *framePool) call(ctx context.Context, addr string, m frame.Method, req, 
 	return true, err
 }
 
-// closeRetry is how long a pool with closeRefuses serves an address that
+// closeRetry is how long a pool whose peers closeRefuses serves an address that
 // closed the connection on the magic over gRPC before it tries frames again.
 const closeRetry = time.Minute
 
@@ -243,7 +247,7 @@ const closeRetry = time.Minute
 // (closeRefuses).
 func (p *framePool) closedOnMagic(err error) bool {
 	var ce *frame.ConnError
-	return p.closeRefuses && errors.As(err, &ce) && ce.Op == "handshake" &&
+	return p.peers.closeRefuses && errors.As(err, &ce) && ce.Op == "handshake" &&
 		(errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET))
 }
 
@@ -355,12 +359,9 @@ func newBase(opts options, instance string) *base {
 		sign = newSigner(opts.credentials)
 	}
 	b.pool = newConnPool(opts, sign)
-	b.frames = newFramePool(opts, sign, b.log, 0, "broker does not speak the frame protocol: sending and pulling over gRPC")
-	nsFrames := newFramePool(opts, sign, b.log, nsFrameBuffer, "NameServer does not speak the frame protocol: asking for routes over gRPC")
-	if nsFrames != nil {
-		nsFrames.closeRefuses = true
-	}
-	b.ns = &nameServers{addrs: opts.nameServers, pool: b.pool, timeout: opts.rpcTimeout, frames: nsFrames}
+	b.frames = newFramePool(opts, sign, b.log, brokerFrames)
+	b.ns = &nameServers{addrs: opts.nameServers, pool: b.pool, timeout: opts.rpcTimeout,
+		frames: newFramePool(opts, sign, b.log, nameServerFrames)}
 	b.routes = newRouteCache(b.ns, b.log)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b

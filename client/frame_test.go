@@ -137,7 +137,7 @@ func TestFrameFallsBackToGRPC(t *testing.T) {
 	}
 	defer cc.Close()
 
-	pool := newFramePool(options{transport: TransportFrame}, nil, zap.NewNop(), 0, "no frames")
+	pool := newFramePool(options{transport: TransportFrame}, nil, zap.NewNop(), brokerFrames)
 	defer pool.close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -170,46 +170,55 @@ func TestFrameFallsBackToGRPC(t *testing.T) {
 	}
 }
 
-// A NameServer that closes a connection on the magic (one older than its
-// frame lookups, or one draining) is asked over gRPC (the pool reports the
-// call not made), then over frames again once closeRetry has passed; a
-// pool without closeRefuses takes the same close for a broken connection.
-func TestFramePoolCloseOnMagic(t *testing.T) {
+// serveConns listens on 127.0.0.1:0 and hands each connection to handle,
+// one after another, closing it when handle returns; it stops when the
+// test ends. It returns the address.
+func serveConns(t *testing.T, handle func(nc net.Conn)) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer lis.Close()
-	var accepted atomic.Int32
+	t.Cleanup(wg.Wait)
+	t.Cleanup(func() { _ = lis.Close() })
 	wg.Go(func() {
 		for {
 			nc, err := lis.Accept()
 			if err != nil {
 				return
 			}
-			accepted.Add(1)
-			head := make([]byte, len(frame.Magic))
-			_, _ = io.ReadFull(nc, head)
+			handle(nc)
 			_ = nc.Close()
 		}
 	})
-	addr := lis.Addr().String()
+	return lis.Addr().String()
+}
+
+// A NameServer that closes a connection on the magic (one older than its
+// frame lookups, or one draining) is asked over gRPC (the pool reports the
+// call not made), then over frames again once closeRetry has passed; a
+// broker pool (no closeRefuses) takes the same close for a broken connection.
+func TestFramePoolCloseOnMagic(t *testing.T) {
+	var accepted atomic.Int32
+	addr := serveConns(t, func(nc net.Conn) {
+		accepted.Add(1)
+		head := make([]byte, len(frame.Magic))
+		_, _ = io.ReadFull(nc, head)
+	})
 	ctx := context.Background()
 	lookUp := func(p *framePool) (bool, error) {
 		return p.call(ctx, addr, frame.MethodGetRoute, &pb.GetRouteRequest{Topic: "t"}, new(pb.GetRouteResponse))
 	}
 
-	plain := newFramePool(options{transport: TransportFrame}, nil, zap.NewNop(), 0, "no frames")
+	plain := newFramePool(options{transport: TransportFrame}, nil, zap.NewNop(), brokerFrames)
 	defer plain.close()
 	var ce *frame.ConnError
 	if ok, err := lookUp(plain); !ok || !errors.As(err, &ce) || ce.Op != "handshake" {
 		t.Fatalf("without closeRefuses: handled %v, %v; want a handshake error", ok, err)
 	}
 
-	pool := newFramePool(options{transport: TransportFrame}, nil, zap.NewNop(), 0, "no frames")
-	pool.closeRefuses = true
+	pool := newFramePool(options{transport: TransportFrame}, nil, zap.NewNop(), nameServerFrames)
 	defer pool.close()
 	if ok, err := lookUp(pool); ok || err != nil {
 		t.Fatalf("closed on the magic: handled %v, %v; want the call left to gRPC", ok, err)
@@ -229,31 +238,17 @@ func TestFramePoolCloseOnMagic(t *testing.T) {
 // A frame connection that breaks under a call, or cannot be made, fails it
 // with an error the retry and failover logic treats as gRPC's Unavailable.
 func TestFrameConnErrorsAreRetryable(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer lis.Close()
 	// A server that accepts, reads a request's first bytes and dies.
-	wg.Go(func() {
-		for {
-			nc, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			head := make([]byte, len(frame.Magic)+frame.HeaderSize)
-			_, _ = io.WriteString(nc, frame.Magic)
-			_, _ = io.ReadFull(nc, head)
-			_ = nc.Close()
-		}
+	addr := serveConns(t, func(nc net.Conn) {
+		head := make([]byte, len(frame.Magic)+frame.HeaderSize)
+		_, _ = io.WriteString(nc, frame.Magic)
+		_, _ = io.ReadFull(nc, head)
 	})
-	pool := newFramePool(options{transport: TransportFrame}, nil, zap.NewNop(), 0, "no frames")
+	pool := newFramePool(options{transport: TransportFrame}, nil, zap.NewNop(), brokerFrames)
 	defer pool.close()
 	ctx := context.Background()
 	req := &pb.SendRequest{Messages: []*pb.Message{{Topic: "t", Body: []byte("x")}}}
-	ok, err := pool.call(ctx, lis.Addr().String(), frame.MethodSend, req, new(pb.SendResponse))
+	ok, err := pool.call(ctx, addr, frame.MethodSend, req, new(pb.SendResponse))
 	var ce *frame.ConnError
 	if !ok || !errors.As(err, &ce) || !retryableSend(err) || !readUnavailable(err) {
 		t.Fatalf("call on a connection that broke: %v (handled %v, retryable %v)", err, ok, retryableSend(err))
@@ -272,7 +267,7 @@ func TestFrameConnErrorsAreRetryable(t *testing.T) {
 	if err := pool.close(); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := pool.call(ctx, lis.Addr().String(), frame.MethodSend, req, new(pb.SendResponse)); !ok || !errors.Is(err, ErrClosed) {
+	if ok, err := pool.call(ctx, addr, frame.MethodSend, req, new(pb.SendResponse)); !ok || !errors.Is(err, ErrClosed) {
 		t.Fatalf("call on a closed pool: %v", err)
 	}
 }
