@@ -125,13 +125,19 @@ func (q *Queue) appendUnit(off int64, u Unit) error {
 	q.segs = append(q.segs, seg)
 	q.segsChanged()
 	if first {
-		q.minOff.Store(off)
-		q.written = off
-		q.stage = q.stage[:0]
+		q.startAtLocked(off)
 	}
 	q.stageLocked(off, b[:])
 	q.mu.Unlock()
 	return nil
+}
+
+// startAtLocked makes an empty queue start at off: its first readable and
+// first unwritten unit. mu is held exclusively.
+func (q *Queue) startAtLocked(off int64) {
+	q.minOff.Store(off)
+	q.written = off
+	q.stage = q.stage[:0]
 }
 
 // stageLocked appends the encoded unit at off to the stage and publishes
@@ -225,9 +231,8 @@ func (q *Queue) startLater(off int64) error {
 			return err
 		}
 		q.mu.Lock()
-		q.minOff.Store(off)
+		q.startAtLocked(off)
 		q.maxOff.Store(off)
-		q.written = off
 		q.mu.Unlock()
 		return nil
 	}
