@@ -3,7 +3,6 @@ package nameserver
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"time"
 
@@ -62,7 +61,7 @@ func (s *Server) observeRPC(ctx context.Context, req any, info *grpc.UnaryServer
 			code = sc.GetStatus().GetCode().String()
 		}
 	}
-	s.observe("grpc", info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:], code, start)
+	s.observe("grpc", wire.MethodName(info.FullMethod), code, start)
 	return resp, err
 }
 
