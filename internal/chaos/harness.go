@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/bolide-mq/bolide/internal/cluster"
+	"github.com/bolide-mq/bolide/internal/errcode"
 	"github.com/bolide-mq/bolide/internal/faultproxy"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
@@ -544,12 +545,21 @@ func createTopicOn(ctx context.Context, c *Cluster, m *Broker, topic string, que
 	if err != nil {
 		return err
 	}
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	resp, err := pb.NewBrokerClient(cc).CreateTopic(rctx, &pb.CreateTopicRequest{
-		Topic: &pb.TopicConfig{Name: topic, ReadQueueNums: queues, WriteQueueNums: queues, Perm: 6}, Update: true})
-	cancel()
-	if err == nil {
-		err = wire.FromStatus(resp.GetStatus())
+	// A master just elected may not hold its write lease yet (NOT_MASTER
+	// until its next controller heartbeat): ask again while it does not.
+	create := func() error {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		resp, err := pb.NewBrokerClient(cc).CreateTopic(rctx, &pb.CreateTopicRequest{
+			Topic: &pb.TopicConfig{Name: topic, ReadQueueNums: queues, WriteQueueNums: queues, Perm: 6}, Update: true})
+		if err == nil {
+			err = wire.FromStatus(resp.GetStatus())
+		}
+		return err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for err = create(); errcode.Of(err) == errcode.NotMaster && time.Now().Before(deadline); err = create() {
+		time.Sleep(100 * time.Millisecond)
 	}
 	if err != nil {
 		return fmt.Errorf("create topic on %s: %w", m.Name, err)
