@@ -271,9 +271,14 @@ func TestTransactionBadInput(t *testing.T) {
 	if _, err := end(t, tc, endReq("pg", "orders", r, pb.TransactionState_TRANSACTION_STATE_UNKNOWN)); err != nil {
 		t.Fatal(err)
 	}
-	if l, _ := tc.ListPending(ctx, &pb.ListPendingRequest{}); l.Total != 1 || l.Transactions[0].TransactionId != r.UniqueId {
-		t.Fatalf("pending: %+v", l)
-	}
+	// The listing follows the half queue, which is dispatched after the
+	// send's reply: wait for it.
+	waitCond(t, 10*time.Second, "the half message listed", func() error {
+		if l, _ := tc.ListPending(ctx, &pb.ListPendingRequest{}); l.Total != 1 || l.Transactions[0].TransactionId != r.UniqueId {
+			return fmt.Errorf("pending: %+v", l)
+		}
+		return nil
+	})
 }
 
 // connectProducer opens a Connect stream announcing a producer group and
