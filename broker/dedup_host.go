@@ -25,7 +25,7 @@ const AttrDedupWindow = "dedup.window.minutes"
 const maxDedupWindow = 24 * time.Hour
 
 // dedupWindowOf is how long a send to tc is remembered.
-func (b *Broker) dedupWindowOf(tc topic.Config) time.Duration {
+func (b *Broker) dedupWindowOf(tc *topic.Config) time.Duration {
 	if v, ok := tc.Attributes[AttrDedupWindow]; ok {
 		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
 			return min(time.Duration(n)*time.Minute, maxDedupWindow)
@@ -39,7 +39,7 @@ func (b *Broker) dedupWindowOf(tc topic.Config) time.Duration {
 func (b *Broker) longestDedupWindow() time.Duration {
 	w := b.opts.DedupWindow
 	for _, tc := range b.topics.all() {
-		w = max(w, b.dedupWindowOf(tc))
+		w = max(w, b.dedupWindowOf(&tc))
 	}
 	return w
 }

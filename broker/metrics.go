@@ -38,23 +38,27 @@ type brokerMetrics struct {
 
 	// The send path's series, looked up once: a vector hashes its label
 	// values on every lookup, and with thousands of topics the lookup
-	// cost more than the rest of a send's counting. in maps a topic to
-	// its *topicIn, sent a front end to the latency of its successful
-	// sends. Series are never deleted, so neither are these.
-	in   sync.Map
+	// cost more than the rest of a send's counting. A topic's counters
+	// hang off its entry in the topic table (topicEntry.in), which the
+	// send has found already; sent maps a front end to the latency of its
+	// successful sends. Series are never deleted, so neither are these.
 	sent sync.Map
 }
 
 // topicIn are a topic's send counters.
 type topicIn struct{ msgs, bytes prometheus.Counter }
 
-// topicIn returns topic's send counters.
-func (m *brokerMetrics) topicIn(topic string) *topicIn {
-	if v, ok := m.in.Load(topic); ok {
-		return v.(*topicIn)
+// topicIn returns the send counters of e's topic, made on first use.
+func (m *brokerMetrics) topicIn(e *topicEntry) *topicIn {
+	if in := e.in.Load(); in != nil {
+		return in
 	}
-	v, _ := m.in.LoadOrStore(topic, &topicIn{msgs: m.msgsIn.WithLabelValues(topic), bytes: m.bytesIn.WithLabelValues(topic)})
-	return v.(*topicIn)
+	name := e.cfg.Name
+	in := &topicIn{msgs: m.msgsIn.WithLabelValues(name), bytes: m.bytesIn.WithLabelValues(name)}
+	if e.in.CompareAndSwap(nil, in) {
+		return in
+	}
+	return e.in.Load()
 }
 
 // sendLatency returns the latency histogram of sends through the front
@@ -163,12 +167,8 @@ func (b *Broker) SendRetry(ctx context.Context, m *message.Ext, maxReconsumeTime
 
 func (b *Broker) sendCounted(ctx context.Context, msgs []*message.Ext, maxReconsumeTimes int32) ([]store.PutResult, error) {
 	start := time.Now()
-	var topic string
-	if len(msgs) > 0 && msgs[0] != nil {
-		topic = msgs[0].Topic // send may rewrite it (delay, transactions)
-	}
 	protocol := frontendOf(ctx)
-	res, err := b.send(ctx, msgs, maxReconsumeTimes)
+	res, e, err := b.send(ctx, msgs, maxReconsumeTimes)
 	m := b.metrics.init()
 	m.sendLatency(protocol, err).Observe(sinceMS(start))
 	if err == nil {
@@ -177,7 +177,7 @@ func (b *Broker) sendCounted(ctx context.Context, msgs []*message.Ext, maxRecons
 			body += len(msg.Body)
 			m.msgSize.Observe(float64(len(msg.Body)))
 		}
-		in := m.topicIn(topic)
+		in := m.topicIn(e) // the topic sent to (send may rewrite msgs' topic: delay, transactions)
 		in.msgs.Add(float64(len(msgs)))
 		in.bytes.Add(float64(body))
 		b.traffic.put(len(msgs), body)

@@ -79,6 +79,15 @@ func TestMetricsMasterAndSlave(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// An update replaces the topic's entry in the table; its sends are
+	// counted in the same series.
+	if resp, err := mc.CreateTopic(ctx, &pb.CreateTopicRequest{Update: true,
+		Topic: &pb.TopicConfig{Name: "MetricsTopic", ReadQueueNums: 4, WriteQueueNums: 4}}); err != nil || wire.FromStatus(resp.Status) != nil {
+		t.Fatalf("update topic: %v %v", err, resp.GetStatus())
+	}
+	if err := send(ctx, mc, "MetricsTopic", 3, strings.Repeat("x", 13)); err != nil {
+		t.Fatal(err)
+	}
 	// A second topic is counted on its own, and a refused send under its
 	// code.
 	createTopic(t, mc, "MetricsOther", 1)
@@ -109,15 +118,15 @@ func TestMetricsMasterAndSlave(t *testing.T) {
 		labels map[string]string
 		want   float64
 	}{
-		{"rocketmq_messages_in_total", map[string]string{"topic": "MetricsTopic"}, 3},
-		{"rocketmq_throughput_in_total", map[string]string{"topic": "MetricsTopic"}, 10 + 11 + 12},
+		{"rocketmq_messages_in_total", map[string]string{"topic": "MetricsTopic"}, 4},
+		{"rocketmq_throughput_in_total", map[string]string{"topic": "MetricsTopic"}, 10 + 11 + 12 + 13},
 		{"rocketmq_messages_out_total", map[string]string{"topic": "MetricsTopic", "consumer_group": "metrics-group"}, 2},
 		{"rocketmq_messages_in_total", map[string]string{"topic": "MetricsOther"}, 2},
 		{"rocketmq_throughput_in_total", map[string]string{"topic": "MetricsOther"}, 2 * 5},
-		{"rocketmq_rpc_latency", map[string]string{"request_code": "send", "response_code": "OK"}, 5},
+		{"rocketmq_rpc_latency", map[string]string{"request_code": "send", "response_code": "OK"}, 6},
 		{"rocketmq_rpc_latency", map[string]string{"request_code": "send", "response_code": "TOPIC_NOT_EXIST"}, 1},
 		{"rocketmq_rpc_latency", map[string]string{"request_code": "pull", "is_long_polling": "false"}, 1},
-		{"rocketmq_message_size", nil, 5},
+		{"rocketmq_message_size", nil, 6},
 		{"rocketmq_consumer_lag_messages", map[string]string{"topic": "MetricsTopic", "consumer_group": "metrics-group"}, 2},
 		{"rocketmq_consumer_group_number", nil, 1},
 		{"bolide_broker_role", map[string]string{"role": "MASTER"}, 1},

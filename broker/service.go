@@ -48,45 +48,50 @@ func storeError(err error) error {
 // limits. The message's own well-formedness (topic characters, property
 // bytes) is the store's to check, once per message, as it encodes (storeError
 // gives those failures their codes); a topic the table holds is legal, so
-// the name is validated here only when the table does not know it.
-func (b *Broker) checkMessage(m *message.Ext, batch bool) (TopicConfig, error) {
-	tc, ok := b.topics.get(m.Topic)
-	if !ok {
+// the name is validated here only when the table does not know it. It
+// returns the topic's entry in the table.
+func (b *Broker) checkMessage(m *message.Ext, batch bool) (*topicEntry, error) {
+	e := b.topics.entry(m.Topic)
+	if e == nil {
 		if err := message.ValidateTopic(m.Topic); err != nil {
-			return TopicConfig{}, errcode.Errorf(errcode.IllegalTopic, "%v", err)
+			return nil, errcode.Errorf(errcode.IllegalTopic, "%v", err)
 		}
 	}
 	if err := topic.CheckSend(m.Topic, m.Properties, batch); err != nil {
-		return TopicConfig{}, err
+		return nil, err
 	}
 	if len(m.Body) == 0 {
-		return TopicConfig{}, errcode.Errorf(errcode.MessageIllegal, "message to %s has an empty body", m.Topic)
+		return nil, errcode.Errorf(errcode.MessageIllegal, "message to %s has an empty body", m.Topic)
 	}
 	if limit := b.maxMessageSize.Load(); int64(len(m.Body)) > limit {
-		return TopicConfig{}, errcode.Errorf(errcode.MessageTooLarge, "message body of %d bytes exceeds the limit of %d", len(m.Body), limit)
+		return nil, errcode.Errorf(errcode.MessageTooLarge, "message body of %d bytes exceeds the limit of %d", len(m.Body), limit)
 	}
 	if n := propertiesSize(m.Properties); n > b.opts.MaxPropertiesSize {
-		return TopicConfig{}, errcode.Errorf(errcode.PropertiesTooLarge, "properties take %d bytes, the limit is %d", n, b.opts.MaxPropertiesSize)
+		return nil, errcode.Errorf(errcode.PropertiesTooLarge, "properties take %d bytes, the limit is %d", n, b.opts.MaxPropertiesSize)
 	}
-	if !ok {
+	if e == nil {
 		if !b.opts.AutoCreateTopic || message.IsRetryTopic(m.Topic) || message.IsDLQTopic(m.Topic) {
-			return TopicConfig{}, errcode.Errorf(errcode.TopicNotExist, "topic %s does not exist on broker %s", m.Topic, b.opts.BrokerName)
+			return nil, errcode.Errorf(errcode.TopicNotExist, "topic %s does not exist on broker %s", m.Topic, b.opts.BrokerName)
 		}
-		tc = TopicConfig{Name: m.Topic, ReadQueueNums: int32(b.opts.DefaultQueueNums), WriteQueueNums: int32(b.opts.DefaultQueueNums), Perm: PermReadWrite}
+		tc := TopicConfig{Name: m.Topic, ReadQueueNums: int32(b.opts.DefaultQueueNums), WriteQueueNums: int32(b.opts.DefaultQueueNums), Perm: PermReadWrite}
 		if err := b.topics.put(tc, true); err != nil {
-			return TopicConfig{}, err
+			return nil, err
 		}
 		b.makeQueues(tc)
 		b.reg.trigger()
 		b.repl.TriggerMetadataPush()
+		if e = b.topics.entry(m.Topic); e == nil { // removed since
+			e = &topicEntry{cfg: tc}
+		}
 	}
+	tc := &e.cfg
 	if !tc.Writable() {
-		return TopicConfig{}, errcode.Errorf(errcode.NoPermission, "topic %s is not writable on broker %s", m.Topic, b.opts.BrokerName)
+		return nil, errcode.Errorf(errcode.NoPermission, "topic %s is not writable on broker %s", m.Topic, b.opts.BrokerName)
 	}
 	if m.QueueID < 0 || m.QueueID >= tc.WriteQueueNums {
-		return TopicConfig{}, errcode.Errorf(errcode.InvalidParameter, "queue %d of %s does not exist (write queues: %d)", m.QueueID, m.Topic, tc.WriteQueueNums)
+		return nil, errcode.Errorf(errcode.InvalidParameter, "queue %d of %s does not exist (write queues: %d)", m.QueueID, m.Topic, tc.WriteQueueNums)
 	}
-	return tc, nil
+	return e, nil
 }
 
 func propertiesSize(p map[string]string) int {
@@ -100,49 +105,52 @@ func propertiesSize(p map[string]string) int {
 // send is Send uncounted: validation, the retry rule for a message a
 // consumer sends to its retry topic (maxReconsumeTimes < 0: the group's
 // setting), the rewrites of transactional and delayed messages, then put.
-func (b *Broker) send(ctx context.Context, msgs []*message.Ext, maxReconsumeTimes int32) ([]store.PutResult, error) {
+// It returns the topic's entry in the table too (nil when a check failed).
+func (b *Broker) send(ctx context.Context, msgs []*message.Ext, maxReconsumeTimes int32) ([]store.PutResult, *topicEntry, error) {
 	if len(msgs) == 0 {
-		return nil, errcode.Errorf(errcode.InvalidParameter, "send request holds no message")
+		return nil, nil, errcode.Errorf(errcode.InvalidParameter, "send request holds no message")
 	}
 	if len(msgs) > b.opts.MaxBatchMessages {
-		return nil, errcode.Errorf(errcode.InvalidParameter, "batch of %d messages exceeds the limit of %d", len(msgs), b.opts.MaxBatchMessages)
+		return nil, nil, errcode.Errorf(errcode.InvalidParameter, "batch of %d messages exceeds the limit of %d", len(msgs), b.opts.MaxBatchMessages)
 	}
 	if err := b.checkWritable(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	first := msgs[0]
 	if !message.IsRetryTopic(first.Topic) { // consumers still send messages back
 		if err := b.checkBrokerWritable(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	var tc TopicConfig // the topic's, as checkMessage found it
+	var e *topicEntry // the topic's, as checkMessage found it
 	for _, m := range msgs {
 		if m.Topic != first.Topic || m.QueueID != first.QueueID {
-			return nil, errcode.Errorf(errcode.InvalidParameter, "a batch must go to one topic queue")
+			return nil, nil, errcode.Errorf(errcode.InvalidParameter, "a batch must go to one topic queue")
 		}
 		var err error
-		if tc, err = b.checkMessage(m, len(msgs) > 1); err != nil {
-			return nil, err
+		if e, err = b.checkMessage(m, len(msgs) > 1); err != nil {
+			return nil, nil, err
 		}
 	}
 	if message.IsRetryTopic(first.Topic) {
 		group := strings.TrimPrefix(first.Topic, message.RetryTopicPrefix)
 		if _, err := b.retry.ClientRetry(first, maxReconsumeTimes, b.GroupLocked(group)); err != nil {
-			return nil, err
+			return nil, e, err
 		}
 	}
 	if b.dedup != nil && !message.IsRetryTopic(first.Topic) && !message.IsDLQTopic(first.Topic) {
 		// (A consumer that cannot send a message back resends it to the
 		// retry topic itself, with its id, once per failed attempt: those
 		// repeats are not a producer's.)
-		if window := b.dedupWindowOf(tc); window > 0 {
-			return b.sendDeduplicated(ctx, msgs, window, func(fresh []*message.Ext) ([]store.PutResult, error) {
+		if window := b.dedupWindowOf(&e.cfg); window > 0 {
+			res, err := b.sendDeduplicated(ctx, msgs, window, func(fresh []*message.Ext) ([]store.PutResult, error) {
 				return b.rewriteAndPut(ctx, fresh)
 			})
+			return res, e, err
 		}
 	}
-	return b.rewriteAndPut(ctx, msgs)
+	res, err := b.rewriteAndPut(ctx, msgs)
+	return res, e, err
 }
 
 // rewriteAndPut applies the rewrites of transactional and delayed messages,

@@ -61,7 +61,7 @@ type dataVersion = topic.DataVersion
 type topicTable struct {
 	mu      sync.RWMutex // guards topics, names, enc and version
 	path    string
-	topics  map[string]*TopicConfig
+	topics  map[string]*topicEntry
 	names   []string // the topics' names, sorted
 	lines   [][]byte // lines[i]: names[i]'s line of the file, without the separator
 	version dataVersion
@@ -127,13 +127,22 @@ type topicChange struct {
 	changed bool     // replace: the table changed
 }
 
+// topicEntry is a topic in the table: its configuration, never changed
+// once in the table, and its send counters, made on its first counted send
+// and kept when an update replaces the entry, so that a send finds both
+// with one lookup by name.
+type topicEntry struct {
+	cfg TopicConfig
+	in  atomic.Pointer[topicIn]
+}
+
 type topicsFile struct {
 	Topics      map[string]*TopicConfig `json:"topicConfigTable"`
 	DataVersion dataVersion             `json:"dataVersion"`
 }
 
 func loadTopics(path string) (*topicTable, error) {
-	t := &topicTable{path: path, topics: make(map[string]*TopicConfig)}
+	t := &topicTable{path: path, topics: make(map[string]*topicEntry)}
 	t.wcond = sync.NewCond(&t.wmu)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -151,13 +160,13 @@ func loadTopics(path string) (*topicTable, error) {
 		if c == nil || c.Name != name {
 			return nil, fmt.Errorf("load topics from %s: entry %q is malformed", path, name)
 		}
-		t.topics[name] = c
+		t.topics[name] = &topicEntry{cfg: *c}
 		t.names = append(t.names, name)
 	}
 	slices.Sort(t.names)
 	t.lines = make([][]byte, len(t.names))
 	for i, name := range t.names {
-		if t.lines[i], err = encodeTopicLine(t.topics[name]); err != nil {
+		if t.lines[i], err = encodeTopicLine(&t.topics[name].cfg); err != nil {
 			return nil, fmt.Errorf("load topics from %s: %w", path, err)
 		}
 	}
@@ -184,11 +193,20 @@ func encodeTopicLine(c *TopicConfig) ([]byte, error) {
 func (t *topicTable) get(name string) (TopicConfig, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	c, ok := t.topics[name]
+	e, ok := t.topics[name]
 	if !ok {
 		return TopicConfig{}, false
 	}
-	return *c, true
+	return e.cfg, true
+}
+
+// entry returns topic name's entry, nil when the table has no such topic.
+// The entry's configuration is the table's as it was at the call: an
+// update puts a new entry (carrying the counters over).
+func (t *topicTable) entry(name string) *topicEntry {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.topics[name]
 }
 
 func (t *topicTable) all() []TopicConfig {
@@ -205,7 +223,7 @@ func (t *topicTable) snapshot() ([]TopicConfig, dataVersion) {
 	defer t.mu.RUnlock()
 	out := make([]TopicConfig, len(t.names))
 	for i, name := range t.names {
-		out[i] = *t.topics[name]
+		out[i] = t.topics[name].cfg
 	}
 	return out, t.version
 }
@@ -323,8 +341,10 @@ func (t *topicTable) write(changes []*topicChange) {
 		if replaced {
 			return nil, false
 		}
-		c, ok := t.topics[name]
-		return c, ok
+		if e, ok := t.topics[name]; ok {
+			return &e.cfg, true
+		}
+		return nil, false
 	}
 	for _, ch := range changes {
 		switch ch.kind {
@@ -419,15 +439,20 @@ func (t *topicTable) write(changes []*topicChange) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	old := t.topics
 	if replaced {
-		t.topics = make(map[string]*TopicConfig, len(overlay))
+		t.topics = make(map[string]*topicEntry, len(overlay))
 	}
 	for name, c := range overlay {
 		if c == nil {
 			delete(t.topics, name)
 			continue
 		}
-		t.topics[name] = c
+		e := &topicEntry{cfg: *c}
+		if prev := old[name]; prev != nil {
+			e.in.Store(prev.in.Load())
+		}
+		t.topics[name] = e
 	}
 	t.names, t.lines = names, lines
 	rec := tableChange{from: t.version, to: version, all: replaced || hasBump(changes)}
@@ -484,8 +509,8 @@ func (t *topicTable) deltaSince(base dataVersion) (changed []TopicConfig, remove
 		return nil, nil, 0, v, false
 	}
 	for _, name := range slices.Sorted(maps.Keys(names)) {
-		if c, ok := t.topics[name]; ok {
-			changed = append(changed, *c)
+		if e, ok := t.topics[name]; ok {
+			changed = append(changed, e.cfg)
 		} else {
 			removed = append(removed, name)
 		}
@@ -514,7 +539,9 @@ func (t *topicTable) bumpLocked() {
 func (t *topicTable) currentView(overlay map[string]*TopicConfig, replaced bool) map[string]*TopicConfig {
 	cur := make(map[string]*TopicConfig, len(t.topics)+len(overlay))
 	if !replaced {
-		maps.Copy(cur, t.topics)
+		for name, e := range t.topics {
+			cur[name] = &e.cfg
+		}
 	}
 	for name, c := range overlay {
 		if c == nil {
