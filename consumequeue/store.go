@@ -186,12 +186,6 @@ func (s *Store) Root() string { return s.root }
 // does not exist; its directory and first file are created by the first Put
 // (or ahead of it by Queue.Create).
 func (s *Store) Queue(topic string, queueID int32) (*Queue, error) {
-	if err := validTopic(topic); err != nil {
-		return nil, fmt.Errorf("consumequeue: %w", err)
-	}
-	if queueID < 0 {
-		return nil, fmt.Errorf("consumequeue %s/%d: negative queue id: %w", topic, queueID, ErrInvalid)
-	}
 	s.mu.RLock()
 	q, closed := s.queues[topic][queueID], s.closed
 	s.mu.RUnlock()
@@ -199,7 +193,13 @@ func (s *Store) Queue(topic string, queueID int32) (*Queue, error) {
 		return nil, fmt.Errorf("consumequeue %s/%d: %w", topic, queueID, ErrClosed)
 	}
 	if q != nil {
-		return q, nil
+		return q, nil // its name was checked when it was made
+	}
+	if err := validTopic(topic); err != nil {
+		return nil, fmt.Errorf("consumequeue: %w", err)
+	}
+	if queueID < 0 {
+		return nil, fmt.Errorf("consumequeue %s/%d: negative queue id: %w", topic, queueID, ErrInvalid)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

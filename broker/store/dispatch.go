@@ -202,7 +202,7 @@ func (s *Store) dispatchAvailable(limit int64) (int64, error) {
 			testHandedDispatch(d, rec)
 		}
 		s.dispatchMu.Lock()
-		err := s.dispatchRecord(&d)
+		q, err := s.dispatchRecord(&d)
 		if err == nil {
 			s.settle(off, &d)
 		}
@@ -216,7 +216,6 @@ func (s *Store) dispatchAvailable(limit int64) (int64, error) {
 			k := touched{d.Topic, d.QueueID}
 			if k != last {
 				if _, ok := seen[k]; !ok {
-					q, _ := s.cqs.Lookup(d.Topic, d.QueueID)
 					seen[k] = q
 				}
 				last = k
@@ -271,21 +270,24 @@ func (e *retryableError) Unwrap() error { return e.err }
 // dispatcher stops at this record and retries it later, so no acknowledged
 // record is ever left out of its queue. Inconsistencies that a retry cannot
 // fix (a gap in queue offsets) are logged, counted and skipped, as RocketMQ
-// does, so one bad record cannot stall every consumer.
-func (s *Store) dispatchRecord(d *message.Dispatch) error {
+// does, so one bad record cannot stall every consumer. It returns the
+// queue the record went to (nil when none did).
+func (s *Store) dispatchRecord(d *message.Dispatch) (*consumequeue.Queue, error) {
+	var q *consumequeue.Queue
 	tt := message.TransactionType(d.SysFlag)
 	if message.Dispatchable(d.SysFlag) {
 		tag := d.TagsHash
 		if s.opts.TagCode != nil {
 			tag = s.opts.TagCode(*d)
 		}
-		q, err := s.cqs.Queue(d.Topic, d.QueueID)
+		var err error
+		q, err = s.cqs.Queue(d.Topic, d.QueueID)
 		if err == nil {
 			err = q.Put(d.QueueOffset, consumequeue.Unit{Offset: d.PhysicalOffset, Size: d.Size, TagHash: tag})
 		}
 		if err != nil {
 			if !permanentDispatchError(err) {
-				return fmt.Errorf("consume queue %s/%d: %w", d.Topic, d.QueueID, err)
+				return q, fmt.Errorf("consume queue %s/%d: %w", d.Topic, d.QueueID, err)
 			}
 			s.dispatchErrors.Add(1)
 			s.log.Error("consume queue dispatch failed; record skipped", zap.String("topic", d.Topic),
@@ -294,7 +296,7 @@ func (s *Store) dispatchRecord(d *message.Dispatch) error {
 		}
 	}
 	if s.index == nil || tt == message.SysFlagTransRollback {
-		return nil
+		return q, nil
 	}
 	put := func(key string) error {
 		err := s.index.PutHash(indexfile.TopicKeyHash(d.Topic, key), d.PhysicalOffset, d.StoreTimestamp)
@@ -311,15 +313,15 @@ func (s *Store) dispatchRecord(d *message.Dispatch) error {
 	}
 	if d.UniqueKey != "" {
 		if err := put(d.UniqueKey); err != nil {
-			return err
+			return q, err
 		}
 	}
 	for _, k := range message.SplitKeys(d.Keys) {
 		if err := put(k); err != nil {
-			return err
+			return q, err
 		}
 	}
-	return nil
+	return q, nil
 }
 
 // testHandedDispatch, set by tests, sees each record whose Dispatch the
