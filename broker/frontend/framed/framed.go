@@ -28,7 +28,6 @@ const Name = "frame"
 // Frontend serves the frame protocol.
 type Frontend struct {
 	srv *frame.Server
-	log *zap.Logger
 }
 
 // New returns the frame front end of core b; maxFrame bounds one frame.
@@ -84,7 +83,7 @@ func New(b *broker.Broker, maxFrame int, log *zap.Logger) *Frontend {
 			return v1wire.Pull(ctx, b, Name, r)
 		},
 	})
-	return &Frontend{srv: srv, log: log}
+	return &Frontend{srv: srv}
 }
 
 // Name implements frontend.Frontend.
