@@ -194,26 +194,25 @@ type nameServers struct {
 	good    atomic.Uint32
 }
 
-// each calls fn on the NameServers in turn (addr, and its gRPC client c),
-// from the preferred one, until fn returns nil or an error for which next
-// returns false; the result is the last error, or ErrNoNameServer joined
-// with every error.
-func (n *nameServers) each(ctx context.Context, fn func(ctx context.Context, addr string, c pb.NameServerClient) error, next func(error) bool) error {
+// each calls fn on the NameServers' addresses in turn, from the preferred
+// one, until fn returns nil or an error for which next returns false; the
+// result is the last error, or ErrNoNameServer joined with every error. An
+// error of grpcOf ends it at once.
+func (n *nameServers) each(ctx context.Context, fn func(ctx context.Context, addr string) error, next func(error) bool) error {
 	start := int(n.good.Load()) % len(n.addrs)
 	var errs []error
 	for i := range n.addrs {
 		idx := (start + i) % len(n.addrs)
 		addr := n.addrs[idx]
-		c, err := n.pool.nameServer(addr)
-		if err != nil {
-			return err
-		}
 		cctx, cancel := withTimeout(ctx, n.timeout)
-		err = fn(cctx, addr, c)
+		err := fn(cctx, addr)
 		cancel()
 		if err == nil {
 			n.good.Store(uint32(idx))
 			return nil
+		}
+		if pe := (poolError{}); errors.As(err, &pe) {
+			return pe.error
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("NameServer %s: %w", addr, errors.Join(ctx.Err(), err))
@@ -226,10 +225,32 @@ func (n *nameServers) each(ctx context.Context, fn func(ctx context.Context, add
 	return fmt.Errorf("%w: %w", ErrNoNameServer, errors.Join(errs...))
 }
 
+// grpcOf returns the gRPC client of the NameServer at addr, made on first
+// use: a client whose route lookups go over frames never makes one. Its
+// error (the client is closed, the address is unusable) ends each's walk.
+func (n *nameServers) grpcOf(addr string) (pb.NameServerClient, error) {
+	c, err := n.pool.nameServer(addr)
+	if err != nil {
+		return nil, poolError{err}
+	}
+	return c, nil
+}
+
+// poolError is an error of the connection pool, which no other NameServer
+// would answer differently.
+type poolError struct{ error }
+
+func (e poolError) Unwrap() error { return e.error }
+
 // call tries NameServers until one answers (a coded error is an answer).
 func (n *nameServers) call(ctx context.Context, fn func(ctx context.Context, c pb.NameServerClient) error) error {
-	return n.each(ctx, func(ctx context.Context, _ string, c pb.NameServerClient) error { return fn(ctx, c) },
-		func(err error) bool { return !isCoded(err) })
+	return n.each(ctx, func(ctx context.Context, addr string) error {
+		c, err := n.grpcOf(addr)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, c)
+	}, func(err error) bool { return !isCoded(err) })
 }
 
 // getRoute asks the NameServers for a topic's route. NameServers are
@@ -253,8 +274,8 @@ func (n *nameServers) getRoute(ctx context.Context, topic string, known []string
 func (n *nameServers) askRoute(ctx context.Context, topic string, known []string) (*TopicRoute, error) {
 	var route *TopicRoute
 	notExist := false
-	err := n.each(ctx, func(ctx context.Context, addr string, c pb.NameServerClient) error {
-		resp, err := n.lookUp(ctx, addr, c, topic)
+	err := n.each(ctx, func(ctx context.Context, addr string) error {
+		resp, err := n.lookUp(ctx, addr, topic)
 		if err != nil {
 			return err
 		}
@@ -287,12 +308,16 @@ func (n *nameServers) askRoute(ctx context.Context, topic string, known []string
 
 // lookUp asks the NameServer at addr for topic's route: over the frame
 // protocol when the client uses it and that NameServer speaks it, else
-// over gRPC (c).
-func (n *nameServers) lookUp(ctx context.Context, addr string, c pb.NameServerClient, topic string) (*pb.GetRouteResponse, error) {
+// over gRPC.
+func (n *nameServers) lookUp(ctx context.Context, addr string, topic string) (*pb.GetRouteResponse, error) {
 	req := &pb.GetRouteRequest{Topic: topic}
 	resp := new(pb.GetRouteResponse)
 	if ok, err := n.frames.call(ctx, addr, frame.MethodGetRoute, req, resp); ok {
 		return resp, err
+	}
+	c, err := n.grpcOf(addr)
+	if err != nil {
+		return nil, err
 	}
 	return c.GetRoute(ctx, req)
 }

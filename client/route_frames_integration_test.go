@@ -68,6 +68,14 @@ func TestRouteLookupsOverFrames(t *testing.T) {
 			if !frames && (framed != 0 || grpc == 0) {
 				t.Fatalf("lookups over frames %d, over gRPC %d; want gRPC only", framed, grpc)
 			}
+			// A client whose lookups go over frames makes no gRPC
+			// connection to the NameServer.
+			p.b.pool.mu.Lock()
+			_, made := p.b.pool.conns[e.ns[0]]
+			p.b.pool.mu.Unlock()
+			if made == frames {
+				t.Fatalf("gRPC connection to the NameServer made: %v", made)
+			}
 		})
 	}
 }
