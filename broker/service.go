@@ -48,10 +48,10 @@ func storeError(err error) error {
 // limits. The message's own well-formedness (topic characters, property
 // bytes) is the store's to check, once per message, as it encodes (storeError
 // gives those failures their codes); a topic the table holds is legal, so
-// the name is validated here only when the table does not know it. It
-// returns the topic's entry in the table.
-func (b *Broker) checkMessage(m *message.Ext, batch bool) (*topicEntry, error) {
-	e := b.topics.entry(m.Topic)
+// the name is validated here only when the table does not know it. e is
+// the topic's entry as the caller found it (nil: not in the table); it
+// returns the entry, made when the topic is created here.
+func (b *Broker) checkMessage(m *message.Ext, batch bool, e *topicEntry) (*topicEntry, error) {
 	if e == nil {
 		if err := message.ValidateTopic(m.Topic); err != nil {
 			return nil, errcode.Errorf(errcode.IllegalTopic, "%v", err)
@@ -122,13 +122,13 @@ func (b *Broker) send(ctx context.Context, msgs []*message.Ext, maxReconsumeTime
 			return nil, nil, err
 		}
 	}
-	var e *topicEntry // the topic's, as checkMessage found it
+	e := b.topics.entry(first.Topic) // one topic for the whole batch
 	for _, m := range msgs {
 		if m.Topic != first.Topic || m.QueueID != first.QueueID {
 			return nil, nil, errcode.Errorf(errcode.InvalidParameter, "a batch must go to one topic queue")
 		}
 		var err error
-		if e, err = b.checkMessage(m, len(msgs) > 1); err != nil {
+		if e, err = b.checkMessage(m, len(msgs) > 1, e); err != nil {
 			return nil, nil, err
 		}
 	}

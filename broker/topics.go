@@ -191,13 +191,10 @@ func encodeTopicLine(c *TopicConfig) ([]byte, error) {
 }
 
 func (t *topicTable) get(name string) (TopicConfig, bool) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	e, ok := t.topics[name]
-	if !ok {
-		return TopicConfig{}, false
+	if e := t.entry(name); e != nil {
+		return e.cfg, true
 	}
-	return e.cfg, true
+	return TopicConfig{}, false
 }
 
 // entry returns topic name's entry, nil when the table has no such topic.
