@@ -202,12 +202,18 @@ stop_all() {
 # parked: the pids of the daemons stopped (SIGSTOP) while another pair is
 # measured (many topics).
 parked=()
-cleanup() {
+# stop_parked stops the parked daemons (continued first, so that they see
+# the signal).
+stop_parked() {
   local p
   for p in "${parked[@]}"; do
     kill -CONT "$p" 2>/dev/null || true
     stop_pid "$p"
   done
+  parked=()
+}
+cleanup() {
+  stop_parked
   stop_all
   if [[ $KEEP != 1 ]]; then
     local many=0
@@ -469,11 +475,7 @@ cq_du=$(du -s -B1 "$DATA_DIR/topics/broker-a/store/consumequeue" | cut -f1)
   echo "after_sends fds=$fds2 maps=$maps2 goroutines=$goroutines2 cq_files=$cq_files cq_bytes=$cq_du"
 } >"$res/topics.memory"
 finish topics
-for p in "${parked[@]}"; do
-  kill -CONT "$p" 2>/dev/null || true
-  stop_pid "$p"
-done
-parked=()
+stop_parked
 [[ $KEEP == 1 ]] || rm -rf "${DATA_DIR:?}/topics1"
 fi
 
