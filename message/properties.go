@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -118,37 +118,80 @@ func propertiesLen(props map[string]string) int {
 func encodablePropertiesLen(props map[string]string) (int, error) {
 	n := 0
 	for k, v := range props {
-		if strings.IndexByte(k, NameValueSeparator) >= 0 || strings.IndexByte(k, PropertySeparator) >= 0 ||
-			strings.IndexByte(v, PropertySeparator) >= 0 {
-			return 0, fmt.Errorf("%w: %q contains a separator byte", ErrBadProperty, k)
-		}
-		if k == PropertyCRC32 {
-			return 0, fmt.Errorf("%w: %q is reserved", ErrBadProperty, k)
+		if err := checkEncodable(k, v); err != nil {
+			return 0, err
 		}
 		n += len(k) + len(v) + 2
 	}
 	return n, nil
 }
 
-// appendProperties appends k\x01v\x02 pairs in sorted key order, so the same
-// message always encodes to the same bytes.
-func appendProperties(dst []byte, props map[string]string) []byte {
-	if len(props) == 0 {
-		return dst
+// checkEncodable is encodablePropertiesLen's check of one property.
+func checkEncodable(k, v string) error {
+	if strings.IndexByte(k, NameValueSeparator) >= 0 || strings.IndexByte(k, PropertySeparator) >= 0 ||
+		strings.IndexByte(v, PropertySeparator) >= 0 {
+		return fmt.Errorf("%w: %q contains a separator byte", ErrBadProperty, k)
 	}
-	var small [16]string
-	keys := small[:0]
-	for k := range props {
-		keys = append(keys, k)
+	if k == PropertyCRC32 {
+		return fmt.Errorf("%w: %q is reserved", ErrBadProperty, k)
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		dst = append(dst, k...)
+	return nil
+}
+
+// property is one name and value, for encoding in order.
+type property struct{ k, v string }
+
+// sortedProperties appends props to dst sorted by name, checked as
+// encodablePropertiesLen checks them, and returns their encoded length
+// without the checksum trailer, in one pass over the map.
+func sortedProperties(dst []property, props map[string]string) ([]property, int, error) {
+	n := 0
+	for k, v := range props {
+		if err := checkEncodable(k, v); err != nil {
+			return dst, 0, err
+		}
+		n += len(k) + len(v) + 2
+		dst = append(dst, property{k, v})
+	}
+	sortByName(dst)
+	return dst, n, nil
+}
+
+// sortByName sorts ps by name.
+func sortByName(ps []property) {
+	if len(ps) > 12 {
+		slices.SortFunc(ps, func(a, b property) int { return strings.Compare(a.k, b.k) })
+		return
+	}
+	// A message's few properties: insertion sort, no call.
+	for i := 1; i < len(ps); i++ {
+		for j := i; j > 0 && ps[j].k < ps[j-1].k; j-- {
+			ps[j], ps[j-1] = ps[j-1], ps[j]
+		}
+	}
+}
+
+// appendSorted appends the pairs k\x01v\x02 of ps, in their order.
+func appendSorted(dst []byte, ps []property) []byte {
+	for _, p := range ps {
+		dst = append(dst, p.k...)
 		dst = append(dst, NameValueSeparator)
-		dst = append(dst, props[k]...)
+		dst = append(dst, p.v...)
 		dst = append(dst, PropertySeparator)
 	}
 	return dst
+}
+
+// appendProperties appends k\x01v\x02 pairs in sorted key order, so the same
+// message always encodes to the same bytes.
+func appendProperties(dst []byte, props map[string]string) []byte {
+	var small [16]property
+	ps := small[:0]
+	for k, v := range props {
+		ps = append(ps, property{k, v})
+	}
+	sortByName(ps)
+	return appendSorted(dst, ps)
 }
 
 // EncodeProperties returns the PROPERTIES encoding of props (without the

@@ -92,18 +92,32 @@ func EncodedLen(e *Ext) (int, error) {
 
 // encodedLen returns the record size and the PROPERTIES length field.
 func encodedLen(e *Ext) (n, propLen int, err error) {
-	if len(e.Topic) == 0 || len(e.Topic) > MaxTopicLen {
-		return 0, 0, fmt.Errorf("%w: topic length %d", ErrTooLarge, len(e.Topic))
+	if err := checkTopicLen(e.Topic); err != nil {
+		return 0, 0, err
 	}
+	props, err := encodablePropertiesLen(e.Properties)
+	if err != nil {
+		return 0, 0, err
+	}
+	return recordLen(e, props)
+}
+
+// checkTopicLen checks the length of a record's topic.
+func checkTopicLen(topic string) error {
+	if len(topic) == 0 || len(topic) > MaxTopicLen {
+		return fmt.Errorf("%w: topic length %d", ErrTooLarge, len(topic))
+	}
+	return nil
+}
+
+// recordLen returns the record size and the PROPERTIES length field of e,
+// whose properties encode to props bytes without the checksum trailer.
+func recordLen(e *Ext, props int) (n, propLen int, err error) {
 	topicLenSize := 1
 	if len(e.Topic) > 127 {
 		topicLenSize = 2
 	}
-	propLen, err = encodablePropertiesLen(e.Properties)
-	if err != nil {
-		return 0, 0, err
-	}
-	propLen += crcReservedLen
+	propLen = props + crcReservedLen
 	if propLen > MaxPropertiesSize {
 		return 0, 0, fmt.Errorf("%w: properties take %d bytes, at most %d", ErrTooLarge, propLen, MaxPropertiesSize)
 	}
@@ -135,7 +149,15 @@ func Encode(dst []byte, e *Ext) ([]byte, error) {
 // are left as zeros. It is for writers that Stamp the record before storing
 // it (Stamp seals), so the checksum is computed once.
 func EncodeUnsealed(dst []byte, e *Ext) ([]byte, error) {
-	n, propLen, err := encodedLen(e)
+	if err := checkTopicLen(e.Topic); err != nil {
+		return dst, err
+	}
+	var small [16]property
+	props, plen, err := sortedProperties(small[:0], e.Properties)
+	if err != nil {
+		return dst, err
+	}
+	n, propLen, err := recordLen(e, plen)
 	if err != nil {
 		return dst, err
 	}
@@ -169,7 +191,7 @@ func EncodeUnsealed(dst []byte, e *Ext) ([]byte, error) {
 	}
 	dst = append(dst, e.Topic...)
 	dst = be.AppendUint16(dst, uint16(propLen))
-	dst = appendProperties(dst, e.Properties)
+	dst = appendSorted(dst, props)
 	dst = append(dst, PropertyCRC32...)
 	dst = append(dst, NameValueSeparator)
 	dst = append(dst, "0000000000"...)

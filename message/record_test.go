@@ -514,6 +514,26 @@ func TestEncodeAppends(t *testing.T) {
 	checkDecoded(t, e2, d2, len(r2))
 }
 
+// TestLayoutManyProperties holds the encoder's sorting of properties to
+// refProps on both sides of its small-map path (none, a few, more than a
+// dozen, more than its stack array holds), map order being random.
+func TestLayoutManyProperties(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 12, 13, 16, 17, 100} {
+		e := baseExt()
+		e.Properties = map[string]string{}
+		for i := range n {
+			e.Properties[fmt.Sprintf("k%02d", (i*37)%101)] = strings.Repeat("v", i%5)
+		}
+		for range 5 {
+			rec, err := Encode(nil, e)
+			if err != nil {
+				t.Fatalf("%d properties: %v", n, err)
+			}
+			checkLayout(t, rec, e)
+		}
+	}
+}
+
 func TestEncodedLenErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
