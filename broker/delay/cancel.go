@@ -99,7 +99,7 @@ func (e *Engine) cancelLocked(t CancelTarget) (uint8, int64, error) {
 	}
 	e.cancels[t.Origin] = rec
 	if lb := e.loadedBucketLocked(t.DeliverMS); lb != nil {
-		if i, ok := lb.byOrigin[t.Origin]; ok && lb.ents.at(i).state == stPending {
+		if i, ok := lb.byOrigin.get(t.Origin); ok && lb.ents.at(i).state == stPending {
 			lb.ents.at(i).state = stCancelled
 			lb.open--
 		}
@@ -190,7 +190,7 @@ func (e *Engine) stateLocked(t CancelTarget) uint8 {
 		return stCancelled
 	}
 	if lb := e.loadedBucketLocked(t.DeliverMS); lb != nil {
-		if i, ok := lb.byOrigin[t.Origin]; ok {
+		if i, ok := lb.byOrigin.get(t.Origin); ok {
 			return lb.ents.at(i).state
 		}
 		return stPending // not indexed yet

@@ -492,7 +492,8 @@ func (e *Engine) appendEntries(k bucketKey, ents []Entry, now int64) error {
 			// for (0: it waits for nothing; −1: it is busy).
 			wake = wake || e.sleepUntil == 0 || (e.sleepUntil > 0 && en.DeliverMS < e.sleepUntil)
 			if cancelled {
-				w := lb.ents.at(lb.byOrigin[en.Origin])
+				i, _ := lb.byOrigin.get(en.Origin)
+				w := lb.ents.at(i)
 				w.state = stCancelled
 				lb.open--
 			}
@@ -807,7 +808,7 @@ func (e *Engine) installLocked(bf *bfile, lb *lbucket, n int64) error {
 		}
 	}
 	mark := func(origin int64) {
-		if i, ok := lb.byOrigin[origin]; ok && lb.ents.at(i).state == stPending {
+		if i, ok := lb.byOrigin.get(origin); ok && lb.ents.at(i).state == stPending {
 			lb.ents.at(i).state = stCancelled
 			lb.open--
 		}

@@ -71,7 +71,7 @@ type lbucket struct {
 	key      bucketKey
 	bf       *bfile
 	ents     wents
-	byOrigin map[int64]int32
+	byOrigin originIndex
 	order    []int32
 	cur      int
 	run      []int32 // late entries appended in firing order
@@ -137,7 +137,7 @@ func (h *lateHeap) pop() int32 {
 }
 
 func newLBucket(bf *bfile, capacity int) *lbucket {
-	lb := &lbucket{key: bf.key, bf: bf, byOrigin: make(map[int64]int32, capacity), maxLoc: -1}
+	lb := &lbucket{key: bf.key, bf: bf, byOrigin: newOriginIndex(capacity), maxLoc: -1}
 	lb.late.lb = lb
 	return lb
 }
@@ -146,7 +146,7 @@ func newLBucket(bf *bfile, capacity int) *lbucket {
 // delivered (its position is in the fired log).
 func (lb *lbucket) addInitial(e Entry, idx int64, done bool) {
 	lb.maxLoc = max(lb.maxLoc, e.Location)
-	if i, ok := lb.byOrigin[e.Origin]; ok {
+	if i, ok := lb.byOrigin.get(e.Origin); ok {
 		w := lb.ents.at(i)
 		if done && w.state == stPending {
 			w.state = stDone
@@ -163,7 +163,7 @@ func (lb *lbucket) addInitial(e Entry, idx int64, done bool) {
 	} else {
 		lb.open++
 	}
-	lb.byOrigin[e.Origin] = lb.ents.add(went{deliverMS: e.DeliverMS, loc: e.Location, origin: e.Origin, size: e.Size, idx: uint32(idx), state: st})
+	lb.byOrigin.put(e.Origin, lb.ents.add(went{deliverMS: e.DeliverMS, loc: e.Location, origin: e.Origin, size: e.Size, idx: uint32(idx), state: st}))
 }
 
 // sortInitial orders the pending entries read at load time.
@@ -190,7 +190,7 @@ func (lb *lbucket) sortInitial() {
 // whether the entry is new (not a copy of one already known).
 func (lb *lbucket) addLate(e Entry, idx int64, done bool) bool {
 	lb.maxLoc = max(lb.maxLoc, e.Location)
-	if i, ok := lb.byOrigin[e.Origin]; ok {
+	if i, ok := lb.byOrigin.get(e.Origin); ok {
 		w := lb.ents.at(i)
 		if done && w.state == stPending {
 			w.state = stDone
@@ -206,7 +206,7 @@ func (lb *lbucket) addLate(e Entry, idx int64, done bool) bool {
 		st = stDone
 	}
 	i := lb.ents.add(went{deliverMS: e.DeliverMS, loc: e.Location, origin: e.Origin, size: e.Size, idx: uint32(idx), state: st})
-	lb.byOrigin[e.Origin] = i
+	lb.byOrigin.put(e.Origin, i)
 	if st == stPending {
 		lb.open++
 		if n := len(lb.run); n == lb.runCur || !lb.ents.at(i).before(lb.ents.at(lb.run[n-1])) {
