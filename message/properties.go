@@ -100,20 +100,10 @@ func hasSeparator(s string) bool {
 	return strings.IndexByte(s, NameValueSeparator) >= 0 || strings.IndexByte(s, PropertySeparator) >= 0
 }
 
-// propertiesLen returns the encoded length of props without the checksum
-// trailer.
-func propertiesLen(props map[string]string) int {
-	n := 0
-	for k, v := range props {
-		n += len(k) + len(v) + 2
-	}
-	return n
-}
-
-// encodablePropertiesLen is propertiesLen for a record: it also rejects what
-// would not decode back to the same map — a name containing a separator, a
-// value containing the pair separator, or the reserved checksum name. It is
-// deliberately laxer than ValidateProperties (an empty name or a \x01 in a
+// encodablePropertiesLen returns the encoded length of props without the
+// checksum trailer, and rejects what would not decode back to the same map
+// — a name containing a separator, a value containing the pair separator,
+// or the reserved checksum name. It is deliberately laxer than ValidateProperties (an empty name or a \x01 in a
 // value survive a round trip, and RocketMQ clients may send them).
 func encodablePropertiesLen(props map[string]string) (int, error) {
 	n := 0
@@ -182,22 +172,18 @@ func appendSorted(dst []byte, ps []property) []byte {
 	return dst
 }
 
-// appendProperties appends k\x01v\x02 pairs in sorted key order, so the same
-// message always encodes to the same bytes.
-func appendProperties(dst []byte, props map[string]string) []byte {
+// EncodeProperties returns the PROPERTIES encoding of props (without the
+// checksum trailer): k\x01v\x02 pairs in sorted key order, so the same
+// properties always encode to the same bytes.
+func EncodeProperties(props map[string]string) []byte {
 	var small [16]property
-	ps := small[:0]
+	ps, n := small[:0], 0
 	for k, v := range props {
 		ps = append(ps, property{k, v})
+		n += len(k) + len(v) + 2
 	}
 	sortByName(ps)
-	return appendSorted(dst, ps)
-}
-
-// EncodeProperties returns the PROPERTIES encoding of props (without the
-// checksum trailer), in sorted key order.
-func EncodeProperties(props map[string]string) []byte {
-	return appendProperties(make([]byte, 0, propertiesLen(props)), props)
+	return appendSorted(make([]byte, 0, n), ps)
 }
 
 // DecodeProperties parses a PROPERTIES field. It accepts a missing trailing

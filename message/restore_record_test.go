@@ -222,3 +222,13 @@ func FuzzRestoreRecord(f *testing.F) {
 		}
 	})
 }
+
+// propertiesLen returns the encoded length of props without the checksum
+// trailer.
+func propertiesLen(props map[string]string) int {
+	n := 0
+	for k, v := range props {
+		n += len(k) + len(v) + 2
+	}
+	return n
+}
