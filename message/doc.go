@@ -44,6 +44,33 @@
 // left for the CommitLog to stamp) instead of decoding and encoding it: the
 // result is the record Encode writes for Restore's message, byte for byte.
 //
+// # Packed batches
+//
+// A producer may send its messages packed (bolide.v1's SendRequest.packed):
+// entries that carry what only the producer knows, which the broker turns
+// into records by copying their parts between the fields it fills in
+// itself (RocketMQ's clients send batches in a similar layout). The topic
+// and queue are given once for the batch. One entry, big-endian:
+//
+//	offset size field
+//	     0    4 ENTRYSIZE            whole entry length, this field included
+//	     4    4 FLAG                 user flag
+//	     8    4 SYSFLAG              as in the record; BORNHOST_V6 sizes BORNHOST
+//	    12    8 BORNTIMESTAMP        ms since epoch; 0: the broker's clock
+//	    20  8|20 BORNHOST            as in the record; all zeros: none given
+//	     …    4 RECONSUMETIMES
+//	     …  4+n BODY                 int32 length, then the bytes
+//	     …  2+n PROPERTIES           int16 length, then k\x01v\x02 pairs
+//
+// The properties are stricter than a record's: every pair ends with
+// \x02, names are not empty and come in strictly increasing byte order
+// (so no name twice, and the record the broker writes is the one Encode
+// writes for the same message), no name or value holds a separator, and
+// the checksum name is the broker's. The entries follow each other with
+// nothing between them. EncodePacked writes the record of an entry: the
+// store host's, with the store host as born host when the entry names
+// none, and the checksum trailer appended to the properties.
+//
 // # End of a CommitLog file
 //
 // When a record does not fit in what is left of a CommitLog segment, the

@@ -176,7 +176,16 @@ type SendRequest struct {
 	RequestId     uint64 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	ProducerGroup string `protobuf:"bytes,2,opt,name=producer_group,json=producerGroup,proto3" json:"producer_group,omitempty"`
 	// messages: one, or a batch that all go to the same topic and queue.
-	Messages      []*Message `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
+	Messages []*Message `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
+	// packed holds the messages instead, in the packed layout of package
+	// message (message/packed.go): entries the broker turns into stored
+	// records by copying their parts, with no property map built on either
+	// side. All go to packed_topic, queue packed_queue_id. A request carries
+	// messages or packed, not both. Bolide's SDK packs its sends over the
+	// frame protocol.
+	Packed        []byte `protobuf:"bytes,4,opt,name=packed,proto3" json:"packed,omitempty"`
+	PackedTopic   string `protobuf:"bytes,5,opt,name=packed_topic,json=packedTopic,proto3" json:"packed_topic,omitempty"`
+	PackedQueueId int32  `protobuf:"varint,6,opt,name=packed_queue_id,json=packedQueueId,proto3" json:"packed_queue_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -230,6 +239,27 @@ func (x *SendRequest) GetMessages() []*Message {
 		return x.Messages
 	}
 	return nil
+}
+
+func (x *SendRequest) GetPacked() []byte {
+	if x != nil {
+		return x.Packed
+	}
+	return nil
+}
+
+func (x *SendRequest) GetPackedTopic() string {
+	if x != nil {
+		return x.PackedTopic
+	}
+	return ""
+}
+
+func (x *SendRequest) GetPackedQueueId() int32 {
+	if x != nil {
+		return x.PackedQueueId
+	}
+	return 0
 }
 
 type SendResult struct {
@@ -4219,12 +4249,15 @@ var File_bolide_v1_broker_proto protoreflect.FileDescriptor
 
 const file_bolide_v1_broker_proto_rawDesc = "" +
 	"\n" +
-	"\x16bolide/v1/broker.proto\x12\tbolide.v1\x1a\x16bolide/v1/common.proto\x1a\x15bolide/v1/group.proto\x1a\x12bolide/v1/ha.proto\x1a\x13bolide/v1/pop.proto\x1a\x1bbolide/v1/transaction.proto\"\x83\x01\n" +
+	"\x16bolide/v1/broker.proto\x12\tbolide.v1\x1a\x16bolide/v1/common.proto\x1a\x15bolide/v1/group.proto\x1a\x12bolide/v1/ha.proto\x1a\x13bolide/v1/pop.proto\x1a\x1bbolide/v1/transaction.proto\"\xe6\x01\n" +
 	"\vSendRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12%\n" +
 	"\x0eproducer_group\x18\x02 \x01(\tR\rproducerGroup\x12.\n" +
-	"\bmessages\x18\x03 \x03(\v2\x12.bolide.v1.MessageR\bmessages\"\xaa\x01\n" +
+	"\bmessages\x18\x03 \x03(\v2\x12.bolide.v1.MessageR\bmessages\x12\x16\n" +
+	"\x06packed\x18\x04 \x01(\fR\x06packed\x12!\n" +
+	"\fpacked_topic\x18\x05 \x01(\tR\vpackedTopic\x12&\n" +
+	"\x0fpacked_queue_id\x18\x06 \x01(\x05R\rpackedQueueId\"\xaa\x01\n" +
 	"\n" +
 	"SendResult\x12\x15\n" +
 	"\x06msg_id\x18\x01 \x01(\tR\x05msgId\x12\x1b\n" +
