@@ -7,7 +7,8 @@
 // defines, so either end may use the generated code instead:
 //
 //	SendRequest  { 1: request_id varint, 2: producer_group bytes,
-//	               3: messages (repeated Message) }
+//	               3: messages (repeated Message), 4: packed bytes,
+//	               5: packed_topic, 6: packed_queue_id varint }
 //	Message      { 1: topic, 2: queue_id, 3: flag, 4: body,
 //	               5: properties (map entry {1: key, 2: value}),
 //	               6: born_timestamp, 7: born_host, 8: sys_flag,
@@ -31,6 +32,13 @@
 // generated code: whatever these functions write, proto.Unmarshal reads
 // back equal, and DecodeSendResponse and DecodePullResponse agree with
 // proto.Unmarshal on every input.
+//
+// AppendPackedSendRequest writes a SendRequest with its messages packed
+// (fields 4 to 6, each message an entry in message.AppendPacked's layout)
+// in place of field 3, the form the SDK sends over frames. It writes the
+// request id, group and topic first and the packed field last, its length
+// written once the entries are (a varint of up to five bytes, with the
+// entries moved back over the room it did not need).
 //
 // The request's decoder, used by the broker, is
 // broker/frontend/v1wire.DecodeSendRequest.
