@@ -104,7 +104,7 @@ type dedupScratch struct {
 	keys    []dedup.Key
 	at      []int // the message of keys[n]
 	found   []dedup.Found
-	fresh   []*message.Ext
+	fresh   []int // the messages to store
 	commits []*dedup.Reservation
 	offsets []int64
 }
@@ -122,7 +122,6 @@ func (sc *dedupScratch) release() {
 	}
 	clear(sc.entries)
 	clear(sc.found)
-	clear(sc.fresh)
 	clear(sc.commits)
 	dedupScratches.Put(sc)
 }
@@ -166,12 +165,25 @@ func (t *keyTable) firstOrAdd(key dedup.Key, i int, entries []dedupEntry) int {
 	}
 }
 
-// sendDeduplicated stores the messages of a send that the window has not
-// seen, and answers the others with their first copy's result. msgs are
-// validated and not yet rewritten; put stores a sub-batch (the rewrites
-// and the append).
-func (b *Broker) sendDeduplicated(ctx context.Context, msgs []*message.Ext, window time.Duration,
-	put func([]*message.Ext) ([]store.PutResult, error)) ([]store.PutResult, error) {
+// dedupSend is a send as sendDeduplicated sees it, whatever form its
+// messages take (messages with property maps, packed entries): n messages
+// to one topic, validated and not yet rewritten.
+type dedupSend interface {
+	// uniqueID is the i-th message's UNIQ_KEY ("": none).
+	uniqueID(i int) string
+	// putFresh stores the messages at the indexes fresh, in their order
+	// (the rewrites and the append), and returns their results.
+	putFresh(ctx context.Context, fresh []int) ([]store.PutResult, error)
+	// answered notes that message i is answered with the result of a copy
+	// stored in queue q (an earlier send's, or an earlier message of the
+	// batch, same ≥ 0).
+	answered(i int, q int32, same int)
+}
+
+// sendDeduplicated stores the messages of send s (n messages to
+// topicName) that the window has not seen, and answers the others with
+// their first copy's result.
+func (b *Broker) sendDeduplicated(ctx context.Context, topicName string, n int, s dedupSend, window time.Duration) ([]store.PutResult, error) {
 	// A send right after a promotion may come before the role gate's
 	// watcher has reset the window (dedupLead): the window would then
 	// pass for complete, and a retry of what the old master stored would
@@ -179,7 +191,7 @@ func (b *Broker) sendDeduplicated(ctx context.Context, msgs []*message.Ext, wind
 	b.gate.Sync()
 	sc := dedupScratches.Get().(*dedupScratch)
 	defer sc.release()
-	entries := slices.Grow(sc.entries[:0], len(msgs))[:len(msgs)]
+	entries := slices.Grow(sc.entries[:0], n)[:n]
 	sc.entries = entries
 	abort := func() {
 		for _, e := range entries {
@@ -189,17 +201,17 @@ func (b *Broker) sendDeduplicated(ctx context.Context, msgs []*message.Ext, wind
 		}
 	}
 	// The ids of the batch, each once, are looked up together.
-	sc.firsts.reset(len(msgs))
+	sc.firsts.reset(n)
 	keys, at := sc.keys[:0], sc.at[:0]
-	for i, m := range msgs {
+	for i := range n {
 		e := &entries[i]
 		*e = dedupEntry{same: -1}
-		id := m.Properties[message.PropertyUniqueKey]
+		id := s.uniqueID(i)
 		if id == "" {
 			e.fresh = true
 			continue
 		}
-		key := dedup.KeyOf(m.Topic, id)
+		key := dedup.KeyOf(topicName, id)
 		e.key, e.id = key, id
 		if j := sc.firsts.firstOrAdd(key, i, entries); j >= 0 {
 			if entries[j].id == id {
@@ -216,15 +228,14 @@ func (b *Broker) sendDeduplicated(ctx context.Context, msgs []*message.Ext, wind
 	sc.keys, sc.at = keys, at
 	found := b.dedup.LookupAll(keys, sc.found[:0])
 	sc.found = found
-	for n, f := range found {
-		entries[at[n]].res = f.Res // so that abort ends them all
+	for k, f := range found {
+		entries[at[k]].res = f.Res // so that abort ends them all
 	}
-	for n, f := range found {
-		i := at[n]
-		e, m := &entries[i], msgs[i]
+	for k, f := range found {
+		e := &entries[at[k]]
 		if f.Busy {
 			// Another send holds the id: wait for its outcome.
-			off, ok, final, res, err := b.dedup.Lookup(ctx, keys[n])
+			off, ok, final, res, err := b.dedup.Lookup(ctx, keys[k])
 			if err != nil {
 				abort()
 				return nil, storeError(err)
@@ -233,7 +244,7 @@ func (b *Broker) sendDeduplicated(ctx context.Context, msgs []*message.Ext, wind
 			e.res = res
 		}
 		if f.Found {
-			if prev := b.storedCopy(f.Offset, m.Topic, e.id); prev != nil {
+			if prev := b.storedCopy(f.Offset, topicName, e.id); prev != nil {
 				e.prev = prev
 				continue
 			}
@@ -242,45 +253,45 @@ func (b *Broker) sendDeduplicated(ctx context.Context, msgs []*message.Ext, wind
 			continue
 		}
 		if !f.Final {
-			if prev := b.indexedCopy(ctx, m.Topic, e.id, window); prev != nil {
+			if prev := b.indexedCopy(ctx, topicName, e.id, window); prev != nil {
 				e.res.Abort()
 				e.res = nil
 				e.prev = prev
-				b.dedup.Remember(keys[n], prev.PhysicalOffset, time.UnixMilli(prev.StoreTimestamp).Add(window))
+				b.dedup.Remember(keys[k], prev.PhysicalOffset, time.UnixMilli(prev.StoreTimestamp).Add(window))
 				continue
 			}
 		}
 		e.fresh = true
 	}
 	fresh := sc.fresh[:0]
-	for i, m := range msgs {
+	for i := range entries {
 		if entries[i].fresh {
-			fresh = append(fresh, m)
+			fresh = append(fresh, i)
 		}
 	}
 	sc.fresh = fresh
 	var stored []store.PutResult
 	if len(fresh) > 0 {
 		var err error
-		if stored, err = put(fresh); err != nil {
+		if stored, err = s.putFresh(ctx, fresh); err != nil {
 			abort()
 			return stored, err
 		}
 	}
 	// When every message was stored, stored is the answer.
 	out := stored
-	if len(fresh) < len(msgs) {
-		out = make([]store.PutResult, len(msgs))
+	if len(fresh) < n {
+		out = make([]store.PutResult, n)
 		k := 0
-		for i := range msgs {
+		for i := range n {
 			e := &entries[i]
 			switch {
 			case e.same >= 0:
 				out[i] = out[e.same]
-				msgs[i].QueueID = msgs[e.same].QueueID
+				s.answered(i, -1, e.same)
 			case e.prev != nil:
 				out[i] = putResultOf(e.prev)
-				msgs[i].QueueID = e.prev.QueueID // as the first send's message read after its rewrites
+				s.answered(i, e.prev.QueueID, -1) // as the first send's message read after its rewrites
 				b.dedup.Hit()
 			default:
 				out[i] = stored[k]
@@ -290,6 +301,34 @@ func (b *Broker) sendDeduplicated(ctx context.Context, msgs []*message.Ext, wind
 	}
 	sc.commit(b.dedup, out, window)
 	return out, nil
+}
+
+// extSend is a send of messages with property maps, for sendDeduplicated.
+type extSend struct {
+	b    *Broker
+	msgs []*message.Ext
+}
+
+func (s extSend) uniqueID(i int) string { return s.msgs[i].Properties[message.PropertyUniqueKey] }
+
+func (s extSend) putFresh(ctx context.Context, fresh []int) ([]store.PutResult, error) {
+	sub := s.msgs
+	if len(fresh) < len(s.msgs) {
+		sub = make([]*message.Ext, len(fresh))
+		for k, i := range fresh {
+			sub[k] = s.msgs[i]
+		}
+	}
+	return s.b.rewriteAndPut(ctx, sub)
+}
+
+// answered gives message i the queue of the copy that answers it: the
+// send's results name the messages' queues.
+func (s extSend) answered(i int, q int32, same int) {
+	if same >= 0 {
+		q = s.msgs[same].QueueID
+	}
+	s.msgs[i].QueueID = q
 }
 
 // commit records in the window where each message holding a reservation

@@ -167,22 +167,28 @@ func (b *Broker) SendRetry(ctx context.Context, m *message.Ext, maxReconsumeTime
 
 func (b *Broker) sendCounted(ctx context.Context, msgs []*message.Ext, maxReconsumeTimes int32) ([]store.PutResult, error) {
 	start := time.Now()
-	protocol := frontendOf(ctx)
 	res, e, err := b.send(ctx, msgs, maxReconsumeTimes)
+	b.countSend(ctx, start, e, len(msgs), func(i int) int { return len(msgs[i].Body) }, err)
+	return res, err
+}
+
+// countSend counts a send begun at start that ended with err, of n
+// messages whose bodies are bodyLen(i) bytes, to the topic of entry e.
+func (b *Broker) countSend(ctx context.Context, start time.Time, e *topicEntry, n int, bodyLen func(i int) int, err error) {
 	m := b.metrics.init()
-	m.sendLatency(protocol, err).Observe(sinceMS(start))
+	m.sendLatency(frontendOf(ctx), err).Observe(sinceMS(start))
 	if err == nil {
 		body := 0
-		for _, msg := range msgs {
-			body += len(msg.Body)
-			m.msgSize.Observe(float64(len(msg.Body)))
+		for i := range n {
+			size := bodyLen(i)
+			body += size
+			m.msgSize.Observe(float64(size))
 		}
 		in := m.topicIn(e) // the topic sent to (send may rewrite msgs' topic: delay, transactions)
-		in.msgs.Add(float64(len(msgs)))
+		in.msgs.Add(float64(n))
 		in.bytes.Add(float64(body))
-		b.traffic.put(len(msgs), body)
+		b.traffic.put(n, body)
 	}
-	return res, err
 }
 
 // Pull reads a queue, holding the request up to SuspendTimeout (capped by

@@ -60,36 +60,45 @@ func (b *Broker) checkMessage(m *message.Ext, batch bool, e *topicEntry) (*topic
 	if err := topic.CheckSend(m.Topic, m.Properties, batch); err != nil {
 		return nil, err
 	}
-	if len(m.Body) == 0 {
-		return nil, errcode.Errorf(errcode.MessageIllegal, "message to %s has an empty body", m.Topic)
+	return b.checkSendTo(m.Topic, m.QueueID, len(m.Body), propertiesSize(m.Properties), e)
+}
+
+// checkSendTo is checkMessage after the topic's name and reserved
+// properties: a message of bodyLen bytes, its properties encoding to
+// propsLen bytes (name, value and two separators each), to queueID of
+// topicName, whose entry is e (nil: not in the table, created here when
+// the broker creates topics on first use).
+func (b *Broker) checkSendTo(topicName string, queueID int32, bodyLen, propsLen int, e *topicEntry) (*topicEntry, error) {
+	if bodyLen == 0 {
+		return nil, errcode.Errorf(errcode.MessageIllegal, "message to %s has an empty body", topicName)
 	}
-	if limit := b.maxMessageSize.Load(); int64(len(m.Body)) > limit {
-		return nil, errcode.Errorf(errcode.MessageTooLarge, "message body of %d bytes exceeds the limit of %d", len(m.Body), limit)
+	if limit := b.maxMessageSize.Load(); int64(bodyLen) > limit {
+		return nil, errcode.Errorf(errcode.MessageTooLarge, "message body of %d bytes exceeds the limit of %d", bodyLen, limit)
 	}
-	if n := propertiesSize(m.Properties); n > b.opts.MaxPropertiesSize {
-		return nil, errcode.Errorf(errcode.PropertiesTooLarge, "properties take %d bytes, the limit is %d", n, b.opts.MaxPropertiesSize)
+	if propsLen > b.opts.MaxPropertiesSize {
+		return nil, errcode.Errorf(errcode.PropertiesTooLarge, "properties take %d bytes, the limit is %d", propsLen, b.opts.MaxPropertiesSize)
 	}
 	if e == nil {
-		if !b.opts.AutoCreateTopic || message.IsRetryTopic(m.Topic) || message.IsDLQTopic(m.Topic) {
-			return nil, errcode.Errorf(errcode.TopicNotExist, "topic %s does not exist on broker %s", m.Topic, b.opts.BrokerName)
+		if !b.opts.AutoCreateTopic || message.IsRetryTopic(topicName) || message.IsDLQTopic(topicName) {
+			return nil, errcode.Errorf(errcode.TopicNotExist, "topic %s does not exist on broker %s", topicName, b.opts.BrokerName)
 		}
-		tc := TopicConfig{Name: m.Topic, ReadQueueNums: int32(b.opts.DefaultQueueNums), WriteQueueNums: int32(b.opts.DefaultQueueNums), Perm: PermReadWrite}
+		tc := TopicConfig{Name: topicName, ReadQueueNums: int32(b.opts.DefaultQueueNums), WriteQueueNums: int32(b.opts.DefaultQueueNums), Perm: PermReadWrite}
 		if err := b.topics.put(tc, true); err != nil {
 			return nil, err
 		}
 		b.makeQueues(tc)
 		b.reg.trigger()
 		b.repl.TriggerMetadataPush()
-		if e = b.topics.entry(m.Topic); e == nil { // removed since
+		if e = b.topics.entry(topicName); e == nil { // removed since
 			e = &topicEntry{cfg: tc}
 		}
 	}
 	tc := &e.cfg
 	if !tc.Writable() {
-		return nil, errcode.Errorf(errcode.NoPermission, "topic %s is not writable on broker %s", m.Topic, b.opts.BrokerName)
+		return nil, errcode.Errorf(errcode.NoPermission, "topic %s is not writable on broker %s", topicName, b.opts.BrokerName)
 	}
-	if m.QueueID < 0 || m.QueueID >= tc.WriteQueueNums {
-		return nil, errcode.Errorf(errcode.InvalidParameter, "queue %d of %s does not exist (write queues: %d)", m.QueueID, m.Topic, tc.WriteQueueNums)
+	if queueID < 0 || queueID >= tc.WriteQueueNums {
+		return nil, errcode.Errorf(errcode.InvalidParameter, "queue %d of %s does not exist (write queues: %d)", queueID, topicName, tc.WriteQueueNums)
 	}
 	return e, nil
 }
@@ -110,17 +119,9 @@ func (b *Broker) send(ctx context.Context, msgs []*message.Ext, maxReconsumeTime
 	if len(msgs) == 0 {
 		return nil, nil, errcode.Errorf(errcode.InvalidParameter, "send request holds no message")
 	}
-	if len(msgs) > b.opts.MaxBatchMessages {
-		return nil, nil, errcode.Errorf(errcode.InvalidParameter, "batch of %d messages exceeds the limit of %d", len(msgs), b.opts.MaxBatchMessages)
-	}
-	if err := b.checkWritable(); err != nil {
-		return nil, nil, err
-	}
 	first := msgs[0]
-	if !message.IsRetryTopic(first.Topic) { // consumers still send messages back
-		if err := b.checkBrokerWritable(); err != nil {
-			return nil, nil, err
-		}
+	if err := b.admitSend(len(msgs), first.Topic); err != nil {
+		return nil, nil, err
 	}
 	e := b.topics.entry(first.Topic) // one topic for the whole batch
 	for _, m := range msgs {
@@ -143,14 +144,27 @@ func (b *Broker) send(ctx context.Context, msgs []*message.Ext, maxReconsumeTime
 		// retry topic itself, with its id, once per failed attempt: those
 		// repeats are not a producer's.)
 		if window := b.dedupWindowOf(&e.cfg); window > 0 {
-			res, err := b.sendDeduplicated(ctx, msgs, window, func(fresh []*message.Ext) ([]store.PutResult, error) {
-				return b.rewriteAndPut(ctx, fresh)
-			})
+			res, err := b.sendDeduplicated(ctx, first.Topic, len(msgs), extSend{b, msgs}, window)
 			return res, e, err
 		}
 	}
 	res, err := b.rewriteAndPut(ctx, msgs)
 	return res, e, err
+}
+
+// admitSend checks what a send of n (≥ 1) messages to topicName needs of
+// the broker before its messages are looked at.
+func (b *Broker) admitSend(n int, topicName string) error {
+	if n > b.opts.MaxBatchMessages {
+		return errcode.Errorf(errcode.InvalidParameter, "batch of %d messages exceeds the limit of %d", n, b.opts.MaxBatchMessages)
+	}
+	if err := b.checkWritable(); err != nil {
+		return err
+	}
+	if !message.IsRetryTopic(topicName) { // consumers still send messages back
+		return b.checkBrokerWritable()
+	}
+	return nil
 }
 
 // rewriteAndPut applies the rewrites of transactional and delayed messages,

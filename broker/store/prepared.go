@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/bolide-mq/bolide/commitlog"
 	"github.com/bolide-mq/bolide/message"
@@ -19,10 +20,22 @@ type Prepared struct {
 	SysFlag   int32
 	Keys      string // the KEYS property
 	UniqueKey string // the UNIQ_KEY property
+	// Complete says that SysFlag is the record's own and that the fields
+	// below are set too: with Keys and UniqueKey, all that the dispatch
+	// takes from the record's properties (message.Dispatch), so the
+	// dispatcher does not decode the record.
+	Complete   bool
+	TagsHash   int64
+	DelayLevel int32
+	TimerOutMS int64
 }
 
 // StoreHost is the host written into every record this store stores.
 func (s *Store) StoreHost() netip.AddrPort { return s.opts.StoreHost }
+
+// Now reads the store's clock (Options.Now), which gives a message sent
+// without a born time its own.
+func (s *Store) Now() time.Time { return s.opts.Now() }
 
 // PutPrepared is PutBatch for records the caller encoded itself (the
 // delayed delivery copies stored records into their real topics without
@@ -57,8 +70,9 @@ func (s *Store) PutPrepared(ctx context.Context, recs []Prepared, dst []PutResul
 	}
 	return s.appendBatch(ctx, ptrs, func(i int) (message.Dispatch, bool) {
 		p := &recs[i]
-		d := message.Dispatch{Topic: p.Topic, QueueID: p.QueueID, SysFlag: p.SysFlag, Keys: p.Keys, UniqueKey: p.UniqueKey}
-		return d, false // the dispatcher decodes the record for the rest
+		d := message.Dispatch{Topic: p.Topic, QueueID: p.QueueID, SysFlag: p.SysFlag, Keys: p.Keys, UniqueKey: p.UniqueKey,
+			TagsHash: p.TagsHash, DelayLevel: p.DelayLevel, TimerOutMS: p.TimerOutMS}
+		return d, p.Complete // unless complete, the dispatcher decodes the record for the rest
 	}, dst, &deferred)
 }
 

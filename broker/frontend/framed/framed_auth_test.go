@@ -21,6 +21,7 @@ import (
 	"github.com/bolide-mq/bolide/broker/server"
 	"github.com/bolide-mq/bolide/internal/errcode"
 	"github.com/bolide-mq/bolide/internal/frame"
+	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -194,6 +195,17 @@ func (r *raw) send(topic string) *pb.Status {
 	return resp.Status
 }
 
+// sendPacked sends one message to topic, packed (SendRequest.packed).
+func (r *raw) sendPacked(topic string) *pb.Status {
+	entry, err := message.AppendPacked(nil, &message.Ext{Message: message.Message{Body: []byte("x")}})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var resp pb.SendResponse
+	r.call(frame.MethodSend, &pb.SendRequest{RequestId: 7, ProducerGroup: "p1", Packed: entry, PackedTopic: topic}, &resp)
+	return resp.Status
+}
+
 func (r *raw) pull(topic string) *pb.PullResponse {
 	var resp pb.PullResponse
 	r.call(frame.MethodPull, pullReq(topic), &resp)
@@ -273,11 +285,14 @@ func TestFramePermissions(t *testing.T) {
 	is(t, "pub Auth", pub.auth(auth.NewHeader(pubOnly, time.Now())), pb.Code_OK)
 	is(t, "pub sends t1", pub.send("t1"), pb.Code_OK)
 	is(t, "pub sends t2", pub.send("t2"), pb.Code_NO_PERMISSION)
+	is(t, "pub sends t1 packed", pub.sendPacked("t1"), pb.Code_OK)
+	is(t, "pub sends t2 packed", pub.sendPacked("t2"), pb.Code_NO_PERMISSION)
 	is(t, "pub pulls t1", pub.pull("t1").Status, pb.Code_NO_PERMISSION)
 
 	sub := dialRaw(t, addr)
 	is(t, "sub Auth", sub.auth(auth.NewHeader(subOnly, time.Now())), pb.Code_OK)
 	is(t, "sub sends t1", sub.send("t1"), pb.Code_NO_PERMISSION)
+	is(t, "sub sends t1 packed", sub.sendPacked("t1"), pb.Code_NO_PERMISSION)
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		// The consume queue follows the CommitLog asynchronously.
 		p := sub.pull("t1")
@@ -293,8 +308,8 @@ func TestFramePermissions(t *testing.T) {
 	}
 	is(t, "sub pulls t2", sub.pull("t2").Status, pb.Code_NO_PERMISSION)
 
-	if got := probe(t, c, "t1"); got != t1+2 {
-		t.Fatalf("t1 probe at %d, want %d", got, t1+2)
+	if got := probe(t, c, "t1"); got != t1+3 {
+		t.Fatalf("t1 probe at %d, want %d", got, t1+3)
 	}
 	if got := probe(t, c, "t2"); got != t2+1 {
 		t.Fatalf("t2 probe at %d, want %d: a refused send was stored", got, t2+1)
@@ -322,8 +337,8 @@ func TestFramePermissions(t *testing.T) {
 	if !errors.As(err, &ae) || errcode.Of(err) != errcode.Unauthenticated {
 		t.Fatalf("frame client with a wrong secret: %v, want an AuthError with UNAUTHENTICATED", err)
 	}
-	if got := probe(t, c, "t1"); got != t1+4 {
-		t.Fatalf("t1 probe at %d, want %d", got, t1+4)
+	if got := probe(t, c, "t1"); got != t1+5 {
+		t.Fatalf("t1 probe at %d, want %d", got, t1+5)
 	}
 }
 

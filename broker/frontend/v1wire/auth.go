@@ -7,9 +7,12 @@ import (
 
 // SendNeeds is what a send needs: PUB on the topic of every message of
 // req (a retry topic: its group's SUB, as in RocketMQ), each topic once in
-// a row (a batch names one topic).
+// a row (a batch names one topic), and on the topic of its packed messages.
 func SendNeeds(req *pb.SendRequest) []auth.Need {
 	var needs []auth.Need
+	if len(req.GetPacked()) > 0 || req.GetPackedTopic() != "" {
+		needs = append(needs, auth.TopicNeed(req.GetPackedTopic(), auth.Pub))
+	}
 	for _, m := range req.GetMessages() {
 		n := auth.TopicNeed(m.GetTopic(), auth.Pub)
 		if len(needs) == 0 || needs[len(needs)-1] != n {

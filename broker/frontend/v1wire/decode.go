@@ -82,6 +82,32 @@ func decodeSendRequest(b []byte, inPlace bool) (*pb.SendRequest, error) {
 			}
 			req.Messages = append(req.Messages, m)
 			b = b[l:]
+		case num == 4 && typ == protowire.BytesType:
+			v, l := protowire.ConsumeBytes(b)
+			if l < 0 {
+				return nil, protowire.ParseError(l)
+			}
+			if inPlace {
+				req.Packed = v[:len(v):len(v)]
+			} else {
+				req.Packed = append([]byte(nil), v...)
+			}
+			b = b[l:]
+		case num == 5 && typ == protowire.BytesType:
+			v, l := protowire.ConsumeBytes(b)
+			if l < 0 {
+				return nil, protowire.ParseError(l)
+			}
+			if !utf8.Valid(v) {
+				return nil, fmt.Errorf("packed_topic: %w", hotwire.ErrInvalidUTF8)
+			}
+			req.PackedTopic, b = string(v), b[l:]
+		case num == 6 && typ == protowire.VarintType:
+			v, l := protowire.ConsumeVarint(b)
+			if l < 0 {
+				return nil, protowire.ParseError(l)
+			}
+			req.PackedQueueId, b = int32(v), b[l:]
 		default:
 			var err error
 			if b, err = hotwire.SkipField(b, num, typ); err != nil {

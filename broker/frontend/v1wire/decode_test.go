@@ -48,6 +48,12 @@ func sameAsProto(t *testing.T, b []byte) {
 	if !proto.Equal(in, want) {
 		t.Fatalf("input %x: in place:\n got %v\nwant %v", b, in, want)
 	}
+	if len(in.Packed) > 0 && (!within(in.Packed, b) || len(in.Packed) != cap(in.Packed)) {
+		t.Fatalf("input %x: in place, packed is not a capped slice of the input", b)
+	}
+	if len(got.Packed) > 0 && within(got.Packed, b) {
+		t.Fatalf("input %x: packed is not a copy", b)
+	}
 	for i, m := range in.Messages {
 		switch {
 		case len(m.Body) == 0 && m.Body != nil:
@@ -82,6 +88,8 @@ func sampleRequests() []*pb.SendRequest {
 			{Topic: "orders", QueueId: -5, Body: []byte{0, 1, 2}},
 			{Topic: "audit", Properties: map[string]string{"WAIT": "true"}},
 		}},
+		{RequestId: 9, ProducerGroup: "g", Packed: []byte("\x00\x00\x00\x2eentries"), PackedTopic: "orders", PackedQueueId: 3},
+		{PackedQueueId: -1, PackedTopic: "t"},
 	}
 }
 

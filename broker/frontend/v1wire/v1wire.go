@@ -19,6 +19,9 @@ import (
 
 // Send serves a send request on core b for the named front end.
 func Send(ctx context.Context, b *broker.Broker, frontend string, req *pb.SendRequest) *pb.SendResponse {
+	if len(req.Packed) > 0 || req.PackedTopic != "" {
+		return sendPacked(ctx, b, frontend, req)
+	}
 	for i, pm := range req.Messages {
 		if pm == nil {
 			return &pb.SendResponse{RequestId: req.RequestId, Status: wire.Status(wire.Errorf(pb.Code_INVALID_PARAMETER, "message %d is empty", i))}
@@ -35,6 +38,29 @@ func Send(ctx context.Context, b *broker.Broker, frontend string, req *pb.SendRe
 	for i, r := range res {
 		out := &slab[i]
 		out.MsgId, out.UniqueId, out.QueueId = r.MsgID, msgs[i].UniqueID(), msgs[i].QueueID
+		out.QueueOffset, out.CommitLogOffset = r.QueueOffset, r.PhysicalOffset
+		resp.Results[i] = out
+	}
+	return resp
+}
+
+// sendPacked serves a send of packed messages. The results leave
+// unique_id empty: the producer packed the ids itself.
+func sendPacked(ctx context.Context, b *broker.Broker, frontend string, req *pb.SendRequest) *pb.SendResponse {
+	if len(req.Messages) > 0 {
+		return &pb.SendResponse{RequestId: req.RequestId, Status: wire.Status(wire.Errorf(pb.Code_INVALID_PARAMETER,
+			"a send request carries messages or packed messages, not both"))}
+	}
+	sent, err := b.SendPacked(broker.WithFrontend(ctx, frontend), req.PackedTopic, req.PackedQueueId, req.Packed)
+	resp := &pb.SendResponse{RequestId: req.RequestId, Status: wire.Status(err), BrokerName: b.Options().BrokerName}
+	if err != nil {
+		return resp
+	}
+	slab := make([]pb.SendResult, len(sent.Results))
+	resp.Results = make([]*pb.SendResult, len(sent.Results))
+	for i, r := range sent.Results {
+		out := &slab[i]
+		out.MsgId, out.QueueId = r.MsgID, sent.QueueID(i, req.PackedQueueId)
 		out.QueueOffset, out.CommitLogOffset = r.QueueOffset, r.PhysicalOffset
 		resp.Results[i] = out
 	}

@@ -1,0 +1,316 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/bolide-mq/bolide/broker/store"
+	"github.com/bolide-mq/bolide/internal/errcode"
+	"github.com/bolide-mq/bolide/message"
+)
+
+// PackedSent is what SendPacked stored.
+type PackedSent struct {
+	Results []store.PutResult
+	// Queues holds each message's queue when the send's did not hold for
+	// all (a repeat answered with an earlier copy stored elsewhere, a
+	// delayed message parked in its level's queue); nil: all the send's.
+	Queues []int32
+}
+
+// QueueID is the queue of the i-th message of a send to queue sendQueue.
+func (s PackedSent) QueueID(i int, sendQueue int32) int32 {
+	if s.Queues == nil {
+		return sendQueue
+	}
+	return s.Queues[i]
+}
+
+// SendPacked stores the messages of packed (message.Packed entries, all to
+// queueID of topicName) as Send stores the same messages: the same checks,
+// deduplication, acknowledgement and metrics. Plain messages — no delay,
+// no transaction, not to a retry or system topic — become records by
+// copying their parts (message.EncodePacked), with no property map built;
+// the others are decoded and sent through Send's path. packed is not kept
+// after SendPacked returns.
+func (b *Broker) SendPacked(ctx context.Context, topicName string, queueID int32, packed []byte) (PackedSent, error) {
+	start := time.Now()
+	sc := packedScratches.Get().(*packedScratch)
+	defer sc.release()
+	if err := sc.parse(packed, b.opts.MaxBatchMessages); err != nil {
+		return PackedSent{}, err
+	}
+	var (
+		sent PackedSent
+		e    *topicEntry
+		err  error
+	)
+	if sc.plain(topicName) {
+		sent, e, err = b.sendPlainPacked(ctx, topicName, queueID, sc)
+	} else {
+		sent, e, err = b.sendUnpacked(ctx, topicName, queueID, sc.entries)
+	}
+	b.countSend(ctx, start, e, len(sc.entries), func(i int) int { return len(sc.entries[i].Body) }, err)
+	return sent, err
+}
+
+// sendUnpacked sends entries as messages with property maps, through
+// Send's path.
+func (b *Broker) sendUnpacked(ctx context.Context, topicName string, queueID int32, entries []message.Packed) (PackedSent, *topicEntry, error) {
+	msgs := make([]*message.Ext, len(entries))
+	for i := range entries {
+		m, err := entries[i].Ext(topicName, queueID)
+		if err != nil {
+			return PackedSent{}, nil, errcode.Errorf(errcode.MessageIllegal, "packed message %d: %v", i, err)
+		}
+		msgs[i] = m
+	}
+	res, e, err := b.send(ctx, msgs, -1)
+	if err != nil {
+		return PackedSent{}, e, err
+	}
+	sent := PackedSent{Results: res}
+	for i, m := range msgs {
+		if m.QueueID != queueID && sent.Queues == nil {
+			sent.Queues = make([]int32, len(msgs))
+			for j := range i {
+				sent.Queues[j] = queueID
+			}
+		}
+		if sent.Queues != nil {
+			sent.Queues[i] = m.QueueID
+		}
+	}
+	return sent, e, nil
+}
+
+// sendPlainPacked is SendPacked's path for plain messages (packedScratch.plain).
+func (b *Broker) sendPlainPacked(ctx context.Context, topicName string, queueID int32, sc *packedScratch) (PackedSent, *topicEntry, error) {
+	n := len(sc.entries)
+	if err := b.admitSend(n, topicName); err != nil {
+		return PackedSent{}, nil, err
+	}
+	e := b.topics.entry(topicName)
+	if e == nil {
+		if err := message.ValidateTopic(topicName); err != nil {
+			return PackedSent{}, nil, errcode.Errorf(errcode.IllegalTopic, "%v", err)
+		}
+	}
+	for i := range sc.entries {
+		p := &sc.entries[i]
+		var err error
+		if e, err = b.checkSendTo(topicName, queueID, len(p.Body), len(p.Properties), e); err != nil {
+			return PackedSent{}, nil, err
+		}
+	}
+	if err := sc.encode(topicName, queueID, b.store.StoreHost(), b.store.Now().UnixMilli()); err != nil {
+		return PackedSent{}, e, storeError(err)
+	}
+	if b.dedup != nil {
+		if window := b.dedupWindowOf(&e.cfg); window > 0 {
+			res, err := b.sendDeduplicated(ctx, topicName, n, packedSend{b, sc}, window)
+			sent := PackedSent{Results: res}
+			if len(sc.answers) > 0 {
+				sent.Queues = slices.Clone(sc.answers)
+			}
+			return sent, e, err
+		}
+	}
+	res, err := b.putPrepared(ctx, sc.prepared)
+	return PackedSent{Results: res}, e, err
+}
+
+// putPrepared is put for records encoded by the caller (store.PutPrepared).
+func (b *Broker) putPrepared(ctx context.Context, recs []store.Prepared) ([]store.PutResult, error) {
+	if err := b.checkInSync(); err != nil {
+		return nil, err
+	}
+	res, err := b.store.PutPrepared(ctx, recs, make([]store.PutResult, 0, len(recs)))
+	if err != nil {
+		return res, storeError(err)
+	}
+	if err := b.waitReplicated(ctx, res); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// packedSend is a send of packed plain messages, for sendDeduplicated.
+type packedSend struct {
+	b  *Broker
+	sc *packedScratch
+}
+
+func (s packedSend) uniqueID(i int) string { return s.sc.prepared[i].UniqueKey }
+
+func (s packedSend) putFresh(ctx context.Context, fresh []int) ([]store.PutResult, error) {
+	recs := s.sc.prepared
+	if len(fresh) < len(recs) {
+		sub := make([]store.Prepared, len(fresh))
+		for k, i := range fresh {
+			sub[k] = recs[i]
+		}
+		recs = sub
+	}
+	return s.b.putPrepared(ctx, recs)
+}
+
+// answered records a repeat's queue: plain messages are stored in the
+// send's queue, so only an earlier send's copy may differ.
+func (s packedSend) answered(i int, q int32, same int) {
+	if same < 0 {
+		s.sc.queues()[i] = q
+	}
+}
+
+// packedScratch is what SendPacked works in, kept in packedScratches for
+// the next send.
+type packedScratch struct {
+	entries  []message.Packed
+	meta     []packedMeta // what plain read of each entry
+	values   []byte       // the entries' keys and unique ids, one after the other
+	prepared []store.Prepared
+	records  []byte  // the encoded records, one after the other
+	answers  []int32 // the queues of a deduplicated send's messages (packedSend.answered)
+}
+
+// packedMeta is what plain reads of an entry's properties for its
+// dispatch: its tag's hash, TIMER_OUT_MS, and where its keys and unique id
+// are in packedScratch.values (an empty span: none).
+type packedMeta struct {
+	tagsHash, timerOutMS     int64
+	keys, keysEnd, id, idEnd int32
+}
+
+// maxPooledRecords is the largest record buffer kept for the next send.
+const maxPooledRecords = 4 << 20
+
+var packedScratches = sync.Pool{New: func() any { return new(packedScratch) }}
+
+func (sc *packedScratch) release() {
+	if cap(sc.records) > maxPooledRecords || cap(sc.entries) > maxPooledBatch {
+		return
+	}
+	clear(sc.entries)
+	clear(sc.prepared)
+	sc.answers = sc.answers[:0]
+	packedScratches.Put(sc)
+}
+
+// parse reads the entries of packed: at least one, at most limit.
+func (sc *packedScratch) parse(packed []byte, limit int) error {
+	sc.entries = sc.entries[:0]
+	if len(packed) == 0 {
+		return errcode.Errorf(errcode.InvalidParameter, "send request holds no message")
+	}
+	for len(packed) > 0 {
+		if len(sc.entries) == limit {
+			return errcode.Errorf(errcode.InvalidParameter, "batch of more than %d messages exceeds the limit of %d", limit, limit)
+		}
+		p, rest, err := message.NextPacked(packed)
+		if err != nil {
+			return errcode.Errorf(errcode.MessageIllegal, "packed message %d: %v", len(sc.entries), err)
+		}
+		sc.entries = append(sc.entries, p)
+		packed = rest
+	}
+	return nil
+}
+
+// plain reads what the dispatch needs of each entry's properties, and
+// reports whether every entry can be stored as it is: the topic is not a
+// retry, dead-letter or system topic, and no message is transactional or
+// delayed (those Send rewrites before it stores them: a half message, a
+// delay level, a delivery time).
+func (sc *packedScratch) plain(topicName string) bool {
+	if message.IsRetryTopic(topicName) || message.IsDLQTopic(topicName) || message.IsSystemTopic(topicName) {
+		return false
+	}
+	values := sc.values[:0]
+	sc.meta = sc.meta[:0]
+	plain := true
+	for i := range sc.entries {
+		p := &sc.entries[i]
+		if message.TransactionType(p.SysFlag) != message.SysFlagTransNotType {
+			return false
+		}
+		var m packedMeta
+		// (NextPacked checked the pairs: the walk finds no error.)
+		_ = message.EachProperty(p.Properties, func(name, val []byte) error {
+			switch string(name) {
+			case message.PropertyTags:
+				m.tagsHash = message.TagsHash(string(val))
+			case message.PropertyKeys:
+				m.keys = int32(len(values))
+				values = append(values, val...)
+				m.keysEnd = int32(len(values))
+			case message.PropertyUniqueKey:
+				m.id = int32(len(values))
+				values = append(values, val...)
+				m.idEnd = int32(len(values))
+			case message.PropertyTimerOutMS:
+				m.timerOutMS = message.ParseTimerOutMS(val)
+			case message.PropertyTransactionPrepared, message.PropertyDelayLevel,
+				message.PropertyTimerDeliverMS, message.PropertyTimerDelayMS, message.PropertyTimerDelaySec:
+				plain = false
+			}
+			return nil
+		})
+		if !plain {
+			return false
+		}
+		sc.meta = append(sc.meta, m)
+	}
+	sc.values = values
+	return true
+}
+
+// encode writes the entries' records for queueID of topicName, stored by
+// storeHost, with now as the born time of those without one, and what
+// their dispatch needs (read by plain).
+func (sc *packedScratch) encode(topicName string, queueID int32, storeHost netip.AddrPort, now int64) error {
+	total := 0
+	for i := range sc.entries {
+		total += message.PackedRecordLen(&sc.entries[i], topicName, storeHost)
+	}
+	if cap(sc.records) < total {
+		sc.records = make([]byte, 0, total)
+	}
+	recs := sc.records[:0]
+	sc.prepared = sc.prepared[:0]
+	// The keys and ids outlive the send (the dispatch may run after the
+	// answer): one string for the batch, cut into each record's.
+	all := string(sc.values)
+	for i := range sc.entries {
+		p, m := &sc.entries[i], &sc.meta[i]
+		if p.BornTimestamp == 0 {
+			p.BornTimestamp = now
+		}
+		at := len(recs)
+		var err error
+		if recs, err = message.EncodePacked(recs, p, topicName, queueID, storeHost); err != nil {
+			return err
+		}
+		rec := recs[at:len(recs):len(recs)]
+		sc.prepared = append(sc.prepared, store.Prepared{Record: rec, Topic: topicName, QueueID: queueID,
+			SysFlag: int32(binary.BigEndian.Uint32(rec[message.PosSysFlag:])), Complete: true,
+			Keys: all[m.keys:m.keysEnd], UniqueKey: all[m.id:m.idEnd], TagsHash: m.tagsHash, TimerOutMS: m.timerOutMS})
+	}
+	sc.records = recs
+	return nil
+}
+
+// queues returns the queues of the send's messages, made on first use
+// with every message in its send's queue.
+func (sc *packedScratch) queues() []int32 {
+	if len(sc.answers) == 0 {
+		for i := range sc.prepared {
+			sc.answers = append(sc.answers, sc.prepared[i].QueueID)
+		}
+	}
+	return sc.answers
+}
