@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -292,26 +293,75 @@ type brokerClient struct {
 
 // sendFrame sends req over the frame transport; oneway returns once it is
 // written. It reports false, having done nothing, when the send must go
-// over gRPC.
-func (c *brokerClient) sendFrame(ctx context.Context, req *pb.SendRequest, oneway bool) (*pb.SendResponse, bool, error) {
+// over gRPC. The messages go packed (SendRequest.packed) unless packs says
+// that the broker at this address is too old to read them.
+func (c *brokerClient) sendFrame(ctx context.Context, req *pb.SendRequest, oneway bool, packs *packSupport) (*pb.SendResponse, bool, error) {
 	if oneway {
-		ok, err := c.frames.call(ctx, c.addr, frame.MethodSend, sendRequest{req}, nil)
+		// A oneway send has no answer to tell that a broker did not read
+		// it: packed only once the broker answered packed sends.
+		ok, err := c.frames.call(ctx, c.addr, frame.MethodSend, &sendRequest{SendRequest: req, pack: packs.known()}, nil)
 		return nil, ok, err
 	}
+	r := &sendRequest{SendRequest: req, pack: packs.maybe()}
 	resp := new(pb.SendResponse)
-	ok, err := c.frames.call(ctx, c.addr, frame.MethodSend, sendRequest{req}, sendResponse{resp})
+	ok, err := c.frames.call(ctx, c.addr, frame.MethodSend, r, sendResponse{resp})
+	if err != nil || !r.packed {
+		return resp, ok, err
+	}
+	if !packs.answered(resp) {
+		// A broker older than packed sends found no message in the
+		// request and stored nothing: send the messages as they are.
+		r.pack, r.packed = false, false
+		resp = new(pb.SendResponse)
+		ok, err = c.frames.call(ctx, c.addr, frame.MethodSend, r, sendResponse{resp})
+	}
 	if err != nil {
 		return nil, ok, err
 	}
 	return resp, ok, nil
 }
 
+// packSupport is what a sender knows of one broker's reading of packed
+// sends.
+type packSupport struct{ state atomic.Int32 } // 0 unknown, 1 reads them, 2 does not
+
+// maybe reports whether to pack a send that is answered.
+func (s *packSupport) maybe() bool { return s.state.Load() != 2 }
+
+// known reports whether the broker is known to read packed sends.
+func (s *packSupport) known() bool { return s.state.Load() == 1 }
+
+// answered learns from the answer to a packed send, and reports whether
+// the broker read it: a broker that predates packed sends finds no message
+// in the request (INVALID_PARAMETER, "holds no message"); any other answer
+// is the broker's to a send it read.
+func (s *packSupport) answered(resp *pb.SendResponse) bool {
+	st := resp.GetStatus()
+	if st.GetCode() == pb.Code_INVALID_PARAMETER && strings.Contains(st.GetMessage(), "holds no message") {
+		s.state.Store(2)
+		return false
+	}
+	s.state.CompareAndSwap(0, 1)
+	return true
+}
+
 // sendRequest and sendResponse carry a send over the frame protocol with
 // internal/hotwire's codec, which spares protobuf's reflection on every
-// message of a batch (frame.Appender, frame.Unmarshaler).
-type sendRequest struct{ *pb.SendRequest }
+// message of a batch (frame.Appender, frame.Unmarshaler). A request to
+// pack goes packed when its messages can be (packed says it went so).
+type sendRequest struct {
+	*pb.SendRequest
+	pack, packed bool
+}
 
-func (r sendRequest) AppendProto(dst []byte) []byte {
+func (r *sendRequest) AppendProto(dst []byte) []byte {
+	if r.pack {
+		if b, ok := hotwire.AppendPackedSendRequest(dst, r.SendRequest); ok {
+			r.packed = true
+			return b
+		}
+	}
+	r.packed = false
 	return hotwire.AppendSendRequest(dst, r.SendRequest)
 }
 

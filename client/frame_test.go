@@ -13,8 +13,10 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/bolide-mq/bolide/internal/frame"
+	"github.com/bolide-mq/bolide/internal/testutil"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
@@ -43,6 +45,9 @@ func TestTransports(t *testing.T) {
 				m.mu.Unlock()
 				if stream != (tr == TransportGRPC) {
 					t.Errorf("%s: send stream to %s open: %v", tr, addr, stream)
+				}
+				if packs := m.packs.known(); packs != (tr == TransportFrame) {
+					t.Errorf("%s: the broker at %s is taken to read packed sends: %v", tr, addr, packs)
 				}
 			}
 			p.muxMu.Unlock()
@@ -269,5 +274,68 @@ func TestFrameConnErrorsAreRetryable(t *testing.T) {
 	}
 	if ok, err := pool.call(ctx, addr, frame.MethodSend, req, new(pb.SendResponse)); !ok || !errors.Is(err, ErrClosed) {
 		t.Fatalf("call on a closed pool: %v", err)
+	}
+}
+
+// A broker older than packed sends reads a packed request as one without
+// messages and refuses it (INVALID_PARAMETER, "holds no message"): the
+// send is made again with its messages as they are, and later sends to
+// that broker, answered or oneway, are not packed. A broker that reads
+// them gets them packed (TestTransports).
+func TestUnpackedForOlderBrokers(t *testing.T) {
+	var packedSeen, plainServed atomic.Int32
+	srv := frame.NewServer(frame.Options{}, zap.NewNop())
+	srv.Handle(frame.MethodSend, frame.Handler{
+		NewRequest: func() proto.Message { return new(pb.SendRequest) },
+		Serve: func(_ context.Context, r proto.Message) proto.Message {
+			req := r.(*pb.SendRequest)
+			if len(req.Packed) > 0 {
+				packedSeen.Add(1)
+			}
+			if len(req.Messages) == 0 { // all an older broker's decoder finds in a packed request
+				return &pb.SendResponse{RequestId: req.RequestId, Status: &pb.Status{Code: pb.Code_INVALID_PARAMETER, Message: "send request holds no message"}}
+			}
+			n := plainServed.Add(1)
+			return &pb.SendResponse{RequestId: req.RequestId, Status: &pb.Status{},
+				Results: []*pb.SendResult{{MsgId: "m", QueueOffset: int64(n - 1)}}}
+		},
+	})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = srv.ServeListener(lis, time.Second) })
+	defer func() {
+		_ = srv.Shutdown(context.Background())
+		_ = lis.Close()
+		wg.Wait()
+	}()
+	addr := lis.Addr().String()
+	pool := newFramePool(options{transport: TransportFrame}, nil, zap.NewNop(), brokerFrames)
+	defer pool.close()
+	ctx := context.Background()
+	m := &sendMux{addr: addr, client: &brokerClient{addr: addr, frames: pool}, parent: ctx, log: zap.NewNop()}
+	req := func() *pb.SendRequest {
+		return &pb.SendRequest{Messages: []*pb.Message{{Topic: "t", Body: []byte("x"), Properties: map[string]string{"k": "v"}}}}
+	}
+	if _, err := m.do(ctx, req(), true); err != nil { // oneway, nothing known yet: not packed
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		resp, err := m.do(ctx, req(), false)
+		if err != nil || fromStatus(resp.GetStatus()) != nil || len(resp.GetResults()) != 1 {
+			t.Fatalf("send %d: %v %v", i, resp, err)
+		}
+	}
+	if _, err := m.do(ctx, req(), true); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 5*time.Second, "the oneway sends to be served", func() bool { return plainServed.Load() == 5 })
+	if n := packedSeen.Load(); n != 1 {
+		t.Fatalf("%d packed requests reached the older broker, want the first answered one only", n)
+	}
+	if m.packs.maybe() || m.packs.known() {
+		t.Fatal("the broker is still taken to read packed sends")
 	}
 }

@@ -32,6 +32,8 @@ type sendMux struct {
 	log    *zap.Logger
 	nextID atomic.Uint64
 
+	packs packSupport // whether the broker reads packed sends
+
 	mu    sync.Mutex
 	cur   *sendConn
 	unary bool
@@ -60,7 +62,7 @@ type sendReply struct {
 // do sends req and waits for its response; with oneway it returns once the
 // request is written.
 func (m *sendMux) do(ctx context.Context, req *pb.SendRequest, oneway bool) (*pb.SendResponse, error) {
-	if resp, ok, err := m.client.sendFrame(ctx, req, oneway); ok {
+	if resp, ok, err := m.client.sendFrame(ctx, req, oneway, &m.packs); ok {
 		return resp, err
 	}
 	c, unary, err := m.conn()
