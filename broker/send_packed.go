@@ -41,17 +41,16 @@ func (b *Broker) SendPacked(ctx context.Context, topicName string, queueID int32
 	start := time.Now()
 	sc := packedScratches.Get().(*packedScratch)
 	defer sc.release()
-	if err := sc.parse(packed, b.opts.MaxBatchMessages); err != nil {
-		return PackedSent{}, err
-	}
 	var (
 		sent PackedSent
 		e    *topicEntry
-		err  error
 	)
-	if sc.plain(topicName) {
+	err := sc.parse(packed, b.opts.MaxBatchMessages)
+	switch {
+	case err != nil:
+	case sc.plain(topicName):
 		sent, e, err = b.sendPlainPacked(ctx, topicName, queueID, sc)
-	} else {
+	default:
 		sent, e, err = b.sendUnpacked(ctx, topicName, queueID, sc.entries)
 	}
 	b.countSend(ctx, start, e, len(sc.entries), func(i int) int { return len(sc.entries[i].Body) }, err)
@@ -74,14 +73,9 @@ func (b *Broker) sendUnpacked(ctx context.Context, topicName string, queueID int
 		return PackedSent{}, e, err
 	}
 	sent := PackedSent{Results: res}
-	for i, m := range msgs {
-		if m.QueueID != queueID && sent.Queues == nil {
-			sent.Queues = make([]int32, len(msgs))
-			for j := range i {
-				sent.Queues[j] = queueID
-			}
-		}
-		if sent.Queues != nil {
+	if slices.ContainsFunc(msgs, func(m *message.Ext) bool { return m.QueueID != queueID }) {
+		sent.Queues = make([]int32, len(msgs))
+		for i, m := range msgs {
 			sent.Queues[i] = m.QueueID
 		}
 	}
