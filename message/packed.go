@@ -227,20 +227,9 @@ func EncodePacked(dst []byte, p *Packed, topic string, queueID int32, storeHost 
 	dst = appendHost(dst, storeHost)
 	dst = be.AppendUint32(dst, uint32(p.ReconsumeTimes))
 	dst = be.AppendUint64(dst, 0) // PREPAREDTRANSACTIONOFFSET
-	dst = be.AppendUint32(dst, uint32(len(p.Body)))
-	dst = append(dst, p.Body...)
-	if magic == MagicV2 {
-		dst = be.AppendUint16(dst, uint16(len(topic)))
-	} else {
-		dst = append(dst, byte(len(topic)))
-	}
-	dst = append(dst, topic...)
-	dst = be.AppendUint16(dst, uint16(len(p.Properties)+crcReservedLen))
+	dst = appendBodyTopic(dst, p.Body, topic, len(p.Properties)+crcReservedLen)
 	dst = append(dst, p.Properties...)
-	dst = append(dst, PropertyCRC32...)
-	dst = append(dst, NameValueSeparator)
-	dst = append(dst, "0000000000"...)
-	dst = append(dst, PropertySeparator)
+	dst = appendChecksumTrailer(dst)
 	if len(dst)-start != n {
 		return dst[:start], fmt.Errorf("%w: encoded %d bytes, expected %d", ErrCorrupt, len(dst)-start, n)
 	}

@@ -182,24 +182,38 @@ func EncodeUnsealed(dst []byte, e *Ext) ([]byte, error) {
 	dst = appendHost(dst, e.StoreHost)
 	dst = be.AppendUint32(dst, uint32(e.ReconsumeTimes))
 	dst = be.AppendUint64(dst, uint64(e.PreparedTransactionOffset))
-	dst = be.AppendUint32(dst, uint32(len(e.Body)))
-	dst = append(dst, e.Body...)
-	if magic == MagicV2 {
-		dst = be.AppendUint16(dst, uint16(len(e.Topic)))
-	} else {
-		dst = append(dst, byte(len(e.Topic)))
-	}
-	dst = append(dst, e.Topic...)
-	dst = be.AppendUint16(dst, uint16(propLen))
+	dst = appendBodyTopic(dst, e.Body, e.Topic, propLen)
 	dst = appendSorted(dst, props)
-	dst = append(dst, PropertyCRC32...)
-	dst = append(dst, NameValueSeparator)
-	dst = append(dst, "0000000000"...)
-	dst = append(dst, PropertySeparator)
+	dst = appendChecksumTrailer(dst)
 	if len(dst)-start != n {
 		return dst[:start], fmt.Errorf("%w: encoded %d bytes, expected %d", ErrCorrupt, len(dst)-start, n)
 	}
 	return dst, nil
+}
+
+// appendBodyTopic appends a record's BODY (its length, then the bytes),
+// its TOPIC (its length in the width the topic's magic gives: V2 past 127
+// bytes) and the length field of its PROPERTIES, propLen.
+func appendBodyTopic[T ~string | ~[]byte](dst, body []byte, topic T, propLen int) []byte {
+	be := binary.BigEndian
+	dst = be.AppendUint32(dst, uint32(len(body)))
+	dst = append(dst, body...)
+	if len(topic) > 127 {
+		dst = be.AppendUint16(dst, uint16(len(topic)))
+	} else {
+		dst = append(dst, byte(len(topic)))
+	}
+	dst = append(dst, topic...)
+	return be.AppendUint16(dst, uint16(propLen))
+}
+
+// appendChecksumTrailer appends the record checksum's pair with its digits
+// zero, for Seal to fill in.
+func appendChecksumTrailer(dst []byte) []byte {
+	dst = append(dst, PropertyCRC32...)
+	dst = append(dst, NameValueSeparator)
+	dst = append(dst, "0000000000"...)
+	return append(dst, PropertySeparator)
 }
 
 func appendHost(dst []byte, ap netip.AddrPort) []byte {

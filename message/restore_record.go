@@ -137,15 +137,7 @@ func RestoreRecord(dst, rec []byte, storeHost netip.AddrPort, drop []string, set
 	dst = appendHost(dst, storeHost)
 	dst = be.AppendUint32(dst, uint32(v.reconsumeTimes))
 	dst = be.AppendUint64(dst, uint64(v.preparedTxOff))
-	dst = be.AppendUint32(dst, uint32(len(v.body)))
-	dst = append(dst, v.body...)
-	if magic == MagicV2 {
-		dst = be.AppendUint16(dst, uint16(len(topic)))
-	} else {
-		dst = append(dst, byte(len(topic)))
-	}
-	dst = append(dst, topic...)
-	dst = be.AppendUint16(dst, uint16(propLen))
+	dst = appendBodyTopic(dst, v.body, topic, propLen)
 	set = setName == ""
 	_ = EachProperty(pairs, func(name, val []byte) error {
 		if !keepPair(name, drop) || string(name) == PropertyRealTopic || string(name) == PropertyRealQueueID {
@@ -167,10 +159,7 @@ func RestoreRecord(dst, rec []byte, storeHost netip.AddrPort, drop []string, set
 	if !set {
 		dst = appendPair(dst, setName, setValue)
 	}
-	dst = append(dst, PropertyCRC32...)
-	dst = append(dst, NameValueSeparator)
-	dst = append(dst, "0000000000"...)
-	dst = append(dst, PropertySeparator)
+	dst = appendChecksumTrailer(dst)
 	if len(dst)-start != n {
 		return dst[:start], Restored{}, fmt.Errorf("%w: restored %d bytes, expected %d", ErrCorrupt, len(dst)-start, n)
 	}
