@@ -8,8 +8,20 @@ import (
 	"time"
 
 	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/server"
 	"github.com/bolide-mq/bolide/message"
 )
+
+// sendBench is the broker of the send benchmarks, with the store's default
+// sizes (not the tests' small files) and topic "bench" of 8 queues, and
+// what their messages are made of: a 1 KiB body, unique ids, a born host.
+func sendBench(b *testing.B) (*server.Server, []byte, *message.UniqueIDGenerator, netip.AddrPort) {
+	s := benchBroker(b, func(o *broker.Options) { o.Store = broker.DefaultOptions(o.Store.Dir).Store })
+	if err := s.CreateTopic(broker.TopicConfig{Name: "bench", ReadQueueNums: 8, WriteQueueNums: 8, Perm: broker.PermReadWrite}, false); err != nil {
+		b.Fatal(err)
+	}
+	return s, make([]byte, 1024), message.NewUniqueIDGenerator(netip.MustParseAddr("127.0.0.1")), netip.MustParseAddrPort("127.0.0.1:40000")
+}
 
 // BenchmarkSendBatch64 sends batches of 64 messages of 1 KiB, each with a
 // unique id of its own (as every SDK sets one), through the core on one
@@ -19,14 +31,7 @@ import (
 func BenchmarkSendBatch64(b *testing.B) {
 	const batch = 64
 	ctx := context.Background()
-	// The store's default sizes, not the tests' small files.
-	s := benchBroker(b, func(o *broker.Options) { o.Store = broker.DefaultOptions(o.Store.Dir).Store })
-	if err := s.CreateTopic(broker.TopicConfig{Name: "bench", ReadQueueNums: 8, WriteQueueNums: 8, Perm: broker.PermReadWrite}, false); err != nil {
-		b.Fatal(err)
-	}
-	body := make([]byte, 1024)
-	ids := message.NewUniqueIDGenerator(netip.MustParseAddr("127.0.0.1"))
-	born := netip.MustParseAddrPort("127.0.0.1:40000")
+	s, body, ids, born := sendBench(b)
 	// The messages are made outside the timer, a chunk of batches at a
 	// time (Send rewrites what it is given, so each is sent once).
 	const chunk = 256 * batch
@@ -67,13 +72,7 @@ func BenchmarkSendBatch64(b *testing.B) {
 func BenchmarkSendPackedBatch64(b *testing.B) {
 	const batch = 64
 	ctx := context.Background()
-	s := benchBroker(b, func(o *broker.Options) { o.Store = broker.DefaultOptions(o.Store.Dir).Store })
-	if err := s.CreateTopic(broker.TopicConfig{Name: "bench", ReadQueueNums: 8, WriteQueueNums: 8, Perm: broker.PermReadWrite}, false); err != nil {
-		b.Fatal(err)
-	}
-	body := make([]byte, 1024)
-	ids := message.NewUniqueIDGenerator(netip.MustParseAddr("127.0.0.1"))
-	born := netip.MustParseAddrPort("127.0.0.1:40000")
+	s, body, ids, born := sendBench(b)
 	// The batches are packed outside the timer, a chunk at a time.
 	const chunk = 256
 	packed := make([][]byte, chunk)

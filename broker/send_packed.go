@@ -120,17 +120,9 @@ func (b *Broker) sendPlainPacked(ctx context.Context, topicName string, queueID 
 
 // putPrepared is put for records encoded by the caller (store.PutPrepared).
 func (b *Broker) putPrepared(ctx context.Context, recs []store.Prepared) ([]store.PutResult, error) {
-	if err := b.checkInSync(); err != nil {
-		return nil, err
-	}
-	res, err := b.store.PutPrepared(ctx, recs, make([]store.PutResult, 0, len(recs)))
-	if err != nil {
-		return res, storeError(err)
-	}
-	if err := b.waitReplicated(ctx, res); err != nil {
-		return res, err
-	}
-	return res, nil
+	return b.acknowledged(ctx, func() ([]store.PutResult, error) {
+		return b.store.PutPrepared(ctx, recs, make([]store.PutResult, 0, len(recs)))
+	})
 }
 
 // packedSend is a send of packed plain messages, for sendDeduplicated.

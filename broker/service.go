@@ -184,10 +184,19 @@ func (b *Broker) rewriteAndPut(ctx context.Context, msgs []*message.Ext) ([]stor
 // the flush and replication modes say they are stored. Send, retries and
 // replay marks store through it.
 func (b *Broker) put(ctx context.Context, msgs []*message.Ext) ([]store.PutResult, error) {
+	return b.acknowledged(ctx, func() ([]store.PutResult, error) {
+		return b.store.PutBatch(ctx, msgs, make([]store.PutResult, 0, len(msgs)))
+	})
+}
+
+// acknowledged runs appendRecords, a store's put, as put does: refused when too
+// few slaves are in sync, and returned once the flush and replication
+// modes say its records are stored.
+func (b *Broker) acknowledged(ctx context.Context, appendRecords func() ([]store.PutResult, error)) ([]store.PutResult, error) {
 	if err := b.checkInSync(); err != nil {
 		return nil, err
 	}
-	res, err := b.store.PutBatch(ctx, msgs, make([]store.PutResult, 0, len(msgs)))
+	res, err := appendRecords()
 	if err != nil {
 		return res, storeError(err)
 	}
