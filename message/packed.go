@@ -17,7 +17,8 @@ const packedFixed = 4 + 4 + 4 + 8 + 4 + 4 + 2
 const MinPackedSize = packedFixed + 8
 
 // Packed is one entry of a packed batch (see "Packed batches" in doc.go),
-// its fields pointing into the batch's bytes.
+// its fields pointing into the batch's bytes (Body capped, so that an
+// append to it does not write into the batch).
 type Packed struct {
 	Flag           int32
 	SysFlag        int32
@@ -109,7 +110,7 @@ func NextPacked(b []byte) (Packed, []byte, error) {
 	if bodyLen > uint64(len(e)-at-2) {
 		return Packed{}, nil, fmt.Errorf("%w: body of %d bytes in a packed entry of %d", ErrCorrupt, bodyLen, len(e))
 	}
-	p.Body = e[at : at+int(bodyLen)]
+	p.Body = e[at : at+int(bodyLen) : at+int(bodyLen)] // capped: an append copies
 	at += int(bodyLen)
 	propLen := int(be.Uint16(e[at:]))
 	at += 2
