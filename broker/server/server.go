@@ -114,6 +114,10 @@ func New(opts broker.Options, log *zap.Logger, options ...Option) (*Server, erro
 	return &Server{Broker: core, mux: mux, log: log}, nil
 }
 
+// ListenAddr is the address the port is bound to; Addr, the core's, is
+// the one the broker advertises (AdvertiseAddr when set).
+func (s *Server) ListenAddr() string { return s.mux.Addr().String() }
+
 // Start serves the port, then starts the core (services, registration).
 func (s *Server) Start() error {
 	s.mux.Serve()

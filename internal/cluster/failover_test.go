@@ -39,13 +39,22 @@ type ctlRig struct {
 	brokers []*server.Server
 	ctl     []*faultproxy.Proxy
 	ha      []*faultproxy.Proxy
+	// bound, when set, is called with each replica's server once it is
+	// made (its port bound) and before it starts.
+	bound func(i int, b *server.Server)
 }
 
 const ctlTopic = "failover-topic"
 
 func startCtlRig(t *testing.T, replicas int, mode string, mutate func(*broker.Options)) *ctlRig {
 	t.Helper()
-	r := &ctlRig{t: t, log: zap.NewNop(), root: t.TempDir()}
+	return startCtlRigBound(t, replicas, mode, mutate, nil)
+}
+
+// startCtlRigBound is startCtlRig with the rig's bound hook.
+func startCtlRigBound(t *testing.T, replicas int, mode string, mutate func(*broker.Options), bound func(int, *server.Server)) *ctlRig {
+	t.Helper()
+	r := &ctlRig{t: t, log: zap.NewNop(), root: t.TempDir(), bound: bound}
 	if testing.Verbose() {
 		r.log = zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
 	}
@@ -130,12 +139,15 @@ func (r *ctlRig) start(i int) *server.Server {
 		r.t.Fatalf("replica %d: %v", i+1, err)
 	}
 	r.ha[i].SetTarget(b.HAServerAddr())
+	if r.bound != nil {
+		r.bound(i, b)
+	}
 	if err := b.Start(); err != nil {
 		r.t.Fatalf("replica %d: %v", i+1, err)
 	}
 	r.mu.Lock()
 	r.brokers[i] = b
-	r.opts[i].ListenAddr = b.Addr()
+	r.opts[i].ListenAddr = b.ListenAddr()
 	r.mu.Unlock()
 	return b
 }

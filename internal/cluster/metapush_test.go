@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/server"
 	"github.com/bolide-mq/bolide/internal/errcode"
 	"github.com/bolide-mq/bolide/internal/faultproxy"
 	"github.com/bolide-mq/bolide/internal/wire"
@@ -138,24 +139,22 @@ func TestControllerTopicChangeUnconfirmed(t *testing.T) {
 	// Each replica advertises its client address through a proxy, so that
 	// a test can cut pushes to it while its HA session and controller
 	// stream (which keep it in the sync state set) go on.
+	// Each proxy is aimed at its replica once the replica's port is bound
+	// (a port picked free beforehand may be taken by then).
 	var proxies []*faultproxy.Proxy
-	listen := map[int64]string{}
-	for i := range 2 {
-		addr := freeAddr(t)
-		p, err := faultproxy.New("127.0.0.1:0", addr, zap.NewNop())
+	for range 2 {
+		p, err := faultproxy.New("127.0.0.1:0", "127.0.0.1:1", zap.NewNop())
 		if err != nil {
 			t.Fatal(err)
 		}
 		p.Start()
 		t.Cleanup(func() { _ = p.Close() })
 		proxies = append(proxies, p)
-		listen[int64(i+1)] = addr
 	}
-	r := startCtlRig(t, 2, broker.ReplicationAsync, func(o *broker.Options) {
+	r := startCtlRigBound(t, 2, broker.ReplicationAsync, func(o *broker.Options) {
 		o.Replication.MetadataSyncInterval = time.Hour
-		o.ListenAddr = listen[o.BrokerID]
 		o.AdvertiseAddr = proxies[o.BrokerID-1].Addr()
-	})
+	}, func(i int, b *server.Server) { proxies[i].SetTarget(b.ListenAddr()) })
 	m := r.master(0)
 	r.waitSSS(m, 2)
 	mb := r.broker(m)
