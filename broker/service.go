@@ -189,9 +189,9 @@ func (b *Broker) put(ctx context.Context, msgs []*message.Ext) ([]store.PutResul
 	})
 }
 
-// acknowledged runs appendRecords, a store's put, as put does: refused when too
-// few slaves are in sync, and returned once the flush and replication
-// modes say its records are stored.
+// acknowledged runs appendRecords, a store's put, as put does: refused
+// when too few slaves are in sync, and returned once the flush and
+// replication modes say its records are stored.
 func (b *Broker) acknowledged(ctx context.Context, appendRecords func() ([]store.PutResult, error)) ([]store.PutResult, error) {
 	if err := b.checkInSync(); err != nil {
 		return nil, err

@@ -39,12 +39,15 @@ func (s *Store) Now() time.Time { return s.opts.Now() }
 
 // PutPrepared is PutBatch for records the caller encoded itself (the
 // delayed delivery copies stored records into their real topics without
-// decoding them): they are stored contiguously under one append, stamped
-// and sealed by the CommitLog, and acknowledged and dispatched as PutBatch
-// does. The records' Topic and QueueID must be those they encode; Record
-// is changed in place (stamped). Only the topic, the queue id and the
-// record's header are checked: the body size limit and the properties were
-// checked when the messages the records come from were first stored.
+// decoding them; the broker writes a packed send's records from the
+// producer's entries): they are stored contiguously under one append,
+// stamped and sealed by the CommitLog, and acknowledged and dispatched as
+// PutBatch does. The records' Topic and QueueID must be those they encode;
+// Record is changed in place (stamped). Only the topic, the queue id and
+// the record's header are checked: the body size limit and the properties
+// are the caller's to check (checked when the messages the delayed records
+// come from were first stored; a packed send's, by message.NextPacked and
+// the broker's limits).
 func (s *Store) PutPrepared(ctx context.Context, recs []Prepared, dst []PutResult) ([]PutResult, error) {
 	if err := s.beginPut(); err != nil {
 		return dst, err
