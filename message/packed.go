@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 )
 
 // packedFixed is the size of a packed entry's fixed fields, the born host
@@ -168,16 +169,12 @@ func (p *Packed) hasBornHost() bool {
 
 // PackedRecordLen returns the size of the record EncodePacked writes for p.
 func PackedRecordLen(p *Packed, topic string, storeHost netip.AddrPort) int {
-	topicLenSize := 1
-	if len(topic) > 127 {
-		topicLenSize = 2
-	}
+	store := hostLen(isV6(storeHost))
 	born := len(p.BornHost)
 	if !p.hasBornHost() {
-		born = hostLen(isV6(storeHost))
+		born = store
 	}
-	return 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born + 8 + hostLen(isV6(storeHost)) +
-		4 + 8 + 4 + len(p.Body) + topicLenSize + len(topic) + 2 + len(p.Properties) + crcReservedLen
+	return recordSize(born, store, len(p.Body), len(topic), len(p.Properties)+crcReservedLen)
 }
 
 // EncodePacked appends the unsealed stored record of entry p (NextPacked)
@@ -203,12 +200,9 @@ func EncodePacked(dst []byte, p *Packed, topic string, queueID int32, storeHost 
 	if hasBorn && len(p.BornHost) == 20 || !hasBorn && storeV6 {
 		sysFlag |= SysFlagBornHostV6
 	}
-	magic := MagicV1
-	if len(topic) > 127 {
-		magic = MagicV2
-	}
+	magic := magicFor(len(topic))
 	start := len(dst)
-	dst = growBytes(dst, n)
+	dst = slices.Grow(dst, n)
 	be := binary.BigEndian
 	dst = be.AppendUint32(dst, uint32(n))
 	dst = be.AppendUint32(dst, magic)
@@ -235,16 +229,6 @@ func EncodePacked(dst []byte, p *Packed, topic string, queueID int32, storeHost 
 		return dst[:start], fmt.Errorf("%w: encoded %d bytes, expected %d", ErrCorrupt, len(dst)-start, n)
 	}
 	return dst, nil
-}
-
-// growBytes makes room for n more bytes in b's capacity.
-func growBytes(b []byte, n int) []byte {
-	if cap(b)-len(b) >= n {
-		return b
-	}
-	nb := make([]byte, len(b), len(b)+n)
-	copy(nb, b)
-	return nb
 }
 
 // Ext returns the message entry p holds, for topic and queueID, with its

@@ -103,8 +103,9 @@ func hasSeparator(s string) bool {
 // encodablePropertiesLen returns the encoded length of props without the
 // checksum trailer, and rejects what would not decode back to the same map
 // — a name containing a separator, a value containing the pair separator,
-// or the reserved checksum name. It is deliberately laxer than ValidateProperties (an empty name or a \x01 in a
-// value survive a round trip, and RocketMQ clients may send them).
+// or the reserved checksum name. It is deliberately laxer than
+// ValidateProperties (an empty name or a \x01 in a value survive a round
+// trip, and RocketMQ clients may send them).
 func encodablePropertiesLen(props map[string]string) (int, error) {
 	n := 0
 	for k, v := range props {

@@ -113,20 +113,36 @@ func checkTopicLen(topic string) error {
 // recordLen returns the record size and the PROPERTIES length field of e,
 // whose properties encode to props bytes without the checksum trailer.
 func recordLen(e *Ext, props int) (n, propLen int, err error) {
-	topicLenSize := 1
-	if len(e.Topic) > 127 {
-		topicLenSize = 2
-	}
 	propLen = props + crcReservedLen
 	if propLen > MaxPropertiesSize {
 		return 0, 0, fmt.Errorf("%w: properties take %d bytes, at most %d", ErrTooLarge, propLen, MaxPropertiesSize)
 	}
-	n = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + hostLen(isV6(e.BornHost)) + 8 + hostLen(isV6(e.StoreHost)) +
-		4 + 8 + 4 + len(e.Body) + topicLenSize + len(e.Topic) + 2 + propLen
+	n = recordSize(hostLen(isV6(e.BornHost)), hostLen(isV6(e.StoreHost)), len(e.Body), len(e.Topic), propLen)
 	if n > 1<<31-1 {
 		return 0, 0, fmt.Errorf("%w: record of %d bytes", ErrTooLarge, n)
 	}
 	return n, propLen, nil
+}
+
+// recordSize is the size of a record whose born and store hosts take
+// bornLen and storeLen bytes, with a body of bodyLen bytes, a topic of
+// topicLen and a PROPERTIES field of propLen (the checksum trailer
+// included).
+func recordSize(bornLen, storeLen, bodyLen, topicLen, propLen int) int {
+	topicLenSize := 1
+	if topicLen > 127 {
+		topicLenSize = 2
+	}
+	return PosBornHost + bornLen + 8 + storeLen + 4 + 8 + 4 + bodyLen + topicLenSize + topicLen + 2 + propLen
+}
+
+// magicFor is the magic code of a record whose topic takes topicLen
+// bytes: V2, with a two-byte topic length, past 127.
+func magicFor(topicLen int) uint32 {
+	if topicLen > 127 {
+		return MagicV2
+	}
+	return MagicV1
 }
 
 // Encode appends the stored record for e to dst and returns the extended
@@ -164,10 +180,7 @@ func EncodeUnsealed(dst []byte, e *Ext) ([]byte, error) {
 	sysFlag := e.RecordSysFlag()
 	start := len(dst)
 	be := binary.BigEndian
-	magic := MagicV1
-	if len(e.Topic) > 127 {
-		magic = MagicV2
-	}
+	magic := magicFor(len(e.Topic))
 	dst = be.AppendUint32(dst, uint32(n))
 	dst = be.AppendUint32(dst, magic)
 	dst = be.AppendUint32(dst, Checksum(e.Body))

@@ -106,17 +106,12 @@ func RestoreRecord(dst, rec []byte, storeHost netip.AddrPort, drop []string, set
 	if propLen > MaxPropertiesSize {
 		return dst, Restored{}, fmt.Errorf("%w: properties take %d bytes, at most %d", ErrTooLarge, propLen, MaxPropertiesSize)
 	}
-	magic := MagicV1
-	topicLenSize := 1
-	if len(topic) > 127 {
-		magic, topicLenSize = MagicV2, 2
-	}
+	magic := magicFor(len(topic))
 	sysFlag := v.sysFlag &^ SysFlagStoreHostV6
 	if isV6(storeHost) {
 		sysFlag |= SysFlagStoreHostV6
 	}
-	n := PosBornHost + len(v.bornHost) + 8 + hostLen(isV6(storeHost)) + 4 + 8 + 4 + len(v.body) +
-		topicLenSize + len(topic) + 2 + propLen
+	n := recordSize(len(v.bornHost), hostLen(isV6(storeHost)), len(v.body), len(topic), propLen)
 	if n > 1<<31-1 {
 		return dst, Restored{}, fmt.Errorf("%w: record of %d bytes", ErrTooLarge, n)
 	}
