@@ -259,13 +259,6 @@ func (sc *packedScratch) plain(topicName string) bool {
 // storeHost, with now as the born time of those without one, and what
 // their dispatch needs (read by plain).
 func (sc *packedScratch) encode(topicName string, queueID int32, storeHost netip.AddrPort, now int64) error {
-	total := 0
-	for i := range sc.entries {
-		total += message.PackedRecordLen(&sc.entries[i], topicName, storeHost)
-	}
-	if cap(sc.records) < total {
-		sc.records = make([]byte, 0, total)
-	}
 	recs := sc.records[:0]
 	sc.prepared = sc.prepared[:0]
 	// The keys and ids outlive the send (the dispatch may run after the
@@ -276,17 +269,23 @@ func (sc *packedScratch) encode(topicName string, queueID int32, storeHost netip
 		if p.BornTimestamp == 0 {
 			p.BornTimestamp = now
 		}
-		at := len(recs)
 		var err error
 		if recs, err = message.EncodePacked(recs, p, topicName, queueID, storeHost); err != nil {
 			return err
 		}
-		rec := recs[at:len(recs):len(recs)]
-		sc.prepared = append(sc.prepared, store.Prepared{Record: rec, Topic: topicName, QueueID: queueID,
-			SysFlag: int32(binary.BigEndian.Uint32(rec[message.PosSysFlag:])), Complete: true,
+		sc.prepared = append(sc.prepared, store.Prepared{Topic: topicName, QueueID: queueID, Complete: true,
 			Keys: all[m.keys:m.keysEnd], UniqueKey: all[m.id:m.idEnd], TagsHash: m.tagsHash, TimerOutMS: m.timerOutMS})
 	}
 	sc.records = recs
+	// The records are cut once all are written (the buffer may have moved
+	// as it grew).
+	for i := range sc.prepared {
+		rec := recs[:binary.BigEndian.Uint32(recs)]
+		recs = recs[len(rec):]
+		pr := &sc.prepared[i]
+		pr.Record = rec[:len(rec):len(rec)]
+		pr.SysFlag = int32(binary.BigEndian.Uint32(rec[message.PosSysFlag:]))
+	}
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bolide-mq/bolide/broker"
+	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/broker/topic"
 	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -29,6 +30,15 @@ func Send(ctx context.Context, b *broker.Broker, frontend string, req *pb.SendRe
 	}
 	msgs := wire.MessagesFromProto(req.Messages)
 	res, err := b.Send(broker.WithFrontend(ctx, frontend), msgs)
+	return sendResponse(b, req, res, err, func(i int, out *pb.SendResult) {
+		out.UniqueId, out.QueueId = msgs[i].UniqueID(), msgs[i].QueueID
+	})
+}
+
+// sendResponse answers req with the outcome of its send, res or err;
+// fill sets the fields of the i-th result that come from the message
+// (its queue, its unique id).
+func sendResponse(b *broker.Broker, req *pb.SendRequest, res []store.PutResult, err error, fill func(i int, out *pb.SendResult)) *pb.SendResponse {
 	resp := &pb.SendResponse{RequestId: req.RequestId, Status: wire.Status(err), BrokerName: b.Options().BrokerName}
 	if err != nil {
 		return resp
@@ -37,8 +47,8 @@ func Send(ctx context.Context, b *broker.Broker, frontend string, req *pb.SendRe
 	resp.Results = make([]*pb.SendResult, len(res))
 	for i, r := range res {
 		out := &slab[i]
-		out.MsgId, out.UniqueId, out.QueueId = r.MsgID, msgs[i].UniqueID(), msgs[i].QueueID
-		out.QueueOffset, out.CommitLogOffset = r.QueueOffset, r.PhysicalOffset
+		out.MsgId, out.QueueOffset, out.CommitLogOffset = r.MsgID, r.QueueOffset, r.PhysicalOffset
+		fill(i, out)
 		resp.Results[i] = out
 	}
 	return resp
@@ -52,19 +62,9 @@ func sendPacked(ctx context.Context, b *broker.Broker, frontend string, req *pb.
 			"a send request carries messages or packed messages, not both"))}
 	}
 	sent, err := b.SendPacked(broker.WithFrontend(ctx, frontend), req.PackedTopic, req.PackedQueueId, req.Packed)
-	resp := &pb.SendResponse{RequestId: req.RequestId, Status: wire.Status(err), BrokerName: b.Options().BrokerName}
-	if err != nil {
-		return resp
-	}
-	slab := make([]pb.SendResult, len(sent.Results))
-	resp.Results = make([]*pb.SendResult, len(sent.Results))
-	for i, r := range sent.Results {
-		out := &slab[i]
-		out.MsgId, out.QueueId = r.MsgID, sent.QueueID(i, req.PackedQueueId)
-		out.QueueOffset, out.CommitLogOffset = r.QueueOffset, r.PhysicalOffset
-		resp.Results[i] = out
-	}
-	return resp
+	return sendResponse(b, req, sent.Results, err, func(i int, out *pb.SendResult) {
+		out.QueueId = sent.QueueID(i, req.PackedQueueId)
+	})
 }
 
 // Pull serves a pull request on core b for the named front end.
