@@ -743,6 +743,15 @@ const (
 	preadGuess = 2048
 )
 
+// preadSpans holds PreadRecords' span buffers, each large enough for any
+// span (its first record starts less than preadSpan before its last, which
+// is read preadGuess long): reading due timer messages back a megabyte at
+// a time would otherwise allocate and zero a megabyte for each batch.
+var preadSpans = sync.Pool{New: func() any {
+	b := make([]byte, preadSpan+preadGuess)
+	return &b
+}}
+
 // PreadRecords reads the records starting at offs (in any order) with
 // pread, as PreadRecord does, but reads records that lie close together in
 // one call: due timer messages stored together are read 1 MiB at a time,
@@ -757,7 +766,13 @@ func (l *Log) PreadRecords(offs []int64, fn func(i int, rec []byte, err error)) 
 	readable := l.Readable()
 	l.segMu.RLock()
 	defer l.segMu.RUnlock()
-	var buf, one []byte
+	var one []byte
+	var buf *[]byte // a span's bytes, from preadSpans once needed
+	defer func() {
+		if buf != nil {
+			preadSpans.Put(buf)
+		}
+	}()
 	for k := 0; k < len(order); {
 		off := offs[order[k]]
 		seg := l.segmentFor(off)
@@ -779,11 +794,11 @@ func (l *Log) PreadRecords(offs []int64, fn func(i int, rec []byte, err error)) 
 			continue
 		}
 		end := min(limit, offs[order[j-1]]+preadGuess)
-		if cap(buf) < int(end-off) {
-			buf = make([]byte, end-off)
+		if buf == nil {
+			buf = preadSpans.Get().(*[]byte)
 		}
-		buf = buf[:end-off]
-		if _, err := seg.f.ReadAt(buf, off-seg.start); err != nil {
+		span := (*buf)[:end-off]
+		if _, err := seg.f.ReadAt(span, off-seg.start); err != nil {
 			err = fmt.Errorf("read %s at %d: %w", seg.path, off-seg.start, err)
 			for ; k < j; k++ {
 				fn(order[k], nil, err)
@@ -792,7 +807,7 @@ func (l *Log) PreadRecords(offs []int64, fn func(i int, rec []byte, err error)) 
 		}
 		for ; k < j; k++ {
 			o := offs[order[k]]
-			b := buf[o-off:]
+			b := span[o-off:]
 			h, _ := message.PeekHeader(b)
 			switch size := int(h.TotalSize); {
 			case !h.IsRecord() || size < message.BlankSize:

@@ -178,7 +178,8 @@ func TestPreadRecord(t *testing.T) {
 
 // TestPreadRecords: a mix of neighbouring and scattered offsets, in any
 // order, with bad ones among them, reads back exactly as ReadRecord does,
-// each offset answered once.
+// each offset answered once; again, and from two callers at once, with
+// the span buffers of earlier calls.
 func TestPreadRecords(t *testing.T) {
 	l := openPreadLog(t, t.TempDir())
 	recs := fillLog(t, l, 3000)
@@ -196,23 +197,41 @@ func TestPreadRecords(t *testing.T) {
 	offs = append(offs, big.res.PhysicalOffset, recs[0].res.PhysicalOffset)
 	bad := []int64{recs[10].res.PhysicalOffset + 3, l.MaxOffset(), -5}
 	offs = append(offs, bad...)
-	seen := make([]int, len(offs))
-	l.PreadRecords(offs, func(i int, rec []byte, err error) {
-		seen[i]++
-		if i >= len(offs)-len(bad) {
-			if !errors.Is(err, ErrOffset) {
-				t.Errorf("offset %d: %v, want ErrOffset", offs[i], err)
+	check := func(offs []int64, bad int) {
+		seen := make([]int, len(offs))
+		l.PreadRecords(offs, func(i int, rec []byte, err error) {
+			seen[i]++
+			if i >= len(offs)-bad {
+				if !errors.Is(err, ErrOffset) {
+					t.Errorf("offset %d: %v, want ErrOffset", offs[i], err)
+				}
+				return
 			}
-			return
-		}
-		want, werr := l.ReadRecord(offs[i], nil)
-		if err != nil || werr != nil || !bytes.Equal(rec, want) {
-			t.Errorf("offset %d: pread %d bytes (%v), mapping %d bytes (%v)", offs[i], len(rec), err, len(want), werr)
-		}
-	})
-	for i, n := range seen {
-		if n != 1 {
-			t.Fatalf("offset %d answered %d times", offs[i], n)
+			want, werr := l.ReadRecord(offs[i], nil)
+			if err != nil || werr != nil || !bytes.Equal(rec, want) {
+				t.Errorf("offset %d: pread %d bytes (%v), mapping %d bytes (%v)", offs[i], len(rec), err, len(want), werr)
+			}
+		})
+		for i, n := range seen {
+			if n != 1 {
+				t.Errorf("offset %d answered %d times", offs[i], n)
+			}
 		}
 	}
+	check(offs, len(bad))
+	// Other records through the buffers the first call gave back.
+	var odd, even []int64
+	for i := range recs {
+		if i%2 == 0 {
+			even = append(even, recs[i].res.PhysicalOffset)
+		} else {
+			odd = append(odd, recs[i].res.PhysicalOffset)
+		}
+	}
+	check(odd, 0)
+	var wg sync.WaitGroup
+	for _, offs := range [][]int64{even, odd} {
+		wg.Go(func() { check(offs, 0) })
+	}
+	wg.Wait()
 }

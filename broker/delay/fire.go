@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -22,6 +23,26 @@ type batch struct {
 	refs []fireRef
 	recs []store.Prepared
 	fl   *flight
+	buf  *[]byte // the records' bytes (recordBufs), given back once stored
+}
+
+// recordBufs holds the buffers that batches' records are restored into,
+// given back after the delivery (PutPrepared does not keep a record); a
+// buffer grown past maxPooledRecordBuf is left to the collector.
+var recordBufs sync.Pool
+
+const maxPooledRecordBuf = 8 << 20
+
+// release gives the batch's buffer back; its records are gone with it.
+func (b *batch) release() {
+	if b.buf == nil {
+		return
+	}
+	if cap(*b.buf) <= maxPooledRecordBuf {
+		*b.buf = (*b.buf)[:0]
+		recordBufs.Put(b.buf)
+	}
+	b.buf, b.recs = nil, nil
 }
 
 type fireRef struct {
@@ -65,6 +86,7 @@ func (e *Engine) fireLoop() {
 			b := e.prepare(refs)
 			b.fl = fl
 			if len(b.refs) == 0 {
+				b.release()
 				e.mu.Lock()
 				e.landLocked(fl)
 				e.mu.Unlock()
@@ -154,6 +176,9 @@ func (e *Engine) prepare(refs []fireRef) *batch {
 	errs := make([]error, len(refs))
 	host := e.host.StoreHost()
 	var buf []byte
+	if p, ok := recordBufs.Get().(*[]byte); ok {
+		b.buf, buf = p, *p
+	}
 	e.host.ReadRecords(locs, func(i int, rec []byte, err error) {
 		if err == nil {
 			if buf == nil {
@@ -163,6 +188,12 @@ func (e *Engine) prepare(refs []fireRef) *batch {
 		}
 		errs[i] = err
 	})
+	if buf != nil {
+		if b.buf == nil {
+			b.buf = new([]byte)
+		}
+		*b.buf = buf
+	}
 	var lost []fireRef
 	for i, r := range refs {
 		if err := errs[i]; err != nil || recs[i].Record == nil {
@@ -221,6 +252,7 @@ func (e *Engine) deliverLoop() {
 			}
 			backoff = min(2*backoff, 2*time.Second)
 		}
+		b.release()
 		if !stored {
 			e.unfire(b)
 			continue
