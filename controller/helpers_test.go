@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/bolide-mq/bolide/internal/freeport"
 	"github.com/bolide-mq/bolide/internal/testutil"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -108,21 +109,17 @@ func (n *node) stop() {
 	})
 }
 
-// freeAddrs reserves n loopback ports for Raft transports.
+// freeAddrs picks n loopback addresses for Raft transports, which keep
+// them across restarts (freeport.Addr).
 func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
 	var addrs []string
-	var lis []net.Listener
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		addr, err := freeport.Addr()
 		if err != nil {
 			t.Fatal(err)
 		}
-		lis = append(lis, l)
-		addrs = append(addrs, l.Addr().String())
-	}
-	for _, l := range lis {
-		_ = l.Close()
+		addrs = append(addrs, addr)
 	}
 	return addrs
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/bolide-mq/bolide/internal/cluster"
 	"github.com/bolide-mq/bolide/internal/errcode"
 	"github.com/bolide-mq/bolide/internal/faultproxy"
+	"github.com/bolide-mq/bolide/internal/freeport"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -99,23 +100,16 @@ func binDir(t testing.TB) string {
 	return cluster.Binaries(t)
 }
 
-// freePorts reserves n loopback ports by listening on them at once, then
-// frees them for the daemons (fixed ports keep addresses across restarts).
+// freePorts picks n loopback ports for the daemons (fixed ports keep
+// addresses across restarts; freeport.Pick).
 func freePorts(n int) ([]int, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
 	out := make([]int, 0, n)
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		p, err := freeport.Pick()
 		if err != nil {
 			return nil, err
 		}
-		lns = append(lns, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
+		out = append(out, p)
 	}
 	return out, nil
 }

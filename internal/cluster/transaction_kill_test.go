@@ -3,13 +3,13 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/bolide-mq/bolide/client"
+	"github.com/bolide-mq/bolide/internal/freeport"
 )
 
 // killLedger is the producer's local transaction table for the kill test.
@@ -61,21 +61,11 @@ func (l *killLedger) checked(key string) int {
 // derives its replication port from its listen port + 1).
 func freePort(t *testing.T) int {
 	t.Helper()
-	for i := 0; i < 100; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		next, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+1))
-		l.Close()
-		if err == nil {
-			next.Close()
-			return port
-		}
+	port, err := freeport.Pick(1)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free pair of ports")
-	return 0
+	return port
 }
 
 // TestTransactionKillBrokerBetweenHalfAndCommit kills a broker (a real

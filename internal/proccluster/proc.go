@@ -3,7 +3,6 @@ package proccluster
 import (
 	"bufio"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,17 +10,13 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/bolide-mq/bolide/internal/freeport"
 )
 
-// FreePort returns a loopback port nobody listened on a moment ago.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// FreePort returns a loopback port for a daemon that keeps it across
+// restarts (freeport.Pick).
+func FreePort() (int, error) { return freeport.Pick() }
 
 // Proc is a daemon running as a child process. Its output goes to a log
 // file; it writes its bound address to an address file (--addr-file).

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bolide-mq/bolide/internal/freeport"
 )
 
 // cluster is a local cluster started by scripts/cluster-up.sh, and the
@@ -74,47 +75,14 @@ func cleanEnv(extra ...string) []string {
 
 // freePort returns a port that is free, for TCP and UDP (memberlist binds
 // both), together with port+off for each offset (the derived gossip
-// ports). taken lists ports already handed out.
-func freePort(t *testing.T, taken map[int]bool, offsets ...int) int {
+// ports), none handed out before (freeport.Pick).
+func freePort(t *testing.T, offsets ...int) int {
 	t.Helper()
-	for range 200 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		ok := p+10 < 65536 && !taken[p]
-		for _, off := range append([]int{0}, offsets...) {
-			if !ok {
-				break
-			}
-			ok = !taken[p+off] && portFree(p+off)
-		}
-		if ok {
-			taken[p] = true
-			for _, off := range offsets {
-				taken[p+off] = true
-			}
-			return p
-		}
-	}
-	t.Fatal("no free port")
-	return 0
-}
-
-func portFree(p int) bool {
-	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+	p, err := freeport.Pick(offsets...)
 	if err != nil {
-		return false
+		t.Fatal(err)
 	}
-	l.Close()
-	u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", p))
-	if err != nil {
-		return false
-	}
-	u.Close()
-	return true
+	return p
 }
 
 // startCluster runs scripts/cluster-up.sh with two NameServers and two
@@ -147,8 +115,8 @@ func startClusterWith(t *testing.T, base, name string, nameServers int, sec *sec
 			t.Fatalf("%s: %v (run 'make e2e', or 'make build' first)", filepath.Join(bin, b), err)
 		}
 	}
-	// A port found free may be taken (as the local port of some outgoing
-	// connection) before the daemon binds it: then cluster-up stops what it
+	// A port found free may still be taken (by another process picking
+	// one) before the daemon binds it: then cluster-up stops what it
 	// started and the cluster is tried again on other ports, in a fresh
 	// directory.
 	for attempt := 0; ; attempt++ {
@@ -171,15 +139,14 @@ func startClusterWith(t *testing.T, base, name string, nameServers int, sec *sec
 // upOnce runs cluster-up once on fresh ports in dir. On success the
 // cluster is stopped when the test ends.
 func upOnce(t *testing.T, root, bin, dir string, nameServers int, sec *security) (*cluster, string, error) {
-	taken := map[int]bool{}
 	var nsPorts []string
 	c := &cluster{t: t, root: root, bin: bin, dir: dir, cliEnv: sec.cliEnv()}
 	for range nameServers {
-		p := freePort(t, taken, 1)
+		p := freePort(t, 1)
 		nsPorts = append(nsPorts, fmt.Sprint(p))
 		c.nsAddrs = append(c.nsAddrs, fmt.Sprintf("127.0.0.1:%d", p))
 	}
-	ba, bb := freePort(t, taken, 3), freePort(t, taken, 3)
+	ba, bb := freePort(t, 3), freePort(t, 3)
 	c.namesrv = strings.Join(c.nsAddrs, ";")
 	scriptEnv := cleanEnv(append([]string{"CLUSTER_DIR=" + dir, "NAMESRV_PORTS=" + strings.Join(nsPorts, " "),
 		fmt.Sprintf("BROKER_A_PORT=%d", ba), fmt.Sprintf("BROKER_B_PORT=%d", bb),

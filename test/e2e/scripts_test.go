@@ -136,8 +136,7 @@ func readTrim(t *testing.T, path string) string {
 // TestRunScript: `make run` (scripts/run.sh) on ports of its own, with
 // small segments, and no warning on a fresh store.
 func TestRunScript(t *testing.T) {
-	taken := map[int]bool{}
-	nsPort, brokerPort := freePort(t, taken, 1, 2), freePort(t, taken, 1, 2, 3)
+	nsPort, brokerPort := freePort(t, 1, 2), freePort(t, 1, 2, 3)
 	data := t.TempDir()
 	r := startRunScript(t, data, fmt.Sprintf("NAMESRV_PORT=%d", nsPort), fmt.Sprintf("BROKER_PORT=%d", brokerPort))
 	namesrv := fmt.Sprintf("127.0.0.1:%d", nsPort)
@@ -182,8 +181,7 @@ func TestRunScript(t *testing.T) {
 // older `make run` used 1 GiB ones) keeps them: the broker cannot open it
 // with another size.
 func TestRunScriptKeepsSegmentSize(t *testing.T) {
-	taken := map[int]bool{}
-	nsPort, brokerPort := freePort(t, taken, 1, 2), freePort(t, taken, 1, 2, 3)
+	nsPort, brokerPort := freePort(t, 1, 2), freePort(t, 1, 2, 3)
 	data := t.TempDir()
 	const older = 128 << 20
 	dir := filepath.Join(data, "broker-a", "store", "commitlog")
@@ -207,8 +205,7 @@ func TestRunScriptKeepsSegmentSize(t *testing.T) {
 // local segment size too (secured as the suite is: suiteSecurity).
 func TestClusterUpSegmentSize(t *testing.T) {
 	bin := binDir(t)
-	taken := map[int]bool{}
-	ns, ba, bb := freePort(t, taken, 1, 2), freePort(t, taken, 1, 2, 3), freePort(t, taken, 1, 2, 3)
+	ns, ba, bb := freePort(t, 1, 2), freePort(t, 1, 2, 3), freePort(t, 1, 2, 3)
 	base := t.TempDir()
 	dir := filepath.Join(base, "cluster")
 	env := cleanEnv(append([]string{"CLUSTER_DIR=" + dir, fmt.Sprintf("NAMESRV_PORTS=%d", ns), fmt.Sprintf("BROKER_A_PORT=%d", ba),
