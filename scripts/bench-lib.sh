@@ -27,7 +27,8 @@
 #                                    `make release` builds the shipped
 #                                    binaries: static (CGO_ENABLED=0),
 #                                    -trimpath, stripped (-ldflags "-s -w"),
-#                                    the version of the tree in the current
+#                                    the Makefile's BUILD_TAGS (grpcnotrace
+#                                    unless set), the version of the tree in the current
 #                                    directory embedded; under
 #                                    `timeout $BUILD_TIMEOUT` when that is
 #                                    set. So what a benchmark
@@ -116,7 +117,7 @@ bench_go_build() {
 	version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
 	local limit=()
 	if [[ -n ${BUILD_TIMEOUT:-} ]]; then limit=(timeout -k 10 "$BUILD_TIMEOUT"); fi
-	CGO_ENABLED=0 "${limit[@]}" go build -trimpath \
+	CGO_ENABLED=0 "${limit[@]}" go build -trimpath -tags "${BUILD_TAGS-grpcnotrace}" \
 		-ldflags "-s -w -X github.com/bolide-mq/bolide/cmd/internal/daemon.Version=$version" \
 		-o "$out/" "$@"
 }
