@@ -3,7 +3,7 @@
 # this machine: 1 KiB messages, one replica, file storage, client and server
 # on loopback. It builds nats-server and natscli from the Go module proxy
 # (once; cached under .bench/tools/), builds Bolide's binaries into
-# .bench/bolide/ as `make release` does (static, -trimpath, stripped:
+# .bench/bolide/ as `make release` does (static, -trimpath, stripped, gRPC tracing left out:
 # bench_go_build in scripts/bench-lib.sh), and compares like with like:
 #
 #   Bolide async flush  vs  NATS default config (acks before fsync)
