@@ -28,8 +28,8 @@
 #                                    binaries: static (CGO_ENABLED=0),
 #                                    -trimpath, stripped (-ldflags "-s -w"),
 #                                    the Makefile's BUILD_TAGS (grpcnotrace
-#                                    unless set), the version of the tree in the current
-#                                    directory embedded; under
+#                                    unless set), the version of the tree
+#                                    in the current directory embedded; under
 #                                    `timeout $BUILD_TIMEOUT` when that is
 #                                    set. So what a benchmark
 #                                    measures (memory above all: the
