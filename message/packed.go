@@ -167,8 +167,8 @@ func (p *Packed) hasBornHost() bool {
 	return false
 }
 
-// PackedRecordLen returns the size of the record EncodePacked writes for p.
-func PackedRecordLen(p *Packed, topic string, storeHost netip.AddrPort) int {
+// packedRecordLen returns the size of the record EncodePacked writes for p.
+func packedRecordLen(p *Packed, topic string, storeHost netip.AddrPort) int {
 	store := hostLen(isV6(storeHost))
 	born := len(p.BornHost)
 	if !p.hasBornHost() {
@@ -187,7 +187,7 @@ func EncodePacked(dst []byte, p *Packed, topic string, queueID int32, storeHost 
 	if err := checkTopicLen(topic); err != nil {
 		return dst, err
 	}
-	n := PackedRecordLen(p, topic, storeHost)
+	n := packedRecordLen(p, topic, storeHost)
 	if n > 1<<31-1 {
 		return dst, fmt.Errorf("%w: record of %d bytes", ErrTooLarge, n)
 	}

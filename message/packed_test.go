@@ -83,8 +83,8 @@ func TestEncodePackedMatchesEncode(t *testing.T) {
 				if !bytes.Equal(got[6:], exp) {
 					t.Fatalf("entry %d to %s stored by %s:\n got %x\nwant %x", i, topic, store, got[6:], exp)
 				}
-				if n := PackedRecordLen(&p, topic, store); n != len(exp) {
-					t.Fatalf("PackedRecordLen %d, record %d bytes", n, len(exp))
+				if n := packedRecordLen(&p, topic, store); n != len(exp) {
+					t.Fatalf("packedRecordLen %d, record %d bytes", n, len(exp))
 				}
 				back, err := p.Ext(topic, 5)
 				if err != nil {

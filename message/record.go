@@ -130,16 +130,20 @@ func recordLen(e *Ext, props int) (n, propLen int, err error) {
 // included).
 func recordSize(bornLen, storeLen, bodyLen, topicLen, propLen int) int {
 	topicLenSize := 1
-	if topicLen > 127 {
+	if magicFor(topicLen) == MagicV2 {
 		topicLenSize = 2
 	}
 	return PosBornHost + bornLen + 8 + storeLen + 4 + 8 + 4 + bodyLen + topicLenSize + topicLen + 2 + propLen
 }
 
+// maxV1TopicLen is the longest topic a V1 record holds (its one-byte
+// length is signed).
+const maxV1TopicLen = 127
+
 // magicFor is the magic code of a record whose topic takes topicLen
-// bytes: V2, with a two-byte topic length, past 127.
+// bytes: V2, with a two-byte topic length, past maxV1TopicLen.
 func magicFor(topicLen int) uint32 {
-	if topicLen > 127 {
+	if topicLen > maxV1TopicLen {
 		return MagicV2
 	}
 	return MagicV1
@@ -205,13 +209,13 @@ func EncodeUnsealed(dst []byte, e *Ext) ([]byte, error) {
 }
 
 // appendBodyTopic appends a record's BODY (its length, then the bytes),
-// its TOPIC (its length in the width the topic's magic gives: V2 past 127
-// bytes) and the length field of its PROPERTIES, propLen.
+// its TOPIC (its length in the width the topic's magic gives) and the
+// length field of its PROPERTIES, propLen.
 func appendBodyTopic[T ~string | ~[]byte](dst, body []byte, topic T, propLen int) []byte {
 	be := binary.BigEndian
 	dst = be.AppendUint32(dst, uint32(len(body)))
 	dst = append(dst, body...)
-	if len(topic) > 127 {
+	if magicFor(len(topic)) == MagicV2 {
 		dst = be.AppendUint16(dst, uint16(len(topic)))
 	} else {
 		dst = append(dst, byte(len(topic)))
