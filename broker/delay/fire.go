@@ -29,7 +29,7 @@ type batch struct {
 // recordBufs holds the buffers that batches' records are restored into,
 // given back after the delivery (PutPrepared does not keep a record); a
 // buffer grown past maxPooledRecordBuf is left to the collector.
-var recordBufs sync.Pool
+var recordBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 const maxPooledRecordBuf = 8 << 20
 
@@ -175,25 +175,18 @@ func (e *Engine) prepare(refs []fireRef) *batch {
 	recs := make([]store.Prepared, len(refs))
 	errs := make([]error, len(refs))
 	host := e.host.StoreHost()
-	var buf []byte
-	if p, ok := recordBufs.Get().(*[]byte); ok {
-		b.buf, buf = p, *p
-	}
+	b.buf = recordBufs.Get().(*[]byte)
+	buf := *b.buf
 	e.host.ReadRecords(locs, func(i int, rec []byte, err error) {
 		if err == nil {
-			if buf == nil {
+			if cap(buf) == 0 {
 				buf = make([]byte, 0, len(refs)*(len(rec)+64))
 			}
 			buf, recs[i], err = restoreRecord(buf, rec, host, refs[i].deliverMS)
 		}
 		errs[i] = err
 	})
-	if buf != nil {
-		if b.buf == nil {
-			b.buf = new([]byte)
-		}
-		*b.buf = buf
-	}
+	*b.buf = buf
 	var lost []fireRef
 	for i, r := range refs {
 		if err := errs[i]; err != nil || recs[i].Record == nil {
