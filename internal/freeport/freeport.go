@@ -120,8 +120,11 @@ func bindable(q int) error {
 
 // drawRange returns the range Pick draws from: [low, the start of the
 // kernel's ephemeral range), or 0, 0 when that leaves too little room or
-// the range cannot be read (then the kernel's port 0 is used).
-func drawRange() (from, to int) {
+// the range cannot be read (then the kernel's port 0 is used). It is read
+// once per process.
+var drawRange = sync.OnceValues(readDrawRange)
+
+func readDrawRange() (from, to int) {
 	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
 	if err != nil {
 		return 0, 0
