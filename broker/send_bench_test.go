@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -109,4 +110,114 @@ func BenchmarkSendPackedBatch64(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkSendPackedTopics sends lone messages of 1 KiB (SendPacked, as
+// the SDK sends a synchronous one over frames) to one topic of 8 queues
+// and, on another broker, to 10 000 topics of 8 queues in turn: what the
+// broker's core spends more on a message when the queues it writes are
+// many (the scale comparison of bench-scale.sh, without the network and
+// the clients). ns/op is per message; cpu-ns/op is the process's CPU time
+// per message, the dispatcher's included.
+func BenchmarkSendPackedTopics(b *testing.B) {
+	for _, topics := range []int{1, 10000} {
+		// Made on the sub-benchmark's first run and kept for its later
+		// ones (making 80 000 queues takes a while), closed at the end.
+		var s *server.Server
+		b.Run("topics="+strconv.Itoa(topics), func(sb *testing.B) {
+			if s == nil {
+				s = topicsBroker(b, sb, topics)
+			}
+			benchSendPackedTopics(sb, s, topics)
+		})
+	}
+}
+
+// topicsBroker starts a broker with the store's default sizes and topics
+// bench-0 … bench-(topics-1) of 8 queues, kept until parent ends; sb, the
+// sub-benchmark running, reports a failure.
+func topicsBroker(parent, sb *testing.B, topics int) *server.Server {
+	opts := broker.DefaultOptions(parent.TempDir())
+	opts.ListenAddr = "127.0.0.1:0"
+	opts.NameServers = nil
+	opts.GossipAddr = "off"
+	opts.Replication.HAListenAddr = "127.0.0.1:0"
+	s, err := newBroker(opts, nil)
+	if err != nil {
+		sb.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		sb.Fatal(err)
+	}
+	parent.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			parent.Error(err)
+		}
+	})
+	for i := range topics {
+		if err := s.CreateTopic(broker.TopicConfig{Name: "bench-" + strconv.Itoa(i), ReadQueueNums: 8, WriteQueueNums: 8, Perm: broker.PermReadWrite}, false); err != nil {
+			sb.Fatal(err)
+		}
+	}
+	return s
+}
+
+func benchSendPackedTopics(b *testing.B, s *server.Server, topics int) {
+	ctx := context.Background()
+	names := make([]string, topics)
+	for i := range names {
+		names[i] = "bench-" + strconv.Itoa(i)
+	}
+	ids := message.NewUniqueIDGenerator(netip.MustParseAddr("127.0.0.1"))
+	born := netip.MustParseAddrPort("127.0.0.1:40000")
+	body := make([]byte, 1024)
+	// The records are packed outside the timer, a chunk at a time.
+	const chunk = 4096
+	packed := make([][]byte, chunk)
+	fill := func() {
+		uniq := ids.NextN(chunk)
+		for k := range packed {
+			p, err := message.AppendPacked(packed[k][:0], &message.Ext{
+				Message: message.Message{Body: body, Properties: map[string]string{
+					message.PropertyUniqueKey: uniq[k], message.PropertyWaitStoreMsgOK: "true"}},
+				BornTimestamp: time.Now().UnixMilli(), BornHost: born,
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			packed[k] = p
+		}
+	}
+	b.ReportAllocs()
+	cpu0 := processCPU(b)
+	var fillCPU time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		k := i % chunk
+		if k == 0 {
+			b.StopTimer()
+			c := processCPU(b)
+			fill()
+			fillCPU += processCPU(b) - c
+			b.StartTimer()
+		}
+		// Topic after topic, and each topic's queues in turn, as the
+		// producers of the scale comparison spread their sends.
+		if _, err := s.SendPacked(ctx, names[i%topics], int32(i/topics%8), packed[k]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	// The dispatcher runs beside the sends: the process's CPU time per
+	// message counts its work too (but not the packing of the records).
+	b.ReportMetric(float64(processCPU(b)-cpu0-fillCPU)/float64(b.N), "cpu-ns/op")
+}
+
+// processCPU is the CPU time (user and system) this process has used.
+func processCPU(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
