@@ -126,37 +126,32 @@ func BenchmarkSendPackedTopics(b *testing.B) {
 		var s *server.Server
 		b.Run("topics="+strconv.Itoa(topics), func(sb *testing.B) {
 			if s == nil {
-				s = topicsBroker(b, sb, topics)
+				s = topicsBroker(keptBy{sb, b}, topics)
 			}
 			benchSendPackedTopics(sb, s, topics)
 		})
 	}
 }
 
+// keptBy hands what a helper makes on a sub-benchmark's run (its
+// temporary directory, its cleanups, failures after the run) to parent,
+// so that it outlives the run; failures during the run are the run's.
+type keptBy struct {
+	*testing.B // the sub-benchmark running
+	parent     *testing.B
+}
+
+func (k keptBy) TempDir() string   { return k.parent.TempDir() }
+func (k keptBy) Cleanup(f func())  { k.parent.Cleanup(f) }
+func (k keptBy) Error(args ...any) { k.parent.Error(args...) }
+
 // topicsBroker starts a broker with the store's default sizes and topics
-// bench-0 … bench-(topics-1) of 8 queues, kept until parent ends; sb, the
-// sub-benchmark running, reports a failure.
-func topicsBroker(parent, sb *testing.B, topics int) *server.Server {
-	opts := broker.DefaultOptions(parent.TempDir())
-	opts.ListenAddr = "127.0.0.1:0"
-	opts.NameServers = nil
-	opts.GossipAddr = "off"
-	opts.Replication.HAListenAddr = "127.0.0.1:0"
-	s, err := newBroker(opts, nil)
-	if err != nil {
-		sb.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		sb.Fatal(err)
-	}
-	parent.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			parent.Error(err)
-		}
-	})
+// bench-0 … bench-(topics-1) of 8 queues.
+func topicsBroker(tb testing.TB, topics int) *server.Server {
+	s := benchBroker(tb, func(o *broker.Options) { o.Store = broker.DefaultOptions(o.Store.Dir).Store })
 	for i := range topics {
 		if err := s.CreateTopic(broker.TopicConfig{Name: "bench-" + strconv.Itoa(i), ReadQueueNums: 8, WriteQueueNums: 8, Perm: broker.PermReadWrite}, false); err != nil {
-			sb.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
 	return s
