@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/bolide-mq/bolide/internal/frame"
+	"github.com/bolide-mq/bolide/internal/freeport"
 	"github.com/bolide-mq/bolide/internal/testutil"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -259,12 +260,11 @@ func TestFrameConnErrorsAreRetryable(t *testing.T) {
 		t.Fatalf("call on a connection that broke: %v (handled %v, retryable %v)", err, ok, retryableSend(err))
 	}
 
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	closed, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = closed.Close()
-	ok, err = pool.call(ctx, closed.Addr().String(), frame.MethodPull, &pb.PullRequest{}, new(pb.PullResponse))
+	ok, err = pool.call(ctx, closed, frame.MethodPull, &pb.PullRequest{}, new(pb.PullResponse))
 	if !ok || !errors.As(err, &ce) || ce.Op != "dial" || !retryableSend(err) {
 		t.Fatalf("call to a closed port: %v", err)
 	}

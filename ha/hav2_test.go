@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/bolide-mq/bolide/internal/freeport"
 )
 
 // epochBox holds a replica's epoch entries as the broker's epoch file
@@ -526,12 +528,10 @@ func TestWaitReplicatedBy(t *testing.T) {
 // TestReconnectCutsBackoff: a slave sleeping a long backoff after failed
 // attempts re-attaches to a new master as soon as Reconnect is called.
 func TestReconnectCutsBackoff(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	dead, err := freeport.Addr() // nothing listens there now
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := lis.Addr().String()
-	_ = lis.Close() // nothing listens there now
 	master, slave := newMemLog(testSeg), newMemLog(testSeg)
 	master.append(500, 'm')
 	srv := startServer(t, fastServerOptions("b"), master)

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/bolide-mq/bolide/internal/freeport"
 	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/internal/tlsconf"
 	"github.com/bolide-mq/bolide/internal/tlsconf/tlstest"
@@ -93,12 +94,10 @@ func TestIdentityProbeTLS(t *testing.T) {
 		t.Fatal("a holder whose certificate is not trusted counts as gone: its identity could be taken over")
 	}
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	gone, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	gone := l.Addr().String()
-	_ = l.Close()
 	if g.reachable(gone, now) {
 		t.Fatal("a closed port is reachable")
 	}

@@ -2,7 +2,6 @@ package nameserver
 
 import (
 	"fmt"
-	"net"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/controller"
+	"github.com/bolide-mq/bolide/internal/freeport"
 	"github.com/bolide-mq/bolide/internal/tlsconf"
 	"github.com/bolide-mq/bolide/internal/tlsconf/tlstest"
 )
@@ -58,17 +58,12 @@ func TestControllerRaftTLSAndACL(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var peers []controller.Peer
-			var liss []net.Listener
 			for i := range 3 {
-				l, err := net.Listen("tcp", "127.0.0.1:0")
+				addr, err := freeport.Addr()
 				if err != nil {
 					t.Fatal(err)
 				}
-				liss = append(liss, l)
-				peers = append(peers, controller.Peer{ID: fmt.Sprintf("n%d", i), RaftAddr: l.Addr().String()})
-			}
-			for _, l := range liss {
-				_ = l.Close()
+				peers = append(peers, controller.Peer{ID: fmt.Sprintf("n%d", i), RaftAddr: addr})
 			}
 			var servers []*Server
 			for i := range 3 {

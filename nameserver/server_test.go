@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/bolide-mq/bolide/internal/freeport"
 	"github.com/bolide-mq/bolide/internal/membership"
 	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -352,12 +353,10 @@ func TestServerJoinsRegisteredBrokerMissingFromPool(t *testing.T) {
 // TestServerJoinsSeedsThatComeUpLater: a NameServer whose seed is down at
 // start keeps trying while it is alone.
 func TestServerJoinsSeedsThatComeUpLater(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	seed, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	seed := l.Addr().String()
-	_ = l.Close()
 	ns2 := startServer(t, func(o *Options) {
 		o.GossipSeeds = []string{seed}
 		o.ScanInterval = 100 * time.Millisecond

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/bolide-mq/bolide/broker"
 	"github.com/bolide-mq/bolide/client"
 	"github.com/bolide-mq/bolide/internal/cluster"
+	"github.com/bolide-mq/bolide/internal/freeport"
 )
 
 // fastReplication shortens the replication timings for in-process tests.
@@ -177,12 +177,10 @@ func TestBrokerCommandErrors(t *testing.T) {
 			checkOneLineError(t, args, code, out, errb, exitUsage, c.want)
 		}
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	closed, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed := l.Addr().String()
-	l.Close()
 	for _, args := range [][]string{{"broker", "status", closed}, {"broker", "promote", "--broker", closed}} {
 		code, out, errb := runCLI(t, "", args...)
 		checkOneLineError(t, args, code, out, errb, exitFailed, "cannot reach the broker at "+closed+": connection refused")
@@ -193,12 +191,10 @@ func TestBrokerCommandErrors(t *testing.T) {
 // is not promoted (it could drop acknowledged messages) unless --force.
 func TestBrokerPromoteForce(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{Broker: fastReplication})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	nowhere, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	nowhere := l.Addr().String()
-	l.Close()
 	slave := c.StartSlave(0, 1, func(o *broker.Options) { o.Replication.MasterHAAddr = nowhere }).Broker().Addr()
 	ns := strings.Join(c.NameServerAddrs(), ",")
 	args := []string{"broker", "promote", "--broker", slave}

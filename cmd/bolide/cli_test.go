@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/bolide-mq/bolide/internal/freeport"
 )
 
 // runCLI runs one command line in process.
@@ -122,12 +124,10 @@ func TestUsageErrors(t *testing.T) {
 
 func TestUnreachableNameServer(t *testing.T) {
 	// A port nothing listens on: refused at once.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	closed, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed := l.Addr().String()
-	l.Close()
 	for _, args := range [][]string{
 		{"topic", "list"},
 		{"topic", "create", "orders"},

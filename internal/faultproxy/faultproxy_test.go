@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/bolide-mq/bolide/internal/freeport"
 	"github.com/bolide-mq/bolide/internal/testutil"
 )
 
@@ -546,12 +547,10 @@ func TestSetTarget(t *testing.T) {
 	}
 
 	// A target that is down: the client is reset and the error is counted.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	down, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	down := ln.Addr().String()
-	_ = ln.Close()
 	p.SetTarget(down)
 	expectRejected(t, p.Addr())
 	if st := p.Stats(); st.DialErrors != 1 {

@@ -20,6 +20,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/bolide-mq/bolide/internal/freeport"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -526,12 +528,10 @@ func TestHandshakeRefusedByGRPC(t *testing.T) {
 }
 
 func TestDialFailure(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := lis.Addr().String()
-	_ = lis.Close()
 	c := newClient(t, addr, Options{})
 	var ce *ConnError
 	if _, err := call(context.Background(), c, mEcho, "x"); !errors.As(err, &ce) || ce.Op != "dial" {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/bolide-mq/bolide/internal/freeport"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -211,12 +213,10 @@ func TestRejoinAfterDeath(t *testing.T) {
 }
 
 func TestSeedsUnreachableIsNotFatal(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	dead, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := l.Addr().String()
-	_ = l.Close()
 	n := startNode(t, RoleBroker, "127.0.0.1:10911", []string{dead}, nil)
 	if got := len(n.Members()); got != 1 {
 		t.Fatalf("members = %d, want just self", got)

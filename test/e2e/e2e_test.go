@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bolide-mq/bolide/internal/freeport"
 	"github.com/bolide-mq/bolide/internal/testutil"
 )
 
@@ -534,12 +535,10 @@ func checkErrors(t *testing.T, c *cluster) {
 	}
 	// No NameServer there: exit 1 at once. One that never answers: exit 1
 	// after --timeout.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	closed, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed := l.Addr().String()
-	l.Close()
 	for _, args := range [][]string{{"topic", "list"}, {"send", "--topic", topic, "x"}, {"consume", "--topic", topic, "--group", "g"}} {
 		r := c.run(append(args, "--namesrv", closed, "-o", "json")...)
 		checkFails(t, r, 1, "cannot reach the NameServer at "+closed)
