@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/netip"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -184,16 +183,16 @@ func benchSendPackedTopics(b *testing.B, s *server.Server, topics int) {
 		}
 	}
 	b.ReportAllocs()
-	cpu0 := processCPU(b)
+	cpu0 := cpuTime()
 	var fillCPU time.Duration
 	b.ResetTimer()
 	for i := range b.N {
 		k := i % chunk
 		if k == 0 {
 			b.StopTimer()
-			c := processCPU(b)
+			c := cpuTime()
 			fill()
-			fillCPU += processCPU(b) - c
+			fillCPU += cpuTime() - c
 			b.StartTimer()
 		}
 		// Topic after topic, and each topic's queues in turn, as the
@@ -205,14 +204,5 @@ func benchSendPackedTopics(b *testing.B, s *server.Server, topics int) {
 	b.StopTimer()
 	// The dispatcher runs beside the sends: the process's CPU time per
 	// message counts its work too (but not the packing of the records).
-	b.ReportMetric(float64(processCPU(b)-cpu0-fillCPU)/float64(b.N), "cpu-ns/op")
-}
-
-// processCPU is the CPU time (user and system) this process has used.
-func processCPU(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64(cpuTime()-cpu0-fillCPU)/float64(b.N), "cpu-ns/op")
 }

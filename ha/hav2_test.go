@@ -528,7 +528,7 @@ func TestWaitReplicatedBy(t *testing.T) {
 // TestReconnectCutsBackoff: a slave sleeping a long backoff after failed
 // attempts re-attaches to a new master as soon as Reconnect is called.
 func TestReconnectCutsBackoff(t *testing.T) {
-	dead, err := freeport.Addr() // nothing listens there now
+	dead, err := freeport.Addr() // nothing listens there
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -110,6 +110,9 @@ inodes_age() {
 	sleep "$left"
 }
 
+# The build tags of bench_go_build: the Makefile's default unless set.
+BUILD_TAGS=${BUILD_TAGS-grpcnotrace}
+
 # The flags of the Makefile's release target (keep the two in step).
 bench_go_build() {
 	local out=$1 version
@@ -117,7 +120,7 @@ bench_go_build() {
 	version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
 	local limit=()
 	if [[ -n ${BUILD_TIMEOUT:-} ]]; then limit=(timeout -k 10 "$BUILD_TIMEOUT"); fi
-	CGO_ENABLED=0 "${limit[@]}" go build -trimpath -tags "${BUILD_TAGS-grpcnotrace}" \
+	CGO_ENABLED=0 "${limit[@]}" go build -trimpath -tags "$BUILD_TAGS" \
 		-ldflags "-s -w -X github.com/bolide-mq/bolide/cmd/internal/daemon.Version=$version" \
 		-o "$out/" "$@"
 }

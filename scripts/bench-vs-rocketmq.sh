@@ -589,7 +589,7 @@ table=$res/table.md
     "messages, medians; server = NameServer + broker (utime + stime, /proc/<pid>/stat) over the step, warm-up messages" \
     "counted; client = rmqbench's process CPU time over its timed window. Idle memory: VmRSS ${IDLE_SETTLE}s after start," \
     "before any traffic, and its parts RssAnon and RssFile (/proc/<pid>/status); Bolide's binaries built as \`make release\`" \
-    "builds them (static, -trimpath, stripped, tags ${BUILD_TAGS-grpcnotrace})${BOLIDE_BIN:+ unless BOLIDE_BIN gave others}. Commands and raw outputs: .bench/results/$stamp/ (made by scripts/bench-vs-rocketmq.sh)." \
+    "builds them (static, -trimpath, stripped, tags $BUILD_TAGS)${BOLIDE_BIN:+ unless BOLIDE_BIN gave others}. Commands and raw outputs: .bench/results/$stamp/ (made by scripts/bench-vs-rocketmq.sh)." \
     "$(settle_note)"
 } >"$table"
 cp "$table" "$OUT"
