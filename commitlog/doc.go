@@ -178,7 +178,7 @@
 //
 // # A bounded page cache
 //
-// With Options.CacheWindow (256 MiB by default) a goroutine of the log drops,
+// With Options.CacheWindow (512 MiB by default) a goroutine of the log drops,
 // four times a second, the bytes more than the window behind the flushed
 // end from the process's mappings (madvise DONTNEED) and then from the page
 // cache (posix_fadvise DONTNEED; they are clean, being flushed), and raises

@@ -129,7 +129,7 @@ type Options struct {
 	// CacheWindow bounds the page cache the log keeps: four times a second
 	// the bytes more than CacheWindow behind the flushed end are dropped
 	// from it (dropBehind), so the log reuses a bounded amount of memory.
-	// 0 leaves the page cache to the kernel. DefaultCacheWindow (256 MiB)
+	// 0 leaves the page cache to the kernel. DefaultCacheWindow (512 MiB)
 	// in DefaultOptions.
 	CacheWindow int64
 	// ReadAhead is how far ahead of a reader that calls Prefetch the log
@@ -138,14 +138,14 @@ type Options struct {
 	ReadAhead int64
 }
 
-// DefaultCacheWindow is DefaultOptions' CacheWindow: a quarter of a
-// default segment, a few seconds of appends at the rates a broker takes,
-// so consumers at the tail and short delays read from memory. A larger
+// DefaultCacheWindow is DefaultOptions' CacheWindow: half a default
+// segment, several seconds of appends at the rates a broker takes, so
+// consumers at the tail and short delays read from memory. A larger
 // window makes a fresh broker grow the page cache for longer before it
 // reuses its own pages: on a virtual machine whose memory the host backs
-// lazily, bulk appends cost up to twice the CPU over that stretch
+// lazily, bulk appends cost about twice the CPU over that stretch
 // (docs/BENCHMARKS.md, "2026-12-06, forenoon").
-const DefaultCacheWindow = 256 << 20
+const DefaultCacheWindow = 512 << 20
 
 // DefaultOptions returns the production defaults for dir.
 func DefaultOptions(dir string) Options {
