@@ -224,7 +224,10 @@ func (r *Replicator) PushMetadata(ctx context.Context) error {
 		for _, id := range todo {
 			addr := addrs[id]
 			if addr == "" {
+				// The pushes already started write errs under mu.
+				mu.Lock()
 				errs[id] = fmt.Errorf("replica %d: no client address known", id)
+				mu.Unlock()
 				continue
 			}
 			wg.Add(1)
