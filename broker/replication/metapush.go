@@ -217,37 +217,36 @@ func (r *Replicator) PushMetadata(ctx context.Context) error {
 			return nil
 		}
 		addrs := a.replicaAddrs()
-		var (
-			mu sync.Mutex
-			wg sync.WaitGroup
-		)
-		for _, id := range todo {
+		// Each push writes only its own result; the maps are updated once
+		// all of them are back.
+		results := make([]error, len(todo))
+		var wg sync.WaitGroup
+		for i, id := range todo {
 			addr := addrs[id]
 			if addr == "" {
-				// The pushes already started write errs under mu.
-				mu.Lock()
-				errs[id] = fmt.Errorf("replica %d: no client address known", id)
-				mu.Unlock()
+				results[i] = fmt.Errorf("replica %d: no client address known", id)
 				continue
 			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				cctx, ccancel := context.WithTimeout(ctx, metaPushCallTimeout)
-				err := pusher.PushMetadata(cctx, addr, p)
-				ccancel()
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					errs[id] = fmt.Errorf("replica %d at %s: %w", id, addr, err)
-					return
+				if err := pusher.PushMetadata(cctx, addr, p); err != nil {
+					results[i] = fmt.Errorf("replica %d at %s: %w", id, addr, err)
 				}
-				done[id] = true
-				delete(errs, id)
-				r.meta.pushed.record(id, pushedState{epoch: epoch, topics: md.DataVersion, groups: md.GroupVersion})
+				ccancel()
 			}()
 		}
 		wg.Wait()
+		for i, id := range todo {
+			if err := results[i]; err != nil {
+				errs[id] = err
+				continue
+			}
+			done[id] = true
+			delete(errs, id)
+			r.meta.pushed.record(id, pushedState{epoch: epoch, topics: md.DataVersion, groups: md.GroupVersion})
+		}
 		if allDone(done, todo) {
 			continue // read the set again: a member may have been added
 		}
