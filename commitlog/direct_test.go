@@ -41,7 +41,50 @@ func TestReadSpanBelowCacheWindow(t *testing.T) {
 	}
 	check("inside a record", recs[3].res.PhysicalOffset+5, int(recs[3].res.Size)-9)
 	check("in the window", recs[len(recs)-2].res.PhysicalOffset, int(recs[len(recs)-2].res.Size))
+	checkReadDirect(t, l, o.Dir)
+	checkRecords(t, l, recs)
+}
 
+// TestPreadRecordsBelowCacheWindow: due timer messages read back from
+// below the window (PreadRecords' spans) come from the file with O_DIRECT
+// and match the mapping record for record, alone and in runs, with
+// records from inside the window among them.
+func TestPreadRecordsBelowCacheWindow(t *testing.T) {
+	o := testOptions(t.TempDir(), FlushAsync, WritePwrite)
+	l, recs, _ := fillBehindWindow(t, o)
+	var offs []int64
+	for i := 0; i < len(recs); i += 1 + i%5 { // runs of neighbours, and gaps
+		offs = append(offs, recs[i].res.PhysicalOffset)
+	}
+	below := 0
+	for _, off := range offs {
+		if off < l.CacheFrom() {
+			below++
+		}
+	}
+	if below == 0 || below == len(offs) {
+		t.Fatalf("%d of %d offsets below the window: want some on each side", below, len(offs))
+	}
+	seen := make([]int, len(offs))
+	l.PreadRecords(offs, func(i int, rec []byte, err error) {
+		seen[i]++
+		want, werr := l.ReadRecord(offs[i], nil)
+		if err != nil || werr != nil || !bytes.Equal(rec, want) {
+			t.Errorf("offset %d: pread %d bytes (%v), mapping %d bytes (%v)", offs[i], len(rec), err, len(want), werr)
+		}
+	})
+	for i, n := range seen {
+		if n != 1 {
+			t.Errorf("offset %d answered %d times", offs[i], n)
+		}
+	}
+	checkReadDirect(t, l, o.Dir)
+}
+
+// checkReadDirect fails the test unless the log's first segment was read
+// with O_DIRECT, or its file system (in dir) refused O_DIRECT.
+func checkReadDirect(t *testing.T, l *Log, dir string) {
+	t.Helper()
 	l.segMu.RLock()
 	first := l.segs[0]
 	l.segMu.RUnlock()
@@ -51,9 +94,8 @@ func TestReadSpanBelowCacheWindow(t *testing.T) {
 	switch {
 	case opened:
 	case refused:
-		t.Logf("the file system of %s does not take O_DIRECT: read through the page cache", o.Dir)
+		t.Logf("the file system of %s does not take O_DIRECT: read through the page cache", dir)
 	default:
-		t.Fatal("no span below the window was read with O_DIRECT")
+		t.Fatal("nothing below the window was read with O_DIRECT")
 	}
-	checkRecords(t, l, recs)
 }

@@ -187,7 +187,8 @@
 // log's share of the page cache stays near the window however much is
 // written; reads further back go to the file (and read-ahead).
 //
-// ReadSpan (a run of records, one after another) reads a span below
+// ReadSpan (a run of records, one after another) and PreadRecords (due
+// timer messages read back a megabyte at a time) read a span below
 // CacheFrom, the point the window dropped the page cache up to, with
 // O_DIRECT (direct.go): whole 4 KiB blocks into an aligned buffer, from
 // which the span is copied; the page cache is left alone, where a read

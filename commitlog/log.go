@@ -714,19 +714,27 @@ func (l *Log) PreadRecord(off int64, dst []byte) ([]byte, error) {
 // cache, is read with O_DIRECT (direct.go). The range must be readable and
 // inside one segment.
 func (l *Log) ReadSpan(off int64, dst []byte) error {
-	return l.inSegment(off, int64(len(dst)), func(seg *segment, rel int64) error {
-		if off+int64(len(dst)) <= l.cacheFrom.Load() {
-			if err := seg.readDirect(off, dst); err == nil {
-				return nil
-			}
-			// Refused (the file system) or failed: the page cache's way
-			// reports what is wrong, if anything still is.
-		}
-		if _, err := seg.f.ReadAt(dst, rel); err != nil {
-			return fmt.Errorf("read %s at %d: %w", seg.path, rel, err)
-		}
-		return nil
+	return l.inSegment(off, int64(len(dst)), func(seg *segment, _ int64) error {
+		return l.readFile(seg, off, dst)
 	})
+}
+
+// readFile fills dst with the bytes of seg at off (absolute) with one
+// read: with O_DIRECT when they all lie below CacheFrom, dropped from the
+// page cache (direct.go), through the page cache otherwise.
+func (l *Log) readFile(seg *segment, off int64, dst []byte) error {
+	if off+int64(len(dst)) <= l.cacheFrom.Load() {
+		if err := seg.readDirect(off, dst); err == nil {
+			return nil
+		}
+		// Refused (the file system) or failed: the page cache's way
+		// reports what is wrong, if anything still is.
+	}
+	rel := off - seg.start
+	if _, err := seg.f.ReadAt(dst, rel); err != nil {
+		return fmt.Errorf("read %s at %d: %w", seg.path, rel, err)
+	}
+	return nil
 }
 
 // CacheFrom is the offset below which the log dropped its bytes from the
@@ -755,7 +763,8 @@ var preadSpans = sync.Pool{New: func() any {
 // PreadRecords reads the records starting at offs (in any order) with
 // pread, as PreadRecord does, but reads records that lie close together in
 // one call: due timer messages stored together are read 1 MiB at a time,
-// scattered ones one by one. fn is called once per offset, with its index
+// scattered ones one by one. A span below CacheFrom is read with O_DIRECT,
+// as ReadSpan reads one. fn is called once per offset, with its index
 // in offs and the record or an error; rec is valid only during fn.
 func (l *Log) PreadRecords(offs []int64, fn func(i int, rec []byte, err error)) {
 	order := make([]int, len(offs))
@@ -798,8 +807,7 @@ func (l *Log) PreadRecords(offs []int64, fn func(i int, rec []byte, err error)) 
 			buf = preadSpans.Get().(*[]byte)
 		}
 		span := (*buf)[:end-off]
-		if _, err := seg.f.ReadAt(span, off-seg.start); err != nil {
-			err = fmt.Errorf("read %s at %d: %w", seg.path, off-seg.start, err)
+		if err := l.readFile(seg, off, span); err != nil {
 			for ; k < j; k++ {
 				fn(order[k], nil, err)
 			}
