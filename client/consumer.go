@@ -51,7 +51,7 @@ type consumerCore struct {
 	mu          sync.Mutex
 	subs        map[string]*subscription
 	assigned    map[MessageQueue]bool
-	sessions    map[string]*session
+	sessions    *brokerSessions
 	rebalanced  int // completed rebalances, for tests
 	loopStarted bool
 
@@ -78,8 +78,13 @@ func newConsumerCore(group string, o options, consumeType pb.ConsumeType) (*cons
 	c := &consumerCore{
 		base: newBase(o, instance), group: group, consumeType: consumeType,
 		subs: make(map[string]*subscription), assigned: make(map[MessageQueue]bool),
-		sessions: make(map[string]*session), rebalanceNow: newSignal(), loopDone: make(chan struct{}),
+		rebalanceNow: newSignal(), loopDone: make(chan struct{}),
 	}
+	c.sessions = newBrokerSessions(c.base, "broker session", c.heartbeat, c.onBrokerMessage)
+	// The broker forgot us while the stream was down: others may have
+	// rebalanced without us.
+	c.sessions.onReconnect = c.rebalanceNow.notify
+	c.sessions.refused = c.noteFailure
 	c.log = c.log.With(zap.String("group", group))
 	if o.refusalHandler != nil {
 		c.onRefusal = append(c.onRefusal, o.refusalHandler)
@@ -213,7 +218,7 @@ func (c *consumerCore) start(ctx context.Context) error {
 	}
 	c.startRouteRefresher()
 	c.syncSessions(ctx)
-	c.waitFirstHeartbeats(ctx)
+	c.sessions.waitFirstHeartbeats(ctx)
 	c.mu.Lock()
 	c.loopStarted = true
 	c.mu.Unlock()
@@ -257,7 +262,7 @@ func (c *consumerCore) close(ctx context.Context, started bool) error {
 		if err := c.offsets.persist(ctx, nil); err != nil {
 			errs = append(errs, fmt.Errorf("persist offsets: %w", err))
 		}
-		c.closeSessions()
+		c.sessions.close()
 	}
 	if err := c.base.close(); err != nil {
 		errs = append(errs, err)
@@ -593,16 +598,6 @@ func (c *consumerCore) heartbeat() *pb.ClientMessage {
 	}}}
 }
 
-// session is the Connect stream to one broker address: it registers the
-// client with a heartbeat, repeats it, and receives notifications.
-type session struct {
-	addr   string
-	cancel context.CancelFunc
-	done   chan struct{}
-	hbNow  signal
-	first  chan struct{} // closed after the first heartbeat is written
-}
-
 // syncSessions opens a session to every broker address of the subscribed
 // topics and closes the others.
 func (c *consumerCore) syncSessions(ctx context.Context) {
@@ -618,156 +613,14 @@ func (c *consumerCore) syncSessions(ctx context.Context) {
 			}
 		}
 	}
-	var stale []*session
-	c.mu.Lock()
-	if c.loopCtx.Err() != nil {
-		c.mu.Unlock()
-		return
-	}
-	for addr, s := range c.sessions {
-		if !want[addr] {
-			stale = append(stale, s)
-			delete(c.sessions, addr)
-		}
-	}
-	for addr := range want {
-		if c.sessions[addr] == nil {
-			sctx, cancel := context.WithCancel(c.ctx)
-			s := &session{addr: addr, cancel: cancel, done: make(chan struct{}), hbNow: newSignal(), first: make(chan struct{})}
-			c.sessions[addr] = s
-			if !c.goRun(func() { c.runSession(sctx, s) }) {
-				cancel()
-				close(s.done)
-			}
-		}
-	}
-	c.mu.Unlock()
-	for _, s := range stale {
-		s.cancel()
-		<-s.done
-	}
+	c.sessions.sync(want)
 }
 
-// heartbeatNow makes every session send a heartbeat at once.
-func (c *consumerCore) heartbeatNow() {
-	c.mu.Lock()
-	for _, s := range c.sessions {
-		s.hbNow.notify()
-	}
-	c.mu.Unlock()
-}
-
-func (c *consumerCore) waitFirstHeartbeats(ctx context.Context) {
-	c.mu.Lock()
-	var firsts []chan struct{}
-	for _, s := range c.sessions {
-		firsts = append(firsts, s.first)
-	}
-	c.mu.Unlock()
-	wctx, cancel := c.rpcContext(ctx)
-	defer cancel()
-	for _, f := range firsts {
-		select {
-		case <-f:
-		case <-wctx.Done():
-			return
-		}
-	}
-}
-
-func (c *consumerCore) closeSessions() {
-	c.mu.Lock()
-	sessions := c.sessions
-	c.sessions = make(map[string]*session)
-	c.mu.Unlock()
-	for _, s := range sessions {
-		s.cancel()
-	}
-	for _, s := range sessions {
-		<-s.done
-	}
-}
-
-func (c *consumerCore) runSession(ctx context.Context, s *session) {
-	defer close(s.done)
-	backoff := 100 * time.Millisecond
-	firstDone := false
-	for {
-		connected, err := c.connectOnce(ctx, s, &firstDone)
-		if ctx.Err() != nil {
-			return
-		}
-		if connected {
-			backoff = 100 * time.Millisecond
-		}
-		if c.noteFailure(err) {
-			c.log.Error("broker session refused", zap.String("broker", s.addr), zap.Error(err))
-			backoff = 5 * time.Second
-		}
-		c.log.Debug("broker session ended", zap.String("broker", s.addr), zap.Error(err))
-		if !sleepCtx(ctx, backoff) {
-			return
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
-}
-
-// connectOnce runs one Connect stream until it breaks. It reports whether
-// the first heartbeat got through.
-func (c *consumerCore) connectOnce(ctx context.Context, s *session, firstDone *bool) (bool, error) {
-	cli, err := c.broker(s.addr)
-	if err != nil {
-		return false, err
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := cli.Connect(sctx)
-	if err != nil {
-		return false, fmt.Errorf("connect to %s: %w", s.addr, err)
-	}
-	if err := stream.Send(c.heartbeat()); err != nil {
-		return false, fmt.Errorf("heartbeat to %s: %w", s.addr, err)
-	}
-	if !*firstDone {
-		*firstDone = true
-		close(s.first)
-	} else {
-		// The broker forgot us while the stream was down: others may have
-		// rebalanced without us.
+// onBrokerMessage handles what a broker sends on a session: a change of
+// the group's members starts a rebalance.
+func (c *consumerCore) onBrokerMessage(_ context.Context, addr string, m *pb.BrokerMessage) {
+	if ch := m.GetConsumerIdsChanged(); ch != nil && (ch.GetGroup() == "" || ch.GetGroup() == c.group) {
+		c.log.Debug("consumer ids changed", zap.String("broker", addr))
 		c.rebalanceNow.notify()
-	}
-	recvErr := make(chan error, 1)
-	go func() {
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				recvErr <- err
-				return
-			}
-			if ch := m.GetConsumerIdsChanged(); ch != nil && (ch.GetGroup() == "" || ch.GetGroup() == c.group) {
-				c.log.Debug("consumer ids changed", zap.String("broker", s.addr))
-				c.rebalanceNow.notify()
-			}
-		}
-	}()
-	defer func() {
-		cancel()
-		<-recvErr
-	}()
-	tick := time.NewTicker(c.opts.heartbeatInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-sctx.Done():
-			return true, sctx.Err()
-		case err := <-recvErr:
-			recvErr <- err // for the deferred wait
-			return true, fmt.Errorf("session with %s: %w", s.addr, err)
-		case <-tick.C:
-		case <-s.hbNow:
-		}
-		if err := stream.Send(c.heartbeat()); err != nil {
-			return true, fmt.Errorf("heartbeat to %s: %w", s.addr, err)
-		}
 	}
 }

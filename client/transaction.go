@@ -109,18 +109,14 @@ type TransactionProducer struct {
 	*Producer
 	listener TransactionListener
 
-	// Lock order: sessMu and retriedMu are never held together, nor with
-	// the embedded Producer's locks. Under sessMu, openSessionLocked only
-	// starts a session's goroutine; syncSessions and closeSessions release
-	// sessMu before they wait for sessions to end.
-	sessMu   sync.Mutex
-	sessions map[string]*txnSession
+	sessions *brokerSessions
 	checks   chan struct{} // bounds concurrent check answers
 	inCheck  sync.Map      // transaction id → struct{}: being answered
 
 	// retried remembers the transactions whose half message was stored
 	// after a send to another broker had failed: that broker may hold a
-	// stray copy, which its checks roll back.
+	// stray copy, which its checks roll back. retriedMu is never held
+	// with the embedded Producer's locks or the sessions' lock.
 	retriedMu sync.Mutex
 	retried   map[string]retriedHalf
 	retriedQ  []retriedKey
@@ -155,10 +151,12 @@ func NewTransactionProducer(group string, listener TransactionListener, opts ...
 	if err != nil {
 		return nil, err
 	}
-	return &TransactionProducer{
-		Producer: p, listener: listener, sessions: make(map[string]*txnSession),
+	tp := &TransactionProducer{
+		Producer: p, listener: listener,
 		checks: make(chan struct{}, maxConcurrentChecks), retried: make(map[string]retriedHalf),
-	}, nil
+	}
+	tp.sessions = newBrokerSessions(p.b, "transaction session", tp.heartbeat, tp.onBrokerMessage)
+	return tp, nil
 }
 
 // Start starts the producer and opens a Connect stream to every master
@@ -169,7 +167,7 @@ func (p *TransactionProducer) Start(ctx context.Context) error {
 		return err
 	}
 	p.syncSessions(ctx)
-	p.waitFirstHeartbeats(ctx)
+	p.sessions.waitFirstHeartbeats(ctx)
 	p.b.goRun(p.sessionLoop)
 	return nil
 }

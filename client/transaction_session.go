@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -10,15 +9,6 @@ import (
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
-
-// txnSession is a transaction producer's Connect stream to one master: it
-// registers the producer group with heartbeats and receives checks.
-type txnSession struct {
-	addr   string
-	cancel context.CancelFunc
-	done   chan struct{}
-	first  chan struct{} // closed after the first heartbeat is written
-}
 
 // sessionLoop keeps the sessions in line with the masters the NameServers
 // know.
@@ -28,7 +18,7 @@ func (p *TransactionProducer) sessionLoop() {
 	for {
 		select {
 		case <-p.b.ctx.Done():
-			p.closeSessions()
+			p.sessions.close()
 			return
 		case <-t.C:
 			p.syncSessions(p.b.ctx)
@@ -66,44 +56,8 @@ func (p *TransactionProducer) masters(ctx context.Context) map[string]bool {
 
 // syncSessions opens a session to every master and closes the others.
 func (p *TransactionProducer) syncSessions(ctx context.Context) {
-	want := p.masters(ctx)
-	if want == nil {
-		return // keep what we have
-	}
-	var stale []*txnSession
-	p.sessMu.Lock()
-	if p.b.ctx.Err() != nil {
-		p.sessMu.Unlock()
-		return
-	}
-	for addr, s := range p.sessions {
-		if !want[addr] {
-			stale = append(stale, s)
-			delete(p.sessions, addr)
-		}
-	}
-	for addr := range want {
-		p.openSessionLocked(addr)
-	}
-	p.sessMu.Unlock()
-	for _, s := range stale {
-		s.cancel()
-		<-s.done
-	}
-}
-
-// openSessionLocked opens a session to addr unless there is one; sessMu
-// is held.
-func (p *TransactionProducer) openSessionLocked(addr string) {
-	if p.sessions[addr] != nil || p.b.ctx.Err() != nil {
-		return
-	}
-	sctx, cancel := context.WithCancel(p.b.ctx)
-	s := &txnSession{addr: addr, cancel: cancel, done: make(chan struct{}), first: make(chan struct{})}
-	p.sessions[addr] = s
-	if !p.b.goRun(func() { p.runSession(sctx, s) }) {
-		cancel()
-		close(s.done)
+	if want := p.masters(ctx); want != nil { // nil: keep what we have
+		p.sessions.sync(want)
 	}
 }
 
@@ -115,60 +69,7 @@ func (p *TransactionProducer) ensureSession(brokerName string) {
 	if !ok || bd.MasterAddr() == "" {
 		return
 	}
-	p.sessMu.Lock()
-	p.openSessionLocked(bd.MasterAddr())
-	p.sessMu.Unlock()
-}
-
-func (p *TransactionProducer) waitFirstHeartbeats(ctx context.Context) {
-	p.sessMu.Lock()
-	var firsts []chan struct{}
-	for _, s := range p.sessions {
-		firsts = append(firsts, s.first)
-	}
-	p.sessMu.Unlock()
-	wctx, cancel := p.b.rpcContext(ctx)
-	defer cancel()
-	for _, f := range firsts {
-		select {
-		case <-f:
-		case <-wctx.Done():
-			return
-		}
-	}
-}
-
-func (p *TransactionProducer) closeSessions() {
-	p.sessMu.Lock()
-	sessions := p.sessions
-	p.sessions = make(map[string]*txnSession)
-	p.sessMu.Unlock()
-	for _, s := range sessions {
-		s.cancel()
-	}
-	for _, s := range sessions {
-		<-s.done
-	}
-}
-
-func (p *TransactionProducer) runSession(ctx context.Context, s *txnSession) {
-	defer close(s.done)
-	backoff := 100 * time.Millisecond
-	first := false
-	for {
-		connected, err := p.connectOnce(ctx, s, &first)
-		if ctx.Err() != nil {
-			return
-		}
-		if connected {
-			backoff = 100 * time.Millisecond
-		}
-		p.b.log.Debug("transaction session ended", zap.String("broker", s.addr), zap.Error(err))
-		if !sleepCtx(ctx, backoff) {
-			return
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
+	p.sessions.ensure(bd.MasterAddr())
 }
 
 func (p *TransactionProducer) heartbeat() *pb.ClientMessage {
@@ -177,57 +78,10 @@ func (p *TransactionProducer) heartbeat() *pb.ClientMessage {
 	}}}
 }
 
-// connectOnce runs one Connect stream until it breaks; it reports whether
-// the first heartbeat got through.
-func (p *TransactionProducer) connectOnce(ctx context.Context, s *txnSession, first *bool) (bool, error) {
-	cli, err := p.b.broker(s.addr)
-	if err != nil {
-		return false, err
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := cli.Connect(sctx)
-	if err != nil {
-		return false, fmt.Errorf("connect to %s: %w", s.addr, err)
-	}
-	if err := stream.Send(p.heartbeat()); err != nil {
-		return false, fmt.Errorf("heartbeat to %s: %w", s.addr, err)
-	}
-	if !*first {
-		*first = true
-		close(s.first)
-	}
-	recvErr := make(chan error, 1)
-	go func() {
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				recvErr <- err
-				return
-			}
-			if c := m.GetCheckTransaction(); c != nil {
-				p.onCheck(sctx, s.addr, c)
-			}
-		}
-	}()
-	defer func() {
-		cancel()
-		<-recvErr
-	}()
-	tick := time.NewTicker(p.b.opts.heartbeatInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-sctx.Done():
-			return true, sctx.Err()
-		case err := <-recvErr:
-			recvErr <- err // for the deferred wait
-			return true, fmt.Errorf("session with %s: %w", s.addr, err)
-		case <-tick.C:
-		}
-		if err := stream.Send(p.heartbeat()); err != nil {
-			return true, fmt.Errorf("heartbeat to %s: %w", s.addr, err)
-		}
+// onBrokerMessage handles what a broker sends on a session: its checks.
+func (p *TransactionProducer) onBrokerMessage(ctx context.Context, addr string, m *pb.BrokerMessage) {
+	if c := m.GetCheckTransaction(); c != nil {
+		p.onCheck(ctx, addr, c)
 	}
 }
 
