@@ -598,6 +598,13 @@ func (c *consumerCore) heartbeat() *pb.ClientMessage {
 	}}}
 }
 
+// subscriptionsChanged tells the brokers of a started consumer's new
+// subscriptions at once and rebalances.
+func (c *consumerCore) subscriptionsChanged() {
+	c.sessions.heartbeatNow()
+	c.rebalanceNow.notify()
+}
+
 // syncSessions opens a session to every broker address of the subscribed
 // topics and closes the others.
 func (c *consumerCore) syncSessions(ctx context.Context) {

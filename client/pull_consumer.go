@@ -94,8 +94,7 @@ func (p *PullConsumer) SubscribeSelector(topic string, sel Selector) error {
 		return err
 	}
 	if p.state.Load() == stateStarted {
-		p.c.sessions.heartbeatNow()
-		p.c.rebalanceNow.notify()
+		p.c.subscriptionsChanged()
 	}
 	return nil
 }
@@ -104,8 +103,7 @@ func (p *PullConsumer) SubscribeSelector(topic string, sel Selector) error {
 func (p *PullConsumer) Unsubscribe(topic string) {
 	p.c.unsubscribe(topic)
 	if p.state.Load() == stateStarted {
-		p.c.sessions.heartbeatNow()
-		p.c.rebalanceNow.notify()
+		p.c.subscriptionsChanged()
 	}
 }
 

@@ -185,8 +185,7 @@ func (p *PushConsumer) SubscribeSelector(topic string, sel Selector, listener Li
 		p.kindSet, p.orderly = true, orderly
 	}
 	if p.state.Load() == stateStarted {
-		p.c.sessions.heartbeatNow()
-		p.c.rebalanceNow.notify()
+		p.c.subscriptionsChanged()
 	}
 	return nil
 }
@@ -195,8 +194,7 @@ func (p *PushConsumer) SubscribeSelector(topic string, sel Selector, listener Li
 func (p *PushConsumer) Unsubscribe(topic string) {
 	p.c.unsubscribe(topic)
 	if p.state.Load() == stateStarted {
-		p.c.sessions.heartbeatNow()
-		p.c.rebalanceNow.notify()
+		p.c.subscriptionsChanged()
 	}
 }
 
