@@ -65,19 +65,7 @@ func TestPreadRecordsBelowCacheWindow(t *testing.T) {
 	if below == 0 || below == len(offs) {
 		t.Fatalf("%d of %d offsets below the window: want some on each side", below, len(offs))
 	}
-	seen := make([]int, len(offs))
-	l.PreadRecords(offs, func(i int, rec []byte, err error) {
-		seen[i]++
-		want, werr := l.ReadRecord(offs[i], nil)
-		if err != nil || werr != nil || !bytes.Equal(rec, want) {
-			t.Errorf("offset %d: pread %d bytes (%v), mapping %d bytes (%v)", offs[i], len(rec), err, len(want), werr)
-		}
-	})
-	for i, n := range seen {
-		if n != 1 {
-			t.Errorf("offset %d answered %d times", offs[i], n)
-		}
-	}
+	checkPreadRecords(t, l, offs, 0)
 	checkReadDirect(t, l, o.Dir)
 }
 

@@ -197,27 +197,7 @@ func TestPreadRecords(t *testing.T) {
 	offs = append(offs, big.res.PhysicalOffset, recs[0].res.PhysicalOffset)
 	bad := []int64{recs[10].res.PhysicalOffset + 3, l.MaxOffset(), -5}
 	offs = append(offs, bad...)
-	check := func(offs []int64, bad int) {
-		seen := make([]int, len(offs))
-		l.PreadRecords(offs, func(i int, rec []byte, err error) {
-			seen[i]++
-			if i >= len(offs)-bad {
-				if !errors.Is(err, ErrOffset) {
-					t.Errorf("offset %d: %v, want ErrOffset", offs[i], err)
-				}
-				return
-			}
-			want, werr := l.ReadRecord(offs[i], nil)
-			if err != nil || werr != nil || !bytes.Equal(rec, want) {
-				t.Errorf("offset %d: pread %d bytes (%v), mapping %d bytes (%v)", offs[i], len(rec), err, len(want), werr)
-			}
-		})
-		for i, n := range seen {
-			if n != 1 {
-				t.Errorf("offset %d answered %d times", offs[i], n)
-			}
-		}
-	}
+	check := func(offs []int64, bad int) { checkPreadRecords(t, l, offs, bad) }
 	check(offs, len(bad))
 	// Other records through the buffers the first call gave back.
 	var odd, even []int64
@@ -234,4 +214,30 @@ func TestPreadRecords(t *testing.T) {
 		wg.Go(func() { check(offs, 0) })
 	}
 	wg.Wait()
+}
+
+// checkPreadRecords reads offs with PreadRecords and checks that each is
+// answered once, the last bad of them with ErrOffset and the others with
+// the record ReadRecord reads from the mapping.
+func checkPreadRecords(t *testing.T, l *Log, offs []int64, bad int) {
+	t.Helper()
+	seen := make([]int, len(offs))
+	l.PreadRecords(offs, func(i int, rec []byte, err error) {
+		seen[i]++
+		if i >= len(offs)-bad {
+			if !errors.Is(err, ErrOffset) {
+				t.Errorf("offset %d: %v, want ErrOffset", offs[i], err)
+			}
+			return
+		}
+		want, werr := l.ReadRecord(offs[i], nil)
+		if err != nil || werr != nil || !bytes.Equal(rec, want) {
+			t.Errorf("offset %d: pread %d bytes (%v), mapping %d bytes (%v)", offs[i], len(rec), err, len(want), werr)
+		}
+	})
+	for i, n := range seen {
+		if n != 1 {
+			t.Errorf("offset %d answered %d times", offs[i], n)
+		}
+	}
 }
