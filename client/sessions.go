@@ -146,9 +146,8 @@ func (s *brokerSessions) close() {
 func (s *brokerSessions) run(ctx context.Context, bs *brokerSession) {
 	defer close(bs.done)
 	backoff := 100 * time.Millisecond
-	firstDone := false
 	for {
-		connected, err := s.connectOnce(ctx, bs, &firstDone)
+		connected, err := s.connectOnce(ctx, bs)
 		if ctx.Err() != nil {
 			return
 		}
@@ -169,7 +168,7 @@ func (s *brokerSessions) run(ctx context.Context, bs *brokerSession) {
 
 // connectOnce runs one Connect stream until it breaks. It reports whether
 // the first heartbeat got through.
-func (s *brokerSessions) connectOnce(ctx context.Context, bs *brokerSession, firstDone *bool) (bool, error) {
+func (s *brokerSessions) connectOnce(ctx context.Context, bs *brokerSession) (bool, error) {
 	cli, err := s.b.broker(bs.addr)
 	if err != nil {
 		return false, err
@@ -183,11 +182,13 @@ func (s *brokerSessions) connectOnce(ctx context.Context, bs *brokerSession, fir
 	if err := stream.Send(s.heartbeat()); err != nil {
 		return false, fmt.Errorf("heartbeat to %s: %w", bs.addr, err)
 	}
-	if !*firstDone {
-		*firstDone = true
+	select {
+	case <-bs.first:
+		if s.onReconnect != nil {
+			s.onReconnect()
+		}
+	default: // the session's first stream; only this goroutine closes first
 		close(bs.first)
-	} else if s.onReconnect != nil {
-		s.onReconnect()
 	}
 	recvErr := make(chan error, 1)
 	go func() {
