@@ -125,69 +125,139 @@ func (o *BrokerOptions) Rewrite(msgs []*message.Ext, brokerName string) error {
 // Internal writers (the retry path: DELAY = 3 + reconsume times) call it
 // before they store a message. brokerName labels errors.
 func (o *BrokerOptions) Schedule(m *message.Ext, brokerName string) error {
-	if message.IsSystemTopic(m.Topic) || m.Properties == nil {
-		return nil
-	}
 	props := m.Properties
-	if v, ok := props[message.PropertyDelayLevel]; ok {
-		// A level wins over a delivery time, as in RocketMQ.
-		delete(props, message.PropertyTimerDeliverMS)
-		delete(props, message.PropertyTimerDelayMS)
-		delete(props, message.PropertyTimerDelaySec)
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return errcode.Errorf(errcode.MessageIllegal, "property %s = %q is not a delay level", message.PropertyDelayLevel, v)
-		}
-		if n <= 0 {
-			delete(props, message.PropertyDelayLevel)
-			return nil
-		}
-		n = o.levels.Cap(n)
-		props[message.PropertyDelayLevel] = strconv.Itoa(n)
-		message.Reroute(m, message.ScheduleTopic, int32(n-1))
-		return nil
-	}
-	if props[message.PropertyTimerDeliverMS] == "" && props[message.PropertyTimerDelayMS] == "" && props[message.PropertyTimerDelaySec] == "" {
-		return nil // no delivery time (timerDue's default), and no clock read for it
-	}
-	t := o.clock().Now()
-	due, ok, err := timerDue(props, t, o.MaxDelay)
-	if err != nil || !ok {
+	p, err := o.Place(m.Topic, func(name string) (string, bool) {
+		v, ok := props[name]
+		return v, ok
+	}, brokerName)
+	if err != nil || !p.Rewrite {
 		return err
 	}
-	delete(props, message.PropertyTimerDeliverMS)
-	delete(props, message.PropertyTimerDelayMS)
-	delete(props, message.PropertyTimerDelaySec)
-	props[message.PropertyTimerOutMS] = strconv.FormatInt(due, 10)
+	var small [8]message.PropertyEdit
+	for _, e := range p.AppendEdits(small[:0], m.Topic, m.QueueID) {
+		if e.Remove {
+			delete(props, e.Name)
+		} else {
+			props[e.Name] = e.Value
+		}
+	}
+	if p.Topic != "" {
+		m.Topic, m.QueueID = p.Topic, p.QueueID
+	}
+	return nil
+}
+
+// Placement is what Schedule does to a message: where it is stored and
+// how its properties change. Place decides it from the properties alone,
+// for callers that hold them in another form than a map (the broker's
+// packed sends, whose records are written without one).
+type Placement struct {
+	// Rewrite: the message asks for a delay level or a delivery time, and
+	// its properties change (AppendEdits); false: it is stored as sent.
+	Rewrite bool
+	// Level is DELAY's new value (capped to the levels); 0: DELAY is
+	// removed (a level of 0 or less asks for no delay).
+	Level int
+	// TimerOut: TIMER_OUT_MS is set to TimerOutMS, the due time (ms).
+	TimerOut   bool
+	TimerOutMS int64
+	// Topic and QueueID are where the message is stored, its real topic
+	// and queue kept in REAL_TOPIC and REAL_QID (as message.Reroute keeps
+	// them); Topic "": the topic and queue it was sent to (no delay, or a
+	// delivery time already due).
+	Topic   string
+	QueueID int32
+}
+
+// Place decides what Schedule does to a message sent to topic, whose
+// properties get reads (the value of a name, and whether the message has
+// it).
+func (o *BrokerOptions) Place(topic string, get func(name string) (string, bool), brokerName string) (Placement, error) {
+	if message.IsSystemTopic(topic) {
+		return Placement{}, nil
+	}
+	if v, ok := get(message.PropertyDelayLevel); ok {
+		// A level wins over a delivery time, as in RocketMQ.
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return Placement{}, errcode.Errorf(errcode.MessageIllegal, "property %s = %q is not a delay level", message.PropertyDelayLevel, v)
+		}
+		if n <= 0 {
+			return Placement{Rewrite: true}, nil
+		}
+		n = o.levels.Cap(n)
+		return Placement{Rewrite: true, Level: n, Topic: message.ScheduleTopic, QueueID: int32(n - 1)}, nil
+	}
+	value := func(name string) string {
+		v, _ := get(name)
+		return v
+	}
+	if value(message.PropertyTimerDeliverMS) == "" && value(message.PropertyTimerDelayMS) == "" && value(message.PropertyTimerDelaySec) == "" {
+		return Placement{}, nil // no delivery time (timerDue's default), and no clock read for it
+	}
+	t := o.clock().Now()
+	due, ok, err := timerDue(value, t, o.MaxDelay)
+	if err != nil || !ok {
+		return Placement{}, err
+	}
+	p := Placement{Rewrite: true, TimerOut: true, TimerOutMS: due}
 	if due <= t.UnixMilli() {
-		return nil // due already: delivered at once
+		return p, nil // due already: delivered at once
 	}
 	if !o.TimerEnabled {
-		return errcode.Errorf(errcode.RequestNotSupported, "delivery at a time is turned off on broker %s", brokerName)
+		return Placement{}, errcode.Errorf(errcode.RequestNotSupported, "delivery at a time is turned off on broker %s", brokerName)
 	}
-	message.Reroute(m, message.TimerTopic, 0)
-	return nil
+	p.Topic = message.TimerTopic
+	return p, nil
+}
+
+// AppendEdits appends to dst the property changes of a rewritten message
+// sent to topic and queueID, in increasing name order: the delivery time
+// requests removed, DELAY set or removed, TIMER_OUT_MS set, REAL_TOPIC and
+// REAL_QID set when it is stored elsewhere. None unless p.Rewrite.
+func (p Placement) AppendEdits(dst []message.PropertyEdit, topic string, queueID int32) []message.PropertyEdit {
+	if !p.Rewrite {
+		return dst
+	}
+	level := message.PropertyEdit{Name: message.PropertyDelayLevel, Remove: true}
+	if p.Level > 0 {
+		level = message.PropertyEdit{Name: message.PropertyDelayLevel, Value: strconv.Itoa(p.Level)}
+	}
+	dst = append(dst, level)
+	if p.Topic != "" {
+		dst = append(dst,
+			message.PropertyEdit{Name: message.PropertyRealQueueID, Value: strconv.Itoa(int(queueID))},
+			message.PropertyEdit{Name: message.PropertyRealTopic, Value: topic})
+	}
+	dst = append(dst,
+		message.PropertyEdit{Name: message.PropertyTimerDelayMS, Remove: true},
+		message.PropertyEdit{Name: message.PropertyTimerDelaySec, Remove: true},
+		message.PropertyEdit{Name: message.PropertyTimerDeliverMS, Remove: true})
+	if p.TimerOut {
+		dst = append(dst, message.PropertyEdit{Name: message.PropertyTimerOutMS, Value: strconv.FormatInt(p.TimerOutMS, 10)})
+	}
+	return dst
 }
 
 // timerDue computes the due time (ms) a message asks for with
 // TIMER_DELIVER_MS, TIMER_DELAY_MS or TIMER_DELAY_SEC (in that order of
-// precedence); ok is false if it asks for none. A delay counts from t
+// precedence; value reads a property, "" when absent); ok is false if it asks for none. A delay counts from t
 // rounded up to the millisecond, so the due time is never before t + the
 // delay; a delivery time is exact (the engine fires it when its clock reads
 // at or after it).
-func timerDue(props map[string]string, t time.Time, maxDelay time.Duration) (due int64, ok bool, err error) {
+func timerDue(value func(name string) string, t time.Time, maxDelay time.Duration) (due int64, ok bool, err error) {
 	now := t.UnixMilli()
 	maxMS := maxDelay.Milliseconds()
 	parse := func(k string) (int64, error) {
-		n, err := strconv.ParseInt(props[k], 10, 64)
+		n, err := strconv.ParseInt(value(k), 10, 64)
 		if err != nil || n < 0 {
-			return 0, errcode.Errorf(errcode.IllegalDeliveryTime, "property %s = %q is not a non-negative integer", k, props[k])
+			return 0, errcode.Errorf(errcode.IllegalDeliveryTime, "property %s = %q is not a non-negative integer", k, value(k))
 		}
 		return n, nil
 	}
 	var delayMS int64
 	switch {
-	case props[message.PropertyTimerDeliverMS] != "":
+	case value(message.PropertyTimerDeliverMS) != "":
 		at, err := parse(message.PropertyTimerDeliverMS)
 		if err != nil {
 			return 0, false, err
@@ -197,11 +267,11 @@ func timerDue(props map[string]string, t time.Time, maxDelay time.Duration) (due
 				time.UnixMilli(at).UTC().Format(time.RFC3339Nano), time.Duration(at-now)*time.Millisecond, maxDelay)
 		}
 		return at, true, nil
-	case props[message.PropertyTimerDelayMS] != "":
+	case value(message.PropertyTimerDelayMS) != "":
 		if delayMS, err = parse(message.PropertyTimerDelayMS); err != nil {
 			return 0, false, err
 		}
-	case props[message.PropertyTimerDelaySec] != "":
+	case value(message.PropertyTimerDelaySec) != "":
 		s, err := parse(message.PropertyTimerDelaySec)
 		if err != nil {
 			return 0, false, err

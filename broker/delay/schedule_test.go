@@ -31,7 +31,7 @@ func TestTimerDue(t *testing.T) {
 		{map[string]string{"TIMER_DELIVER_MS": "1900000001000", "TIMER_DELAY_MS": "99999"}, now + 1000, true, false},
 	}
 	for _, tc := range cases {
-		due, ok, err := timerDue(tc.props, time.UnixMilli(now), max)
+		due, ok, err := timerDue(func(k string) string { return tc.props[k] }, time.UnixMilli(now), max)
 		if (err != nil) != tc.bad || ok != tc.ok || due != tc.due {
 			t.Errorf("%v: due %d ok %v err %v", tc.props, due, ok, err)
 		}
