@@ -3,11 +3,13 @@ package broker
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/bolide-mq/bolide/broker/delay"
 	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/internal/errcode"
 	"github.com/bolide-mq/bolide/message"
@@ -32,11 +34,13 @@ func (s PackedSent) QueueID(i int, sendQueue int32) int32 {
 
 // SendPacked stores the messages of packed (message.Packed entries, all to
 // queueID of topicName) as Send stores the same messages: the same checks,
-// deduplication, acknowledgement and metrics. Plain messages — no delay,
-// no transaction, not to a retry or system topic — become records by
-// copying their parts (message.EncodePacked), with no property map built;
-// the others are decoded and sent through Send's path. packed is not kept
-// after SendPacked returns.
+// deduplication, rewrites, acknowledgement and metrics. Messages that are
+// not transactional, sent to a topic that is not a retry or system topic,
+// become records by copying their parts (message.EncodePacked), with no
+// property map built; a delayed one has its properties edited as Send's
+// rewrite changes them (delay.Placement). A batch holding a half message,
+// or sent to a retry topic, is decoded and sent through Send's path.
+// packed is not kept after SendPacked returns.
 func (b *Broker) SendPacked(ctx context.Context, topicName string, queueID int32, packed []byte) (PackedSent, error) {
 	start := time.Now()
 	sc := packedScratches.Get().(*packedScratch)
@@ -48,7 +52,7 @@ func (b *Broker) SendPacked(ctx context.Context, topicName string, queueID int32
 	err := sc.parse(packed, b.opts.MaxBatchMessages)
 	switch {
 	case err != nil:
-	case sc.plain(topicName):
+	case sc.scan(topicName):
 		sent, e, err = b.sendPlainPacked(ctx, topicName, queueID, sc)
 	default:
 		sent, e, err = b.sendUnpacked(ctx, topicName, queueID, sc.entries)
@@ -82,7 +86,8 @@ func (b *Broker) sendUnpacked(ctx context.Context, topicName string, queueID int
 	return sent, e, nil
 }
 
-// sendPlainPacked is SendPacked's path for plain messages (packedScratch.plain).
+// sendPlainPacked is SendPacked's path for messages stored from their
+// entries (packedScratch.scan).
 func (b *Broker) sendPlainPacked(ctx context.Context, topicName string, queueID int32, sc *packedScratch) (PackedSent, *topicEntry, error) {
 	n := len(sc.entries)
 	if err := b.admitSend(n, topicName); err != nil {
@@ -101,21 +106,25 @@ func (b *Broker) sendPlainPacked(ctx context.Context, topicName string, queueID 
 			return PackedSent{}, nil, err
 		}
 	}
-	if err := sc.encode(topicName, queueID, b.store.StoreHost(), b.store.Now().UnixMilli()); err != nil {
+	if err := sc.encode(topicName, queueID, b.store.StoreHost(), b.store.Now().UnixMilli(), &b.opts.Delay, b.opts.BrokerName); err != nil {
 		return PackedSent{}, e, storeError(err)
 	}
+	var window time.Duration
 	if b.dedup != nil {
-		if window := b.dedupWindowOf(&e.cfg); window > 0 {
-			res, err := b.sendDeduplicated(ctx, topicName, n, packedSend{b, sc}, window)
-			sent := PackedSent{Results: res}
-			if len(sc.answers) > 0 {
-				sent.Queues = slices.Clone(sc.answers)
-			}
-			return sent, e, err
-		}
+		window = b.dedupWindowOf(&e.cfg)
 	}
-	res, err := b.putPrepared(ctx, sc.prepared)
-	return PackedSent{Results: res}, e, err
+	var res []store.PutResult
+	var err error
+	if window > 0 {
+		res, err = b.sendDeduplicated(ctx, topicName, n, packedSend{b, sc}, window)
+	} else {
+		res, err = b.putPrepared(ctx, sc.prepared)
+	}
+	sent := PackedSent{Results: res}
+	if len(sc.answers) > 0 {
+		sent.Queues = slices.Clone(sc.answers)
+	}
+	return sent, e, err
 }
 
 // putPrepared is put for records encoded by the caller (store.PutPrepared).
@@ -145,31 +154,53 @@ func (s packedSend) putFresh(ctx context.Context, fresh []int) ([]store.PutResul
 	return s.b.putPrepared(ctx, recs)
 }
 
-// answered records a repeat's queue: plain messages are stored in the
-// send's queue, so only an earlier send's copy may differ.
+// answered records a repeat's queue: that of the copy answering it.
 func (s packedSend) answered(i int, q int32, same int) {
-	if same < 0 {
-		s.sc.queues()[i] = q
+	queues := s.sc.queues()
+	if same >= 0 {
+		q = queues[same]
 	}
+	queues[i] = q
 }
 
 // packedScratch is what SendPacked works in, kept in packedScratches for
 // the next send.
 type packedScratch struct {
 	entries  []message.Packed
-	meta     []packedMeta // what plain read of each entry
+	meta     []packedMeta // what scan read of each entry
 	values   []byte       // the entries' keys and unique ids, one after the other
 	prepared []store.Prepared
-	records  []byte  // the encoded records, one after the other
-	answers  []int32 // the queues of a deduplicated send's messages (packedSend.answered)
+	records  []byte // the encoded records, one after the other
+	props    []byte // a delayed entry's edited properties, while it is encoded
+	edits    []message.PropertyEdit
+	answers  []int32 // the queues of the send's messages, when not all the send's
 }
 
-// packedMeta is what plain reads of an entry's properties for its
+// packedMeta is what scan reads of an entry's properties for its
 // dispatch: its tag's hash, TIMER_OUT_MS, and where its keys and unique id
-// are in packedScratch.values (an empty span: none).
+// are in packedScratch.values (an empty span: none); and the values of
+// the properties that ask for a delay (nil: absent), which encode places.
 type packedMeta struct {
 	tagsHash, timerOutMS     int64
 	keys, keysEnd, id, idEnd int32
+	delayed                  bool
+	delay                    [len(delayProperties)][]byte
+}
+
+// delayProperties are the properties that ask for a delay: a level or a
+// delivery time (delay.BrokerOptions.Place reads them).
+var delayProperties = [...]string{message.PropertyDelayLevel, message.PropertyTimerDeliverMS,
+	message.PropertyTimerDelayMS, message.PropertyTimerDelaySec}
+
+// property is the value of the delay property name (one of
+// delayProperties) and whether the entry has it.
+func (m *packedMeta) property(name string) (string, bool) {
+	for i, n := range delayProperties {
+		if n == name {
+			return string(m.delay[i]), m.delay[i] != nil
+		}
+	}
+	return "", false
 }
 
 // maxPooledRecords is the largest record buffer kept for the next send.
@@ -182,6 +213,7 @@ func (sc *packedScratch) release() {
 		return
 	}
 	clear(sc.entries)
+	clear(sc.meta) // (its delay values point into the request too)
 	clear(sc.prepared)
 	sc.answers = sc.answers[:0]
 	packedScratches.Put(sc)
@@ -207,24 +239,24 @@ func (sc *packedScratch) parse(packed []byte, limit int) error {
 	return nil
 }
 
-// plain reads what the dispatch needs of each entry's properties, and
-// reports whether every entry can be stored as it is: the topic is not a
-// retry, dead-letter or system topic, and no message is transactional or
-// delayed (those Send rewrites before it stores them: a half message, a
-// delay level, a delivery time).
-func (sc *packedScratch) plain(topicName string) bool {
+// scan reads what the dispatch needs of each entry's properties, and
+// reports whether the send can be stored from its entries: the topic is
+// not a retry, dead-letter or system topic (Send's checks and rules for
+// those are on messages), and no message is transactional (Send rewrites a
+// half message into the half topic).
+func (sc *packedScratch) scan(topicName string) bool {
 	if message.IsRetryTopic(topicName) || message.IsDLQTopic(topicName) || message.IsSystemTopic(topicName) {
 		return false
 	}
 	values := sc.values[:0]
 	sc.meta = sc.meta[:0]
-	plain := true
 	for i := range sc.entries {
 		p := &sc.entries[i]
 		if message.TransactionType(p.SysFlag) != message.SysFlagTransNotType {
 			return false
 		}
 		var m packedMeta
+		half := false
 		// (NextPacked checked the pairs: the walk finds no error.)
 		_ = message.EachProperty(p.Properties, func(name, val []byte) error {
 			switch string(name) {
@@ -240,13 +272,19 @@ func (sc *packedScratch) plain(topicName string) bool {
 				m.idEnd = int32(len(values))
 			case message.PropertyTimerOutMS:
 				m.timerOutMS = message.ParseTimerOutMS(val)
-			case message.PropertyTransactionPrepared, message.PropertyDelayLevel,
-				message.PropertyTimerDeliverMS, message.PropertyTimerDelayMS, message.PropertyTimerDelaySec:
-				plain = false
+			case delayProperties[0], delayProperties[1], delayProperties[2], delayProperties[3]:
+				m.delayed = true
+				for i, n := range delayProperties {
+					if n == string(name) {
+						m.delay[i] = val[:len(val):len(val)] // not nil when empty
+					}
+				}
+			case message.PropertyTransactionPrepared:
+				half = true
 			}
 			return nil
 		})
-		if !plain {
+		if half {
 			return false
 		}
 		sc.meta = append(sc.meta, m)
@@ -257,10 +295,15 @@ func (sc *packedScratch) plain(topicName string) bool {
 
 // encode writes the entries' records for queueID of topicName, stored by
 // storeHost, with now as the born time of those without one, and what
-// their dispatch needs (read by plain).
-func (sc *packedScratch) encode(topicName string, queueID int32, storeHost netip.AddrPort, now int64) error {
+// their dispatch needs (read by scan). A delayed entry is placed as
+// Send's rewrite places it (delay.BrokerOptions.Place, with the broker's
+// delay options o and name brokerName) and written where it says, with its
+// properties edited as it says. The queues of the messages are kept in
+// answers when one is not queueID.
+func (sc *packedScratch) encode(topicName string, queueID int32, storeHost netip.AddrPort, now int64, o *delay.BrokerOptions, brokerName string) error {
 	recs := sc.records[:0]
 	sc.prepared = sc.prepared[:0]
+	sc.answers = sc.answers[:0]
 	// The keys and ids outlive the send (the dispatch may run after the
 	// answer): one string for the batch, cut into each record's.
 	all := string(sc.values)
@@ -269,14 +312,45 @@ func (sc *packedScratch) encode(topicName string, queueID int32, storeHost netip
 		if p.BornTimestamp == 0 {
 			p.BornTimestamp = now
 		}
+		pr := store.Prepared{Topic: topicName, QueueID: queueID, Complete: true,
+			Keys: all[m.keys:m.keysEnd], UniqueKey: all[m.id:m.idEnd], TagsHash: m.tagsHash, TimerOutMS: m.timerOutMS}
+		entry := p
+		if m.delayed {
+			pl, err := o.Place(topicName, m.property, brokerName)
+			if err != nil {
+				return err
+			}
+			if pl.Rewrite {
+				sc.edits = pl.AppendEdits(sc.edits[:0], topicName, queueID)
+				if sc.props, err = message.AppendEditedProperties(sc.props[:0], p.Properties, sc.edits); err != nil {
+					return fmt.Errorf("packed message %d: %w", i, err)
+				}
+				edited := *p
+				edited.Properties = sc.props
+				entry = &edited
+				// The dispatch reads the rewritten properties.
+				pr.DelayLevel = int32(pl.Level)
+				if pl.TimerOut {
+					pr.TimerOutMS = pl.TimerOutMS
+				}
+				if pl.Topic != "" {
+					pr.Topic, pr.QueueID = pl.Topic, pl.QueueID
+				}
+			}
+		}
 		var err error
-		if recs, err = message.EncodePacked(recs, p, topicName, queueID, storeHost); err != nil {
+		if recs, err = message.EncodePacked(recs, entry, pr.Topic, pr.QueueID, storeHost); err != nil {
 			return err
 		}
-		sc.prepared = append(sc.prepared, store.Prepared{Topic: topicName, QueueID: queueID, Complete: true,
-			Keys: all[m.keys:m.keysEnd], UniqueKey: all[m.id:m.idEnd], TagsHash: m.tagsHash, TimerOutMS: m.timerOutMS})
+		sc.prepared = append(sc.prepared, pr)
 	}
 	sc.records = recs
+	for i := range sc.prepared {
+		if sc.prepared[i].QueueID != queueID {
+			sc.queues() // the answer names each message's queue
+			break
+		}
+	}
 	// The records are cut once all are written (the buffer may have moved
 	// as it grew).
 	for i := range sc.prepared {
@@ -289,8 +363,8 @@ func (sc *packedScratch) encode(topicName string, queueID int32, storeHost netip
 	return nil
 }
 
-// queues returns the queues of the send's messages, made on first use
-// with every message in its send's queue.
+// queues returns the queues of the send's messages (those encoded so
+// far), made on first use from where each is stored.
 func (sc *packedScratch) queues() []int32 {
 	if len(sc.answers) == 0 {
 		for i := range sc.prepared {

@@ -152,8 +152,8 @@ func TestPackedSendStoresWhatSendStores(t *testing.T) {
 }
 
 // TestPackedSendRewritten: packed messages that Send rewrites (a delay
-// level, a half message) and sends to a retry topic are treated exactly
-// as the same messages sent as they are.
+// level, a delivery time, a half message) and sends to a retry topic are
+// treated exactly as the same messages sent as they are.
 func TestPackedSendRewritten(t *testing.T) {
 	db := startDelayBroker(t, t.TempDir())
 	c := db.c
@@ -171,6 +171,31 @@ func TestPackedSendRewritten(t *testing.T) {
 	if len(got) != 1 || string(got[0].Body) != "in a second" || got[0].Properties[message.PropertyUniqueKey] != "Uin a second" {
 		t.Fatalf("delivered %+v", got)
 	}
+
+	// A delivery time, packed between two plain messages: they are in
+	// their topic at once, it when due, as Send stores it (the timer
+	// topic's queue 0 in its answer); each comes out as it was sent.
+	early := delayedMsg("later", 1, "at once")
+	timed := delayedMsg("later", 1, "at a time", message.PropertyTimerDelayMS, "800")
+	late := delayedMsg("later", 1, "at once too")
+	sent := time.Now()
+	res := sendReq(t, c, packed(t, early, timed, late))
+	if res[0].QueueId != 1 || res[1].QueueId != 0 || res[2].QueueId != 1 {
+		t.Fatalf("answered queues %d, %d, %d; want 1, 0, 1", res[0].QueueId, res[1].QueueId, res[2].QueueId)
+	}
+	waitQueue(t, c, "later", 1, 3)
+	if n, d := queueSize(t, c, "later", 1), time.Since(sent); n != 3 && d < 800*time.Millisecond {
+		t.Fatalf("%d messages in the queue %v after the send: the timer message came early", n, d)
+	}
+	waitQueue(t, c, "later", 1, 4)
+	if d := time.Since(sent); d < 800*time.Millisecond {
+		t.Fatalf("the timer message was delivered after %v, asked 800ms", d)
+	}
+	got = queueMessages(t, db.b, "later", 1)
+	if len(got) != 4 || string(got[3].Body) != "at a time" || got[3].Properties[message.PropertyUniqueKey] != "Uat a time" {
+		t.Fatalf("delivered %+v", got)
+	}
+	checkRestored(t, got[3])
 
 	half := halfMsg("later", 0, "half", "txn-group")
 	sendReq(t, c, packed(t, half))
