@@ -28,40 +28,32 @@ func AppendEditedProperties(dst, pairs []byte, edits []PropertyEdit) ([]byte, er
 		}
 	}
 	start := len(dst)
-	appendPair := func(name, value string) {
-		dst = append(dst, name...)
-		dst = append(dst, NameValueSeparator)
-		dst = append(dst, value...)
-		dst = append(dst, PropertySeparator)
-	}
 	next := 0 // the first edit not yet applied
-	if err := EachProperty(pairs, func(name, val []byte) error {
-		for next < len(edits) && edits[next].Name < string(name) {
+	// apply puts in the pairs set by the edits of names before name (of
+	// all that are left, last).
+	apply := func(name []byte, last bool) {
+		for next < len(edits) && (last || edits[next].Name < string(name)) {
 			if e := edits[next]; !e.Remove {
-				appendPair(e.Name, e.Value)
+				dst = appendPair(dst, e.Name, e.Value)
 			}
 			next++
 		}
+	}
+	if err := EachProperty(pairs, func(name, val []byte) error {
+		apply(name, false)
 		if next < len(edits) && edits[next].Name == string(name) {
 			if e := edits[next]; !e.Remove {
-				appendPair(e.Name, e.Value)
+				dst = appendPair(dst, e.Name, e.Value)
 			}
 			next++
 			return nil
 		}
-		dst = append(dst, name...)
-		dst = append(dst, NameValueSeparator)
-		dst = append(dst, val...)
-		dst = append(dst, PropertySeparator)
+		dst = appendPair(dst, name, val)
 		return nil
 	}); err != nil {
 		return dst[:start], err
 	}
-	for _, e := range edits[next:] {
-		if !e.Remove {
-			appendPair(e.Name, e.Value)
-		}
-	}
+	apply(nil, true)
 	if n := len(dst) - start + crcReservedLen; n > MaxPropertiesSize {
 		return dst[:start], fmt.Errorf("%w: properties take %d bytes, at most %d", ErrTooLarge, n, MaxPropertiesSize)
 	}

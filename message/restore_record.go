@@ -145,10 +145,7 @@ func RestoreRecord(dst, rec []byte, storeHost netip.AddrPort, drop []string, set
 				return nil
 			}
 		}
-		dst = append(dst, name...)
-		dst = append(dst, NameValueSeparator)
-		dst = append(dst, val...)
-		dst = append(dst, PropertySeparator)
+		dst = appendPair(dst, name, val)
 		return nil
 	})
 	if !set {
@@ -211,7 +208,7 @@ func keepPair(name []byte, drop []string) bool {
 	return true
 }
 
-func appendPair(dst []byte, name, value string) []byte {
+func appendPair[T string | []byte](dst []byte, name, value T) []byte {
 	dst = append(dst, name...)
 	dst = append(dst, NameValueSeparator)
 	dst = append(dst, value...)
