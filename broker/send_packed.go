@@ -272,11 +272,11 @@ func (sc *packedScratch) scan(topicName string) bool {
 				m.idEnd = int32(len(values))
 			case message.PropertyTimerOutMS:
 				m.timerOutMS = message.ParseTimerOutMS(val)
-			case delayProperties[0], delayProperties[1], delayProperties[2], delayProperties[3]:
+			case message.PropertyDelayLevel, message.PropertyTimerDeliverMS, message.PropertyTimerDelayMS, message.PropertyTimerDelaySec:
 				m.delayed = true
 				for i, n := range delayProperties {
 					if n == string(name) {
-						m.delay[i] = val[:len(val):len(val)] // not nil when empty
+						m.delay[i] = val // (an empty value is not nil: the property is there)
 					}
 				}
 			case message.PropertyTransactionPrepared:
