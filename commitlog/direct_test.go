@@ -87,3 +87,24 @@ func checkReadDirect(t *testing.T, l *Log, dir string) {
 		t.Fatal("nothing below the window was read with O_DIRECT")
 	}
 }
+
+// TestReadChunkBelowCacheWindow: a slave copying a log from far behind
+// gets chunks read with O_DIRECT below the window, through the mapping
+// above it, and ends byte for byte the master's copy, whatever the chunk
+// size: smaller than a record, a few records, more than a segment.
+func TestReadChunkBelowCacheWindow(t *testing.T) {
+	o := testOptions(t.TempDir(), FlushAsync, WritePwrite)
+	src, _, _ := fillBehindWindow(t, o)
+	if len(src.Segments()) < 2 {
+		t.Fatalf("%d segments: the test wants a segment end below the window", len(src.Segments()))
+	}
+	for _, max := range []int{100, 3000, 256 << 10, 64 << 20} {
+		so := testOptions(t.TempDir(), FlushAsync, WritePwrite)
+		so.SegmentSize = src.opts.SegmentSize
+		dst := openTestLog(t, so, 0)
+		chunks := copyAll(t, src, dst, max)
+		sameBytes(t, src, dst)
+		t.Logf("max %d: %d chunks", max, chunks)
+	}
+	checkReadDirect(t, src, o.Dir)
+}

@@ -738,8 +738,9 @@ func (l *Log) readFile(seg *segment, off int64, dst []byte) error {
 }
 
 // CacheFrom is the offset below which the log dropped its bytes from the
-// page cache (Options.CacheWindow); ReadSpan and PreadRecords read spans
-// below it with O_DIRECT, so a reader of them need not ask for read-ahead.
+// page cache (Options.CacheWindow); ReadSpan, PreadRecords and ReadChunk
+// read spans below it with O_DIRECT, so a reader of them need not ask for
+// read-ahead.
 func (l *Log) CacheFrom() int64 { return l.cacheFrom.Load() }
 
 // Spans of PreadRecords: records at most preadGap apart are read together,

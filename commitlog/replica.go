@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -185,7 +186,10 @@ func (l *Log) findLastRecordLocked() {
 // When off holds an end-of-segment blank it returns just the blank's 8-byte
 // header and next is the start of the following segment. next is where the
 // following chunk starts; chunk is empty (next == off) when nothing is
-// committed at off yet.
+// committed at off yet. A chunk below CacheFrom, dropped from the page
+// cache, is read from the file with O_DIRECT, at most directChunkMax bytes
+// of it: a slave catching up from far behind leaves the master's page
+// cache and resident set alone.
 func (l *Log) ReadChunk(off int64, max int, dst []byte) (chunk []byte, next int64, err error) {
 	committed := l.committed.Load()
 	if off >= committed {
@@ -198,6 +202,9 @@ func (l *Log) ReadChunk(off int64, max int, dst []byte) (chunk []byte, next int6
 		return dst, off, fmt.Errorf("%w: %d is not in the log (min %d)", ErrOffset, off, l.minOffsetLocked())
 	}
 	limit := min(committed, seg.end())
+	if chunk, next, ok := l.readChunkDirect(seg, off, limit, max, dst); ok {
+		return chunk, next, nil
+	}
 	p := off
 	for p < limit {
 		if seg.end()-p < message.BlankSize {
@@ -221,6 +228,52 @@ func (l *Log) ReadChunk(off int64, max int, dst []byte) (chunk []byte, next int6
 		p += size
 	}
 	return append(dst, seg.m.Data[off-seg.start:p-seg.start]...), p, nil
+}
+
+// directChunkMax bounds a chunk ReadChunk reads with O_DIRECT (one read,
+// into a pooled aligned buffer).
+const directChunkMax = 4 << 20
+
+// readChunkDirect is ReadChunk for a chunk that lies below CacheFrom: its
+// bytes, up to max and directChunkMax, are read with O_DIRECT and the
+// records walked in the copy. ok is false, with dst as it was, when the
+// bytes are not all below CacheFrom, when the read fails (a file system
+// that refuses O_DIRECT), when the first record does not fit in what was
+// read, or when a header does not parse: ReadChunk then reads through the
+// mapping, which reports what is wrong, if anything is.
+func (l *Log) readChunkDirect(seg *segment, off, limit int64, max int, dst []byte) (chunk []byte, next int64, ok bool) {
+	end := min(limit, off+int64(min(max, directChunkMax)))
+	if end > l.cacheFrom.Load() || end-off < message.BlankSize {
+		return dst, off, false
+	}
+	start := len(dst)
+	dst = slices.Grow(dst, int(end-off))[:start+int(end-off)]
+	buf := dst[start:]
+	if err := seg.readDirect(off, buf); err != nil {
+		return dst[:start], off, false
+	}
+	n := 0 // the bytes of whole records walked
+	for len(buf)-n >= message.BlankSize {
+		h, _ := message.PeekHeader(buf[n:])
+		if h.IsBlank() {
+			if n == 0 {
+				return dst[:start+message.BlankSize], seg.end(), true
+			}
+			break
+		}
+		size := int(h.TotalSize)
+		if !h.IsRecord() || size < message.BlankSize {
+			return dst[:start], off, false
+		}
+		if size > len(buf)-n {
+			break
+		}
+		n += size
+	}
+	if n == 0 {
+		return dst[:start], off, false
+	}
+	return dst[:start+n], off + int64(n), true
 }
 
 // StartAt makes an empty log start at off, a multiple of the segment size:
