@@ -108,3 +108,25 @@ func TestReadChunkBelowCacheWindow(t *testing.T) {
 	}
 	checkReadDirect(t, src, o.Dir)
 }
+
+// TestPreadRecordBelowCacheWindow: a lone record below the window (a
+// lookup by key or offset) is read with O_DIRECT, and is the record.
+func TestPreadRecordBelowCacheWindow(t *testing.T) {
+	o := testOptions(t.TempDir(), FlushAsync, WritePwrite)
+	l, recs, _ := fillBehindWindow(t, o)
+	off := recs[len(recs)/4].res.PhysicalOffset
+	if off >= l.CacheFrom() {
+		t.Fatalf("record at %d is not below the window (%d)", off, l.CacheFrom())
+	}
+	want, err := l.ReadRecord(off, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, guess := range []int{0, 16, len(want), 64 << 10} { // under and over its size
+		got, err := l.PreadRecord(off, make([]byte, 3, 3+guess))
+		if err != nil || string(got[:3]) != "\x00\x00\x00" || !bytes.Equal(got[3:], want) {
+			t.Fatalf("guess %d: read %d bytes (%v), want the %d of the record after the 3 kept", guess, len(got), err, len(want))
+		}
+	}
+	checkReadDirect(t, l, o.Dir)
+}

@@ -188,12 +188,13 @@
 // written; reads further back go to the file (and read-ahead).
 //
 // ReadSpan (a run of records, one after another), PreadRecords (due
-// timer messages read back a megabyte at a time) and ReadChunk (a slave
-// catching up, up to 4 MiB a chunk) read a span below CacheFrom, the point
-// the window dropped the page cache up to, with O_DIRECT (direct.go): whole 4 KiB blocks into an aligned buffer, from
-// which the span is copied; the page cache is left alone, where a read
-// through it costs the kernel a page allocation and a read request per
-// 4 KiB in the reader's context. The segment's O_DIRECT descriptor is
+// timer messages read back a megabyte at a time), PreadRecord (one record,
+// for a lookup) and ReadChunk (a slave catching up, up to 4 MiB a chunk)
+// read what lies below CacheFrom, the point the window dropped the page
+// cache up to, with O_DIRECT (direct.go): whole 4 KiB blocks into an
+// aligned buffer, from which the bytes asked for are copied; the page
+// cache is left alone, where a read through it costs the kernel a page
+// allocation and a read request per 4 KiB in the reader's context. The segment's O_DIRECT descriptor is
 // opened on first use and closed with the segment; a file system that
 // refuses O_DIRECT (tmpfs) is read through the page cache.
 //

@@ -691,6 +691,7 @@ func (l *Log) ReadRecord(off int64, dst []byte) ([]byte, error) {
 // behind the resident tail (see ReleaseResident) this costs one system call
 // and leaves the process's page tables alone, where a read through the
 // mapping takes a page fault and maps the page back into the resident set.
+// A record below CacheFrom is read with O_DIRECT, as ReadSpan reads a span.
 // cap(dst)-len(dst), if at least a header, is taken as the expected size.
 func (l *Log) PreadRecord(off int64, dst []byte) ([]byte, error) {
 	readable := l.Readable()
@@ -704,7 +705,7 @@ func (l *Log) PreadRecord(off int64, dst []byte) ([]byte, error) {
 	if want < message.BlankSize {
 		want = preadGuess
 	}
-	return preadRecord(seg, off, min(seg.end(), readable), want, dst)
+	return l.preadRecord(seg, off, min(seg.end(), readable), want, dst)
 }
 
 // ReadSpan fills dst with the bytes of the log at off, read from the file
@@ -738,9 +739,9 @@ func (l *Log) readFile(seg *segment, off int64, dst []byte) error {
 }
 
 // CacheFrom is the offset below which the log dropped its bytes from the
-// page cache (Options.CacheWindow); ReadSpan, PreadRecords and ReadChunk
-// read spans below it with O_DIRECT, so a reader of them need not ask for
-// read-ahead.
+// page cache (Options.CacheWindow); ReadSpan, PreadRecord(s) and
+// ReadChunk read below it with O_DIRECT, so a reader of them need not ask
+// for read-ahead.
 func (l *Log) CacheFrom() int64 { return l.cacheFrom.Load() }
 
 // Spans of PreadRecords: records at most preadGap apart are read together,
@@ -764,8 +765,8 @@ var preadSpans = sync.Pool{New: func() any {
 // PreadRecords reads the records starting at offs (in any order) with
 // pread, as PreadRecord does, but reads records that lie close together in
 // one call: due timer messages stored together are read 1 MiB at a time,
-// scattered ones one by one. A span below CacheFrom is read with O_DIRECT,
-// as ReadSpan reads one. fn is called once per offset, with its index
+// scattered ones one by one. A span or a record below CacheFrom is read
+// with O_DIRECT, as ReadSpan reads one. fn is called once per offset, with its index
 // in offs and the record or an error; rec is valid only during fn.
 func (l *Log) PreadRecords(offs []int64, fn func(i int, rec []byte, err error)) {
 	order := make([]int, len(offs))
@@ -798,7 +799,7 @@ func (l *Log) PreadRecords(offs []int64, fn func(i int, rec []byte, err error)) 
 		}
 		if j == k+1 { // alone
 			var err error
-			one, err = preadRecord(seg, off, limit, preadGuess, one[:0])
+			one, err = l.preadRecord(seg, off, limit, preadGuess, one[:0])
 			fn(order[k], one, err)
 			k = j
 			continue
@@ -825,7 +826,7 @@ func (l *Log) PreadRecords(offs []int64, fn func(i int, rec []byte, err error)) 
 				fn(order[k], b[:size], nil)
 			default: // runs past the span
 				var err error
-				one, err = preadRecord(seg, o, limit, size, one[:0])
+				one, err = l.preadRecord(seg, o, limit, size, one[:0])
 				fn(order[k], one, err)
 			}
 		}
@@ -833,9 +834,10 @@ func (l *Log) PreadRecords(offs []int64, fn func(i int, rec []byte, err error)) 
 }
 
 // preadRecord reads the record at off, which lies in seg before limit,
-// with one pread of want bytes (two if the record is longer), appending it
-// to dst. segMu is held.
-func preadRecord(seg *segment, off, limit int64, want int, dst []byte) ([]byte, error) {
+// with one read of want bytes (two if the record is longer), appending it
+// to dst: with O_DIRECT below CacheFrom, with pread above (readFile).
+// segMu is held.
+func (l *Log) preadRecord(seg *segment, off, limit int64, want int, dst []byte) ([]byte, error) {
 	avail := limit - off
 	if avail < message.BlankSize {
 		return dst, fmt.Errorf("%w: no record at offset %d, readable up to %d", ErrOffset, off, limit)
@@ -843,10 +845,7 @@ func preadRecord(seg *segment, off, limit int64, want int, dst []byte) ([]byte, 
 	start := len(dst)
 	read := func(from, to int64) error {
 		dst = slices.Grow(dst, int(to-from))[:start+int(to)]
-		if _, err := seg.f.ReadAt(dst[start+int(from):], off-seg.start+from); err != nil {
-			return fmt.Errorf("read %s at %d: %w", seg.path, off-seg.start+from, err)
-		}
-		return nil
+		return l.readFile(seg, off+from, dst[start+int(from):])
 	}
 	first := min(int64(want), avail)
 	if err := read(0, first); err != nil {
