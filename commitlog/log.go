@@ -766,8 +766,9 @@ var preadSpans = sync.Pool{New: func() any {
 // pread, as PreadRecord does, but reads records that lie close together in
 // one call: due timer messages stored together are read 1 MiB at a time,
 // scattered ones one by one. A span or a record below CacheFrom is read
-// with O_DIRECT, as ReadSpan reads one. fn is called once per offset, with its index
-// in offs and the record or an error; rec is valid only during fn.
+// with O_DIRECT, as ReadSpan reads one. fn is called once per offset, with
+// its index in offs and the record or an error; rec is valid only during
+// fn.
 func (l *Log) PreadRecords(offs []int64, fn func(i int, rec []byte, err error)) {
 	order := make([]int, len(offs))
 	for i := range order {

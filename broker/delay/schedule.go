@@ -241,10 +241,10 @@ func (p Placement) AppendEdits(dst []message.PropertyEdit, topic string, queueID
 
 // timerDue computes the due time (ms) a message asks for with
 // TIMER_DELIVER_MS, TIMER_DELAY_MS or TIMER_DELAY_SEC (in that order of
-// precedence; value reads a property, "" when absent); ok is false if it asks for none. A delay counts from t
-// rounded up to the millisecond, so the due time is never before t + the
-// delay; a delivery time is exact (the engine fires it when its clock reads
-// at or after it).
+// precedence; value reads a property, "" when absent); ok is false if it
+// asks for none. A delay counts from t rounded up to the millisecond, so
+// the due time is never before t + the delay; a delivery time is exact
+// (the engine fires it when its clock reads at or after it).
 func timerDue(value func(name string) string, t time.Time, maxDelay time.Duration) (due int64, ok bool, err error) {
 	now := t.UnixMilli()
 	maxMS := maxDelay.Milliseconds()
