@@ -49,6 +49,7 @@ func TestPackedDispatchMatchesRecord(t *testing.T) {
 		t.Fatal("a batch of plain messages is not stored from its entries")
 	}
 	for _, host := range []string{"10.0.0.1:10911", "[fd00::1]:10911"} {
+		// (No delay options: a batch without a delayed message places none.)
 		if err := sc.encode("orders", 3, netip.MustParseAddrPort(host), 1_800_000_000_000, nil, "broker-a"); err != nil {
 			t.Fatal(err)
 		}
