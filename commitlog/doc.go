@@ -165,8 +165,7 @@
 // hold waits on a page fault, one after another (and a goroutine in a page
 // fault keeps its P). Prefetch(from, to) is a reader's hint that it is
 // about to read [from, to) and will go on in order — the store gives it
-// once per batch of ConsumeQueue units a pull looks at, ReadRaw once per
-// chunk. For up to 16 reading positions the log remembers how far ahead it
+// once per batch of ConsumeQueue units a pull looks at. For up to 16 reading positions the log remembers how far ahead it
 // has asked the kernel to read; once a reader is ReadAhead/4 past that, a
 // background goroutine asks for the ReadAhead bytes (16 MiB by default)
 // after what the reader reads with posix_fadvise(WILLNEED), which queues
@@ -200,8 +199,8 @@
 //
 // # Concurrency
 //
-// Append* serialise on the append lock. View, ReadRecord, ReadRaw and Scan
-// may run concurrently with appends and with each other; they hold a read lock
+// Append* serialise on the append lock. View, ReadRecord, ReadChunk and
+// Scan may run concurrently with appends and with each other; they hold a read lock
 // on the segment list so retention cannot unmap a file under them. Prefetch
 // may be called from anywhere, under the segment list's read lock too; its
 // goroutine takes that read lock once per fadvise call.

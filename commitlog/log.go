@@ -868,26 +868,6 @@ func (l *Log) preadRecord(seg *segment, off, limit int64, want int, dst []byte) 
 	return dst[:start+int(size)], nil
 }
 
-// ReadRaw copies raw log bytes starting at off into dst, stopping at the end
-// of off's segment and at the readable offset. It returns the number of bytes
-// copied (0 when nothing is readable at off yet). Replication ships these
-// bytes as they are.
-func (l *Log) ReadRaw(off int64, dst []byte) (int, error) {
-	readable := l.Readable()
-	if off >= readable {
-		return 0, nil
-	}
-	l.segMu.RLock()
-	defer l.segMu.RUnlock()
-	seg := l.segmentFor(off)
-	if seg == nil {
-		return 0, fmt.Errorf("%w: %d below min offset %d", ErrOffset, off, l.minOffsetLocked())
-	}
-	end := min(seg.end(), readable, off+int64(len(dst)))
-	l.Prefetch(off, end) // a slave catching up reads the log in order
-	return copy(dst, seg.m.Data[off-seg.start:end-seg.start]), nil
-}
-
 // Scan calls fn for every record from the record boundary from up to limit
 // (at most Readable), skipping end-of-segment blanks. rec aliases the
 // mapping and is valid only during fn. It returns the offset after the last

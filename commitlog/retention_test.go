@@ -71,8 +71,8 @@ func checkRetained(t *testing.T, l *Log, recs []appended, minOff int64) {
 	if _, err := l.Scan(0, l.MaxOffset(), func(int64, []byte) error { return nil }); !errors.Is(err, ErrOffset) {
 		t.Fatalf("scan from 0 after retention: %v, want ErrOffset", err)
 	}
-	if _, err := l.ReadRaw(0, make([]byte, 64)); !errors.Is(err, ErrOffset) {
-		t.Fatalf("ReadRaw below MinOffset: %v", err)
+	if _, _, err := l.ReadChunk(0, 64, nil); !errors.Is(err, ErrOffset) {
+		t.Fatalf("ReadChunk below MinOffset: %v", err)
 	}
 	for start := range segmentFiles(t, l.Options().Dir) {
 		if start < minOff {
