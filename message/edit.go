@@ -29,26 +29,23 @@ func AppendEditedProperties(dst, pairs []byte, edits []PropertyEdit) ([]byte, er
 	}
 	start := len(dst)
 	next := 0 // the first edit not yet applied
-	// apply puts in the pairs set by the edits of names before name (of
-	// all that are left, last).
-	apply := func(name []byte, last bool) {
-		for next < len(edits) && (last || edits[next].Name < string(name)) {
-			if e := edits[next]; !e.Remove {
+	// apply applies the edits of names up to name (all that are left,
+	// last) and reports whether one of them was name's own.
+	apply := func(name []byte, last bool) (own bool) {
+		for next < len(edits) && (last || edits[next].Name <= string(name)) {
+			e := edits[next]
+			if !e.Remove {
 				dst = appendPair(dst, e.Name, e.Value)
 			}
+			own = e.Name == string(name)
 			next++
 		}
+		return own
 	}
 	if err := EachProperty(pairs, func(name, val []byte) error {
-		apply(name, false)
-		if next < len(edits) && edits[next].Name == string(name) {
-			if e := edits[next]; !e.Remove {
-				dst = appendPair(dst, e.Name, e.Value)
-			}
-			next++
-			return nil
+		if !apply(name, false) {
+			dst = appendPair(dst, name, val)
 		}
-		dst = appendPair(dst, name, val)
 		return nil
 	}); err != nil {
 		return dst[:start], err
