@@ -307,6 +307,7 @@ func (sc *packedScratch) encode(topicName string, queueID int32, storeHost netip
 	// The keys and ids outlive the send (the dispatch may run after the
 	// answer): one string for the batch, cut into each record's.
 	all := string(sc.values)
+	moved := false // a message is stored in another queue than the send's
 	for i := range sc.entries {
 		p, m := &sc.entries[i], &sc.meta[i]
 		if p.BornTimestamp == 0 {
@@ -335,6 +336,7 @@ func (sc *packedScratch) encode(topicName string, queueID int32, storeHost netip
 				}
 				if pl.Topic != "" {
 					pr.Topic, pr.QueueID = pl.Topic, pl.QueueID
+					moved = moved || pl.QueueID != queueID
 				}
 			}
 		}
@@ -345,11 +347,8 @@ func (sc *packedScratch) encode(topicName string, queueID int32, storeHost netip
 		sc.prepared = append(sc.prepared, pr)
 	}
 	sc.records = recs
-	for i := range sc.prepared {
-		if sc.prepared[i].QueueID != queueID {
-			sc.queues() // the answer names each message's queue
-			break
-		}
+	if moved {
+		sc.queues() // the answer names each message's queue
 	}
 	// The records are cut once all are written (the buffer may have moved
 	// as it grew).
