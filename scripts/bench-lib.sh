@@ -242,6 +242,26 @@ fig_stat() {
 # grp N prints N with its digits in groups of three ("1 000 000").
 grp() { sed -e :a -e 's/\([0-9]\)\([0-9]\{3\}\)\($\| \)/\1 \2\3/; ta' <<<"$1"; }
 
+# table_awk: awk functions for the rows of the side-by-side tables, put
+# before a row's program. up(v) rounds v up to hundredths, so that a
+# shortfall never reads smaller than it is; group(x) writes x with its
+# digits in groups of three; cell(st) writes fig_stat's "median min max" as
+# "median (min–max)", the median alone when the awk variable reps is 1.
+table_awk='
+function up(v,   c) { c = int(v * 100); if (c < v * 100) c++; return c / 100 }
+function group(x,   s, r) {
+  s = sprintf("%.0f", x); r = ""
+  while (length(s) > 3) { r = " " substr(s, length(s) - 2) r; s = substr(s, 1, length(s) - 3) }
+  return s r
+}
+function cell(st,   f) {
+  if (st == "") return "failed"
+  split(st, f, " ")
+  if (reps > 1) return group(f[1]) " (" group(f[2]) "–" group(f[3]) ")"
+  return group(f[1])
+}
+'
+
 # cpucell KEY prints KEY's median server and client CPU seconds per million
 # messages as "server + client" (– if none).
 cpucell() {

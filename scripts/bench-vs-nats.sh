@@ -381,7 +381,7 @@ stop_all
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---------------------------------------------------------------- report
-# fig_stat, grp and cpucell: scripts/bench-lib.sh.
+# fig_stat, grp, cpucell and table_awk: scripts/bench-lib.sh.
 
 # row LABEL BOLIDE-KEY NATS-KEY TARGET-RATIO [MIN-ABSOLUTE]
 row() {
@@ -390,26 +390,17 @@ row() {
   ns=$(fig_stat "$3")
   bc=$(cpucell "$2")
   nc=$(cpucell "$3")
-  awk -v label="$label" -v bs="$bs" -v ns="$ns" -v bc="$bc" -v nc="$nc" -v target="$4" -v abs="${5:-0}" -v reps="$REPS" '
-    function group(x,   s, r) {
-      s = sprintf("%.0f", x); r = ""
-      while (length(s) > 3) { r = " " substr(s, length(s) - 2) r; s = substr(s, 1, length(s) - 3) }
-      return s r
-    }
-    function cell(st,   f) {
-      if (st == "") return "failed"
-      split(st, f, " ")
-      if (reps > 1) return group(f[1]) " (" group(f[2]) "–" group(f[3]) ")"
-      return group(f[1])
-    }
+  awk -v label="$label" -v bs="$bs" -v ns="$ns" -v bc="$bc" -v nc="$nc" -v target="$4" -v abs="${5:-0}" -v reps="$REPS" "$table_awk"'
     BEGIN {
       split(bs, B, " "); split(ns, N, " ")
       ratio = "–"; met = "–"
       if (bs != "" && ns != "" && N[1] > 0) {
         x = B[1] / N[1]; ratio = sprintf("%.2f×", x)
         if (target > 0) {
-          ok = x >= target && (abs == 0 || B[1] >= abs)
-          met = ok ? "yes" : "**no**"
+          short = ""
+          if (x < target) short = sprintf("%.2f× short", up(target / x))
+          if (abs > 0 && B[1] < abs) short = short (short != "" ? "; " : "") sprintf("the rate %.2f× short", up(abs / B[1]))
+          met = short == "" ? "yes" : "**no** (" short ")"
         }
       }
       t = target > 0 ? sprintf("≥ %s×", target) : "(reference)"

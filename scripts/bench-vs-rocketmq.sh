@@ -477,24 +477,12 @@ stop_all
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---------------------------------------------------------------- report
-# fig_stat, grp and cpucell: scripts/bench-lib.sh.
+# fig_stat, grp, cpucell and table_awk: scripts/bench-lib.sh.
 
 # row LABEL KEY: throughput of KEY on both; target ≥ 2×.
 row() {
   awk -v label="$1" -v bs="$(fig_stat "$2-bolide-msgsPerSec")" -v rs="$(fig_stat "$2-rocketmq-msgsPerSec")" \
-    -v bc="$(cpucell "$2-bolide")" -v rc="$(cpucell "$2-rocketmq")" -v reps="$REPS" '
-    function up(v,   c) { c = int(v * 100); if (c < v * 100) c++; return c / 100 }
-    function group(x,   s, r) {
-      s = sprintf("%.0f", x); r = ""
-      while (length(s) > 3) { r = " " substr(s, length(s) - 2) r; s = substr(s, 1, length(s) - 3) }
-      return s r
-    }
-    function cell(st,   f) {
-      if (st == "") return "failed"
-      split(st, f, " ")
-      if (reps > 1) return group(f[1]) " (" group(f[2]) "–" group(f[3]) ")"
-      return group(f[1])
-    }
+    -v bc="$(cpucell "$2-bolide")" -v rc="$(cpucell "$2-rocketmq")" -v reps="$REPS" "$table_awk"'
     BEGIN {
       split(bs, B, " "); split(rs, R, " ")
       ratio = "–"; met = "–"
