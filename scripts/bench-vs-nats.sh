@@ -417,7 +417,7 @@ e2e_row() {
   missing=$(fig_stat "$k-missing")
   awk -v p50="$p50" -v p99="$p99" -v p999="$p999" -v rate="$rate" -v missing="$missing" -v want="$(grp "$1")" \
     -v max99="$2" -v max999="${3:-}" -v bc="$(cpucell "$k")" \
-    -v f99="$(fig_stat "$k-floor-p99")" -v f999="$(fig_stat "$k-floor-p999")" -v ack99="$(fig_stat "$k-ack-p99")" '
+    -v f99="$(fig_stat "$k-floor-p99")" -v f999="$(fig_stat "$k-floor-p999")" -v ack99="$(fig_stat "$k-ack-p99")" "$table_awk"'
     BEGIN {
       target = "p99 ≤ " max99 " ms"
       if (max999 != "") target = target ", p99.9 ≤ " max999 " ms"
@@ -431,8 +431,8 @@ e2e_row() {
       ok = b[1] <= max99 && (max999 == "" || c[1] <= max999)
       if (!ok) {
         short = ""
-        if (b[1] > max99) short = sprintf("p99 %.1f×", b[1] / max99)
-        if (max999 != "" && c[1] > max999) short = short (short != "" ? ", " : "") sprintf("p99.9 %.1f×", c[1] / max999)
+        if (b[1] > max99) short = sprintf("p99 %.2f×", up(b[1] / max99))
+        if (max999 != "" && c[1] > max999) short = short (short != "" ? ", " : "") sprintf("p99.9 %.2f×", up(c[1] / max999))
       }
       met = ok ? "yes" : "**no** (" short " the bound)"
       printf "| end-to-end latency at %s msgs/s (async flush) | %s | n/a | – | %s | %s | %s | – |\n", want, note, target, met, bc
