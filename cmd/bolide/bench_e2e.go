@@ -84,6 +84,7 @@ type e2eRun struct {
 	firstErr error
 	ackHist  *histogram // under mu
 	hist     *histogram // consumer goroutine only
+	lagHist  *histogram // the sending goroutine only
 }
 
 func (r *e2eRun) fail(err error) {
@@ -126,7 +127,8 @@ func (a *app) runBenchE2E(f *benchE2EFlags) error {
 		return fmt.Errorf("topic %s has no readable queue", f.topic)
 	}
 	now := time.Now()
-	r := &e2eRun{f: f, tag: fmt.Sprintf("e2e-%d", now.UnixNano()), ackHist: newHistogram(), hist: newHistogram()}
+	r := &e2eRun{f: f, tag: fmt.Sprintf("e2e-%d", now.UnixNano()), ackHist: newHistogram(), hist: newHistogram(),
+		lagHist: newHistogram()}
 
 	// The consumer reads from the run's start time and is given every queue
 	// before the first send, so no message waits for a rebalance.
@@ -183,7 +185,8 @@ func (a *app) runBenchE2E(f *benchE2EFlags) error {
 	secs := sendEnd.Sub(r.start).Seconds()
 	out := benchJSON{Bench: "e2e", Topic: f.topic, Clients: 1, Transport: f.transport.name, Size: f.size, Messages: n, Bytes: n * int64(f.size),
 		Errors: r.errs.Load(), Seconds: secs, Latency: r.hist.summary(), LatencyKind: "end-to-end",
-		E2EFields: &E2EFields{TargetRate: float64(f.rate), Sent: sent, Missing: max(sent-n, 0), AckLatency: r.ackHist.summary()}}
+		E2EFields: &E2EFields{TargetRate: float64(f.rate), Sent: sent, Missing: max(sent-n, 0), AckLatency: r.ackHist.summary(),
+			SendLag: r.lagHist.summary()}}
 	if secs > 0 {
 		out.MsgsPerSec = float64(sent) / secs
 		out.MiBPerSec = out.MsgsPerSec * float64(f.size) / (1 << 20)
@@ -232,6 +235,9 @@ func (a *app) e2eProduce(p *client.Producer, r *e2eRun, total int64) time.Time {
 	for i := int64(0); i < total && a.ctx.Err() == nil; i++ {
 		sched := r.start.Add(time.Duration(float64(i) * perMsg))
 		pace.SleepUntil(a.ctx, sched)
+		if !sched.Before(timedFrom) {
+			r.lagHist.record(time.Since(sched))
+		}
 		m := &client.Message{Topic: r.f.topic, Tag: r.tag, Body: body,
 			Properties: map[string]string{benchSentProperty: strconv.FormatInt(sched.UnixNano(), 10)}}
 		wg.Add(1)

@@ -42,7 +42,7 @@ func runBench(t *testing.T, ns string, args ...string) benchJSON {
 			t.Errorf("%q: no %q in %s", args, k, out)
 		}
 	}
-	for _, k := range []string{"targetRate", "sent", "missing"} {
+	for _, k := range []string{"targetRate", "sent", "missing", "ackLatencyMs", "sendLagMs"} {
 		if _, ok := keys[k]; ok != (b.Bench == "e2e") {
 			t.Errorf("%q: %q present: %v in a %s report: %s", args, k, ok, b.Bench, out)
 		}
@@ -107,7 +107,8 @@ func TestBenchAgainstCluster(t *testing.T) {
 	// each run reads only its own.
 	e := runBench(t, ns, "bench", "e2e", "--topic", "bench-cli", "--rate", "200", "--duration", "1s", "--warmup", "0")
 	if e.Bench != "e2e" || e.Sent != 200 || e.Messages != 200 || e.Missing != 0 || e.Errors != 0 ||
-		e.LatencyKind != "end-to-end" || e.Latency.Count != 200 || e.TargetRate != 200 || e.Size != 1024 {
+		e.LatencyKind != "end-to-end" || e.Latency.Count != 200 || e.TargetRate != 200 || e.Size != 1024 ||
+		e.AckLatency.Count != 200 || e.SendLag.Count != 200 {
 		t.Errorf("e2e: %+v", e)
 	}
 	// Messages scheduled in the warm-up (the first 100 of 200 here) are
@@ -116,7 +117,8 @@ func TestBenchAgainstCluster(t *testing.T) {
 	profile := filepath.Join(t.TempDir(), "cpu.pprof")
 	w := runBench(t, ns, "bench", "e2e", "--topic", "bench-cli", "--rate", "200", "--duration", "1s", "--warmup", "500ms", "--size", "64",
 		"--cpu-profile", profile)
-	if w.Sent != 200 || w.Messages != 200 || w.Latency.Count != 100 || w.Bytes != 200*64 {
+	if w.Sent != 200 || w.Messages != 200 || w.Latency.Count != 100 || w.Bytes != 200*64 ||
+		w.AckLatency.Count != 100 || w.SendLag.Count != 100 {
 		t.Errorf("e2e --warmup: %+v", w)
 	}
 	if st, err := os.Stat(profile); err != nil || st.Size() == 0 {
@@ -129,7 +131,7 @@ func TestBenchAgainstCluster(t *testing.T) {
 		t.Fatalf("e2e table: exit %d, stderr %q", code, errb)
 	}
 	for _, want := range []string{"Sent 10 messages of 1024 bytes to bench-cli at 50 msgs/s", "Received:", "10 (0 missing)",
-		"End-to-end latency:", "10 samples"} {
+		"End-to-end latency:", "Sends started late:", "10 samples"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("e2e table output lacks %q:\n%s", want, out)
 		}
