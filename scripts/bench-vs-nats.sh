@@ -363,6 +363,7 @@ for rate in "${e2e_rates[@]}"; do
         record "e2e$rate-$f" "$(jnum "$res/e2e$rate-bolide-$r.out" "$f")"
       done
       record "e2e$rate-ack-p99" "$(jobjnum "$res/e2e$rate-bolide-$r.out" ackLatencyMs p99)"
+      record "e2e$rate-lag-p99" "$(jobjnum "$res/e2e$rate-bolide-$r.out" sendLagMs p99)"
       record_cpu "e2e$rate" "$(e2e_msgs "$rate")"
     fi
   done
@@ -417,7 +418,8 @@ e2e_row() {
   missing=$(fig_stat "$k-missing")
   awk -v p50="$p50" -v p99="$p99" -v p999="$p999" -v rate="$rate" -v missing="$missing" -v want="$(grp "$1")" \
     -v max99="$2" -v max999="${3:-}" -v bc="$(cpucell "$k")" \
-    -v f99="$(fig_stat "$k-floor-p99")" -v f999="$(fig_stat "$k-floor-p999")" -v ack99="$(fig_stat "$k-ack-p99")" "$table_awk"'
+    -v f99="$(fig_stat "$k-floor-p99")" -v f999="$(fig_stat "$k-floor-p999")" -v ack99="$(fig_stat "$k-ack-p99")" \
+    -v lag99="$(fig_stat "$k-lag-p99")" "$table_awk"'
     BEGIN {
       target = "p99 ≤ " max99 " ms"
       if (max999 != "") target = target ", p99.9 ≤ " max999 " ms"
@@ -426,6 +428,7 @@ e2e_row() {
       note = sprintf("p50 %.2f / p99 %.2f / p99.9 %.2f ms (sent %.0f msgs/s", a[1], b[1], c[1], d[1])
       if (e[1] > 0) note = note sprintf(", %d missing", e[1])
       if (ack99 != "") { split(ack99, k, " "); note = note sprintf("; acknowledged p99 %.2f ms", k[1]) }
+      if (lag99 != "") { split(lag99, l, " "); note = note sprintf("; sends p99 %.2f ms late", l[1]) }
       note = note ")"
       if (f99 != "") { split(f99, g, " "); split(f999, h, " "); note = note sprintf("; loopback floor p99 %.2f / p99.9 %.2f ms", g[1], h[1]) }
       ok = b[1] <= max99 && (max999 == "" || c[1] <= max999)
@@ -464,7 +467,8 @@ table=$res/table.md
   echo
   echo "Messages per run: $(grp "$MSGS_1") (1 producer), $(grp "$MSGS_16") (16 producers), $(grp "$MSGS_ASYNC") (batched)," \
     "$(grp "$MSGS_DURABLE") (durable), $(grp "$BACKLOG") (backlog); end-to-end: $(grp "$E2E_RATE")$( ((E2E_RATE_HIGH > 0)) && echo " and $(grp "$E2E_RATE_HIGH")") msgs/s for $E2E_DURATION each," \
-    "the first $E2E_WARMUP untimed; its latency runs from each message's scheduled send time to its receipt." \
+    "the first $E2E_WARMUP untimed; its latency runs from each message's scheduled send time to its receipt" \
+    "(acknowledged: to its send's acknowledgement; sends late: how late each send started against its schedule, the bench's own share)." \
     "The loopback floor is this machine's own TCP round trip on loopback at the same rate, paced and timed alike, measured" \
     "for $FLOOR_DURATION before each end-to-end run (test/loopback-rtt; medians): a message through the broker makes at least two such trips." \
     "natscli has no JetStream end-to-end latency mode ('nats latency' times core NATS without storage), hence n/a." \
