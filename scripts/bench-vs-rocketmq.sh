@@ -523,10 +523,10 @@ e2e_row() {
 }
 
 mem_row() {
-  awk -v b="$bol_rss" -v r="$rmq_rss" -v bn="$bol_ns_rss" -v bb="$bol_br_rss" -v rn="$rmq_ns_rss" -v rb="$rmq_br_rss" '
+  awk -v b="$bol_rss" -v r="$rmq_rss" -v bn="$bol_ns_rss" -v bb="$bol_br_rss" -v rn="$rmq_ns_rss" -v rb="$rmq_br_rss" "$table_awk"'
     BEGIN {
       ratio = "–"; met = "–"
-      if (b > 0) { x = r / b; ratio = sprintf("%.1f× less", x); met = x >= 20 ? "yes" : sprintf("**no** (%.2f× short)", 20 / x) }
+      if (b > 0) { x = r / b; ratio = sprintf("%.1f× less", x); met = x >= 20 ? "yes" : sprintf("**no** (%.2f× short)", up(20 / x)) }
       printf "| idle memory, VmRSS of NameServer + broker | %.1f + %.1f = %.1f MiB | %.1f + %.1f = %.1f MiB | %s | ≥ 20× less | %s | – | – |\n",
         bn, bb, b, rn, rb, r, ratio, met
     }'
