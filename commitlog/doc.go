@@ -165,8 +165,9 @@
 // hold waits on a page fault, one after another (and a goroutine in a page
 // fault keeps its P). Prefetch(from, to) is a reader's hint that it is
 // about to read [from, to) and will go on in order — the store gives it
-// once per batch of ConsumeQueue units a pull looks at. For up to 16 reading positions the log remembers how far ahead it
-// has asked the kernel to read; once a reader is ReadAhead/4 past that, a
+// once per batch of ConsumeQueue units a pull looks at. For up to 16
+// reading positions the log remembers how far ahead it has asked the
+// kernel to read; once a reader is ReadAhead/4 past that, a
 // background goroutine asks for the ReadAhead bytes (16 MiB by default)
 // after what the reader reads with posix_fadvise(WILLNEED), which queues
 // the reads and returns. A call asks for at most what the kernel reads per
@@ -193,15 +194,16 @@
 // cache up to, with O_DIRECT (direct.go): whole 4 KiB blocks into an
 // aligned buffer, from which the bytes asked for are copied; the page
 // cache is left alone, where a read through it costs the kernel a page
-// allocation and a read request per 4 KiB in the reader's context. The segment's O_DIRECT descriptor is
-// opened on first use and closed with the segment; a file system that
-// refuses O_DIRECT (tmpfs) is read through the page cache.
+// allocation and a read request per 4 KiB in the reader's context. The
+// segment's O_DIRECT descriptor is opened on first use and closed with the
+// segment; a file system that refuses O_DIRECT (tmpfs) is read through the
+// page cache.
 //
 // # Concurrency
 //
 // Append* serialise on the append lock. View, ReadRecord, ReadChunk and
-// Scan may run concurrently with appends and with each other; they hold a read lock
-// on the segment list so retention cannot unmap a file under them. Prefetch
-// may be called from anywhere, under the segment list's read lock too; its
-// goroutine takes that read lock once per fadvise call.
+// Scan may run concurrently with appends and with each other; they hold a
+// read lock on the segment list so retention cannot unmap a file under
+// them. Prefetch may be called from anywhere, under the segment list's
+// read lock too; its goroutine takes that read lock once per fadvise call.
 package commitlog
