@@ -500,9 +500,8 @@ e2e_row() {
     -v b50="$(fig_stat e2e-bolide-p50)" -v b99="$(fig_stat e2e-bolide-p99)" -v b999="$(fig_stat e2e-bolide-p999)" \
     -v r50="$(fig_stat e2e-rocketmq-p50)" -v r99="$(fig_stat e2e-rocketmq-p99)" -v r999="$(fig_stat e2e-rocketmq-p999)" \
     -v bm="$(fig_stat e2e-bolide-missing)" -v rm="$(fig_stat e2e-rocketmq-missing)" \
-    -v bl="$(fig_stat e2e-bolide-sendLagP99)" -v rl="$(fig_stat e2e-rocketmq-sendLagP99)" '
-    function up(v,   c) { c = int(v * 100); if (c < v * 100) c++; return c / 100 }
-    function cell(a, b, c, m, l,   x, y, z, w, v, s) {
+    -v bl="$(fig_stat e2e-bolide-sendLagP99)" -v rl="$(fig_stat e2e-rocketmq-sendLagP99)" "$table_awk"'
+    function latcell(a, b, c, m, l,   x, y, z, w, v, s) {
       if (b == "") return "failed"
       split(a, x, " "); split(b, y, " "); split(c, z, " "); split(m, w, " "); split(l, v, " ")
       s = sprintf("p50 %.2f / p99 %.2f / p99.9 %.2f ms", x[1], y[1], z[1])
@@ -518,7 +517,7 @@ e2e_row() {
         met = x >= 2 ? "yes" : sprintf("**no** (%.2f× short)", up(2 / x))
       }
       printf "| end-to-end latency at %s msgs/s (async flush) | %s | %s | %s | p99 ≥ 2× lower | %s | %s | %s |\n",
-        want, cell(b50, b99, b999, bm, bl), cell(r50, r99, r999, rm, rl), ratio, met, bc, rc
+        want, latcell(b50, b99, b999, bm, bl), latcell(r50, r99, r999, rm, rl), ratio, met, bc, rc
     }'
 }
 
