@@ -64,16 +64,22 @@ func TestReadmeTranscript(t *testing.T) {
 }
 
 var (
-	hexIDRE  = regexp.MustCompile(`\b[0-9A-F]{32}\b`)
-	numberRE = regexp.MustCompile(`\d+`)
+	hexIDRE = regexp.MustCompile(`\b[0-9A-F]{32}\b`)
+	// durationRE matches what time.Duration prints ("0s", "850µs", "12ms",
+	// "1.204s", "1m2s"): a quick send can round to "0s" where the README
+	// shows "5ms".
+	durationRE = regexp.MustCompile(`\b(\d+(\.\d+)?(ns|µs|us|ms|h|m|s))+\b`)
+	numberRE   = regexp.MustCompile(`\d+`)
 )
 
-// transcriptShape is the sorted lines of out with ids, numbers and runs of
-// spaces reduced to one form.
+// transcriptShape is the sorted lines of out with ids, durations, numbers
+// and runs of spaces reduced to one form.
 func transcriptShape(out string) []string {
 	var lines []string
 	for _, l := range strings.Split(out, "\n") {
-		l = numberRE.ReplaceAllString(hexIDRE.ReplaceAllString(l, "ID"), "0")
+		l = hexIDRE.ReplaceAllString(l, "ID")
+		l = durationRE.ReplaceAllString(l, "DURATION")
+		l = numberRE.ReplaceAllString(l, "0")
 		if l = strings.Join(strings.Fields(l), " "); l != "" {
 			lines = append(lines, l)
 		}
@@ -110,4 +116,23 @@ func shellWords(t *testing.T, line string) []string {
 		words = append(words, cur.String())
 	}
 	return words
+}
+
+// TestTranscriptShapeDurations checks that any duration matches any other
+// and that plain numbers stay numbers.
+func TestTranscriptShapeDurations(t *testing.T) {
+	want := transcriptShape("sent 3 messages to orders in 8ms")
+	for _, out := range []string{
+		"sent 3 messages to orders in 0s",
+		"sent 3 messages to orders in 850µs",
+		"sent 3 messages to orders in 1.204s",
+		"sent 12 messages to orders in 1m2.5s",
+	} {
+		if got := transcriptShape(out); !slices.Equal(got, want) {
+			t.Errorf("transcriptShape(%q) = %q, want %q", out, got, want)
+		}
+	}
+	if got := transcriptShape("sent 3 messages to orders in 8 ms"); slices.Equal(got, want) {
+		t.Errorf("a number followed by a space became a duration: %q", got)
+	}
 }
