@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -77,33 +76,6 @@ func nsFrame(t *testing.T, addr string, cfg *tls.Config) error {
 	return nil
 }
 
-func nsRemoting(t *testing.T, addr string, cfg *tls.Config) (*remoting.Command, error) {
-	t.Helper()
-	d := &net.Dialer{Timeout: 5 * time.Second}
-	var nc net.Conn
-	var err error
-	if cfg != nil {
-		nc, err = tls.DialWithDialer(d, "tcp", addr, cfg)
-	} else {
-		nc, err = d.Dial("tcp", addr)
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer nc.Close()
-	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
-	req := remoting.NewRequest(remoting.GetAllTopicListFromNameServer, nil, nil)
-	req.Opaque = 77
-	if _, err := nc.Write(remoting.AppendFrame(nil, req)); err != nil {
-		return nil, err
-	}
-	raw, err := remoting.ReadFrame(nc, 0, nil)
-	if err != nil {
-		return nil, err
-	}
-	return remoting.DecodeFrame(raw)
-}
-
 // The NameServer's port in each TLS mode, gRPC, frames and remoting, plain and
 // TLS; in enforcing mode plain-text clients get the clear error.
 func TestPortTLSModes(t *testing.T) {
@@ -136,14 +108,14 @@ func TestPortTLSModes(t *testing.T) {
 			if err := nsFrame(t, s.Addr(), verified); tlsOK != (err == nil) {
 				t.Errorf("frame TLS: %v; want served=%v", err, tlsOK)
 			}
-			resp, err := nsRemoting(t, s.Addr(), nil)
+			resp, err := tlstest.RemotingCall(t, s.Addr(), nil, remoting.GetAllTopicListFromNameServer)
 			if plainOK && (err != nil || resp.Code != remoting.Success) {
 				t.Errorf("remoting plain: %v %v", resp, err)
 			}
-			if !plainOK && (err != nil || resp.Code != remoting.SystemError || resp.Opaque != 77 || resp.Remark != plaintext.Message) {
+			if !plainOK && (err != nil || resp.Code != remoting.SystemError || resp.Opaque != tlstest.RemotingOpaque || resp.Remark != plaintext.Message) {
 				t.Errorf("remoting plain: %v, %v; want SYSTEM_ERROR %q", resp, err, plaintext.Message)
 			}
-			resp, err = nsRemoting(t, s.Addr(), verified)
+			resp, err = tlstest.RemotingCall(t, s.Addr(), verified, remoting.GetAllTopicListFromNameServer)
 			if tlsOK != (err == nil && resp.Code == remoting.Success) {
 				t.Errorf("remoting TLS: %v, %v; want served=%v", resp, err, tlsOK)
 			}

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -79,35 +78,6 @@ func frameCall(t *testing.T, addr string, cfg *tls.Config) error {
 	return c.Call(ctx, frame.MethodPull, &pb.PullRequest{Group: "g", Topic: "t", MaxMessages: 1}, &pb.PullResponse{})
 }
 
-// remotingCall sends GET_BROKER_RUNTIME_INFO over TLS when cfg is set and
-// returns the response.
-func remotingCall(t *testing.T, addr string, cfg *tls.Config) (*remoting.Command, error) {
-	t.Helper()
-	d := &net.Dialer{Timeout: 5 * time.Second}
-	var nc net.Conn
-	var err error
-	if cfg != nil {
-		nc, err = tls.DialWithDialer(d, "tcp", addr, cfg)
-	} else {
-		nc, err = d.Dial("tcp", addr)
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer nc.Close()
-	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
-	req := remoting.NewRequest(remoting.GetBrokerRuntimeInfo, nil, nil)
-	req.Opaque = 4242
-	if _, err := nc.Write(remoting.AppendFrame(nil, req)); err != nil {
-		return nil, err
-	}
-	raw, err := remoting.ReadFrame(nc, 0, nil)
-	if err != nil {
-		return nil, err
-	}
-	return remoting.DecodeFrame(raw)
-}
-
 // Each TLS mode × plain text and TLS on the broker's port, for gRPC,
 // frames and remoting; in enforcing mode a plain-text client gets the
 // clear error in its own protocol.
@@ -156,14 +126,14 @@ func TestPortTLSModes(t *testing.T) {
 			}
 
 			// Remoting.
-			resp, err := remotingCall(t, addr, nil)
+			resp, err := tlstest.RemotingCall(t, addr, nil, remoting.GetBrokerRuntimeInfo)
 			switch {
 			case plainOK && (err != nil || resp.Code != remoting.Success):
 				t.Errorf("remoting plain: code %d, %v; want served", code(resp), err)
-			case !plainOK && (err != nil || resp.Code != remoting.SystemError || resp.Opaque != 4242 || !resp.IsResponse() || resp.Remark != plaintext.Message):
+			case !plainOK && (err != nil || resp.Code != remoting.SystemError || resp.Opaque != tlstest.RemotingOpaque || !resp.IsResponse() || resp.Remark != plaintext.Message):
 				t.Errorf("remoting plain: code %d remark %q, %v; want SYSTEM_ERROR %q for opaque 4242", code(resp), remark(resp), err, plaintext.Message)
 			}
-			resp, err = remotingCall(t, addr, verified)
+			resp, err = tlstest.RemotingCall(t, addr, verified, remoting.GetBrokerRuntimeInfo)
 			if tlsOK && (err != nil || resp.Code != remoting.Success) {
 				t.Errorf("remoting TLS: code %d, %v; want served", code(resp), err)
 			}
@@ -197,7 +167,7 @@ func TestPortFramesWithAuthRefused(t *testing.T) {
 func TestPortCountsRefusals(t *testing.T) {
 	b := startTLSBroker(t, tlsconf.Config{Mode: tlsconf.Enforcing})
 	before := tlsconf.Refused("plaintext_remoting")
-	if _, err := remotingCall(t, b.Addr(), nil); err != nil {
+	if _, err := tlstest.RemotingCall(t, b.Addr(), nil, remoting.GetBrokerRuntimeInfo); err != nil {
 		t.Fatal(err)
 	}
 	if n := tlsconf.Refused("plaintext_remoting") - before; n != 1 {
@@ -246,7 +216,7 @@ func TestPortClientCertificates(t *testing.T) {
 				if c.want != (err == nil) {
 					t.Errorf("gRPC, client certificate %s: %v; want served=%v", c.name, err, c.want)
 				}
-				resp, err := remotingCall(t, b.Addr(), cfg(c.p))
+				resp, err := tlstest.RemotingCall(t, b.Addr(), cfg(c.p), remoting.GetBrokerRuntimeInfo)
 				if served := err == nil && resp.Code == remoting.Success; served != c.want {
 					t.Errorf("remoting, client certificate %s: code %d, %v; want served=%v", c.name, code(resp), err, c.want)
 				}

@@ -1,6 +1,8 @@
 // Package tlstest makes certificates for tests: a CA, and server and
 // client certificates it signs, written as PEM files the daemons' flags
-// (--tls-cert, --tls-key, --tls-ca, --tls-client-ca) take.
+// (--tls-cert, --tls-key, --tls-ca, --tls-client-ca) take; and it makes a
+// remoting call over TLS or plain text, for the tests of a port's TLS
+// modes.
 package tlstest
 
 import (
@@ -18,6 +20,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/bolide-mq/bolide/internal/remoting"
 )
 
 var serial atomic.Int64
@@ -133,4 +137,37 @@ func newKey(t testing.TB) *ecdsa.PrivateKey {
 		t.Fatal(err)
 	}
 	return key
+}
+
+// RemotingOpaque is the request id (opaque) of RemotingCall's request,
+// which an answer, even a refusal, carries back.
+const RemotingOpaque = 4242
+
+// RemotingCall sends one RocketMQ remoting request of code to addr, over
+// TLS with cfg or in plain text when cfg is nil, and returns the answer.
+func RemotingCall(t testing.TB, addr string, cfg *tls.Config, code int32) (*remoting.Command, error) {
+	t.Helper()
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	var nc net.Conn
+	var err error
+	if cfg != nil {
+		nc, err = tls.DialWithDialer(d, "tcp", addr, cfg)
+	} else {
+		nc, err = d.Dial("tcp", addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	req := remoting.NewRequest(code, nil, nil)
+	req.Opaque = RemotingOpaque
+	if _, err := nc.Write(remoting.AppendFrame(nil, req)); err != nil {
+		return nil, err
+	}
+	raw, err := remoting.ReadFrame(nc, 0, nil)
+	if err != nil {
+		return nil, err
+	}
+	return remoting.DecodeFrame(raw)
 }
