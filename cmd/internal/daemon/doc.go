@@ -1,8 +1,9 @@
 // Package daemon is what every Bolide daemon's main shares: the logger,
 // configuration from flags, environment variables (BOLIDE_BROKER_*,
 // BOLIDE_NAMESRV_*) and an optional YAML file, the version string, the
-// address file, the admin listener, and the run-until-signal lifecycle;
-// Serve puts them together around a server. Only cmd/ imports it;
+// address file, the admin listener, the run-until-signal lifecycle, and
+// the release of the executable's start-up pages once serving
+// (startpages.go); Serve puts them together around a server. Only cmd/ imports it;
 // libraries take plain Options structs.
 package daemon
 

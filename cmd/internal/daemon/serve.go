@@ -60,7 +60,8 @@ type ServeOptions struct {
 // Serve runs a daemon's server until SIGTERM or SIGINT (or ctx ends) and
 // returns the exit status, as RunUntilSignal does. It removes a stale
 // address file, builds the server with newServer, starts the admin
-// listener, then starts the server and writes the address file. Stopping
+// listener, then starts the server, writes the address file and releases
+// the executable's start-up pages (ReleaseStartPages). Stopping
 // shuts the server down within the drain timeout, removes the address file
 // and closes the admin listener last, so a drain can be watched on it.
 func Serve(ctx context.Context, newServer func() (Server, error), o ServeOptions, lg *zap.Logger) int {
@@ -109,6 +110,8 @@ func Serve(ctx context.Context, newServer func() (Server, error), o ServeOptions
 				return err
 			}
 		}
+		// Serving: what start-up alone ran need not stay resident.
+		ReleaseStartPages(lg)
 		return nil
 	}
 	stop := func(ctx context.Context) error {
