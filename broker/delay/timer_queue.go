@@ -26,9 +26,14 @@ func (q timerQueue) ReadTimerQueue(from int64, max int) ([]Unit, int64, error) {
 	// match), not copied out: match refuses every record but the max-th,
 	// whose acceptance ends the read (maxCount 1), and the one that fails
 	// to scan, so that the read ends at it.
-	units := make([]Unit, 0, min(max, 1024))
+	// Made at the first record: an idle broker reads an empty queue twice
+	// a second and allocates nothing for it.
+	var units []Unit
 	var scanErr error
 	match := func(rec []byte) bool {
+		if units == nil {
+			units = make([]Unit, 0, min(max, 1024))
+		}
 		u, marker, err := scanTimerRecord(rec)
 		if err != nil {
 			scanErr = err

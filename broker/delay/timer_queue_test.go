@@ -3,6 +3,7 @@ package delay
 import (
 	"context"
 	"net/netip"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -140,5 +141,18 @@ func TestReadTimerQueueOverStore(t *testing.T) {
 	}
 	if units, next, err := q.ReadTimerQueue(end, 7); err != nil || len(units) != 0 || next != end {
 		t.Fatalf("at the end: %d units, next %d, %v", len(units), next, err)
+	}
+	// An idle engine reads the empty end twice a second: no batch of 1 024
+	// units (about 56 KiB) is made for it.
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 100 {
+		if _, _, err := q.ReadTimerQueue(end, 1024); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if b := after.TotalAlloc - before.TotalAlloc; b > 1<<20 {
+		t.Errorf("100 reads of the empty end allocated %d bytes", b)
 	}
 }
