@@ -3,8 +3,8 @@
 // BOLIDE_NAMESRV_*) and an optional YAML file, the version string, the
 // address file, the admin listener, the run-until-signal lifecycle, and
 // the release of the executable's start-up pages once serving
-// (startpages.go); Serve puts them together around a server. Only cmd/ imports it;
-// libraries take plain Options structs.
+// (startpages.go); Serve puts them together around a server. Only cmd/
+// imports it; libraries take plain Options structs.
 package daemon
 
 // Version is the build's version, set at link time:

@@ -104,7 +104,7 @@ func startPages(ms []mapping, exe string) []mapping {
 
 // ReleaseStartPages unmaps the executable's read-only pages from the
 // process (see above) and logs how much of its resident set that was. A
-// failure is logged and changes nothing else: the pages stay mapped.
+// failure is logged, and the mappings not yet released stay as they are.
 func ReleaseStartPages(lg *zap.Logger) {
 	kib, err := releaseStartPages()
 	if err != nil {
