@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/bolide-mq/bolide/internal/mmap"
 )
 
 // TestPopulateAheadAndFlushUnmaps: in mmap write mode the pages ahead of
@@ -148,26 +147,13 @@ func TestBulkWriteFailureInMmapMode(t *testing.T) {
 // (/proc/self/smaps), or skips the test where there is no such file.
 func vmFlags(t *testing.T, addr uintptr) []string {
 	t.Helper()
-	data, err := os.ReadFile("/proc/self/smaps")
+	regions, err := mmap.SelfRegions()
 	if err != nil {
 		t.Skip(err)
 	}
-	inside := false
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		if lo, hi, ok := strings.Cut(f[0], "-"); ok && !strings.HasSuffix(f[0], ":") {
-			a, err1 := strconv.ParseUint(lo, 16, 64)
-			b, err2 := strconv.ParseUint(hi, 16, 64)
-			if err1 == nil && err2 == nil {
-				inside = uint64(addr) >= a && uint64(addr) < b
-				continue
-			}
-		}
-		if inside && f[0] == "VmFlags:" {
-			return f[1:]
+	for _, r := range regions {
+		if addr >= r.Start && addr < r.End {
+			return r.VmFlags
 		}
 	}
 	t.Fatalf("no mapping holds %#x", addr)

@@ -1,4 +1,5 @@
-// Package mmap maps files into memory and flushes mapped ranges.
+// Package mmap maps files into memory and flushes mapped ranges, and reads
+// this process's regions from /proc/self/smaps (smaps.go).
 //
 // It is a thin, Linux-first layer over mmap(2), msync(2) and madvise(2) so the
 // storage packages share one implementation and one set of error messages.

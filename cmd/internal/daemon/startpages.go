@@ -1,16 +1,12 @@
 package daemon
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
-	"io"
 	"os"
-	"strconv"
-	"strings"
 
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
+
+	"github.com/bolide-mq/bolide/internal/mmap"
 )
 
 // Start-up pages.
@@ -34,70 +30,19 @@ import (
 // OOM killer's score count, is its working set.
 //
 // Only mappings of the executable that cannot be written and hold no
-// private copy of a page (smaps' Anonymous is 0) are released: unmapping
-// those loses nothing, since every page comes back unchanged from the
-// file.
+// private copy of a page (smaps' Anonymous is 0) are released
+// (mmap.SelfRegions, mmap.ReleaseRegion): unmapping those loses nothing,
+// since every page comes back unchanged from the file.
 
-// mapping is one entry of /proc/self/smaps.
-type mapping struct {
-	start, end uint64
-	perms      string // "r-xp"
-	path       string
-	rssKiB     int64 // Rss
-	anonKiB    int64 // Anonymous: private copies, which the file does not hold
-}
-
-// parseSmaps reads the mappings of a /proc/PID/smaps text.
-func parseSmaps(r io.Reader) ([]mapping, error) {
-	var out []mapping
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		if lo, hi, ok := strings.Cut(f[0], "-"); ok && len(f) >= 5 {
-			start, err1 := strconv.ParseUint(lo, 16, 64)
-			end, err2 := strconv.ParseUint(hi, 16, 64)
-			if err1 != nil || err2 != nil || end < start {
-				return nil, fmt.Errorf("daemon: smaps: bad mapping line %q", line)
-			}
-			m := mapping{start: start, end: end, perms: f[1]}
-			if len(f) >= 6 {
-				// A path may hold spaces; it is the rest of the line.
-				m.path = strings.Join(f[5:], " ")
-			}
-			out = append(out, m)
-			continue
-		}
-		if len(out) == 0 || len(f) < 2 {
-			continue
-		}
-		cur := &out[len(out)-1]
-		switch f[0] {
-		case "Rss:":
-			cur.rssKiB, _ = strconv.ParseInt(f[1], 10, 64)
-		case "Anonymous:":
-			cur.anonKiB, _ = strconv.ParseInt(f[1], 10, 64)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("daemon: smaps: %w", err)
-	}
-	return out, nil
-}
-
-// startPages picks, from ms, the mappings of the executable exe that can be
+// startPages picks, from rs, the regions of the executable exe that can be
 // released: read-only and without a private copy of any page.
-func startPages(ms []mapping, exe string) []mapping {
-	var out []mapping
-	for _, m := range ms {
-		if m.path != exe || len(m.perms) < 2 || m.perms[0] != 'r' || m.perms[1] == 'w' || m.anonKiB != 0 {
+func startPages(rs []mmap.Region, exe string) []mmap.Region {
+	var out []mmap.Region
+	for _, r := range rs {
+		if r.Path != exe || len(r.Perms) < 2 || r.Perms[0] != 'r' || r.Perms[1] == 'w' || r.Anonymous != 0 {
 			continue
 		}
-		out = append(out, m)
+		out = append(out, r)
 	}
 	return out
 }
@@ -115,26 +60,22 @@ func ReleaseStartPages(lg *zap.Logger) {
 }
 
 // releaseStartPages does ReleaseStartPages' work and returns the resident
-// KiB of the mappings it released.
+// KiB of the regions it released.
 func releaseStartPages() (int64, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return 0, fmt.Errorf("daemon: the executable's path: %w", err)
 	}
-	raw, err := os.ReadFile("/proc/self/smaps")
+	regions, err := mmap.SelfRegions()
 	if err != nil {
 		return 0, fmt.Errorf("daemon: %w", err)
 	}
-	ms, err := parseSmaps(bytes.NewReader(raw))
-	if err != nil {
-		return 0, err
-	}
 	var kib int64
-	for _, m := range startPages(ms, exe) {
-		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(m.start), uintptr(m.end-m.start), unix.MADV_DONTNEED); errno != 0 {
-			return kib, fmt.Errorf("daemon: madvise %x-%x: %w", m.start, m.end, errno)
+	for _, r := range startPages(regions, exe) {
+		if err := mmap.ReleaseRegion(r); err != nil {
+			return kib, fmt.Errorf("daemon: %w", err)
 		}
-		kib += m.rssKiB
+		kib += r.Rss >> 10
 	}
 	return kib, nil
 }
