@@ -17,6 +17,7 @@ import (
 
 	"github.com/bolide-mq/bolide/client"
 	"github.com/bolide-mq/bolide/internal/freeport"
+	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -154,8 +155,8 @@ func (r *delayRig) queueTotal(topic string, queues int32) int64 {
 
 // memory reads the broker's VmRSS and RssAnon (bytes).
 func (r *delayRig) memory() (rss, anon int64) {
-	m := procMemory(r.broker.cmd.Process.Pid)
-	return m.rss, m.anon
+	m := testutil.ProcMemory(r.broker.cmd.Process.Pid)
+	return m.RSS, m.Anon
 }
 
 // cpuTime reads the CPU time (user + system) a process has used.

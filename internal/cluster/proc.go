@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -170,35 +168,4 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(b)
-}
-
-// memory is a process's resident memory in bytes, as /proc/PID/status
-// reports it (-1: not read).
-type memory struct{ rss, anon, file int64 }
-
-// procMemory reads VmRSS, RssAnon and RssFile of a process.
-func procMemory(pid int) memory {
-	m := memory{rss: -1, anon: -1, file: -1}
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return m
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseInt(fields[1], 10, 64)
-		switch fields[0] {
-		case "VmRSS:":
-			m.rss = kb << 10
-		case "RssAnon:":
-			m.anon = kb << 10
-		case "RssFile:":
-			m.file = kb << 10
-		}
-	}
-	return m
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bolide-mq/bolide/client"
+	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/message"
 )
 
@@ -189,8 +190,8 @@ func soakBinaries() {
 func (r *soakRig) sample(start time.Time, label string) soakSample {
 	s := soakSample{at: time.Since(start), uptime: time.Since(r.started), label: label, pid: r.broker.cmd.Process.Pid,
 		goroutines: -1, fds: -1, loadAverage: loadAvg()}
-	m := procMemory(s.pid)
-	s.rss, s.anon, s.file = m.rss, m.anon, m.file
+	m := testutil.ProcMemory(s.pid)
+	s.rss, s.anon, s.file = m.RSS, m.Anon, m.File
 	if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.pid)); err == nil {
 		s.fds = len(ents)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -157,4 +158,33 @@ func ResidentBytes(t testing.TB, path string, off, n int) int {
 		}
 	}
 	return r
+}
+
+// Memory is a process's resident memory in bytes, as /proc/PID/status
+// reports it (-1: not read).
+type Memory struct{ RSS, Anon, File int64 }
+
+// ProcMemory reads VmRSS, RssAnon and RssFile of a process.
+func ProcMemory(pid int) Memory {
+	m := Memory{RSS: -1, Anon: -1, File: -1}
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return m
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(fields[1], 10, 64)
+		switch fields[0] {
+		case "VmRSS:":
+			m.RSS = kb << 10
+		case "RssAnon:":
+			m.Anon = kb << 10
+		case "RssFile:":
+			m.File = kb << 10
+		}
+	}
+	return m
 }

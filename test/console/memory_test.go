@@ -3,37 +3,11 @@
 package console
 
 import (
-	"bufio"
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
-)
 
-// status reads the kB fields of /proc/<pid>/status.
-func status(t *testing.T, pid int) map[string]int64 {
-	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string]int64{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || !strings.HasSuffix(v, " kB") {
-			continue
-		}
-		n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(v, " kB")), 10, 64)
-		if err == nil {
-			out[k] = n
-		}
-	}
-	return out
-}
+	"github.com/bolide-mq/bolide/internal/testutil"
+)
 
 // TestConsoleMemory starts a NameServer and a broker with --console=true
 // and another pair with --console=false, loads every console page of the
@@ -66,8 +40,11 @@ func TestConsoleMemory(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	type fig struct{ rss, anon int64 }
 	read := func(pid int) fig {
-		s := status(t, pid)
-		return fig{s["VmRSS"], s["RssAnon"]}
+		m := testutil.ProcMemory(pid)
+		if m.RSS < 0 {
+			t.Fatalf("no /proc/%d/status", pid)
+		}
+		return fig{m.RSS >> 10, m.Anon >> 10}
 	}
 	for _, d := range []struct {
 		name    string

@@ -3,11 +3,11 @@ package daemon
 import (
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/bolide-mq/bolide/internal/mmap"
+	"github.com/bolide-mq/bolide/internal/testutil"
 )
 
 const sampleSmaps = `00400000-00c19000 r-xp 00000000 08:01 1234   /opt/bolide/bin/bolide-broker
@@ -53,38 +53,21 @@ func TestStartPagesPicksReadOnlyExecutableMappings(t *testing.T) {
 	}
 }
 
-// rssFileKiB is the process's RssFile from /proc/self/status.
-func rssFileKiB(t *testing.T) int64 {
-	t.Helper()
-	raw, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Skipf("no /proc/self/status: %v", err)
-	}
-	for _, l := range strings.Split(string(raw), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "RssFile:" {
-			n, err := strconv.ParseInt(f[1], 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatal("no RssFile in /proc/self/status")
-	return 0
-}
-
 // The test binary releases its own start-up pages: they leave its resident
 // set, and the code it runs afterwards faults back in and works.
 func TestReleaseStartPagesShrinksTheResidentSet(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("smaps is Linux's")
 	}
-	before := rssFileKiB(t)
+	before := testutil.ProcMemory(os.Getpid()).File >> 10
+	if before < 0 {
+		t.Skip("no RssFile in /proc/self/status")
+	}
 	released, err := releaseStartPages()
 	if err != nil {
 		t.Fatal(err)
 	}
-	after := rssFileKiB(t)
+	after := testutil.ProcMemory(os.Getpid()).File >> 10
 	if released <= 0 || after >= before {
 		t.Fatalf("released %d KiB; RssFile %d KiB before, %d after", released, before, after)
 	}
