@@ -3,45 +3,25 @@ package daemon
 import (
 	"os"
 	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/bolide-mq/bolide/internal/mmap"
 	"github.com/bolide-mq/bolide/internal/testutil"
 )
 
-const sampleSmaps = `00400000-00c19000 r-xp 00000000 08:01 1234   /opt/bolide/bin/bolide-broker
-Size:               8292 kB
-Rss:                6884 kB
-Anonymous:             0 kB
-VmFlags: rd ex mr mw me dw sd
-00c19000-0154e000 r--p 00819000 08:01 1234   /opt/bolide/bin/bolide-broker
-Size:               9428 kB
-Rss:                7884 kB
-Anonymous:             0 kB
-0154e000-015c9000 rw-p 0114e000 08:01 1234   /opt/bolide/bin/bolide-broker
-Size:                492 kB
-Rss:                 492 kB
-Anonymous:           120 kB
-015c9000-015ca000 r--p 011c9000 08:01 1234   /opt/bolide/bin/bolide-broker
-Rss:                   4 kB
-Anonymous:             4 kB
-7f0000000000-7f0000001000 r--p 00000000 08:01 99     /data/commitlog/00000000000000000000
-Rss:                   4 kB
-Anonymous:             0 kB
-7f0000100000-7f0000200000 rw-p 00000000 00:00 0
-Rss:                1024 kB
-Anonymous:          1024 kB
-7f0000300000-7f0000301000 r-xp 00000000 08:01 5678   /opt/other dir/tool (deleted)
-Rss:                   4 kB
-Anonymous:             0 kB
-`
+// sampleRegions are a broker's regions as mmap.SelfRegions reads them.
+var sampleRegions = []mmap.Region{
+	{Start: 0x400000, End: 0xc19000, Perms: "r-xp", Path: "/opt/bolide/bin/bolide-broker", Rss: 6884 << 10},
+	{Start: 0xc19000, End: 0x154e000, Perms: "r--p", Path: "/opt/bolide/bin/bolide-broker", Rss: 7884 << 10},
+	{Start: 0x154e000, End: 0x15c9000, Perms: "rw-p", Path: "/opt/bolide/bin/bolide-broker", Rss: 492 << 10, Anonymous: 120 << 10},
+	{Start: 0x15c9000, End: 0x15ca000, Perms: "r--p", Path: "/opt/bolide/bin/bolide-broker", Rss: 4 << 10, Anonymous: 4 << 10},
+	{Start: 0x7f0000000000, End: 0x7f0000001000, Perms: "r--p", Path: "/data/commitlog/00000000000000000000", Rss: 4 << 10},
+	{Start: 0x7f0000100000, End: 0x7f0000200000, Perms: "rw-p", Rss: 1024 << 10, Anonymous: 1024 << 10},
+	{Start: 0x7f0000300000, End: 0x7f0000301000, Perms: "r-xp", Path: "/opt/other dir/tool (deleted)", Rss: 4 << 10},
+}
 
 func TestStartPagesPicksReadOnlyExecutableMappings(t *testing.T) {
-	rs, err := mmap.ParseSmaps(strings.NewReader(sampleSmaps))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := sampleRegions
 	got := startPages(rs, "/opt/bolide/bin/bolide-broker")
 	// The text and the read-only data; not the writable data, not the
 	// read-only page holding a private copy, not other files.
@@ -72,9 +52,8 @@ func TestReleaseStartPagesShrinksTheResidentSet(t *testing.T) {
 		t.Fatalf("released %d KiB; RssFile %d KiB before, %d after", released, before, after)
 	}
 	// Code released above runs again, from the page cache.
-	rs, err := mmap.ParseSmaps(strings.NewReader(sampleSmaps))
-	if err != nil || len(rs) != 7 {
-		t.Fatalf("after the release: %d regions, %v", len(rs), err)
+	if got := startPages(sampleRegions, "/opt/bolide/bin/bolide-broker"); len(got) != 2 {
+		t.Fatalf("after the release: startPages picked %d regions, want 2", len(got))
 	}
 	t.Logf("released %d KiB; RssFile %d KiB before, %d after", released, before, after)
 }
