@@ -92,7 +92,7 @@ func TestPullFromAndOffsetForTimestamp(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		s2 := sendAll(t, c, p, second)
 
-		pc := startPullConsumer(t, c, uniq("pullfromg"), topic, "*")
+		pc := startReader(t, c, uniq("pullfromg"), topic)
 		perQueue := map[string]int64{} // messages of the first round per queue
 		for _, s := range s1 {
 			perQueue[fmt.Sprintf("%s/%d", s.res.MessageQueue.BrokerName, s.res.MessageQueue.QueueId)]++

@@ -316,7 +316,7 @@ func readTopic(t testing.TB, c *cluster, topic string, want int) map[string][]*p
 	if err != nil {
 		t.Fatalf("queue status of %s: %v", topic, err)
 	}
-	pc := startPullConsumer(t, c, uniq("reader"), topic, "*")
+	pc := startReader(t, c, uniq("reader"), topic)
 	defer func() { _ = pc.Shutdown() }()
 	out := map[string][]*primitive.MessageExt{}
 	for _, q := range st {
@@ -374,6 +374,32 @@ func startPullConsumer(t testing.TB, c *cluster, group, topic, expr string, opts
 	}
 	if err := pc.Subscribe(topic, sel); err != nil {
 		t.Fatalf("subscribe %s: %v", topic, err)
+	}
+	if err := pc.Start(); err != nil {
+		t.Fatalf("start pull consumer: %v", err)
+	}
+	t.Cleanup(func() { _ = pc.Shutdown() })
+	return pc
+}
+
+// startReader starts a RocketMQ pull consumer of group for PullFrom and
+// OffsetForTimestamp on topic: it is assigned no queues, so it pulls
+// nothing in the background. A subscribed consumer would, and the client
+// may then panic with "send on closed channel" when a pull answer arrives
+// while Shutdown closes its process queues (its putMessage sends after
+// the queue's lock is released).
+func startReader(t testing.TB, c *cluster, group, topic string) rocketmq.PullConsumer {
+	t.Helper()
+	pc, err := rocketmq.NewPullConsumer(
+		consumer.WithNameServer([]string{c.NameSrv}),
+		consumer.WithGroupName(group),
+		consumer.WithInstance(uniq("reader")),
+	)
+	if err != nil {
+		t.Fatalf("new pull consumer: %v", err)
+	}
+	if err := pc.Assign(topic, nil); err != nil {
+		t.Fatalf("assign %s: %v", topic, err)
 	}
 	if err := pc.Start(); err != nil {
 		t.Fatalf("start pull consumer: %v", err)
