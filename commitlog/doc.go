@@ -41,7 +41,10 @@
 //     writer's part of the mapping reads no pages around a fault, a
 //     goroutine makes the pages 4 MiB ahead of the writer present and
 //     writable (MADV_POPULATE_WRITE, Linux 5.14; older kernels fault each
-//     page in on its first store), and a flush first unmaps the writer's
+//     page in on its first store), having first written zeros into them
+//     with pwrite, which puts them in the page cache for less than the
+//     populating alone would cost (zeroahead.go; appends wait rather than
+//     pass a range being zeroed), and a flush first unmaps the writer's
 //     pages it writes back, so that write-back need not write-protect them
 //     one by one (mmapwrite.go).
 //   - pwrite: staged in memory and written with pwrite(2) into the same

@@ -104,17 +104,21 @@ type Log struct {
 	// turns out not to know how.
 	populateReqs chan populateReq
 	populateOff  atomic.Bool
-	// Zeros ahead of a durable writer (zeroahead.go): zero is set when they
-	// are written; zeroLoop serves zeroReq; a step claims from zeroFrom
-	// while zeroBusy (under mu) and broadcasts zeroDone (on mu) when done;
+	// Zeros ahead of the writer (zeroahead.go): zero is set when a durable
+	// writer's are written (by zeroLoop, which serves zeroReq), zeroPopulate
+	// when mmap mode's populate writes them before the pages it makes
+	// writable, claims when either is; a step claims from zeroFrom while
+	// zeroBusy (under mu) and broadcasts zeroDone (on mu) when done;
 	// zeroOff is set once writing them failed.
-	zero      bool
-	zeroReq   chan struct{}
-	zeroBusy  bool
-	zeroFrom  int64
-	zeroDone  sync.Cond
-	zeroOff   atomic.Bool
-	zeroDelay time.Duration // zeroClaimDelay when the log opened
+	zero         bool
+	zeroPopulate bool
+	claims       bool
+	zeroReq      chan struct{}
+	zeroBusy     bool
+	zeroFrom     int64
+	zeroDone     sync.Cond
+	zeroOff      atomic.Bool
+	zeroDelay    time.Duration // zeroClaimDelay when the log opened
 	// bulk is set while an append large enough to be written with one
 	// pwrite is under way in mmap write mode (mmapwrite.go). Under mu.
 	bulk bool
@@ -130,7 +134,8 @@ type Log struct {
 	// next segment, so a roll can wait for it under mu. View, Scan and
 	// PreadRecords call fn under segMu's read lock: fn must not call the
 	// Log methods that take these locks. populate and a zero step's write
-	// take segMu's read lock holding no other; a zero step claims and
+	// take segMu's read lock holding no other; a zero step (zeroLoop's, or
+	// populate's in mmap mode) claims and
 	// releases its range under mu alone, and appenders wait for it on
 	// zeroDone (on mu) before they take an offset.
 
@@ -234,6 +239,8 @@ func Open(opts Options, from int64, log *zap.Logger) (*Log, error) {
 	}
 	l.writable = l.mode == WriteMmap
 	l.zero = opts.zeroing(l.mode)
+	l.zeroPopulate = opts.zeroingPopulated(l.mode)
+	l.claims = l.zero || l.zeroPopulate
 	l.zeroReq = make(chan struct{}, 1)
 	l.zeroDone.L = &l.mu
 	l.zeroDelay = zeroClaimDelay
@@ -420,7 +427,7 @@ func (l *Log) AppendNoWait(entries []*Entry, dst []Result) ([]Result, error) {
 	}
 	now := l.opts.Now().UnixMilli()
 	l.mu.Lock()
-	if l.zero {
+	if l.claims {
 		l.waitZeroLocked(int64(total) + message.BlankSize)
 	}
 	if l.closed.Load() {

@@ -3,6 +3,7 @@ package commitlog
 import (
 	"errors"
 	"slices"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -100,23 +101,49 @@ func (l *Log) populateLocked(seg *segment, end int64) {
 // populateLoop serves populateLocked's requests until the log closes.
 func (l *Log) populateLoop() {
 	defer l.wg.Done()
+	var zeros []byte // made at the first request: an idle log holds none
 	for {
 		select {
 		case <-l.ctx.Done():
 			return
 		case r := <-l.populateReqs:
-			l.populate(r)
+			if zeros == nil && l.zeroPopulate {
+				zeros = make([]byte, zeroStep)
+			}
+			l.populate(r, zeros)
 		}
 	}
 }
 
 // populate makes [r.lo, r.hi) of r.seg writable if the segment is still
-// part of the log.
-func (l *Log) populate(r populateReq) {
+// part of the log. With zeroPopulate it first claims the whole pages of
+// the range past the writer and writes zeros into them (zeroahead.go), so
+// that populating finds them in the page cache.
+func (l *Log) populate(r populateReq, zeros []byte) {
+	var lo, hi int64
+	claimed := false
+	if l.zeroPopulate {
+		l.mu.Lock()
+		lo, hi, claimed = l.claimZerosLocked(r.seg, r.hi, r.hi)
+		l.mu.Unlock()
+	}
+	if claimed && l.zeroDelay > 0 {
+		time.Sleep(l.zeroDelay)
+	}
+	var zerr error
 	_ = l.inLiveSegment(r.seg, func() error {
+		if claimed {
+			zerr = pwriteZeros(r.seg, zeros, lo, hi)
+		}
 		l.populateRange(r.seg, r.lo, r.hi)
 		return nil
 	})
+	if claimed {
+		l.endZeroClaim(r.seg, hi, zerr)
+		if zerr != nil {
+			l.zeroingFailed(zerr, "pages ahead are populated without")
+		}
+	}
 }
 
 // inLiveSegment runs fn under the segment list's read lock if seg is still

@@ -110,7 +110,8 @@ type Options struct {
 	// ZeroAhead is how far ahead of the writer the active segment is
 	// written with zeros in sync flush mode (with pwrite), so that a durable
 	// flush need not record newly written extents (zeroahead.go); 0 turns
-	// it off. 32 MiB by default.
+	// it off, and also the zeros written in mmap write mode into the pages
+	// made writable ahead of the writer (mmapwrite.go). 32 MiB by default.
 	ZeroAhead int64
 	// StageLimit is how many bytes the pwrite path stages before an appender
 	// writes them itself (1 MiB).

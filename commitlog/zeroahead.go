@@ -25,6 +25,15 @@ import (
 // into a written one; the writer's next fdatasync records that once for the
 // step rather than once per flush.
 //
+// In mmap write mode zeros serve another end: populate (mmapwrite.go)
+// writes them, without waiting for their write-back, into the whole pages
+// it is about to make writable ahead of the writer. Making a page present
+// and writable that is not in the page cache first reads it (for an
+// unwritten extent, a zero-fill) and then marks it for writing, two faults;
+// after a pwrite of zeros has put it in the cache it is one, and the two
+// steps together cost about half the CPU per page (docs/BENCHMARKS.md).
+// These zeros are claimed the same way.
+//
 // The zeros must never land on appended bytes. A step claims its range
 // under the append lock, and only from the first page boundary at or past
 // the writer's position. An append whose bytes could reach a claimed range
@@ -35,7 +44,8 @@ import (
 // takes the segment list's write lock, which a step holds shared while it
 // writes.
 
-// zeroStep is how much one claim of zeroLoop covers.
+// zeroStep is how much one claim of zeroLoop covers, and how much of its
+// claim populate writes with one pwrite.
 const zeroStep = 1 << 20
 
 // zeroClaimDelay, when set (by tests only), stretches each step of the
@@ -43,9 +53,17 @@ const zeroStep = 1 << 20
 // run into steps in progress.
 var zeroClaimDelay time.Duration
 
-// zeroing reports whether zeros are to be written ahead of the writer.
+// zeroing reports whether zeros are to be written ahead of a durable
+// writer (zeroLoop).
 func (o *Options) zeroing(mode WriteMode) bool {
 	return o.ZeroAhead > 0 && mode == WritePwrite && o.FlushMode == FlushSync
+}
+
+// zeroingPopulated reports whether mmap write mode writes zeros into the
+// pages it makes writable ahead of the writer before it does
+// (mmapwrite.go); ZeroAhead 0 turns that off too.
+func (o *Options) zeroingPopulated(mode WriteMode) bool {
+	return o.ZeroAhead > 0 && mode == WriteMmap
 }
 
 // waitZeroLocked waits while a zero step claims a range that n bytes
@@ -87,48 +105,87 @@ func (l *Log) zeroLoop() {
 func (l *Log) zeroOnce(zeros []byte) bool {
 	l.mu.Lock()
 	seg := l.active
-	if seg == nil || l.zeroOff.Load() || l.closed.Load() {
-		l.mu.Unlock()
-		return false
+	var lo, hi int64
+	ok := seg != nil
+	if ok {
+		lo, hi, ok = l.claimZerosLocked(seg, l.wpos-seg.start+l.opts.ZeroAhead, zeroStep)
 	}
-	rel := l.wpos - seg.start
-	lo := max(seg.zeroed, (rel+pageSize-1)&^(pageSize-1))
-	hi := min(seg.size, (rel+l.opts.ZeroAhead)&^(pageSize-1), lo+zeroStep)
-	if hi <= lo {
-		l.mu.Unlock()
-		return false
-	}
-	l.zeroBusy, l.zeroFrom = true, seg.start+lo
 	l.mu.Unlock()
+	if !ok {
+		return false
+	}
 	if l.zeroDelay > 0 {
 		time.Sleep(l.zeroDelay)
 	}
-
 	err := l.writeZeros(seg, zeros[:hi-lo], lo)
-
-	l.mu.Lock()
-	l.zeroBusy = false
-	if err == nil {
-		seg.zeroed = max(seg.zeroed, hi)
-	}
-	l.zeroDone.Broadcast()
-	l.mu.Unlock()
+	l.endZeroClaim(seg, hi, err)
 	if err != nil {
 		// Only a cost: the writer's flushes record the extents themselves.
-		if !l.zeroOff.Swap(true) {
-			l.log.Warn("writing zeros ahead of the CommitLog writer failed; durable flushes go on without", zap.Error(err))
-		}
+		l.zeroingFailed(err, "durable flushes go on without")
 		return false
 	}
 	return true
+}
+
+// claimZerosLocked claims for a zero step the whole pages of seg from the
+// first page boundary at or past the writer and past what is zeroed
+// already, up to hi and at most most bytes (offsets relative to seg). ok
+// is false, and nothing claimed, when nothing is left to claim, seg is not
+// the active segment or zeroing is off. l.mu is held.
+func (l *Log) claimZerosLocked(seg *segment, hi, most int64) (lo, end int64, ok bool) {
+	if seg != l.active || l.zeroOff.Load() || l.closed.Load() {
+		return 0, 0, false
+	}
+	rel := l.wpos - seg.start
+	lo = max(seg.zeroed, (rel+pageSize-1)&^(pageSize-1))
+	end = min(seg.size, hi&^(pageSize-1), lo+most)
+	if end <= lo {
+		return 0, 0, false
+	}
+	l.zeroBusy, l.zeroFrom = true, seg.start+lo
+	return lo, end, true
+}
+
+// endZeroClaim ends the claim of a zero step over seg up to end, which is
+// zeroed now unless err says otherwise, and wakes the appenders waiting
+// for it.
+func (l *Log) endZeroClaim(seg *segment, end int64, err error) {
+	l.mu.Lock()
+	l.zeroBusy = false
+	if err == nil {
+		seg.zeroed = max(seg.zeroed, end)
+	}
+	l.zeroDone.Broadcast()
+	l.mu.Unlock()
+}
+
+// zeroingFailed turns zeroing off for good after a failed zero step,
+// logging it once: zeros are only ever a saving, never needed.
+func (l *Log) zeroingFailed(err error, without string) {
+	if !l.zeroOff.Swap(true) {
+		l.log.Warn("writing zeros ahead of the CommitLog writer failed; "+without, zap.Error(err))
+	}
+}
+
+// pwriteZeros writes zeros into [lo, hi) of seg, len(zeros) bytes at a
+// time.
+func pwriteZeros(seg *segment, zeros []byte, lo, hi int64) error {
+	for lo < hi {
+		n := min(hi-lo, int64(len(zeros)))
+		if _, err := seg.f.WriteAt(zeros[:n], lo); err != nil {
+			return fmt.Errorf("write zeros into %s at %d: %w", seg.path, lo, err)
+		}
+		lo += n
+	}
+	return nil
 }
 
 // writeZeros writes zeros at rel of seg and waits for their write-back,
 // if seg is still part of the log (inLiveSegment).
 func (l *Log) writeZeros(seg *segment, zeros []byte, rel int64) error {
 	return l.inLiveSegment(seg, func() error {
-		if _, err := seg.f.WriteAt(zeros, rel); err != nil {
-			return fmt.Errorf("write zeros into %s at %d: %w", seg.path, rel, err)
+		if err := pwriteZeros(seg, zeros, rel, rel+int64(len(zeros))); err != nil {
+			return err
 		}
 		flags := unix.SYNC_FILE_RANGE_WAIT_BEFORE | unix.SYNC_FILE_RANGE_WRITE | unix.SYNC_FILE_RANGE_WAIT_AFTER
 		if err := unix.SyncFileRange(int(seg.f.Fd()), rel, int64(len(zeros)), flags); err != nil {
