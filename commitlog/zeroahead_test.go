@@ -80,11 +80,23 @@ func TestZerosAheadOfDurableWriter(t *testing.T) {
 // (single and batched, of mixed sizes) reads back intact, also after a
 // reopen.
 func TestZerosAheadKeepConcurrentAppends(t *testing.T) {
-	zeroClaimDelay = time.Millisecond
-	defer func() { zeroClaimDelay = 0 }()
 	o := testOptions(t.TempDir(), FlushSync, WritePwrite)
 	o.SegmentSize = 1 << 20
 	o.ZeroAhead = 16 << 10
+	appendsKeptThroughZeros(t, o, 150,
+		func(i int) int { return 1 + (i%4)*3 }, // batches of 1, 4, 7 and 10 records
+		func(i, k int) int { return 50 + (i*97+k*13)%3000 })
+}
+
+// appendsKeptThroughZeros has 8 goroutines append rounds batches each to
+// a log opened with o, with every zero step slowed down so that they run
+// into claimed ranges (zeroClaimDelay): batch i of a goroutine holds
+// records(i) records, record k of it a body of size(i, k) bytes. Every
+// record must read back intact, also after a reopen.
+func appendsKeptThroughZeros(t *testing.T, o Options, rounds int, records func(i int) int, size func(i, k int) int) {
+	t.Helper()
+	zeroClaimDelay = time.Millisecond
+	defer func() { zeroClaimDelay = 0 }()
 	l := openTestLog(t, o, 0)
 	ctx := context.Background()
 	var mu sync.Mutex
@@ -95,12 +107,12 @@ func TestZerosAheadKeepConcurrentAppends(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; i < 150; i++ {
-				n := 1 + (i%4)*3 // batches of 1, 4, 7 and 10 records
+			for i := 0; i < rounds; i++ {
+				n := records(i)
 				batch := make([]*Entry, n)
 				bodies := make([][]byte, n)
 				for k := range batch {
-					bodies[k] = bytes.Repeat([]byte{byte(w*31 + i + k)}, 50+(i*97+k*13)%3000)
+					bodies[k] = bytes.Repeat([]byte{byte(w*31 + i + k)}, size(i, k))
 					batch[k] = record(t, "Z", int32(w), bodies[k])
 				}
 				res, err := l.AppendBatch(ctx, batch, nil)
@@ -174,51 +186,10 @@ func TestZerosBeforePopulating(t *testing.T) {
 // (single records through the mapping, batches with pwrite, crossing
 // segments) reads back intact, also after a reopen.
 func TestZerosBeforePopulatingKeepConcurrentAppends(t *testing.T) {
-	zeroClaimDelay = time.Millisecond
-	defer func() { zeroClaimDelay = 0 }()
 	o := testOptions(t.TempDir(), FlushAsync, WriteMmap)
 	o.SegmentSize = 1 << 20
 	o.FlushInterval = 5 * time.Millisecond
-	l := openTestLog(t, o, 0)
-	ctx := context.Background()
-	var mu sync.Mutex
-	var recs []appended
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 200; i++ {
-				n := 1 + (i%5)*8 // 1 to 33 records: single stores and bulk writes
-				batch := make([]*Entry, n)
-				bodies := make([][]byte, n)
-				for k := range batch {
-					bodies[k] = bytes.Repeat([]byte{byte(w*31 + i + k)}, 50+(i*97+k*13)%1500)
-					batch[k] = record(t, "Z", int32(w), bodies[k])
-				}
-				res, err := l.AppendBatch(ctx, batch, nil)
-				if err != nil {
-					errs <- err
-					return
-				}
-				mu.Lock()
-				for k, r := range res {
-					recs = append(recs, appended{res: r, topic: "Z", queue: int32(w), body: bodies[k]})
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	sortByOffset(recs)
-	checkRecords(t, l, recs)
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	checkRecords(t, openTestLog(t, o, 0), recs)
+	appendsKeptThroughZeros(t, o, 200,
+		func(i int) int { return 1 + (i%5)*8 }, // 1 to 33 records: single stores and bulk writes
+		func(i, k int) int { return 50 + (i*97+k*13)%1500 })
 }
