@@ -210,11 +210,11 @@ func (p *framePool) call(ctx context.Context, addr string, m frame.Method, req, 
 	} else {
 		err = fc.Call(ctx, m, req, resp)
 	}
-	var ce *frame.ConnError
+	if err == nil {
+		return true, nil
+	}
 	refusal := frameRefusal(addr, err)
 	switch {
-	case err == nil:
-		return true, nil
 	case errors.Is(err, frame.ErrNotSupported) || p.closedOnMagic(err):
 		var until time.Time
 		if !errors.Is(err, frame.ErrNotSupported) {
@@ -233,7 +233,8 @@ func (p *framePool) call(ctx context.Context, addr string, m frame.Method, req, 
 		return true, ErrClosed
 	case refusal != nil:
 		return true, refusal
-	case errors.As(err, &ce):
+	}
+	if ce, ok := errors.AsType[*frame.ConnError](err); ok {
 		return true, &frameConnError{err: ce}
 	}
 	return true, err

@@ -116,8 +116,8 @@ func codeErr(code pb.Code, format string, args ...any) error {
 // isCoded reports whether err carries a wire code (a broker's or
 // NameServer's answer, as opposed to a transport failure).
 func isCoded(err error) bool {
-	var we *wire.Error
-	return errors.As(err, &we)
+	_, ok := errors.AsType[*wire.Error](err)
+	return ok
 }
 
 // isTransport reports whether err is a failure to reach the peer or a

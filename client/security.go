@@ -177,13 +177,13 @@ func isPermanentRefusal(err error) bool {
 // frameRefusal returns the coded error of a frame connection whose Auth
 // request addr refused, or nil.
 func frameRefusal(addr string, err error) error {
-	var ae *frame.AuthError
-	if !errors.As(err, &ae) {
+	ae, ok := errors.AsType[*frame.AuthError](err)
+	if !ok {
 		return nil
 	}
 	n := named(ae.Err)
-	var ce *wire.Error
-	if !errors.As(n, &ce) {
+	ce, ok := errors.AsType[*wire.Error](n)
+	if !ok {
 		return n
 	}
 	return &wire.Error{Code: ce.Code, Msg: ce.Msg + " (frame connection to " + addr + ")"}

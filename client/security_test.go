@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/bolide-mq/bolide/auth"
+	"github.com/bolide-mq/bolide/internal/frame"
 	"github.com/bolide-mq/bolide/internal/tlsconf/tlstest"
 	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -263,5 +265,28 @@ func TestConsumerStartRefused(t *testing.T) {
 	}
 	if err := pull.Start(ctx); !errors.Is(err, ErrUnauthenticated) {
 		t.Fatalf("pull consumer Start: %v, want UNAUTHENTICATED", err)
+	}
+}
+
+// TestErrorChecksOfASuccessAllocateNothing: the checks every answered call
+// makes of its error (isCoded, frameRefusal) allocate nothing when there is
+// no error, and still find what they look for in a wrapped one.
+func TestErrorChecksOfASuccessAllocateNothing(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() { _ = isCoded(nil) }); n != 0 {
+		t.Errorf("isCoded(nil): %.0f allocations", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = frameRefusal("127.0.0.1:1", nil) }); n != 0 {
+		t.Errorf("frameRefusal(nil): %.0f allocations", n)
+	}
+	coded := fmt.Errorf("send: %w", wire.Errorf(pb.Code_NO_PERMISSION, "topic t"))
+	if !isCoded(coded) || isCoded(errors.New("reset")) {
+		t.Error("isCoded does not tell a coded error from another")
+	}
+	refused := frameRefusal("127.0.0.1:1", &frame.AuthError{Addr: "127.0.0.1:1", Err: coded})
+	if wire.CodeOf(refused) != pb.Code_NO_PERMISSION || !strings.Contains(refused.Error(), "frame connection to 127.0.0.1:1") {
+		t.Errorf("frameRefusal of a refused handshake: %v", refused)
+	}
+	if frameRefusal("127.0.0.1:1", coded) != nil {
+		t.Error("frameRefusal of an error that is no handshake refusal is not nil")
 	}
 }
