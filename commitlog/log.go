@@ -119,6 +119,7 @@ type Log struct {
 	zeroDone     sync.Cond
 	zeroOff      atomic.Bool
 	zeroDelay    time.Duration // zeroClaimDelay when the log opened
+	zeroGap      int64         // populateZeroGap, or zeroGapOverride when the log opened
 	// bulk is set while an append large enough to be written with one
 	// pwrite is under way in mmap write mode (mmapwrite.go). Under mu.
 	bulk bool
@@ -244,6 +245,10 @@ func Open(opts Options, from int64, log *zap.Logger) (*Log, error) {
 	l.zeroReq = make(chan struct{}, 1)
 	l.zeroDone.L = &l.mu
 	l.zeroDelay = zeroClaimDelay
+	l.zeroGap = populateZeroGap
+	if zeroGapOverride >= 0 {
+		l.zeroGap = zeroGapOverride
+	}
 	starts, err := listSegments(opts.Dir)
 	if err != nil {
 		return nil, err

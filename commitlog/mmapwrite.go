@@ -117,14 +117,14 @@ func (l *Log) populateLoop() {
 
 // populate makes [r.lo, r.hi) of r.seg writable if the segment is still
 // part of the log. With zeroPopulate it first claims the whole pages of
-// the range past the writer and writes zeros into them (zeroahead.go), so
-// that populating finds them in the page cache.
+// the range from populateZeroGap past the writer on and writes zeros into
+// them (zeroahead.go), so that populating finds them in the page cache.
 func (l *Log) populate(r populateReq, zeros []byte) {
 	var lo, hi int64
 	claimed := false
 	if l.zeroPopulate {
 		l.mu.Lock()
-		lo, hi, claimed = l.claimZerosLocked(r.seg, r.hi, r.hi)
+		lo, hi, claimed = l.claimZerosLocked(r.seg, l.zeroGap, r.hi, r.hi)
 		l.mu.Unlock()
 	}
 	if claimed && l.zeroDelay > 0 {

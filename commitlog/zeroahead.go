@@ -32,7 +32,8 @@ import (
 // unwritten extent, a zero-fill) and then marks it for writing, two faults;
 // after a pwrite of zeros has put it in the cache it is one, and the two
 // steps together cost about half the CPU per page (docs/BENCHMARKS.md).
-// These zeros are claimed the same way.
+// These zeros are claimed the same way, from populateZeroGap past the
+// writer on.
 //
 // The zeros must never land on appended bytes. A step claims its range
 // under the append lock, and only from the first page boundary at or past
@@ -47,6 +48,16 @@ import (
 // zeroStep is how much one claim of zeroLoop covers, and how much of its
 // claim populate writes with one pwrite.
 const zeroStep = 1 << 20
+
+// populateZeroGap is how far past the writer populate's zeros start at
+// the least, so that an append rarely waits for them: only when it stores
+// this much while they are being written (a few milliseconds at most).
+// The pages in the gap are populated without zeros.
+const populateZeroGap = PopulateAhead / 4
+
+// zeroGapOverride, when set (by tests only), replaces populateZeroGap for
+// the logs opened meanwhile, so that appenders run into claims.
+var zeroGapOverride int64 = -1
 
 // zeroClaimDelay, when set (by tests only), stretches each step of the
 // logs opened meanwhile between its claim and its write, so that appenders
@@ -108,7 +119,7 @@ func (l *Log) zeroOnce(zeros []byte) bool {
 	var lo, hi int64
 	ok := seg != nil
 	if ok {
-		lo, hi, ok = l.claimZerosLocked(seg, l.wpos-seg.start+l.opts.ZeroAhead, zeroStep)
+		lo, hi, ok = l.claimZerosLocked(seg, 0, l.wpos-seg.start+l.opts.ZeroAhead, zeroStep)
 	}
 	l.mu.Unlock()
 	if !ok {
@@ -128,15 +139,15 @@ func (l *Log) zeroOnce(zeros []byte) bool {
 }
 
 // claimZerosLocked claims for a zero step the whole pages of seg from the
-// first page boundary at or past the writer and past what is zeroed
-// already, up to hi and at most most bytes (offsets relative to seg). ok
-// is false, and nothing claimed, when nothing is left to claim, seg is not
-// the active segment or zeroing is off. l.mu is held.
-func (l *Log) claimZerosLocked(seg *segment, hi, most int64) (lo, end int64, ok bool) {
+// first page boundary at least gap bytes past the writer and past what is
+// zeroed already, up to hi and at most most bytes (offsets relative to
+// seg). ok is false, and nothing claimed, when nothing is left to claim,
+// seg is not the active segment or zeroing is off. l.mu is held.
+func (l *Log) claimZerosLocked(seg *segment, gap, hi, most int64) (lo, end int64, ok bool) {
 	if seg != l.active || l.zeroOff.Load() || l.closed.Load() {
 		return 0, 0, false
 	}
-	rel := l.wpos - seg.start
+	rel := l.wpos - seg.start + gap
 	lo = max(seg.zeroed, (rel+pageSize-1)&^(pageSize-1))
 	end = min(seg.size, hi&^(pageSize-1), lo+most)
 	if end <= lo {
