@@ -101,16 +101,12 @@ func (l *Log) populateLocked(seg *segment, end int64) {
 // populateLoop serves populateLocked's requests until the log closes.
 func (l *Log) populateLoop() {
 	defer l.wg.Done()
-	var zeros []byte // made at the first request: an idle log holds none
 	for {
 		select {
 		case <-l.ctx.Done():
 			return
 		case r := <-l.populateReqs:
-			if zeros == nil && l.zeroPopulate {
-				zeros = make([]byte, zeroStep)
-			}
-			l.populate(r, zeros)
+			l.populate(r)
 		}
 	}
 }
@@ -119,7 +115,7 @@ func (l *Log) populateLoop() {
 // part of the log. With zeroPopulate it first claims the whole pages of
 // the range from populateZeroGap past the writer on and writes zeros into
 // them (zeroahead.go), so that populating finds them in the page cache.
-func (l *Log) populate(r populateReq, zeros []byte) {
+func (l *Log) populate(r populateReq) {
 	var lo, hi int64
 	claimed := false
 	if l.zeroPopulate {
@@ -133,7 +129,7 @@ func (l *Log) populate(r populateReq, zeros []byte) {
 	var zerr error
 	_ = l.inLiveSegment(r.seg, func() error {
 		if claimed {
-			zerr = pwriteZeros(r.seg, zeros, lo, hi)
+			zerr = pwriteZeros(r.seg, lo, hi)
 		}
 		l.populateRange(r.seg, r.lo, r.hi)
 		return nil

@@ -49,6 +49,11 @@ import (
 // claim populate writes with one pwrite.
 const zeroStep = 1 << 20
 
+// zeroBuf is what every zero step writes from. It is never written, so it
+// stays in the executable's zero-filled data and costs no memory: reading
+// its pages maps the kernel's shared zero page.
+var zeroBuf [zeroStep]byte
+
 // populateZeroGap is how far past the writer populate's zeros start at
 // the least, so that an append rarely waits for them: only when it stores
 // this much while they are being written (a few milliseconds at most).
@@ -99,21 +104,20 @@ func (l *Log) askZeroLocked(seg *segment, rel int64) {
 // closes.
 func (l *Log) zeroLoop() {
 	defer l.wg.Done()
-	zeros := make([]byte, zeroStep)
 	for {
 		select {
 		case <-l.ctx.Done():
 			return
 		case <-l.zeroReq:
 		}
-		for l.ctx.Err() == nil && l.zeroOnce(zeros) {
+		for l.ctx.Err() == nil && l.zeroOnce() {
 		}
 	}
 }
 
 // zeroOnce claims the next step ahead of the writer and writes it; it
 // returns false when there is nothing to do or zeroing failed.
-func (l *Log) zeroOnce(zeros []byte) bool {
+func (l *Log) zeroOnce() bool {
 	l.mu.Lock()
 	seg := l.active
 	var lo, hi int64
@@ -128,7 +132,7 @@ func (l *Log) zeroOnce(zeros []byte) bool {
 	if l.zeroDelay > 0 {
 		time.Sleep(l.zeroDelay)
 	}
-	err := l.writeZeros(seg, zeros[:hi-lo], lo)
+	err := l.writeZeros(seg, lo, hi)
 	l.endZeroClaim(seg, hi, err)
 	if err != nil {
 		// Only a cost: the writer's flushes record the extents themselves.
@@ -178,12 +182,12 @@ func (l *Log) zeroingFailed(err error, without string) {
 	}
 }
 
-// pwriteZeros writes zeros into [lo, hi) of seg, len(zeros) bytes at a
+// pwriteZeros writes zeros into [lo, hi) of seg, zeroStep bytes at a
 // time.
-func pwriteZeros(seg *segment, zeros []byte, lo, hi int64) error {
+func pwriteZeros(seg *segment, lo, hi int64) error {
 	for lo < hi {
-		n := min(hi-lo, int64(len(zeros)))
-		if _, err := seg.f.WriteAt(zeros[:n], lo); err != nil {
+		n := min(hi-lo, zeroStep)
+		if _, err := seg.f.WriteAt(zeroBuf[:n], lo); err != nil {
 			return fmt.Errorf("write zeros into %s at %d: %w", seg.path, lo, err)
 		}
 		lo += n
@@ -191,16 +195,16 @@ func pwriteZeros(seg *segment, zeros []byte, lo, hi int64) error {
 	return nil
 }
 
-// writeZeros writes zeros at rel of seg and waits for their write-back,
-// if seg is still part of the log (inLiveSegment).
-func (l *Log) writeZeros(seg *segment, zeros []byte, rel int64) error {
+// writeZeros writes zeros into [lo, hi) of seg and waits for their
+// write-back, if seg is still part of the log (inLiveSegment).
+func (l *Log) writeZeros(seg *segment, lo, hi int64) error {
 	return l.inLiveSegment(seg, func() error {
-		if err := pwriteZeros(seg, zeros, rel, rel+int64(len(zeros))); err != nil {
+		if err := pwriteZeros(seg, lo, hi); err != nil {
 			return err
 		}
 		flags := unix.SYNC_FILE_RANGE_WAIT_BEFORE | unix.SYNC_FILE_RANGE_WRITE | unix.SYNC_FILE_RANGE_WAIT_AFTER
-		if err := unix.SyncFileRange(int(seg.f.Fd()), rel, int64(len(zeros)), flags); err != nil {
-			return fmt.Errorf("write back zeros of %s at %d: %w", seg.path, rel, err)
+		if err := unix.SyncFileRange(int(seg.f.Fd()), lo, hi-lo, flags); err != nil {
+			return fmt.Errorf("write back zeros of %s at %d: %w", seg.path, lo, err)
 		}
 		return nil
 	})
