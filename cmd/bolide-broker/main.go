@@ -34,9 +34,9 @@ import (
 
 // Exit statuses.
 const (
-	exitOK     = 0
-	exitFailed = 1
-	exitConfig = 2
+	exitOK     = daemon.ExitOK
+	exitFailed = daemon.ExitFailed
+	exitConfig = daemon.ExitConfig
 )
 
 func main() {
@@ -105,42 +105,22 @@ type flags struct {
 func run(args []string, stdout, stderr io.Writer) int {
 	code := exitOK
 	cmd, _ := newCommand(&code)
-	cmd.SetArgs(args)
-	cmd.SetOut(stdout)
-	cmd.SetErr(stderr)
-	if err := cmd.Execute(); err != nil {
-		fmt.Fprintln(stderr, "bolide-broker:", err)
-		return exitConfig
-	}
-	return code
+	return daemon.Execute("bolide-broker", cmd, &code, args, stdout, stderr)
 }
 
 func newCommand(code *int) (*cobra.Command, *flags) {
 	f := &flags{}
-	cmd := &cobra.Command{
-		Use:           "bolide-broker",
-		Short:         "Run a Bolide broker",
-		Version:       daemon.Version,
-		Args:          cobra.NoArgs,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts, cfg, err := loadOptions(cmd, f)
-			if err != nil {
-				return err
-			}
-			lg, err := daemon.NewLogger(f.logLevel, f.logFormat)
-			if err != nil {
-				return err
-			}
-			defer func() { _ = lg.Sync() }()
-			lg.Info("bolide-broker starting", append([]zap.Field{zap.String("version", daemon.Version)}, cfg.LogFields()...)...)
-			cfg.WarnIgnoredEnv(lg)
-			daemon.Applied{Auth: opts.Auth, Credentials: opts.Credentials, TLS: opts.TLS, GossipKey: opts.GossipKey}.Announce(lg)
-			*code = serve(opts, f, lg)
-			return nil
+	cmd := daemon.Command[broker.Options]{
+		Name:      "bolide-broker",
+		Short:     "Run a Bolide broker",
+		LogLevel:  &f.logLevel,
+		LogFormat: &f.logFormat,
+		Load:      func(cmd *cobra.Command) (broker.Options, *daemon.Config, error) { return loadOptions(cmd, f) },
+		Applied: func(o broker.Options) daemon.Applied {
+			return daemon.Applied{Auth: o.Auth, Credentials: o.Credentials, TLS: o.TLS, GossipKey: o.GossipKey}
 		},
-	}
+		Serve: func(o broker.Options, lg *zap.Logger) int { return serve(o, f, lg) },
+	}.New(code)
 	d := broker.DefaultOptions("./data/broker-a")
 	fs := cmd.Flags()
 	fs.SortFlags = false

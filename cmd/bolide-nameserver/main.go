@@ -41,9 +41,9 @@ import (
 
 // Exit statuses.
 const (
-	exitOK     = 0
-	exitFailed = 1 // start or stop failed
-	exitConfig = 2 // bad flags or configuration
+	exitOK     = daemon.ExitOK
+	exitFailed = daemon.ExitFailed
+	exitConfig = daemon.ExitConfig
 )
 
 func main() {
@@ -87,44 +87,24 @@ type flags struct {
 func run(args []string, stdout, stderr io.Writer) int {
 	code := exitOK
 	cmd, _ := newCommand(&code)
-	cmd.SetArgs(args)
-	cmd.SetOut(stdout)
-	cmd.SetErr(stderr)
-	if err := cmd.Execute(); err != nil {
-		fmt.Fprintln(stderr, "bolide-nameserver:", err)
-		return exitConfig
-	}
-	return code
+	return daemon.Execute("bolide-nameserver", cmd, &code, args, stdout, stderr)
 }
 
 // newCommand builds the root command; RunE stores the exit status in
 // *code. The flags are returned for tests.
 func newCommand(code *int) (*cobra.Command, *flags) {
 	f := &flags{}
-	cmd := &cobra.Command{
-		Use:           "bolide-nameserver",
-		Short:         "Run a Bolide NameServer",
-		Version:       daemon.Version,
-		Args:          cobra.NoArgs,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts, cfg, err := loadOptions(cmd, f)
-			if err != nil {
-				return err
-			}
-			lg, err := daemon.NewLogger(f.logLevel, f.logFormat)
-			if err != nil {
-				return err
-			}
-			defer func() { _ = lg.Sync() }()
-			lg.Info("bolide-nameserver starting", append([]zap.Field{zap.String("version", daemon.Version)}, cfg.LogFields()...)...)
-			cfg.WarnIgnoredEnv(lg)
-			daemon.Applied{Auth: opts.Auth, Credentials: opts.Credentials, TLS: opts.TLS, GossipKey: opts.GossipKey}.Announce(lg)
-			*code = serve(opts, f, lg)
-			return nil
+	cmd := daemon.Command[nameserver.Options]{
+		Name:      "bolide-nameserver",
+		Short:     "Run a Bolide NameServer",
+		LogLevel:  &f.logLevel,
+		LogFormat: &f.logFormat,
+		Load:      func(cmd *cobra.Command) (nameserver.Options, *daemon.Config, error) { return loadOptions(cmd, f) },
+		Applied: func(o nameserver.Options) daemon.Applied {
+			return daemon.Applied{Auth: o.Auth, Credentials: o.Credentials, TLS: o.TLS, GossipKey: o.GossipKey}
 		},
-	}
+		Serve: func(o nameserver.Options, lg *zap.Logger) int { return serve(o, f, lg) },
+	}.New(code)
 	d := nameserver.DefaultOptions()
 	fs := cmd.Flags()
 	fs.SortFlags = false

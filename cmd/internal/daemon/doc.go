@@ -1,4 +1,5 @@
-// Package daemon is what every Bolide daemon's main shares: the logger,
+// Package daemon is what every Bolide daemon's main shares: the root
+// command and its exit statuses (Command, Execute), the logger,
 // configuration from flags, environment variables (BOLIDE_BROKER_*,
 // BOLIDE_NAMESRV_*) and an optional YAML file, the version string, the
 // address file, the admin listener, the run-until-signal lifecycle, and
