@@ -107,19 +107,18 @@ type Log struct {
 	// Zeros ahead of the writer (zeroahead.go): zero is set when a durable
 	// writer's are written (by zeroLoop, which serves zeroReq), zeroPopulate
 	// when mmap mode's populate writes them before the pages it makes
-	// writable, claims when either is; a step claims from zeroFrom while
-	// zeroBusy (under mu) and broadcasts zeroDone (on mu) when done;
-	// zeroOff is set once writing them failed.
+	// writable; a step claims from zeroFrom while zeroBusy (under mu) and
+	// broadcasts zeroDone (on mu) when done; zeroOff is set once writing
+	// them failed.
 	zero         bool
 	zeroPopulate bool
-	claims       bool
 	zeroReq      chan struct{}
 	zeroBusy     bool
 	zeroFrom     int64
 	zeroDone     sync.Cond
 	zeroOff      atomic.Bool
 	zeroDelay    time.Duration // zeroClaimDelay when the log opened
-	zeroGap      int64         // populateZeroGap, or zeroGapOverride when the log opened
+	zeroGap      int64         // populateZeroGap when the log opened
 	// bulk is set while an append large enough to be written with one
 	// pwrite is under way in mmap write mode (mmapwrite.go). Under mu.
 	bulk bool
@@ -241,14 +240,10 @@ func Open(opts Options, from int64, log *zap.Logger) (*Log, error) {
 	l.writable = l.mode == WriteMmap
 	l.zero = opts.zeroing(l.mode)
 	l.zeroPopulate = opts.zeroingPopulated(l.mode)
-	l.claims = l.zero || l.zeroPopulate
 	l.zeroReq = make(chan struct{}, 1)
 	l.zeroDone.L = &l.mu
 	l.zeroDelay = zeroClaimDelay
 	l.zeroGap = populateZeroGap
-	if zeroGapOverride >= 0 {
-		l.zeroGap = zeroGapOverride
-	}
 	starts, err := listSegments(opts.Dir)
 	if err != nil {
 		return nil, err
@@ -432,9 +427,7 @@ func (l *Log) AppendNoWait(entries []*Entry, dst []Result) ([]Result, error) {
 	}
 	now := l.opts.Now().UnixMilli()
 	l.mu.Lock()
-	if l.claims {
-		l.waitZeroLocked(int64(total) + message.BlankSize)
-	}
+	l.waitZeroLocked(int64(total) + message.BlankSize)
 	if l.closed.Load() {
 		l.mu.Unlock()
 		return dst, ErrClosed

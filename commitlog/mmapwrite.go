@@ -120,7 +120,7 @@ func (l *Log) populate(r populateReq) {
 	claimed := false
 	if l.zeroPopulate {
 		l.mu.Lock()
-		lo, hi, claimed = l.claimZerosLocked(r.seg, l.zeroGap, r.hi, r.hi)
+		lo, hi, claimed = l.claimZerosLocked(r.seg, l.zeroGap, r.hi, r.hi) // bounded by r.hi alone
 		l.mu.Unlock()
 	}
 	if claimed && l.zeroDelay > 0 {

@@ -376,9 +376,7 @@ func (l *Log) AppendRawNoWait(off int64, data []byte) (int64, error) {
 			ErrDiskFull, l.DiskUsage()*100, l.opts.Dir, l.opts.DiskFullRatio*100)
 	}
 	l.mu.Lock()
-	if l.claims {
-		l.waitZeroLocked(int64(len(data)))
-	}
+	l.waitZeroLocked(int64(len(data)))
 	if l.closed.Load() {
 		l.mu.Unlock()
 		return l.MaxOffset(), ErrClosed

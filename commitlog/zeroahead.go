@@ -57,12 +57,9 @@ var zeroBuf [zeroStep]byte
 // populateZeroGap is how far past the writer populate's zeros start at
 // the least, so that an append rarely waits for them: only when it stores
 // this much while they are being written (a few milliseconds at most).
-// The pages in the gap are populated without zeros.
-const populateZeroGap = PopulateAhead / 4
-
-// zeroGapOverride, when set (by tests only), replaces populateZeroGap for
-// the logs opened meanwhile, so that appenders run into claims.
-var zeroGapOverride int64 = -1
+// The pages in the gap are populated without zeros. A log takes the value
+// when it opens; tests set 0, so that appenders run into claims.
+var populateZeroGap int64 = PopulateAhead / 4
 
 // zeroClaimDelay, when set (by tests only), stretches each step of the
 // logs opened meanwhile between its claim and its write, so that appenders
@@ -83,9 +80,9 @@ func (o *Options) zeroingPopulated(mode WriteMode) bool {
 }
 
 // waitZeroLocked waits while a zero step claims a range that n bytes
-// appended at the writer's position could reach. l.mu is held (zeroDone's
-// lock); it is released while waiting, so the caller must not have taken
-// an offset yet.
+// appended at the writer's position could reach (never with zeroing off:
+// no step runs). l.mu is held (zeroDone's lock); it is released while
+// waiting, so the caller must not have taken an offset yet.
 func (l *Log) waitZeroLocked(n int64) {
 	for l.zeroBusy && l.wpos+n > l.zeroFrom {
 		l.zeroDone.Wait()
@@ -120,11 +117,11 @@ func (l *Log) zeroLoop() {
 func (l *Log) zeroOnce() bool {
 	l.mu.Lock()
 	seg := l.active
-	var lo, hi int64
-	ok := seg != nil
-	if ok {
-		lo, hi, ok = l.claimZerosLocked(seg, 0, l.wpos-seg.start+l.opts.ZeroAhead, zeroStep)
+	if seg == nil {
+		l.mu.Unlock()
+		return false
 	}
+	lo, hi, ok := l.claimZerosLocked(seg, 0, l.wpos-seg.start+l.opts.ZeroAhead, zeroStep)
 	l.mu.Unlock()
 	if !ok {
 		return false

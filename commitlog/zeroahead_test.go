@@ -186,8 +186,8 @@ func TestZerosBeforePopulating(t *testing.T) {
 // (single records through the mapping, batches with pwrite, crossing
 // segments) reads back intact, also after a reopen.
 func TestZerosBeforePopulatingKeepConcurrentAppends(t *testing.T) {
-	zeroGapOverride = 0 // claims start at the writer's next page
-	defer func() { zeroGapOverride = -1 }()
+	populateZeroGap = 0 // claims start at the writer's next page
+	defer func() { populateZeroGap = PopulateAhead / 4 }()
 	o := testOptions(t.TempDir(), FlushAsync, WriteMmap)
 	o.SegmentSize = 1 << 20
 	o.FlushInterval = 5 * time.Millisecond
