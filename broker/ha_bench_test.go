@@ -14,6 +14,7 @@ import (
 	"github.com/bolide-mq/bolide/broker/remote"
 	"github.com/bolide-mq/bolide/broker/server"
 	"github.com/bolide-mq/bolide/commitlog"
+	"github.com/bolide-mq/bolide/internal/testutil"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/message"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
@@ -104,7 +105,7 @@ func BenchmarkReplication(b *testing.B) {
 					b.SetBytes(int64(len(body)))
 					b.SetParallelism(benchProducers() / max(1, testingProcs()))
 					b.ResetTimer()
-					cpu0, flt0 := cpuTime(), minorFaults()
+					cpu0, flt0 := testutil.ProcessCPU(b), minorFaults()
 					start := time.Now()
 					var client pb.BrokerClient
 					if via == "grpc" {
@@ -157,7 +158,7 @@ func BenchmarkReplication(b *testing.B) {
 					b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
 					// CPU time of the whole process (master and slave) per message:
 					// on a busy machine it is steadier than the rate.
-					b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/msg")
+					b.ReportMetric(float64((testutil.ProcessCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/msg")
 					b.ReportMetric(float64(minorFaults()-flt0)/float64(b.N), "faults/msg")
 					if st := master.Replication().Server().Stats(); st.Frames > 0 {
 						b.ReportMetric(float64(st.Bytes)/float64(st.Frames), "B/frame")
@@ -181,15 +182,6 @@ func BenchmarkReplication(b *testing.B) {
 }
 
 func testingProcs() int { return runtime.GOMAXPROCS(0) }
-
-// cpuTime is the user and system CPU time this process used so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // benchProducers is 16, or BOLIDE_BENCH_PRODUCERS.
 func benchProducers() int {

@@ -5,22 +5,12 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/bolide-mq/bolide/commitlog"
 	"github.com/bolide-mq/bolide/internal/cluster"
+	"github.com/bolide-mq/bolide/internal/testutil"
 )
-
-// processCPU returns the CPU time (user and system) this process has used.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkSendAsync measures one goroutine calling SendAsync with 1 KiB
 // messages, up to 1 024 in flight, against one in-process broker (async
@@ -53,7 +43,7 @@ func BenchmarkSendAsync(b *testing.B) {
 			var wg sync.WaitGroup
 			var failed atomic.Int64
 			b.SetBytes(int64(len(body)))
-			cpu0 := processCPU(b)
+			cpu0 := testutil.ProcessCPU(b)
 			b.ResetTimer()
 			for range b.N {
 				wg.Add(1)
@@ -66,7 +56,7 @@ func BenchmarkSendAsync(b *testing.B) {
 			}
 			wg.Wait()
 			b.StopTimer()
-			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/msg")
+			b.ReportMetric(float64(testutil.ProcessCPU(b)-cpu0)/float64(b.N), "cpu-ns/msg")
 			if n := failed.Load(); n > 0 {
 				b.Fatalf("%d sends failed", n)
 			}

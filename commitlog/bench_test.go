@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bolide-mq/bolide/internal/fsutil"
+	"github.com/bolide-mq/bolide/internal/testutil"
 )
 
 // benchRecordSize is the size of every benchmark record, headers included.
@@ -330,7 +331,7 @@ func BenchmarkAppendAsyncPaced(b *testing.B) {
 			ctx := context.Background()
 			const step = 16 // records between two looks at the clock
 			next := time.Now()
-			cpu0 := processCPU(b)
+			cpu0 := testutil.ProcessCPU(b)
 			b.ResetTimer()
 			for i := 1; i <= b.N; i++ {
 				if _, err := l.Append(ctx, e); err != nil {
@@ -341,21 +342,12 @@ func BenchmarkAppendAsyncPaced(b *testing.B) {
 					time.Sleep(time.Until(next))
 				}
 			}
-			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(testutil.ProcessCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
 			if err := l.Close(); err != nil {
 				b.Fatal(err)
 			}
 		})
 	}
-}
-
-// processCPU is the CPU time (user and system) of this process so far.
-func processCPU(b *testing.B) time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkPageWrite: what putting one 4 KiB page of a preallocated
@@ -404,7 +396,7 @@ func BenchmarkPageWrite(b *testing.B) {
 				}
 			}
 			var flushed, dropped int64
-			cpu0 := processCPU(b)
+			cpu0 := testutil.ProcessCPU(b)
 			b.ResetTimer()
 			for off := int64(0); off < size; off += chunk {
 				switch way {
@@ -438,7 +430,7 @@ func BenchmarkPageWrite(b *testing.B) {
 					}
 				}
 			}
-			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(size/pageSize), "cpu-ns/op")
+			b.ReportMetric(float64(testutil.ProcessCPU(b)-cpu0)/float64(size/pageSize), "cpu-ns/op")
 		})
 	}
 }

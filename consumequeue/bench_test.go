@@ -2,9 +2,9 @@ package consumequeue
 
 import (
 	"fmt"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/bolide-mq/bolide/internal/testutil"
 )
 
 func reportUnits(b *testing.B, units int) {
@@ -135,21 +135,11 @@ func BenchmarkFlushOneUnitEach(b *testing.B) {
 	round() // the files are made here, not timed
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU(b)
+	cpu0 := testutil.ProcessCPU(b)
 	for n := 0; n < b.N; n += queues {
 		round()
 	}
-	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
-}
-
-// processCPU is the CPU time the process has used, user and system: the
-// wall time of a flush is mostly the disk's.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64(testutil.ProcessCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkFlushBelowStagedQueues is a periodic checkpoint in the steady

@@ -188,3 +188,14 @@ func ProcMemory(pid int) Memory {
 	}
 	return m
 }
+
+// ProcessCPU is the CPU time (user and system) this process has used so
+// far, background goroutines included: what a benchmark at a fixed rate
+// reports per operation.
+func ProcessCPU(t testing.TB) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
