@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -134,47 +133,19 @@ func WithFrontend(ctx context.Context, name string) context.Context {
 	return context.WithValue(ctx, frontendKey{}, boxedFrontend(name))
 }
 
-// frontendBoxes holds each front end name seen, boxed once as an
-// interface value (frontendBoxMu serialises additions; the slice is never
-// changed once stored): a string made an interface value is a heap
-// allocation, and WithFrontend runs on every request.
-var (
-	frontendBoxes atomic.Pointer[[]any]
-	frontendBoxMu sync.Mutex
-)
+// frontendBoxes maps each front end name seen to the name boxed once as an
+// interface value: boxing a string is a heap allocation, and WithFrontend
+// runs on every request.
+var frontendBoxes sync.Map // string → any
 
 // boxedFrontend returns name as an interface value, the same one for every
 // call with the same name.
 func boxedFrontend(name string) any {
-	if v, ok := findBox(frontendBoxes.Load(), name); ok {
+	if v, ok := frontendBoxes.Load(name); ok {
 		return v
 	}
-	frontendBoxMu.Lock()
-	defer frontendBoxMu.Unlock()
-	p := frontendBoxes.Load()
-	if v, ok := findBox(p, name); ok {
-		return v
-	}
-	var boxes []any
-	if p != nil {
-		boxes = append(boxes, *p...)
-	}
-	v := any(name)
-	boxes = append(boxes, v)
-	frontendBoxes.Store(&boxes)
+	v, _ := frontendBoxes.LoadOrStore(name, any(name))
 	return v
-}
-
-func findBox(p *[]any, name string) (any, bool) {
-	if p == nil {
-		return nil, false
-	}
-	for _, v := range *p {
-		if v.(string) == name {
-			return v, true
-		}
-	}
-	return nil, false
 }
 
 // frontendOf is the front end a call came through ("core" for a call made
