@@ -448,10 +448,18 @@ func TestTransactionDiscardWithoutProducer(t *testing.T) {
 	if l, _ := tc.ListDiscarded(ctx, &pb.ListDiscardedRequest{ProducerGroup: "pg"}); len(l.Transactions) != 0 {
 		t.Fatalf("group filter: %+v", l.Transactions)
 	}
-	st, _ := tc.Stats(ctx, &pb.TransactionStatsRequest{})
-	if st.Checks != 3 || st.ChecksWithoutProducer != 3 || st.ChecksSent != 0 || st.Discards != 1 || st.Pending != 0 || st.DiscardedTotal != 1 {
-		t.Fatalf("stats: %+v", st)
-	}
+	// The discard is counted once its append has returned, which may be
+	// after the discarded record can be listed.
+	waitCond(t, 5*time.Second, "discard counted", func() error {
+		st, err := tc.Stats(ctx, &pb.TransactionStatsRequest{})
+		if err != nil {
+			return err
+		}
+		if st.Checks != 3 || st.ChecksWithoutProducer != 3 || st.ChecksSent != 0 || st.Discards != 1 || st.Pending != 0 || st.DiscardedTotal != 1 {
+			return fmt.Errorf("stats: %+v", st)
+		}
+		return nil
+	})
 	if _, err := end(t, tc, endReq("lonely", "orders", r, pb.TransactionState_TRANSACTION_STATE_COMMIT)); !codeIs(err, pb.Code_TRANSACTION_STATE_CONFLICT) {
 		t.Fatalf("commit after discard: %v", err)
 	}
