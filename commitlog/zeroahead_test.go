@@ -95,8 +95,8 @@ func TestZerosAheadKeepConcurrentAppends(t *testing.T) {
 // record must read back intact, also after a reopen.
 func appendsKeptThroughZeros(t *testing.T, o Options, rounds int, records func(i int) int, size func(i, k int) int) {
 	t.Helper()
+	defer func(d time.Duration) { zeroClaimDelay = d }(zeroClaimDelay)
 	zeroClaimDelay = time.Millisecond
-	defer func() { zeroClaimDelay = 0 }()
 	l := openTestLog(t, o, 0)
 	ctx := context.Background()
 	var mu sync.Mutex
@@ -186,8 +186,8 @@ func TestZerosBeforePopulating(t *testing.T) {
 // (single records through the mapping, batches with pwrite, crossing
 // segments) reads back intact, also after a reopen.
 func TestZerosBeforePopulatingKeepConcurrentAppends(t *testing.T) {
+	defer func(gap int64) { populateZeroGap = gap }(populateZeroGap)
 	populateZeroGap = 0 // claims start at the writer's next page
-	defer func() { populateZeroGap = PopulateAhead / 4 }()
 	o := testOptions(t.TempDir(), FlushAsync, WriteMmap)
 	o.SegmentSize = 1 << 20
 	o.FlushInterval = 5 * time.Millisecond
