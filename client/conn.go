@@ -193,11 +193,12 @@ func (p *framePool) client(addr string) (*frame.Client, error) {
 	return fc, nil
 }
 
-// call makes one call to addr over the frame transport; a nil resp makes
-// it oneway. It reports false, having done nothing, when the call must go
-// over gRPC instead: the client uses gRPC, or the server at addr does not
-// speak the frame protocol.
-func (p *framePool) call(ctx context.Context, addr string, m frame.Method, req, resp proto.Message) (bool, error) {
+// call makes one call to addr over the frame transport, within ctx and
+// timeout (none when 0; a call past it fails with
+// context.DeadlineExceeded); a nil resp makes it oneway. It reports false,
+// having done nothing, when the call must go over gRPC instead: the client
+// uses gRPC, or the server at addr does not speak the frame protocol.
+func (p *framePool) call(ctx context.Context, timeout time.Duration, addr string, m frame.Method, req, resp proto.Message) (bool, error) {
 	if p == nil {
 		return false, nil
 	}
@@ -208,7 +209,7 @@ func (p *framePool) call(ctx context.Context, addr string, m frame.Method, req, 
 	if resp == nil {
 		err = fc.Oneway(ctx, m, req)
 	} else {
-		err = fc.Call(ctx, m, req, resp)
+		err = fc.CallWithin(ctx, timeout, m, req, resp)
 	}
 	if err == nil {
 		return true, nil
@@ -292,20 +293,21 @@ type brokerClient struct {
 	frames *framePool
 }
 
-// sendFrame sends req over the frame transport; oneway returns once it is
-// written. It reports false, having done nothing, when the send must go
-// over gRPC. The messages go packed (SendRequest.packed) unless packs says
-// that the broker at this address is too old to read them.
-func (c *brokerClient) sendFrame(ctx context.Context, req *pb.SendRequest, oneway bool, packs *packSupport) (*pb.SendResponse, bool, error) {
+// sendFrame sends req over the frame transport, within ctx and timeout
+// (as framePool.call); oneway returns once it is written. It reports
+// false, having done nothing, when the send must go over gRPC. The
+// messages go packed (SendRequest.packed) unless packs says that the
+// broker at this address is too old to read them.
+func (c *brokerClient) sendFrame(ctx context.Context, timeout time.Duration, req *pb.SendRequest, oneway bool, packs *packSupport) (*pb.SendResponse, bool, error) {
 	if oneway {
 		// A oneway send has no answer to tell that a broker did not read
 		// it: packed only once the broker answered packed sends.
-		ok, err := c.frames.call(ctx, c.addr, frame.MethodSend, &sendRequest{SendRequest: req, pack: packs.known()}, nil)
+		ok, err := c.frames.call(ctx, timeout, c.addr, frame.MethodSend, &sendRequest{SendRequest: req, pack: packs.known()}, nil)
 		return nil, ok, err
 	}
 	r := &sendRequest{SendRequest: req, pack: packs.maybe()}
 	resp := new(pb.SendResponse)
-	ok, err := c.frames.call(ctx, c.addr, frame.MethodSend, r, sendResponse{resp})
+	ok, err := c.frames.call(ctx, timeout, c.addr, frame.MethodSend, r, sendResponse{resp})
 	if err != nil || !r.packed {
 		return resp, ok, err
 	}
@@ -314,7 +316,7 @@ func (c *brokerClient) sendFrame(ctx context.Context, req *pb.SendRequest, onewa
 		// request and stored nothing: send the messages as they are.
 		r.pack, r.packed = false, false
 		resp = new(pb.SendResponse)
-		ok, err = c.frames.call(ctx, c.addr, frame.MethodSend, r, sendResponse{resp})
+		ok, err = c.frames.call(ctx, timeout, c.addr, frame.MethodSend, r, sendResponse{resp})
 	}
 	if err != nil {
 		return nil, ok, err
@@ -475,12 +477,18 @@ func (b *base) broker(addr string) (*brokerClient, error) {
 	return &brokerClient{BrokerClient: c, addr: addr, frames: b.frames}, nil
 }
 
-// pullFrom pulls from the broker at addr: over the frame transport when
-// the client uses it and the broker speaks it, else with cli (gRPC).
-func (b *base) pullFrom(ctx context.Context, addr string, cli pb.BrokerClient, req *pb.PullRequest) (*pb.PullResponse, error) {
+// pullFrom pulls from the broker at addr within ctx and timeout: over the
+// frame transport when the client uses it and the broker speaks it, else
+// with cli (gRPC).
+func (b *base) pullFrom(ctx context.Context, timeout time.Duration, addr string, cli pb.BrokerClient, req *pb.PullRequest) (*pb.PullResponse, error) {
 	resp := new(pb.PullResponse)
-	if ok, err := b.frames.call(ctx, addr, frame.MethodPull, req, pullResponse{resp}); ok {
+	if ok, err := b.frames.call(ctx, timeout, addr, frame.MethodPull, req, pullResponse{resp}); ok {
 		return resp, err
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = withTimeout(ctx, timeout)
+		defer cancel()
 	}
 	return cli.Pull(ctx, req)
 }

@@ -544,9 +544,7 @@ func (c *consumerCore) pullOnce(ctx context.Context, mq MessageQueue, sub *subsc
 	}
 	cli, addr := t.cli, t.addr
 	suspend := c.reads.suspend(t.id, c.opts.longPollTimeout)
-	pctx, cancel := context.WithTimeout(ctx, suspend+c.opts.rpcTimeout+5*time.Second)
-	defer cancel()
-	resp, err := c.pullFrom(pctx, addr, cli, &pb.PullRequest{
+	resp, err := c.pullFrom(ctx, suspend+c.opts.rpcTimeout+5*time.Second, addr, cli, &pb.PullRequest{
 		Group: c.group, Topic: mq.Topic, QueueId: mq.QueueID, Offset: offset,
 		MaxMessages: int32(maxMsgs), MaxBytes: int32(c.opts.pullMaxBytes),
 		TagExpression: sub.expression(), ExpressionType: sub.sel.exprType(), SuspendTimeoutMs: suspend.Milliseconds(), CommitOffset: commitOffset,

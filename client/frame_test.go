@@ -153,7 +153,7 @@ func TestFrameFallsBackToGRPC(t *testing.T) {
 		parent: ctx, log: zap.NewNop(),
 		goRun: func(fn func()) bool { runs.Go(fn); return true }}
 	for i := range 3 {
-		resp, err := m.do(ctx, &pb.SendRequest{Messages: []*pb.Message{{Topic: "t", Body: []byte("x")}}}, false)
+		resp, err := m.do(ctx, 0, &pb.SendRequest{Messages: []*pb.Message{{Topic: "t", Body: []byte("x")}}}, false)
 		if err != nil || resp.GetResults()[0].GetQueueOffset() != int64(i) {
 			t.Fatalf("send %d to an old broker: %+v, %v", i, resp, err)
 		}
@@ -214,7 +214,7 @@ func TestFramePoolCloseOnMagic(t *testing.T) {
 	})
 	ctx := context.Background()
 	lookUp := func(p *framePool) (bool, error) {
-		return p.call(ctx, addr, frame.MethodGetRoute, &pb.GetRouteRequest{Topic: "t"}, new(pb.GetRouteResponse))
+		return p.call(ctx, 0, addr, frame.MethodGetRoute, &pb.GetRouteRequest{Topic: "t"}, new(pb.GetRouteResponse))
 	}
 
 	plain := newFramePool(options{transport: TransportFrame}, nil, zap.NewNop(), brokerFrames)
@@ -254,7 +254,7 @@ func TestFrameConnErrorsAreRetryable(t *testing.T) {
 	defer pool.close()
 	ctx := context.Background()
 	req := &pb.SendRequest{Messages: []*pb.Message{{Topic: "t", Body: []byte("x")}}}
-	ok, err := pool.call(ctx, addr, frame.MethodSend, req, new(pb.SendResponse))
+	ok, err := pool.call(ctx, 0, addr, frame.MethodSend, req, new(pb.SendResponse))
 	var ce *frame.ConnError
 	if !ok || !errors.As(err, &ce) || !retryableSend(err) || !readUnavailable(err) {
 		t.Fatalf("call on a connection that broke: %v (handled %v, retryable %v)", err, ok, retryableSend(err))
@@ -264,7 +264,7 @@ func TestFrameConnErrorsAreRetryable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok, err = pool.call(ctx, closed, frame.MethodPull, &pb.PullRequest{}, new(pb.PullResponse))
+	ok, err = pool.call(ctx, 0, closed, frame.MethodPull, &pb.PullRequest{}, new(pb.PullResponse))
 	if !ok || !errors.As(err, &ce) || ce.Op != "dial" || !retryableSend(err) {
 		t.Fatalf("call to a closed port: %v", err)
 	}
@@ -272,7 +272,7 @@ func TestFrameConnErrorsAreRetryable(t *testing.T) {
 	if err := pool.close(); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := pool.call(ctx, addr, frame.MethodSend, req, new(pb.SendResponse)); !ok || !errors.Is(err, ErrClosed) {
+	if ok, err := pool.call(ctx, 0, addr, frame.MethodSend, req, new(pb.SendResponse)); !ok || !errors.Is(err, ErrClosed) {
 		t.Fatalf("call on a closed pool: %v", err)
 	}
 }
@@ -319,16 +319,16 @@ func TestUnpackedForOlderBrokers(t *testing.T) {
 	req := func() *pb.SendRequest {
 		return &pb.SendRequest{Messages: []*pb.Message{{Topic: "t", Body: []byte("x"), Properties: map[string]string{"k": "v"}}}}
 	}
-	if _, err := m.do(ctx, req(), true); err != nil { // oneway, nothing known yet: not packed
+	if _, err := m.do(ctx, 0, req(), true); err != nil { // oneway, nothing known yet: not packed
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		resp, err := m.do(ctx, req(), false)
+		resp, err := m.do(ctx, 0, req(), false)
 		if err != nil || fromStatus(resp.GetStatus()) != nil || len(resp.GetResults()) != 1 {
 			t.Fatalf("send %d: %v %v", i, resp, err)
 		}
 	}
-	if _, err := m.do(ctx, req(), true); err != nil {
+	if _, err := m.do(ctx, 0, req(), true); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 5*time.Second, "the oneway sends to be served", func() bool { return plainServed.Load() == 5 })

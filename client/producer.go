@@ -359,7 +359,7 @@ func (p *Producer) SendOneway(ctx context.Context, msg *Message, opts ...SendOpt
 	pm.QueueId = q.QueueID
 	m, err := p.mux(addr)
 	if err == nil {
-		_, err = m.do(ctx, &pb.SendRequest{ProducerGroup: p.group, Messages: []*pb.Message{pm}}, true)
+		_, err = m.do(ctx, 0, &pb.SendRequest{ProducerGroup: p.group, Messages: []*pb.Message{pm}}, true)
 	}
 	if err != nil {
 		p.b.routes.markStale(msg.Topic)
@@ -565,14 +565,12 @@ func (p *Producer) sendToQueue(ctx context.Context, ri *routeInfo, q MessageQueu
 	for _, pm := range pms {
 		pm.QueueId = q.QueueID
 	}
-	actx, cancel := withTimeout(ctx, p.b.opts.sendTimeout)
-	defer cancel()
 	m, err := p.mux(addr)
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	resp, err := m.do(actx, &pb.SendRequest{ProducerGroup: p.group, Messages: pms}, false)
+	resp, err := m.do(ctx, p.b.opts.sendTimeout, &pb.SendRequest{ProducerGroup: p.group, Messages: pms}, false)
 	if err == nil {
 		err = fromStatus(resp.GetStatus())
 	}

@@ -312,7 +312,7 @@ func (n *nameServers) askRoute(ctx context.Context, topic string, known []string
 func (n *nameServers) lookUp(ctx context.Context, addr string, topic string) (*pb.GetRouteResponse, error) {
 	req := &pb.GetRouteRequest{Topic: topic}
 	resp := new(pb.GetRouteResponse)
-	if ok, err := n.frames.call(ctx, addr, frame.MethodGetRoute, req, resp); ok {
+	if ok, err := n.frames.call(ctx, 0, addr, frame.MethodGetRoute, req, resp); ok {
 		return resp, err
 	}
 	c, err := n.grpcOf(addr)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -59,11 +60,17 @@ type sendReply struct {
 	err  error
 }
 
-// do sends req and waits for its response; with oneway it returns once the
-// request is written.
-func (m *sendMux) do(ctx context.Context, req *pb.SendRequest, oneway bool) (*pb.SendResponse, error) {
-	if resp, ok, err := m.client.sendFrame(ctx, req, oneway, &m.packs); ok {
+// do sends req and waits for its response, within ctx and timeout (none
+// when 0: a send past it fails with context.DeadlineExceeded); with oneway
+// it returns once the request is written.
+func (m *sendMux) do(ctx context.Context, timeout time.Duration, req *pb.SendRequest, oneway bool) (*pb.SendResponse, error) {
+	if resp, ok, err := m.client.sendFrame(ctx, timeout, req, oneway, &m.packs); ok {
 		return resp, err
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = withTimeout(ctx, timeout)
+		defer cancel()
 	}
 	c, unary, err := m.conn()
 	if err != nil {

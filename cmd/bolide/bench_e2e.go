@@ -168,13 +168,16 @@ func (a *app) runBenchE2E(f *benchE2EFlags) error {
 	defer stopProfiles()
 	r.sending.Store(true)
 	r.start = time.Now()
+	sending, sendingOver := context.WithCancel(a.ctx)
+	defer sendingOver()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		a.e2eConsume(cons, r)
+		a.e2eConsume(sending, cons, r)
 	}()
 	sendEnd := a.e2eProduce(prod, r, total)
 	r.sending.Store(false)
+	sendingOver()
 	<-done
 	stopProgress()
 	if a.ctx.Err() != nil {
@@ -264,8 +267,10 @@ func (a *app) e2eProduce(p *client.Producer, r *e2eRun, total int64) time.Time {
 }
 
 // e2eConsume times every message of the run until all acknowledged
-// messages are in, or --idle passes without one once sending is over.
-func (a *app) e2eConsume(c *client.PullConsumer, r *e2eRun) {
+// messages are in, or --idle passes without one once sending is over
+// (sending ends). While sending it polls within sending itself, which
+// costs a poll no context of its own.
+func (a *app) e2eConsume(sending context.Context, c *client.PullConsumer, r *e2eRun) {
 	timedFrom := r.start.Add(r.f.warmup).UnixNano()
 	idleSince := time.Time{}
 	for a.ctx.Err() == nil {
@@ -283,11 +288,16 @@ func (a *app) e2eConsume(c *client.PullConsumer, r *e2eRun) {
 				return
 			}
 		}
-		ctx, cancel := context.WithTimeout(a.ctx, 100*time.Millisecond)
+		ctx, cancel := sending, context.CancelFunc(nil)
+		if sending.Err() != nil {
+			ctx, cancel = context.WithTimeout(a.ctx, 100*time.Millisecond)
+		}
 		msgs, err := c.Poll(ctx)
-		cancel()
-		if errors.Is(err, context.DeadlineExceeded) {
-			continue
+		if cancel != nil {
+			cancel()
+		}
+		if err != nil && ctx.Err() != nil && a.ctx.Err() == nil {
+			continue // sending ended, or the idle check is due
 		}
 		if err != nil {
 			if a.ctx.Err() == nil {

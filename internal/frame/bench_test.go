@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -35,7 +36,8 @@ func benchRequest() *pb.SendRequest {
 // BenchmarkRoundTrip measures one Send round trip over loopback with a 1 KiB
 // body and a trivial handler: the transport's own cost. lockstep: one
 // caller waiting for each answer; parallel: GOMAXPROCS×4 callers sharing
-// the one connection.
+// the one connection. frame-ctx-timeout bounds each call with a context of
+// its own, as the SDK did, and frame-within with CallWithin, as it does.
 //
 //	go test -run - -bench RoundTrip -benchtime 2s ./internal/frame/
 func BenchmarkRoundTrip(b *testing.B) {
@@ -45,6 +47,24 @@ func BenchmarkRoundTrip(b *testing.B) {
 		b.Cleanup(func() { _ = c.Close() })
 		run(b, func(ctx context.Context, req *pb.SendRequest) error {
 			return c.Call(ctx, MethodSend, req, new(pb.SendResponse))
+		})
+	})
+	b.Run("frame-ctx-timeout", func(b *testing.B) {
+		addr := benchFrameServer(b)
+		c := NewClient(addr, Options{})
+		b.Cleanup(func() { _ = c.Close() })
+		run(b, func(ctx context.Context, req *pb.SendRequest) error {
+			ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			return c.Call(ctx, MethodSend, req, new(pb.SendResponse))
+		})
+	})
+	b.Run("frame-within", func(b *testing.B) {
+		addr := benchFrameServer(b)
+		c := NewClient(addr, Options{})
+		b.Cleanup(func() { _ = c.Close() })
+		run(b, func(ctx context.Context, req *pb.SendRequest) error {
+			return c.CallWithin(ctx, 3*time.Second, MethodSend, req, new(pb.SendResponse))
 		})
 	})
 	b.Run("grpc", func(b *testing.B) {

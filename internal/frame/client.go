@@ -101,7 +101,21 @@ func (c *Client) Addr() string { return c.addr }
 // *AuthError (nothing was written), *RemoteError, ErrNotSupported,
 // ErrClosed.
 func (c *Client) Call(ctx context.Context, m Method, req, resp proto.Message) error {
-	payload, err := c.do(ctx, KindRequest, m, req)
+	return c.CallWithin(ctx, 0, m, req, resp)
+}
+
+// CallWithin is Call bounded also by timeout (none when it is 0): when
+// the timeout passes before ctx ends, the call ends with
+// context.DeadlineExceeded, as it would with a ctx of that deadline. It
+// spares the caller a context of its own per call (a context with a
+// deadline, its timer and its channel are most of what a small call
+// allocates).
+func (c *Client) CallWithin(ctx context.Context, timeout time.Duration, m Method, req, resp proto.Message) error {
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	payload, err := c.do(ctx, deadline, KindRequest, m, req)
 	if err != nil {
 		return err
 	}
@@ -119,13 +133,17 @@ func (c *Client) Call(ctx context.Context, m Method, req, resp proto.Message) er
 // Oneway sends req as a oneway request of method m: it returns once the
 // request is written, and no answer comes.
 func (c *Client) Oneway(ctx context.Context, m Method, req proto.Message) error {
-	_, err := c.do(ctx, KindOneway, m, req)
+	_, err := c.do(ctx, time.Time{}, KindOneway, m, req)
 	return err
 }
 
-func (c *Client) do(ctx context.Context, kind Kind, m Method, req proto.Message) ([]byte, error) {
+// do makes one call, bounded by ctx and by deadline when it is not zero.
+func (c *Client) do(ctx context.Context, deadline time.Time, kind Kind, m Method, req proto.Message) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok && !deadline.IsZero() && !dl.After(deadline) {
+		deadline = time.Time{} // ctx ends first
 	}
 	p := getBuf()
 	b, err := AppendMessage((*p)[:0], Header{Kind: kind, Method: m}, req, c.opts.MaxFrame)
@@ -134,7 +152,7 @@ func (c *Client) do(ctx context.Context, kind Kind, m Method, req proto.Message)
 		return nil, fmt.Errorf("frame: %s request to %s: %w", m, c.addr, err)
 	}
 	for {
-		cc, err := c.conn(ctx)
+		cc, err := c.conn(ctx, deadline)
 		if err != nil {
 			return nil, err
 		}
@@ -159,16 +177,21 @@ func (c *Client) do(ctx context.Context, kind Kind, m Method, req proto.Message)
 			continue
 		}
 		SetID(b, id)
+		if lead && !deadline.IsZero() {
+			// Before the write: setting it adds a runtime timer, which
+			// may wake an idle thread, off the round trip's path.
+			_ = cc.nc.SetReadDeadline(deadline)
+		}
 		if err := cc.write(b); err != nil {
 			return nil, err
 		}
 		var r reply
 		if lead {
-			r, err = cc.lead(ctx, id, ch)
+			r, err = cc.lead(ctx, deadline, id, ch)
 		} else {
-			r, err = cc.follow(ctx, id, ch)
+			r, err = cc.follow(ctx, deadline, id, ch)
 		}
-		if err != nil { // ctx ended
+		if err != nil { // ctx ended or the deadline passed
 			if cc.unregister(id) {
 				// Best effort: a request running on its own goroutine stops.
 				_ = cc.write(AppendHeader(b[:0], Header{Kind: KindCancel, Method: m, ID: id}))
@@ -192,8 +215,9 @@ var replyChans = sync.Pool{New: func() any { return make(chan reply, 1) }}
 
 func putReplyChan(ch chan reply) { replyChans.Put(ch) }
 
-// conn returns the connection, dialing one when there is none.
-func (c *Client) conn(ctx context.Context) (*clientConn, error) {
+// conn returns the connection, dialing one when there is none, within
+// ctx and deadline (none when zero).
+func (c *Client) conn(ctx context.Context, deadline time.Time) (*clientConn, error) {
 	for {
 		c.mu.Lock()
 		switch {
@@ -204,6 +228,13 @@ func (c *Client) conn(ctx context.Context) (*clientConn, error) {
 			cc := c.cur
 			c.mu.Unlock()
 			return cc, nil
+		case !deadline.IsZero():
+			// Waiting for a connection is rare: a context bounds it.
+			c.mu.Unlock()
+			dctx, cancel := context.WithDeadline(ctx, deadline)
+			defer cancel()
+			ctx, deadline = dctx, time.Time{}
+			continue
 		case c.dialing != nil:
 			wait := c.dialing
 			c.mu.Unlock()
@@ -478,34 +509,70 @@ func (cc *clientConn) idleClosed() bool {
 }
 
 // follow waits for the answer to request id, which the read side's holder
-// hands over, or for ctx.
-func (cc *clientConn) follow(ctx context.Context, id uint32, ch chan reply) (reply, error) {
+// hands over, or for ctx, or until deadline (none when zero).
+func (cc *clientConn) follow(ctx context.Context, deadline time.Time, id uint32, ch chan reply) (reply, error) {
+	if deadline.IsZero() {
+		select {
+		case r := <-ch:
+			return r, nil
+		case <-ctx.Done():
+			return reply{}, ctx.Err()
+		}
+	}
+	t := getTimer(time.Until(deadline))
+	defer putTimer(t)
 	select {
 	case r := <-ch:
 		return r, nil
 	case <-ctx.Done():
 		return reply{}, ctx.Err()
+	case <-t.C:
+		return reply{}, context.DeadlineExceeded
 	}
+}
+
+// timers keeps stopped timers for the followers' deadlines.
+var timers sync.Pool
+
+func getTimer(d time.Duration) *time.Timer {
+	if t, ok := timers.Get().(*time.Timer); ok {
+		t.Reset(d) // stopped, so its channel holds nothing (Go 1.23 timers)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+func putTimer(t *time.Timer) {
+	t.Stop()
+	timers.Put(t)
 }
 
 // lead reads the connection until the answer to request id comes, handing
 // the other answers to their callers, then leaves the read side (release).
-// When ctx ends first it returns ctx's error, still holding the read side
-// at a frame boundary or in the middle of one: the caller unregisters and
-// releases.
-func (cc *clientConn) lead(ctx context.Context, id uint32, ch chan reply) (reply, error) {
-	stop := func() bool { return true }
+// When ctx ends or deadline (none when zero; the caller set it as the
+// connection's read deadline) passes first it returns ctx's error or
+// context.DeadlineExceeded, still holding the read side at a frame
+// boundary or in the middle of one: the caller unregisters and releases.
+func (cc *clientConn) lead(ctx context.Context, deadline time.Time, id uint32, ch chan reply) (reply, error) {
+	stop := noStop
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, cc.interrupt)
 	}
 	r, mine, err := cc.readUntil(id)
+	timedOut := err != nil && errors.Is(err, os.ErrDeadlineExceeded)
 	if !stop() {
-		// The deadline was set, or is being set: undo it once it is.
+		// The interrupting deadline was set, or is being set: undo it
+		// once it is.
 		<-cc.interrupted
 		_ = cc.nc.SetReadDeadline(time.Time{})
-		if err != nil && ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		if timedOut && ctx.Err() != nil {
 			return reply{}, ctx.Err()
 		}
+	} else if !deadline.IsZero() {
+		_ = cc.nc.SetReadDeadline(time.Time{})
+	}
+	if timedOut && !deadline.IsZero() {
+		return reply{}, context.DeadlineExceeded
 	}
 	if err != nil {
 		cc.fail(&ConnError{Op: "read", Addr: cc.c.addr, Err: err})
@@ -518,6 +585,8 @@ func (cc *clientConn) lead(ctx context.Context, id uint32, ch chan reply) (reply
 	cc.release()
 	return r, nil
 }
+
+func noStop() bool { return true }
 
 // interrupt wakes the leader from its read: the read fails with a
 // timeout. The leader waits for interrupted before it reads again or

@@ -140,8 +140,12 @@ func newClient(t *testing.T, addr string, opts Options) *Client {
 }
 
 func call(ctx context.Context, c *Client, m Method, v string) (string, error) {
+	return callWithin(ctx, 0, c, m, v)
+}
+
+func callWithin(ctx context.Context, timeout time.Duration, c *Client, m Method, v string) (string, error) {
 	var resp wrapperspb.StringValue
-	err := c.Call(ctx, m, wrapperspb.String(v), &resp)
+	err := c.CallWithin(ctx, timeout, m, wrapperspb.String(v), &resp)
 	return resp.Value, err
 }
 

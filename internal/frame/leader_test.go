@@ -236,6 +236,87 @@ func TestLeaderDeadline(t *testing.T) {
 	}
 }
 
+// A call's own timeout (CallWithin) ends a lone caller reading for
+// itself and a caller waiting behind another's read alike, with
+// context.DeadlineExceeded; the connection stays usable, and a later call
+// without a timeout is not cut short by the earlier one's deadline.
+func TestCallWithinTimeout(t *testing.T) {
+	rs := startRawServer(t)
+	c := newClient(t, rs.addr, Options{})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := callWithin(context.Background(), 30*time.Millisecond, c, mEcho, "lone")
+		errc <- err
+	}()
+	rc := rs.accept(t)
+	lone, _ := rc.next(t)
+	if err := <-errc; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("lone call past its timeout: %v", err)
+	}
+
+	// A leader without a timeout, and a follower with one behind it.
+	lgot := make(chan string, 1)
+	go func() {
+		v, err := call(context.Background(), c, mEcho, "leader")
+		if err != nil {
+			v = err.Error()
+		}
+		lgot <- v
+	}()
+	lh, lv := rc.next(t)
+	start := time.Now()
+	go func() {
+		_, err := callWithin(context.Background(), 30*time.Millisecond, c, mEcho, "follower")
+		errc <- err
+	}()
+	fh, _ := rc.next(t)
+	if err := <-errc; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("follower past its timeout: %v", err)
+	}
+	// The leader outlives the follower's and the lone call's timeouts:
+	// neither deadline stayed on the connection.
+	time.Sleep(time.Until(start.Add(100 * time.Millisecond)))
+	// Late answers to both timed-out calls are dropped on the way.
+	late := append(answerFrame(t, lone, "late"), answerFrame(t, fh, "late")...)
+	if _, err := rc.nc.Write(append(late, answerFrame(t, lh, lv)...)); err != nil {
+		t.Fatal(err)
+	}
+	if v := <-lgot; v != "leader" {
+		t.Fatalf("leader after the follower's timeout: %q", v)
+	}
+
+	// A timeout longer than the answer takes changes nothing.
+	got := make(chan string, 1)
+	go func() {
+		v, err := callWithin(context.Background(), 10*time.Second, c, mEcho, "in time")
+		if err != nil {
+			v = err.Error()
+		}
+		got <- v
+	}()
+	h, v := rc.next(t)
+	time.Sleep(40 * time.Millisecond)
+	if _, err := rc.nc.Write(answerFrame(t, h, v)); err != nil {
+		t.Fatal(err)
+	}
+	if v := <-got; v != "in time" {
+		t.Fatalf("call within its timeout: %q", v)
+	}
+
+	// A context that ends before the timeout ends the call with its own
+	// error.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		_, err := callWithin(ctx, 10*time.Second, c, mEcho, "cancelled")
+		errc <- err
+	}()
+	rc.next(t)
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled call with a timeout: %v", err)
+	}
+}
+
 // A connection the server closed while no request was in flight is not
 // used for the next request: it goes on a new connection, and succeeds.
 func TestIdleConnectionClosedByServer(t *testing.T) {
@@ -304,11 +385,18 @@ func TestCallsWithCancellations(t *testing.T) {
 							m = mEchoAsync
 						}
 						ctx, cancel := context.Background(), context.CancelFunc(func() {})
-						if rnd.IntN(4) == 0 {
+						var timeout time.Duration
+						switch rnd.IntN(8) {
+						case 0, 1:
 							ctx, cancel = context.WithTimeout(ctx, time.Duration(rnd.IntN(200))*time.Microsecond)
+						case 2:
+							timeout = time.Duration(1+rnd.IntN(200)) * time.Microsecond
+						case 3: // both: the earlier ends the call
+							ctx, cancel = context.WithTimeout(ctx, time.Duration(rnd.IntN(200))*time.Microsecond)
+							timeout = time.Duration(1+rnd.IntN(200)) * time.Microsecond
 						}
 						want := fmt.Sprintf("%d-%d-%s", g, i, string(make([]byte, rnd.IntN(20000))))
-						got, err := call(ctx, c, m, want)
+						got, err := callWithin(ctx, timeout, c, m, want)
 						cancel()
 						switch {
 						case err == nil && got != want:
