@@ -164,11 +164,12 @@ func (p *PullConsumer) Poll(ctx context.Context) ([]*MessageExt, error) {
 	for {
 		p.mu.Lock()
 		msgs := p.takeLocked(p.c.opts.pollBatchSize)
-		wait := p.avail.wait()
-		p.mu.Unlock()
 		if len(msgs) > 0 {
+			p.mu.Unlock()
 			return msgs, nil
 		}
+		wait := p.avail.wait()
+		p.mu.Unlock()
 		if err := p.c.takeRefusal(); err != nil {
 			return nil, err
 		}

@@ -234,6 +234,12 @@ func (a *app) e2eProduce(p *client.Producer, r *e2eRun, total int64) time.Time {
 	perMsg := float64(time.Second) / float64(r.f.rate)
 	timedFrom := r.start.Add(r.f.warmup)
 	var wg sync.WaitGroup
+	// The messages and their callbacks are reused once a send's outcome
+	// is in (the SDK is done with a message when it calls back): the
+	// bench's own garbage would add collections, which delay its sends
+	// (docs/BENCHMARKS.md, "2026-12-07, morning"), while the SDK's
+	// garbage is counted as an application would pay it.
+	free := make(chan *e2eSend, r.f.inflight)
 	var last time.Time
 	for i := int64(0); i < total && a.ctx.Err() == nil; i++ {
 		sched := r.start.Add(time.Duration(float64(i) * perMsg))
@@ -241,29 +247,56 @@ func (a *app) e2eProduce(p *client.Producer, r *e2eRun, total int64) time.Time {
 		if !sched.Before(timedFrom) {
 			r.lagHist.record(time.Since(sched))
 		}
-		m := &client.Message{Topic: r.f.topic, Tag: r.tag, Body: body,
-			Properties: map[string]string{benchSentProperty: strconv.FormatInt(sched.UnixNano(), 10)}}
+		var s *e2eSend
+		select {
+		case s = <-free:
+		default:
+			s = a.newE2ESend(r, body, timedFrom, &wg, free)
+		}
+		s.sched = sched
+		s.msg.Properties[benchSentProperty] = strconv.FormatInt(sched.UnixNano(), 10)
 		wg.Add(1)
-		p.SendAsync(a.ctx, m, func(_ *client.SendResult, err error) {
-			defer wg.Done()
-			if err != nil {
-				if a.ctx.Err() == nil || !errors.Is(err, context.Canceled) {
-					r.fail(err)
-				}
-				return
-			}
-			r.sent.Add(1)
-			if !sched.Before(timedFrom) {
-				d := time.Since(sched)
-				r.mu.Lock()
-				r.ackHist.record(d)
-				r.mu.Unlock()
-			}
-		})
+		p.SendAsync(a.ctx, &s.msg, s.done)
 		last = time.Now()
 	}
 	wg.Wait()
 	return last
+}
+
+// e2eSend is one message of an end-to-end run with its callback, reused
+// from one send to a later one.
+type e2eSend struct {
+	msg   client.Message
+	sched time.Time
+	done  func(*client.SendResult, error)
+}
+
+// newE2ESend makes a message whose callback records the send's outcome
+// and then offers the message for reuse on free.
+func (a *app) newE2ESend(r *e2eRun, body []byte, timedFrom time.Time, wg *sync.WaitGroup, free chan<- *e2eSend) *e2eSend {
+	s := &e2eSend{msg: client.Message{Topic: r.f.topic, Tag: r.tag, Body: body, Properties: make(map[string]string, 1)}}
+	s.done = func(_ *client.SendResult, err error) {
+		defer wg.Done()
+		sched := s.sched
+		select {
+		case free <- s:
+		default:
+		}
+		if err != nil {
+			if a.ctx.Err() == nil || !errors.Is(err, context.Canceled) {
+				r.fail(err)
+			}
+			return
+		}
+		r.sent.Add(1)
+		if !sched.Before(timedFrom) {
+			d := time.Since(sched)
+			r.mu.Lock()
+			r.ackHist.record(d)
+			r.mu.Unlock()
+		}
+	}
+	return s
 }
 
 // e2eConsume times every message of the run until all acknowledged
