@@ -41,18 +41,19 @@ func benchRequest() *pb.SendRequest {
 //
 //	go test -run - -bench RoundTrip -benchtime 2s ./internal/frame/
 func BenchmarkRoundTrip(b *testing.B) {
-	b.Run("frame", func(b *testing.B) {
-		addr := benchFrameServer(b)
-		c := NewClient(addr, Options{})
+	frameClient := func(b *testing.B) *Client {
+		c := NewClient(benchFrameServer(b), Options{})
 		b.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	b.Run("frame", func(b *testing.B) {
+		c := frameClient(b)
 		run(b, func(ctx context.Context, req *pb.SendRequest) error {
 			return c.Call(ctx, MethodSend, req, new(pb.SendResponse))
 		})
 	})
 	b.Run("frame-ctx-timeout", func(b *testing.B) {
-		addr := benchFrameServer(b)
-		c := NewClient(addr, Options{})
-		b.Cleanup(func() { _ = c.Close() })
+		c := frameClient(b)
 		run(b, func(ctx context.Context, req *pb.SendRequest) error {
 			ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
@@ -60,9 +61,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		})
 	})
 	b.Run("frame-within", func(b *testing.B) {
-		addr := benchFrameServer(b)
-		c := NewClient(addr, Options{})
-		b.Cleanup(func() { _ = c.Close() })
+		c := frameClient(b)
 		run(b, func(ctx context.Context, req *pb.SendRequest) error {
 			return c.CallWithin(ctx, 3*time.Second, MethodSend, req, new(pb.SendResponse))
 		})

@@ -431,14 +431,7 @@ func TestGracefulShutdown(t *testing.T) {
 	ts := startServer(t, Options{}, nil)
 	c := newClient(t, ts.addr, Options{})
 	ctx := context.Background()
-	got := make(chan string, 1)
-	go func() {
-		v, err := call(ctx, c, mPark, "ignore-ctx-drain")
-		if err != nil {
-			v = err.Error()
-		}
-		got <- v
-	}()
+	got := callAsync(0, c, mPark, "ignore-ctx-drain")
 	<-ts.parked
 	shut := make(chan error, 1)
 	go func() { shut <- ts.Shutdown(ctx) }()

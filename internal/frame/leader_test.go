@@ -179,14 +179,7 @@ func TestLeaderCancelledMidFrame(t *testing.T) {
 	if _, err := rc.nc.Write(answerFrame(t, lh, "late")); err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan string, 1)
-	go func() {
-		v, err := call(context.Background(), c, mEcho, "again")
-		if err != nil {
-			v = err.Error()
-		}
-		got <- v
-	}()
+	got := callAsync(0, c, mEcho, "again")
 	h, v := rc.next(t)
 	if _, err := rc.nc.Write(answerFrame(t, h, v)); err != nil {
 		t.Fatal(err)
@@ -219,14 +212,7 @@ func TestLeaderDeadline(t *testing.T) {
 	if _, err := rc.nc.Write(late[:5]); err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan string, 1)
-	go func() {
-		v, err := call(context.Background(), c, mEcho, "next")
-		if err != nil {
-			v = err.Error()
-		}
-		got <- v
-	}()
+	got := callAsync(0, c, mEcho, "next")
 	h2, v2 := rc.next(t)
 	if _, err := rc.nc.Write(append(late[5:], answerFrame(t, h2, v2)...)); err != nil {
 		t.Fatal(err)
@@ -255,14 +241,7 @@ func TestCallWithinTimeout(t *testing.T) {
 	}
 
 	// A leader without a timeout, and a follower with one behind it.
-	lgot := make(chan string, 1)
-	go func() {
-		v, err := call(context.Background(), c, mEcho, "leader")
-		if err != nil {
-			v = err.Error()
-		}
-		lgot <- v
-	}()
+	lgot := callAsync(0, c, mEcho, "leader")
 	lh, lv := rc.next(t)
 	start := time.Now()
 	go func() {
@@ -286,14 +265,7 @@ func TestCallWithinTimeout(t *testing.T) {
 	}
 
 	// A timeout longer than the answer takes changes nothing.
-	got := make(chan string, 1)
-	go func() {
-		v, err := callWithin(context.Background(), 10*time.Second, c, mEcho, "in time")
-		if err != nil {
-			v = err.Error()
-		}
-		got <- v
-	}()
+	got := callAsync(10*time.Second, c, mEcho, "in time")
 	h, v := rc.next(t)
 	time.Sleep(40 * time.Millisecond)
 	if _, err := rc.nc.Write(answerFrame(t, h, v)); err != nil {
@@ -322,17 +294,7 @@ func TestCallWithinTimeout(t *testing.T) {
 func TestIdleConnectionClosedByServer(t *testing.T) {
 	rs := startRawServer(t)
 	c := newClient(t, rs.addr, Options{})
-	got := make(chan string, 1)
-	ask := func(v string) {
-		go func() {
-			r, err := call(context.Background(), c, mEcho, v)
-			if err != nil {
-				r = err.Error()
-			}
-			got <- r
-		}()
-	}
-	ask("one")
+	got := callAsync(0, c, mEcho, "one")
 	rc := rs.accept(t)
 	h, v := rc.next(t)
 	if _, err := rc.nc.Write(answerFrame(t, h, v)); err != nil {
@@ -343,7 +305,7 @@ func TestIdleConnectionClosedByServer(t *testing.T) {
 	}
 	_ = rc.nc.Close()
 	time.Sleep(10 * idleProbeAfter)
-	ask("two")
+	got = callAsync(0, c, mEcho, "two")
 	rc2 := rs.accept(t)
 	h, v = rc2.next(t)
 	if _, err := rc2.nc.Write(answerFrame(t, h, v)); err != nil {
@@ -426,6 +388,20 @@ func TestCallsWithCancellations(t *testing.T) {
 	}
 }
 
+// callAsync makes a call without a context of its own on a goroutine of
+// its own; its answer, or its error's text, comes on the channel returned.
+func callAsync(timeout time.Duration, c *Client, m Method, v string) <-chan string {
+	got := make(chan string, 1)
+	go func() {
+		r, err := callWithin(context.Background(), timeout, c, m, v)
+		if err != nil {
+			r = err.Error()
+		}
+		got <- r
+	}()
+	return got
+}
+
 // tlsRelay puts a TLS terminator in front of the server at addr, as the
 // broker's port mux is, and returns its address and the client options
 // that trust it.
@@ -485,14 +461,7 @@ func tlsRelay(t *testing.T, addr string) (string, Options) {
 func TestOnewayAfterIdleClose(t *testing.T) {
 	rs := startRawServer(t)
 	c := newClient(t, rs.addr, Options{})
-	got := make(chan string, 1)
-	go func() {
-		r, err := call(context.Background(), c, mEcho, "one")
-		if err != nil {
-			r = err.Error()
-		}
-		got <- r
-	}()
+	got := callAsync(0, c, mEcho, "one")
 	rc := rs.accept(t)
 	h, v := rc.next(t)
 	if _, err := rc.nc.Write(answerFrame(t, h, v)); err != nil {
