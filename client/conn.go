@@ -485,11 +485,8 @@ func (b *base) pullFrom(ctx context.Context, timeout time.Duration, addr string,
 	if ok, err := b.frames.call(ctx, timeout, addr, frame.MethodPull, req, pullResponse{resp}); ok {
 		return resp, err
 	}
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = withTimeout(ctx, timeout)
-		defer cancel()
-	}
+	ctx, cancel := withTimeout(ctx, timeout)
+	defer cancel()
 	return cli.Pull(ctx, req)
 }
 
@@ -499,7 +496,12 @@ func (b *base) rpcContext(ctx context.Context) (context.Context, context.CancelF
 	return withTimeout(ctx, b.opts.rpcTimeout)
 }
 
+// withTimeout bounds ctx by d from now (not at all when d <= 0), unless
+// ctx ends earlier.
 func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return ctx, func() {}
+	}
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
 		return context.WithCancel(ctx)
 	}

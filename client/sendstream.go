@@ -67,11 +67,8 @@ func (m *sendMux) do(ctx context.Context, timeout time.Duration, req *pb.SendReq
 	if resp, ok, err := m.client.sendFrame(ctx, timeout, req, oneway, &m.packs); ok {
 		return resp, err
 	}
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = withTimeout(ctx, timeout)
-		defer cancel()
-	}
+	ctx, cancel := withTimeout(ctx, timeout)
+	defer cancel()
 	c, unary, err := m.conn()
 	if err != nil {
 		return nil, err

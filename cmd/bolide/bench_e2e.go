@@ -321,14 +321,12 @@ func (a *app) e2eConsume(sending context.Context, c *client.PullConsumer, r *e2e
 				return
 			}
 		}
-		ctx, cancel := sending, context.CancelFunc(nil)
+		ctx, cancel := sending, context.CancelFunc(func() {})
 		if sending.Err() != nil {
 			ctx, cancel = context.WithTimeout(a.ctx, 100*time.Millisecond)
 		}
 		msgs, err := c.Poll(ctx)
-		if cancel != nil {
-			cancel()
-		}
+		cancel()
 		if err != nil && ctx.Err() != nil && a.ctx.Err() == nil {
 			continue // sending ended, or the idle check is due
 		}

@@ -142,8 +142,10 @@ func (c *Client) do(ctx context.Context, deadline time.Time, kind Kind, m Method
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if dl, ok := ctx.Deadline(); ok && !deadline.IsZero() && !dl.After(deadline) {
-		deadline = time.Time{} // ctx ends first
+	if !deadline.IsZero() {
+		if dl, ok := ctx.Deadline(); ok && !dl.After(deadline) {
+			deadline = time.Time{} // ctx ends first
+		}
 	}
 	p := getBuf()
 	b, err := AppendMessage((*p)[:0], Header{Kind: kind, Method: m}, req, c.opts.MaxFrame)
