@@ -38,12 +38,16 @@ type liteQueue struct {
 	done   chan struct{}
 	space  signal
 
-	buf        []*MessageExt
-	bufBytes   int64
-	next       int64 // next offset to pull
-	started    bool
-	gen        uint64             // bumped by Seek: results of older pulls are discarded
-	pullCancel context.CancelFunc // cancels the pull in flight
+	buf      []*MessageExt
+	bufBytes int64
+	next     int64 // next offset to pull
+	started  bool
+	gen      uint64 // bumped by Seek: results of older pulls are discarded
+	// pullCtx is the context of the queue's pulls, one for all of them
+	// until a Seek cancels the pull in flight with pullCancel (both nil
+	// then, and made anew for the next pull).
+	pullCtx    context.Context
+	pullCancel context.CancelFunc
 }
 
 // commitPoint is the lowest offset Poll has not returned.
@@ -277,6 +281,7 @@ func (p *PullConsumer) Seek(ctx context.Context, mq MessageQueue, offset int64) 
 	q.gen++
 	if q.pullCancel != nil {
 		q.pullCancel()
+		q.pullCtx, q.pullCancel = nil, nil
 	}
 	q.space.notify()
 	return nil
@@ -379,6 +384,14 @@ func (p *PullConsumer) fetchLoop(q *liteQueue) {
 		}
 		p.mu.Unlock()
 	}
+	defer func() {
+		p.mu.Lock()
+		if q.pullCancel != nil {
+			q.pullCancel()
+			q.pullCtx, q.pullCancel = nil, nil
+		}
+		p.mu.Unlock()
+	}()
 	backoff := opts.pullBackoff / 8
 	for ctx.Err() == nil {
 		p.mu.Lock()
@@ -392,8 +405,10 @@ func (p *PullConsumer) fetchLoop(q *liteQueue) {
 			continue
 		}
 		offset, gen := q.next, q.gen
-		pctx, pcancel := context.WithCancel(ctx)
-		q.pullCancel = pcancel
+		if q.pullCtx == nil {
+			q.pullCtx, q.pullCancel = context.WithCancel(ctx)
+		}
+		pctx := q.pullCtx
 		p.mu.Unlock()
 
 		sub := p.c.subscription(q.mq.Topic)
@@ -404,10 +419,8 @@ func (p *PullConsumer) fetchLoop(q *liteQueue) {
 		} else {
 			res, err = p.c.pull(pctx, q.mq, sub, offset, -1, opts.pullBatchSize)
 		}
-		pcancel()
 
 		p.mu.Lock()
-		q.pullCancel = nil
 		if q.gen != gen {
 			p.mu.Unlock()
 			continue // a Seek moved the queue while we pulled

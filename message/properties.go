@@ -94,10 +94,20 @@ func ValidPropertiesLen(props map[string]string) (int, error) {
 	return n, nil
 }
 
-// hasSeparator reports whether s contains either separator byte
-// (strings.ContainsAny builds its byte set on every call).
+// hasSeparator reports whether s contains either separator byte. Names
+// and values are mostly short: one pass over them costs less than two
+// calls of strings.IndexByte (strings.ContainsAny builds its byte set on
+// every call); a long one gets the vectorised search.
 func hasSeparator(s string) bool {
-	return strings.IndexByte(s, NameValueSeparator) >= 0 || strings.IndexByte(s, PropertySeparator) >= 0
+	if len(s) > 64 {
+		return strings.IndexByte(s, NameValueSeparator) >= 0 || strings.IndexByte(s, PropertySeparator) >= 0
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == NameValueSeparator || c == PropertySeparator {
+			return true
+		}
+	}
+	return false
 }
 
 // encodablePropertiesLen returns the encoded length of props without the
