@@ -66,9 +66,16 @@
 #                                    so that what one system does after its
 #                                    previous step (a collection, a flush, a
 #                                    dispatch catching up) does not run in
-#                                    the other's timed step; prints the
-#                                    seconds waited and the busiest
-#                                    process's share of the last second
+#                                    the other's timed step; then
+#                                    warm_memory; prints the seconds waited,
+#                                    the busiest process's share of the
+#                                    last second and the MiB warmed
+#   warm_memory                      touch and free WARM_MIB MiB (2048, at
+#                                    most a quarter of MemAvailable; 0:
+#                                    none) just before a timed step, so that
+#                                    the step's new page-cache pages are
+#                                    ones the hypervisor has not taken back
+#                                    (docs/BENCHMARKS.md, "first touch")
 #   settle_note                      the table's sentence on those waits
 #   inodes_freed                     record that a store of many files (tens
 #                                    of thousands of queues) was just deleted
@@ -169,6 +176,7 @@ bench_topic() {
 
 ticks=$(getconf CLK_TCK)
 SETTLE_PCT=${SETTLE_PCT:-20} SETTLE_MAX=${SETTLE_MAX:-20}
+WARM_MIB=${WARM_MIB:-2048}
 cpu() { awk '{print $14 + $15}' "/proc/$broker_pid/stat"; }
 
 declare -A cpus rates
@@ -218,7 +226,29 @@ settle() {
 		# ticks in one second, as a percentage of one CPU: busy * 100 / ticks.
 		if ((busy * 100 <= SETTLE_PCT * ticks || waited >= SETTLE_MAX)); then break; fi
 	done
-	echo "waited=${waited}s busy=$((busy * 100 / ticks))% top=$((top * 100 / ticks))%"
+	echo "waited=${waited}s busy=$((busy * 100 / ticks))% top=$((top * 100 / ticks))% warmed=$(warm_memory)MiB"
+}
+
+# warm_memory writes WARM_MIB MiB of zeros into a file in /dev/shm
+# (tmpfs: memory) and removes it, and prints the MiB it wrote. On a
+# virtual machine that reports free pages to its host (virtio-balloon's
+# free page reporting), memory left free for a few seconds goes back to
+# the host, and the next first touch of each of its pages waits for the
+# host to supply it again: on this project's machine 1.5 s a GiB against
+# 0.4 s for a page freed a moment ago. A step that writes a gigabyte of new
+# data into the page cache then runs slower or faster depending on whether
+# someone freed memory just before it (NATS purges its stream at the start
+# of each `nats bench`; a Bolide broker frees nothing it stored). Pages
+# freed here head the free lists for the next step, both systems alike.
+warm_memory() {
+	local mib=$WARM_MIB avail
+	avail=$(awk '/^MemAvailable:/ {print int($2 / 1024 / 4)}' /proc/meminfo 2>/dev/null) || avail=0
+	((mib > ${avail:-0})) && mib=${avail:-0}
+	if ((mib > 0)) && [[ -d /dev/shm ]]; then
+		dd if=/dev/zero of=/dev/shm/bolide-bench-warm bs=1M count="$mib" status=none 2>/dev/null || mib=0
+		rm -f /dev/shm/bolide-bench-warm
+	fi
+	echo "${mib:-0}"
 }
 per_million() { awk -v t="$1" -v n="$2" -v hz="$ticks" 'BEGIN { if (n > 0) printf "%.2f\n", t / hz / n * 1e6 }'; }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
@@ -279,8 +309,12 @@ settle_note() {
   ((${#w[@]} > 0)) || return 0
   local at_max=0 x
   for x in "${w[@]}"; do ((x >= $SETTLE_MAX)) && at_max=$((at_max + 1)); done
+  local warmed
+  warmed=$(sed -n 's/.*warmed=\([0-9]*\)MiB.*/\1/p' "$res"/*.settle 2>/dev/null | sort -n |
+    awk 'NR == 1 {lo = $1} {hi = $1} END {if (NR) print (lo == hi ? lo : lo "–" hi)}')
   echo "Before each step: \`sync\`, then a wait until the daemons of both systems together used at most $SETTLE_PCT % of one CPU" \
-    "over a second (median wait ${w[$(((${#w[@]} - 1) / 2))]} s; $at_max of ${#w[@]} steps stopped waiting at the $SETTLE_MAX s limit)."
+    "over a second (median wait ${w[$(((${#w[@]} - 1) / 2))]} s; $at_max of ${#w[@]} steps stopped waiting at the $SETTLE_MAX s limit)," \
+    "then ${warmed:-0} MiB of memory touched and freed, so that the step's new pages are not ones the hypervisor took back (warm_memory in scripts/bench-lib.sh)."
 }
 
 wait_file() {

@@ -11,8 +11,8 @@
 #
 # Workloads (Bolide: `bolide bench`; NATS: `nats bench js`; median of REPS;
 # the system that goes first alternates per workload and repetition; before
-# each step, `sync` and a wait until every daemon of both systems is quiet:
-# settle in scripts/bench-lib.sh):
+# each step, `sync`, a wait until every daemon of both systems is quiet, and
+# WARM_MIB of memory touched and freed: settle in scripts/bench-lib.sh):
 #
 #   1 producer, synchronous send      produce --producers 1        | pub sync --clients 1
 #   16 producers, synchronous send    produce --producers 16       | pub sync --clients 16
@@ -63,6 +63,10 @@
 #   SETTLE_PCT, SETTLE_MAX  before each step, wait (at most SETTLE_MAX s)
 #                    until the daemons use at most SETTLE_PCT % of one CPU
 #                    over a second                              (20, 20)
+#   WARM_MIB         then touch and free this many MiB of memory (at most a
+#                    quarter of what is available; 0: none), so that the
+#                    step's new page-cache pages are not ones the hypervisor
+#                    took back (warm_memory in scripts/bench-lib.sh) (2048)
 #   BUILD_TIMEOUT    seconds for one build                      (1200)
 #   DATA_DIR         where both systems store data (same disk as a real
 #                    deployment; not tmpfs)                     (.bench/data)

@@ -25,8 +25,8 @@
 #
 # Workloads (rmqbench against each system; median of REPS; the system that
 # goes first alternates per workload and repetition; before each step,
-# `sync` and a wait until every daemon of both systems is quiet: settle in
-# scripts/bench-lib.sh):
+# `sync`, a wait until every daemon of both systems is quiet, and WARM_MIB
+# (2048) of memory touched and freed: settle in scripts/bench-lib.sh):
 #
 #   1 producer, synchronous send     produce --mode sync --producers 1
 #   16 producers, synchronous send   produce --mode sync --producers 16 (16 threads, one client)
@@ -93,6 +93,9 @@
 #   SETTLE_PCT, SETTLE_MAX  before each step, wait (at most SETTLE_MAX s)
 #                    until the daemons use at most SETTLE_PCT % of one CPU
 #                    over a second (RocketMQ's idle broker: 2–14 %) (20, 20)
+#   WARM_MIB         then touch and free this many MiB of memory (at most a
+#                    quarter of what is available; 0: none) (warm_memory in
+#                    scripts/bench-lib.sh)                      (2048)
 #   STEP_TIMEOUT     seconds for one step                       (600; QUICK 180)
 #   BUILD_TIMEOUT    seconds for one build                      (1200)
 #   ROCKETMQ_VERSION Apache RocketMQ (server and client)        (5.5.0)
