@@ -238,8 +238,9 @@ settle() {
 # 0.4 s for a page freed a moment ago. A step that writes a gigabyte of new
 # data into the page cache then runs slower or faster depending on whether
 # someone freed memory just before it (NATS purges its stream at the start
-# of each `nats bench`; a Bolide broker frees nothing it stored). Pages
-# freed here head the free lists for the next step, both systems alike.
+# of each `nats bench`; a fresh Bolide broker frees nothing until its
+# CommitLog cache window is full). Pages freed here head the free lists for
+# the next step, both systems alike.
 warm_memory() {
 	local mib=$WARM_MIB avail
 	avail=$(awk '/^MemAvailable:/ {print int($2 / 1024 / 4)}' /proc/meminfo 2>/dev/null) || avail=0
