@@ -4,7 +4,9 @@
 # broker of one build (store on this disk), sends, and stops them; the
 # builds take turns in the order A B B A (then B A A B, ...), with `sync`
 # and a pause between runs, so that neither build always runs on a cooler
-# machine or after the other's dirty pages. For each build and workload it
+# machine or after the other's dirty pages; just before each timed run,
+# WARM_MIB of memory is touched and freed (warm_memory in
+# scripts/bench-lib.sh). For each build and workload it
 # prints the median throughput, the broker's and the client's CPU seconds
 # per million messages (utime + stime from /proc; the client's from this
 # shell's reaped children), and B's ratios to A: the CPU figures are the
@@ -131,6 +133,7 @@ run() {
 		;;
 	esac
 	[[ $w == e2e || $w == backlog ]] || "$bin/bolide" -n "$ns" "${args[@]}" --count 2000 >/dev/null 2>&1 # warm-up
+	warm_memory >/dev/null # the run's new pages are not ones the host took back (scripts/bench-lib.sh)
 	t0=$(awk '{print $14 + $15}' "/proc/$broker/stat")
 	c0=$(awk '{print $16 + $17}' "/proc/$me/stat")
 	if [[ $w == e2e ]]; then
