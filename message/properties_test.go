@@ -126,10 +126,10 @@ func TestValidateProperties(t *testing.T) {
 		{"one bad among good", map[string]string{"a": "1", "b": "2", "c": "\x02"}, false},
 		// Names and values longer than 64 bytes are searched another way.
 		{"long value", map[string]string{"a": strings.Repeat("v", 200)}, true},
-		{"\x01 at the end of a long value", map[string]string{"a": strings.Repeat("v", 200) + "\x01"}, false},
-		{"\x02 inside a long name", map[string]string{strings.Repeat("n", 100) + "\x02" + strings.Repeat("n", 100): "v"}, false},
-		{"\x02 last of 64 bytes", map[string]string{"a": strings.Repeat("v", 63) + "\x02"}, false},
-		{"\x01 last of 65 bytes", map[string]string{"a": strings.Repeat("v", 64) + "\x01"}, false},
+		{"\\x01 at the end of a long value", map[string]string{"a": strings.Repeat("v", 200) + "\x01"}, false},
+		{"\\x02 inside a long name", map[string]string{strings.Repeat("n", 100) + "\x02" + strings.Repeat("n", 100): "v"}, false},
+		{"\\x02 last of 64 bytes", map[string]string{"a": strings.Repeat("v", 63) + "\x02"}, false},
+		{"\\x01 last of 65 bytes", map[string]string{"a": strings.Repeat("v", 64) + "\x01"}, false},
 	} {
 		err := ValidateProperties(tc.props)
 		if tc.ok && err != nil {
