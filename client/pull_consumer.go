@@ -50,6 +50,15 @@ type liteQueue struct {
 	pullCancel context.CancelFunc
 }
 
+// cancelPullLocked cancels the queue's pulls' context, if there is one:
+// the next pull makes a new one. PullConsumer.mu is held.
+func (q *liteQueue) cancelPullLocked() {
+	if q.pullCancel != nil {
+		q.pullCancel()
+		q.pullCtx, q.pullCancel = nil, nil
+	}
+}
+
 // commitPoint is the lowest offset Poll has not returned.
 func (q *liteQueue) commitPoint() int64 {
 	if len(q.buf) > 0 {
@@ -279,10 +288,7 @@ func (p *PullConsumer) Seek(ctx context.Context, mq MessageQueue, offset int64) 
 	q.buf, q.bufBytes = nil, 0
 	q.next, q.started = offset, true
 	q.gen++
-	if q.pullCancel != nil {
-		q.pullCancel()
-		q.pullCtx, q.pullCancel = nil, nil
-	}
+	q.cancelPullLocked()
 	q.space.notify()
 	return nil
 }
@@ -386,10 +392,7 @@ func (p *PullConsumer) fetchLoop(q *liteQueue) {
 	}
 	defer func() {
 		p.mu.Lock()
-		if q.pullCancel != nil {
-			q.pullCancel()
-			q.pullCtx, q.pullCancel = nil, nil
-		}
+		q.cancelPullLocked()
 		p.mu.Unlock()
 	}()
 	backoff := opts.pullBackoff / 8

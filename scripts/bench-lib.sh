@@ -226,7 +226,9 @@ settle() {
 		# ticks in one second, as a percentage of one CPU: busy * 100 / ticks.
 		if ((busy * 100 <= SETTLE_PCT * ticks || waited >= SETTLE_MAX)); then break; fi
 	done
-	echo "waited=${waited}s busy=$((busy * 100 / ticks))% top=$((top * 100 / ticks))% warmed=$(warm_memory)MiB"
+	local warmed
+	warmed=$(warm_memory)
+	echo "waited=${waited}s busy=$((busy * 100 / ticks))% top=$((top * 100 / ticks))% warmed=${warmed}MiB"
 }
 
 # warm_memory writes WARM_MIB MiB of zeros into a file in /dev/shm
@@ -249,7 +251,7 @@ warm_memory() {
 		dd if=/dev/zero of=/dev/shm/bolide-bench-warm bs=1M count="$mib" status=none 2>/dev/null || mib=0
 		rm -f /dev/shm/bolide-bench-warm
 	fi
-	echo "${mib:-0}"
+	echo "$mib"
 }
 per_million() { awk -v t="$1" -v n="$2" -v hz="$ticks" 'BEGIN { if (n > 0) printf "%.2f\n", t / hz / n * 1e6 }'; }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
