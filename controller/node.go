@@ -21,7 +21,9 @@ import (
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
 
-// applyTimeout bounds one proposal's wait for its commit.
+// applyTimeout bounds how long a proposal or barrier waits to be taken by
+// Raft; its commit is bounded by the leader's lease (a leader without a
+// quorum steps down and answers every future it holds).
 const applyTimeout = 5 * time.Second
 
 // Controller is one member of the controller Raft group: the FSM, the
@@ -253,6 +255,13 @@ func (c *Controller) close() error {
 	started := c.started
 	c.mu.Unlock()
 	close(c.quit)
+	// The loops and the handlers end before Raft does: a future that Raft
+	// has committed but not yet applied when it shuts down is never
+	// answered (its FSM loop returns without draining), so a barrier or a
+	// proposal waiting on one would wait forever. While Raft runs every
+	// future is answered: applied, refused, or failed when a leader
+	// without a quorum steps down (LeaderLeaseTimeout).
+	c.wg.Wait()
 	var errs []error
 	if started {
 		c.raft.DeregisterObserver(c.obs)
@@ -260,7 +269,6 @@ func (c *Controller) close() error {
 			errs = append(errs, fmt.Errorf("controller: raft shutdown: %w", err))
 		}
 	}
-	c.wg.Wait()
 	// Close the pooled outgoing connections too (Close does not): the
 	// peers' goroutines serving them end.
 	c.trans.CloseStreams()

@@ -2,8 +2,11 @@ package controller
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/bolide-mq/bolide/internal/testutil"
 
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -115,4 +118,62 @@ func TestFirstElectionAboveKnownEpoch(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestCloseWhileApplying: Close waits for the proposals in flight before it
+// stops Raft. Raft never answers a future it has committed but not yet
+// applied when it shuts down, so a handler (or the leader loop's barrier)
+// waiting on one kept Close waiting forever.
+func TestCloseWhileApplying(t *testing.T) {
+	c, err := New(testOptions("solo"), testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first state change holds the FSM until released, so the second
+	// proposal is committed and queued behind it when Close begins.
+	applying, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	notify := c.fsm.onChange
+	c.fsm.onChange = func(name string) {
+		once.Do(func() { close(applying); <-release })
+		notify(name)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "a ready leader", func() bool { return c.leadership().ready })
+	results := make(chan error, 2)
+	propose := func(i int) {
+		if !c.enter() { // as a handler does
+			t.Fatal("closed")
+		}
+		go func() {
+			defer c.wg.Done()
+			_, err := c.propose(&Command{Op: opRegister, Name: fmt.Sprintf("b%d", i), Cluster: "c1", ID: 1,
+				Addr: fmt.Sprintf("a:%d", i), HAAddr: "a:9"})
+			results <- err
+		}()
+	}
+	propose(0)
+	<-applying
+	first := c.raft.CommitIndex()
+	propose(1)
+	testutil.Eventually(t, 10*time.Second, "the second proposal committed", func() bool { return c.raft.CommitIndex() > first })
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	time.Sleep(100 * time.Millisecond) // let Close begin
+	close(release)
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close still waiting 20 s after the FSM was released")
+	}
+	for range 2 {
+		if err := <-results; err != nil {
+			t.Errorf("proposal: %v", err)
+		}
+	}
 }
