@@ -156,12 +156,38 @@ func (l *Log) inLiveSegment(seg *segment, fn func() error) error {
 	return fn()
 }
 
-// populateRange makes [lo, hi) of seg writable; the segment is mapped
-// throughout. A kernel without MADV_POPULATE_WRITE turns populating off
-// for good; any other failure costs only the faults it would have saved
-// (the file is allocated, so the stores themselves cannot fail there).
+// populateStep is how much of a request one MADV_POPULATE_WRITE call
+// makes writable. Before each step the rest of the range is cut to the
+// pages the writer has not passed: a populating goroutine that fell behind
+// would otherwise make pages dirty again that were written, flushed and
+// perhaps dropped from the page cache meanwhile (their content stays, but
+// dropBehind drops clean pages only, so they would stay cached, and their
+// write-back would be done twice). A step is small so that only one step's
+// pages can be passed while it runs.
+const populateStep = 64 << 10
+
+// populateRange makes [lo, hi) of seg writable, populateStep at a time
+// and never below the writer's page; the segment is mapped throughout. A
+// kernel without MADV_POPULATE_WRITE turns populating off for good; any
+// other failure costs only the faults it would have saved (the file is
+// allocated, so the stores themselves cannot fail there).
 func (l *Log) populateRange(seg *segment, lo, hi int64) {
-	err := seg.m.PopulateWrite(int(lo), int(hi-lo))
+	for {
+		lo = max(lo, (l.written.Load()-seg.start)&^(pageSize-1))
+		if lo >= hi {
+			return
+		}
+		n := min(hi-lo, populateStep)
+		if err := l.populatePages(seg, lo, n); err != nil {
+			return
+		}
+		lo += n
+	}
+}
+
+// populatePages makes [lo, lo+n) of seg writable, logging a failure.
+func (l *Log) populatePages(seg *segment, lo, n int64) error {
+	err := seg.m.PopulateWrite(int(lo), int(n))
 	switch {
 	case errors.Is(err, mmap.ErrPopulateUnsupported):
 		if !l.populateOff.Swap(true) {
@@ -171,6 +197,7 @@ func (l *Log) populateRange(seg *segment, lo, hi int64) {
 		l.log.Debug("populating pages ahead of the CommitLog writer failed",
 			zap.String("segment", seg.path), zap.Int64("from", lo), zap.Error(err))
 	}
+	return err
 }
 
 // setActiveLocked makes seg (nil for none) the segment the writer

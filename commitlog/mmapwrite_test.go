@@ -197,3 +197,22 @@ func TestActiveSegmentReadsNoAround(t *testing.T) {
 		t.Fatal("the new active segment reads around a fault")
 	}
 }
+
+// TestLatePopulateSkipsWrittenPages: a populate request served after the
+// writer passed its pages touches none of them. Made writable again, the
+// pages of a segment written, flushed and dropped from the page cache
+// would come back into it dirty, where dropBehind cannot drop them.
+func TestLatePopulateSkipsWrittenPages(t *testing.T) {
+	l, recs, _ := fillBehindWindow(t, testOptions(t.TempDir(), FlushAsync, WriteMmap))
+	l.segMu.RLock()
+	first := l.segs[0]
+	l.segMu.RUnlock()
+	if got := cachedBytes(t, first.path, 0, first.size); got > 64<<10 {
+		t.Fatalf("%d KiB of the first segment cached before the late request", got>>10)
+	}
+	l.populate(populateReq{seg: first, lo: 0, hi: first.size})
+	if got := cachedBytes(t, first.path, 0, first.size); got > 64<<10 {
+		t.Errorf("%d KiB of the first segment cached after the late request", got>>10)
+	}
+	checkRecords(t, l, recs)
+}
