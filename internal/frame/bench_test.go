@@ -36,8 +36,10 @@ func benchRequest() *pb.SendRequest {
 // BenchmarkRoundTrip measures one Send round trip over loopback with a 1 KiB
 // body and a trivial handler: the transport's own cost. lockstep: one
 // caller waiting for each answer; parallel: GOMAXPROCS×4 callers sharing
-// the one connection. frame-ctx-timeout bounds each call with a context of
-// its own, as the SDK did, and frame-within with CallWithin, as it does.
+// the one connection. frame-app-ctx passes one long-lived cancellable
+// context to every call, as an application does; frame-ctx-timeout bounds
+// each call with a context of its own, as the SDK did, and frame-within
+// with CallWithin, as it does.
 //
 //	go test -run - -bench RoundTrip -benchtime 2s ./internal/frame/
 func BenchmarkRoundTrip(b *testing.B) {
@@ -50,6 +52,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 		c := frameClient(b)
 		run(b, func(ctx context.Context, req *pb.SendRequest) error {
 			return c.Call(ctx, MethodSend, req, new(pb.SendResponse))
+		})
+	})
+	b.Run("frame-app-ctx", func(b *testing.B) {
+		c := frameClient(b)
+		app, cancel := context.WithCancel(context.Background())
+		b.Cleanup(cancel)
+		run(b, func(_ context.Context, req *pb.SendRequest) error {
+			return c.Call(app, MethodSend, req, new(pb.SendResponse))
 		})
 	})
 	b.Run("frame-ctx-timeout", func(b *testing.B) {

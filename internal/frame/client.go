@@ -309,7 +309,7 @@ func (c *Client) dial(ctx context.Context) (*clientConn, error) {
 	}
 	return &clientConn{c: c, nc: nc, raw: raw, br: br,
 		bw: bufio.NewWriterSize(nc, c.opts.BufferSize), waiters: make(map[uint32]chan reply),
-		takeover: make(chan struct{}, 1), interrupted: make(chan struct{}, 1), done: make(chan struct{})}, nil
+		takeover: make(chan struct{}, 1), done: make(chan struct{})}, nil
 }
 
 // handshake runs TLS when configured, exchanges the magic and sends the
@@ -445,9 +445,20 @@ type clientConn struct {
 	rbuf  []byte
 	rn    int
 
-	takeover    chan struct{} // the read side handed to the reader goroutine
-	interrupted chan struct{} // a leader's read was interrupted (interrupt)
-	done        chan struct{} // closed when the connection breaks
+	takeover chan struct{} // the read side handed to the reader goroutine
+	done     chan struct{} // closed when the connection breaks
+
+	// ctxMu protects the watch on the leader's context (watch): the Done
+	// channel of the context registered, how to stop the registration and
+	// whether registering is over (the connection broke), the Done channel
+	// of the leader reading now (nil when none) and whether its read was
+	// interrupted.
+	ctxMu       sync.Mutex
+	watchDone   <-chan struct{}
+	watchStop   func() bool
+	watchOff    bool
+	leadDone    <-chan struct{}
+	interrupted bool
 }
 
 type reply struct {
@@ -556,16 +567,15 @@ func putTimer(t *time.Timer) {
 // context.DeadlineExceeded, still holding the read side at a frame
 // boundary or in the middle of one: the caller unregisters and releases.
 func (cc *clientConn) lead(ctx context.Context, deadline time.Time, id uint32, ch chan reply) (reply, error) {
-	stop := noStop
-	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, cc.interrupt)
+	done := ctx.Done()
+	if done != nil {
+		cc.watch(ctx, done)
 	}
 	r, mine, err := cc.readUntil(id)
 	timedOut := err != nil && errors.Is(err, os.ErrDeadlineExceeded)
-	if !stop() {
-		// The interrupting deadline was set, or is being set: undo it
-		// once it is.
-		<-cc.interrupted
+	if done != nil && cc.unwatch() {
+		// The leader's context ended during the read and its deadline was
+		// set to interrupt it: undo that.
 		_ = cc.nc.SetReadDeadline(time.Time{})
 		if timedOut && ctx.Err() != nil {
 			return reply{}, ctx.Err()
@@ -588,15 +598,66 @@ func (cc *clientConn) lead(ctx context.Context, deadline time.Time, id uint32, c
 	return r, nil
 }
 
-func noStop() bool { return true }
+// watch makes the end of ctx (whose Done channel is done) interrupt the
+// leader's read from now until unwatch. The connection keeps one
+// registration (context.AfterFunc) across calls and makes a new one only
+// for a context with another Done channel: callers usually pass the same
+// long-lived context, and a registration per call was an allocation and
+// two turns of a lock that all the callers of that context share.
+func (cc *clientConn) watch(ctx context.Context, done <-chan struct{}) {
+	cc.ctxMu.Lock()
+	defer cc.ctxMu.Unlock()
+	if cc.watchDone != done && !cc.watchOff {
+		if cc.watchStop != nil {
+			cc.watchStop()
+		}
+		cc.watchDone = done
+		cc.watchStop = context.AfterFunc(ctx, func() { cc.interrupt(done) })
+	}
+	cc.leadDone = done
+	if ctx.Err() != nil {
+		// It ended before; the registration may have run already, while
+		// no leader of this context read.
+		cc.interruptLocked()
+	}
+}
 
-// interrupt wakes the leader from its read: the read fails with a
-// timeout. The leader waits for interrupted before it reads again or
-// leaves the read side; as there is one leader at a time, one channel of
-// the connection serves them all.
-func (cc *clientConn) interrupt() {
-	_ = cc.nc.SetReadDeadline(aLongTimeAgo)
-	cc.interrupted <- struct{}{}
+// unwatch ends watch; it reports whether the leader's read was
+// interrupted (its read deadline is then in the past).
+func (cc *clientConn) unwatch() (interrupted bool) {
+	cc.ctxMu.Lock()
+	defer cc.ctxMu.Unlock()
+	interrupted = cc.interrupted
+	cc.leadDone, cc.interrupted = nil, false
+	return interrupted
+}
+
+// interrupt wakes a leader reading under the context whose Done channel
+// is done: its read fails with a timeout.
+func (cc *clientConn) interrupt(done <-chan struct{}) {
+	cc.ctxMu.Lock()
+	defer cc.ctxMu.Unlock()
+	if cc.leadDone == done {
+		cc.interruptLocked()
+	}
+}
+
+func (cc *clientConn) interruptLocked() {
+	if !cc.interrupted {
+		_ = cc.nc.SetReadDeadline(aLongTimeAgo)
+		cc.interrupted = true
+	}
+}
+
+// stopWatch drops the connection's registration for good, when it breaks.
+func (cc *clientConn) stopWatch() {
+	cc.ctxMu.Lock()
+	defer cc.ctxMu.Unlock()
+	cc.watchOff = true
+	if cc.watchStop != nil {
+		cc.watchStop()
+		cc.watchStop, cc.watchDone = nil, nil
+	}
 }
 
 // readUntil reads frames, handing each to its caller, until the answer to
@@ -760,6 +821,7 @@ func (cc *clientConn) fail(err error) {
 	waiters := cc.waiters
 	cc.waiters = nil
 	cc.mu.Unlock()
+	cc.stopWatch()
 	_ = cc.nc.Close()
 	c := cc.c
 	c.mu.Lock()

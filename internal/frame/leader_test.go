@@ -222,6 +222,89 @@ func TestLeaderDeadline(t *testing.T) {
 	}
 }
 
+// A connection watches the leader's context with one registration kept
+// across calls: a long-lived context that served answered calls still
+// interrupts a later leader when it ends; another context replaces the
+// registration; a context that ended while no leader read interrupts the
+// next leader of it at once; and no stale interrupt reaches a caller of
+// another context.
+func TestLeaderContextWatchAcrossCalls(t *testing.T) {
+	rs := startRawServer(t)
+	c := newClient(t, rs.addr, Options{})
+	answerNext := func(rc *rawConn) {
+		t.Helper()
+		h, v := rc.next(t)
+		if _, err := rc.nc.Write(answerFrame(t, h, v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	callIn := func(ctx context.Context, v string) <-chan error {
+		errc := make(chan error, 1)
+		go func() {
+			got, err := call(ctx, c, mEcho, v)
+			if err == nil && got != v {
+				err = fmt.Errorf("got %q, want %q", got, v)
+			}
+			errc <- err
+		}()
+		return errc
+	}
+	app, cancelApp := context.WithCancel(context.Background())
+	defer cancelApp()
+	errc := callIn(app, "first")
+	rc := rs.accept(t)
+	answerNext(rc)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		errc := callIn(app, fmt.Sprint(i))
+		answerNext(rc)
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	errc = callIn(app, "never answered")
+	rc.next(t)
+	cancelApp()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("leader of the ended long-lived context: %v", err)
+	}
+
+	other, cancelOther := context.WithCancel(context.Background())
+	defer cancelOther()
+	errc = callIn(other, "other")
+	rc.next(t)
+	cancelOther()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("leader of a second context: %v", err)
+	}
+
+	// The registration of a context that ended while nobody read ran with
+	// no leader to interrupt; a leader of it must not wait for its answer.
+	ended, cancelEnded := context.WithCancel(context.Background())
+	cc, err := c.conn(context.Background(), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.watch(ended, ended.Done())
+	cc.unwatch()
+	cancelEnded()
+	time.Sleep(20 * time.Millisecond) // the registration runs, with no leader
+	cc.watch(ended, ended.Done())
+	if !cc.unwatch() {
+		t.Fatal("a leader of a context that had ended was not interrupted")
+	}
+	_ = cc.nc.SetReadDeadline(time.Time{})
+
+	got := callAsync(0, c, mEcho, "plain")
+	time.Sleep(20 * time.Millisecond) // a stale interrupt would hit now
+	answerNext(rc)
+	if v := <-got; v != "plain" {
+		t.Fatalf("a call without a context's end after the others: %q", v)
+	}
+}
+
 // A call's own timeout (CallWithin) ends a lone caller reading for
 // itself and a caller waiting behind another's read alike, with
 // context.DeadlineExceeded; the connection stays usable, and a later call
