@@ -306,7 +306,7 @@ func (c *brokerClient) sendFrame(ctx context.Context, timeout time.Duration, req
 		return nil, ok, err
 	}
 	r := &sendRequest{SendRequest: req, pack: packs.maybe()}
-	resp := new(pb.SendResponse)
+	resp := getSendResponse()
 	ok, err := c.frames.call(ctx, timeout, c.addr, frame.MethodSend, r, sendResponse{resp})
 	if err != nil || !r.packed {
 		return resp, ok, err
@@ -369,6 +369,20 @@ func (r *sendRequest) AppendProto(dst []byte) []byte {
 }
 
 type sendResponse struct{ *pb.SendResponse }
+
+// sendResponses keeps the answers of finished sends (putSendResponse):
+// decoding into one reuses its results and status (hotwire.DecodeSendResponse).
+var sendResponses = sync.Pool{New: func() any { return new(pb.SendResponse) }}
+
+func getSendResponse() *pb.SendResponse { return sendResponses.Get().(*pb.SendResponse) }
+
+// putSendResponse gives back the answer of a send once nothing reads it
+// any more (the strings read from it stay valid: they are not reused).
+func putSendResponse(resp *pb.SendResponse) {
+	if resp != nil {
+		sendResponses.Put(resp)
+	}
+}
 
 func (r sendResponse) UnmarshalProto(b []byte) error {
 	return hotwire.DecodeSendResponse(b, r.SendResponse)

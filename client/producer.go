@@ -571,6 +571,7 @@ func (p *Producer) sendToQueue(ctx context.Context, ri *routeInfo, q MessageQueu
 	}
 	start := time.Now()
 	resp, err := m.do(ctx, p.b.opts.sendTimeout, &pb.SendRequest{ProducerGroup: p.group, Messages: pms}, false)
+	defer putSendResponse(resp)
 	if err == nil {
 		err = fromStatus(resp.GetStatus())
 	}

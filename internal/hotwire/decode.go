@@ -16,15 +16,26 @@ var ErrInvalidUTF8 = errors.New("string field contains invalid UTF-8")
 
 // DecodeSendResponse decodes b into resp (reset first), as proto.Unmarshal
 // does. The results are allocated together, and their strings share one
-// copy of b.
+// copy of b; the results and status of a response decoded into before are
+// reset and reused, so that a caller that recycles its responses
+// allocates them once.
 func DecodeSendResponse(b []byte, resp *pb.SendResponse) error {
-	resp.Reset()
 	n, err := CountField(b, 3)
 	if err != nil {
 		return err
 	}
+	// A response decoded into before lends its results and status: a
+	// caller that recycles responses allocates them once.
+	old, st := resp.Results, resp.Status
+	resp.Reset()
 	var slab []pb.SendResult
-	if n > 0 {
+	switch {
+	case n == 0:
+	case cap(old) >= n:
+		old = old[:n]
+		resp.Results = old[:0]
+	default:
+		old = nil
 		slab = make([]pb.SendResult, n)
 		resp.Results = make([]*pb.SendResult, 0, n)
 	}
@@ -45,7 +56,12 @@ func DecodeSendResponse(b []byte, resp *pb.SendResponse) error {
 				return err
 			}
 			if resp.Status == nil {
-				resp.Status = new(pb.Status)
+				if st == nil {
+					st = new(pb.Status)
+				} else {
+					st.Reset()
+				}
+				resp.Status = st
 			}
 			if err := sub.status(resp.Status); err != nil {
 				return fmt.Errorf("status: %w", err)
@@ -55,7 +71,16 @@ func DecodeSendResponse(b []byte, resp *pb.SendResponse) error {
 			if err != nil {
 				return err
 			}
-			r := &slab[len(resp.Results)]
+			var r *pb.SendResult
+			switch i := len(resp.Results); {
+			case old == nil:
+				r = &slab[i]
+			case old[i] != nil:
+				r = old[i]
+				r.Reset()
+			default: // past what an interrupted decode filled
+				r = new(pb.SendResult)
+			}
 			if err := sub.result(r); err != nil {
 				return fmt.Errorf("result %d: %w", len(resp.Results), err)
 			}

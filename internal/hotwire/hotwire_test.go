@@ -107,6 +107,49 @@ func TestAppendSendResponseMatchesProto(t *testing.T) {
 	}
 }
 
+// TestDecodeSendResponseReuses: one response decoded into again and again,
+// as the SDK recycles them, holds each answer alone (nothing of the one
+// before: no status, result or field left over), and decoding an answer
+// into a response that held one as large allocates only the strings' copy.
+func TestDecodeSendResponseReuses(t *testing.T) {
+	samples := sampleResponses()
+	resp := new(pb.SendResponse)
+	for round := range 2 {
+		for i := range samples {
+			r := samples[(i*3+round)%len(samples)] // another order each round
+			if err := DecodeSendResponse(AppendSendResponse(nil, r), resp); err != nil {
+				t.Fatalf("round %d, response %v: %v", round, r, err)
+			}
+			if !proto.Equal(resp, r) {
+				t.Fatalf("round %d:\n got %v\nwant %v", round, resp, r)
+			}
+		}
+	}
+	// A decode refused at its second result leaves fewer results than
+	// room for them; the next decode fills the rest anew.
+	bad := cat(fieldSub(3, fieldStr(1, "a")), fieldSub(3, fieldStr(1, "\xff")))
+	good := cat(fieldSub(3, fieldStr(1, "b")), fieldSub(3, fieldStr(1, "c")))
+	for _, into := range []*pb.SendResponse{new(pb.SendResponse), resp} {
+		if err := DecodeSendResponse(bad, into); err == nil {
+			t.Fatal("invalid UTF-8 in the second result was accepted")
+		}
+		if err := DecodeSendResponse(good, into); err != nil {
+			t.Fatalf("after a refused decode: %v", err)
+		}
+		if want := (&pb.SendResponse{Results: []*pb.SendResult{{MsgId: "b"}, {MsgId: "c"}}}); !proto.Equal(into, want) {
+			t.Fatalf("after a refused decode:\n got %v\nwant %v", into, want)
+		}
+	}
+	b := AppendSendResponse(nil, &pb.SendResponse{Status: &pb.Status{Code: pb.Code_FLUSH_DISK_TIMEOUT},
+		Results: []*pb.SendResult{{MsgId: "m", QueueId: 1}}})
+	if err := DecodeSendResponse(b, resp); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(20, func() { _ = DecodeSendResponse(b, resp) }); n != 1 {
+		t.Errorf("%v allocations decoding into a recycled response, want 1", n)
+	}
+}
+
 // sameAsProto decodes b with DecodeSendResponse and with proto.Unmarshal
 // and fails unless both refuse it or both give equal responses.
 func sameAsProto(t *testing.T, b []byte) {
