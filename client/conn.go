@@ -370,6 +370,10 @@ func (r *sendRequest) AppendProto(dst []byte) []byte {
 
 type sendResponse struct{ *pb.SendResponse }
 
+func (r sendResponse) UnmarshalProto(b []byte) error {
+	return hotwire.DecodeSendResponse(b, r.SendResponse)
+}
+
 // sendResponses keeps the answers of finished sends (putSendResponse):
 // decoding into one reuses its results and status (hotwire.DecodeSendResponse).
 var sendResponses = sync.Pool{New: func() any { return new(pb.SendResponse) }}
@@ -382,10 +386,6 @@ func putSendResponse(resp *pb.SendResponse) {
 	if resp != nil {
 		sendResponses.Put(resp)
 	}
-}
-
-func (r sendResponse) UnmarshalProto(b []byte) error {
-	return hotwire.DecodeSendResponse(b, r.SendResponse)
 }
 
 // pullResponse decodes a pull's answer with internal/hotwire's codec: its
