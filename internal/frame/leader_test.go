@@ -264,21 +264,20 @@ func TestLeaderContextWatchAcrossCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	errc = callIn(app, "never answered")
-	rc.next(t)
-	cancelApp()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
-		t.Fatalf("leader of the ended long-lived context: %v", err)
+	// A leader whose request is never answered ends with its context.
+	cancelledLeader := func(ctx context.Context, cancel context.CancelFunc, who string) {
+		t.Helper()
+		errc := callIn(ctx, who)
+		rc.next(t)
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s: %v", who, err)
+		}
 	}
-
+	cancelledLeader(app, cancelApp, "leader of the long-lived context")
 	other, cancelOther := context.WithCancel(context.Background())
 	defer cancelOther()
-	errc = callIn(other, "other")
-	rc.next(t)
-	cancelOther()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
-		t.Fatalf("leader of a second context: %v", err)
-	}
+	cancelledLeader(other, cancelOther, "leader of a second context")
 
 	// The registration of a context that ended while nobody read ran with
 	// no leader to interrupt; a leader of it must not wait for its answer.
