@@ -642,6 +642,8 @@ func (cc *clientConn) interrupt(done <-chan struct{}) {
 	}
 }
 
+// interruptLocked sets the read deadline in the past, once per leader;
+// ctxMu is held.
 func (cc *clientConn) interruptLocked() {
 	if !cc.interrupted {
 		_ = cc.nc.SetReadDeadline(aLongTimeAgo)

@@ -111,6 +111,15 @@ func (rc *rawConn) next(t *testing.T) (Header, string) {
 	return Header{}, ""
 }
 
+// echoNext answers the connection's next request with its own value.
+func (rc *rawConn) echoNext(t *testing.T) {
+	t.Helper()
+	h, v := rc.next(t)
+	if _, err := rc.nc.Write(answerFrame(t, h, v)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // answerFrame is the response frame to request h carrying v.
 func answerFrame(t *testing.T, h Header, v string) []byte {
 	t.Helper()
@@ -180,10 +189,7 @@ func TestLeaderCancelledMidFrame(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := callAsync(0, c, mEcho, "again")
-	h, v := rc.next(t)
-	if _, err := rc.nc.Write(answerFrame(t, h, v)); err != nil {
-		t.Fatal(err)
-	}
+	rc.echoNext(t)
 	if v := <-got; v != "again" {
 		t.Fatalf("after the cancelled leader: %q", v)
 	}
@@ -231,13 +237,6 @@ func TestLeaderDeadline(t *testing.T) {
 func TestLeaderContextWatchAcrossCalls(t *testing.T) {
 	rs := startRawServer(t)
 	c := newClient(t, rs.addr, Options{})
-	answerNext := func(rc *rawConn) {
-		t.Helper()
-		h, v := rc.next(t)
-		if _, err := rc.nc.Write(answerFrame(t, h, v)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	callIn := func(ctx context.Context, v string) <-chan error {
 		errc := make(chan error, 1)
 		go func() {
@@ -253,13 +252,13 @@ func TestLeaderContextWatchAcrossCalls(t *testing.T) {
 	defer cancelApp()
 	errc := callIn(app, "first")
 	rc := rs.accept(t)
-	answerNext(rc)
+	rc.echoNext(t)
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
 		errc := callIn(app, fmt.Sprint(i))
-		answerNext(rc)
+		rc.echoNext(t)
 		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
@@ -298,7 +297,7 @@ func TestLeaderContextWatchAcrossCalls(t *testing.T) {
 
 	got := callAsync(0, c, mEcho, "plain")
 	time.Sleep(20 * time.Millisecond) // a stale interrupt would hit now
-	answerNext(rc)
+	rc.echoNext(t)
 	if v := <-got; v != "plain" {
 		t.Fatalf("a call without a context's end after the others: %q", v)
 	}
@@ -378,10 +377,7 @@ func TestIdleConnectionClosedByServer(t *testing.T) {
 	c := newClient(t, rs.addr, Options{})
 	got := callAsync(0, c, mEcho, "one")
 	rc := rs.accept(t)
-	h, v := rc.next(t)
-	if _, err := rc.nc.Write(answerFrame(t, h, v)); err != nil {
-		t.Fatal(err)
-	}
+	rc.echoNext(t)
 	if r := <-got; r != "one" {
 		t.Fatalf("first call: %q", r)
 	}
@@ -389,10 +385,7 @@ func TestIdleConnectionClosedByServer(t *testing.T) {
 	time.Sleep(10 * idleProbeAfter)
 	got = callAsync(0, c, mEcho, "two")
 	rc2 := rs.accept(t)
-	h, v = rc2.next(t)
-	if _, err := rc2.nc.Write(answerFrame(t, h, v)); err != nil {
-		t.Fatal(err)
-	}
+	rc2.echoNext(t)
 	if r := <-got; r != "two" {
 		t.Fatalf("call after the server closed the idle connection: %q", r)
 	}
@@ -545,10 +538,7 @@ func TestOnewayAfterIdleClose(t *testing.T) {
 	c := newClient(t, rs.addr, Options{})
 	got := callAsync(0, c, mEcho, "one")
 	rc := rs.accept(t)
-	h, v := rc.next(t)
-	if _, err := rc.nc.Write(answerFrame(t, h, v)); err != nil {
-		t.Fatal(err)
-	}
+	rc.echoNext(t)
 	if r := <-got; r != "one" {
 		t.Fatalf("first call: %q", r)
 	}

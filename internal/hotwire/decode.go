@@ -24,9 +24,7 @@ func DecodeSendResponse(b []byte, resp *pb.SendResponse) error {
 	if err != nil {
 		return err
 	}
-	// A response decoded into before lends its results and status: a
-	// caller that recycles responses allocates them once.
-	old, st := resp.Results, resp.Status
+	old, st := resp.Results, resp.Status // lent by an earlier decode
 	resp.Reset()
 	var slab []pb.SendResult
 	switch {
