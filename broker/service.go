@@ -249,103 +249,28 @@ type PullResult struct {
 
 // pull is Pull uncounted.
 func (b *Broker) pull(ctx context.Context, req PullRequest) (PullResult, error) {
-	if err := message.ValidateTopic(req.Topic); err != nil {
-		return PullResult{}, errcode.Errorf(errcode.IllegalTopic, "%v", err)
-	}
-	if message.IsSystemTopic(req.Topic) {
-		return PullResult{}, errcode.Errorf(errcode.NoPermission, "topic %s is internal to the broker and cannot be pulled", req.Topic)
-	}
-	if req.Group != "" {
-		if err := message.ValidateGroup(req.Group); err != nil {
-			return PullResult{}, errcode.Errorf(errcode.IllegalGroup, "%v", err)
-		}
-		// A stopped group reads nothing and commits nothing: its offsets
-		// stay where they were until it is enabled again.
-		if err := b.subs.ConsumeRefusal(req.Group); err != nil {
-			return PullResult{}, err
-		}
-	}
-	tc, ok := b.topics.get(req.Topic)
-	if !ok {
-		return PullResult{}, errcode.Errorf(errcode.TopicNotExist, "topic %s does not exist on broker %s", req.Topic, b.opts.BrokerName)
-	}
-	if !tc.Readable() {
-		return PullResult{}, errcode.Errorf(errcode.NoPermission, "topic %s is not readable on broker %s", req.Topic, b.opts.BrokerName)
-	}
-	if req.QueueID < 0 || req.QueueID >= tc.ReadQueueNums {
-		return PullResult{}, errcode.Errorf(errcode.InvalidParameter, "queue %d of %s does not exist (read queues: %d)", req.QueueID, req.Topic, tc.ReadQueueNums)
-	}
-	mf, err := b.compileFilter(req.ExpressionType, req.TagExpression)
+	pl, err := b.planPull(req)
 	if err != nil {
 		return PullResult{}, err
 	}
-	if req.CommitOffset >= 0 && req.Group != "" {
-		b.advanceOffset(req.Group, req.Topic, req.QueueID, req.CommitOffset)
-	}
-	maxMsgs := req.MaxMessages
-	if maxMsgs <= 0 || maxMsgs > b.opts.PullMaxMessages {
-		maxMsgs = b.opts.PullMaxMessages
-	}
-	maxBytes := req.MaxBytes
-	if maxBytes <= 0 || maxBytes > b.opts.PullMaxBytes {
-		maxBytes = b.opts.PullMaxBytes
-	}
-	hold := min(req.SuspendTimeout, b.opts.LongPollMax)
 	var deadline <-chan time.Time
-	if hold > 0 {
-		t := time.NewTimer(hold)
+	if pl.hold > 0 {
+		t := time.NewTimer(pl.hold)
 		defer t.Stop()
 		deadline = t.C
 	}
 	sig := b.arrivalSignal(req.Topic, req.QueueID)
-	offset := req.Offset
 	for {
 		// Take the arrival channel before reading, so an arrival between
 		// the read and the wait is not missed.
 		arrived := sig.C()
-		res, err := b.store.GetMatching(req.Topic, req.QueueID, offset, maxMsgs, maxBytes, mf.tagCode, mf.match)
-		if err != nil {
-			return PullResult{}, storeError(err)
-		}
-		out := PullResult{Records: res.Records, NextOffset: res.NextOffset, MinOffset: res.MinOffset, MaxOffset: res.MaxOffset}
-		switch res.Status {
-		case store.Found:
-			out.Status = PullFound
-			return out, nil
-		case store.OffsetTooSmall, store.OffsetOverflowBadly:
-			out.Status = PullOffsetIllegal
-			return out, nil
-		case store.NoMatchedMessage:
-			// Everything up to NextOffset was filtered out: keep waiting
-			// from there while the hold lasts.
-			offset = res.NextOffset
-			if offset < res.MaxOffset {
-				continue
-			}
-			out.Status = PullNoMatchedMessage
-			if deadline == nil {
-				return out, nil
-			}
-		case store.NoMessageInQueue:
-			if offset != 0 && offset != res.MinOffset {
-				out.Status = PullOffsetIllegal
-				return out, nil
-			}
-			out.Status = PullNoNewMessage
-			out.NextOffset = offset
-			if deadline == nil {
-				return out, nil
-			}
-		default: // OffsetOverflowOne
-			out.Status = PullNoNewMessage
-			if deadline == nil {
-				return out, nil
-			}
+		out, wait, err := pl.read()
+		if err != nil || !wait {
+			return out, err
 		}
 		select {
 		case <-arrived:
 		case <-deadline:
-			out.NextOffset = offset
 			return out, nil
 		case <-ctx.Done():
 			return out, nil
@@ -353,12 +278,116 @@ func (b *Broker) pull(ctx context.Context, req PullRequest) (PullResult, error) 
 			return out, nil
 		}
 		// The group may have been stopped while the pull was held.
-		if req.Group != "" {
-			if err := b.subs.ConsumeRefusal(req.Group); err != nil {
-				return PullResult{}, err
-			}
+		if err := pl.refusal(); err != nil {
+			return PullResult{}, err
 		}
 	}
+}
+
+// pullPlan is a checked pull request, read once or, while it is held,
+// again after each arrival on its queue.
+type pullPlan struct {
+	b        *Broker
+	req      PullRequest // Offset: where the next read starts
+	mf       messageFilter
+	maxMsgs  int
+	maxBytes int
+	hold     time.Duration // 0: answer what the first read finds
+}
+
+// planPull checks a pull request and commits its CommitOffset.
+func (b *Broker) planPull(req PullRequest) (*pullPlan, error) {
+	if err := message.ValidateTopic(req.Topic); err != nil {
+		return nil, errcode.Errorf(errcode.IllegalTopic, "%v", err)
+	}
+	if message.IsSystemTopic(req.Topic) {
+		return nil, errcode.Errorf(errcode.NoPermission, "topic %s is internal to the broker and cannot be pulled", req.Topic)
+	}
+	if req.Group != "" {
+		if err := message.ValidateGroup(req.Group); err != nil {
+			return nil, errcode.Errorf(errcode.IllegalGroup, "%v", err)
+		}
+		// A stopped group reads nothing and commits nothing: its offsets
+		// stay where they were until it is enabled again.
+		if err := b.subs.ConsumeRefusal(req.Group); err != nil {
+			return nil, err
+		}
+	}
+	tc, ok := b.topics.get(req.Topic)
+	if !ok {
+		return nil, errcode.Errorf(errcode.TopicNotExist, "topic %s does not exist on broker %s", req.Topic, b.opts.BrokerName)
+	}
+	if !tc.Readable() {
+		return nil, errcode.Errorf(errcode.NoPermission, "topic %s is not readable on broker %s", req.Topic, b.opts.BrokerName)
+	}
+	if req.QueueID < 0 || req.QueueID >= tc.ReadQueueNums {
+		return nil, errcode.Errorf(errcode.InvalidParameter, "queue %d of %s does not exist (read queues: %d)", req.QueueID, req.Topic, tc.ReadQueueNums)
+	}
+	mf, err := b.compileFilter(req.ExpressionType, req.TagExpression)
+	if err != nil {
+		return nil, err
+	}
+	if req.CommitOffset >= 0 && req.Group != "" {
+		b.advanceOffset(req.Group, req.Topic, req.QueueID, req.CommitOffset)
+	}
+	pl := &pullPlan{b: b, req: req, mf: mf, maxMsgs: req.MaxMessages, maxBytes: req.MaxBytes,
+		hold: min(req.SuspendTimeout, b.opts.LongPollMax)}
+	if pl.maxMsgs <= 0 || pl.maxMsgs > b.opts.PullMaxMessages {
+		pl.maxMsgs = b.opts.PullMaxMessages
+	}
+	if pl.maxBytes <= 0 || pl.maxBytes > b.opts.PullMaxBytes {
+		pl.maxBytes = b.opts.PullMaxBytes
+	}
+	return pl, nil
+}
+
+// read reads the queue once from the plan's offset. wait says that it
+// found nothing to answer and the pull holds: out is then what to answer
+// if the hold ends with nothing new.
+func (pl *pullPlan) read() (out PullResult, wait bool, err error) {
+	b, req := pl.b, &pl.req
+	for {
+		res, err := b.store.GetMatching(req.Topic, req.QueueID, req.Offset, pl.maxMsgs, pl.maxBytes, pl.mf.tagCode, pl.mf.match)
+		if err != nil {
+			return PullResult{}, false, storeError(err)
+		}
+		out := PullResult{Records: res.Records, NextOffset: res.NextOffset, MinOffset: res.MinOffset, MaxOffset: res.MaxOffset}
+		switch res.Status {
+		case store.Found:
+			out.Status = PullFound
+			return out, false, nil
+		case store.OffsetTooSmall, store.OffsetOverflowBadly:
+			out.Status = PullOffsetIllegal
+			return out, false, nil
+		case store.NoMatchedMessage:
+			// Everything up to NextOffset was filtered out: keep waiting
+			// from there while the hold lasts.
+			req.Offset = res.NextOffset
+			if req.Offset < res.MaxOffset {
+				continue
+			}
+			out.Status = PullNoMatchedMessage
+		case store.NoMessageInQueue:
+			if req.Offset != 0 && req.Offset != res.MinOffset {
+				out.Status = PullOffsetIllegal
+				return out, false, nil
+			}
+			out.Status = PullNoNewMessage
+			out.NextOffset = req.Offset
+		default: // OffsetOverflowOne
+			out.Status = PullNoNewMessage
+		}
+		return out, pl.hold > 0, nil
+	}
+}
+
+// refusal is the error a held pull ends with when its group was stopped
+// while it waited.
+func (pl *pullPlan) refusal() error {
+	if pl.req.Group == "" {
+		return nil
+	}
+	return pl.b.subs.ConsumeRefusal(pl.req.Group)
 }
 
 // lastStoreTime returns the store time of a queue's newest message.
