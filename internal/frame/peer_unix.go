@@ -36,3 +36,51 @@ func peerClosed(nc net.Conn) bool {
 	})
 	return closed || err != nil
 }
+
+// descriptorOf is nc's file descriptor access, nil when nc has none (TLS, a
+// pipe): writeNow then writes nothing.
+func descriptorOf(nc net.Conn) syscall.RawConn {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
+}
+
+// writeNow writes to rc what the socket takes without waiting: n bytes of
+// b, all of them unless its send buffer filled. err is a failure of the
+// connection, not a full buffer.
+func writeNow(rc syscall.RawConn, b []byte) (n int, err error) {
+	if rc == nil {
+		return 0, nil
+	}
+	cerr := rc.Write(func(fd uintptr) bool {
+		for n < len(b) {
+			m, werr := syscall.Write(int(fd), b[n:])
+			if m > 0 {
+				n += m
+			}
+			switch {
+			case werr == nil && m > 0:
+			case errors.Is(werr, syscall.EINTR):
+			case errors.Is(werr, syscall.EAGAIN):
+				return true
+			default:
+				if werr == nil {
+					werr = syscall.EIO // a write of nothing
+				}
+				err = werr
+				return true
+			}
+		}
+		return true
+	})
+	if err == nil {
+		err = cerr
+	}
+	return n, err
+}

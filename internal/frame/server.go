@@ -10,6 +10,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -47,6 +48,21 @@ type Handler struct {
 	// Serve answers req; it never returns nil. ctx ends when the client
 	// cancels the request or goes away, or when the server stops waiting.
 	Serve func(ctx context.Context, req proto.Message) proto.Message
+	// Park, when set, serves the requests Blocking and Parks pick in
+	// place of Serve, without a goroutine of their own: it answers at once
+	// (resp, and a nil cancel), or holds req and returns a cancel function. A
+	// held request is answered by calling reply exactly once, from any
+	// goroutine and perhaps before Park returns; cancel, which may be
+	// called more than once and after the answer, makes it answer soon.
+	// The server calls cancel when the client cancels the request or goes
+	// away, or when it stops waiting. ctx is the connection's: it is not
+	// cancelled with the request.
+	Park func(ctx context.Context, req proto.Message, reply func(proto.Message)) (resp proto.Message, cancel func())
+	// Parks reports whether Park should serve a Blocking request: one that
+	// will most likely wait. The others run on their own goroutine, so
+	// that the work of answering them (reading a backlog) is not done on
+	// the reader, one request after another. Nil: all of them.
+	Parks func(req proto.Message) bool
 }
 
 func (hd Handler) decode(payload []byte) (proto.Message, error) {
@@ -116,7 +132,7 @@ func (s *Server) ServeConn(nc net.Conn) {
 		_ = nc.Close()
 		return
 	}
-	c := &serverConn{s: s, nc: nc, sem: make(chan struct{}, s.opts.MaxInflight),
+	c := &serverConn{s: s, nc: nc, raw: descriptorOf(nc), sem: make(chan struct{}, s.opts.MaxInflight),
 		cancels: make(map[uint32]*inflight)}
 	var ctx context.Context
 	ctx, c.cancel = context.WithCancel(s.ctx)
@@ -192,6 +208,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	for c := range s.conns {
 		_ = c.nc.Close()
+		c.cancelParked()
 	}
 	s.mu.Unlock()
 	<-done
@@ -230,7 +247,8 @@ type serverConn struct {
 	// queue leave in one write.
 	wmu     sync.Mutex
 	bw      *bufio.Writer
-	werr    error // sticky: the connection is broken
+	raw     syscall.RawConn // nc's descriptor, for writes that must not wait; nil: none
+	werr    error           // sticky: the connection is broken
 	writers atomic.Int32
 
 	sem      chan struct{}  // one slot per request running on its own goroutine
@@ -242,7 +260,11 @@ type serverConn struct {
 	cancels map[uint32]*inflight
 }
 
-type inflight struct{ cancel context.CancelFunc }
+// inflight is a request served on its own goroutine (cancel: its
+// context's) or parked (cancel: the one Handler.Park returned, set under
+// mu once Park returns). Call cancel without holding mu: a parked request
+// answers as it is cancelled.
+type inflight struct{ cancel func() }
 
 func (c *serverConn) serve() {
 	log := c.s.log.With(zap.Stringer("remote", c.nc.RemoteAddr()))
@@ -301,6 +323,7 @@ func (c *serverConn) finish(graceful bool) {
 	c.later.Run()
 	if !graceful {
 		c.cancel()
+		c.cancelParked()
 	}
 	c.handlers.Wait()
 	c.flush()
@@ -317,11 +340,16 @@ func (c *serverConn) finish(graceful bool) {
 func (c *serverConn) dispatch(h Header, payload []byte) (kept bool, err error) {
 	switch h.Kind {
 	case KindCancel:
+		var cancel func()
 		c.mu.Lock()
 		if r := c.cancels[h.ID]; r != nil {
-			r.cancel()
+			cancel = r.cancel
 		}
 		c.mu.Unlock()
+		// Outside mu: a parked request answers as it is cancelled.
+		if cancel != nil {
+			cancel()
+		}
 		return false, nil
 	case KindRequest, KindOneway:
 	default:
@@ -344,6 +372,9 @@ func (c *serverConn) dispatch(h Header, payload []byte) (kept bool, err error) {
 	if hd.Blocking == nil || !hd.Blocking(req) {
 		c.reply(h, hd.Serve(c.inline, req), true)
 		return false, nil
+	}
+	if hd.Park != nil && (hd.Parks == nil || hd.Parks(req)) {
+		return false, c.park(h, hd, req)
 	}
 	return hd.KeepsPayload, c.serveAsync(h, hd, req)
 }
@@ -389,18 +420,28 @@ func Peer(ctx context.Context) string {
 	return p
 }
 
+// takeSlot takes one of the connection's slots for a request that is not
+// served on the reader, waiting for one when all are taken.
+func (c *serverConn) takeSlot() error {
+	select {
+	case c.sem <- struct{}{}:
+		return nil
+	default:
+	}
+	c.flush() // the answers written so far must not wait for a slot
+	select {
+	case c.sem <- struct{}{}:
+		return nil
+	case <-c.ctx.Done():
+		return c.ctx.Err()
+	}
+}
+
 // serveAsync serves a request that may wait on its own goroutine, once a
 // slot is free.
 func (c *serverConn) serveAsync(h Header, hd Handler, req proto.Message) error {
-	select {
-	case c.sem <- struct{}{}:
-	default:
-		c.flush() // the answers written so far must not wait for a slot
-		select {
-		case c.sem <- struct{}{}:
-		case <-c.ctx.Done():
-			return c.ctx.Err()
-		}
+	if err := c.takeSlot(); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	r := &inflight{cancel: cancel}
@@ -425,6 +466,117 @@ func (c *serverConn) serveAsync(h Header, hd Handler, req proto.Message) error {
 	return nil
 }
 
+// park serves a request with its handler's Park. It takes a slot as a
+// request on its own goroutine does, and counts among handlers until it
+// is answered.
+func (c *serverConn) park(h Header, hd Handler, req proto.Message) error {
+	if err := c.takeSlot(); err != nil {
+		return err
+	}
+	r := &inflight{}
+	if h.Kind == KindRequest {
+		c.mu.Lock()
+		c.cancels[h.ID] = r
+		c.mu.Unlock()
+	}
+	c.handlers.Add(1)
+	end := func() {
+		c.mu.Lock()
+		if c.cancels[h.ID] == r {
+			delete(c.cancels, h.ID)
+		}
+		c.mu.Unlock()
+		<-c.sem
+		c.handlers.Done()
+	}
+	resp, cancel := hd.Park(c.ctx, req, func(resp proto.Message) {
+		c.replyParked(h, resp, end)
+	})
+	if cancel == nil {
+		end()
+		c.reply(h, resp, true)
+		return nil
+	}
+	c.mu.Lock()
+	r.cancel = cancel
+	c.mu.Unlock()
+	// A connection that ended while Park ran was not there to cancel it.
+	if c.ctx.Err() != nil {
+		cancel()
+	}
+	return nil
+}
+
+// replyParked answers a parked request from the goroutine that ended it:
+// a message's arrival reported by another connection's reader or by the
+// broker's dispatcher, a timer. That goroutine must not wait for this
+// client to read, so it writes only what the socket takes at once and
+// leaves the rest of the frame, and any answer it cannot write now, to a
+// worker. end runs once the frame is written (or the connection broke).
+func (c *serverConn) replyParked(h Header, resp proto.Message, end func()) {
+	if h.Kind != KindRequest {
+		end()
+		return
+	}
+	p := getBuf()
+	b := c.appendAnswer((*p)[:0], h, resp)
+	done := func() {
+		putBuf(p, b)
+		end()
+	}
+	// The frame may go straight to the socket, ahead of the answers the
+	// reader buffered: answers are matched to requests by id, not order.
+	if c.raw == nil || !c.wmu.TryLock() {
+		c.s.workers.Go(func() {
+			c.write(b, true)
+			done()
+		})
+		return
+	}
+	if c.werr != nil {
+		c.wmu.Unlock()
+		done()
+		return
+	}
+	n, err := writeNow(c.raw, b)
+	if err != nil || n == len(b) {
+		if err != nil {
+			c.werr = err
+			_ = c.nc.Close()
+		}
+		c.wmu.Unlock()
+		done()
+		return
+	}
+	// The socket is full: a worker writes the rest, holding wmu so that
+	// nothing comes between the two parts of the frame.
+	c.s.workers.Go(func() {
+		if _, err := c.nc.Write(b[n:]); err != nil {
+			c.werr = err
+			_ = c.nc.Close()
+		}
+		c.wmu.Unlock()
+		done()
+	})
+}
+
+// cancelParked cancels the requests in flight on the connection once its
+// context has ended: those on their own goroutine were cancelled with the
+// context already, the parked ones learn it here.
+func (c *serverConn) cancelParked() {
+	c.mu.Lock()
+	cancels := make([]func(), 0, len(c.cancels))
+	for _, r := range c.cancels {
+		if r.cancel != nil {
+			cancels = append(cancels, r.cancel)
+		}
+	}
+	c.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel()
+	}
+}
+
 // reply answers a request (a oneway request gets no answer). Inline
 // answers, written by the reader, are flushed when it is about to wait;
 // the others by the last writer in line.
@@ -433,13 +585,20 @@ func (c *serverConn) reply(h Header, resp proto.Message, inline bool) {
 		return
 	}
 	p := getBuf()
-	b, err := AppendMessage((*p)[:0], Header{Kind: KindResponse, Method: h.Method, ID: h.ID}, resp, c.s.opts.MaxFrame)
+	b := c.appendAnswer((*p)[:0], h, resp)
+	c.write(b, !inline)
+	putBuf(p, b)
+}
+
+// appendAnswer appends the frame answering request h with resp, or the
+// error frame saying why resp cannot be sent.
+func (c *serverConn) appendAnswer(dst []byte, h Header, resp proto.Message) []byte {
+	b, err := AppendMessage(dst, Header{Kind: KindResponse, Method: h.Method, ID: h.ID}, resp, c.s.opts.MaxFrame)
 	if err != nil {
 		b = AppendFrame(b, Header{Kind: KindError, Method: h.Method, ID: h.ID},
 			[]byte(fmt.Sprintf("the %s response cannot be sent: %v", h.Method, err)))
 	}
-	c.write(b, !inline)
-	putBuf(p, b)
+	return b
 }
 
 func (c *serverConn) replyError(h Header, msg string) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -429,6 +430,20 @@ func (l *connListener) Addr() net.Addr { return l.addr }
 type replayConn struct {
 	net.Conn
 	head []byte
+}
+
+// errNoDescriptor: the connection has no socket of its own to offer
+// (TLS: its bytes must go through the TLS layer).
+var errNoDescriptor = errors.New("portmux: the connection offers no descriptor")
+
+// SyscallConn is the socket's descriptor access of a plain TCP connection,
+// for the protocols that write without waiting (package frame); a TLS
+// connection has none.
+func (c *replayConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errNoDescriptor
 }
 
 func (c *replayConn) Read(p []byte) (int, error) {
