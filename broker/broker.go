@@ -86,6 +86,10 @@ type Broker struct {
 	started time.Time
 
 	arrivals sync.Map // Queue → *notify.Signal
+	// parked holds the pulls PullOrPark parks, by queue; parkedWG the
+	// goroutines an arrival answers some of them on.
+	parked   sync.Map // Queue → *parkedSet
+	parkedWG sync.WaitGroup
 
 	// gate runs the master-only services while the broker is the master
 	// (rolegate_wire.go).
@@ -308,9 +312,11 @@ func (b *Broker) housekeeping() {
 // onArrival is the store's dispatch hook: wake pulls parked on the queue.
 func (b *Broker) onArrival(topic string, queueID int32, _ int64) {
 	b.pop.Notify(topic)
-	if v, ok := b.arrivals.Load(Queue{topic, queueID}); ok {
+	q := Queue{topic, queueID}
+	if v, ok := b.arrivals.Load(q); ok {
 		v.(*notify.Signal).Notify()
 	}
+	b.wakeParked(q)
 }
 
 // arrivalSignal returns the signal of a queue, creating it.
@@ -337,6 +343,7 @@ func (b *Broker) Quiesce() error {
 			}
 		}
 		b.cancel()
+		b.endParked()
 		b.quiesceErr = errors.Join(errs...)
 	})
 	return b.quiesceErr
@@ -348,6 +355,7 @@ func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		errs := []error{b.Quiesce()}
 		b.wg.Wait()
+		b.parkedWG.Wait()
 		if err := b.pop.Close(); err != nil { // its last snapshot and watermarks
 			errs = append(errs, err)
 		}

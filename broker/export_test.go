@@ -20,8 +20,24 @@ func (b *Broker) SyncRole() bool { return b.gate.Sync() }
 
 func (b *Broker) ProducerCount(group string) int { return len(b.clients.producersOf(group)) }
 
-// PullParked reports whether a pull has waited on the queue.
+// PullParked reports whether a pull has waited on the queue on a
+// goroutine of its own (Pull), or is parked on it now (PullOrPark).
 func (b *Broker) PullParked(topic string, queueID int32) bool {
-	_, ok := b.arrivals.Load(Queue{topic, queueID})
-	return ok
+	q := Queue{topic, queueID}
+	if _, ok := b.arrivals.Load(q); ok {
+		return true
+	}
+	return b.ParkedCount(topic, queueID) > 0
+}
+
+// ParkedCount is the number of pulls parked on a queue now (PullOrPark).
+func (b *Broker) ParkedCount(topic string, queueID int32) int {
+	v, ok := b.parked.Load(Queue{topic, queueID})
+	if !ok {
+		return 0
+	}
+	set := v.(*parkedSet)
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	return len(set.pulls)
 }

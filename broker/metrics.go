@@ -212,6 +212,12 @@ func (b *Broker) countSend(ctx context.Context, start time.Time, e *topicEntry, 
 func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) {
 	start := time.Now()
 	res, err := b.pull(ctx, req)
+	b.countPull(ctx, req, start, res, err)
+	return res, err
+}
+
+// countPull counts a pull begun at start that ended with res or err.
+func (b *Broker) countPull(ctx context.Context, req PullRequest, start time.Time, res PullResult, err error) {
 	protocol := frontendOf(ctx)
 	m := b.metrics.init()
 	m.rpcLatency.WithLabelValues(protocol, "pull", responseCode(err), strconv.FormatBool(req.SuspendTimeout > 0)).Observe(sinceMS(start))
@@ -224,7 +230,6 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 		m.bytesOut.WithLabelValues(req.Topic, req.Group).Add(float64(n))
 		b.traffic.got(len(res.Records), n)
 	}
-	return res, err
 }
 
 // Collector is the broker's Prometheus collector: the send and pull

@@ -82,6 +82,26 @@ func New(b *broker.Broker, maxFrame int, log *zap.Logger) *Frontend {
 			}
 			return v1wire.Pull(ctx, b, Name, r)
 		},
+		// A pull at the end of its queue is held without a goroutine: the
+		// arrival of a message on the queue answers it. One with messages
+		// to read reads them on its own goroutine.
+		Parks: func(req proto.Message) bool {
+			r := req.(*pb.PullRequest)
+			return b.PullWouldWait(r.Topic, r.QueueId, r.Offset)
+		},
+		Park: func(ctx context.Context, req proto.Message, reply func(proto.Message)) (proto.Message, func()) {
+			r := req.(*pb.PullRequest)
+			if g.Enabled() {
+				if err := v1wire.AuthorizePull(g, auth.FromContext(ctx), frame.Peer(ctx), r); err != nil {
+					return &pb.PullResponse{Status: wire.Status(err)}, nil
+				}
+			}
+			resp, cancel := v1wire.PullOrPark(ctx, b, Name, r, func(resp *pb.PullResponse) { reply(resp) })
+			if cancel == nil {
+				return resp, nil
+			}
+			return nil, cancel
+		},
 	})
 	return &Frontend{srv: srv}
 }

@@ -69,11 +69,33 @@ func sendPacked(ctx context.Context, b *broker.Broker, frontend string, req *pb.
 
 // Pull serves a pull request on core b for the named front end.
 func Pull(ctx context.Context, b *broker.Broker, frontend string, req *pb.PullRequest) *pb.PullResponse {
-	res, err := b.Pull(broker.WithFrontend(ctx, frontend), broker.PullRequest{
+	res, err := b.Pull(broker.WithFrontend(ctx, frontend), pullRequest(req))
+	return pullResponse(res, err)
+}
+
+// PullOrPark serves a pull request on core b for the named front end as
+// broker.PullOrPark does: when it parks the pull, it returns nil and
+// reply gets the answer later; cancel ends the parked pull early.
+func PullOrPark(ctx context.Context, b *broker.Broker, frontend string, req *pb.PullRequest,
+	reply func(*pb.PullResponse)) (resp *pb.PullResponse, cancel func()) {
+	parked, res, err := b.PullOrPark(broker.WithFrontend(ctx, frontend), pullRequest(req), func(res broker.PullResult, err error) {
+		reply(pullResponse(res, err))
+	})
+	if parked != nil {
+		return nil, parked.Cancel
+	}
+	return pullResponse(res, err), nil
+}
+
+func pullRequest(req *pb.PullRequest) broker.PullRequest {
+	return broker.PullRequest{
 		Group: req.Group, Topic: req.Topic, QueueID: req.QueueId, Offset: req.Offset,
 		MaxMessages: int(req.MaxMessages), MaxBytes: int(req.MaxBytes), TagExpression: req.TagExpression, ExpressionType: req.ExpressionType,
 		SuspendTimeout: time.Duration(req.SuspendTimeoutMs) * time.Millisecond, CommitOffset: req.CommitOffset,
-	})
+	}
+}
+
+func pullResponse(res broker.PullResult, err error) *pb.PullResponse {
 	if err != nil {
 		return &pb.PullResponse{Status: wire.Status(err)}
 	}

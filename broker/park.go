@@ -1,0 +1,220 @@
+package broker
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// A parked pull is a long poll held without a goroutine of its own: it
+// waits in its queue's set of parked pulls, and whoever reports a message
+// arriving on the queue (onArrival: the connection reader that stored it,
+// or the dispatcher) reads for it and answers it there. A held pull on a
+// goroutine of its own costs two goroutine wake-ups per answer, its own
+// and its worker's, each of which may wake an idle thread; at rates low
+// enough for each message to be answered alone, those wake-ups are most of
+// the broker's CPU a message.
+
+// parkedInline is how many of a queue's parked pulls an arrival answers on
+// the goroutine that reports it; the rest are answered on other
+// goroutines, parkedChunk on each, so that a topic read by many groups
+// does not hold up the connection whose send arrived.
+const (
+	parkedInline = 4
+	parkedChunk  = 16
+)
+
+// ParkedPull is a pull that PullOrPark holds. Its done function is called
+// exactly once.
+type ParkedPull struct {
+	pl    *pullPlan
+	ctx   context.Context
+	start time.Time
+	set   *parkedSet
+	timer *time.Timer
+
+	// mu serializes the pull's reads and its end; done is nil once it
+	// ended.
+	mu   sync.Mutex
+	done func(PullResult, error)
+}
+
+// parkedSet is the pulls parked on one queue.
+type parkedSet struct {
+	mu    sync.Mutex
+	pulls map[*ParkedPull]struct{}
+}
+
+// PullWouldWait reports whether a pull of the queue from offset finds
+// nothing yet, as far as a look at the queue's bounds tells: it says
+// nothing of the request's validity or its filter. Front ends that park
+// pulls (PullOrPark) serve the others on goroutines of their own.
+func (b *Broker) PullWouldWait(topic string, queueID int32, offset int64) bool {
+	_, maxOff := b.store.QueueOffsets(topic, queueID)
+	return offset >= maxOff
+}
+
+// PullOrPark is Pull for a front end that holds its long polls without a
+// goroutine each. A pull that need not wait (it found messages, failed, or
+// asks for no hold) is answered by the return values, and parked is nil.
+// Otherwise the pull is parked (parked is not nil, res and err are
+// unset): done is called once with its result, on whichever goroutine ends
+// it (a message's arrival, the end of its hold, Cancel, the broker's
+// stop), perhaps before PullOrPark returns; the caller ends it early with
+// parked.Cancel. ctx is not watched: it carries the front end for the
+// metrics.
+func (b *Broker) PullOrPark(ctx context.Context, req PullRequest, done func(PullResult, error)) (parked *ParkedPull, res PullResult, err error) {
+	start := time.Now()
+	pl, err := b.planPull(req)
+	if err == nil {
+		var wait bool
+		if res, wait, err = pl.read(); err == nil && wait {
+			if parked, res, err = b.park(ctx, pl, start, done); parked != nil {
+				return parked, PullResult{}, nil
+			}
+		}
+	}
+	b.countPull(ctx, req, start, res, err)
+	return nil, res, err
+}
+
+// park parks a pull that found nothing to answer. It registers the pull
+// before reading again, so that an arrival between the first read and the
+// registration is not missed; when that read finds what to answer, nothing
+// is parked (nil) and out and err are the answer.
+func (b *Broker) park(ctx context.Context, pl *pullPlan, start time.Time, done func(PullResult, error)) (_ *ParkedPull, out PullResult, err error) {
+	set := b.parkedSet(Queue{pl.req.Topic, pl.req.QueueID})
+	p := &ParkedPull{pl: pl, ctx: ctx, start: start, set: set, done: done}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	set.mu.Lock()
+	set.pulls[p] = struct{}{}
+	set.mu.Unlock()
+	// Quiesce cancels b.ctx before it ends the parked pulls: a pull
+	// registered after that sweep sees the cancellation here.
+	if b.ctx.Err() != nil {
+		p.endLocked(pl.read())
+		return p, PullResult{}, nil
+	}
+	out, wait, err := pl.read()
+	if err != nil || !wait {
+		set.remove(p)
+		p.done = nil
+		return nil, out, err
+	}
+	p.timer = time.AfterFunc(pl.hold, p.Cancel)
+	return p, PullResult{}, nil
+}
+
+// Cancel ends the pull with what it would answer now, if it has not ended.
+// It is safe to call at any time and more than once.
+func (p *ParkedPull) Cancel() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done == nil {
+		return
+	}
+	p.endLocked(p.pl.read())
+}
+
+// arrived reads for the pull after an arrival on its queue, and ends it
+// when the read has something to answer.
+func (p *ParkedPull) arrived() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done == nil {
+		return
+	}
+	if err := p.pl.refusal(); err != nil {
+		p.endLocked(PullResult{}, false, err)
+		return
+	}
+	if out, wait, err := p.pl.read(); err != nil || !wait {
+		p.endLocked(out, wait, err)
+	}
+}
+
+// endLocked ends the pull with out or err (wait, what read said of out, is
+// ignored: the pull ends whatever it found); p.mu is held.
+func (p *ParkedPull) endLocked(out PullResult, _ bool, err error) {
+	done := p.done
+	p.done = nil
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	p.set.remove(p)
+	if err != nil {
+		out = PullResult{}
+	}
+	p.pl.b.countPull(p.ctx, p.pl.req, p.start, out, err)
+	done(out, err)
+}
+
+func (s *parkedSet) remove(p *ParkedPull) {
+	s.mu.Lock()
+	delete(s.pulls, p)
+	s.mu.Unlock()
+}
+
+// parkedSet returns the set of pulls parked on q, creating it.
+func (b *Broker) parkedSet(q Queue) *parkedSet {
+	if v, ok := b.parked.Load(q); ok {
+		return v.(*parkedSet)
+	}
+	v, _ := b.parked.LoadOrStore(q, &parkedSet{pulls: make(map[*ParkedPull]struct{})})
+	return v.(*parkedSet)
+}
+
+// wakeParked reads for the pulls parked on q after an arrival on it: the
+// first parkedInline on this goroutine, the others on goroutines of their
+// own, parkedChunk on each.
+func (b *Broker) wakeParked(q Queue) {
+	v, ok := b.parked.Load(q)
+	if !ok {
+		return
+	}
+	set := v.(*parkedSet)
+	var buf [parkedInline]*ParkedPull
+	inline := buf[:0]
+	var rest []*ParkedPull
+	set.mu.Lock()
+	for p := range set.pulls {
+		if len(inline) < parkedInline {
+			inline = append(inline, p)
+		} else {
+			rest = append(rest, p)
+		}
+	}
+	set.mu.Unlock()
+	for len(rest) > 0 {
+		chunk := rest[:min(parkedChunk, len(rest))]
+		rest = rest[len(chunk):]
+		b.parkedWG.Add(1)
+		go func() {
+			defer b.parkedWG.Done()
+			for _, p := range chunk {
+				p.arrived()
+			}
+		}()
+	}
+	for _, p := range inline {
+		p.arrived()
+	}
+}
+
+// endParked ends every parked pull (the broker is stopping).
+func (b *Broker) endParked() {
+	b.parked.Range(func(_, v any) bool {
+		set := v.(*parkedSet)
+		set.mu.Lock()
+		pulls := make([]*ParkedPull, 0, len(set.pulls))
+		for p := range set.pulls {
+			pulls = append(pulls, p)
+		}
+		set.mu.Unlock()
+		for _, p := range pulls {
+			p.Cancel()
+		}
+		return true
+	})
+}
