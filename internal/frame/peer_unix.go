@@ -13,17 +13,13 @@ import (
 // one byte that finds the end of the stream or an error. Bytes waiting, or
 // none yet, mean it is open.
 func peerClosed(nc net.Conn) bool {
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	rc := descriptorOf(nc)
+	if rc == nil {
 		return false
 	}
 	var b [1]byte
 	closed := false
-	err = rc.Read(func(fd uintptr) bool {
+	err := rc.Read(func(fd uintptr) bool {
 		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		switch {
 		case err == nil:
