@@ -51,8 +51,8 @@
 //	            undecodable payload, response over the limit); the payload is a UTF-8
 //	            message and the connection stays usable
 //	5 cancel    client → server: the caller gave up on request id; empty payload. A
-//	            request still running on its own goroutine has its context cancelled
-//	            and its answer is dropped by the client.
+//	            request still running on its own goroutine has its context cancelled,
+//	            a parked one is ended, and its answer is dropped by the client.
 //
 // Methods and their payloads (protobuf, proto/bolidev1, marshalled with
 // google.golang.org/protobuf):
@@ -65,8 +65,10 @@
 // A failure of the request itself (an unknown topic, a full disk) travels in
 // the response's Status, exactly as over gRPC. Responses may come back in
 // any order: a request that may wait (a send under sync flush or sync
-// replication, a long-polling pull) runs on its own goroutine while the
-// connection goes on serving the requests behind it.
+// replication, a long-polling pull) runs on its own goroutine, or waits
+// parked without one (a pull at the end of its queue, answered by the
+// arrival of a message), while the connection goes on serving the
+// requests behind it.
 //
 // A broker answers GetRoute, and a NameServer Send and Pull, with an error
 // frame (unknown method).
