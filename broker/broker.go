@@ -85,10 +85,10 @@ type Broker struct {
 	addr    string
 	started time.Time
 
-	arrivals sync.Map // Queue → *notify.Signal
-	// parked holds the pulls PullOrPark parks, by queue; parkedWG the
-	// goroutines an arrival answers some of them on.
-	parked   sync.Map // Queue → *parkedSet
+	// arrivals holds what waits for messages on each queue (Queue →
+	// *queueWaiters); parkedWG the goroutines an arrival answers some of
+	// the parked pulls on.
+	arrivals sync.Map
 	parkedWG sync.WaitGroup
 
 	// gate runs the master-only services while the broker is the master
@@ -312,21 +312,35 @@ func (b *Broker) housekeeping() {
 // onArrival is the store's dispatch hook: wake pulls parked on the queue.
 func (b *Broker) onArrival(topic string, queueID int32, _ int64) {
 	b.pop.Notify(topic)
-	q := Queue{topic, queueID}
-	if v, ok := b.arrivals.Load(q); ok {
-		v.(*notify.Signal).Notify()
+	if v, ok := b.arrivals.Load(Queue{topic, queueID}); ok {
+		w := v.(*queueWaiters)
+		w.sig.Notify()
+		b.wakeParked(w)
 	}
-	b.wakeParked(q)
+}
+
+// queueWaiters is what waits for messages on one queue: goroutines on its
+// signal (held pulls, the delay and transaction services), and parked
+// pulls (park.go).
+type queueWaiters struct {
+	sig notify.Signal
+
+	mu     sync.Mutex
+	parked map[*ParkedPull]struct{} // made by the first pull parked
+}
+
+// waiters returns the waiters of a queue, creating them.
+func (b *Broker) waiters(q Queue) *queueWaiters {
+	if v, ok := b.arrivals.Load(q); ok {
+		return v.(*queueWaiters)
+	}
+	v, _ := b.arrivals.LoadOrStore(q, &queueWaiters{})
+	return v.(*queueWaiters)
 }
 
 // arrivalSignal returns the signal of a queue, creating it.
 func (b *Broker) arrivalSignal(topic string, queueID int32) *notify.Signal {
-	k := Queue{topic, queueID}
-	if v, ok := b.arrivals.Load(k); ok {
-		return v.(*notify.Signal)
-	}
-	v, _ := b.arrivals.LoadOrStore(k, &notify.Signal{})
-	return v.(*notify.Signal)
+	return &b.waiters(Queue{topic, queueID}).sig
 }
 
 // Quiesce begins a stop: it unregisters from the NameServers, stops the

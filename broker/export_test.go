@@ -21,23 +21,20 @@ func (b *Broker) SyncRole() bool { return b.gate.Sync() }
 func (b *Broker) ProducerCount(group string) int { return len(b.clients.producersOf(group)) }
 
 // PullParked reports whether a pull has waited on the queue on a
-// goroutine of its own (Pull), or is parked on it now (PullOrPark).
+// goroutine of its own (Pull), or has been parked on it (PullOrPark).
 func (b *Broker) PullParked(topic string, queueID int32) bool {
-	q := Queue{topic, queueID}
-	if _, ok := b.arrivals.Load(q); ok {
-		return true
-	}
-	return b.ParkedCount(topic, queueID) > 0
+	_, ok := b.arrivals.Load(Queue{topic, queueID})
+	return ok
 }
 
 // ParkedCount is the number of pulls parked on a queue now (PullOrPark).
 func (b *Broker) ParkedCount(topic string, queueID int32) int {
-	v, ok := b.parked.Load(Queue{topic, queueID})
+	v, ok := b.arrivals.Load(Queue{topic, queueID})
 	if !ok {
 		return 0
 	}
-	set := v.(*parkedSet)
-	set.mu.Lock()
-	defer set.mu.Unlock()
-	return len(set.pulls)
+	w := v.(*queueWaiters)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.parked)
 }

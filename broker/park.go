@@ -30,19 +30,13 @@ type ParkedPull struct {
 	pl    *pullPlan
 	ctx   context.Context
 	start time.Time
-	set   *parkedSet
+	w     *queueWaiters
 	timer *time.Timer
 
 	// mu serializes the pull's reads and its end; done is nil once it
 	// ended.
 	mu   sync.Mutex
 	done func(PullResult, error)
-}
-
-// parkedSet is the pulls parked on one queue.
-type parkedSet struct {
-	mu    sync.Mutex
-	pulls map[*ParkedPull]struct{}
 }
 
 // PullWouldWait reports whether a pull of the queue from offset finds
@@ -83,22 +77,26 @@ func (b *Broker) PullOrPark(ctx context.Context, req PullRequest, done func(Pull
 // registration is not missed; when that read finds what to answer, nothing
 // is parked (nil) and out and err are the answer.
 func (b *Broker) park(ctx context.Context, pl *pullPlan, start time.Time, done func(PullResult, error)) (_ *ParkedPull, out PullResult, err error) {
-	set := b.parkedSet(Queue{pl.req.Topic, pl.req.QueueID})
-	p := &ParkedPull{pl: pl, ctx: ctx, start: start, set: set, done: done}
+	w := b.waiters(Queue{pl.req.Topic, pl.req.QueueID})
+	p := &ParkedPull{pl: pl, ctx: ctx, start: start, w: w, done: done}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	set.mu.Lock()
-	set.pulls[p] = struct{}{}
-	set.mu.Unlock()
+	w.mu.Lock()
+	if w.parked == nil {
+		w.parked = make(map[*ParkedPull]struct{})
+	}
+	w.parked[p] = struct{}{}
+	w.mu.Unlock()
 	// Quiesce cancels b.ctx before it ends the parked pulls: a pull
 	// registered after that sweep sees the cancellation here.
 	if b.ctx.Err() != nil {
-		p.endLocked(pl.read())
+		out, _, err := pl.read()
+		p.endLocked(out, err)
 		return p, PullResult{}, nil
 	}
 	out, wait, err := pl.read()
 	if err != nil || !wait {
-		set.remove(p)
+		w.unpark(p)
 		p.done = nil
 		return nil, out, err
 	}
@@ -114,7 +112,8 @@ func (p *ParkedPull) Cancel() {
 	if p.done == nil {
 		return
 	}
-	p.endLocked(p.pl.read())
+	out, _, err := p.pl.read()
+	p.endLocked(out, err)
 }
 
 // arrived reads for the pull after an arrival on its queue, and ends it
@@ -126,66 +125,59 @@ func (p *ParkedPull) arrived() {
 		return
 	}
 	if err := p.pl.refusal(); err != nil {
-		p.endLocked(PullResult{}, false, err)
+		p.endLocked(PullResult{}, err)
 		return
 	}
 	if out, wait, err := p.pl.read(); err != nil || !wait {
-		p.endLocked(out, wait, err)
+		p.endLocked(out, err)
 	}
 }
 
-// endLocked ends the pull with out or err (wait, what read said of out, is
-// ignored: the pull ends whatever it found); p.mu is held.
-func (p *ParkedPull) endLocked(out PullResult, _ bool, err error) {
+// endLocked ends the pull with out or err; p.mu is held.
+func (p *ParkedPull) endLocked(out PullResult, err error) {
 	done := p.done
 	p.done = nil
 	if p.timer != nil {
 		p.timer.Stop()
 	}
-	p.set.remove(p)
-	if err != nil {
-		out = PullResult{}
-	}
+	p.w.unpark(p)
 	p.pl.b.countPull(p.ctx, p.pl.req, p.start, out, err)
 	done(out, err)
 }
 
-func (s *parkedSet) remove(p *ParkedPull) {
-	s.mu.Lock()
-	delete(s.pulls, p)
-	s.mu.Unlock()
+func (w *queueWaiters) unpark(p *ParkedPull) {
+	w.mu.Lock()
+	delete(w.parked, p)
+	w.mu.Unlock()
 }
 
-// parkedSet returns the set of pulls parked on q, creating it.
-func (b *Broker) parkedSet(q Queue) *parkedSet {
-	if v, ok := b.parked.Load(q); ok {
-		return v.(*parkedSet)
+// parkedNow returns the pulls parked on the queue now.
+func (w *queueWaiters) parkedNow() []*ParkedPull {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]*ParkedPull, 0, len(w.parked))
+	for p := range w.parked {
+		out = append(out, p)
 	}
-	v, _ := b.parked.LoadOrStore(q, &parkedSet{pulls: make(map[*ParkedPull]struct{})})
-	return v.(*parkedSet)
+	return out
 }
 
-// wakeParked reads for the pulls parked on q after an arrival on it: the
-// first parkedInline on this goroutine, the others on goroutines of their
-// own, parkedChunk on each.
-func (b *Broker) wakeParked(q Queue) {
-	v, ok := b.parked.Load(q)
-	if !ok {
-		return
-	}
-	set := v.(*parkedSet)
-	var buf [parkedInline]*ParkedPull
+// wakeParked reads for the pulls parked on a queue after an arrival on it:
+// the first parkedInline on this goroutine, the others on goroutines of
+// their own, parkedChunk on each.
+func (b *Broker) wakeParked(w *queueWaiters) {
+	var buf [parkedInline]*ParkedPull // the common case: on the stack
 	inline := buf[:0]
 	var rest []*ParkedPull
-	set.mu.Lock()
-	for p := range set.pulls {
+	w.mu.Lock()
+	for p := range w.parked {
 		if len(inline) < parkedInline {
 			inline = append(inline, p)
 		} else {
 			rest = append(rest, p)
 		}
 	}
-	set.mu.Unlock()
+	w.mu.Unlock()
 	for len(rest) > 0 {
 		chunk := rest[:min(parkedChunk, len(rest))]
 		rest = rest[len(chunk):]
@@ -204,15 +196,8 @@ func (b *Broker) wakeParked(q Queue) {
 
 // endParked ends every parked pull (the broker is stopping).
 func (b *Broker) endParked() {
-	b.parked.Range(func(_, v any) bool {
-		set := v.(*parkedSet)
-		set.mu.Lock()
-		pulls := make([]*ParkedPull, 0, len(set.pulls))
-		for p := range set.pulls {
-			pulls = append(pulls, p)
-		}
-		set.mu.Unlock()
-		for _, p := range pulls {
+	b.arrivals.Range(func(_, v any) bool {
+		for _, p := range v.(*queueWaiters).parkedNow() {
 			p.Cancel()
 		}
 		return true

@@ -12,7 +12,7 @@ import (
 func peerClosed(net.Conn) bool { return false }
 
 // descriptorOf offers no file descriptor here: answers written from other
-// goroutines all go through workers (writeNow writes nothing).
+// goroutines all go through workers, and writeNow is never called.
 func descriptorOf(net.Conn) syscall.RawConn { return nil }
 
 func writeNow(syscall.RawConn, []byte) (int, error) { return 0, nil }

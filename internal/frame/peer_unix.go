@@ -4,6 +4,7 @@ package frame
 
 import (
 	"errors"
+	"io"
 	"net"
 	"syscall"
 )
@@ -34,7 +35,7 @@ func peerClosed(nc net.Conn) bool {
 }
 
 // descriptorOf is nc's file descriptor access, nil when nc has none (TLS, a
-// pipe): writeNow then writes nothing.
+// pipe).
 func descriptorOf(nc net.Conn) syscall.RawConn {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
@@ -51,24 +52,18 @@ func descriptorOf(nc net.Conn) syscall.RawConn {
 // b, all of them unless its send buffer filled. err is a failure of the
 // connection, not a full buffer.
 func writeNow(rc syscall.RawConn, b []byte) (n int, err error) {
-	if rc == nil {
-		return 0, nil
-	}
 	cerr := rc.Write(func(fd uintptr) bool {
 		for n < len(b) {
 			m, werr := syscall.Write(int(fd), b[n:])
-			if m > 0 {
-				n += m
-			}
 			switch {
 			case werr == nil && m > 0:
-			case errors.Is(werr, syscall.EINTR):
+				n += m
+			case werr == nil:
+				err = io.ErrShortWrite // a write of nothing
+				return true
 			case errors.Is(werr, syscall.EAGAIN):
 				return true
-			default:
-				if werr == nil {
-					werr = syscall.EIO // a write of nothing
-				}
+			case !errors.Is(werr, syscall.EINTR):
 				err = werr
 				return true
 			}
