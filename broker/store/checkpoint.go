@@ -39,7 +39,8 @@ type checkpoint struct {
 	// rebuilds them.
 	DispatchFrom int64
 	// FlushedOffset is the CommitLog's durable end when the checkpoint was
-	// taken (informational).
+	// taken. Recovery reports a log that ends below it as torn
+	// (checkDurableEnd).
 	FlushedOffset int64
 	// StoreTimestamp is the store time of the last dispatched record.
 	StoreTimestamp int64

@@ -33,7 +33,9 @@
 //	 24  8  DispatchFrom   every record below it has durable ConsumeQueue
 //	                       and IndexFile entries (ConsumeQueue units in
 //	                       their files or in the staging journal)
-//	 32  8  FlushedOffset  the log's durable end when taken (informational)
+//	 32  8  FlushedOffset  the log's durable end when taken; a log that
+//	                       recovers to below it lost records and is
+//	                       reported torn
 //	 40  8  StoreTimestamp of the last dispatched record
 //	 48  8  WrittenAt      ms since the epoch
 //	 56  8  StagedFrom     ≤ DispatchFrom: units of records from here on may

@@ -290,6 +290,9 @@ func (s *Store) open() error {
 		cp.LogFrom = logFrom
 	}
 	s.recovery.Log = s.clog.Recovery()
+	if found && !pending {
+		s.checkDurableEnd(cp.FlushedOffset)
+	}
 	if !found {
 		// Without a checkpoint the whole log is verified: worth a warning
 		// when there was a log, not for a new (or empty) store.
@@ -402,6 +405,28 @@ func (s *Store) open() error {
 		return fmt.Errorf("store: create abort marker: %w", err)
 	}
 	return nil
+}
+
+// checkDurableEnd reports as torn a log that recovered to below durable,
+// the end the last checkpoint saw flushed. The CommitLog's scan alone cannot
+// tell lost records from a tail never written when what replaced them reads
+// as zeros: a zeroed page that starts at a record, or within the first bytes
+// of its length field, ends the scan as cleanly as the end of the data does.
+// A truncation lowers the end legitimately, but it writes a checkpoint
+// before its intent file goes, so none is pending here.
+func (s *Store) checkDurableEnd(durable int64) {
+	rec := &s.recovery.Log
+	if rec.End >= durable {
+		return
+	}
+	reason := fmt.Sprintf("the log ends at %d, below the end %d the last checkpoint saw durable", rec.End, durable)
+	if rec.Torn {
+		rec.TornReason += "; " + reason
+	} else {
+		rec.Torn, rec.TornReason = true, reason
+	}
+	s.log.Error("records the last checkpoint saw durable are missing from the CommitLog",
+		zap.Int64("logEnd", rec.End), zap.Int64("durableEnd", durable), zap.Int64("lostBytes", durable-rec.End))
 }
 
 // adoptQueueOffsets gives the CommitLog the ConsumeQueues' next offsets,
