@@ -38,6 +38,7 @@ import (
 	"github.com/bolide-mq/bolide/broker/store"
 	"github.com/bolide-mq/bolide/broker/subgroup"
 	"github.com/bolide-mq/bolide/broker/txn"
+	"github.com/bolide-mq/bolide/internal/errcode"
 	"github.com/bolide-mq/bolide/internal/notify"
 	"github.com/bolide-mq/bolide/internal/tlsconf"
 )
@@ -86,8 +87,9 @@ type Broker struct {
 	started time.Time
 
 	// arrivals holds what waits for messages on each queue (Queue →
-	// *queueWaiters); parkedWG the goroutines an arrival answers some of
-	// the parked pulls on.
+	// *queueWaiters), from the first wait until the topic is deleted;
+	// parkedWG the goroutines an arrival answers some of the parked pulls
+	// on.
 	arrivals sync.Map
 	parkedWG sync.WaitGroup
 
@@ -324,6 +326,8 @@ func (b *Broker) onArrival(topic string, queueID int32, _ int64) {
 // pulls (park.go).
 type queueWaiters struct {
 	sig notify.Signal
+	// gone is set when the queue's topic is deleted (forgetWaiters).
+	gone atomic.Bool
 
 	mu     sync.Mutex
 	parked map[*ParkedPull]struct{} // made by the first pull parked
@@ -336,6 +340,30 @@ func (b *Broker) waiters(q Queue) *queueWaiters {
 	}
 	v, _ := b.arrivals.LoadOrStore(q, &queueWaiters{})
 	return v.(*queueWaiters)
+}
+
+// forgetWaiters drops the registries of a deleted topic's queues, so that
+// a broker whose topics come and go does not keep one for every queue it
+// ever held. The pulls waiting there are woken and answered that the topic
+// does not exist (waiters.gone); the delay and transaction services take a
+// queue's signal anew for each wait.
+func (b *Broker) forgetWaiters(topic string) {
+	b.arrivals.Range(func(k, v any) bool {
+		if k.(Queue).Topic != topic {
+			return true
+		}
+		b.arrivals.Delete(k)
+		w := v.(*queueWaiters)
+		w.gone.Store(true)
+		w.sig.Notify()
+		b.wakeParked(w)
+		return true
+	})
+}
+
+// gone is the answer to a pull whose topic was deleted while it waited.
+func (b *Broker) gone(topic string) error {
+	return errcode.Errorf(errcode.TopicNotExist, "topic %s was deleted from broker %s", topic, b.opts.BrokerName)
 }
 
 // arrivalSignal returns the signal of a queue, creating it.

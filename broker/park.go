@@ -124,6 +124,10 @@ func (p *ParkedPull) arrived() {
 	if p.done == nil {
 		return
 	}
+	if p.w.gone.Load() {
+		p.endLocked(PullResult{}, p.pl.b.gone(p.pl.req.Topic))
+		return
+	}
 	if err := p.pl.refusal(); err != nil {
 		p.endLocked(PullResult{}, err)
 		return

@@ -270,3 +270,59 @@ func TestParkedPullsOverFrames(t *testing.T) {
 	}
 	waitParked(0)
 }
+
+// TestDeletedTopicForgetsItsWaiters: deleting a topic drops what waits on
+// its queues (a parked pull, a pull held on a goroutine) from the broker's
+// registry, after waking them; made again, the topic's new pulls are
+// answered by its arrivals.
+func TestDeletedTopicForgetsItsWaiters(t *testing.T) {
+	b := popBroker(t, "gone", 2)
+	hold := broker.PullRequest{Group: "g", Topic: "gone", SuspendTimeout: 20 * time.Second, CommitOffset: -1}
+	parked, answers, _, err := pullOrPark(t, b.Broker, hold)
+	if err != nil || parked == nil {
+		t.Fatalf("pull of an empty queue: %v, parked %v; want it parked", err, parked != nil)
+	}
+	held := hold
+	held.QueueID = 1
+	heldDone := make(chan parkedAnswer, 1)
+	go func() {
+		res, err := b.Pull(context.Background(), held)
+		heldDone <- parkedAnswer{res, err}
+	}()
+	testutil.Eventually(t, 10*time.Second, "the held pull waits", func() bool { return b.PullParked("gone", 1) })
+
+	if err := b.DeleteTopic("gone"); err != nil {
+		t.Fatal(err)
+	}
+	for q := range int32(2) {
+		if b.PullParked("gone", q) {
+			t.Fatalf("queue %d of the deleted topic is still in the registry", q)
+		}
+	}
+	// Both are answered at once that the topic is gone, not by the end
+	// of their hold.
+	if a := oneAnswer(t, answers); errcode.Of(a.err) != errcode.TopicNotExist {
+		t.Fatalf("parked pull after the delete: %v, %v; want TopicNotExist", a.res.Status, a.err)
+	}
+	select {
+	case a := <-heldDone:
+		if errcode.Of(a.err) != errcode.TopicNotExist {
+			t.Fatalf("held pull after the delete: %v, %v; want TopicNotExist", a.res.Status, a.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held pull was not answered within 10s of the delete (its hold is 20s)")
+	}
+
+	if err := b.CreateTopic(broker.TopicConfig{Name: "gone", ReadQueueNums: 2, WriteQueueNums: 2, Perm: broker.PermReadWrite}, false); err != nil {
+		t.Fatal(err)
+	}
+	hold.SuspendTimeout = time.Minute
+	parked, answers, _, err = pullOrPark(t, b.Broker, hold)
+	if err != nil || parked == nil {
+		t.Fatalf("pull of the new topic's empty queue: %v, parked %v; want it parked", err, parked != nil)
+	}
+	sendN(t, b, "gone", 1, "again", 1, "")
+	if a := oneAnswer(t, answers); a.err != nil || a.res.Status != broker.PullFound {
+		t.Fatalf("parked pull of the new topic: %v, %v; want the message", a.res.Status, a.err)
+	}
+}

@@ -259,11 +259,11 @@ func (b *Broker) pull(ctx context.Context, req PullRequest) (PullResult, error) 
 		defer t.Stop()
 		deadline = t.C
 	}
-	sig := b.arrivalSignal(req.Topic, req.QueueID)
+	w := b.waiters(Queue{req.Topic, req.QueueID})
 	for {
 		// Take the arrival channel before reading, so an arrival between
 		// the read and the wait is not missed.
-		arrived := sig.C()
+		arrived := w.sig.C()
 		out, wait, err := pl.read()
 		if err != nil || !wait {
 			return out, err
@@ -277,7 +277,11 @@ func (b *Broker) pull(ctx context.Context, req PullRequest) (PullResult, error) 
 		case <-b.ctx.Done():
 			return out, nil
 		}
-		// The group may have been stopped while the pull was held.
+		// The group may have been stopped, or the topic deleted, while
+		// the pull was held.
+		if w.gone.Load() {
+			return PullResult{}, b.gone(req.Topic)
+		}
 		if err := pl.refusal(); err != nil {
 			return PullResult{}, err
 		}

@@ -673,6 +673,7 @@ func (b *Broker) DeleteTopic(name string) error {
 	if err := b.store.DeleteTopic(name); err != nil {
 		return storeError(err)
 	}
+	b.forgetWaiters(name)
 	b.reg.trigger()
 	return b.pushMetadata()
 }
