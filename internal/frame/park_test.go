@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -34,6 +35,8 @@ func startParkServer(t *testing.T) (*Server, string, <-chan *parkedCall) {
 	}
 	s := NewServer(Options{}, nil)
 	parked := make(chan *parkedCall, 1024)
+	s.Handle(mEcho, Handler{NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		Serve: func(_ context.Context, req proto.Message) proto.Message { return req }})
 	s.Handle(mPark, Handler{
 		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
 		Blocking:   func(proto.Message) bool { return true },
@@ -211,5 +214,67 @@ func TestParkedAnswersDoNotWait(t *testing.T) {
 			t.Fatalf("answer with id %d (seen before: %v)", h.ID, seen[h.ID])
 		}
 		seen[h.ID] = true
+	}
+}
+
+// TestParkedAnswersKeepFramesWhole: a parked answer written straight to
+// the socket must not land inside an answer the reader left half in its
+// buffer. A client pipelines echo requests (served on the reader, their
+// answers buffered and flushed as the buffer fills, so that it often holds
+// the first part of a frame) among parked requests answered as soon as
+// they park; every answer must arrive whole.
+func TestParkedAnswersKeepFramesWhole(t *testing.T) {
+	_, addr, parked := startParkServer(t)
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := io.WriteString(nc, Magic); err != nil {
+		t.Fatal(err)
+	}
+	const echoes, every = 6000, 20 // a parked request after every 20 echoes
+	pad := strings.Repeat("p", 3000)
+	want := make(map[uint32]string)
+	var reqs []byte
+	id := uint32(0)
+	for i := range echoes {
+		id++
+		want[id] = fmt.Sprint(pad, id)
+		if reqs, err = AppendMessage(reqs, Header{Kind: KindRequest, Method: mEcho, ID: id}, wrapperspb.String(want[id]), DefaultMaxFrame); err != nil {
+			t.Fatal(err)
+		}
+		if i%every == every-1 {
+			id++
+			want[id] = fmt.Sprint("parked ", id)
+			if reqs, err = AppendMessage(reqs, Header{Kind: KindRequest, Method: mPark, ID: id}, wrapperspb.String(want[id]), DefaultMaxFrame); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	go func() {
+		for range echoes / every {
+			pc := nextParked(t, parked)
+			pc.reply(wrapperspb.String(pc.value))
+		}
+	}()
+	go func() { _, _ = nc.Write(reqs) }()
+
+	br := bufio.NewReader(nc)
+	magic := make([]byte, len(Magic))
+	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != Magic {
+		t.Fatalf("handshake: %q, %v", magic, err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for n := 0; len(want) > 0; n++ {
+		h, payload, err := readFrame(br, nil, DefaultMaxFrame)
+		if err != nil {
+			t.Fatalf("after %d whole answers: %v", n, err)
+		}
+		var v wrapperspb.StringValue
+		if h.Kind != KindResponse || proto.Unmarshal(payload, &v) != nil || v.Value != want[h.ID] {
+			t.Fatalf("after %d whole answers, answer %d: kind %v, %d bytes, not the answer asked (%d bytes, ending %q)", n, h.ID, h.Kind, len(payload), len(want[h.ID]), want[h.ID][max(0, len(want[h.ID])-8):])
+		}
+		delete(want, h.ID)
 	}
 }

@@ -524,18 +524,22 @@ func (c *serverConn) replyParked(h Header, resp proto.Message, end func()) {
 		putBuf(p, b)
 		end()
 	}
-	// The frame may go straight to the socket, ahead of the answers the
-	// reader buffered: answers are matched to requests by id, not order.
+	// The frame may go straight to the socket only when the write buffer
+	// is empty: it may hold the first part of an answer, written when the
+	// buffer filled, whose rest must follow it. (Ahead of whole answers
+	// would do: answers are matched to requests by id, not order.)
 	if c.raw == nil || !c.wmu.TryLock() {
-		c.s.workers.Go(func() {
-			c.write(b, true)
-			done()
-		})
+		c.writeLater(b, done)
 		return
 	}
 	if c.werr != nil {
 		c.wmu.Unlock()
 		done()
+		return
+	}
+	if c.bw.Buffered() > 0 {
+		c.wmu.Unlock()
+		c.writeLater(b, done)
 		return
 	}
 	n, err := writeNow(c.raw, b)
@@ -556,6 +560,15 @@ func (c *serverConn) replyParked(h Header, resp proto.Message, end func()) {
 			_ = c.nc.Close()
 		}
 		c.wmu.Unlock()
+		done()
+	})
+}
+
+// writeLater has a worker write frame b after the buffered answers, then
+// call done.
+func (c *serverConn) writeLater(b []byte, done func()) {
+	c.s.workers.Go(func() {
+		c.write(b, true)
 		done()
 	})
 }
