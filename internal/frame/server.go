@@ -18,6 +18,7 @@ import (
 
 	"github.com/bolide-mq/bolide/auth"
 	"github.com/bolide-mq/bolide/internal/afterreply"
+	"github.com/bolide-mq/bolide/internal/rawconn"
 	"github.com/bolide-mq/bolide/internal/readahead"
 	"github.com/bolide-mq/bolide/internal/wire"
 	"github.com/bolide-mq/bolide/internal/workers"
@@ -132,7 +133,7 @@ func (s *Server) ServeConn(nc net.Conn) {
 		_ = nc.Close()
 		return
 	}
-	c := &serverConn{s: s, nc: nc, raw: descriptorOf(nc), sem: make(chan struct{}, s.opts.MaxInflight),
+	c := &serverConn{s: s, nc: nc, raw: rawconn.Of(nc), sem: make(chan struct{}, s.opts.MaxInflight),
 		cancels: make(map[uint32]*inflight)}
 	var ctx context.Context
 	ctx, c.cancel = context.WithCancel(s.ctx)
@@ -542,7 +543,7 @@ func (c *serverConn) replyParked(h Header, resp proto.Message, end func()) {
 		c.writeLater(b, done)
 		return
 	}
-	n, err := writeNow(c.raw, b)
+	n, err := rawconn.WriteNow(c.raw, b)
 	if err != nil || n == len(b) {
 		if err != nil {
 			c.werr = err
