@@ -9,11 +9,13 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/bolide-mq/bolide/internal/afterreply"
+	"github.com/bolide-mq/bolide/internal/rawconn"
 	"github.com/bolide-mq/bolide/internal/readahead"
 	"github.com/bolide-mq/bolide/internal/workers"
 )
@@ -23,6 +25,26 @@ type Handler interface {
 	// ServeRemoting answers req; a nil response sends nothing. ctx ends
 	// when the connection closes or the server stops.
 	ServeRemoting(ctx context.Context, conn *Conn, req *Command) *Command
+}
+
+// Parker is a Handler that holds some requests without a goroutine of
+// their own: a long-polled pull waiting for messages. A held request on a
+// goroutine costs two goroutine wake-ups per answer (its own and the
+// worker's), which at low rates are most of what answering it costs.
+type Parker interface {
+	Handler
+	// Parks reports whether req, a request not served inline, goes to
+	// Park rather than to ServeRemoting on a goroutine of its own. It runs
+	// on the connection's reader and must not wait.
+	Parks(req *Command) bool
+	// Park answers req at once (resp, with a nil cancel; a nil resp sends
+	// nothing) or holds it and returns cancel. A held request is answered
+	// by calling reply exactly once, from any goroutine and perhaps before
+	// Park returns (reply(nil) sends nothing); cancel, which may be called
+	// more than once and after the answer, makes it answer soon. The
+	// connection calls cancel when it ends. ctx is the connection's. Park
+	// runs on the reader and must not wait.
+	Park(ctx context.Context, conn *Conn, req *Command, reply func(*Command)) (resp *Command, cancel func())
 }
 
 // HandlerFunc adapts a function to Handler.
@@ -77,7 +99,9 @@ func (o Options) withDefaults() Options {
 // requests it sent, and serialises its writes.
 type Conn struct {
 	nc   net.Conn
+	raw  syscall.RawConn // nc's socket, for parked answers; nil without one (TLS)
 	h    Handler
+	pk   Parker // h, when it parks requests
 	opts Options
 	log  *zap.Logger
 
@@ -98,13 +122,18 @@ type Conn struct {
 
 	opaque atomic.Int32
 
-	// mu protects pending, inFlight, inBytes and closed.
+	// mu protects pending, inFlight, inBytes, closed and parked.
 	mu       sync.Mutex
 	cond     *sync.Cond // signalled when a request finishes
 	pending  map[int32]chan *Command
 	inFlight int
 	inBytes  int
 	closed   bool
+	// parked are the requests Park holds, for the connection's end to
+	// cancel; made by the first.
+	parked map[*parkedReq]struct{}
+	// handlers counts the requests being served on goroutines of their
+	// own and the parked ones.
 	handlers sync.WaitGroup
 	// workers run the requests not served inline, reusing goroutines
 	// whose stacks have grown already: the server's pool for its
@@ -119,8 +148,9 @@ func newConn(parent context.Context, nc net.Conn, h Handler, opts Options, log *
 		log = zap.NewNop()
 	}
 	ctx, cancel := context.WithCancel(parent)
-	c := &Conn{nc: nc, h: h, opts: opts.withDefaults(), log: log, ctx: ctx, cancel: cancel,
+	c := &Conn{nc: nc, raw: rawconn.Of(nc), h: h, opts: opts.withDefaults(), log: log, ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), bw: bufio.NewWriterSize(nc, 32<<10), pending: make(map[int32]chan *Command)}
+	c.pk, _ = h.(Parker)
 	c.cond = sync.NewCond(&c.mu)
 	c.inline = afterreply.NewContext(ctx, &c.later)
 	context.AfterFunc(ctx, func() { // wake a reader waiting in admit
@@ -171,13 +201,32 @@ func (c *Conn) write(cmd *Command, flush bool) error {
 		return ErrClosed
 	}
 	c.wbuf = AppendFrame(c.wbuf[:0], cmd)
-	_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	if _, err := c.bw.Write(c.wbuf); err != nil {
-		c.fail(err)
-		return fmt.Errorf("remoting: write to %s: %w", c.nc.RemoteAddr(), err)
-	}
+	err := c.writeLocked(c.wbuf, flush, last)
 	if cap(c.wbuf) > 1<<20 {
 		c.wbuf = nil // do not keep a large body's buffer
+	}
+	return err
+}
+
+// writeFrame writes the encoded frame b and flushes, as write does.
+func (c *Conn) writeFrame(b []byte) error {
+	c.writers.Add(1)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	last := c.writers.Add(-1) == 0
+	if c.ctx.Err() != nil {
+		return ErrClosed
+	}
+	return c.writeLocked(b, true, last)
+}
+
+// writeLocked buffers the frame b and flushes when asked and last in line;
+// wmu is held.
+func (c *Conn) writeLocked(b []byte, flush, last bool) error {
+	_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := c.bw.Write(b); err != nil {
+		c.fail(err)
+		return fmt.Errorf("remoting: write to %s: %w", c.nc.RemoteAddr(), err)
 	}
 	if !flush {
 		c.dirty.Store(true)
@@ -254,6 +303,7 @@ func (c *Conn) serve() {
 		c.cond.Broadcast()
 		c.mu.Unlock()
 		close(c.done)
+		c.cancelParked()
 		c.handlers.Wait()
 	}()
 	// Requests served inline are not read while they are served: the
@@ -309,6 +359,10 @@ func (c *Conn) serve() {
 		c.inBytes += size
 		c.mu.Unlock()
 		c.handlers.Add(1)
+		if c.pk != nil && c.pk.Parks(cmd) {
+			c.park(cmd, size)
+			continue
+		}
 		c.workers.Go(func() { c.handle(cmd, size) })
 	}
 }
@@ -357,14 +411,7 @@ func (c *Conn) serveInline(req *Command) {
 }
 
 func (c *Conn) handle(req *Command, size int) {
-	defer func() {
-		c.mu.Lock()
-		c.inFlight--
-		c.inBytes -= size
-		c.cond.Broadcast()
-		c.mu.Unlock()
-		c.handlers.Done()
-	}()
+	defer c.finished(size)
 	resp := c.h.ServeRemoting(c.ctx, c, req)
 	if resp == nil || req.IsOneway() {
 		return
@@ -374,6 +421,17 @@ func (c *Conn) handle(req *Command, size int) {
 	if err := c.Send(resp); err != nil && !errors.Is(err, ErrClosed) {
 		c.log.Debug("remoting: response not written", zap.Error(err))
 	}
+}
+
+// finished counts out a request of size bytes served on a goroutine of its
+// own or parked.
+func (c *Conn) finished(size int) {
+	c.mu.Lock()
+	c.inFlight--
+	c.inBytes -= size
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	c.handlers.Done()
 }
 
 // Dial connects to a remoting server; h serves the requests the server
