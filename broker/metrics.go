@@ -291,6 +291,8 @@ var (
 		"POP acknowledgements since the broker started, by topic and group.", []string{"topic", "consumer_group"}, nil)
 	descPopRedeliveries = prometheus.NewDesc("bolide_pop_redeliveries_total",
 		"POP messages handed out again (attempt > 1) since the broker started, by topic and group.", []string{"topic", "consumer_group"}, nil)
+	descPullsParked = prometheus.NewDesc("bolide_pulls_parked",
+		"Long-polled pulls held now without a goroutine of their own (parked), waiting for messages.", nil, nil)
 	descPopDLQ = prometheus.NewDesc("bolide_pop_dead_letters_total",
 		"POP messages moved to the dead-letter queue since the broker started, by topic and group.", []string{"topic", "consumer_group"}, nil)
 )
@@ -302,7 +304,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descStorageSize, descDiskRatio, descMaxOffset, descDispatchBehind,
 		descFlushBehind, descDispatchErrors, descTopics, descGroups, descLag, descReady, descRegisterRefused, descRole, descReplLag,
 		descReplInSync, descRoleChanges, descLeaseRemaining, descDelayPending, descTimerPending, descTimerDelivered, descHalf, descTxnChecks, descTxnEnds,
-		descPopInFlight, descPopAcks, descPopRedeliveries, descPopDLQ} {
+		descPopInFlight, descPopAcks, descPopRedeliveries, descPopDLQ, descPullsParked} {
 		ch <- d
 	}
 	for _, d := range dedupDescs {
@@ -331,6 +333,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descDispatchErrors, float64(b.store.DispatchErrors()))
 
 	gauge(descTopics, float64(len(b.topics.all())))
+	gauge(descPullsParked, float64(b.ParkedPulls()))
 	groups := b.offsets.Groups()
 	gauge(descGroups, float64(len(groups)))
 	for _, g := range groups {

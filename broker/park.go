@@ -87,6 +87,7 @@ func (b *Broker) park(ctx context.Context, pl *pullPlan, start time.Time, done f
 	}
 	w.parked[p] = struct{}{}
 	w.mu.Unlock()
+	b.parked.Add(1)
 	// Quiesce cancels b.ctx before it ends the parked pulls: a pull
 	// registered after that sweep sees the cancellation here.
 	if b.ctx.Err() != nil {
@@ -149,11 +150,19 @@ func (p *ParkedPull) endLocked(out PullResult, err error) {
 	done(out, err)
 }
 
+// unpark takes p out of the queue's parked pulls.
 func (w *queueWaiters) unpark(p *ParkedPull) {
 	w.mu.Lock()
+	_, ok := w.parked[p]
 	delete(w.parked, p)
 	w.mu.Unlock()
+	if ok {
+		p.pl.b.parked.Add(-1)
+	}
 }
+
+// ParkedPulls is how many pulls are parked now (PullOrPark).
+func (b *Broker) ParkedPulls() int64 { return b.parked.Load() }
 
 // parkedNow returns the pulls parked on the queue now.
 func (w *queueWaiters) parkedNow() []*ParkedPull {

@@ -179,6 +179,9 @@ func TestParkedPullsOverFrames(t *testing.T) {
 		}()
 	}
 	waitParked(groups)
+	if n := srv.ParkedPulls(); n != groups {
+		t.Errorf("the broker counts %d parked pulls, want %d", n, groups)
+	}
 	stacks := make([]byte, 1<<22)
 	stacks = stacks[:runtime.Stack(stacks, true)]
 	if n := bytes.Count(stacks, []byte("broker.(*Broker).pull(")); n != 0 {
@@ -201,6 +204,9 @@ func TestParkedPullsOverFrames(t *testing.T) {
 	}
 	wg.Wait()
 	waitParked(0)
+	if n := srv.ParkedPulls(); n != 0 {
+		t.Errorf("the broker counts %d parked pulls after they were answered, want 0", n)
+	}
 
 	// A pull for tag b stays parked through an arrival of tag a, and the
 	// arrival of tag b answers it with that message alone.

@@ -149,6 +149,11 @@ func TestACLRemotingConsume(t *testing.T) {
 	if resp := signed(t, c, aclConsumer, rmq.PullMessage, pull, nil); resp.Code != rmq.Success {
 		t.Fatalf("consumer pull: %d %q", resp.Code, resp.Remark)
 	}
+	// Long-polled pulls at the queue's end (parked, not on a goroutine)
+	// are checked the same way, and refused at once.
+	held := pullExt("acl-group", "acl-orders", 0, 1, "suspendTimeoutMillis", "20000")
+	wantRefused(t, "held pull without credentials", invoke(t, c, rmq.PullMessage, held, nil), "no credentials")
+	wantRefused(t, "producer's held pull", signed(t, c, aclProducer, rmq.PullMessage, held, nil), "may not subscribe to topic acl-orders")
 
 	// Offsets: a refused commit leaves the group's offset as it was.
 	commit := offsetReqExt("acl-group", "acl-orders", 0, "commitOffset", "1")

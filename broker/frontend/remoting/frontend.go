@@ -51,7 +51,7 @@ func New(b *broker.Broker, log *zap.Logger) *Frontend {
 	// the connection's reader: no goroutine per message, and the answers
 	// to the sends that arrived together leave in one write.
 	sendsWait := b.SendsWait()
-	f.srv = rmq.NewServer(rmq.HandlerFunc(f.serve), rmq.ServerOptions{
+	f.srv = rmq.NewServer(parker{f}, rmq.ServerOptions{
 		Options: rmq.Options{Inline: func(req *rmq.Command) bool {
 			switch req.Code {
 			case rmq.SendMessage, rmq.SendMessageV2, rmq.SendBatchMessage:
@@ -86,6 +86,24 @@ func (f *Frontend) Serve(lis net.Listener) error { return f.srv.Serve(lis) }
 // Shutdown lets requests in flight finish until ctx ends, then closes the
 // connections.
 func (f *Frontend) Shutdown(ctx context.Context) error { return f.srv.Shutdown(ctx) }
+
+// parker is the front end as the connections see it: pulls at the end of
+// their queue are parked, the other requests served.
+type parker struct{ f *Frontend }
+
+func (p parker) ServeRemoting(ctx context.Context, c *rmq.Conn, req *rmq.Command) *rmq.Command {
+	return p.f.serve(ctx, c, req)
+}
+
+func (p parker) Parks(req *rmq.Command) bool { return p.f.parksPull(req) }
+
+func (p parker) Park(ctx context.Context, c *rmq.Conn, req *rmq.Command, reply func(*rmq.Command)) (*rmq.Command, func()) {
+	ctx, refused := p.f.check(ctx, c, req)
+	if refused != nil {
+		return refused, nil
+	}
+	return p.f.parkPull(broker.WithFrontend(ctx, Name), req, reply)
+}
 
 func (f *Frontend) serve(ctx context.Context, c *rmq.Conn, req *rmq.Command) *rmq.Command {
 	ctx, refused := f.check(ctx, c, req)

@@ -101,9 +101,31 @@ func parsePullHeader(req *rmq.Command) (pullHeader, error) {
 // nextBeginOffset, minOffset, maxOffset and suggestWhichBrokerId: the
 // clients take a missing one for 0.
 func (f *Frontend) pullMessage(ctx context.Context, _ *connState, req *rmq.Command) *rmq.Command {
+	pc, answer := f.preparePull(ctx, req, true)
+	if answer != nil {
+		return answer
+	}
+	res, err := f.b.Pull(ctx, pc.preq)
+	return f.pullAnswer(ctx, req, pc, res, err)
+}
+
+// pullCall is a checked pull: its header, the core's request, whether its
+// filter is known (the request's own, or the registered one) and whether
+// this broker was the master when it came.
+type pullCall struct {
+	h      pullHeader
+	preq   broker.PullRequest
+	known  bool
+	master bool
+}
+
+// preparePull checks a pull and makes the core's request of it; a non-nil
+// answer ends the pull there. awaitHeartbeat lets it wait for the group's
+// heartbeat (awaitRegistration); without it, known may be false.
+func (f *Frontend) preparePull(ctx context.Context, req *rmq.Command, awaitHeartbeat bool) (pullCall, *rmq.Command) {
 	h, err := parsePullHeader(req)
 	if err != nil {
-		return f.pullReply(req, rmq.InvalidParameter, err.Error(), h, broker.PullResult{NextOffset: h.offset})
+		return pullCall{}, f.pullReply(req, rmq.InvalidParameter, err.Error(), h, broker.PullResult{NextOffset: h.offset})
 	}
 	// A pull that names no filter, from a group whose heartbeat has not
 	// reached this broker yet, waits a little for it; still unknown, it is
@@ -112,41 +134,89 @@ func (f *Frontend) pullMessage(ctx context.Context, _ *connState, req *rmq.Comma
 	// would get what its condition excludes. (RocketMQ's broker refuses such
 	// a pull with SUBSCRIPTION_NOT_EXIST; its clients then wait seconds.)
 	reg, registered := f.b.GroupFilter(h.group, h.topic)
-	if !registered && h.sysFlag&pullSubscription == 0 {
+	if !registered && h.sysFlag&pullSubscription == 0 && awaitHeartbeat {
 		reg, registered = f.awaitRegistration(ctx, h)
 	}
 	exprType, expr, err := f.pullExpression(h, reg, registered)
-	// The filter is known: the request's own, or the registered one.
-	known := registered || h.sysFlag&pullSubscription != 0
 	if err != nil {
-		return f.pullError(req, h, err)
+		return pullCall{}, f.pullError(req, h, err)
 	}
-	master := f.b.IsMaster()
-	preq := broker.PullRequest{Group: h.group, Topic: h.topic, QueueID: h.queueID, Offset: h.offset,
+	pc := pullCall{h: h, known: registered || h.sysFlag&pullSubscription != 0, master: f.b.IsMaster()}
+	pc.preq = broker.PullRequest{Group: h.group, Topic: h.topic, QueueID: h.queueID, Offset: h.offset,
 		MaxMessages: int(max(h.maxMsgs, 1)), MaxBytes: int(max(h.maxBytes, 0)), TagExpression: expr, ExpressionType: exprType, CommitOffset: -1}
-	if h.sysFlag&pullSuspend != 0 && known {
-		preq.SuspendTimeout = min(h.suspend, maxHold)
-		if !master {
-			preq.SuspendTimeout = min(preq.SuspendTimeout, slaveHold)
+	if h.sysFlag&pullSuspend != 0 && pc.known {
+		pc.preq.SuspendTimeout = min(h.suspend, maxHold)
+		if !pc.master {
+			pc.preq.SuspendTimeout = min(pc.preq.SuspendTimeout, slaveHold)
 		}
 	}
 	// A slave's offsets are the master's business (RocketMQ clients clear
 	// the bit for slaves, and commit to the master).
-	if h.sysFlag&pullCommitOffset != 0 && h.commitOffset >= 0 && master {
-		preq.CommitOffset = h.commitOffset
+	if h.sysFlag&pullCommitOffset != 0 && h.commitOffset >= 0 && pc.master {
+		pc.preq.CommitOffset = h.commitOffset
 	}
-	res, err := f.b.Pull(ctx, preq)
-	if err == nil && !master && res.Status == broker.PullOffsetIllegal {
-		return f.slaveOffsetIllegal(ctx, req, h, preq, res)
+	return pc, nil
+}
+
+// pullAnswer answers a pull the core served (res) or refused (err). A
+// slave's answer to an offset it does not hold yet may wait
+// (slaveOffsetIllegal); a master's never does.
+func (f *Frontend) pullAnswer(ctx context.Context, req *rmq.Command, pc pullCall, res broker.PullResult, err error) *rmq.Command {
+	if err == nil && !pc.master && res.Status == broker.PullOffsetIllegal {
+		return f.slaveOffsetIllegal(ctx, req, pc.h, pc.preq, res)
 	}
 	if err != nil {
-		return f.pullError(req, h, err)
+		return f.pullError(req, pc.h, err)
 	}
-	if !known && res.Status == broker.PullFound {
-		res.Records, res.NextOffset = nil, h.offset
-		return f.pullReply(req, rmq.PullNotFound, "NO_NEW_MESSAGE: no subscription of the group to the topic registered yet", h, res)
+	if !pc.known && res.Status == broker.PullFound {
+		res.Records, res.NextOffset = nil, pc.h.offset
+		return f.pullReply(req, rmq.PullNotFound, "NO_NEW_MESSAGE: no subscription of the group to the topic registered yet", pc.h, res)
 	}
-	return f.pullResult(req, h, res)
+	return f.pullResult(req, pc.h, res)
+}
+
+// parksPull reports whether a request is a pull to park (parkPull): one a
+// master holds (the suspend flag, and a filter it knows without waiting
+// for a heartbeat) of a queue that holds nothing past its offset. Other
+// pulls run on goroutines of their own: reading a backlog on the
+// connection's reader would read one queue after another.
+func (f *Frontend) parksPull(req *rmq.Command) bool {
+	if req.Code != rmq.PullMessage && req.Code != rmq.LitePullMessage {
+		return false
+	}
+	h, err := parsePullHeader(req)
+	if err != nil || h.sysFlag&pullSuspend == 0 || !f.b.IsMaster() {
+		return false
+	}
+	if h.sysFlag&pullSubscription == 0 {
+		if _, ok := f.b.GroupFilter(h.group, h.topic); !ok {
+			return false
+		}
+	}
+	return f.b.PullWouldWait(h.topic, h.queueID, h.offset)
+}
+
+// parkPull serves a pull parksPull picked, parking it in the core
+// (broker.PullOrPark) when it must wait. A pull that can no longer be
+// parked when it is served (the group's heartbeat gone, the broker no
+// longer the master) runs on a goroutine of its own, which the connection
+// counts as in flight until it answers.
+func (f *Frontend) parkPull(ctx context.Context, req *rmq.Command, reply func(*rmq.Command)) (*rmq.Command, func()) {
+	pc, answer := f.preparePull(ctx, req, false)
+	if answer != nil {
+		return answer, nil
+	}
+	if !pc.known || !pc.master {
+		go func() { reply(f.pullMessage(ctx, nil, req)) }()
+		return nil, func() {} // it ends with the connection's context
+	}
+	parked, res, err := f.b.PullOrPark(ctx, pc.preq, func(res broker.PullResult, err error) {
+		reply(f.pullAnswer(ctx, req, pc, res, err))
+	})
+	if parked != nil {
+		return nil, parked.Cancel
+	}
+	return f.pullAnswer(ctx, req, pc, res, err), nil
 }
 
 // unregisteredWait bounds how long a filterless pull waits for its group's

@@ -1,10 +1,12 @@
 package remoting_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -278,6 +280,82 @@ func TestPullLongPollWakesOnArrival(t *testing.T) {
 		t.Fatalf("held pull got %+v", msgs)
 	}
 	checkPullExt(t, a.resp, 2, 0, 2)
+}
+
+// TestPullsAtTheEndAreParked: long-polled pulls of a queue that holds
+// nothing past their offset wait parked in the core, with no goroutine of
+// the broker's each; one arrival answers them all, long before their hold
+// ends, and a closing connection ends its parked pulls.
+func TestPullsAtTheEndAreParked(t *testing.T) {
+	cb := startConsumerBroker(t)
+	cb.createTopic(t, "fan", 1)
+	waitParked := func(n int64) {
+		t.Helper()
+		testutil.WaitFor(t, 10*time.Second, fmt.Sprintf("%d pulls parked", n), func() error {
+			if got := cb.b.ParkedPulls(); got != n {
+				return fmt.Errorf("%d parked", got)
+			}
+			return nil
+		})
+	}
+	const groups = 40
+	answers := make(chan string, groups)
+	for i := range groups {
+		go func() {
+			resp, err := cb.conn.Invoke(context.Background(), rmq.NewRequest(rmq.PullMessage,
+				pullExt(fmt.Sprint("g", i), "fan", 0, 0, "suspendTimeoutMillis", "20000"), nil))
+			switch {
+			case err != nil:
+				answers <- err.Error()
+			case resp.Code != rmq.Success:
+				answers <- fmt.Sprintf("%d %s", resp.Code, resp.Remark)
+			default:
+				if msgs := decodePullBody(t, resp.Body); len(msgs) != 1 || string(msgs[0].body) != "one" {
+					answers <- fmt.Sprintf("%d messages", len(msgs))
+					return
+				}
+				answers <- ""
+			}
+		}()
+	}
+	waitParked(groups)
+	stacks := make([]byte, 1<<22)
+	stacks = stacks[:runtime.Stack(stacks, true)]
+	for _, fn := range []string{"broker.(*Broker).pull(", "remoting.(*Frontend).pullMessage("} {
+		if n := bytes.Count(stacks, []byte(fn)); n != 0 {
+			t.Errorf("%d goroutines in %s while %d pulls are parked, want none", n, fn, groups)
+		}
+	}
+	cb.send(t, "fan", 0, "one", "")
+	timeout := time.After(10 * time.Second)
+	for i := range groups {
+		select {
+		case a := <-answers:
+			if a != "" {
+				t.Fatalf("a parked pull after the arrival: %s", a)
+			}
+		case <-timeout:
+			t.Fatalf("%d of %d parked pulls answered within 10s of the arrival (their hold is 20s)", i, groups)
+		}
+	}
+	waitParked(0)
+
+	// A connection that closes ends its parked pulls.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := rmq.Dial(ctx, cb.addr, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		go func() {
+			_, _ = conn.Invoke(context.Background(), rmq.NewRequest(rmq.PullMessage,
+				pullExt(fmt.Sprint("closing", i), "fan", 0, 1, "suspendTimeoutMillis", "20000"), nil))
+		}()
+	}
+	waitParked(3)
+	_ = conn.Close()
+	waitParked(0)
 }
 
 func TestPullHoldEndsNotFound(t *testing.T) {
