@@ -193,15 +193,13 @@ func (c *Conn) Send(cmd *Command) error { return c.write(cmd, true) }
 // write writes one frame; with flush unset it may stay buffered until the
 // reader flushes (see serve).
 func (c *Conn) write(cmd *Command, flush bool) error {
-	c.writers.Add(1)
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	last := c.writers.Add(-1) == 0
-	if c.ctx.Err() != nil {
-		return ErrClosed
+	last, err := c.lockWriter()
+	if err != nil {
+		return err
 	}
+	defer c.wmu.Unlock()
 	c.wbuf = AppendFrame(c.wbuf[:0], cmd)
-	err := c.writeLocked(c.wbuf, flush, last)
+	err = c.writeLocked(c.wbuf, flush, last)
 	if cap(c.wbuf) > 1<<20 {
 		c.wbuf = nil // do not keep a large body's buffer
 	}
@@ -210,14 +208,26 @@ func (c *Conn) write(cmd *Command, flush bool) error {
 
 // writeFrame writes the encoded frame b and flushes, as write does.
 func (c *Conn) writeFrame(b []byte) error {
+	last, err := c.lockWriter()
+	if err != nil {
+		return err
+	}
+	defer c.wmu.Unlock()
+	return c.writeLocked(b, true, last)
+}
+
+// lockWriter takes wmu in turn with the other writers; last says that no
+// writer waits behind this one. On a connection that has ended it returns
+// ErrClosed without holding wmu.
+func (c *Conn) lockWriter() (last bool, err error) {
 	c.writers.Add(1)
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	last := c.writers.Add(-1) == 0
+	last = c.writers.Add(-1) == 0
 	if c.ctx.Err() != nil {
-		return ErrClosed
+		c.wmu.Unlock()
+		return false, ErrClosed
 	}
-	return c.writeLocked(b, true, last)
+	return last, nil
 }
 
 // writeLocked buffers the frame b and flushes when asked and last in line;
