@@ -57,6 +57,19 @@
 // claims. A frame whose header does not decode gets a SystemError
 // response when its opaque could be read, and the connection stays.
 //
+// # Serving requests
+//
+// A connection's reader reads frames in order. Requests that never wait
+// (Options.Inline) are served on the reader and their answers written
+// together when it is about to wait; the others run on goroutines of a
+// pool. A Handler that is also a Parker holds the requests it picks
+// (Parks: a long-polled pull of a queue with nothing new) without a
+// goroutine: Park returns at once, and the answer comes later from
+// whichever goroutine ends the wait. Such an answer is written straight to
+// the socket, as much as it takes without waiting and only when nothing
+// is buffered, the rest by a pool goroutine. Answers are matched to
+// requests by opaque, never by order.
+//
 // # Runtime configuration
 //
 // UPDATE_BROKER_CONFIG (25) and UPDATE_NAMESRV_CONFIG (318) carry Java
