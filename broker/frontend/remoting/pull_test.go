@@ -358,6 +358,46 @@ func TestPullsAtTheEndAreParked(t *testing.T) {
 	waitParked(0)
 }
 
+// TestParkedPullsEndWithTheBroker: a broker that closes answers its
+// parked pulls (no new message) before it closes their connection, and
+// closes in seconds, not at the end of their 20 s holds.
+func TestParkedPullsEndWithTheBroker(t *testing.T) {
+	srv := startBroker(t)
+	if err := srv.CreateTopic(broker.TopicConfig{Name: "T", ReadQueueNums: 1, WriteQueueNums: 1, Perm: broker.PermReadWrite}, false); err != nil {
+		t.Fatal(err)
+	}
+	conn := dialBroker(t, srv.Addr(), nil)
+	answers := make(chan *rmq.Command, 3)
+	for i := range 3 {
+		go func() {
+			resp, err := conn.Invoke(context.Background(), rmq.NewRequest(rmq.PullMessage,
+				pullExt(fmt.Sprint("g", i), "T", 0, 0, "suspendTimeoutMillis", "20000"), nil))
+			if err != nil {
+				resp = &rmq.Command{Code: -1, Remark: err.Error()}
+			}
+			answers <- resp
+		}()
+	}
+	testutil.WaitFor(t, 10*time.Second, "3 pulls parked", func() error {
+		if n := srv.ParkedPulls(); n != 3 {
+			return fmt.Errorf("%d parked", n)
+		}
+		return nil
+	})
+	start := time.Now()
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("the broker took %v to close with parked pulls", took)
+	}
+	for range 3 {
+		if resp := <-answers; resp.Code != rmq.PullNotFound {
+			t.Fatalf("a parked pull as the broker closed: %d %s", resp.Code, resp.Remark)
+		}
+	}
+}
+
 func TestPullHoldEndsNotFound(t *testing.T) {
 	cb := startConsumerBroker(t)
 	cb.createTopic(t, "T", 1)
