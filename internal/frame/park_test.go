@@ -150,6 +150,21 @@ func TestParkedRequests(t *testing.T) {
 	}
 }
 
+// rawClient is a connection past the handshake that writes requests and
+// reads answers as bytes, to pipeline many and to read none for a while.
+func rawClient(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	if _, err := io.WriteString(nc, Magic); err != nil {
+		t.Fatal(err)
+	}
+	return nc
+}
+
 // TestParkedAnswersDoNotWait: a client that sends parked requests and
 // reads nothing cannot hold up the goroutines that answer them (in the
 // broker, other connections' readers): each reply returns while the
@@ -157,14 +172,8 @@ func TestParkedRequests(t *testing.T) {
 // answer whole.
 func TestParkedAnswersDoNotWait(t *testing.T) {
 	_, addr, parked := startParkServer(t)
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	if _, err := io.WriteString(nc, Magic); err != nil {
-		t.Fatal(err)
-	}
+	nc := rawClient(t, addr)
+	var err error
 	const n = 200
 	var reqs []byte
 	for i := range n {
@@ -225,14 +234,8 @@ func TestParkedAnswersDoNotWait(t *testing.T) {
 // they park; every answer must arrive whole.
 func TestParkedAnswersKeepFramesWhole(t *testing.T) {
 	_, addr, parked := startParkServer(t)
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	if _, err := io.WriteString(nc, Magic); err != nil {
-		t.Fatal(err)
-	}
+	nc := rawClient(t, addr)
+	var err error
 	const echoes, every = 6000, 20 // a parked request after every 20 echoes
 	pad := strings.Repeat("p", 3000)
 	want := make(map[uint32]string)
