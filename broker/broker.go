@@ -92,7 +92,6 @@ type Broker struct {
 	// on.
 	arrivals sync.Map
 	parkedWG sync.WaitGroup
-	parked   atomic.Int64 // pulls parked now
 
 	// gate runs the master-only services while the broker is the master
 	// (rolegate_wire.go).

@@ -87,7 +87,6 @@ func (b *Broker) park(ctx context.Context, pl *pullPlan, start time.Time, done f
 	}
 	w.parked[p] = struct{}{}
 	w.mu.Unlock()
-	b.parked.Add(1)
 	// Quiesce cancels b.ctx before it ends the parked pulls: a pull
 	// registered after that sweep sees the cancellation here.
 	if b.ctx.Err() != nil {
@@ -153,16 +152,23 @@ func (p *ParkedPull) endLocked(out PullResult, err error) {
 // unpark takes p out of the queue's parked pulls.
 func (w *queueWaiters) unpark(p *ParkedPull) {
 	w.mu.Lock()
-	_, ok := w.parked[p]
 	delete(w.parked, p)
 	w.mu.Unlock()
-	if ok {
-		p.pl.b.parked.Add(-1)
-	}
 }
 
-// ParkedPulls is how many pulls are parked now (PullOrPark).
-func (b *Broker) ParkedPulls() int64 { return b.parked.Load() }
+// ParkedPulls is how many pulls are parked now (PullOrPark), counted when
+// asked (a metrics scrape), so that parking and answering count nothing.
+func (b *Broker) ParkedPulls() int64 {
+	var n int64
+	b.arrivals.Range(func(_, v any) bool {
+		w := v.(*queueWaiters)
+		w.mu.Lock()
+		n += int64(len(w.parked))
+		w.mu.Unlock()
+		return true
+	})
+	return n
+}
 
 // parkedNow returns the pulls parked on the queue now.
 func (w *queueWaiters) parkedNow() []*ParkedPull {
