@@ -87,11 +87,16 @@ func (b *Broker) park(ctx context.Context, pl *pullPlan, start time.Time, done f
 	}
 	w.parked[p] = struct{}{}
 	w.mu.Unlock()
-	// Quiesce cancels b.ctx before it ends the parked pulls: a pull
-	// registered after that sweep sees the cancellation here.
+	// Quiesce cancels b.ctx before it ends the parked pulls, and
+	// forgetWaiters marks a deleted topic's queues gone before it wakes
+	// theirs: a pull registered after either sweep sees it here.
 	if b.ctx.Err() != nil {
 		out, _, err := pl.read()
 		p.endLocked(out, err)
+		return p, PullResult{}, nil
+	}
+	if w.gone.Load() {
+		p.endLocked(PullResult{}, b.gone(pl.req.Topic))
 		return p, PullResult{}, nil
 	}
 	out, wait, err := pl.read()

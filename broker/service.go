@@ -264,6 +264,12 @@ func (b *Broker) pull(ctx context.Context, req PullRequest) (PullResult, error) 
 		// Take the arrival channel before reading, so an arrival between
 		// the read and the wait is not missed.
 		arrived := w.sig.C()
+		// The topic may have been deleted while the pull was held, or
+		// just before it took the channel (forgetWaiters sets gone
+		// before it notifies).
+		if w.gone.Load() {
+			return PullResult{}, b.gone(req.Topic)
+		}
 		out, wait, err := pl.read()
 		if err != nil || !wait {
 			return out, err
@@ -277,11 +283,7 @@ func (b *Broker) pull(ctx context.Context, req PullRequest) (PullResult, error) 
 		case <-b.ctx.Done():
 			return out, nil
 		}
-		// The group may have been stopped, or the topic deleted, while
-		// the pull was held.
-		if w.gone.Load() {
-			return PullResult{}, b.gone(req.Topic)
-		}
+		// The group may have been stopped while the pull was held.
 		if err := pl.refusal(); err != nil {
 			return PullResult{}, err
 		}
