@@ -185,15 +185,14 @@ func (f *Frontend) parksPull(req *rmq.Command) bool {
 		return false
 	}
 	h, err := parsePullHeader(req)
-	if err != nil || h.sysFlag&pullSuspend == 0 || !f.b.IsMaster() {
+	if err != nil || h.sysFlag&pullSuspend == 0 || !f.b.IsMaster() || !f.b.PullWouldWait(h.topic, h.queueID, h.offset) {
 		return false
 	}
 	if h.sysFlag&pullSubscription == 0 {
-		if _, ok := f.b.GroupFilter(h.group, h.topic); !ok {
-			return false
-		}
+		_, ok := f.b.GroupFilter(h.group, h.topic)
+		return ok
 	}
-	return f.b.PullWouldWait(h.topic, h.queueID, h.offset)
+	return true
 }
 
 // parkPull serves a pull parksPull picked, parking it in the core
