@@ -3,7 +3,6 @@
 package rawconn
 
 import (
-	"errors"
 	"io"
 	"net"
 	"syscall"
@@ -28,16 +27,16 @@ func Of(nc net.Conn) syscall.RawConn {
 func WriteNow(rc syscall.RawConn, b []byte) (n int, err error) {
 	cerr := rc.Write(func(fd uintptr) bool {
 		for n < len(b) {
-			m, werr := syscall.Write(int(fd), b[n:])
+			m, werr := rawWrite(fd, b[n:])
 			switch {
-			case werr == nil && m > 0:
+			case werr == 0 && m > 0:
 				n += m
-			case werr == nil:
+			case werr == 0:
 				err = io.ErrShortWrite // a write of nothing
 				return true
-			case errors.Is(werr, syscall.EAGAIN):
+			case werr == syscall.EAGAIN:
 				return true
-			case !errors.Is(werr, syscall.EINTR):
+			case werr != syscall.EINTR:
 				err = werr
 				return true
 			}
