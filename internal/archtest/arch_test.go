@@ -108,18 +108,19 @@ func TestStoragePackagesStayApart(t *testing.T) {
 
 // The port multiplexer is shared by the broker and the NameServer: it
 // knows connections and their first bytes, nothing of the project but
-// internal/ratelog (its rate-limited WARN), which, like internal/acceptq,
-// imports nothing of the project.
+// internal/ratelog (its rate-limited WARN) and internal/rawconn (the
+// sockets it accepts), which, like internal/acceptq, import nothing of the
+// project.
 func TestPortMuxStandsAlone(t *testing.T) {
-	allowed := map[string]bool{module + "internal/ratelog": true}
+	allowed := map[string]bool{module + "internal/ratelog": true, module + "internal/rawconn": true}
 	for _, p := range list(t, "./internal/portmux") {
 		for _, d := range p.Deps {
 			if strings.HasPrefix(d, module) && !allowed[d] {
-				t.Errorf("%s imports %s: the port multiplexer imports nothing of the project but internal/ratelog", p.ImportPath, d)
+				t.Errorf("%s imports %s: the port multiplexer imports nothing of the project but internal/ratelog and internal/rawconn", p.ImportPath, d)
 			}
 		}
 	}
-	for _, p := range list(t, "./internal/ratelog", "./internal/acceptq") {
+	for _, p := range list(t, "./internal/ratelog", "./internal/rawconn", "./internal/acceptq") {
 		for _, d := range p.Deps {
 			if strings.HasPrefix(d, module) {
 				t.Errorf("%s imports %s: it imports nothing of the project", p.ImportPath, d)

@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/bolide-mq/bolide/internal/rawconn"
 	"github.com/bolide-mq/bolide/internal/wire"
 	pb "github.com/bolide-mq/bolide/proto/bolidev1"
 )
@@ -281,6 +282,7 @@ func (c *Client) dial(ctx context.Context) (*clientConn, error) {
 		}
 		return nil, &ConnError{Op: "dial", Addr: c.addr, Err: err}
 	}
+	nc = rawconn.Wrap(nc)
 	// The handshake ends with dctx: its end unblocks the reads (a deadline
 	// on the TCP connection holds for the TLS one over it too). The
 	// function reads raw, not nc, which the handshake replaces.

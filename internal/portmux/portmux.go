@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/bolide-mq/bolide/internal/ratelog"
+	"github.com/bolide-mq/bolide/internal/rawconn"
 )
 
 // HeadLen is how many bytes of a new connection the Mux reads to sort it.
@@ -181,6 +182,7 @@ func (m *Mux) accept() {
 			return
 		}
 		backoff = 0
+		nc = rawconn.Wrap(nc)
 		m.mu.Lock()
 		if m.closed {
 			m.mu.Unlock()
