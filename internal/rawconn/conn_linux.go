@@ -136,13 +136,11 @@ func (c *Conn) writeFD(fd uintptr) bool {
 	return true
 }
 
-// opError wraps err as net.Conn's methods do, naming op (the poller's own
-// errors come as "raw-read" or "raw-write").
+// opError wraps err as net.Conn's methods do, naming op and both ends (the
+// poller's own errors come as "raw-read" or "raw-write", without them).
 func (c *Conn) opError(op string, err error) error {
 	if oe, ok := err.(*net.OpError); ok {
-		e := *oe
-		e.Op = op
-		return &e
+		err = oe.Err
 	}
 	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }

@@ -120,8 +120,9 @@ func TestConnErrors(t *testing.T) {
 		t.Fatal("the read returned before its deadline")
 	}
 	var oe *net.OpError
-	if !errors.As(err, &oe) || oe.Op != "read" {
-		t.Fatalf("read past its deadline: %#v, want a net.OpError of op read", err)
+	if !errors.As(err, &oe) || oe.Op != "read" || oe.Source.String() != c.LocalAddr().String() ||
+		oe.Addr.String() != c.RemoteAddr().String() {
+		t.Fatalf("read past its deadline: %#v, want a net.OpError of op read between the two ends", err)
 	}
 	_ = c.SetReadDeadline(time.Time{})
 
