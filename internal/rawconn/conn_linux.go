@@ -14,21 +14,20 @@ import (
 // its non-blocking socket. See the package comment for why.
 type Conn struct {
 	net.Conn
-	rc syscall.RawConn
+	rc   syscall.RawConn
+	r, w side
+}
 
-	// rmu holds the read state below for one Read at a time; rfn is
-	// c.readFD, made once (a method value made per call is an allocation).
-	rmu  sync.Mutex
-	rp   []byte
-	rn   int
-	rerr error
-	rfn  func(uintptr) bool
-
-	wmu  sync.Mutex
-	wp   []byte
-	wn   int
-	werr error
-	wfn  func(uintptr) bool
+// side is the state of one direction's call: the buffer, how much of it
+// is done, the error, and the function given to the RawConn (made once: a
+// method value made per call is an allocation). mu holds it for one call
+// at a time.
+type side struct {
+	mu  sync.Mutex
+	p   []byte
+	n   int
+	err error
+	fn  func(fd uintptr) bool
 }
 
 // Wrap returns a TCP connection as a Conn, and any other nc as it is.
@@ -42,7 +41,7 @@ func Wrap(nc net.Conn) net.Conn {
 		return nc
 	}
 	c := &Conn{Conn: nc, rc: rc}
-	c.rfn, c.wfn = c.readFD, c.writeFD
+	c.r.fn, c.w.fn = c.readFD, c.writeFD
 	return c
 }
 
@@ -52,84 +51,82 @@ func (c *Conn) SyscallConn() (syscall.RawConn, error) { return c.rc, nil }
 // Read reads what the socket holds, up to len(p), waiting in the network
 // poller while it holds nothing.
 func (c *Conn) Read(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	c.rmu.Lock()
-	defer c.rmu.Unlock()
-	c.rp, c.rn, c.rerr = p, 0, nil
-	err := c.rc.Read(c.rfn)
-	n := c.rn
-	if err == nil {
-		err = c.rerr
-	}
-	c.rp, c.rerr = nil, nil
+	n, err := c.call(&c.r, p, c.rc.Read)
 	if err != nil && err != io.EOF {
 		err = c.opError("read", err)
 	}
 	return n, err
 }
 
-// readFD reads once; it returns false to wait for the socket when there
-// is nothing to read.
-func (c *Conn) readFD(fd uintptr) bool {
-	for {
-		n, e := rawRead(fd, c.rp)
-		switch e {
-		case 0:
-			if n == 0 {
-				c.rerr = io.EOF
-			}
-			c.rn = n
-			return true
-		case syscall.EAGAIN:
-			return false
-		case syscall.EINTR:
-		default:
-			c.rerr = os.NewSyscallError("read", e)
-			return true
-		}
-	}
-}
-
 // Write writes all of p, waiting in the network poller while the socket's
 // send buffer is full.
 func (c *Conn) Write(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.wp, c.wn, c.werr = p, 0, nil
-	err := c.rc.Write(c.wfn)
-	n := c.wn
-	if err == nil {
-		err = c.werr
-	}
-	c.wp, c.werr = nil, nil
+	n, err := c.call(&c.w, p, c.rc.Write)
 	if err != nil {
 		err = c.opError("write", err)
 	}
 	return n, err
 }
 
-// writeFD writes until the buffer is out; it returns false to wait for
-// room in the socket.
-func (c *Conn) writeFD(fd uintptr) bool {
-	for c.wn < len(c.wp) {
-		n, e := rawWrite(fd, c.wp[c.wn:])
+// call runs s.fn on the socket through the RawConn's Read or Write (run)
+// over p.
+func (c *Conn) call(s *side, p []byte, run func(func(uintptr) bool) error) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.p, s.n, s.err = p, 0, nil
+	err := run(s.fn)
+	if err == nil {
+		err = s.err
+	}
+	n := s.n
+	s.p, s.err = nil, nil
+	return n, err
+}
+
+// readFD reads once; it returns false to wait for the socket when there
+// is nothing to read.
+func (c *Conn) readFD(fd uintptr) bool {
+	r := &c.r
+	for {
+		n, e := rawRead(fd, r.p)
 		switch e {
 		case 0:
 			if n == 0 {
-				c.werr = io.ErrShortWrite
-				return true
+				r.err = io.EOF
 			}
-			c.wn += n
+			r.n = n
+			return true
 		case syscall.EAGAIN:
 			return false
 		case syscall.EINTR:
 		default:
-			c.werr = os.NewSyscallError("write", e)
+			r.err = os.NewSyscallError("read", e)
+			return true
+		}
+	}
+}
+
+// writeFD writes until the buffer is out; it returns false to wait for
+// room in the socket.
+func (c *Conn) writeFD(fd uintptr) bool {
+	w := &c.w
+	for w.n < len(w.p) {
+		n, e := rawWrite(fd, w.p[w.n:])
+		switch e {
+		case 0:
+			if n == 0 {
+				w.err = io.ErrShortWrite
+				return true
+			}
+			w.n += n
+		case syscall.EAGAIN:
+			return false
+		case syscall.EINTR:
+		default:
+			w.err = os.NewSyscallError("write", e)
 			return true
 		}
 	}
