@@ -113,23 +113,15 @@ func (c *Conn) readFD(fd uintptr) bool {
 // room in the socket.
 func (c *Conn) writeFD(fd uintptr) bool {
 	w := &c.w
-	for w.n < len(w.p) {
-		n, e := rawWrite(fd, w.p[w.n:])
-		switch e {
-		case 0:
-			if n == 0 {
-				w.err = io.ErrShortWrite
-				return true
-			}
-			w.n += n
-		case syscall.EAGAIN:
-			return false
-		case syscall.EINTR:
-		default:
-			w.err = os.NewSyscallError("write", e)
-			return true
-		}
+	n, full, err := writeSome(fd, w.p[w.n:])
+	w.n += n
+	if full {
+		return false
 	}
+	if e, ok := err.(syscall.Errno); ok {
+		err = os.NewSyscallError("write", e)
+	}
+	w.err = err
 	return true
 }
 

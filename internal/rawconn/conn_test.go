@@ -42,11 +42,7 @@ func pair(t *testing.T) (wrapped net.Conn, peer net.Conn) {
 	}
 	wrapped = rawconn.Wrap(nc)
 	t.Cleanup(func() { wrapped.Close(); peer.Close() })
-	if runtime.GOOS == "linux" {
-		if _, ok := wrapped.(*rawconn.Conn); !ok {
-			t.Fatalf("Wrap gave %T, want *rawconn.Conn", wrapped)
-		}
-	}
+	checkWrapped(t, wrapped)
 	return wrapped, peer
 }
 

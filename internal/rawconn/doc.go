@@ -10,10 +10,10 @@
 // lasts long has its processor handed to another thread. On a socket that
 // never blocks, neither is needed: synchronous sends cost the broker and
 // the client 12–28 % less CPU a message this way (docs/BENCHMARKS.md,
-// "2026-12-07, night"). Under the race
-// detector, and on systems other than Linux, the calls go through the
-// syscall package as before: the race detector learns from it that a
-// write happened before the read that took its bytes.
+// "2026-12-07, night"). Under the race detector, and on systems other
+// than Linux, the calls go through the syscall package as before: the
+// race detector learns from it that a write happened before the read that
+// took its bytes.
 //
 // A server that answers a held request from a goroutine that is not the
 // connection's (a message's arrival reported by another client's reader,

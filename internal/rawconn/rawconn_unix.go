@@ -26,25 +26,31 @@ func Of(nc net.Conn) syscall.RawConn {
 // connection, not a full buffer.
 func WriteNow(rc syscall.RawConn, b []byte) (n int, err error) {
 	cerr := rc.Write(func(fd uintptr) bool {
-		for n < len(b) {
-			m, werr := rawWrite(fd, b[n:])
-			switch {
-			case werr == 0 && m > 0:
-				n += m
-			case werr == 0:
-				err = io.ErrShortWrite // a write of nothing
-				return true
-			case werr == syscall.EAGAIN:
-				return true
-			case werr != syscall.EINTR:
-				err = werr
-				return true
-			}
-		}
+		n, _, err = writeSome(fd, b)
 		return true
 	})
 	if err == nil {
 		err = cerr
 	}
 	return n, err
+}
+
+// writeSome writes b to the non-blocking descriptor fd until all of it is
+// out, the socket's send buffer is full (full), or the write fails: err
+// is then a syscall.Errno, or io.ErrShortWrite for a write of nothing.
+func writeSome(fd uintptr, b []byte) (n int, full bool, err error) {
+	for n < len(b) {
+		m, e := rawWrite(fd, b[n:])
+		switch {
+		case e == 0 && m > 0:
+			n += m
+		case e == 0:
+			return n, false, io.ErrShortWrite
+		case e == syscall.EAGAIN:
+			return n, true, nil
+		case e != syscall.EINTR:
+			return n, false, e
+		}
+	}
+	return n, false, nil
 }
