@@ -110,7 +110,9 @@ func (s *Store) GetMatching(topic string, queueID int32, offset int64, maxCount,
 	if maxCount <= 0 {
 		maxCount = 32
 	}
-	units := make([]consumequeue.Unit, 0, min(maxCount*2, 1024))
+	// Sized for what the queue holds past offset: a pull at the tail of a
+	// busy queue reads one or two units, not a batch's worth.
+	units := make([]consumequeue.Unit, 0, min(int64(min(maxCount*2, 1024)), res.MaxOffset-offset))
 	bytes := 0
 	next := offset
 	scanned := 0
