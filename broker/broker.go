@@ -71,7 +71,8 @@ type Broker struct {
 	dedup       *dedup.Window
 	dedupBefore atomic.Int64 // the log's end when the window was last reset
 
-	sqls sqlCache // compiled SQL92 subscriptions (msgfilter.go)
+	sqls     sqlCache // compiled SQL92 subscriptions (msgfilter.go)
+	tagExprs tagCache // parsed tag subscriptions (msgfilter.go)
 
 	// The configuration that may change at runtime (runtimeconfig.go):
 	// cfg is the options in effect, cfgSaved what config/runtime.json

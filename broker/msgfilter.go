@@ -38,30 +38,39 @@ type messageFilter struct {
 	match   func(rec []byte) bool // nil: no condition on the record
 }
 
-// sqlCache holds compiled SQL92 conditions by text: a subscription is
-// parsed once, not on every pull.
-type sqlCache struct {
+// exprCache holds parsed subscription expressions by text, SQL92
+// conditions and tag expressions alike: a subscription is parsed once, not
+// on every pull. What it holds is read-only once parsed, so pulls share it.
+type exprCache[T any] struct {
 	mu sync.Mutex
-	m  map[string]*filter.Expression
+	m  map[string]T
 }
 
-// maxCachedSQL bounds the cache; past it, it starts again empty.
-const maxCachedSQL = 4096
+// sqlCache and tagCache are the broker's two caches.
+type (
+	sqlCache = exprCache[*filter.Expression]
+	tagCache = exprCache[*message.TagExpression]
+)
 
-func (c *sqlCache) compile(expr string) (*filter.Expression, error) {
+// maxCachedExprs bounds a cache; past it, it starts again empty.
+const maxCachedExprs = 4096
+
+// get returns expr parsed, parsing it only if the cache does not hold it.
+// Expressions that fail to parse are not kept.
+func (c *exprCache[T]) get(expr string, parse func(string) (T, error)) (T, error) {
 	c.mu.Lock()
 	e, ok := c.m[expr]
 	c.mu.Unlock()
 	if ok {
 		return e, nil
 	}
-	e, err := filter.Compile(expr)
+	e, err := parse(expr)
 	if err != nil {
-		return nil, err
+		return e, err
 	}
 	c.mu.Lock()
-	if c.m == nil || len(c.m) >= maxCachedSQL {
-		c.m = make(map[string]*filter.Expression)
+	if c.m == nil || len(c.m) >= maxCachedExprs {
+		c.m = make(map[string]T)
 	}
 	c.m[expr] = e
 	c.mu.Unlock()
@@ -84,7 +93,7 @@ func (b *Broker) compileFilter(exprType, expr string) (messageFilter, error) {
 		return messageFilter{}, err
 	}
 	if t == ExprTag {
-		te, err := message.ParseTagExpression(expr)
+		te, err := b.tagExprs.get(expr, message.ParseTagExpression)
 		if err != nil {
 			return messageFilter{}, errcode.Errorf(errcode.SubscriptionParseFailed, "%v", err)
 		}
@@ -94,7 +103,7 @@ func (b *Broker) compileFilter(exprType, expr string) (messageFilter, error) {
 		return messageFilter{}, errcode.Errorf(errcode.NoPermission,
 			"broker %s does not filter by SQL92 (enable-property-filter is off)", b.opts.BrokerName)
 	}
-	e, err := b.sqls.compile(expr)
+	e, err := b.sqls.get(expr, filter.Compile)
 	if err != nil {
 		return messageFilter{}, errcode.Errorf(errcode.SubscriptionParseFailed, "SQL92 filter %q: %v", expr, err)
 	}

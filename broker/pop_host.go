@@ -162,7 +162,7 @@ func (h popHost) Filter(exprType, expr string) (pop.Filter, error) {
 	}
 	f := pop.Filter{TagCode: mf.tagCode, Match: mf.match}
 	if mf.tagCode != nil && mf.match == nil {
-		te, err := message.ParseTagExpression(expr)
+		te, err := h.b.tagExprs.get(expr, message.ParseTagExpression)
 		if err == nil && !te.All() {
 			f.Match = func(rec []byte) bool {
 				props, err := message.RecordProperties(rec)
