@@ -227,8 +227,9 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message, opts ...SendO
 	}
 	so := buildSendOptions(msgs[0], opts)
 	total := 0
-	pms := make([]*pb.Message, 0, len(msgs))
-	slab := make([]pb.Message, len(msgs))
+	wb := newWireBatch(len(msgs))
+	defer p.recycleWireBatch(wb)
+	pms, slab := wb.ptrs, wb.slab
 	born := time.Now().UnixMilli()
 	ids := p.ids.NextN(len(msgs))
 	for i, m := range msgs {
@@ -252,9 +253,8 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message, opts ...SendO
 	if total > p.b.opts.maxBodySize {
 		return nil, codeErr(pb.Code_MESSAGE_TOO_LARGE, "batch bodies total %d bytes, at most %d", total, p.b.opts.maxBodySize)
 	}
-	res, err := p.send(ctx, msgs[0], pms, so)
-	p.recycleWireProperties(pms)
-	return res, err
+	wb.ptrs = pms
+	return p.send(ctx, msgs[0], pms, so)
 }
 
 // SendAsync sends one message in the background and calls callback exactly
@@ -656,6 +656,46 @@ const maxRecycledProperties = 8
 // wireProperties. A batched producer would otherwise make one map a
 // message, about 300 bytes, and collect it again a moment later.
 var sentProperties sync.Pool
+
+// wireBatch holds the wire messages of a SendBatch. A batch's wire
+// messages take about 140 bytes each (pb.Message); once its send is over
+// they are cleared and kept for the next batch (recycleWireBatch), on the
+// same terms as the property maps.
+type wireBatch struct {
+	slab []pb.Message
+	ptrs []*pb.Message // into slab, in order
+}
+
+// maxRecycledBatch is the largest batch whose wire messages are kept.
+const maxRecycledBatch = 1024
+
+// wireBatches holds cleared wireBatches for newWireBatch.
+var wireBatches sync.Pool
+
+// newWireBatch returns a wireBatch of n zero messages and no pointers.
+func newWireBatch(n int) *wireBatch {
+	if wb, _ := wireBatches.Get().(*wireBatch); wb != nil {
+		if cap(wb.slab) >= n {
+			wb.slab, wb.ptrs = wb.slab[:n], wb.ptrs[:0]
+			return wb
+		}
+		wireBatches.Put(wb) // for a smaller batch
+	}
+	return &wireBatch{slab: make([]pb.Message, n), ptrs: make([]*pb.Message, 0, n)}
+}
+
+// recycleWireBatch recycles the property maps of a batch whose send is
+// over (recycleWireProperties) and, on the same terms, the batch itself,
+// cleared so that it holds on to no message body.
+func (p *Producer) recycleWireBatch(wb *wireBatch) {
+	if !p.b.frames.framesOnly() || cap(wb.slab) > maxRecycledBatch {
+		return
+	}
+	p.recycleWireProperties(wb.ptrs)
+	clear(wb.slab)
+	clear(wb.ptrs)
+	wireBatches.Put(wb)
+}
 
 // recycleWireProperties gives the property maps of messages whose send is
 // over (every attempt has returned) back to wireProperties, and takes them
