@@ -688,10 +688,10 @@ func newWireBatch(n int) *wireBatch {
 // over (recycleWireProperties) and, on the same terms, the batch itself,
 // cleared so that it holds on to no message body.
 func (p *Producer) recycleWireBatch(wb *wireBatch) {
+	p.recycleWireProperties(wb.ptrs)
 	if !p.b.frames.framesOnly() || cap(wb.slab) > maxRecycledBatch {
 		return
 	}
-	p.recycleWireProperties(wb.ptrs)
 	clear(wb.slab)
 	clear(wb.ptrs)
 	wireBatches.Put(wb)
