@@ -398,14 +398,14 @@ func (p *Producer) fillWire(pm *pb.Message, m *Message, shardingKey string, born
 			return codeErr(pb.Code_MESSAGE_ILLEGAL, "message key %q is empty or contains a space", k)
 		}
 	}
-	props := wireProperties(m, shardingKey, uniqueID)
-	n, err := message.ValidPropertiesLen(props)
+	n, err := wirePropertiesLen(m, shardingKey, uniqueID)
 	if err != nil {
 		return codeErr(pb.Code_MESSAGE_ILLEGAL, "%v", err)
 	}
 	if n > message.MaxPropertiesSize-32 {
 		return codeErr(pb.Code_PROPERTIES_TOO_LARGE, "properties take %d bytes, at most %d", n, message.MaxPropertiesSize-32)
 	}
+	props := wireProperties(m, shardingKey, uniqueID)
 	pm.Topic, pm.Body, pm.Properties = m.Topic, m.Body, props
 	pm.BornTimestamp, pm.BornHost = bornMs, p.bornHost
 	return nil

@@ -249,6 +249,59 @@ func (m *MessageExt) size() int64 {
 // user's: tag, keys, sharding key and unique id.
 const ownProperties = 4
 
+// wirePropertiesLen returns what message.ValidPropertiesLen returns for
+// wireProperties(m, shardingKey, uniqueID), without building the map: the
+// user's properties but those the fields set or remove, then the fields'.
+func wirePropertiesLen(m *Message, shardingKey, uniqueID string) (int, error) {
+	uid := m.UniqueID
+	if uid == "" {
+		uid = uniqueID
+	}
+	n := 0
+	for k, v := range m.Properties {
+		switch k {
+		case message.PropertyTags, message.PropertyKeys, message.PropertyShardingKey:
+			continue
+		case message.PropertyUniqueKey:
+			if uid != "" {
+				continue
+			}
+		}
+		l, err := message.ValidPropertyLen(k, v)
+		if err != nil {
+			return 0, err
+		}
+		n += l
+	}
+	own := [...]struct{ name, value string }{
+		{message.PropertyTags, m.Tag},
+		{message.PropertyShardingKey, shardingKey},
+		{message.PropertyUniqueKey, uid},
+	}
+	for _, p := range own {
+		if p.value == "" {
+			continue
+		}
+		l, err := message.ValidPropertyLen(p.name, p.value)
+		if err != nil {
+			return 0, err
+		}
+		n += l
+	}
+	if len(m.Keys) > 0 {
+		// KEYS is the keys joined by KeySeparator: checked key by key.
+		n += len(message.PropertyKeys) + 2 + len(message.KeySeparator)*(len(m.Keys)-1)
+		for _, k := range m.Keys {
+			l, err := message.ValidPropertyLen(message.PropertyKeys, k)
+			if err != nil {
+				return 0, err
+			}
+			n += l - len(message.PropertyKeys) - 2
+		}
+	}
+	return n, nil
+}
+
 // wireProperties builds the properties a message travels with: the user's,
 // then the fields that have their own property. It does not modify m. The
 // map comes from the maps of sent messages when there is one

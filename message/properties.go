@@ -80,18 +80,28 @@ func ValidateProperties(props map[string]string) error {
 func ValidPropertiesLen(props map[string]string) (int, error) {
 	n := 0
 	for k, v := range props {
-		if k == "" {
-			return 0, fmt.Errorf("%w: empty name", ErrBadProperty)
+		l, err := ValidPropertyLen(k, v)
+		if err != nil {
+			return 0, err
 		}
-		if k == PropertyCRC32 {
-			return 0, fmt.Errorf("%w: %q is reserved", ErrBadProperty, k)
-		}
-		if hasSeparator(k) || hasSeparator(v) {
-			return 0, fmt.Errorf("%w: %q contains a separator byte", ErrBadProperty, k)
-		}
-		n += len(k) + len(v) + 2
+		n += l
 	}
 	return n, nil
+}
+
+// ValidPropertyLen checks one property as ValidPropertiesLen checks each
+// of a map's, and returns the length of its encoding.
+func ValidPropertyLen(name, value string) (int, error) {
+	if name == "" {
+		return 0, fmt.Errorf("%w: empty name", ErrBadProperty)
+	}
+	if name == PropertyCRC32 {
+		return 0, fmt.Errorf("%w: %q is reserved", ErrBadProperty, name)
+	}
+	if hasSeparator(name) || hasSeparator(value) {
+		return 0, fmt.Errorf("%w: %q contains a separator byte", ErrBadProperty, name)
+	}
+	return len(name) + len(value) + 2, nil
 }
 
 // hasSeparator reports whether s contains either separator byte. Names
