@@ -229,7 +229,6 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message, opts ...SendO
 	total := 0
 	wb := newWireBatch(len(msgs))
 	defer p.recycleWireBatch(wb)
-	pms, slab := wb.ptrs, wb.slab
 	born := time.Now().UnixMilli()
 	ids := p.ids.NextN(len(msgs))
 	for i, m := range msgs {
@@ -239,7 +238,7 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message, opts ...SendO
 		if m.Topic != msgs[0].Topic {
 			return nil, codeErr(pb.Code_MESSAGE_ILLEGAL, "batch mixes topics %q and %q", msgs[0].Topic, m.Topic)
 		}
-		pm := &slab[i]
+		pm := &wb.slab[i]
 		err := p.fillWire(pm, m, so.shardingKey, born, ids[i])
 		if err == nil {
 			err = so.applyDelay(pm)
@@ -248,13 +247,12 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message, opts ...SendO
 			return nil, fmt.Errorf("batch message %d: %w", i, err)
 		}
 		total += len(m.Body)
-		pms = append(pms, pm)
+		wb.ptrs = append(wb.ptrs, pm)
 	}
 	if total > p.b.opts.maxBodySize {
 		return nil, codeErr(pb.Code_MESSAGE_TOO_LARGE, "batch bodies total %d bytes, at most %d", total, p.b.opts.maxBodySize)
 	}
-	wb.ptrs = pms
-	return p.send(ctx, msgs[0], pms, so)
+	return p.send(ctx, msgs[0], wb.ptrs, so)
 }
 
 // SendAsync sends one message in the background and calls callback exactly
@@ -692,8 +690,7 @@ func (p *Producer) recycleWireBatch(wb *wireBatch) {
 	if !p.b.frames.framesOnly() || cap(wb.slab) > maxRecycledBatch {
 		return
 	}
-	clear(wb.slab)
-	clear(wb.ptrs)
+	clear(wb.slab) // ptrs point into slab: nothing more to let go
 	wireBatches.Put(wb)
 }
 

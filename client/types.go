@@ -292,11 +292,10 @@ func wirePropertiesLen(m *Message, shardingKey, uniqueID string) (int, error) {
 		// KEYS is the keys joined by KeySeparator: checked key by key.
 		n += len(message.PropertyKeys) + 2 + len(message.KeySeparator)*(len(m.Keys)-1)
 		for _, k := range m.Keys {
-			l, err := message.ValidPropertyLen(message.PropertyKeys, k)
-			if err != nil {
+			if _, err := message.ValidPropertyLen(message.PropertyKeys, k); err != nil {
 				return 0, err
 			}
-			n += l - len(message.PropertyKeys) - 2
+			n += len(k)
 		}
 	}
 	return n, nil
