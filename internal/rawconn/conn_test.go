@@ -3,6 +3,7 @@ package rawconn_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -42,7 +43,9 @@ func pair(t *testing.T) (wrapped net.Conn, peer net.Conn) {
 	}
 	wrapped = rawconn.Wrap(nc)
 	t.Cleanup(func() { wrapped.Close(); peer.Close() })
-	checkWrapped(t, wrapped)
+	if got := fmt.Sprintf("%T", wrapped); got != wrappedType {
+		t.Fatalf("Wrap gave %s, want %s", got, wrappedType)
+	}
 	return wrapped, peer
 }
 
